@@ -1,0 +1,89 @@
+//! Read and write KPAK v1 archives (`.kpack`), byte-compatible with AMD's
+//! rocm-kpack (see `shared/spec/rocm-kpack.md` §2).
+//!
+//! A KPAK file is a 16-byte header (`"KPAK"`, version 1, `toc_offset`)
+//! zero-padded to 64 bytes, a blob area, and a msgpack table of contents
+//! mapping `"<binary path>#<co_index>"` → arch → `{type, ordinal,
+//! original_size[, metadata]}`. Kernels are stored raw (scheme `"none"`) or
+//! as one zstd frame each (`"zstd-per-kernel"`).
+//!
+//! Layers:
+//! - [`Archive`] (reader): memory-maps a file, validates *everything* once at
+//!   open (every inconsistency is an [`Error`] naming the offset, never a
+//!   panic), then serves [`Archive::get`] without locks: raw kernels are
+//!   borrowed from the mapping, zstd kernels decoded with a per-thread
+//!   context and checked against `original_size`.
+//! - [`ArchiveWriter`] (writer): streams kernels to a spool file as they are
+//!   added, and on [`ArchiveWriter::finish`] writes the archive to a temp
+//!   file beside the destination and renames it into place. Output is
+//!   deterministic: entries sorted by (key, arch), ordinals in that order,
+//!   fixed zstd level ([`EntryOrder::Insertion`] reproduces AMD's Python
+//!   writer's order instead).
+//! - [`Error`] with [`ErrorKind`], whose [`ErrorKind::code`] is AMD's
+//!   `kpack_error_t` number.
+//!
+//! API at a glance:
+//! - `Archive::open(path)` / `from_bytes(Vec<u8>)` / `from_reader(impl Read)`;
+//!   `scheme()`, `group_name()`, `gfx_arch_family()`, `arches()` (file order),
+//!   `has_arch(a)`, `binaries()` / `binary(i)` / `binary_count()` (byte-wise
+//!   sorted keys), `entries()` (sorted by key, arch), `entry(key, arch)`,
+//!   `get(key, arch) -> Result<Cow<[u8]>>`, `read(&Entry)`, `dump() -> String`.
+//! - `ArchiveWriter::create(path, WriterOptions)`; `add(key, arch, &[u8])`,
+//!   `add_with_metadata(.., &[(k, v)])`, `add_from_reader(..)`;
+//!   `finish() -> Written`.
+//! - `WriterOptions { group_name, gfx_arch_family, gfx_arches: Option<Vec>,
+//!   compression: Compression::{None, Zstd { level }} (default level 3),
+//!   order: EntryOrder::{Sorted (default), Insertion} }`.
+//! - `Error::kind() -> ErrorKind` (`.code()` = AMD's number), `offset()`, `path()`.
+//!
+//! ```
+//! use kpack_format::{Archive, ArchiveWriter, Compression, WriterOptions};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("blas_gfx1100.kpack");
+//! let options = WriterOptions {
+//!     group_name: "blas".into(),
+//!     gfx_arch_family: "gfx1100".into(),
+//!     compression: Compression::Zstd { level: 3 },
+//!     ..Default::default()
+//! };
+//! let mut writer = ArchiveWriter::create(&path, options)?;
+//! writer.add("lib/libblas.so#0", "gfx1100", b"\x7fELF code object")?;
+//! writer.finish()?;
+//!
+//! let archive = Archive::open(&path)?;
+//! assert_eq!(archive.arches(), ["gfx1100"]);
+//! assert_eq!(&*archive.get("lib/libblas.so#0", "gfx1100")?, b"\x7fELF code object");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod error;
+mod mmap;
+mod msgpack;
+mod read;
+mod write;
+
+pub use error::{Error, ErrorKind, Result};
+pub use read::{Archive, Entry, Scheme};
+pub use write::{ArchiveWriter, Compression, EntryOrder, WriterOptions, Written};
+
+/// The four magic bytes at offset 0: `"KPAK"`.
+pub const MAGIC: [u8; 4] = *b"KPAK";
+/// The only header version there is.
+pub const VERSION: u32 = 1;
+/// Size of the fixed header (magic, version, toc_offset).
+pub const HEADER_SIZE: usize = 16;
+/// Offset of the blob area (the header is zero-padded to it).
+pub const BLOB_START: u64 = 64;
+
+impl Archive {
+    /// Validate an archive read from `reader` to its end (for pipes and
+    /// tests; files should use [`Archive::open`], which maps instead).
+    pub fn from_reader(mut reader: impl std::io::Read) -> Result<Archive> {
+        let mut bytes = Vec::new();
+        reader
+            .read_to_end(&mut bytes)
+            .map_err(|e| Error::io("cannot read archive", e))?;
+        Archive::from_bytes(bytes)
+    }
+}

@@ -1,0 +1,524 @@
+//! The writer: [`ArchiveWriter`] compresses each kernel as it is added,
+//! spools it to an anonymous temp file beside the output, and on
+//! [`ArchiveWriter::finish`] lays the archive out in a temp file in the
+//! destination directory and renames it into place. Memory stays bounded by
+//! the largest kernel plus the TOC.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::{BLOB_START, MAGIC, VERSION};
+
+/// AMD's loader refuses zstd blobs of 4 GiB or more.
+const MAX_ZSTD_BLOB: u64 = 1 << 32;
+
+/// How the writer stores kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// Scheme `"none"`: raw bytes, served zero-copy from a mapping.
+    None,
+    /// Scheme `"zstd-per-kernel"`: one zstd frame per kernel at `level`.
+    Zstd {
+        /// zstd compression level (AMD's default is 3).
+        level: i32,
+    },
+}
+
+impl Default for Compression {
+    fn default() -> Self {
+        Compression::Zstd { level: 3 }
+    }
+}
+
+/// In which order entries get their ordinals and TOC positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EntryOrder {
+    /// Sorted by (key, arch), byte-wise: the output depends only on the set
+    /// of entries, never on the order of `add` calls. The default.
+    #[default]
+    Sorted,
+    /// In `add` order, TOC keys in order of first appearance, like AMD's
+    /// Python writer. Use it to reproduce an AMD archive byte for byte.
+    Insertion,
+}
+
+/// Settings for [`ArchiveWriter`].
+#[derive(Debug, Clone, Default)]
+pub struct WriterOptions {
+    /// The TOC's `group_name` (build slice / artifact prefix).
+    pub group_name: String,
+    /// The TOC's `gfx_arch_family` label (AMD's split tool writes the arch).
+    pub gfx_arch_family: String,
+    /// The TOC's `gfx_arches`. `None`: the sorted set of arches added. When
+    /// given, every added arch must be listed (AMD's loader only finds
+    /// arches listed here); the list is written as given.
+    pub gfx_arches: Option<Vec<String>>,
+    /// Storage scheme; zstd level 3 by default.
+    pub compression: Compression,
+    /// Ordinal and TOC order.
+    pub order: EntryOrder,
+}
+
+/// What [`ArchiveWriter::finish`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// The archive's path.
+    pub path: PathBuf,
+    /// Number of entries.
+    pub entries: usize,
+    /// Size of the archive in bytes.
+    pub file_size: u64,
+}
+
+struct Pending {
+    key: String,
+    arch: String,
+    spool_offset: u64,
+    stored_len: u64,
+    original_size: u64,
+    metadata: Vec<(String, String)>,
+}
+
+/// Builds a KPAK v1 archive at a path; nothing appears there until
+/// [`finish`](ArchiveWriter::finish) succeeds, and dropping the writer
+/// earlier leaves nothing behind.
+pub struct ArchiveWriter {
+    dest: PathBuf,
+    dir: PathBuf,
+    options: WriterOptions,
+    spool: File,
+    spool_len: u64,
+    pending: Vec<Pending>,
+    seen: HashSet<(String, String)>,
+    compressor: Option<zstd::bulk::Compressor<'static>>,
+}
+
+impl std::fmt::Debug for ArchiveWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArchiveWriter")
+            .field("dest", &self.dest)
+            .field("entries", &self.pending.len())
+            .finish()
+    }
+}
+
+impl ArchiveWriter {
+    /// Start an archive that [`finish`](Self::finish) will write to `path`.
+    /// The spool file is created (unlinked) in `path`'s directory.
+    pub fn create(path: impl AsRef<Path>, options: WriterOptions) -> Result<ArchiveWriter> {
+        let dest = path.as_ref().to_path_buf();
+        let dir = match dest.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let spool = tempfile::tempfile_in(&dir).map_err(|e| {
+            Error::io(
+                format!("cannot create a spool file in {}", dir.display()),
+                e,
+            )
+        })?;
+        let compressor = match options.compression {
+            Compression::None => None,
+            Compression::Zstd { level } => {
+                Some(zstd::bulk::Compressor::new(level).map_err(|e| {
+                    Error::new(
+                        ErrorKind::InvalidArgument,
+                        format!("zstd level {level}: {e}"),
+                    )
+                })?)
+            }
+        };
+        Ok(ArchiveWriter {
+            dest,
+            dir,
+            options,
+            spool,
+            spool_len: 0,
+            pending: Vec::new(),
+            seen: HashSet::new(),
+            compressor,
+        })
+    }
+
+    /// Add the code object `data` for binary key `key` (`\` becomes `/`, as
+    /// in AMD's writer) and architecture `arch`. A second add of the same
+    /// (key, arch) is an [`ErrorKind::InvalidArgument`] error.
+    pub fn add(&mut self, key: &str, arch: &str, data: &[u8]) -> Result<()> {
+        self.add_with_metadata(key, arch, data, &[])
+    }
+
+    /// [`add`](Self::add), reading the code object from `reader` to its end.
+    pub fn add_from_reader(&mut self, key: &str, arch: &str, mut reader: impl Read) -> Result<()> {
+        let mut data = Vec::new();
+        reader
+            .read_to_end(&mut data)
+            .map_err(|e| Error::io(format!("cannot read kernel {key:?} {arch:?}"), e))?;
+        self.add(key, arch, &data)
+    }
+
+    /// [`add`](Self::add) with the entry's optional `metadata` map (written
+    /// in the given order when non-empty; AMD's split tool writes `target`
+    /// and `source_prefix`).
+    pub fn add_with_metadata(
+        &mut self,
+        key: &str,
+        arch: &str,
+        data: &[u8],
+        metadata: &[(&str, &str)],
+    ) -> Result<()> {
+        let key = key.replace('\\', "/");
+        if key.is_empty() || arch.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("empty key or arch ({key:?}, {arch:?})"),
+            ));
+        }
+        if let Some(listed) = &self.options.gfx_arches
+            && !listed.iter().any(|a| a == arch)
+        {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("arch {arch:?} of {key:?} is not in gfx_arches {listed:?}"),
+            ));
+        }
+        if !self.seen.insert((key.clone(), arch.to_owned())) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("kernel {key:?} for {arch:?} already exists"),
+            ));
+        }
+        let compressed;
+        let stored: &[u8] = match &mut self.compressor {
+            None => data,
+            Some(c) => {
+                compressed = c
+                    .compress(data)
+                    .map_err(|e| Error::io(format!("zstd failed on {key:?} {arch:?}"), e))?;
+                &compressed
+            }
+        };
+        if self.compressor.is_some() && stored.len() as u64 >= MAX_ZSTD_BLOB {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("compressed kernel {key:?} {arch:?} exceeds 4 GiB"),
+            ));
+        }
+        self.spool
+            .write_all(stored)
+            .map_err(|e| Error::io("cannot write spool file", e))?;
+        self.pending.push(Pending {
+            key,
+            arch: arch.to_owned(),
+            spool_offset: self.spool_len,
+            stored_len: stored.len() as u64,
+            original_size: data.len() as u64,
+            metadata: metadata
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        });
+        self.spool_len += stored.len() as u64;
+        Ok(())
+    }
+
+    /// Number of entries added so far.
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Whether nothing was added yet.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Lay out and write the archive, then rename it into place.
+    pub fn finish(mut self) -> Result<Written> {
+        let dest = self.dest.clone();
+        self.finish_inner().map_err(|e| e.with_path(&dest))
+    }
+
+    fn finish_inner(&mut self) -> Result<Written> {
+        if self.options.order == EntryOrder::Sorted {
+            self.pending
+                .sort_by(|a, b| (&a.key, &a.arch).cmp(&(&b.key, &b.arch)));
+        }
+        let zstd = self.compressor.is_some();
+        let n = self.pending.len() as u64;
+        // Blob area: NoOp = raw blobs; zstd = count + (size word + frame)*.
+        let blob_len = if zstd {
+            4 + 4 * n + self.spool_len
+        } else {
+            self.spool_len
+        };
+        if zstd && blob_len >= MAX_ZSTD_BLOB {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("zstd blob of {blob_len} bytes exceeds AMD's 4 GiB limit"),
+            ));
+        }
+        let toc_offset = BLOB_START + blob_len;
+        let toc = self.encode_toc(blob_len)?;
+
+        let mut out = tempfile::Builder::new()
+            .prefix(".kpack-")
+            .suffix(".tmp")
+            .tempfile_in(&self.dir)
+            .map_err(|e| {
+                Error::io(
+                    format!("cannot create a temp file in {}", self.dir.display()),
+                    e,
+                )
+            })?;
+        set_readable(out.as_file())?;
+        {
+            let werr = |e| Error::io("cannot write archive", e);
+            let mut w = BufWriter::with_capacity(1 << 20, out.as_file_mut());
+            let mut header = [0u8; BLOB_START as usize];
+            header[0..4].copy_from_slice(&MAGIC);
+            header[4..8].copy_from_slice(&VERSION.to_le_bytes());
+            header[8..16].copy_from_slice(&toc_offset.to_le_bytes());
+            w.write_all(&header).map_err(werr)?;
+            if zstd {
+                w.write_all(&(n as u32).to_le_bytes()).map_err(werr)?;
+            }
+            let mut buf = Vec::new();
+            for p in &self.pending {
+                let len = usize::try_from(p.stored_len)
+                    .map_err(|_| Error::new(ErrorKind::OutOfMemory, "kernel too large"))?;
+                buf.resize(len, 0);
+                self.spool
+                    .seek(SeekFrom::Start(p.spool_offset))
+                    .map_err(|e| Error::io("cannot seek spool file", e))?;
+                self.spool
+                    .read_exact(&mut buf)
+                    .map_err(|e| Error::io("cannot read spool file", e))?;
+                if zstd {
+                    w.write_all(&(len as u32).to_le_bytes()).map_err(werr)?;
+                }
+                w.write_all(&buf).map_err(werr)?;
+            }
+            w.write_all(&toc).map_err(werr)?;
+            w.flush().map_err(werr)?;
+        }
+        let file_size = toc_offset + toc.len() as u64;
+        out.persist(&self.dest)
+            .map_err(|e| Error::io("cannot rename archive into place", e.error))?;
+        Ok(Written {
+            path: self.dest.clone(),
+            entries: self.pending.len(),
+            file_size,
+        })
+    }
+
+    fn encode_toc(&self, blob_len: u64) -> Result<Vec<u8>> {
+        let mut arches: Vec<&str> = match &self.options.gfx_arches {
+            Some(list) => list.iter().map(String::as_str).collect(),
+            None => {
+                let mut v: Vec<&str> = self.pending.iter().map(|p| p.arch.as_str()).collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            }
+        };
+        arches.shrink_to_fit();
+        // Group by key in order of first appearance (sorted mode: already sorted).
+        let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+        let mut slot: HashMap<&str, usize> = HashMap::new();
+        for (ordinal, p) in self.pending.iter().enumerate() {
+            let i = *slot.entry(p.key.as_str()).or_insert_with(|| {
+                groups.push((p.key.as_str(), Vec::new()));
+                groups.len() - 1
+            });
+            groups[i].1.push(ordinal);
+        }
+
+        let zstd = self.compressor.is_some();
+        let mut t = Vec::new();
+        let e = |_| Error::new(ErrorKind::Io, "msgpack encoding failed");
+        use rmp::encode::{write_array_len, write_map_len, write_str, write_uint};
+        write_map_len(&mut t, if zstd { 8 } else { 7 }).map_err(e)?;
+        write_str(&mut t, "format_version").map_err(e)?;
+        write_uint(&mut t, 1).map_err(e)?;
+        write_str(&mut t, "group_name").map_err(e)?;
+        write_str(&mut t, &self.options.group_name).map_err(e)?;
+        write_str(&mut t, "gfx_arch_family").map_err(e)?;
+        write_str(&mut t, &self.options.gfx_arch_family).map_err(e)?;
+        write_str(&mut t, "gfx_arches").map_err(e)?;
+        write_array_len(&mut t, arches.len() as u32).map_err(e)?;
+        for a in &arches {
+            write_str(&mut t, a).map_err(e)?;
+        }
+        write_str(&mut t, "toc").map_err(e)?;
+        write_map_len(&mut t, groups.len() as u32).map_err(e)?;
+        for (key, ordinals) in &groups {
+            write_str(&mut t, key).map_err(e)?;
+            write_map_len(&mut t, ordinals.len() as u32).map_err(e)?;
+            for &ordinal in ordinals {
+                let p = &self.pending[ordinal];
+                write_str(&mut t, &p.arch).map_err(e)?;
+                write_map_len(&mut t, if p.metadata.is_empty() { 3 } else { 4 }).map_err(e)?;
+                write_str(&mut t, "type").map_err(e)?;
+                write_str(&mut t, "hsaco").map_err(e)?;
+                write_str(&mut t, "ordinal").map_err(e)?;
+                write_uint(&mut t, ordinal as u64).map_err(e)?;
+                write_str(&mut t, "original_size").map_err(e)?;
+                write_uint(&mut t, p.original_size).map_err(e)?;
+                if !p.metadata.is_empty() {
+                    write_str(&mut t, "metadata").map_err(e)?;
+                    write_map_len(&mut t, p.metadata.len() as u32).map_err(e)?;
+                    for (k, v) in &p.metadata {
+                        write_str(&mut t, k).map_err(e)?;
+                        write_str(&mut t, v).map_err(e)?;
+                    }
+                }
+            }
+        }
+        write_str(&mut t, "compression_scheme").map_err(e)?;
+        if zstd {
+            write_str(&mut t, "zstd-per-kernel").map_err(e)?;
+            write_str(&mut t, "zstd_offset").map_err(e)?;
+            write_uint(&mut t, BLOB_START).map_err(e)?;
+            write_str(&mut t, "zstd_size").map_err(e)?;
+            write_uint(&mut t, blob_len).map_err(e)?;
+        } else {
+            write_str(&mut t, "none").map_err(e)?;
+            write_str(&mut t, "blobs").map_err(e)?;
+            write_array_len(&mut t, self.pending.len() as u32).map_err(e)?;
+            let mut offset = BLOB_START;
+            for p in &self.pending {
+                write_map_len(&mut t, 2).map_err(e)?;
+                write_str(&mut t, "offset").map_err(e)?;
+                write_uint(&mut t, offset).map_err(e)?;
+                write_str(&mut t, "size").map_err(e)?;
+                write_uint(&mut t, p.stored_len).map_err(e)?;
+                offset += p.stored_len;
+            }
+        }
+        Ok(t)
+    }
+}
+
+/// Temp files are created 0600; an installed archive must be world-readable.
+fn set_readable(file: &File) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o644))
+            .map_err(|e| Error::io("cannot set archive permissions", e))?;
+    }
+    #[cfg(not(unix))]
+    let _ = file;
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
+mod tests {
+    use super::*;
+    use crate::Archive;
+
+    fn opts(compression: Compression) -> WriterOptions {
+        WriterOptions {
+            group_name: "g".into(),
+            gfx_arch_family: "f".into(),
+            compression,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn rejects_duplicate_key_and_arch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w =
+            ArchiveWriter::create(dir.path().join("a.kpack"), opts(Compression::None)).unwrap();
+        w.add("k#0", "gfx900", b"x").unwrap();
+        let e = w.add("k#0", "gfx900", b"y").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert!(e.to_string().contains("already exists"), "{e}");
+        // Backslashes normalise before the duplicate check.
+        w.add("a\\b#0", "gfx900", b"x").unwrap();
+        assert!(w.add("a/b#0", "gfx900", b"x").is_err());
+    }
+
+    #[test]
+    fn dropping_without_finish_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = ArchiveWriter::create(dir.path().join("a.kpack"), opts(Compression::default()))
+            .unwrap();
+        w.add("k#0", "gfx900", &[7u8; 1000]).unwrap();
+        drop(w);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn finish_leaves_only_the_archive() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.kpack");
+        let mut w = ArchiveWriter::create(&path, opts(Compression::default())).unwrap();
+        w.add("k#0", "gfx900", &[7u8; 1000]).unwrap();
+        let written = w.finish().unwrap();
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("a.kpack")]);
+        assert_eq!(written.file_size, std::fs::metadata(&path).unwrap().len());
+    }
+
+    #[test]
+    fn sorted_output_does_not_depend_on_add_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let items = [
+            ("b#0", "gfx906", &b"bb"[..]),
+            ("a#1", "gfx900", b"a1"),
+            ("a#0", "gfx906", b"a0"),
+        ];
+        let mut outputs = Vec::new();
+        for rev in [false, true] {
+            let path = dir.path().join(format!("{rev}.kpack"));
+            let mut w = ArchiveWriter::create(&path, opts(Compression::default())).unwrap();
+            let mut list = items.to_vec();
+            if rev {
+                list.reverse();
+            }
+            for (k, a, d) in list {
+                w.add(k, a, d).unwrap();
+            }
+            w.finish().unwrap();
+            outputs.push(std::fs::read(&path).unwrap());
+        }
+        assert_eq!(outputs[0], outputs[1]);
+        let a = Archive::from_bytes(outputs.remove(0)).unwrap();
+        let ords: Vec<_> = a
+            .entries()
+            .map(|e| (e.key().to_owned(), e.ordinal()))
+            .collect();
+        assert_eq!(
+            ords,
+            vec![("a#0".into(), 0), ("a#1".into(), 1), ("b#0".into(), 2)]
+        );
+        assert_eq!(a.arches(), ["gfx900", "gfx906"]);
+    }
+
+    #[test]
+    fn rejects_arch_missing_from_given_gfx_arches() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = WriterOptions {
+            gfx_arches: Some(vec!["gfx900".into()]),
+            ..opts(Compression::None)
+        };
+        let mut w = ArchiveWriter::create(dir.path().join("a.kpack"), o).unwrap();
+        assert_eq!(
+            w.add("k#0", "gfx906", b"x").unwrap_err().kind(),
+            ErrorKind::InvalidArgument
+        );
+    }
+}
