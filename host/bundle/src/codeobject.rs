@@ -1,0 +1,304 @@
+//! AMDGPU code objects: read the ELF header and metadata note (through
+//! `object`'s ELF definitions, a few small reads, never the whole image) and
+//! cross-check them against the bundle entry id.
+
+use std::sync::OnceLock;
+
+use object::LittleEndian as LE;
+use object::elf::{FileHeader64, SectionHeader64};
+use object::read::elf::{FileHeader as _, NoteIterator, SectionHeader as _};
+
+use crate::bundle::Entry;
+use crate::error::{Error, ErrorKind};
+use crate::source::{ReadAt, read_vec};
+use crate::target::{EntryId, Feature, TargetId};
+
+/// `e_machine` of AMDGPU code objects.
+pub const EM_AMDGPU: u16 = 224;
+/// `EI_OSABI` of HSA code objects (HIP).
+pub const ELFOSABI_AMDGPU_HSA: u8 = 64;
+const NT_AMDGPU_METADATA: u32 = 32;
+/// Metadata notes larger than this are not read (real ones are a few MB at most).
+const MAX_NOTE_SECTION: u64 = 256 << 20;
+
+/// State of a target feature as the code object's `e_flags` record it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FeatureState {
+    /// The processor does not have the feature.
+    Unsupported,
+    /// Built to run either way.
+    Any,
+    /// Built for the feature off (`-`).
+    Off,
+    /// Built for the feature on (`+`).
+    On,
+}
+
+/// What a code object says about itself.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CodeObjectInfo {
+    /// `EI_OSABI` (64 for HSA).
+    pub osabi: u8,
+    /// `EI_ABIVERSION`.
+    pub abi_version: u8,
+    /// Code-object version (2..6) from the ABI version, if known.
+    pub code_object_version: Option<u8>,
+    /// `e_flags`.
+    pub e_flags: u32,
+    /// The processor named by `EF_AMDGPU_MACH`, or `"unknown"`.
+    pub processor: String,
+    /// xnack as recorded in `e_flags`.
+    pub xnack: FeatureState,
+    /// sramecc as recorded in `e_flags`.
+    pub sramecc: FeatureState,
+    /// Generic version (bits 24..31), for code-object v6 and later.
+    pub generic_version: Option<u8>,
+    /// `amdhsa.target` from the metadata note.
+    pub metadata_target: Option<String>,
+    /// Kernel names (`.name`) from the metadata note, in note order.
+    pub kernels: Vec<String>,
+}
+
+impl CodeObjectInfo {
+    /// The target id the header describes (`gfx90a:xnack+`): the processor
+    /// and every feature that is on or off.
+    pub fn target_id(&self) -> TargetId {
+        let mut features = Vec::new();
+        for (name, state) in [("sramecc", self.sramecc), ("xnack", self.xnack)] {
+            match state {
+                FeatureState::On => features.push(Feature { name: name.into(), on: true }),
+                FeatureState::Off => features.push(Feature { name: name.into(), on: false }),
+                _ => {}
+            }
+        }
+        TargetId::new(self.processor.clone(), features)
+    }
+
+    /// Differences between this code object and the target its bundle
+    /// entry names: each a sentence; empty when they agree.
+    pub fn mismatches(&self, entry: &EntryId) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.osabi != ELFOSABI_AMDGPU_HSA {
+            out.push(format!("OSABI is {} (expected {ELFOSABI_AMDGPU_HSA}, HSA)", self.osabi));
+        }
+        let Some(target) = entry.target() else {
+            return out;
+        };
+        let ours = self.target_id();
+        if target.processor() != ours.processor() {
+            out.push(format!("e_flags name processor {}, the bundle id says {}", ours.processor(), target.processor()));
+        }
+        for name in ["sramecc", "xnack"] {
+            let state = if name == "xnack" { self.xnack } else { self.sramecc };
+            let ok = match target.feature(name) {
+                Some(true) => state == FeatureState::On,
+                Some(false) => state == FeatureState::Off,
+                None => matches!(state, FeatureState::Any | FeatureState::Unsupported),
+            };
+            if !ok {
+                out.push(format!("{name} is {state:?} in e_flags, the bundle id says {}", describe(target.feature(name))));
+            }
+        }
+        if let Some(md) = &self.metadata_target {
+            let md_target = md.rsplit("--").next().unwrap_or(md);
+            if TargetId::parse(md_target).map(|t| &t != target).unwrap_or(true) {
+                out.push(format!("amdhsa.target is {md}, the bundle id says {target}"));
+            }
+        }
+        out
+    }
+}
+
+fn describe(f: Option<bool>) -> &'static str {
+    match f {
+        Some(true) => "on",
+        Some(false) => "off",
+        None => "any",
+    }
+}
+
+/// The processor name for an `EF_AMDGPU_MACH` value, if known.
+pub fn processor_for_mach(mach: u32) -> Option<&'static str> {
+    static TABLE: OnceLock<Vec<(u32, &'static str)>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        include_str!("amdgpu_mach.tsv")
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .filter_map(|l| {
+                let (m, name) = l.split_once('\t')?;
+                Some((u32::from_str_radix(m.trim_start_matches("0x"), 16).ok()?, name.trim()))
+            })
+            .collect()
+    });
+    table.iter().find(|(m, _)| *m == mach).map(|(_, n)| *n)
+}
+
+struct Header {
+    hdr: FileHeader64<LE>,
+}
+
+fn read_header(src: &dyn ReadAt, base: u64, len: u64) -> Result<Header, Error> {
+    let bytes = read_vec(src, base, 64.min(len))?;
+    let hdr = FileHeader64::<LE>::parse(&bytes[..])
+        .map_err(|e| Error::at(ErrorKind::NotCodeObject, base, format!("not a 64-bit little-endian ELF: {e}")))?;
+    if hdr.e_machine(LE) != EM_AMDGPU {
+        return Err(Error::at(
+            ErrorKind::NotCodeObject,
+            base,
+            format!("e_machine is {}, not AMDGPU ({EM_AMDGPU})", hdr.e_machine(LE)),
+        ));
+    }
+    Ok(Header { hdr: *hdr })
+}
+
+fn section_headers(src: &dyn ReadAt, base: u64, len: u64, h: &Header) -> Result<Vec<SectionHeader64<LE>>, Error> {
+    let shoff = h.hdr.e_shoff.get(LE);
+    let shnum = u64::from(h.hdr.e_shnum.get(LE));
+    if shnum == 0 {
+        return Ok(Vec::new());
+    }
+    if u64::from(h.hdr.e_shentsize.get(LE)) != 64 || shoff.checked_add(shnum * 64).is_none_or(|e| e > len) {
+        return Err(Error::at(ErrorKind::BadRange, base, "code object section header table is out of range"));
+    }
+    let bytes = read_vec(src, base + shoff, shnum * 64)?;
+    let headers: &[SectionHeader64<LE>] = object::pod::slice_from_all_bytes(&bytes)
+        .map_err(|()| Error::at(ErrorKind::BadRange, base + shoff, "bad section header table"))?;
+    Ok(headers.to_vec())
+}
+
+/// Inspect the code object at `[base, base+len)` of `src`.
+pub fn inspect(src: &dyn ReadAt, base: u64, len: u64) -> Result<CodeObjectInfo, Error> {
+    let h = read_header(src, base, len)?;
+    let ident = &h.hdr.e_ident;
+    let (osabi, abi_version) = (ident.os_abi, ident.abi_version);
+    let code_object_version = match (osabi, abi_version) {
+        (ELFOSABI_AMDGPU_HSA, v @ 0..=4) => Some(v + 2),
+        _ => None,
+    };
+    let e_flags = h.hdr.e_flags.get(LE);
+    let mach = e_flags & 0xff;
+    let processor = processor_for_mach(mach).unwrap_or("unknown").to_string();
+    let (xnack, sramecc) = match code_object_version {
+        Some(2) => (if e_flags & 1 != 0 { FeatureState::On } else { FeatureState::Any }, FeatureState::Unsupported),
+        Some(3) => (
+            if e_flags & 0x100 != 0 { FeatureState::On } else { FeatureState::Any },
+            if e_flags & 0x200 != 0 { FeatureState::On } else { FeatureState::Any },
+        ),
+        _ => (state4(e_flags, 0x300, 8), state4(e_flags, 0xc00, 10)),
+    };
+    let generic_version = match code_object_version {
+        Some(v) if v >= 6 => Some((e_flags >> 24) as u8).filter(|&g| g != 0),
+        _ => None,
+    };
+    let mut info = CodeObjectInfo {
+        osabi,
+        abi_version,
+        code_object_version,
+        e_flags,
+        processor,
+        xnack,
+        sramecc,
+        generic_version,
+        metadata_target: None,
+        kernels: Vec::new(),
+    };
+    for sh in section_headers(src, base, len, &h)? {
+        if sh.sh_type(LE) != object::elf::SHT_NOTE {
+            continue;
+        }
+        let (off, size) = (sh.sh_offset(LE), sh.sh_size(LE));
+        if size > MAX_NOTE_SECTION || off.checked_add(size).is_none_or(|e| e > len) {
+            return Err(Error::at(ErrorKind::BadRange, base + off, "note section out of range"));
+        }
+        let data = read_vec(src, base + off, size)?;
+        let align = sh.sh_addralign(LE).max(4);
+        let mut notes = NoteIterator::<FileHeader64<LE>>::new(LE, align, &data[..])
+            .map_err(|e| Error::at(ErrorKind::BadRange, base + off, format!("bad note section: {e}")))?;
+        while let Some(note) = notes
+            .next()
+            .map_err(|e| Error::at(ErrorKind::BadRange, base + off, format!("bad note: {e}")))?
+        {
+            if note.name() == b"AMDGPU" && note.n_type(LE) == NT_AMDGPU_METADATA {
+                read_metadata(note.desc(), &mut info);
+            }
+        }
+    }
+    Ok(info)
+}
+
+fn state4(flags: u32, mask: u32, shift: u32) -> FeatureState {
+    match (flags & mask) >> shift {
+        1 => FeatureState::Any,
+        2 => FeatureState::Off,
+        3 => FeatureState::On,
+        _ => FeatureState::Unsupported,
+    }
+}
+
+/// Pull `amdhsa.target` and kernel names out of the msgpack metadata; a
+/// malformed note leaves them empty rather than failing the inspection.
+fn read_metadata(mut desc: &[u8], info: &mut CodeObjectInfo) {
+    let Ok(rmpv::Value::Map(root)) = rmpv::decode::read_value(&mut desc) else {
+        return;
+    };
+    for (k, v) in &root {
+        match (k.as_str(), v) {
+            (Some("amdhsa.target"), rmpv::Value::String(s)) => info.metadata_target = s.as_str().map(str::to_string),
+            (Some("amdhsa.kernels"), rmpv::Value::Array(kernels)) => {
+                for kern in kernels {
+                    if let rmpv::Value::Map(fields) = kern {
+                        let name = fields.iter().find(|(k, _)| k.as_str() == Some(".name"));
+                        if let Some((_, rmpv::Value::String(s))) = name {
+                            info.kernels.push(s.as_str().unwrap_or_default().to_string());
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A bare AMDGPU ELF found in a section: its length (end of the furthest
+/// header table or section) and a synthetic entry naming its target.
+pub(crate) fn bare_elf_entry(src: &dyn ReadAt, pos: u64, limit: u64) -> Result<(u64, Entry), Error> {
+    let avail = limit - pos;
+    let h = read_header(src, pos, avail)?;
+    let mut end = 64u64;
+    let ph_end = h.hdr.e_phoff.get(LE) + u64::from(h.hdr.e_phnum.get(LE)) * u64::from(h.hdr.e_phentsize.get(LE));
+    end = end.max(ph_end);
+    end = end.max(h.hdr.e_shoff.get(LE) + u64::from(h.hdr.e_shnum.get(LE)) * 64);
+    for sh in section_headers(src, pos, avail, &h)? {
+        if sh.sh_type(LE) != object::elf::SHT_NOBITS {
+            end = end.max(sh.sh_offset(LE).saturating_add(sh.sh_size(LE)));
+        }
+    }
+    if end > avail {
+        return Err(Error::at(ErrorKind::BadRange, pos, format!("bare AMDGPU ELF claims {end:#x} bytes, {avail:#x} left")));
+    }
+    let info = inspect(src, pos, end)?;
+    let id = EntryId::parse(&format!("hipv4-amdgcn-amd-amdhsa--{}", info.target_id()))?;
+    Ok((end, Entry { id, offset: 0, size: end }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mach_table_is_data_and_unknown_is_not_an_error() {
+        assert_eq!(processor_for_mach(0x3f), Some("gfx90a"));
+        assert_eq!(processor_for_mach(0x5f), Some("gfx9-4-generic"));
+        assert_eq!(processor_for_mach(0xfe), None);
+    }
+
+    #[test]
+    fn decodes_v4_feature_bits() {
+        assert_eq!(state4(0x53f, 0x300, 8), FeatureState::Any);
+        assert_eq!(state4(0x33f, 0x300, 8), FeatureState::On);
+        assert_eq!(state4(0x23f, 0x300, 8), FeatureState::Off);
+        assert_eq!(state4(0x83f, 0xc00, 10), FeatureState::Off);
+        assert_eq!(state4(0x036, 0x300, 8), FeatureState::Unsupported);
+    }
+}

@@ -1,0 +1,38 @@
+//! Clang offload bundles, natively: no clang-offload-bundler at run time.
+//!
+//! Layers, bottom up:
+//! - [`ReadAt`]: positioned reads over a file or memory, so a 1 GB section
+//!   is never loaded whole;
+//! - [`target`](TargetId): target ids and bundle-entry ids per LLVM's grammar;
+//! - plain bundles ([`parse_bundle`], [`write_bundle`]) and compressed
+//!   `CCOB` v1/v2/v3 with zlib or zstd ([`inflate`], [`deflate`]), MD5 checked;
+//! - [`walk`]: every bundle, compressed bundle and bare AMDGPU ELF in a
+//!   region, zero padding skipped, nothing deduplicated;
+//! - [`CodeObjectInfo`]: what an AMDGPU code object says about itself, and
+//!   where that disagrees with its bundle id.
+//!
+//! ```
+//! use kpack_bundle::{walk, write_bundle, WalkOptions};
+//! let bytes = write_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+", b"code")], 4096);
+//! let items: Vec<_> = walk(&bytes, 0, bytes.len() as u64, WalkOptions::default())
+//!     .collect::<Result<_, _>>().unwrap();
+//! assert_eq!(items[0].entries[0].id.target().unwrap().to_string(), "gfx90a:xnack+");
+//! assert_eq!(items[0].read_entry(&bytes, 0).unwrap(), b"code");
+//! ```
+#![forbid(unsafe_code)]
+
+mod bundle;
+mod ccob;
+mod codeobject;
+mod error;
+mod source;
+mod target;
+mod walk;
+
+pub use bundle::{BUNDLE_MAGIC, BundleHeader, Entry, parse_bundle, write_bundle};
+pub use ccob::{CCOB_MAGIC, CcobHeader, Inflated, Method, deflate, inflate, md5_low, parse_header};
+pub use codeobject::{CodeObjectInfo, ELFOSABI_AMDGPU_HSA, EM_AMDGPU, FeatureState, inspect as inspect_code_object, processor_for_mach};
+pub use error::{Error, ErrorKind};
+pub use source::{ReadAt, SizedFile};
+pub use target::{EntryId, Feature, OffloadKind, TargetId};
+pub use walk::{Format, Item, WalkOptions, Walker, walk};

@@ -1,0 +1,77 @@
+//! The error type of this crate.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// What went wrong, for callers that branch on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// Reading or writing a file failed.
+    Io,
+    /// The file is not an ELF this crate handles (32-bit, big-endian, not
+    /// x86-64, ...).
+    Unsupported,
+    /// The ELF structure is corrupt or inconsistent.
+    Malformed,
+    /// The offload data (wrappers, bundles) is corrupt or inconsistent.
+    Offload,
+    /// The file was already transformed by kpack.
+    AlreadyTransformed,
+    /// The transform cannot be done for this layout.
+    Layout,
+}
+
+/// An error naming the file and, where known, the offset.
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    path: PathBuf,
+    message: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl Error {
+    pub(crate) fn new(kind: ErrorKind, path: &std::path::Path, message: impl Into<String>) -> Error {
+        Error { kind, path: path.to_path_buf(), message: message.into(), source: None }
+    }
+
+    pub(crate) fn with_source(mut self, e: impl std::error::Error + Send + Sync + 'static) -> Error {
+        self.source = Some(Box::new(e));
+        self
+    }
+
+    pub(crate) fn io(path: &std::path::Path, what: &str, e: std::io::Error) -> Error {
+        Error::new(ErrorKind::Io, path, what.to_string()).with_source(e)
+    }
+
+    pub(crate) fn bundle(path: &std::path::Path, what: &str, e: kpack_bundle::Error) -> Error {
+        Error::new(ErrorKind::Offload, path, format!("{what}: {e}"))
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The file it concerns.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.message)?;
+        if let Some(src) = &self.source {
+            write!(f, ": {src}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as _)
+    }
+}

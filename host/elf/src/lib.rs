@@ -1,0 +1,24 @@
+//! HIP fat binaries in ELF files.
+//!
+//! - [`read_fat_binary`]: find `.hip_fatbin` and `.hipFatBinSegment`,
+//!   decode every wrapper, resolve its pointer through the relocations
+//!   (`R_X86_64_RELATIVE`, or `R_X86_64_64` against `__hip_fatbin` in
+//!   `-fgpu-rdc` builds, or the section relocations of an object file) and
+//!   match it to the bundle it lands on.
+//!
+//! ```no_run
+//! let fat = kpack_elf::read_fat_binary("libfoo.so".as_ref(), Default::default()).unwrap();
+//! for w in &fat.wrappers {
+//!     println!("wrapper {} -> bundle {:?}", w.index, w.bundle);
+//! }
+//! ```
+#![forbid(unsafe_code)]
+
+mod error;
+mod read;
+
+pub use error::{Error, ErrorKind};
+pub use read::{
+    ElfKind, FATBIN_SECTION, FatBinary, HIPF, HIPK, MARKER_SECTION, Magic, PointerVia, SEGMENT_SECTION, SectionInfo,
+    WRAPPER_SIZE, Wrapper, looks_like_elf, read_fat_binary,
+};

@@ -1,0 +1,371 @@
+//! Read the offload layout of an ELF file: `.hip_fatbin`, the wrappers in
+//! `.hipFatBinSegment`, where each wrapper's pointer really goes (through
+//! the dynamic or section relocations), and the bundles it points at.
+
+use std::fs::File;
+use std::path::Path;
+
+use kpack_bundle::{Item, ReadAt, SizedFile, WalkOptions, walk};
+use object::elf;
+use object::read::elf::{ElfFile64, FileHeader as _};
+use object::{LittleEndian as LE, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, ReadCache};
+
+use crate::error::{Error, ErrorKind};
+
+/// Name of the section holding the device code.
+pub const FATBIN_SECTION: &str = ".hip_fatbin";
+/// Name of the section holding the wrappers.
+pub const SEGMENT_SECTION: &str = ".hipFatBinSegment";
+/// Name of the section kpack adds: the msgpack marker.
+pub const MARKER_SECTION: &str = ".rocm_kpack_ref";
+/// Wrapper magic of an untouched fat binary (`HIPF`; file bytes `FPIH`).
+pub const HIPF: u32 = 0x4849_5046;
+/// Wrapper magic after kpack (`HIPK`; file bytes `HIPK`).
+pub const HIPK: u32 = 0x4B50_4948;
+/// Size of one wrapper on 64-bit targets.
+pub const WRAPPER_SIZE: u64 = 24;
+
+const R_X86_64_64: u32 = 1;
+const R_X86_64_RELATIVE: u32 = 8;
+
+/// The ELF file type, as far as offloading cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ElfKind {
+    /// `ET_EXEC`: a position-dependent executable.
+    Exec,
+    /// `ET_DYN`: a PIE executable or a shared library.
+    Dyn,
+    /// `ET_REL`: a relocatable object.
+    Rel,
+}
+
+/// Where a section is.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct SectionInfo {
+    /// Index in the section header table.
+    pub index: usize,
+    /// `sh_addr`.
+    pub addr: u64,
+    /// `sh_offset`.
+    pub offset: u64,
+    /// `sh_size`.
+    pub size: u64,
+    /// `false` for `SHT_NOBITS` (no bytes in the file).
+    pub in_file: bool,
+}
+
+/// How a wrapper's pointer gets its run-time value.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "via", rename_all = "snake_case")]
+pub enum PointerVia {
+    /// The value stored in the file is used as is (`ET_EXEC`).
+    Inline,
+    /// An `R_X86_64_RELATIVE` dynamic relocation; the addend is the target.
+    Relative {
+        /// File offset of the relocation entry.
+        rela_entry: u64,
+    },
+    /// An `R_X86_64_64` relocation against a symbol (`-fgpu-rdc` builds).
+    Symbol {
+        /// File offset of the relocation entry.
+        rela_entry: u64,
+        /// The symbol, e.g. `__hip_fatbin`.
+        symbol: String,
+        /// The addend.
+        addend: i64,
+    },
+}
+
+/// Wrapper magic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Magic {
+    /// An untouched wrapper.
+    #[serde(rename = "HIPF")]
+    Hipf,
+    /// A wrapper kpack redirected to its marker.
+    #[serde(rename = "HIPK")]
+    Hipk,
+    /// Anything else.
+    #[serde(rename = "other")]
+    Other(u32),
+}
+
+/// One 24-byte `__CudaFatBinaryWrapper`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Wrapper {
+    /// Position in `.hipFatBinSegment`.
+    pub index: usize,
+    /// Virtual address of the wrapper (section offset in an `ET_REL`).
+    pub addr: u64,
+    /// File offset of the wrapper.
+    pub file_offset: u64,
+    /// Magic.
+    pub magic: Magic,
+    /// Version (1 for HIP).
+    pub version: u32,
+    /// The value stored in the file's pointer slot.
+    pub stored_pointer: u64,
+    /// The address the pointer has at run time.
+    pub pointer: u64,
+    /// How the pointer gets that value.
+    pub via: PointerVia,
+    /// The `reserved1` field (kpack's co_index once transformed).
+    pub reserved: u64,
+    /// Index of the bundle in `.hip_fatbin` the pointer lands on.
+    pub bundle: Option<usize>,
+}
+
+/// The offload layout of an ELF file.
+pub struct FatBinary {
+    /// Type of ELF.
+    pub kind: ElfKind,
+    /// `.hip_fatbin`, if present.
+    pub fatbin: Option<SectionInfo>,
+    /// `.hipFatBinSegment`, if present.
+    pub segment: Option<SectionInfo>,
+    /// `.rocm_kpack_ref`, if present.
+    pub marker: Option<SectionInfo>,
+    /// Wrappers in section order.
+    pub wrappers: Vec<Wrapper>,
+    /// Bundles (or bare code objects) in `.hip_fatbin`, in section order;
+    /// a bundle's index is its co_index.
+    pub bundles: Vec<Item>,
+    /// The file, for reading entries of `bundles`.
+    pub source: SizedFile,
+}
+
+impl FatBinary {
+    /// `true` when there is no device code and no marker.
+    pub fn is_host_only(&self) -> bool {
+        self.fatbin.is_none() && self.wrappers.is_empty() && self.marker.is_none()
+    }
+
+    /// `true` when every wrapper is HIPK (the file was transformed).
+    pub fn is_transformed(&self) -> bool {
+        !self.wrappers.is_empty() && self.wrappers.iter().all(|w| w.magic == Magic::Hipk)
+    }
+}
+
+/// `true` if the first bytes are an x86-64 (or any) ELF header.
+pub fn looks_like_elf(head: &[u8]) -> bool {
+    head.starts_with(b"\x7fELF")
+}
+
+/// Read the offload layout of the ELF at `path`.
+pub fn read_fat_binary(path: &Path, opts: WalkOptions) -> Result<FatBinary, Error> {
+    let file = File::open(path).map_err(|e| Error::io(path, "cannot open", e))?;
+    let cache = ReadCache::new(file);
+    let obj = ElfFile64::<LE, _>::parse(&cache)
+        .map_err(|e| Error::new(ErrorKind::Unsupported, path, format!("not a 64-bit little-endian ELF: {e}")))?;
+    let hdr = obj.elf_header();
+    if hdr.e_machine(LE) != elf::EM_X86_64 {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            path,
+            format!("e_machine {} is not x86-64; only x86-64 host binaries are supported", hdr.e_machine(LE)),
+        ));
+    }
+    let kind = match hdr.e_type(LE) {
+        elf::ET_EXEC => ElfKind::Exec,
+        elf::ET_DYN => ElfKind::Dyn,
+        elf::ET_REL => ElfKind::Rel,
+        other => return Err(Error::new(ErrorKind::Unsupported, path, format!("ELF type {other} has no device code"))),
+    };
+    let find = |name: &str| {
+        obj.section_by_name(name).map(|s| {
+            let (offset, size) = s.file_range().unwrap_or((s.elf_section_header().sh_offset.get(LE), 0));
+            SectionInfo {
+                index: s.index().0,
+                addr: s.address(),
+                offset,
+                size: s.size(),
+                in_file: s.elf_section_header().sh_type.get(LE) != elf::SHT_NOBITS && size == s.size(),
+            }
+        })
+    };
+    let fatbin = find(FATBIN_SECTION);
+    let segment = find(SEGMENT_SECTION);
+    let marker = find(MARKER_SECTION);
+    let source = SizedFile::open(path).map_err(|e| Error::io(path, "cannot open", e))?;
+
+    let mut bundles = Vec::new();
+    if let Some(fb) = fatbin.filter(|f| f.in_file) {
+        if fb.offset.checked_add(fb.size).is_none_or(|e| e > source.size()) {
+            return Err(Error::new(ErrorKind::Malformed, path, format!("{FATBIN_SECTION} runs past the end of the file")));
+        }
+        for item in walk(&source, fb.offset, fb.size, opts) {
+            let item = item.map_err(|e| Error::bundle(path, FATBIN_SECTION, e))?;
+            bundles.push(item);
+        }
+    }
+
+    let mut wrappers = Vec::new();
+    if let Some(seg) = segment {
+        let data = obj
+            .section_by_index(object::SectionIndex(seg.index))
+            .and_then(|s| s.data())
+            .map_err(|e| Error::new(ErrorKind::Malformed, path, format!("cannot read {SEGMENT_SECTION}: {e}")))?;
+        if data.len() as u64 % WRAPPER_SIZE != 0 {
+            return Err(Error::new(
+                ErrorKind::Offload,
+                path,
+                format!("{SEGMENT_SECTION} is {} bytes, not a multiple of {WRAPPER_SIZE}", data.len()),
+            ));
+        }
+        let relocs = pointer_relocations(&obj, kind, seg, path)?;
+        for (i, w) in data.chunks_exact(WRAPPER_SIZE as usize).enumerate() {
+            let u32_at = |k: usize| u32::from_le_bytes(w[k..k + 4].try_into().unwrap_or_default());
+            let u64_at = |k: usize| u64::from_le_bytes(w[k..k + 8].try_into().unwrap_or_default());
+            let magic = match u32_at(0) {
+                HIPF => Magic::Hipf,
+                HIPK => Magic::Hipk,
+                other => Magic::Other(other),
+            };
+            let addr = seg.addr + i as u64 * WRAPPER_SIZE;
+            let slot = addr + 8;
+            let stored = u64_at(8);
+            let (pointer, via) = match relocs.iter().find(|r| r.slot == slot) {
+                Some(r) => (r.value, r.via.clone()),
+                None => (stored, PointerVia::Inline),
+            };
+            let bundle = fatbin.and_then(|fb| {
+                let off = pointer.checked_sub(fb.addr)?;
+                bundles.iter().position(|b: &Item| b.offset == off)
+            });
+            wrappers.push(Wrapper {
+                index: i,
+                addr,
+                file_offset: seg.offset + i as u64 * WRAPPER_SIZE,
+                magic,
+                version: u32_at(4),
+                stored_pointer: stored,
+                pointer,
+                via,
+                reserved: u64_at(16),
+                bundle,
+            });
+        }
+    }
+    Ok(FatBinary { kind, fatbin, segment, marker, wrappers, bundles, source })
+}
+
+/// A relocation that fills a wrapper pointer slot.
+struct SlotReloc {
+    slot: u64,
+    value: u64,
+    via: PointerVia,
+}
+
+fn pointer_relocations<'d, R: object::ReadRef<'d>>(
+    obj: &ElfFile64<'d, LE, R>,
+    kind: ElfKind,
+    seg: SectionInfo,
+    path: &Path,
+) -> Result<Vec<SlotReloc>, Error> {
+    let mut out = Vec::new();
+    if kind == ElfKind::Exec {
+        return Ok(out);
+    }
+    for rela in rela_entries(obj, path)? {
+        // Dynamic tables (sh_info 0) apply to virtual addresses; in an
+        // object file only the table for .hipFatBinSegment applies.
+        let applies = match kind {
+            ElfKind::Dyn => rela.target_section == 0,
+            _ => rela.target_section == seg.index,
+        };
+        let slot = if kind == ElfKind::Rel { seg.addr + rela.r_offset } else { rela.r_offset };
+        if !applies || slot < seg.addr || slot >= seg.addr + seg.size {
+            continue;
+        }
+        match rela.r_type {
+            R_X86_64_RELATIVE => out.push(SlotReloc {
+                slot,
+                value: rela.addend as u64,
+                via: PointerVia::Relative { rela_entry: rela.file_offset },
+            }),
+            R_X86_64_64 => {
+                let (base, symbol) = symbol_value(obj, rela.symtab, rela.r_sym);
+                out.push(SlotReloc {
+                    slot,
+                    value: base.wrapping_add(rela.addend as u64),
+                    via: PointerVia::Symbol { rela_entry: rela.file_offset, symbol, addend: rela.addend },
+                });
+            }
+            other => {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    path,
+                    format!("wrapper pointer at {slot:#x} uses relocation type {other}, expected RELATIVE or 64"),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One `Elf64_Rela` entry and where it is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RelaEntry {
+    /// File offset of the 24-byte entry.
+    pub file_offset: u64,
+    /// `sh_info` of its table: the section it applies to (0 = dynamic).
+    pub target_section: usize,
+    /// `sh_link` of its table: the symbol table.
+    pub symtab: usize,
+    pub r_offset: u64,
+    pub r_type: u32,
+    pub r_sym: u32,
+    pub addend: i64,
+}
+
+/// Every entry of every `SHT_RELA` section.
+pub(crate) fn rela_entries<'d, R: object::ReadRef<'d>>(obj: &ElfFile64<'d, LE, R>, path: &Path) -> Result<Vec<RelaEntry>, Error> {
+    let mut out = Vec::new();
+    for section in obj.sections() {
+        let sh = section.elf_section_header();
+        if sh.sh_type.get(LE) != elf::SHT_RELA {
+            continue;
+        }
+        let data = section
+            .data()
+            .map_err(|e| Error::new(ErrorKind::Malformed, path, format!("cannot read relocation section {}: {e}", section.index().0)))?;
+        let entries: &[elf::Rela64<LE>] = object::pod::slice_from_all_bytes(data).map_err(|()| {
+            Error::new(ErrorKind::Malformed, path, format!("relocation section {} has a partial entry", section.index().0))
+        })?;
+        let base = sh.sh_offset.get(LE);
+        for (i, r) in entries.iter().enumerate() {
+            let info = r.r_info.get(LE);
+            out.push(RelaEntry {
+                file_offset: base + i as u64 * 24,
+                target_section: sh.sh_info.get(LE) as usize,
+                symtab: sh.sh_link.get(LE) as usize,
+                r_offset: r.r_offset.get(LE),
+                r_type: (info & 0xffff_ffff) as u32,
+                r_sym: (info >> 32) as u32,
+                addend: r.r_addend.get(LE),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Value and name of symbol `index` of the symbol table in section `symtab`;
+/// a section symbol is named after its section.
+fn symbol_value<'d, R: object::ReadRef<'d>>(obj: &ElfFile64<'d, LE, R>, symtab: usize, index: u32) -> (u64, String) {
+    let dynamic = obj.dynamic_symbol_table();
+    let is_dyn = obj
+        .section_by_index(object::SectionIndex(symtab))
+        .is_ok_and(|s| s.elf_section_header().sh_type.get(LE) == elf::SHT_DYNSYM);
+    let table = if is_dyn { dynamic } else { obj.symbol_table() };
+    let Some(sym) = table.and_then(|t| t.symbol_by_index(object::SymbolIndex(index as usize)).ok()) else {
+        return (0, String::new());
+    };
+    let name = sym.name().unwrap_or("").to_string();
+    if sym.kind() == object::SymbolKind::Section || name.is_empty() {
+        if let Some(s) = sym.section_index().and_then(|i| obj.section_by_index(i).ok()) {
+            return (s.address(), s.name().unwrap_or("").to_string());
+        }
+    }
+    (sym.address(), name)
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Run every kpack test on a fresh machine: installs what the tests need
+# (the wasm32-wasip2 target, Debian's binutils/patchelf/cc), builds the
+# WebAssembly handler plugins and test guests, then runs the whole suite.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# Tools the tests call: cc (stub HIP runtime, C ABI test), strip/objcopy/readelf
+# (packaging steps applied to offloaded binaries), patchelf.
+need=()
+for tool in cc strip objcopy readelf patchelf python3; do
+  command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing Debian packages for: ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends gcc binutils patchelf python3 python3-venv >/dev/null
+fi
+
+# RUSTUP_AUTO_INSTALL=0 on these machines: add the wasm target explicitly.
+rustup target add wasm32-wasip2 >/dev/null 2>&1 || rustup target add wasm32-wasip2
+
+if [ -x scripts/build-plugins.sh ]; then
+  scripts/build-plugins.sh
+  export KPACK_PLUGIN_DIR="${CARGO_TARGET_DIR:-$PWD/target}/wasm32-wasip2/plugin"
+fi
+
+cargo test --workspace --locked "$@"
