@@ -5,6 +5,7 @@
 //! config before doing any I/O. Data goes to stdout, logs to stderr.
 //! Exit codes: 0 success, 1 "checked and found problems", 2 error.
 
+mod archive;
 mod exit;
 
 use std::process::ExitCode;
@@ -22,6 +23,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// List, extract, pack and verify .kpack archives.
+    Archive(archive::Args),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +36,7 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
+        Command::Archive(args) => archive::run(args),
     };
     exit::finish(result)
 }

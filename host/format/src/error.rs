@@ -63,6 +63,8 @@ pub struct Error {
     path: Option<PathBuf>,
     #[source]
     source: Option<std::io::Error>,
+    /// Set by the marker parser when more bytes might parse.
+    pub(crate) truncated: bool,
 }
 
 impl Error {
@@ -73,6 +75,7 @@ impl Error {
             offset: None,
             path: None,
             source: None,
+            truncated: false,
         }
     }
 

@@ -34,6 +34,8 @@
 //! - `WriterOptions { group_name, gfx_arch_family, gfx_arches: Option<Vec>,
 //!   compression: Compression::{None, Zstd { level }} (default level 3),
 //!   order: EntryOrder::{Sorted (default), Insertion} }`.
+//! - `Marker::parse(&[u8])` / `Marker::to_bytes()`: the `.rocm_kpack_ref`
+//!   marker (`kernel_name`, `search_paths`), AMD's parsing rules.
 //! - `Error::kind() -> ErrorKind` (`.code()` = AMD's number), `offset()`, `path()`.
 //!
 //! ```
@@ -58,12 +60,14 @@
 //! ```
 
 mod error;
+mod marker;
 mod mmap;
 mod msgpack;
 mod read;
 mod write;
 
 pub use error::{Error, ErrorKind, Result};
+pub use marker::{MARKER_MAX_LEN, Marker, MarkerProblem};
 pub use read::{Archive, Entry, Scheme};
 pub use write::{ArchiveWriter, Compression, EntryOrder, WriterOptions, Written};
 

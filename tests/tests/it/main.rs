@@ -1,4 +1,4 @@
 //! kpack's integration tests: one binary, one module per area.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests")]
 
-
+mod archive;

@@ -1,0 +1,347 @@
+//! `kpack archive list|extract|pack|verify`: work with `.kpack` files.
+//!
+//! File naming convention shared by `extract` and `pack` (one is the inverse
+//! of the other): a code object for TOC key `K` and arch `A` lives at
+//! `DIR/A/K.hsaco`. The key's `/` become directories, so
+//! `lib/libfoo.so#0` for `gfx1100` is `DIR/gfx1100/lib/libfoo.so#0.hsaco`.
+//! Keys that would escape `DIR` (absolute, `..`, empty components) are
+//! refused.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::{Context, bail};
+use clap::{Args as ClapArgs, Subcommand, ValueEnum};
+use kpack_format::{Archive, ArchiveWriter, Compression, ErrorKind, WriterOptions};
+use serde_json::json;
+
+use crate::exit::{CliError, CliResult};
+
+/// Version of the `--json` output of `archive list` and `archive verify`.
+const SCHEMA_VERSION: u32 = 1;
+/// Suffix of code object files in `extract`/`pack` directories.
+const SUFFIX: &str = ".hsaco";
+
+/// Arguments of `kpack archive`.
+#[derive(ClapArgs)]
+pub struct Args {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Subcommand)]
+enum Action {
+    /// List the entries of an archive (key, arch, sizes).
+    List {
+        /// The .kpack file.
+        file: PathBuf,
+        /// Machine-readable output (schema_version 1).
+        #[arg(long)]
+        json: bool,
+        /// Print the full deterministic text dump instead of the table.
+        #[arg(long, conflicts_with = "json")]
+        dump: bool,
+    },
+    /// Write code objects to DIR/<arch>/<key>.hsaco.
+    Extract {
+        /// The .kpack file.
+        file: PathBuf,
+        /// Output directory (created if missing).
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Only this TOC key (exact).
+        #[arg(long)]
+        key: Option<String>,
+        /// Only this architecture (exact).
+        #[arg(long)]
+        arch: Option<String>,
+    },
+    /// Build an archive from DIR/<arch>/<key>.hsaco files.
+    Pack {
+        /// Directory laid out as `extract` writes it.
+        dir: PathBuf,
+        /// The .kpack file to write.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// The TOC's group_name.
+        #[arg(long, default_value = "")]
+        group_name: String,
+        /// The TOC's gfx_arch_family (default: the arch, if there is exactly one).
+        #[arg(long)]
+        gfx_arch_family: Option<String>,
+        /// Storage scheme.
+        #[arg(long, value_enum, default_value_t = Scheme::Zstd)]
+        compression: Scheme,
+        /// zstd level.
+        #[arg(long, default_value_t = 3)]
+        level: i32,
+        /// Show what would be packed without writing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Check archives strictly and decode every kernel; exit 1 on findings.
+    Verify {
+        /// The .kpack files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Machine-readable output (schema_version 1).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Scheme {
+    /// Scheme "none".
+    None,
+    /// Scheme "zstd-per-kernel".
+    Zstd,
+}
+
+/// Run `kpack archive`.
+pub fn run(args: Args) -> CliResult {
+    match args.action {
+        Action::List { file, json, dump } => list(&file, json, dump),
+        Action::Extract { file, output, key, arch } => extract(&file, &output, key.as_deref(), arch.as_deref()),
+        Action::Pack { dir, output, group_name, gfx_arch_family, compression, level, dry_run } => {
+            let compression = match compression {
+                Scheme::None => Compression::None,
+                Scheme::Zstd => Compression::Zstd { level },
+            };
+            pack(&dir, &output, group_name, gfx_arch_family, compression, dry_run)
+        }
+        Action::Verify { files, json } => verify(&files, json),
+    }
+}
+
+fn open(file: &Path) -> anyhow::Result<Archive> {
+    Ok(Archive::open(file)?)
+}
+
+fn list(file: &Path, json: bool, dump: bool) -> CliResult {
+    let a = open(file)?;
+    if dump {
+        print!("{}", a.dump());
+        return Ok(());
+    }
+    if json {
+        let entries: Vec<_> = a
+            .entries()
+            .map(|e| {
+                json!({
+                    "key": e.key(), "arch": e.arch(), "ordinal": e.ordinal(),
+                    "original_size": e.original_size(), "stored_size": e.stored_size(),
+                })
+            })
+            .collect();
+        let doc = json!({
+            "schema_version": SCHEMA_VERSION,
+            "path": file.display().to_string(),
+            "group_name": a.group_name(),
+            "gfx_arch_family": a.gfx_arch_family(),
+            "gfx_arches": a.arches(),
+            "compression_scheme": a.scheme().as_str(),
+            "file_size": a.file_size(),
+            "entries": entries,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(());
+    }
+    println!(
+        "# {} group={:?} family={:?} arches={} scheme={} entries={}",
+        file.display(),
+        a.group_name(),
+        a.gfx_arch_family(),
+        a.arches().join(","),
+        a.scheme().as_str(),
+        a.entry_count()
+    );
+    let width = a.entries().map(|e| e.key().len()).max().unwrap_or(3).max(3);
+    println!("{:width$}  {:16}  {:>12}  {:>12}", "KEY", "ARCH", "SIZE", "STORED");
+    for e in a.entries() {
+        println!("{:width$}  {:16}  {:>12}  {:>12}", e.key(), e.arch(), e.original_size(), e.stored_size());
+    }
+    Ok(())
+}
+
+/// `DIR/arch/key.hsaco`, or an error when the key or arch would escape DIR.
+fn entry_path(dir: &Path, key: &str, arch: &str) -> anyhow::Result<PathBuf> {
+    let safe = |s: &str| {
+        !s.is_empty()
+            && !s.contains('\0')
+            && Path::new(s).components().all(|c| matches!(c, Component::Normal(_)))
+            && !s.ends_with('/')
+            && !s.contains("//")
+    };
+    if !safe(key) || !safe(arch) || arch.contains('/') {
+        bail!("entry {key:?} {arch:?} cannot be a file name under {}", dir.display());
+    }
+    Ok(dir.join(arch).join(format!("{key}{SUFFIX}")))
+}
+
+fn extract(file: &Path, out: &Path, key: Option<&str>, arch: Option<&str>) -> CliResult {
+    let a = open(file)?;
+    let mut written = 0usize;
+    for e in a.entries() {
+        if key.is_some_and(|k| k != e.key()) || arch.is_some_and(|ar| ar != e.arch()) {
+            continue;
+        }
+        let path = entry_path(out, e.key(), e.arch())?;
+        let bytes = a.read(e)?;
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        std::fs::write(&path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
+        println!("{}\t{}", path.display(), bytes.len());
+        written += 1;
+    }
+    if written == 0 {
+        let mut hint = String::new();
+        if let Some(k) = key {
+            let keys: Vec<_> = a.binaries().take(10).collect();
+            hint = format!(" (key {k:?}; available keys: {keys:?}; arches: {:?})", a.arches());
+        } else if let Some(ar) = arch {
+            hint = format!(" (arch {ar:?}; available arches: {:?})", a.arches());
+        }
+        return Err(anyhow::anyhow!("nothing to extract from {}{hint}", file.display()).into());
+    }
+    Ok(())
+}
+
+/// Every `*.hsaco` under `dir/<arch>/`, as (key, arch, path), sorted.
+fn scan_pack_dir(dir: &Path) -> anyhow::Result<Vec<(String, String, PathBuf)>> {
+    let mut found = Vec::new();
+    let mut arch_dirs: Vec<_> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("cannot read {}", dir.display()))?;
+    arch_dirs.sort_by_key(|e| e.file_name());
+    for entry in arch_dirs {
+        let path = entry.path();
+        if !entry.file_type()?.is_dir() {
+            bail!("{} is not an arch directory (expected DIR/<arch>/<key>{SUFFIX})", path.display());
+        }
+        let arch = entry.file_name().into_string().map_err(|n| anyhow::anyhow!("arch directory {n:?} is not UTF-8"))?;
+        let mut stack = vec![path.clone()];
+        while let Some(d) = stack.pop() {
+            for f in std::fs::read_dir(&d).with_context(|| format!("cannot read {}", d.display()))? {
+                let f = f?;
+                let p = f.path();
+                let ty = f.file_type()?;
+                if ty.is_dir() {
+                    stack.push(p);
+                    continue;
+                }
+                let rel = p.strip_prefix(&path)?.to_str().ok_or_else(|| anyhow::anyhow!("{} is not UTF-8", p.display()))?;
+                let Some(key) = rel.strip_suffix(SUFFIX) else {
+                    bail!("{} does not end in {SUFFIX}", p.display());
+                };
+                found.push((key.replace('\\', "/"), arch.clone(), p));
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+fn pack(
+    dir: &Path,
+    out: &Path,
+    group_name: String,
+    family: Option<String>,
+    compression: Compression,
+    dry_run: bool,
+) -> CliResult {
+    let files = scan_pack_dir(dir)?;
+    let mut arches: Vec<&str> = files.iter().map(|(_, a, _)| a.as_str()).collect();
+    arches.dedup();
+    let gfx_arch_family = match (family, arches.as_slice()) {
+        (Some(f), _) => f,
+        (None, [one]) => (*one).to_owned(),
+        (None, _) => {
+            return Err(anyhow::anyhow!("--gfx-arch-family is required when packing {} arches", arches.len()).into());
+        }
+    };
+    for (key, arch, path) in &files {
+        eprintln!("{}{key} {arch} <- {}", if dry_run { "would pack " } else { "" }, path.display());
+    }
+    if dry_run {
+        return Ok(());
+    }
+    let options = WriterOptions { group_name, gfx_arch_family, compression, ..Default::default() };
+    let mut w = ArchiveWriter::create(out, options)?;
+    for (key, arch, path) in &files {
+        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        w.add(key, arch, &bytes)?;
+    }
+    let written = w.finish()?;
+    println!("{}\t{} entries\t{} bytes", written.path.display(), written.entries, written.file_size);
+    Ok(())
+}
+
+/// Problems `verify` reports for one archive (empty: fine).
+fn check(file: &Path) -> anyhow::Result<Vec<String>> {
+    let a = match Archive::open(file) {
+        Ok(a) => a,
+        Err(e) if matches!(e.kind(), ErrorKind::FileNotFound | ErrorKind::Io) => return Err(e.into()),
+        Err(e) => return Ok(vec![e.to_string()]),
+    };
+    let mut findings = Vec::new();
+    let mut toc_arches: BTreeMap<&str, usize> = BTreeMap::new();
+    for e in a.entries() {
+        *toc_arches.entry(e.arch()).or_default() += 1;
+        if let Err(err) = a.read(e) {
+            findings.push(format!("entry {:?} {:?}: {err}", e.key(), e.arch()));
+        }
+    }
+    for arch in toc_arches.keys() {
+        if !a.has_arch(arch) {
+            findings.push(format!("TOC arch {arch:?} is missing from gfx_arches, so AMD's loader never finds it"));
+        }
+    }
+    for key in a.binaries() {
+        let indexed = key.rsplit_once('#').is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if !indexed {
+            findings.push(format!("key {key:?} has no #<co_index> suffix; the current loader cannot look it up"));
+        }
+    }
+    Ok(findings)
+}
+
+fn verify(files: &[PathBuf], json: bool) -> CliResult {
+    let mut reports = Vec::new();
+    let mut bad = false;
+    for file in files {
+        let findings = check(file)?;
+        bad |= !findings.is_empty();
+        if !json {
+            if findings.is_empty() {
+                println!("ok\t{}", file.display());
+            }
+            for f in &findings {
+                println!("FAIL\t{}\t{f}", file.display());
+            }
+        }
+        reports.push(json!({ "path": file.display().to_string(), "ok": findings.is_empty(), "findings": findings }));
+    }
+    if json {
+        let doc = json!({ "schema_version": SCHEMA_VERSION, "archives": reports });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    }
+    if bad { Err(CliError::Findings) } else { Ok(()) }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_path_refuses_keys_that_escape_the_directory() {
+        let d = Path::new("/out");
+        assert_eq!(entry_path(d, "lib/a.so#0", "gfx900").unwrap(), Path::new("/out/gfx900/lib/a.so#0.hsaco"));
+        for (k, a) in [("../x#0", "gfx900"), ("/abs#0", "gfx900"), ("a/./b#0", "gfx900"), ("k#0", "../x"), ("k#0", "a/b"), ("", "g"), ("a//b", "g")] {
+            assert!(entry_path(d, k, a).is_err(), "{k:?} {a:?}");
+        }
+    }
+}
