@@ -290,6 +290,7 @@ mod tests {
     fn mach_table_is_data_and_unknown_is_not_an_error() {
         assert_eq!(processor_for_mach(0x3f), Some("gfx90a"));
         assert_eq!(processor_for_mach(0x5f), Some("gfx9-4-generic"));
+        assert_eq!(processor_for_mach(0x2a), Some("gfx803"));
         assert_eq!(processor_for_mach(0xfe), None);
     }
 

@@ -1,0 +1,112 @@
+//! `kpack extract FILE (--all | --target T ...) -o DIR`: write device code
+//! objects out of a fat binary or bundle file, one file per (bundle, target),
+//! named `bundle<N>-<target>.hsaco` (`:` in a target id becomes `_`; a second
+//! entry with the same target in one bundle gets `.<k>` before `.hsaco`).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use kpack_bundle::{TargetId, WalkOptions};
+use kpack_elf::read_fat_binary;
+use rayon::prelude::*;
+
+use crate::exit::CliResult;
+
+/// Arguments of `kpack extract`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Fat binary or bundle file.
+    file: PathBuf,
+    /// Extract every device code object.
+    #[arg(long, conflicts_with = "target", required_unless_present = "target")]
+    all: bool,
+    /// Extract only this target id (e.g. gfx90a:xnack+); repeatable.
+    #[arg(long, short)]
+    target: Vec<String>,
+    /// Output directory (created).
+    #[arg(long, short)]
+    output: PathBuf,
+    /// Do not check the MD5 of compressed bundles.
+    #[arg(long)]
+    no_verify_hash: bool,
+}
+
+/// One file to write.
+struct Job {
+    bundle: usize,
+    entry: usize,
+    name: String,
+}
+
+/// Run `kpack extract`.
+pub fn run(args: Args) -> CliResult {
+    let wanted: Vec<TargetId> = args
+        .target
+        .iter()
+        .map(|t| TargetId::parse(t.strip_prefix("amdgcn-amd-amdhsa--").unwrap_or(t)))
+        .collect::<Result<_, _>>()?;
+    let fat = read_fat_binary(&args.file, WalkOptions { verify_hash: !args.no_verify_hash })?;
+    let mut jobs = Vec::new();
+    let mut found = BTreeSet::new();
+    for (b, item) in fat.bundles.iter().enumerate() {
+        let mut seen = std::collections::HashMap::<String, usize>::new();
+        for (i, entry) in item.entries.iter().enumerate() {
+            let Some(target) = entry.id.target() else { continue };
+            if entry.id.is_host() {
+                continue;
+            }
+            found.insert(target.to_string());
+            if !args.all && !wanted.contains(target) {
+                continue;
+            }
+            let k = seen.entry(target.to_string()).or_default();
+            let suffix = if *k == 0 { String::new() } else { format!(".{k}") };
+            *k += 1;
+            jobs.push(Job { bundle: b, entry: i, name: format!("bundle{b}-{}{suffix}.hsaco", target.file_name()) });
+        }
+    }
+    for t in &wanted {
+        if !found.contains(&t.to_string()) {
+            return Err(anyhow::anyhow!(
+                "{}: no code object for target {t}; present: {}",
+                args.file.display(),
+                found.iter().cloned().collect::<Vec<_>>().join(", ")
+            ).into());
+        }
+    }
+    if fat.bundles.is_empty() {
+        return Err(anyhow::anyhow!("{}: no device code", args.file.display()).into());
+    }
+    std::fs::create_dir_all(&args.output).with_context(|| format!("cannot create {}", args.output.display()))?;
+    // Stage everything, then move into place: no partial output on failure.
+    let stage = tempfile::Builder::new()
+        .prefix(".kpack-extract-")
+        .tempdir_in(&args.output)
+        .with_context(|| format!("cannot create a staging directory in {}", args.output.display()))?;
+    jobs.par_iter().try_for_each(|job| -> anyhow::Result<()> {
+        let path = stage.path().join(&job.name);
+        let mut out = std::io::BufWriter::with_capacity(
+            1 << 20,
+            std::fs::File::create(&path).with_context(|| format!("cannot create {}", path.display()))?,
+        );
+        fat.bundles[job.bundle]
+            .copy_entry(&fat.source, job.entry, &mut out)
+            .with_context(|| format!("{}: bundle {} entry {}", args.file.display(), job.bundle, job.entry))?;
+        use std::io::Write;
+        out.flush().with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(())
+    })?;
+    for job in &jobs {
+        let dest = args.output.join(&job.name);
+        std::fs::rename(stage.path().join(&job.name), &dest)
+            .with_context(|| format!("cannot move into {}", dest.display()))?;
+        let size = std::fs::metadata(&dest).map(|m| m.len()).unwrap_or(0);
+        println!("{}\t{size}", display(&dest));
+    }
+    Ok(())
+}
+
+fn display(p: &Path) -> String {
+    p.display().to_string()
+}

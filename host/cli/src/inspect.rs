@@ -1,0 +1,256 @@
+//! `kpack inspect FILE... [--json] [--strict]`: wrappers, bundles and code
+//! objects of fat binaries and bundle files.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use kpack_bundle::{CodeObjectInfo, Entry, Format, WalkOptions};
+use kpack_elf::{ElfKind, FatBinary, Wrapper, read_fat_binary};
+use serde::Serialize;
+
+use crate::exit::{CliError, CliResult};
+
+/// Version of the `--json` output; bump on incompatible changes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Arguments of `kpack inspect`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// ELF executables, shared libraries, objects, or bundle files (.co, .hsaco).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+    /// Treat a code object that disagrees with its bundle id as an error (exit 1).
+    #[arg(long)]
+    strict: bool,
+    /// Do not check the MD5 of compressed bundles.
+    #[arg(long)]
+    no_verify_hash: bool,
+    /// List every kernel name, not only the count.
+    #[arg(long)]
+    kernels: bool,
+}
+
+#[derive(Serialize)]
+struct Report {
+    schema_version: u32,
+    files: Vec<FileReport>,
+}
+
+#[derive(Serialize)]
+struct FileReport {
+    path: PathBuf,
+    kind: ElfKind,
+    device_code: bool,
+    transformed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fatbin: Option<kpack_elf::SectionInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    marker: Option<kpack_elf::SectionInfo>,
+    wrappers: Vec<Wrapper>,
+    bundles: Vec<BundleReport>,
+    totals: BTreeMap<String, ArchTotal>,
+}
+
+#[derive(Serialize)]
+struct BundleReport {
+    index: usize,
+    offset: u64,
+    len: u64,
+    #[serde(flatten)]
+    format: Format,
+    entries: Vec<EntryReport>,
+}
+
+#[derive(Serialize)]
+struct EntryReport {
+    #[serde(flatten)]
+    entry: Entry,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code_object: Option<CodeObjectInfo>,
+    kernel_count: usize,
+    warnings: Vec<String>,
+}
+
+#[derive(Serialize, Default)]
+struct ArchTotal {
+    code_objects: usize,
+    bytes: u64,
+}
+
+/// Run `kpack inspect`.
+pub fn run(args: Args) -> CliResult {
+    let opts = WalkOptions { verify_hash: !args.no_verify_hash };
+    let mut files = Vec::new();
+    let mut warned = false;
+    for path in &args.files {
+        let fat = read_fat_binary(path, opts)?;
+        let report = file_report(path, &fat, args.kernels)?;
+        for b in &report.bundles {
+            for e in &b.entries {
+                for w in &e.warnings {
+                    warned = true;
+                    eprintln!("warning: {}: bundle {} entry {}: {w}", path.display(), b.index, e.entry.id);
+                }
+            }
+        }
+        files.push(report);
+    }
+    if args.json {
+        let report = Report { schema_version: SCHEMA_VERSION, files };
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        for f in &files {
+            print_text(f, args.kernels);
+        }
+    }
+    if warned && args.strict {
+        return Err(CliError::Findings);
+    }
+    Ok(())
+}
+
+fn file_report(path: &std::path::Path, fat: &FatBinary, with_names: bool) -> anyhow::Result<FileReport> {
+    let mut totals: BTreeMap<String, ArchTotal> = BTreeMap::new();
+    let mut bundles = Vec::new();
+    for (index, item) in fat.bundles.iter().enumerate() {
+        let mut entries = Vec::new();
+        for (i, entry) in item.entries.iter().enumerate() {
+            let mut warnings = Vec::new();
+            let mut code_object = None;
+            if !entry.id.is_host() && entry.size > 0 {
+                match item.code_object(&fat.source, i) {
+                    Ok(info) => {
+                        warnings.extend(info.mismatches(&entry.id));
+                        code_object = Some(info);
+                    }
+                    Err(e) => warnings.push(format!("not a valid AMDGPU code object: {e}")),
+                }
+                let arch = entry.id.target().map(|t| t.to_string()).unwrap_or_else(|| entry.id.raw().to_string());
+                let t = totals.entry(arch).or_default();
+                t.code_objects += 1;
+                t.bytes += entry.size;
+            }
+            let kernel_count = code_object.as_ref().map_or(0, |c| c.kernels.len());
+            if !with_names {
+                if let Some(c) = code_object.as_mut() {
+                    c.kernels.clear();
+                }
+            }
+            entries.push(EntryReport {
+                entry: entry.clone(),
+                target: entry.id.target().map(|t| t.to_string()),
+                code_object,
+                kernel_count,
+                warnings,
+            });
+        }
+        bundles.push(BundleReport { index, offset: item.offset, len: item.len, format: item.format.clone(), entries });
+    }
+    Ok(FileReport {
+        path: path.to_path_buf(),
+        kind: fat.kind,
+        device_code: !fat.bundles.is_empty(),
+        transformed: fat.is_transformed(),
+        fatbin: fat.fatbin,
+        marker: fat.marker,
+        wrappers: fat.wrappers.clone(),
+        bundles,
+        totals,
+    })
+}
+
+fn print_text(f: &FileReport, with_names: bool) {
+    println!("{}: {}", f.path.display(), kind_name(f.kind));
+    if !f.device_code {
+        if f.transformed {
+            println!("  device code offloaded by kpack (all {} wrappers HIPK)", f.wrappers.len());
+        } else {
+            println!("  no device code");
+        }
+    }
+    if let Some(fb) = &f.fatbin {
+        println!(
+            "  .hip_fatbin  offset {:#x}  addr {:#x}  size {} bytes{}",
+            fb.offset,
+            fb.addr,
+            fb.size,
+            if fb.in_file { "" } else { " (no file bytes)" }
+        );
+    }
+    for w in &f.wrappers {
+        let target = match w.bundle {
+            Some(b) => format!("bundle {b}"),
+            None => "no bundle".into(),
+        };
+        println!(
+            "  wrapper {} at {:#x}: {:?} v{} -> {:#x} ({}) {target}, reserved {}",
+            w.index,
+            w.addr,
+            w.magic,
+            w.version,
+            w.pointer,
+            via_name(&w.via),
+            w.reserved
+        );
+    }
+    for b in &f.bundles {
+        let fmt = match &b.format {
+            Format::Plain => "uncompressed".to_string(),
+            Format::Compressed(h) => format!("CCOB v{} {:?}, {} bytes inflated", h.version, h.method, h.uncompressed_size),
+            Format::Elf => "bare code object".to_string(),
+        };
+        println!("  bundle {} at +{:#x}, {} bytes, {fmt}", b.index, b.offset, b.len);
+        for e in &b.entries {
+            if e.entry.id.is_host() {
+                println!("    {:<44} (host)", e.entry.id.raw());
+                continue;
+            }
+            let co = e
+                .code_object
+                .as_ref()
+                .map(|c| {
+                    format!(
+                        "code object v{}, {} kernel{}",
+                        c.code_object_version.map_or("?".into(), |v| v.to_string()),
+                        e.kernel_count,
+                        if e.kernel_count == 1 { "" } else { "s" }
+                    )
+                })
+                .unwrap_or_else(|| "not a code object".into());
+            println!("    {:<44} {:>10} bytes  {co}", e.entry.id.raw(), e.entry.size);
+            if with_names {
+                for k in e.code_object.iter().flat_map(|c| &c.kernels) {
+                    println!("      {k}");
+                }
+            }
+        }
+    }
+    if !f.totals.is_empty() {
+        println!("  totals per target:");
+        for (arch, t) in &f.totals {
+            println!("    {arch:<28} {:>4} code objects {:>12} bytes", t.code_objects, t.bytes);
+        }
+    }
+}
+
+fn kind_name(k: ElfKind) -> &'static str {
+    match k {
+        ElfKind::Exec => "ELF executable",
+        ElfKind::Dyn => "ELF shared object (library or PIE executable)",
+        ElfKind::Rel => "ELF relocatable object",
+        ElfKind::BundleFile => "offload bundle / code object file",
+    }
+}
+
+fn via_name(v: &kpack_elf::PointerVia) -> String {
+    match v {
+        kpack_elf::PointerVia::Inline => "inline".into(),
+        kpack_elf::PointerVia::Relative { .. } => "R_X86_64_RELATIVE".into(),
+        kpack_elf::PointerVia::Symbol { symbol, addend, .. } => format!("R_X86_64_64 {symbol}+{addend}"),
+    }
+}

@@ -7,6 +7,11 @@
 
 mod archive;
 mod exit;
+mod external;
+mod extract;
+mod handlers;
+mod inspect;
+mod plugins;
 
 use std::process::ExitCode;
 
@@ -23,11 +28,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Show wrappers, bundles and code objects of fat binaries and bundle files.
+    Inspect(inspect::Args),
+    /// Write device code objects out of a fat binary or bundle file.
+    Extract(extract::Args),
     /// List, extract, pack and verify .kpack archives.
     Archive(archive::Args),
+    /// Database handlers (WebAssembly plugins): list, classify, publish, add.
+    Plugins(plugins::Args),
+    /// `kpack foo ARGS` runs `kpack-foo ARGS` from PATH (see `kpack --list`).
+    #[command(external_subcommand)]
+    External(Vec<std::ffi::OsString>),
 }
 
 fn main() -> ExitCode {
+    if std::env::args_os().nth(1).is_some_and(|a| a == "--list") {
+        return exit::finish(external::list(&<Cli as clap::CommandFactory>::command()).map_err(Into::into));
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -36,7 +53,11 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
+        Command::Inspect(args) => inspect::run(args),
+        Command::Extract(args) => extract::run(args),
         Command::Archive(args) => archive::run(args),
+        Command::Plugins(args) => plugins::run(args),
+        Command::External(args) => return external::run(args),
     };
     exit::finish(result)
 }

@@ -28,9 +28,9 @@ pub const WRAPPER_SIZE: u64 = 24;
 const R_X86_64_64: u32 = 1;
 const R_X86_64_RELATIVE: u32 = 8;
 
-/// The ELF file type, as far as offloading cares.
+/// What kind of file holds the device code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum ElfKind {
     /// `ET_EXEC`: a position-dependent executable.
     Exec,
@@ -38,6 +38,9 @@ pub enum ElfKind {
     Dyn,
     /// `ET_REL`: a relocatable object.
     Rel,
+    /// Not a host ELF: a bare offload bundle, CCOB or AMDGPU code object
+    /// file (`.co`, `.hsaco`), walked as a whole.
+    BundleFile,
 }
 
 /// Where a section is.
@@ -152,8 +155,37 @@ pub fn looks_like_elf(head: &[u8]) -> bool {
     head.starts_with(b"\x7fELF")
 }
 
-/// Read the offload layout of the ELF at `path`.
+/// Read the device code of `path`: a host ELF (executable, shared library,
+/// object) or a bare bundle / code-object file, told apart by content.
 pub fn read_fat_binary(path: &Path, opts: WalkOptions) -> Result<FatBinary, Error> {
+    let source = SizedFile::open(path).map_err(|e| Error::io(path, "cannot open", e))?;
+    let mut head = [0u8; 24];
+    let n = (source.size() as usize).min(24);
+    source.read_exact_at(0, &mut head[..n]).map_err(|e| Error::io(path, "cannot read", e))?;
+    let head = &head[..n];
+    let amdgpu_elf = n >= 20 && head.starts_with(b"\x7fELF") && u16::from_le_bytes([head[18], head[19]]) == kpack_bundle::EM_AMDGPU;
+    if head.starts_with(kpack_bundle::BUNDLE_MAGIC) || head.starts_with(kpack_bundle::CCOB_MAGIC) || amdgpu_elf {
+        let mut bundles = Vec::new();
+        for item in walk(&source, 0, source.size(), opts) {
+            bundles.push(item.map_err(|e| Error::bundle(path, "bundle file", e))?);
+        }
+        return Ok(FatBinary {
+            kind: ElfKind::BundleFile,
+            fatbin: None,
+            segment: None,
+            marker: None,
+            wrappers: Vec::new(),
+            bundles,
+            source,
+        });
+    }
+    if !looks_like_elf(head) {
+        return Err(Error::new(ErrorKind::Unsupported, path, "not an ELF file, offload bundle or code object"));
+    }
+    read_elf(path, source, opts)
+}
+
+fn read_elf(path: &Path, source: SizedFile, opts: WalkOptions) -> Result<FatBinary, Error> {
     let file = File::open(path).map_err(|e| Error::io(path, "cannot open", e))?;
     let cache = ReadCache::new(file);
     let obj = ElfFile64::<LE, _>::parse(&cache)
@@ -187,7 +219,6 @@ pub fn read_fat_binary(path: &Path, opts: WalkOptions) -> Result<FatBinary, Erro
     let fatbin = find(FATBIN_SECTION);
     let segment = find(SEGMENT_SECTION);
     let marker = find(MARKER_SECTION);
-    let source = SizedFile::open(path).map_err(|e| Error::io(path, "cannot open", e))?;
 
     let mut bundles = Vec::new();
     if let Some(fb) = fatbin.filter(|f| f.in_file) {
@@ -233,6 +264,14 @@ pub fn read_fat_binary(path: &Path, opts: WalkOptions) -> Result<FatBinary, Erro
                 let off = pointer.checked_sub(fb.addr)?;
                 bundles.iter().position(|b: &Item| b.offset == off)
             });
+            if magic == Magic::Hipf && bundle.is_none() {
+                let range = fatbin.map(|f| format!("{:#x}..{:#x}", f.addr, f.addr + f.size)).unwrap_or_else(|| "absent".into());
+                return Err(Error::new(
+                    ErrorKind::Offload,
+                    path,
+                    format!("wrapper {i} at {addr:#x} points at {pointer:#x}, which is not the start of a bundle in {FATBIN_SECTION} ({range})"),
+                ));
+            }
             wrappers.push(Wrapper {
                 index: i,
                 addr,
