@@ -13,6 +13,7 @@ mod handlers;
 mod inspect;
 mod plugins;
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};

@@ -1,0 +1,63 @@
+//! The flags that choose database handlers, shared by every command that
+//! classifies files (`plugins classify`, `plugins list`, and `split`):
+//! `--split-databases NAME[@REQ]...`, `--plugin FILE.wasm`,
+//! `--plugin-dir DIR`, `--registry DIR|file://URL`.
+//!
+//! Handlers named with `--split-databases` are looked for, in order, in:
+//! `--plugin-dir` directories, `$KPACK_PLUGIN_DIR` (`:`-separated), the
+//! install directory of `kpack plugins add` (`$XDG_DATA_HOME/kpack/plugins`),
+//! `<exe dir>/plugins`, and `<exe dir>/../wasm32-wasip2/plugin` (what
+//! `scripts/build-plugins.sh` produces in the cargo target directory). With
+//! `--registry`, names resolve from that registry instead.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use kpack_plugin_host::{HandlerSet, HandlerSpec, LoadOptions, Registry};
+
+/// Database-handler selection flags; `#[command(flatten)]` them.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct HandlerArgs {
+    /// Database handlers to use, in probe order (first claim wins): names
+    /// such as `rocblas`, or `NAME@REQ` with a semver requirement (`rocblas@^1.2`).
+    #[arg(long = "split-databases", value_name = "NAME[@REQ]", num_args = 1.., value_delimiter = ',')]
+    pub split_databases: Vec<String>,
+    /// A third-party handler component; asked after the `--split-databases` ones.
+    #[arg(long = "plugin", value_name = "FILE.wasm")]
+    pub plugins: Vec<PathBuf>,
+    /// Extra directory to look for handlers in (searched first; repeatable).
+    #[arg(long = "plugin-dir", value_name = "DIR")]
+    pub plugin_dirs: Vec<PathBuf>,
+    /// Resolve handler names from this registry (directory or file:// URL).
+    #[arg(long, value_name = "DIR|URL")]
+    pub registry: Option<String>,
+}
+
+impl HandlerArgs {
+    /// Whether any handler was asked for.
+    pub fn is_empty(&self) -> bool {
+        self.split_databases.is_empty() && self.plugins.is_empty()
+    }
+
+    /// The validated handler specs, in probe order.
+    pub fn specs(&self) -> anyhow::Result<Vec<HandlerSpec>> {
+        let mut specs = self.split_databases.iter().map(|s| HandlerSpec::parse(s)).collect::<Result<Vec<_>, _>>()?;
+        specs.extend(self.plugins.iter().cloned().map(HandlerSpec::File));
+        Ok(specs)
+    }
+
+    /// Where to look, per the search order above.
+    pub fn options(&self) -> anyhow::Result<LoadOptions> {
+        let mut options = LoadOptions::standard(&self.plugin_dirs);
+        if let Some(r) = &self.registry {
+            options.registry = Some(Registry::new(r)?);
+        }
+        Ok(options)
+    }
+
+    /// Load the chosen handlers (none if none were asked for).
+    pub fn load(&self) -> anyhow::Result<HandlerSet> {
+        let specs = self.specs()?;
+        HandlerSet::load(&specs, &self.options()?).context("loading database handlers")
+    }
+}

@@ -1,0 +1,43 @@
+//! `kpack plugins`: database handlers (WebAssembly components): list the
+//! available ones, classify a tree with them, and publish to / install from
+//! a registry.
+
+mod add;
+mod classify;
+mod list;
+mod publish;
+mod yank;
+
+use crate::exit::CliResult;
+
+/// Arguments of `kpack plugins`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Show handlers: name, version, WIT version, origin, sha256.
+    List(list::Args),
+    /// Walk a directory and print each database file's classification.
+    Classify(classify::Args),
+    /// Publish a handler component to a registry.
+    Publish(publish::Args),
+    /// Install a handler from a registry (semver resolution, checksum verified).
+    Add(add::Args),
+    /// Hide a published version from resolution (or show it again with --undo).
+    Yank(yank::Args),
+}
+
+/// Run `kpack plugins ...`.
+pub fn run(args: Args) -> CliResult {
+    match args.command {
+        Command::List(a) => list::run(a),
+        Command::Classify(a) => classify::run(a),
+        Command::Publish(a) => publish::run(a),
+        Command::Add(a) => add::run(a),
+        Command::Yank(a) => yank::run(a),
+    }
+}

@@ -1,0 +1,50 @@
+//! `kpack plugins list`: every handler findable by name, plus `--plugin`
+//! files, with name, version, WIT version, origin and sha256.
+
+use kpack_plugin_host::{HandlerSet, HandlerSpec, SUPPORTED_WIT, discover};
+use serde_json::json;
+
+use crate::exit::CliResult;
+use crate::handlers::HandlerArgs;
+
+/// Arguments of `kpack plugins list`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    handlers: HandlerArgs,
+    /// Print JSON (schema `kpack.plugins.list/1`).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Run `kpack plugins list`.
+pub fn run(args: Args) -> CliResult {
+    let options = args.handlers.options()?;
+    let mut specs: Vec<HandlerSpec> = if args.handlers.split_databases.is_empty() {
+        discover(&options).into_iter().map(|(_, s)| s).collect()
+    } else {
+        args.handlers.specs()?.into_iter().filter(|s| matches!(s, HandlerSpec::Name { .. })).collect()
+    };
+    specs.extend(args.handlers.plugins.iter().cloned().map(HandlerSpec::File));
+    let set = HandlerSet::load(&specs, &options)?;
+    if args.json {
+        let handlers: Vec<_> = set
+            .handlers()
+            .map(|h| {
+                json!({"name": h.name, "version": h.version.to_string(), "wit": h.wit.to_string(),
+                       "origin": h.origin.to_string(), "sha256": h.sha256})
+            })
+            .collect();
+        let doc = json!({"schema": "kpack.plugins.list/1", "supported_wit": SUPPORTED_WIT, "handlers": handlers});
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(());
+    }
+    if set.handlers().len() == 0 {
+        eprintln!("no handlers found; build them with scripts/build-plugins.sh or pass --plugin-dir");
+    }
+    println!("{:<20} {:<10} {:<8} {:<64} ORIGIN", "NAME", "VERSION", "WIT", "SHA256");
+    for h in set.handlers() {
+        println!("{:<20} {:<10} {:<8} {:<64} {}", h.name, h.version.to_string(), h.wit.to_string(), h.sha256, h.origin);
+    }
+    Ok(())
+}
