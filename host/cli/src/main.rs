@@ -39,7 +39,7 @@ enum Command {
     Plugins(plugins::Args),
     /// `kpack foo ARGS` runs `kpack-foo ARGS` from PATH (see `kpack --list`).
     #[command(external_subcommand)]
-    External(Vec<std::ffi::OsString>),
+    External(Vec<OsString>),
 }
 
 fn main() -> ExitCode {
