@@ -1,0 +1,405 @@
+//! The loader: [`Cache`] resolves a marker to archives (spec §10.5) and
+//! keeps archives open for its lifetime.
+//!
+//! Hot path: a resolution (candidate paths → valid archives → chosen
+//! archive and target) is memoised per (binary path, search paths, arch
+//! list) once it found at least one archive, so a warm load is one hash, a
+//! read lock, one TOC lookup and one decode/copy: no syscalls, no global
+//! mutex. Failed resolutions are recomputed every time (an archive
+//! installed later is found, as with AMD's loader).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use kpack_format::{Archive, Marker};
+
+use crate::config::Config;
+use crate::error::{Error, ErrorKind, Result};
+use crate::isa::{compatible_targets, strip_target_prefix};
+
+/// The placeholder expanded with each compatible target.
+pub const GFXARCH: &str = "@GFXARCH@";
+
+/// Where a candidate path came from, for diagnostics.
+#[derive(Debug, Clone)]
+struct Candidate {
+    path: PathBuf,
+    origin: String,
+}
+
+/// A memoised resolution.
+#[derive(Debug)]
+struct Resolution {
+    binary_path: PathBuf,
+    search_paths: Vec<String>,
+    arches: Vec<String>,
+    /// Archives that opened, in candidate order.
+    valid: Vec<(PathBuf, Arc<Archive>)>,
+    /// (index into `valid`, target) chosen for the arch list.
+    choice: Option<(usize, String)>,
+    /// What was tried, one line each.
+    diagnostic: String,
+}
+
+impl Resolution {
+    fn matches(&self, binary_path: &Path, search_paths: &[String], arches: &[&str]) -> bool {
+        self.binary_path == binary_path
+            && self.search_paths == search_paths
+            && self.arches.len() == arches.len()
+            && self.arches.iter().zip(arches).all(|(a, b)| a == b)
+    }
+}
+
+/// A thread-safe cache of open archives and resolutions; AMD's
+/// `kpack_cache_t`.
+#[derive(Debug)]
+pub struct Cache {
+    config: Config,
+    archives: RwLock<HashMap<PathBuf, Arc<Archive>>>,
+    resolutions: RwLock<HashMap<u64, Vec<Arc<Resolution>>>>,
+    last_diagnostic: Mutex<Option<String>>,
+}
+
+impl Cache {
+    /// A cache using `config` (normally [`Config::from_env`], read once here).
+    pub fn new(config: Config) -> Cache {
+        let cache = Cache {
+            config,
+            archives: RwLock::default(),
+            resolutions: RwLock::default(),
+            last_diagnostic: Mutex::new(None),
+        };
+        cache.debug(|| format!("cache created: {:?}", cache.config));
+        cache
+    }
+
+    /// The configuration the cache was created with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Number of archives held open.
+    pub fn open_archive_count(&self) -> usize {
+        self.archives.read().map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// The diagnostic of the most recent failed load, or of the most recent
+    /// fresh resolution: which paths were tried for which targets and why
+    /// each failed. Warm (memoised) successful loads do not change it.
+    pub fn last_diagnostic(&self) -> Option<String> {
+        self.last_diagnostic.lock().ok().and_then(|g| g.clone())
+    }
+
+    fn set_diagnostic(&self, text: String) {
+        if let Ok(mut g) = self.last_diagnostic.lock() {
+            *g = Some(text);
+        }
+    }
+
+    fn debug(&self, msg: impl FnOnce() -> String) {
+        if self.config.debug {
+            for line in msg().lines() {
+                eprintln!("kpack: {line}");
+            }
+        }
+    }
+
+    /// Load the code object for `marker`, `binary_path` and `co_index` for
+    /// the first arch of `arches` that any found archive serves, returning
+    /// a copy.
+    pub fn load(
+        &self,
+        marker: &Marker,
+        binary_path: &Path,
+        co_index: u32,
+        arches: &[&str],
+    ) -> Result<Vec<u8>> {
+        self.load_with(marker, binary_path, co_index, arches, |b| b.to_vec())
+    }
+
+    /// [`load`](Self::load) handing the bytes to `f` instead of copying
+    /// (raw archives lend them straight from the mapping).
+    pub fn load_with<R>(
+        &self,
+        marker: &Marker,
+        binary_path: &Path,
+        co_index: u32,
+        arches: &[&str],
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R> {
+        if arches.is_empty() {
+            return Err(Error::new(ErrorKind::InvalidArgument, "empty arch list"));
+        }
+        if self.config.disabled {
+            return Err(Error::new(
+                ErrorKind::NotImplemented,
+                "kpack loading is disabled by ROCM_KPACK_DISABLE",
+            ));
+        }
+        let key = format!("{}#{co_index}", marker.kernel_name);
+        let res = self.resolve(marker, binary_path, arches)?;
+        let Some((i, target)) = &res.choice else {
+            let msg = format!(
+                "no archive serves any target compatible with {arches:?} (key {key:?})\n{}",
+                res.diagnostic
+            );
+            self.debug(|| msg.clone());
+            self.set_diagnostic(msg.clone());
+            return Err(Error::new(ErrorKind::ArchNotFound, msg));
+        };
+        let (path, archive) = &res.valid[*i];
+        match archive.get(&key, target) {
+            Ok(bytes) => Ok(f(&bytes)),
+            Err(e) => {
+                // Once an archive lists the target its answer is final (AMD e348328).
+                let msg = format!(
+                    "archive {} lists target {target:?} but loading {key:?} failed: {e}\n{}",
+                    path.display(),
+                    res.diagnostic
+                );
+                self.debug(|| msg.clone());
+                self.set_diagnostic(msg);
+                Err(e.into())
+            }
+        }
+    }
+
+    fn resolve(
+        &self,
+        marker: &Marker,
+        binary_path: &Path,
+        arches: &[&str],
+    ) -> Result<Arc<Resolution>> {
+        let mut h = DefaultHasher::new();
+        binary_path.hash(&mut h);
+        marker.search_paths.hash(&mut h);
+        arches.hash(&mut h);
+        let hash = h.finish();
+        if let Ok(map) = self.resolutions.read()
+            && let Some(found) = map.get(&hash).and_then(|v| {
+                v.iter()
+                    .find(|r| r.matches(binary_path, &marker.search_paths, arches))
+            })
+        {
+            return Ok(Arc::clone(found));
+        }
+
+        let mut diag = String::new();
+        let candidates = self.candidates(marker, binary_path, arches);
+        let mut valid: Vec<(PathBuf, Arc<Archive>)> = Vec::new();
+        for c in &candidates {
+            match self.open_cached(&c.path) {
+                Ok(a) => {
+                    let _ = writeln!(
+                        diag,
+                        "  {} ({}): opened, arches {:?}",
+                        c.path.display(),
+                        c.origin,
+                        a.arches()
+                    );
+                    valid.push((c.path.clone(), a));
+                }
+                Err(why) => {
+                    let _ = writeln!(diag, "  {} ({}): {why}", c.path.display(), c.origin);
+                }
+            }
+        }
+        if valid.is_empty() {
+            let msg = format!(
+                "no archive found for {:?} (binary {}, arches {arches:?}); tried:\n{}",
+                marker.kernel_name,
+                binary_path.display(),
+                if diag.is_empty() {
+                    "  (no candidate paths)\n".to_owned()
+                } else {
+                    diag
+                }
+            );
+            self.debug(|| msg.clone());
+            self.set_diagnostic(msg.clone());
+            return Err(Error::new(ErrorKind::ArchiveNotFound, msg));
+        }
+
+        let mut choice = None;
+        'arch: for arch in arches {
+            for target in compatible_targets(arch) {
+                if let Some(i) = valid.iter().position(|(_, a)| a.has_arch(&target)) {
+                    let _ = writeln!(
+                        diag,
+                        "  chose {} for device arch {arch:?} as target {target:?}",
+                        valid[i].0.display()
+                    );
+                    choice = Some((i, target));
+                    break 'arch;
+                }
+            }
+        }
+        self.debug(|| {
+            format!(
+                "resolved {:?} for {}:\n{diag}",
+                marker.kernel_name,
+                binary_path.display()
+            )
+        });
+        self.set_diagnostic(diag.clone());
+        let res = Arc::new(Resolution {
+            binary_path: binary_path.to_path_buf(),
+            search_paths: marker.search_paths.clone(),
+            arches: arches.iter().map(|a| (*a).to_owned()).collect(),
+            valid,
+            choice,
+            diagnostic: diag,
+        });
+        if let Ok(mut map) = self.resolutions.write() {
+            let slot = map.entry(hash).or_default();
+            if let Some(existing) = slot
+                .iter()
+                .find(|r| r.matches(binary_path, &marker.search_paths, arches))
+            {
+                return Ok(Arc::clone(existing));
+            }
+            slot.push(Arc::clone(&res));
+        }
+        Ok(res)
+    }
+
+    /// Candidate archive paths in AMD's order (§10.5 step 5).
+    fn candidates(&self, marker: &Marker, binary_path: &Path, arches: &[&str]) -> Vec<Candidate> {
+        if let Some(paths) = &self.config.path {
+            return paths
+                .iter()
+                .map(|p| Candidate {
+                    path: p.clone(),
+                    origin: "ROCM_KPACK_PATH".into(),
+                })
+                .collect();
+        }
+        let mut out: Vec<Candidate> = self
+            .config
+            .path_prefix
+            .iter()
+            .map(|p| Candidate {
+                path: p.clone(),
+                origin: "ROCM_KPACK_PATH_PREFIX".into(),
+            })
+            .collect();
+        let dir = binary_path.parent().unwrap_or(Path::new(""));
+        for sp in &marker.search_paths {
+            let raw = Path::new(sp);
+            let resolved = if raw.is_absolute() {
+                raw.to_path_buf()
+            } else {
+                weakly_canonical(&dir.join(raw)).unwrap_or_else(|| raw.to_path_buf())
+            };
+            let text = resolved.to_string_lossy();
+            if text.contains(GFXARCH) {
+                for arch in arches {
+                    for target in compatible_targets(arch) {
+                        out.push(Candidate {
+                            path: PathBuf::from(text.replacen(GFXARCH, &target, 1)),
+                            origin: format!(
+                                "search path {sp:?}, target {target:?} of {:?}",
+                                strip_target_prefix(arch)
+                            ),
+                        });
+                    }
+                }
+            } else {
+                out.push(Candidate {
+                    path: resolved.clone(),
+                    origin: format!("search path {sp:?}"),
+                });
+            }
+        }
+        out
+    }
+
+    /// The open archive at `path` (canonical path as cache key), opening it
+    /// on first use. The error is the reason for the diagnostic.
+    fn open_cached(&self, path: &Path) -> std::result::Result<Arc<Archive>, String> {
+        let key = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        if let Ok(map) = self.archives.read()
+            && let Some(a) = map.get(&key)
+        {
+            return Ok(Arc::clone(a));
+        }
+        match std::fs::metadata(&key) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => return Err("not a regular file".into()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err("does not exist".into());
+            }
+            Err(e) => return Err(format!("cannot stat: {e}")),
+        }
+        let archive = Arc::new(Archive::open(&key).map_err(|e| format!("cannot open: {e}"))?);
+        self.debug(|| {
+            format!(
+                "opened {} with arches {:?}",
+                key.display(),
+                archive.arches()
+            )
+        });
+        let mut map = self
+            .archives
+            .write()
+            .map_err(|_| "archive cache lock poisoned".to_owned())?;
+        Ok(Arc::clone(map.entry(key).or_insert(archive)))
+    }
+}
+
+/// `std::filesystem::weakly_canonical`: resolve the longest existing prefix
+/// through symlinks, then fold `.` and `..` in the rest lexically.
+pub(crate) fn weakly_canonical(path: &Path) -> Option<PathBuf> {
+    if let Ok(p) = std::fs::canonicalize(path) {
+        return Some(p);
+    }
+    let comps: Vec<Component<'_>> = path.components().collect();
+    for split in (0..comps.len()).rev() {
+        let head: PathBuf = comps[..split].iter().collect();
+        let base = if head.as_os_str().is_empty() {
+            std::env::current_dir().ok()?
+        } else {
+            match std::fs::canonicalize(&head) {
+                Ok(b) => b,
+                Err(_) => continue,
+            }
+        };
+        let mut out = base;
+        for c in &comps[split..] {
+            match c {
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    out.pop();
+                }
+                other => out.push(other.as_os_str()),
+            }
+        }
+        return Some(out);
+    }
+    None
+}
+
+#[cfg(test)]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weakly_canonical_folds_missing_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(base.join("lib")).unwrap();
+        let p = weakly_canonical(&base.join("lib/../.kpack/x_@GFXARCH@.kpack")).unwrap();
+        assert_eq!(p, base.join(".kpack/x_@GFXARCH@.kpack"));
+        let p = weakly_canonical(&base.join("lib/./a/../b.kpack")).unwrap();
+        assert_eq!(p, base.join("lib/b.kpack"));
+    }
+}

@@ -1,0 +1,102 @@
+//! ISA target matching with feature flags (spec §11).
+
+/// The prefix AMD's loader strips from device arch strings.
+pub const TARGET_PREFIX: &str = "amdgcn-amd-amdhsa--";
+
+/// Drop a leading `amdgcn-amd-amdhsa--` when something follows it.
+pub fn strip_target_prefix(s: &str) -> &str {
+    match s.strip_prefix(TARGET_PREFIX) {
+        Some(rest) if !rest.is_empty() => rest,
+        _ => s,
+    }
+}
+
+/// Targets an archive may be named for to serve device `agent_isa`, most
+/// specific first, in AMD's order: with `n` features, masks from `2^n − 1`
+/// down to 0, feature `i` included when bit `n−1−i` is set. The
+/// `amdgcn-amd-amdhsa--` prefix is stripped first. Empty input or an empty
+/// processor gives nothing.
+///
+/// ```
+/// use kpack_runtime::compatible_targets;
+/// assert_eq!(
+///     compatible_targets("gfx942:sramecc+:xnack-"),
+///     ["gfx942:sramecc+:xnack-", "gfx942:sramecc+", "gfx942:xnack-", "gfx942"]
+/// );
+/// ```
+pub fn compatible_targets(agent_isa: &str) -> Vec<String> {
+    let s = strip_target_prefix(agent_isa);
+    let mut parts = s.split(':');
+    let processor = parts.next().unwrap_or("");
+    if processor.is_empty() {
+        return Vec::new();
+    }
+    let features: Vec<&str> = parts.filter(|f| !f.is_empty()).collect();
+    // More than 16 features never occur; cap to keep the 2^n list bounded
+    // for hostile input.
+    let features = &features[..features.len().min(16)];
+    let n = features.len();
+    let mut out = Vec::with_capacity(1 << n);
+    for mask in (0..(1u32 << n)).rev() {
+        let mut t = processor.to_owned();
+        for (i, f) in features.iter().enumerate() {
+            if mask & (1 << (n - 1 - i)) != 0 {
+                t.push(':');
+                t.push_str(f);
+            }
+        }
+        out.push(t);
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_amds_candidate_order() {
+        assert_eq!(compatible_targets("gfx1201"), ["gfx1201"]);
+        assert_eq!(
+            compatible_targets("gfx942:xnack+"),
+            ["gfx942:xnack+", "gfx942"]
+        );
+        assert_eq!(
+            compatible_targets("amdgcn-amd-amdhsa--gfx9-4-generic"),
+            ["gfx9-4-generic"]
+        );
+        assert_eq!(
+            compatible_targets("amdgcn-amd-amdhsa--gfx90a:xnack+"),
+            ["gfx90a:xnack+", "gfx90a"]
+        );
+        // Mask order for three features: 100 precedes 011.
+        let three = compatible_targets("p:a:b:c");
+        assert_eq!(
+            three,
+            [
+                "p:a:b:c", "p:a:b", "p:a:c", "p:a", "p:b:c", "p:b", "p:c", "p"
+            ]
+        );
+        assert_eq!(
+            compatible_targets("gfx90a::xnack+:"),
+            ["gfx90a:xnack+", "gfx90a"]
+        );
+    }
+
+    #[test]
+    fn empty_inputs_give_nothing() {
+        assert!(compatible_targets("").is_empty());
+        assert!(compatible_targets(":xnack+").is_empty());
+        // The bare prefix is not stripped (nothing follows it): its processor
+        // is the prefix itself.
+        assert_eq!(
+            compatible_targets("amdgcn-amd-amdhsa--"),
+            ["amdgcn-amd-amdhsa--"]
+        );
+        assert_eq!(
+            strip_target_prefix("hipv4-amdgcn-amd-amdhsa--gfx900"),
+            "hipv4-amdgcn-amd-amdhsa--gfx900"
+        );
+    }
+}

@@ -1,0 +1,61 @@
+//! Find and load GPU code objects from `.kpack` archives at run time, with
+//! the semantics of AMD's `librocm_kpack` loader (spec §10–11).
+//!
+//! Layers:
+//! - archives: [`Archive`] (re-exported from `kpack-format`): mmap, list,
+//!   get one kernel;
+//! - the marker: [`Marker`] (re-exported), parsed with AMD's rules;
+//! - the loader: [`Cache`] turns (marker, binary path, co_index, device arch
+//!   list) into a code object: search paths relative to the binary's
+//!   directory, `@GFXARCH@` expanded per [`compatible_targets`] (most
+//!   specific first), `ROCM_KPACK_PATH` / `ROCM_KPACK_PATH_PREFIX` /
+//!   `ROCM_KPACK_DISABLE` / `ROCM_KPACK_DEBUG` read once into a [`Config`];
+//!   archives stay open; warm loads take no global lock; every failure
+//!   carries a diagnostic of what was tried ([`Cache::last_diagnostic`]);
+//! - [`discover_binary_path`]: which file backs an address.
+//!
+//! Errors are [`Error`] with an [`ErrorKind`] whose [`ErrorKind::code`] is
+//! AMD's `kpack_error_t` number; the C ABI (`kpack-capi`) is a thin layer
+//! over this crate.
+//!
+//! ```
+//! use kpack_format::{ArchiveWriter, WriterOptions};
+//! use kpack_runtime::{Cache, Config, Marker};
+//!
+//! let dir = tempfile::tempdir()?;
+//! std::fs::create_dir(dir.path().join("lib"))?;
+//! std::fs::create_dir(dir.path().join(".kpack"))?;
+//! let mut w = ArchiveWriter::create(dir.path().join(".kpack/blas_gfx942.kpack"), WriterOptions::default())?;
+//! w.add("lib/libblas.so#0", "gfx942", b"code object")?;
+//! w.finish()?;
+//!
+//! let marker = Marker {
+//!     kernel_name: "lib/libblas.so".into(),
+//!     search_paths: vec!["../.kpack/blas_@GFXARCH@.kpack".into()],
+//! };
+//! let cache = Cache::new(Config::default());
+//! let binary = dir.path().join("lib/libblas.so");
+//! let code = cache.load(&marker, &binary, 0, &["amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-"])?;
+//! assert_eq!(code, b"code object");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![forbid(unsafe_code)]
+
+mod cache;
+mod config;
+mod discover;
+mod error;
+mod isa;
+
+pub use cache::{Cache, GFXARCH};
+pub use config::{Config, PATH_SEPARATOR};
+pub use discover::{discover_binary_path, find_in_maps};
+pub use error::{Error, ErrorKind, Result};
+pub use isa::{TARGET_PREFIX, compatible_targets, strip_target_prefix};
+pub use kpack_format::{Archive, MARKER_MAX_LEN, Marker, MarkerProblem};
+
+/// Parse marker bytes with AMD's rules; failures are
+/// [`ErrorKind::InvalidMetadata`].
+pub fn parse_marker(bytes: &[u8]) -> Result<Marker> {
+    Marker::parse(bytes).map_err(|e| Error::new(ErrorKind::InvalidMetadata, e.to_string()))
+}

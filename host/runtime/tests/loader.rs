@@ -1,0 +1,307 @@
+//! The loader against AMD's vectors and archives laid out like the split
+//! tool's, covering §10.5 and the upstream C++ loader tests.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use kpack_format::{ArchiveWriter, Compression, WriterOptions};
+use kpack_runtime::{Cache, Config, ErrorKind, Marker};
+
+fn vector(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../format/tests/vectors")
+        .join(name)
+}
+
+fn marker(kernel_name: &str, paths: &[&str]) -> Marker {
+    Marker {
+        kernel_name: kernel_name.into(),
+        search_paths: paths.iter().map(|p| (*p).to_owned()).collect(),
+    }
+}
+
+/// A tree `root/lib/libx.so` (the binary, never read) and
+/// `root/.kpack/x_<arch>.kpack` holding `"<arch>:<key>"` for each arch.
+fn split_tree(arches: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("lib")).unwrap();
+    std::fs::create_dir_all(dir.path().join(".kpack")).unwrap();
+    for arch in arches {
+        let path = dir.path().join(format!(".kpack/x_{arch}.kpack"));
+        let mut w = ArchiveWriter::create(
+            &path,
+            WriterOptions {
+                gfx_arch_family: (*arch).into(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        for k in 0..2 {
+            let key = format!("lib/libx.so#{k}");
+            w.add(&key, arch, format!("{arch}:{key}").as_bytes())
+                .unwrap();
+        }
+        w.finish().unwrap();
+    }
+    dir
+}
+
+fn load(
+    cache: &Cache,
+    root: &Path,
+    co: u32,
+    arches: &[&str],
+) -> Result<String, kpack_runtime::Error> {
+    let m = marker("lib/libx.so", &["../.kpack/x_@GFXARCH@.kpack"]);
+    cache
+        .load(&m, &root.join("lib/libx.so"), co, arches)
+        .map(|b| String::from_utf8(b).unwrap())
+}
+
+#[test]
+fn loads_from_amd_noop_and_zstd_vectors_with_arch_priority() {
+    let cache = Cache::new(Config::default());
+    let noop = vector("amd_test_noop.kpack");
+    let m = marker("lib/libtest.so", &[noop.to_str().unwrap()]);
+    let bin = Path::new("/nonexistent/bin/app");
+    let got = cache.load(&m, bin, 0, &["gfx906", "gfx900"]).unwrap();
+    assert!(got.starts_with(b"KERNEL2_GFX906_DATA") && got.len() == 219);
+    let got = cache
+        .load(&m, bin, 0, &["gfx1100", "amdgcn-amd-amdhsa--gfx900"])
+        .unwrap();
+    assert!(got.starts_with(b"KERNEL1_GFX900_DATA") && got.len() == 119);
+    let zstd = vector("amd_test_zstd.kpack");
+    let m = marker("lib/libhip.so", &[zstd.to_str().unwrap()]);
+    let got = cache.load(&m, bin, 0, &["gfx1101"]).unwrap();
+    assert_eq!(got.len(), 619);
+    assert!(got.starts_with(b"HIP_KERNEL_GFX1101_XXX"));
+    assert_eq!(cache.open_archive_count(), 2);
+    // Same archive again: still two open.
+    cache.load(&m, bin, 0, &["gfx1100"]).unwrap();
+    assert_eq!(cache.open_archive_count(), 2);
+}
+
+#[test]
+fn expands_gfxarch_per_compatible_target_most_specific_first() {
+    let tree = split_tree(&[
+        "gfx90a:xnack+",
+        "gfx90a",
+        "gfx942",
+        "gfx908:sramecc+:xnack-",
+    ]);
+    let cache = Cache::new(Config::default());
+    let root = tree.path();
+    assert_eq!(
+        load(&cache, root, 0, &["gfx90a:xnack+"]).unwrap(),
+        "gfx90a:xnack+:lib/libx.so#0"
+    );
+    assert_eq!(
+        load(&cache, root, 1, &["gfx90a"]).unwrap(),
+        "gfx90a:lib/libx.so#1"
+    );
+    assert_eq!(
+        load(&cache, root, 0, &["gfx90a:xnack-"]).unwrap(),
+        "gfx90a:lib/libx.so#0"
+    );
+    assert_eq!(
+        load(
+            &cache,
+            root,
+            0,
+            &["amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-"]
+        )
+        .unwrap(),
+        "gfx942:lib/libx.so#0"
+    );
+    assert_eq!(
+        load(&cache, root, 0, &["gfx908:sramecc+:xnack-"]).unwrap(),
+        "gfx908:sramecc+:xnack-:lib/libx.so#0"
+    );
+    // The first device arch with any archive wins over later ones.
+    assert_eq!(
+        load(&cache, root, 0, &["gfx1100", "gfx11-generic", "gfx942"]).unwrap(),
+        "gfx942:lib/libx.so#0"
+    );
+}
+
+#[test]
+fn reports_arch_not_found_with_a_diagnostic_naming_the_search() {
+    let tree = split_tree(&["gfx942"]);
+    let cache = Cache::new(Config::default());
+    // Archive for another arch exists only under an explicit path.
+    let m = marker(
+        "lib/libx.so",
+        &["../.kpack/x_@GFXARCH@.kpack", "../.kpack/x_gfx942.kpack"],
+    );
+    let err = cache
+        .load(&m, &tree.path().join("lib/libx.so"), 0, &["gfx1100"])
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ArchNotFound);
+    assert_eq!(err.kind().code(), 14);
+    let diag = cache.last_diagnostic().unwrap();
+    assert!(
+        diag.contains("x_gfx1100.kpack") && diag.contains("does not exist"),
+        "{diag}"
+    );
+    assert!(
+        diag.contains("x_gfx942.kpack") && diag.contains("opened"),
+        "{diag}"
+    );
+}
+
+#[test]
+fn reports_archive_not_found_listing_tried_paths() {
+    let tree = split_tree(&[]);
+    let cache = Cache::new(Config::default());
+    let err = load(&cache, tree.path(), 0, &["gfx942:xnack+"]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ArchiveNotFound);
+    assert_eq!(err.kind().code(), 13);
+    let msg = err.to_string();
+    assert!(
+        msg.contains("x_gfx942:xnack+.kpack") && msg.contains("x_gfx942.kpack"),
+        "{msg}"
+    );
+    assert_eq!(cache.last_diagnostic().unwrap(), msg);
+    // A corrupt archive is skipped like a missing one, with its reason.
+    std::fs::write(tree.path().join(".kpack/x_gfx942.kpack"), b"KPAK garbage").unwrap();
+    let err = load(&cache, tree.path(), 0, &["gfx942"]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ArchiveNotFound);
+    assert!(err.to_string().contains("cannot open"), "{err}");
+    // An archive installed later is found (failures are not memoised).
+    let tree2 = split_tree(&["gfx942"]);
+    std::fs::copy(
+        tree2.path().join(".kpack/x_gfx942.kpack"),
+        tree.path().join(".kpack/x_gfx942.kpack"),
+    )
+    .unwrap();
+    assert_eq!(
+        load(&cache, tree.path(), 0, &["gfx942"]).unwrap(),
+        "gfx942:lib/libx.so#0"
+    );
+}
+
+#[test]
+fn matching_archive_without_the_key_is_final_kernel_not_found() {
+    let tree = split_tree(&["gfx942", "gfx9-4-generic"]);
+    let cache = Cache::new(Config::default());
+    let err = load(&cache, tree.path(), 999, &["gfx942", "gfx9-4-generic"]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::KernelNotFound);
+    assert!(cache.last_diagnostic().unwrap().contains("lib/libx.so#999"));
+}
+
+#[test]
+fn rocm_kpack_path_replaces_and_prefix_precedes_embedded_paths() {
+    let tree = split_tree(&["gfx942"]);
+    let other = split_tree(&["gfx942"]);
+    // Rewrite `other`'s archive so its content is distinguishable.
+    let p = other.path().join(".kpack/x_gfx942.kpack");
+    let mut w = ArchiveWriter::create(&p, WriterOptions::default()).unwrap();
+    w.add("lib/libx.so#0", "gfx942", b"from other").unwrap();
+    w.finish().unwrap();
+
+    let prefix = Cache::new(Config {
+        path_prefix: vec![p.clone()],
+        ..Default::default()
+    });
+    assert_eq!(
+        load(&prefix, tree.path(), 0, &["gfx942"]).unwrap(),
+        "from other"
+    );
+    let replace = Cache::new(Config {
+        path: Some(vec![p.clone()]),
+        path_prefix: vec![],
+        ..Default::default()
+    });
+    assert_eq!(
+        load(&replace, tree.path(), 0, &["gfx942"]).unwrap(),
+        "from other"
+    );
+    // ROCM_KPACK_PATH entries are verbatim: no @GFXARCH@ expansion.
+    let verbatim = Cache::new(Config {
+        path: Some(vec![tree.path().join(".kpack/x_@GFXARCH@.kpack")]),
+        ..Default::default()
+    });
+    assert_eq!(
+        load(&verbatim, tree.path(), 0, &["gfx942"])
+            .unwrap_err()
+            .kind(),
+        ErrorKind::ArchiveNotFound
+    );
+}
+
+#[test]
+fn disabled_loader_and_empty_arch_list_are_refused() {
+    let tree = split_tree(&["gfx942"]);
+    let disabled = Cache::new(Config {
+        disabled: true,
+        ..Default::default()
+    });
+    assert_eq!(
+        load(&disabled, tree.path(), 0, &["gfx942"])
+            .unwrap_err()
+            .kind(),
+        ErrorKind::NotImplemented
+    );
+    let cache = Cache::new(Config::default());
+    assert_eq!(
+        load(&cache, tree.path(), 0, &[]).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+}
+
+#[test]
+fn eight_threads_load_concurrently_from_one_cache() {
+    let tree = split_tree(&["gfx942", "gfx90a"]);
+    let cache = Arc::new(Cache::new(Config::default()));
+    let root = tree.path().to_path_buf();
+    let handles: Vec<_> = (0..8)
+        .map(|t| {
+            let (cache, root) = (Arc::clone(&cache), root.clone());
+            std::thread::spawn(move || {
+                for i in 0..50u32 {
+                    let arch = if (t + i) % 2 == 0 { "gfx942" } else { "gfx90a" };
+                    let co = i % 2;
+                    assert_eq!(
+                        load(&cache, &root, co, &[arch]).unwrap(),
+                        format!("{arch}:lib/libx.so#{co}")
+                    );
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(cache.open_archive_count(), 2);
+}
+
+#[test]
+fn zstd_archives_load_through_the_loader() {
+    let tree = split_tree(&[]);
+    let p = tree.path().join(".kpack/x_gfx1100.kpack");
+    let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let mut w = ArchiveWriter::create(
+        &p,
+        WriterOptions {
+            compression: Compression::Zstd { level: 3 },
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    w.add("lib/libx.so#3", "gfx1100", &big).unwrap();
+    w.finish().unwrap();
+    let cache = Cache::new(Config::default());
+    let m = marker("lib/libx.so", &["../.kpack/x_@GFXARCH@.kpack"]);
+    assert_eq!(
+        cache
+            .load(&m, &tree.path().join("lib/libx.so"), 3, &["gfx1100"])
+            .unwrap(),
+        big
+    );
+}
