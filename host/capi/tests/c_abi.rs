@@ -1,0 +1,117 @@
+//! A C program compiled with `cc` against the generated header exercises
+//! every exported function, against the shared and the static library.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use kpack_runtime::Marker;
+
+/// target/debug/, after `cargo build -p kpack-capi` put librocm_kpack.{so,a}
+/// there (a test build does not reliably leave the cdylib/staticlib behind).
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let target = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["build", "-q", "-p", "kpack-capi", "--lib"])
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .expect("run cargo build");
+    assert!(
+        out.status.success(),
+        "building librocm_kpack failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    target.join("debug")
+}
+
+fn compile_and_run(link: &[&str], name: &str, args: &[PathBuf], work: &Path) {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe = work.join(name);
+    let status = Command::new("cc")
+        .arg("-std=c11")
+        .arg("-Wall")
+        .arg("-Werror")
+        .arg("-D_DEFAULT_SOURCE")
+        .arg("-I")
+        .arg(crate_dir.join("include"))
+        .arg(crate_dir.join("tests/c/test_kpack.c"))
+        .arg("-o")
+        .arg(&exe)
+        .args(link)
+        .status()
+        .expect("run cc");
+    assert!(status.success(), "cc failed for {name}");
+    let out = Command::new(&exe)
+        .args(args)
+        .env_remove("ROCM_KPACK_PATH")
+        .env_remove("ROCM_KPACK_DISABLE")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{name}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+}
+
+#[test]
+fn c_program_exercises_every_function_with_shared_and_static_library() {
+    let work = tempfile::tempdir().unwrap();
+    let vectors = Path::new(env!("CARGO_MANIFEST_DIR")).join("../format/tests/vectors");
+    let noop = std::fs::canonicalize(vectors.join("amd_test_noop.kpack")).unwrap();
+    let zstd = std::fs::canonicalize(vectors.join("amd_test_zstd.kpack")).unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        let p = work.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    };
+    let good = Marker {
+        kernel_name: "lib/libtest.so".into(),
+        search_paths: vec![noop.to_str().unwrap().into()],
+    };
+    let missing = Marker {
+        kernel_name: "lib/libtest.so".into(),
+        search_paths: vec!["../.kpack/none_@GFXARCH@.kpack".into()],
+    };
+    let args = vec![
+        noop,
+        zstd,
+        write("good.marker", &good.to_bytes()),
+        write("missing.marker", &missing.to_bytes()),
+        write("bad.marker", &[0x91, 0x01]),
+        write("empty.kpack", b""),
+    ];
+    let dir = lib_dir();
+    let so = format!("-L{}", dir.display());
+    let rpath = format!("-Wl,-rpath,{}", dir.display());
+    compile_and_run(
+        &[&so, &rpath, "-lrocm_kpack"],
+        "test_kpack_shared",
+        &args,
+        work.path(),
+    );
+    let a = dir.join("librocm_kpack.a");
+    compile_and_run(
+        &[a.to_str().unwrap(), "-lpthread", "-ldl", "-lm"],
+        "test_kpack_static",
+        &args,
+        work.path(),
+    );
+}
