@@ -26,7 +26,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             memory_bytes: 64 << 20,
-            fuel_per_call: 20_000_000,
+            fuel_per_call: 200_000_000,
             fuel_per_file: 400_000,
             max_batch: 4096,
             max_prefix_bytes: 4096,
@@ -164,14 +164,20 @@ pub(crate) fn call_error(who: &str, what: &str, e: &wasmtime::Error, store: &mut
         _ => {}
     }
     let text = format!("{e:#}");
-    if text.contains("unknown import") || text.contains("has not been defined") {
+    if let Some(at) = text.find("unknown import") {
+        let what_import = text[at..].lines().next().unwrap_or_default();
         return Error::new(
             ErrorKind::SandboxViolation,
             format!(
                 "{who} was stopped during {what}: it called a function the sandbox does not provide \
-                 (handlers get no filesystem, network, environment, clock or stdio): {text}"
+                 (handlers get no filesystem, network, environment, clock or stdio): {what_import}"
             ),
         );
     }
-    Error::new(ErrorKind::Trap, format!("{who} trapped during {what}: {text}{last_error}"))
+    // The trap itself, without wasmtime's multi-line backtrace.
+    let summary = match e.downcast_ref::<Trap>() {
+        Some(trap) => trap.to_string(),
+        None => text.lines().last().unwrap_or_default().to_string(),
+    };
+    Error::new(ErrorKind::Trap, format!("{who} trapped during {what}: {summary}{last_error}"))
 }

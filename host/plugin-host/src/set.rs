@@ -416,19 +416,8 @@ impl HandlerSet {
             .map_err(|e| sandbox::call_error(&who, "instantiation", &e, &mut store, fuel))?;
         let refs: Vec<&FileInfo> = batch.iter().map(|&i| &files[i]).collect();
         let result = guest.classify(&mut store, &refs, h.meta.prefix_bytes as usize);
-        let logs = store.data_mut().take_logs();
-        if !logs.is_empty() {
-            if let Ok(mut sink) = self.logs.lock() {
-                let room = 1000usize.saturating_sub(sink.len());
-                sink.extend(logs.into_iter().take(room).map(|(level, message)| LogLine {
-                    handler: h.meta.name.clone(),
-                    level,
-                    message,
-                }));
-            }
-        }
         let what = format!("classify of {} files (first: {})", batch.len(), refs.first().map_or("", |f| f.path.as_str()));
-        match result {
+        let outcome = match result {
             Ok(Ok(v)) if v.len() == batch.len() => Ok(v),
             Ok(Ok(v)) => Err(Error::new(
                 ErrorKind::Invalid,
@@ -441,7 +430,19 @@ impl HandlerSet {
                 Err(Error::new(ErrorKind::Handler, format!("{who} failed during {what}: {m}")))
             }
             Err(e) => Err(sandbox::call_error(&who, &what, &e, &mut store, fuel)),
+        };
+        let logs = store.data_mut().take_logs();
+        if !logs.is_empty() {
+            if let Ok(mut sink) = self.logs.lock() {
+                let room = 1000usize.saturating_sub(sink.len());
+                sink.extend(logs.into_iter().take(room).map(|(level, message)| LogLine {
+                    handler: h.meta.name.clone(),
+                    level,
+                    message,
+                }));
+            }
         }
+        outcome
     }
 }
 
