@@ -11,6 +11,8 @@ mod external;
 mod extract;
 mod handlers;
 mod inspect;
+mod offload;
+mod verify_elf;
 mod plugins;
 
 use std::ffi::OsString;
@@ -33,6 +35,10 @@ enum Command {
     Inspect(inspect::Args),
     /// Write device code objects out of a fat binary or bundle file.
     Extract(extract::Args),
+    /// Move a fat binary's device code into per-arch .kpack archives; write a host-only binary.
+    Offload(offload::Args),
+    /// Check host binaries: segments, program headers, marker, wrappers, relocations.
+    VerifyElf(verify_elf::Args),
     /// List, extract, pack and verify .kpack archives.
     Archive(archive::Args),
     /// Database handlers (WebAssembly plugins): list, classify, publish, add.
@@ -56,6 +62,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Inspect(args) => inspect::run(args),
         Command::Extract(args) => extract::run(args),
+        Command::Offload(args) => offload::run(args),
+        Command::VerifyElf(args) => verify_elf::run(args),
         Command::Archive(args) => archive::run(args),
         Command::Plugins(args) => plugins::run(args),
         Command::External(args) => return external::run(args),

@@ -4,7 +4,10 @@
 //!   decode every wrapper, resolve its pointer through the relocations
 //!   (`R_X86_64_RELATIVE`, or `R_X86_64_64` against `__hip_fatbin` in
 //!   `-fgpu-rdc` builds, or the section relocations of an object file) and
-//!   match it to the bundle it lands on.
+//!   match it to the bundle it lands on;
+//! - [`transform`]: the host-only image (device pages removed, marker and
+//!   program headers in a kpack page, wrappers HIPK), planned in one pass;
+//! - [`verify_image`]: the structural checks every output must pass.
 //!
 //! ```no_run
 //! let fat = kpack_elf::read_fat_binary("libfoo.so".as_ref(), Default::default()).unwrap();
@@ -16,8 +19,12 @@
 
 mod error;
 mod read;
+mod transform;
+mod verify;
 
 pub use error::{Error, ErrorKind};
+pub use transform::{TransformReport, transform};
+pub use verify::verify_image;
 pub use read::{
     ElfKind, FATBIN_SECTION, FatBinary, HIPF, HIPK, MARKER_SECTION, Magic, PointerVia, SEGMENT_SECTION, SectionInfo,
     WRAPPER_SIZE, Wrapper, looks_like_elf, read_fat_binary,

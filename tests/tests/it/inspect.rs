@@ -1,0 +1,150 @@
+//! `kpack inspect` and `kpack extract` on the real fat-binary fixtures,
+//! checked against clang-offload-bundler's own output (ORACLE.tsv).
+
+use std::collections::BTreeMap;
+
+use kpack_tests::{fixture, kpack, sha256_hex, stderr, stdout};
+
+/// (file, bundle, target) -> (size, sha256), as LLVM's bundler unbundled them.
+fn oracle() -> BTreeMap<(String, usize, String), (u64, String)> {
+    let text = std::fs::read_to_string(fixture("corpus/ORACLE.tsv")).unwrap();
+    text.lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            let target = f[2].rsplit("--").next().unwrap().replace(':', "_");
+            ((f[0].to_string(), f[1].parse().unwrap(), target), (f[3].parse().unwrap(), f[4].to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn extract_all_matches_clang_offload_bundler_for_every_fixture() {
+    let oracle = oracle();
+    let files: std::collections::BTreeSet<&String> = oracle.keys().map(|(f, _, _)| f).collect();
+    assert!(files.len() >= 15, "oracle covers too few fixtures");
+    for file in files {
+        let dir = tempfile::tempdir().unwrap();
+        let out = kpack(["extract".as_ref(), "--all".as_ref(), fixture(&format!("corpus/{file}")).as_os_str(), "-o".as_ref(), dir.path().as_os_str()]);
+        assert!(out.status.success(), "{file}: {}", stderr(&out));
+        let mut written: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        written.sort();
+        let expected: Vec<_> = oracle.iter().filter(|((f, _, _), _)| f == file).collect();
+        assert_eq!(written.len(), expected.len(), "{file}: wrote {written:?}");
+        for ((_, bundle, target), (size, sha)) in expected {
+            let name = format!("bundle{bundle}-{target}.hsaco");
+            let bytes = std::fs::read(dir.path().join(&name)).unwrap_or_else(|_| panic!("{file}: {name} missing"));
+            assert_eq!(bytes.len() as u64, *size, "{file} {name}");
+            assert_eq!(&sha256_hex(&bytes), sha, "{file} {name} differs from clang-offload-bundler");
+        }
+    }
+}
+
+#[test]
+fn extract_one_target_and_reject_an_absent_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = fixture("corpus/libaxpy_feat.so");
+    let out = kpack(["extract".as_ref(), lib.as_os_str(), "--target".as_ref(), "gfx90a:xnack+".as_ref(), "-o".as_ref(), dir.path().as_os_str()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("bundle0-gfx90a_xnack+.hsaco")]);
+
+    let out = kpack(["extract".as_ref(), lib.as_os_str(), "--target".as_ref(), "gfx1100".as_ref(), "-o".as_ref(), dir.path().as_os_str()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no code object for target gfx1100"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("gfx90a:xnack-"), "should list what is present: {}", stderr(&out));
+}
+
+#[test]
+fn inspect_json_resolves_wrappers_to_bundles() {
+    let cases = [
+        // file, wrappers, bundles, how the pointer is resolved
+        ("lib2tu_2arch.so", 2, 2, "relative"),
+        ("librdc_2arch.so", 2, 1, "symbol"),
+        ("exe_rdc_2arch", 2, 1, "symbol"),
+        ("exe_axpy_2arch_nopie", 1, 1, "inline"),
+        ("kern_axpy_2arch.o", 1, 1, "symbol"),
+        ("exe_2tu_wide", 2, 2, "relative"),
+    ];
+    for (file, nwrap, nbundle, via) in cases {
+        let out = kpack(["inspect".as_ref(), "--json".as_ref(), fixture(&format!("corpus/{file}")).as_os_str()]);
+        assert!(out.status.success(), "{file}: {}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["schema_version"], 1);
+        let f = &v["files"][0];
+        let wrappers = f["wrappers"].as_array().unwrap();
+        assert_eq!(wrappers.len(), nwrap, "{file}");
+        assert_eq!(f["bundles"].as_array().unwrap().len(), nbundle, "{file}");
+        for (i, w) in wrappers.iter().enumerate() {
+            assert_eq!(w["magic"], "HIPF");
+            assert_eq!(w["via"]["via"], via, "{file} wrapper {i}");
+            let expect_bundle = if nbundle == nwrap { i } else { 0 };
+            assert_eq!(w["bundle"], expect_bundle, "{file} wrapper {i}");
+        }
+        for b in f["bundles"].as_array().unwrap() {
+            for e in b["entries"].as_array().unwrap() {
+                assert!(e["warnings"].as_array().unwrap().is_empty(), "{file}: {e}");
+                if e["target"].is_string() {
+                    assert!(e["kernel_count"].as_u64().unwrap() >= 2, "{file}: {e}");
+                    let co = &e["code_object"];
+                    assert_eq!(co["code_object_version"], 4);
+                    let t = e["target"].as_str().unwrap();
+                    assert!(co["metadata_target"].as_str().unwrap().ends_with(t), "{file}: {co} vs {t}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn inspect_reports_feature_flags_and_totals() {
+    let out = kpack(["inspect".as_ref(), "--json".as_ref(), fixture("corpus/exe_axpy_feat").as_os_str()]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let totals = v["files"][0]["totals"].as_object().unwrap();
+    let keys: Vec<&String> = totals.keys().collect();
+    assert_eq!(keys, ["gfx1030", "gfx908:sramecc+:xnack-", "gfx90a:xnack+", "gfx90a:xnack-"]);
+    let entries = v["files"][0]["bundles"][0]["entries"].as_array().unwrap();
+    let xp = entries.iter().find(|e| e["target"] == "gfx90a:xnack+").unwrap();
+    assert_eq!(xp["code_object"]["xnack"], "on");
+    let xm = entries.iter().find(|e| e["target"] == "gfx90a:xnack-").unwrap();
+    assert_eq!(xm["code_object"]["xnack"], "off");
+}
+
+#[test]
+fn host_only_files_say_no_device_code() {
+    for file in ["libhostonly.so", "exe_hostonly"] {
+        let out = kpack(["inspect".as_ref(), fixture(&format!("corpus/{file}")).as_os_str()]);
+        assert!(out.status.success());
+        assert!(stdout(&out).contains("no device code"), "{file}: {}", stdout(&out));
+    }
+}
+
+#[test]
+fn bad_input_is_a_clear_error_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let orig = std::fs::read(fixture("corpus/lib2tu_2arch.so")).unwrap();
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("truncated.so", orig[..20000].to_vec(), "lib"),
+        ("text.txt", b"hello world, not an elf".to_vec(), "not an ELF"),
+        ("elf32", { let mut b = orig.clone(); b[4] = 1; b }, "64-bit"),
+        ("garbage-bundle.so", { let mut b = orig.clone(); b[0x3000] = b'X'; b }, "0x3000"),
+        ("huge-count.so", { let mut b = orig.clone(); b[0x3000 + 24..0x3000 + 32].copy_from_slice(&u64::MAX.to_le_bytes()); b }, "entries"),
+        ("bad-pointer.so", {
+            // Point wrapper 1's relocation addend outside .hip_fatbin.
+            let mut b = orig.clone();
+            let needle = 0x8000u64.to_le_bytes();
+            let pos = (0x988..0x988 + 21 * 24).step_by(24).map(|p| p + 16).find(|&p| b[p..p + 8] == needle).unwrap();
+            b[pos..pos + 8].copy_from_slice(&0x1234u64.to_le_bytes());
+            b
+        }, "not the start of a bundle"),
+    ];
+    for (name, bytes, expect) in cases {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        let out = kpack(["inspect".as_ref(), p.as_os_str()]);
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(name) && err.contains(expect), "{name}: {err}");
+        assert!(!err.contains("panicked"), "{name}: {err}");
+    }
+}

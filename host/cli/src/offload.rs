@@ -1,0 +1,120 @@
+//! `kpack offload INPUT -o OUTPUT --archives DIR`: move a fat binary's
+//! device code into per-arch archives and write a host-only binary.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use kpack_format::{Compression, WriterOptions};
+use kpack_offload::{ArchiveSet, OffloadOptions, Outcome, offload_binary, relative_path};
+
+use crate::exit::CliResult;
+
+/// Arguments of `kpack offload`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// ELF executable or shared library with device code (never modified).
+    input: PathBuf,
+    /// Host-only binary to write.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Directory for the archives `<NAME>_<processor>.kpack`.
+    #[arg(long)]
+    archives: PathBuf,
+    /// Archive name prefix [default: the input's name up to its first '.'].
+    #[arg(long)]
+    name: Option<String>,
+    /// TOC key prefix stored in the marker [default: the output's file name].
+    #[arg(long)]
+    key: Option<String>,
+    /// Marker search path (repeatable) [default: the archives directory
+    /// relative to the output's directory, `<NAME>_@GFXARCH@.kpack`].
+    #[arg(long = "search-path")]
+    search_paths: Vec<String>,
+    /// Archive compression.
+    #[arg(long, value_enum, default_value = "zstd")]
+    compression: CompressionArg,
+    /// zstd level.
+    #[arg(long, default_value_t = 3)]
+    level: i32,
+    /// Do not check the MD5 of compressed bundles.
+    #[arg(long)]
+    no_verify_hash: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum CompressionArg {
+    None,
+    Zstd,
+}
+
+/// Run `kpack offload`.
+pub fn run(args: Args) -> CliResult {
+    let file_name = |p: &PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = args.name.clone().unwrap_or_else(|| {
+        let n = file_name(&args.input);
+        n.split('.').next().unwrap_or(&n).to_string()
+    });
+    let key = args.key.clone().unwrap_or_else(|| file_name(&args.output));
+    let compression = match args.compression {
+        CompressionArg::None => Compression::None,
+        CompressionArg::Zstd => Compression::Zstd { level: args.level },
+    };
+    let mut archives = ArchiveSet::new(args.archives.clone(), name.clone(), WriterOptions { compression, ..Default::default() });
+    let out_dir = args.output.parent().map(PathBuf::from).unwrap_or_default();
+    let search_paths = if args.search_paths.is_empty() {
+        vec![archives.search_path_from(&out_dir)]
+    } else {
+        args.search_paths.clone()
+    };
+    let opts = OffloadOptions { kernel_name: key.clone(), search_paths: search_paths.clone(), verify_hash: !args.no_verify_hash };
+    let outcome = offload_binary(&args.input, &args.output, &opts, &mut archives)?;
+    let written = match archives.finish() {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = std::fs::remove_file(&args.output);
+            return Err(e.into());
+        }
+    };
+    if args.json {
+        let archives: Vec<_> = written
+            .iter()
+            .map(|w| serde_json::json!({"path": w.path, "entries": w.entries, "bytes": w.file_size}))
+            .collect();
+        let v = serde_json::json!({
+            "schema_version": 1,
+            "input": args.input,
+            "output": args.output,
+            "kernel_name": key,
+            "search_paths": search_paths,
+            "result": outcome,
+            "archives": archives,
+        });
+        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+        return Ok(());
+    }
+    match &outcome {
+        Outcome::HostOnly => eprintln!("{}: no device code; copied unchanged", args.input.display()),
+        Outcome::AlreadyOffloaded => eprintln!("{}: already offloaded by kpack; copied unchanged", args.input.display()),
+        Outcome::Offloaded { transform, code_objects, targets } => {
+            println!(
+                "{} -> {}: {} -> {} bytes ({} bytes of device code removed), {} wrapper(s) HIPK, marker at {:#x}",
+                args.input.display(),
+                args.output.display(),
+                transform.input_size,
+                transform.output_size,
+                transform.bytes_removed,
+                transform.wrappers,
+                transform.marker_addr
+            );
+            println!("  {code_objects} code objects for {}", targets.join(", "));
+            for w in &written {
+                let shown = relative_path(&std::env::current_dir().unwrap_or_default(), &w.path);
+                println!("  {}\t{} entries\t{} bytes", shown.display(), w.entries, w.file_size);
+            }
+        }
+    }
+    Ok(())
+}

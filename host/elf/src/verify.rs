@@ -1,0 +1,198 @@
+//! Structural checks of a host binary after (or without) the transform:
+//! what the loader, strip, objcopy and patchelf rely on, and what kpack
+//! promises (markers mapped and parsable, wrappers redirected, no
+//! relocation into removed bytes).
+
+use object::LittleEndian as LE;
+use object::elf;
+use object::read::elf::{ElfFile64, FileHeader as _, ProgramHeader as _};
+use object::{Object, ObjectSection, ReadRef};
+
+use crate::read::{FATBIN_SECTION, HIPF, HIPK, MARKER_SECTION, SEGMENT_SECTION, WRAPPER_SIZE};
+
+const R_X86_64_64: u32 = 1;
+const R_X86_64_RELATIVE: u32 = 8;
+
+/// Check the ELF image `data` (the whole file). Returns one sentence per
+/// problem; empty means the file passed. `Err` only when the bytes are not
+/// a 64-bit little-endian ELF at all.
+pub fn verify_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<String>, String> {
+    let obj = ElfFile64::<LE, R>::parse(data).map_err(|e| format!("not a 64-bit little-endian ELF: {e}"))?;
+    let mut f = Vec::new();
+    let hdr = obj.elf_header();
+    let file_len = data.len().unwrap_or(0);
+    let phdrs = obj.elf_program_headers();
+    let loads: Vec<_> = phdrs.iter().filter(|p| p.p_type(LE) == elf::PT_LOAD).collect();
+
+    // Segments.
+    let mut last_vaddr = 0;
+    for (i, p) in loads.iter().enumerate() {
+        let (off, va, fsz, msz, al) = (p.p_offset(LE), p.p_vaddr(LE), p.p_filesz(LE), p.p_memsz(LE), p.p_align(LE));
+        if al > 1 && (off % al != va % al) {
+            f.push(format!("PT_LOAD {i}: p_offset {off:#x} and p_vaddr {va:#x} differ modulo p_align {al:#x}"));
+        }
+        if off % 4096 != va % 4096 {
+            f.push(format!("PT_LOAD {i}: p_offset {off:#x} and p_vaddr {va:#x} differ modulo the page size"));
+        }
+        if off.checked_add(fsz).is_none_or(|e| e > file_len) {
+            f.push(format!("PT_LOAD {i}: file range {off:#x}+{fsz:#x} runs past the end of the file ({file_len:#x})"));
+        }
+        if fsz > msz {
+            f.push(format!("PT_LOAD {i}: p_filesz {fsz:#x} > p_memsz {msz:#x}"));
+        }
+        if va < last_vaddr {
+            f.push(format!("PT_LOAD {i}: not in ascending p_vaddr order"));
+        }
+        last_vaddr = va;
+        for (j, q) in loads.iter().enumerate().skip(i + 1) {
+            let (qo, qf) = (q.p_offset(LE), q.p_filesz(LE));
+            if fsz > 0 && qf > 0 && off < qo + qf && qo < off + fsz {
+                f.push(format!("PT_LOAD {i} and {j} share file bytes"));
+            }
+            if (fsz == 0 || qf == 0) && off == qo && msz > 0 && q.p_memsz(LE) > 0 {
+                f.push(format!("PT_LOAD {i} and {j} start at the same file offset {off:#x} and one has no file bytes"));
+            }
+        }
+    }
+
+    // Program header table.
+    let phoff = hdr.e_phoff(LE);
+    let phlen = u64::from(hdr.e_phnum(LE)) * u64::from(hdr.e_phentsize(LE));
+    let covering = loads.iter().find(|p| p.p_offset(LE) <= phoff && phoff + phlen <= p.p_offset(LE) + p.p_filesz(LE));
+    match covering {
+        None => f.push(format!("program header table at {phoff:#x} is not covered by a PT_LOAD")),
+        Some(l) => {
+            if let Some(ph) = phdrs.iter().find(|p| p.p_type(LE) == elf::PT_PHDR) {
+                let expect = l.p_vaddr(LE) + (phoff - l.p_offset(LE));
+                if ph.p_offset(LE) != phoff || ph.p_vaddr(LE) != expect {
+                    f.push(format!(
+                        "PT_PHDR (offset {:#x}, vaddr {:#x}) does not describe the table at offset {phoff:#x} / vaddr {expect:#x}",
+                        ph.p_offset(LE),
+                        ph.p_vaddr(LE)
+                    ));
+                }
+                if ph.p_filesz(LE) != phlen {
+                    f.push(format!("PT_PHDR size {:#x} is not e_phnum * e_phentsize ({phlen:#x})", ph.p_filesz(LE)));
+                }
+            }
+        }
+    }
+    if let Some(interp) = phdrs.iter().find(|p| p.p_type(LE) == elf::PT_INTERP) {
+        let ok = interp.data(LE, data).ok().is_some_and(|d| d.last() == Some(&0) && d.len() > 1 && !d[..d.len() - 1].contains(&0));
+        if !ok {
+            f.push("PT_INTERP does not hold a NUL-terminated path".into());
+        }
+    }
+
+    // Section-to-segment coverage.
+    for s in obj.sections() {
+        let sh = s.elf_section_header();
+        let flags = sh.sh_flags.get(LE);
+        let (addr, size) = (sh.sh_addr.get(LE), sh.sh_size.get(LE));
+        if flags & u64::from(elf::SHF_ALLOC) == 0 || size == 0 || flags & u64::from(elf::SHF_TLS) != 0 {
+            continue;
+        }
+        let name = s.name().unwrap_or("?");
+        let nobits = sh.sh_type.get(LE) == elf::SHT_NOBITS;
+        let seg = loads.iter().find(|p| p.p_vaddr(LE) <= addr && addr + size <= p.p_vaddr(LE) + p.p_memsz(LE));
+        match seg {
+            None => f.push(format!("section {name} ({addr:#x}+{size:#x}) is not inside one PT_LOAD")),
+            Some(p) if !nobits => {
+                let in_file = addr + size <= p.p_vaddr(LE) + p.p_filesz(LE);
+                let off_ok = sh.sh_offset.get(LE) == p.p_offset(LE) + (addr - p.p_vaddr(LE));
+                if !in_file || !off_ok {
+                    f.push(format!("section {name} is not mapped from its file bytes by its PT_LOAD"));
+                }
+            }
+            Some(_) => {}
+        }
+    }
+
+    // Offload state.
+    let fatbin = obj.section_by_name(FATBIN_SECTION);
+    let marker = obj.section_by_name(MARKER_SECTION);
+    let mut marker_addr = None;
+    if let Some(m) = &marker {
+        let sh = m.elf_section_header();
+        if sh.sh_flags.get(LE) & u64::from(elf::SHF_ALLOC) == 0 {
+            f.push(format!("{MARKER_SECTION} is not mapped (no SHF_ALLOC)"));
+        }
+        match m.data() {
+            Ok(bytes) => match kpack_format::Marker::parse(bytes) {
+                Ok(_) => marker_addr = Some((m.address(), m.size())),
+                Err(e) => f.push(format!("{MARKER_SECTION} does not parse: {e}")),
+            },
+            Err(e) => f.push(format!("{MARKER_SECTION} cannot be read: {e}")),
+        }
+    }
+    let relas = relocation_targets(&obj);
+    if let Some(seg) = obj.section_by_name(SEGMENT_SECTION) {
+        let data = seg.data().unwrap_or(&[]);
+        for (i, w) in data.chunks_exact(WRAPPER_SIZE as usize).enumerate() {
+            let magic = u32::from_le_bytes(w[0..4].try_into().unwrap_or_default());
+            let slot = seg.address() + i as u64 * WRAPPER_SIZE + 8;
+            let stored = u64::from_le_bytes(w[8..16].try_into().unwrap_or_default());
+            let ptr = relas.iter().find(|r| r.0 == slot).map_or(stored, |r| r.1);
+            match (magic, marker_addr) {
+                (HIPK, Some((ma, _))) if ptr == ma => {}
+                (HIPK, Some((ma, _))) => f.push(format!("wrapper {i} is HIPK but points at {ptr:#x}, not the marker at {ma:#x}")),
+                (HIPK, None) => f.push(format!("wrapper {i} is HIPK but there is no {MARKER_SECTION}")),
+                (HIPF, Some(_)) => f.push(format!("wrapper {i} is still HIPF in a file with a marker")),
+                (HIPF, None) => f.push(format!("wrapper {i} is HIPF: device code not offloaded")),
+                (other, _) => f.push(format!("wrapper {i} has unknown magic {other:#x}")),
+            }
+        }
+    }
+    if let Some(fb) = &fatbin {
+        let sh = fb.elf_section_header();
+        let transformed = marker.is_some();
+        if transformed && sh.sh_type.get(LE) != elf::SHT_NOBITS {
+            f.push(format!("{FATBIN_SECTION} still has file bytes"));
+        }
+        if sh.sh_type.get(LE) == elf::SHT_NOBITS {
+            let (lo, hi) = (fb.address(), fb.address() + fb.size());
+            for (slot, target) in &relas {
+                if *target >= lo && *target < hi {
+                    f.push(format!("relocation at {slot:#x} points at {target:#x}, inside removed device code"));
+                }
+            }
+        }
+    }
+    Ok(f)
+}
+
+/// (slot, run-time value) of RELATIVE and 64-bit relocations in dynamic
+/// relocation tables.
+fn relocation_targets<'d, R: ReadRef<'d>>(obj: &ElfFile64<'d, LE, R>) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let dynsyms = obj.dynamic_symbol_table();
+    for s in obj.sections() {
+        let sh = s.elf_section_header();
+        if sh.sh_type.get(LE) != elf::SHT_RELA || sh.sh_info.get(LE) != 0 {
+            continue;
+        }
+        let Ok(data) = s.data() else { continue };
+        let Ok(entries) = object::pod::slice_from_all_bytes::<elf::Rela64<LE>>(data) else { continue };
+        for r in entries {
+            let info = r.r_info.get(LE);
+            let (ty, sym) = ((info & 0xffff_ffff) as u32, (info >> 32) as usize);
+            let value = match ty {
+                R_X86_64_RELATIVE => r.r_addend.get(LE) as u64,
+                R_X86_64_64 => {
+                    use object::{ObjectSymbol, ObjectSymbolTable};
+                    let base = dynsyms
+                        .as_ref()
+                        .and_then(|t| t.symbol_by_index(object::SymbolIndex(sym)).ok())
+                        .map_or(0, |s| s.address());
+                    if base == 0 {
+                        continue;
+                    }
+                    base.wrapping_add(r.r_addend.get(LE) as u64)
+                }
+                _ => continue,
+            };
+            out.push((r.r_offset.get(LE), value));
+        }
+    }
+    out
+}

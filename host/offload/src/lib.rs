@@ -1,0 +1,272 @@
+//! Offload fat binaries: every code object goes into per-arch KPAK archives
+//! (an [`ArchiveSet`]), and the binary is rewritten host-only with a
+//! `.rocm_kpack_ref` marker ([`offload_binary`]).
+//!
+//! Archive naming: one archive per GPU *processor*, `<name>_<processor>.kpack`
+//! (`libfoo_gfx90a.kpack`); target ids with features (`gfx90a:xnack+`,
+//! `gfx90a:xnack-`) stay distinct inside it, as TOC arches. File names never
+//! contain `:`, and AMD's runtime still finds them: it expands `@GFXARCH@`
+//! from the most specific target down to the bare processor.
+//!
+//! TOC keys are `<kernel_name>#<co_index>`, where co_index is the index of
+//! the bundle a wrapper's pointer resolves to (not the wrapper's position).
+//!
+//! ```no_run
+//! use kpack_offload::{ArchiveSet, OffloadOptions, offload_binary};
+//! let mut archives = ArchiveSet::new("out/.kpack".into(), "libfoo".into(), Default::default());
+//! let opts = OffloadOptions {
+//!     kernel_name: "lib/libfoo.so".into(),
+//!     search_paths: vec![".kpack/libfoo_@GFXARCH@.kpack".into()],
+//!     verify_hash: true,
+//! };
+//! let report = offload_binary("libfoo.so".as_ref(), "out/libfoo.so".as_ref(), &opts, &mut archives).unwrap();
+//! archives.finish().unwrap();
+//! ```
+#![forbid(unsafe_code)]
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use kpack_bundle::{TargetId, WalkOptions};
+use kpack_elf::{FatBinary, TransformReport, read_fat_binary, transform, verify_image};
+use kpack_format::{ArchiveWriter, Marker, WriterOptions, Written};
+
+/// What went wrong while offloading.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading or transforming the binary failed.
+    #[error(transparent)]
+    Elf(#[from] kpack_elf::Error),
+    /// Writing an archive failed.
+    #[error(transparent)]
+    Archive(#[from] kpack_format::Error),
+    /// Reading a code object failed.
+    #[error("{path}: bundle {bundle}: {source}")]
+    Bundle {
+        /// The binary.
+        path: PathBuf,
+        /// Bundle index.
+        bundle: usize,
+        /// The cause.
+        source: kpack_bundle::Error,
+    },
+    /// The transformed image failed its own checks (a kpack bug: nothing written).
+    #[error("{path}: the transformed binary failed verification: {}", findings.join("; "))]
+    Verify {
+        /// The binary.
+        path: PathBuf,
+        /// The findings.
+        findings: Vec<String>,
+    },
+    /// Writing the output failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+/// How to name and fill the marker.
+#[derive(Debug, Clone)]
+pub struct OffloadOptions {
+    /// TOC key prefix written into the marker (`kernel_name`).
+    pub kernel_name: String,
+    /// Marker search paths, relative to the output binary's directory.
+    pub search_paths: Vec<String>,
+    /// Check the MD5 of compressed bundles.
+    pub verify_hash: bool,
+}
+
+/// What happened to one binary.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum Outcome {
+    /// Device code moved to archives, binary rewritten.
+    Offloaded {
+        /// The ELF transform's report.
+        transform: TransformReport,
+        /// Code objects added to archives.
+        code_objects: usize,
+        /// Target ids found.
+        targets: Vec<String>,
+    },
+    /// No device code: copied unchanged.
+    HostOnly,
+    /// Already transformed by kpack: copied unchanged.
+    AlreadyOffloaded,
+}
+
+/// One archive per processor, written on [`ArchiveSet::finish`].
+pub struct ArchiveSet {
+    dir: PathBuf,
+    name: String,
+    options: WriterOptions,
+    writers: BTreeMap<String, ArchiveWriter>,
+}
+
+impl ArchiveSet {
+    /// Archives `<dir>/<name>_<processor>.kpack`; `options.group_name`
+    /// defaults to `name`, `gfx_arch_family` to the processor.
+    pub fn new(dir: PathBuf, name: String, options: WriterOptions) -> ArchiveSet {
+        ArchiveSet { dir, name, options, writers: BTreeMap::new() }
+    }
+
+    /// The archive path for a processor.
+    pub fn path_for(&self, processor: &str) -> PathBuf {
+        self.dir.join(format!("{}_{processor}.kpack", self.name))
+    }
+
+    /// The marker search path pattern for binaries in `from_dir`.
+    pub fn search_path_from(&self, from_dir: &Path) -> String {
+        let rel = relative_path(from_dir, &self.dir);
+        let file = format!("{}_@GFXARCH@.kpack", self.name);
+        if rel.as_os_str().is_empty() { file } else { format!("{}/{file}", rel.display()) }
+    }
+
+    /// Add one code object.
+    pub fn add(&mut self, key: &str, target: &TargetId, data: &[u8]) -> Result<(), Error> {
+        let processor = target.processor().to_string();
+        if !self.writers.contains_key(&processor) {
+            std::fs::create_dir_all(&self.dir).map_err(|source| Error::Io { path: self.dir.clone(), source })?;
+            let mut options = self.options.clone();
+            if options.group_name.is_empty() {
+                options.group_name = self.name.clone();
+            }
+            if options.gfx_arch_family.is_empty() {
+                options.gfx_arch_family = processor.clone();
+            }
+            let w = ArchiveWriter::create(self.path_for(&processor), options)?;
+            self.writers.insert(processor.clone(), w);
+        }
+        if let Some(w) = self.writers.get_mut(&processor) {
+            w.add(key, &target.to_string(), data)?;
+        }
+        Ok(())
+    }
+
+    /// `true` when nothing was added.
+    pub fn is_empty(&self) -> bool {
+        self.writers.is_empty()
+    }
+
+    /// Write every archive (each to a temp file, then renamed).
+    pub fn finish(self) -> Result<Vec<Written>, Error> {
+        let mut out = Vec::new();
+        for (_, w) in self.writers {
+            out.push(w.finish()?);
+        }
+        Ok(out)
+    }
+}
+
+/// Offload `input` into `output` (written via a temp file and rename; the
+/// input is only read), adding its code objects to `archives`. Host-only
+/// and already-offloaded inputs are copied unchanged and reported.
+pub fn offload_binary(input: &Path, output: &Path, opts: &OffloadOptions, archives: &mut ArchiveSet) -> Result<Outcome, Error> {
+    let fat = read_fat_binary(input, WalkOptions { verify_hash: opts.verify_hash })?;
+    if fat.is_host_only() || fat.bundles.is_empty() && !fat.is_transformed() {
+        copy_atomically(input, output)?;
+        return Ok(Outcome::HostOnly);
+    }
+    if fat.is_transformed() {
+        copy_atomically(input, output)?;
+        return Ok(Outcome::AlreadyOffloaded);
+    }
+    let (image, transform) = transform_checked(input, &fat, opts)?;
+    let (code_objects, targets) = add_code_objects(input, &fat, &opts.kernel_name, archives)?;
+    write_atomically(output, &image, input)?;
+    Ok(Outcome::Offloaded { transform, code_objects, targets })
+}
+
+/// Transform in memory and run the structural checks on the result.
+pub fn transform_checked(input: &Path, fat: &FatBinary, opts: &OffloadOptions) -> Result<(Vec<u8>, TransformReport), Error> {
+    let marker = Marker { kernel_name: opts.kernel_name.clone(), search_paths: opts.search_paths.clone() }.to_bytes();
+    let (image, report) = transform(input, fat, &marker)?;
+    let findings = verify_image(&image[..]).unwrap_or_else(|e| vec![e]);
+    if !findings.is_empty() {
+        return Err(Error::Verify { path: input.to_path_buf(), findings });
+    }
+    Ok((image, report))
+}
+
+/// Add every device code object of `fat` to `archives` under
+/// `<kernel_name>#<bundle index>`.
+pub fn add_code_objects(input: &Path, fat: &FatBinary, kernel_name: &str, archives: &mut ArchiveSet) -> Result<(usize, Vec<String>), Error> {
+    let mut n = 0;
+    let mut targets = std::collections::BTreeSet::new();
+    for (b, item) in fat.bundles.iter().enumerate() {
+        for (i, entry) in item.entries.iter().enumerate() {
+            let Some(target) = entry.id.target().filter(|_| !entry.id.is_host()) else { continue };
+            let data = item
+                .read_entry(&fat.source, i)
+                .map_err(|source| Error::Bundle { path: input.to_path_buf(), bundle: b, source })?;
+            archives.add(&format!("{kernel_name}#{b}"), target, &data)?;
+            targets.insert(target.to_string());
+            n += 1;
+        }
+    }
+    Ok((n, targets.into_iter().collect()))
+}
+
+/// Write `bytes` to `path` through a temp file in the same directory,
+/// with the permissions of `mode_from`.
+pub fn write_atomically(path: &Path, bytes: &[u8], mode_from: &Path) -> Result<(), Error> {
+    let io = |source| Error::Io { path: path.to_path_buf(), source };
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let mut tmp = tempfile::Builder::new().prefix(".kpack-").tempfile_in(dir).map_err(io)?;
+    tmp.write_all(bytes).map_err(io)?;
+    if let Ok(meta) = std::fs::metadata(mode_from) {
+        tmp.as_file().set_permissions(meta.permissions()).map_err(io)?;
+    }
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
+}
+
+fn copy_atomically(input: &Path, output: &Path) -> Result<(), Error> {
+    let bytes = std::fs::read(input).map_err(|source| Error::Io { path: input.to_path_buf(), source })?;
+    write_atomically(output, &bytes, input)
+}
+
+/// `to` relative to `from` (both made absolute against the current dir).
+pub fn relative_path(from: &Path, to: &Path) -> PathBuf {
+    let abs = |p: &Path| {
+        let p = if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir().unwrap_or_default().join(p) };
+        let mut out = PathBuf::new();
+        for c in p.components() {
+            match c {
+                std::path::Component::ParentDir => {
+                    out.pop();
+                }
+                std::path::Component::CurDir => {}
+                other => out.push(other),
+            }
+        }
+        out
+    };
+    let (from, to) = (abs(from), abs(to));
+    let common = from.components().zip(to.components()).take_while(|(a, b)| a == b).count();
+    let mut rel = PathBuf::new();
+    for _ in from.components().skip(common) {
+        rel.push("..");
+    }
+    for c in to.components().skip(common) {
+        rel.push(c);
+    }
+    rel
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_between_directories() {
+        assert_eq!(relative_path(Path::new("/a/b/lib"), Path::new("/a/b/lib/.kpack")), PathBuf::from(".kpack"));
+        assert_eq!(relative_path(Path::new("/a/b/bin"), Path::new("/a/b/lib/.kpack")), PathBuf::from("../lib/.kpack"));
+        assert_eq!(relative_path(Path::new("/a/b"), Path::new("/a/b")), PathBuf::new());
+    }
+}

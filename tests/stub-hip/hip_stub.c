@@ -1,0 +1,125 @@
+/* A stub HIP runtime for kpack's tests (no GPU): built as libamdhip64.so.5
+ * with the hip_4.2 symbol version the fixtures link against. It implements
+ * the registration entry points and the few API calls the fixtures make,
+ * and logs what the module constructors register, one line per event, to
+ * $KPACK_STUB_LOG (or stderr):
+ *   fatbin <magic> <version> <reserved1> [<kernel_name> <search_path>...]
+ *   function <device name>
+ *   var <name>
+ *   launch
+ * For HIPK wrappers it decodes the marker msgpack map the wrapper points at.
+ * When built with -DKPACK_LOAD and linked with librocm_kpack, it also loads
+ * every code object through the marker (see kpack_load.c). */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct { uint32_t x, y, z; } dim3;
+typedef struct {
+  uint32_t magic;
+  uint32_t version;
+  const void *binary;
+  uint64_t reserved1;
+} fatbin_wrapper;
+
+#define HIPF 0x48495046u
+#define HIPK 0x4B504948u
+
+static FILE *log_file(void) {
+  static FILE *f;
+  if (!f) {
+    const char *p = getenv("KPACK_STUB_LOG");
+    f = p ? fopen(p, "a") : stderr;
+    if (!f) f = stderr;
+  }
+  return f;
+}
+
+/* Minimal msgpack reading for the marker: strings and arrays of strings. */
+static const uint8_t *mp_str(const uint8_t *p, const char **s, uint32_t *n) {
+  if ((*p & 0xe0) == 0xa0) { *n = *p & 0x1f; *s = (const char *)p + 1; return p + 1 + *n; }
+  if (*p == 0xd9) { *n = p[1]; *s = (const char *)p + 2; return p + 2 + *n; }
+  if (*p == 0xda) { *n = (uint32_t)p[1] << 8 | p[2]; *s = (const char *)p + 3; return p + 3 + *n; }
+  return NULL;
+}
+
+static void log_marker(FILE *f, const uint8_t *p) {
+  uint32_t entries;
+  if ((*p & 0xf0) != 0x80) { fprintf(f, " <marker is not a map>"); return; }
+  entries = *p++ & 0x0f;
+  char name[4096] = "", paths[8192] = "";
+  for (uint32_t i = 0; i < entries && p; i++) {
+    const char *k; uint32_t kn;
+    p = mp_str(p, &k, &kn);
+    if (!p) break;
+    if (kn == 11 && !memcmp(k, "kernel_name", 11)) {
+      const char *v; uint32_t vn;
+      p = mp_str(p, &v, &vn);
+      if (p && vn < sizeof name) { memcpy(name, v, vn); name[vn] = 0; }
+    } else if (kn == 18 && !memcmp(k, "kpack_search_paths", 18) && (*p & 0xf0) == 0x90) {
+      uint32_t m = *p++ & 0x0f;
+      for (uint32_t j = 0; j < m && p; j++) {
+        const char *v; uint32_t vn;
+        p = mp_str(p, &v, &vn);
+        if (p && strlen(paths) + vn + 2 < sizeof paths) { strcat(paths, " "); strncat(paths, v, vn); }
+      }
+    } else {
+      fprintf(f, " <unexpected key>");
+      return;
+    }
+  }
+  fprintf(f, " %s%s", name, paths);
+}
+
+#ifdef KPACK_LOAD
+void kpack_stub_load(const fatbin_wrapper *w, FILE *f);
+#endif
+
+void **__hipRegisterFatBinary(const void *data) {
+  const fatbin_wrapper *w = data;
+  FILE *f = log_file();
+  const char *magic = w->magic == HIPF ? "HIPF" : w->magic == HIPK ? "HIPK" : "other";
+  fprintf(f, "fatbin %s %u %llu", magic, w->version, (unsigned long long)w->reserved1);
+  if (w->magic == HIPK) log_marker(f, w->binary);
+  if (w->magic == HIPF && memcmp(w->binary, "__CLANG_OFFLOAD_BUNDLE__", 24) != 0)
+    fprintf(f, " <HIPF pointer is not at a bundle>");
+  fprintf(f, "\n");
+#ifdef KPACK_LOAD
+  if (w->magic == HIPK) kpack_stub_load(w, f);
+#endif
+  fflush(f);
+  static void *handle = 0;
+  return &handle;
+}
+
+void __hipRegisterFunction(void **modules, const void *host_function, char *device_function,
+                           const char *device_name, unsigned int thread_limit, void *tid, void *bid,
+                           dim3 *block_dim, dim3 *grid_dim, int *wsize) {
+  (void)modules; (void)host_function; (void)device_function; (void)thread_limit;
+  (void)tid; (void)bid; (void)block_dim; (void)grid_dim; (void)wsize;
+  fprintf(log_file(), "function %s\n", device_name);
+}
+
+void __hipRegisterVar(void **modules, char *host_var, char *device_address, const char *device_name,
+                      int ext, size_t size, int constant, int global) {
+  (void)modules; (void)host_var; (void)device_address; (void)ext; (void)size; (void)constant; (void)global;
+  fprintf(log_file(), "var %s\n", device_name);
+}
+
+void __hipUnregisterFatBinary(void **modules) { (void)modules; }
+int __hipPushCallConfiguration(dim3 g, dim3 b, size_t shmem, void *stream) {
+  (void)g; (void)b; (void)shmem; (void)stream; return 0;
+}
+int __hipPopCallConfiguration(dim3 *g, dim3 *b, size_t *shmem, void **stream) {
+  (void)g; (void)b; (void)shmem; (void)stream; return 0;
+}
+int hipMalloc(void **p, size_t n) { *p = malloc(n ? n : 1); return *p ? 0 : 2; }
+int hipFree(void *p) { free(p); return 0; }
+int hipLaunchKernel(const void *f, dim3 g, dim3 b, void **args, size_t shmem, void *stream) {
+  (void)f; (void)g; (void)b; (void)args; (void)shmem; (void)stream;
+  fprintf(log_file(), "launch\n");
+  return 0;
+}
+int hipDeviceSynchronize(void) { return 0; }
