@@ -61,7 +61,7 @@ fn inspect_json_resolves_wrappers_to_bundles() {
         // file, wrappers, bundles, how the pointer is resolved
         ("lib2tu_2arch.so", 2, 2, "relative"),
         ("librdc_2arch.so", 2, 1, "symbol"),
-        ("exe_rdc_2arch", 2, 1, "symbol"),
+        ("exe_rdc_2arch", 2, 1, "relative"),
         ("exe_axpy_2arch_nopie", 1, 1, "inline"),
         ("kern_axpy_2arch.o", 1, 1, "symbol"),
         ("exe_2tu_wide", 2, 2, "relative"),
@@ -124,7 +124,7 @@ fn bad_input_is_a_clear_error_with_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let orig = std::fs::read(fixture("corpus/lib2tu_2arch.so")).unwrap();
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("truncated.so", orig[..20000].to_vec(), "lib"),
+        ("truncated.so", orig[..20000].to_vec(), "section header"),
         ("text.txt", b"hello world, not an elf".to_vec(), "not an ELF"),
         ("elf32", { let mut b = orig.clone(); b[4] = 1; b }, "64-bit"),
         ("garbage-bundle.so", { let mut b = orig.clone(); b[0x3000] = b'X'; b }, "0x3000"),

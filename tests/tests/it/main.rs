@@ -4,3 +4,4 @@
 mod archive;
 mod inspect;
 mod plugins;
+mod offload;
