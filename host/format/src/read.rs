@@ -526,13 +526,12 @@ fn parse_layout(bytes: &[u8]) -> Result<Parsed> {
 /// (absolute offset, size) of each ordinal's stored bytes.
 type Blobs = Vec<(u64, u64)>;
 
-fn noop_blobs(root: &Fields<'_, '_>, toc_offset: u64) -> Result<Blobs> {
+fn noop_blobs(root: &Fields<'_, '_, '_>, toc_offset: u64) -> Result<Blobs> {
     let blobs_v = root.require("blobs")?;
     let items = as_array(blobs_v, "blobs")?;
     let mut blobs = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
-        let what = format!("blobs[{i}]");
-        let f = Fields::new(as_map(item, &what)?, item.offset, &what)?;
+        let f = Fields::new(as_map(item, "blobs element")?, item.offset, "blobs element")?;
         let off_v = f.require("offset")?;
         let offset = as_uint(off_v, "blob offset")?;
         let size = as_uint(f.require("size")?, "blob size")?;
@@ -541,7 +540,7 @@ fn noop_blobs(root: &Fields<'_, '_>, toc_offset: u64) -> Result<Blobs> {
             return Err(Error::format(
                 off_v.offset,
                 format!(
-                    "{what} [{offset:#x}, +{size}) is outside the blob area [0x40, {toc_offset:#x})"
+                    "blobs[{i}] [{offset:#x}, +{size}) is outside the blob area [0x40, {toc_offset:#x})"
                 ),
             ));
         }
@@ -566,7 +565,7 @@ fn noop_blobs(root: &Fields<'_, '_>, toc_offset: u64) -> Result<Blobs> {
     Ok(blobs)
 }
 
-fn zstd_frames(root: &Fields<'_, '_>, bytes: &[u8], toc_offset: u64) -> Result<Blobs> {
+fn zstd_frames(root: &Fields<'_, '_, '_>, bytes: &[u8], toc_offset: u64) -> Result<Blobs> {
     let off_v = root.require("zstd_offset")?;
     let start = as_uint(off_v, "zstd_offset")?;
     let size_v = root.require("zstd_size")?;
@@ -652,8 +651,8 @@ fn parse_entry(
     blobs: &Blobs,
     scheme: Scheme,
 ) -> Result<Entry> {
-    let what = format!("toc[{key:?}][{arch:?}]");
-    let f = Fields::new(as_map(v, &what)?, v.offset, &what)?;
+    let f = Fields::new(as_map(v, "toc entry")?, v.offset, "toc entry")?;
+    let what = || format!("toc[{key:?}][{arch:?}]");
     if let Some(t) = f.get("type") {
         as_str(t, "entry type")?;
     }
@@ -666,7 +665,8 @@ fn parse_entry(
         return Err(Error::format(
             ord_v.offset,
             format!(
-                "{what}: ordinal {ordinal} but the archive has {} blobs",
+                "{}: ordinal {ordinal} but the archive has {} blobs",
+                what(),
                 blobs.len()
             ),
         ));
@@ -675,7 +675,8 @@ fn parse_entry(
         return Err(Error::format(
             ord_v.offset,
             format!(
-                "{what}: blob {ordinal} is {stored_size} bytes but original_size is {original_size}"
+                "{}: blob {ordinal} is {stored_size} bytes but original_size is {original_size}",
+                what()
             ),
         ));
     }
@@ -698,18 +699,21 @@ fn parse_entry(
 }
 
 /// A msgpack map with string keys, checked for duplicates.
-struct Fields<'v, 'a> {
+struct Fields<'v, 'a, 'w> {
     items: Vec<(&'a str, &'v Value<'a>)>,
     offset: u64,
-    what: String,
+    what: &'w str,
 }
 
-impl<'v, 'a> Fields<'v, 'a> {
-    fn new(items: &'v [(Value<'a>, Value<'a>)], offset: u64, what: &str) -> Result<Self> {
+impl<'v, 'a, 'w> Fields<'v, 'a, 'w> {
+    fn new(items: &'v [(Value<'a>, Value<'a>)], offset: u64, what: &'w str) -> Result<Self> {
         let mut out: Vec<(&'a str, &'v Value<'a>)> = Vec::with_capacity(items.len());
         for (k, v) in items {
-            let key = as_str(k, &format!("key in {what}"))?;
-            if out.iter().any(|(seen, _)| *seen == key) && items.len() < 64 {
+            let key = match k.data {
+                Data::Str(_) => as_str(k, "map key")?,
+                _ => as_str(k, &format!("key in {what}"))?,
+            };
+            if items.len() < 64 && out.iter().any(|(seen, _)| *seen == key) {
                 return Err(Error::format(
                     k.offset,
                     format!("duplicate key {key:?} in {what}"),
@@ -735,7 +739,7 @@ impl<'v, 'a> Fields<'v, 'a> {
         Ok(Fields {
             items: out,
             offset,
-            what: what.to_owned(),
+            what,
         })
     }
 
