@@ -60,7 +60,7 @@ impl Loader {
                 self.marker.as_ptr().cast(),
                 self.binary.as_ptr(),
                 co,
-                arches.as_ptr() as *const *const c_char,
+                arches.as_ptr(),
                 1,
                 &mut out,
                 &mut size,
