@@ -11,7 +11,7 @@
     reason = "benchmark driver"
 )]
 
-use std::ffi::{CString, c_char, c_void};
+use std::ffi::{CString, c_void};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
