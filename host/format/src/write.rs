@@ -89,7 +89,11 @@ pub struct ArchiveWriter {
     dest: PathBuf,
     dir: PathBuf,
     options: WriterOptions,
-    spool: File,
+    /// Named temp file beside the destination: header placeholder, then
+    /// each stored kernel (with its size word for zstd) in insertion order.
+    /// When insertion order is the final order it becomes the archive
+    /// itself (no second copy of the blobs).
+    spool: tempfile::NamedTempFile,
     spool_len: u64,
     pending: Vec<Pending>,
     seen: HashSet<(String, String)>,
@@ -114,12 +118,22 @@ impl ArchiveWriter {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let spool = tempfile::tempfile_in(&dir).map_err(|e| {
-            Error::io(
-                format!("cannot create a spool file in {}", dir.display()),
-                e,
-            )
-        })?;
+        let mut spool = tempfile::Builder::new()
+            .prefix(".kpack-")
+            .suffix(".tmp")
+            .tempfile_in(&dir)
+            .map_err(|e| {
+                Error::io(
+                    format!("cannot create a spool file in {}", dir.display()),
+                    e,
+                )
+            })?;
+        let zstd = matches!(options.compression, Compression::Zstd { .. });
+        let head = BLOB_START + if zstd { 4 } else { 0 };
+        spool
+            .as_file_mut()
+            .write_all(&vec![0u8; head as usize])
+            .map_err(|e| Error::io("cannot write spool file", e))?;
         let compressor = match options.compression {
             Compression::None => None,
             Compression::Zstd { level } => {
@@ -136,7 +150,7 @@ impl ArchiveWriter {
             dir,
             options,
             spool,
-            spool_len: 0,
+            spool_len: head,
             pending: Vec::new(),
             seen: HashSet::new(),
             compressor,
@@ -206,9 +220,15 @@ impl ArchiveWriter {
                 format!("compressed kernel {key:?} {arch:?} exceeds 4 GiB"),
             ));
         }
-        self.spool
-            .write_all(stored)
-            .map_err(|e| Error::io("cannot write spool file", e))?;
+        let werr = |e| Error::io("cannot write spool file", e);
+        if self.compressor.is_some() {
+            self.spool
+                .as_file_mut()
+                .write_all(&(stored.len() as u32).to_le_bytes())
+                .map_err(werr)?;
+            self.spool_len += 4;
+        }
+        self.spool.as_file_mut().write_all(stored).map_err(werr)?;
         self.pending.push(Pending {
             key,
             arch: arch.to_owned(),
@@ -241,18 +261,19 @@ impl ArchiveWriter {
     }
 
     fn finish_inner(&mut self) -> Result<Written> {
-        if self.options.order == EntryOrder::Sorted {
+        let in_order = self.options.order == EntryOrder::Insertion
+            || self
+                .pending
+                .windows(2)
+                .all(|w| (&w[0].key, &w[0].arch) < (&w[1].key, &w[1].arch));
+        if !in_order {
             self.pending
                 .sort_by(|a, b| (&a.key, &a.arch).cmp(&(&b.key, &b.arch)));
         }
         let zstd = self.compressor.is_some();
         let n = self.pending.len() as u64;
         // Blob area: NoOp = raw blobs; zstd = count + (size word + frame)*.
-        let blob_len = if zstd {
-            4 + 4 * n + self.spool_len
-        } else {
-            self.spool_len
-        };
+        let blob_len = self.spool_len - BLOB_START;
         if zstd && blob_len >= MAX_ZSTD_BLOB {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -261,6 +282,31 @@ impl ArchiveWriter {
         }
         let toc_offset = BLOB_START + blob_len;
         let toc = self.encode_toc(blob_len)?;
+        let mut header = [0u8; BLOB_START as usize];
+        header[0..4].copy_from_slice(&MAGIC);
+        header[4..8].copy_from_slice(&VERSION.to_le_bytes());
+        header[8..16].copy_from_slice(&toc_offset.to_le_bytes());
+        let file_size = toc_offset + toc.len() as u64;
+        if in_order {
+            let werr = |e| Error::io("cannot write archive", e);
+            let f = self.spool.as_file_mut();
+            f.write_all(&toc).map_err(werr)?;
+            f.seek(SeekFrom::Start(0)).map_err(werr)?;
+            f.write_all(&header).map_err(werr)?;
+            if zstd {
+                f.write_all(&(n as u32).to_le_bytes()).map_err(werr)?;
+            }
+            f.flush().map_err(werr)?;
+            set_readable(self.spool.as_file())?;
+            let spool = std::mem::replace(
+                &mut self.spool,
+                tempfile::NamedTempFile::new_in(&self.dir).map_err(|e| Error::io("temp file", e))?,
+            );
+            spool
+                .persist(&self.dest)
+                .map_err(|e| Error::io("cannot rename archive into place", e.error))?;
+            return Ok(Written { path: self.dest.clone(), entries: self.pending.len(), file_size });
+        }
 
         let mut out = tempfile::Builder::new()
             .prefix(".kpack-")
@@ -276,10 +322,6 @@ impl ArchiveWriter {
         {
             let werr = |e| Error::io("cannot write archive", e);
             let mut w = BufWriter::with_capacity(1 << 20, out.as_file_mut());
-            let mut header = [0u8; BLOB_START as usize];
-            header[0..4].copy_from_slice(&MAGIC);
-            header[4..8].copy_from_slice(&VERSION.to_le_bytes());
-            header[8..16].copy_from_slice(&toc_offset.to_le_bytes());
             w.write_all(&header).map_err(werr)?;
             if zstd {
                 w.write_all(&(n as u32).to_le_bytes()).map_err(werr)?;
@@ -289,10 +331,11 @@ impl ArchiveWriter {
                 let len = usize::try_from(p.stored_len)
                     .map_err(|_| Error::new(ErrorKind::OutOfMemory, "kernel too large"))?;
                 buf.resize(len, 0);
-                self.spool
+                let spool = self.spool.as_file_mut();
+                spool
                     .seek(SeekFrom::Start(p.spool_offset))
                     .map_err(|e| Error::io("cannot seek spool file", e))?;
-                self.spool
+                spool
                     .read_exact(&mut buf)
                     .map_err(|e| Error::io("cannot read spool file", e))?;
                 if zstd {
@@ -303,7 +346,6 @@ impl ArchiveWriter {
             w.write_all(&toc).map_err(werr)?;
             w.flush().map_err(werr)?;
         }
-        let file_size = toc_offset + toc.len() as u64;
         out.persist(&self.dest)
             .map_err(|e| Error::io("cannot rename archive into place", e.error))?;
         Ok(Written {

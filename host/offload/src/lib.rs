@@ -29,6 +29,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use kpack_bundle::{TargetId, WalkOptions};
+use rayon::prelude::*;
 use kpack_elf::{FatBinary, TransformReport, read_fat_binary, transform, verify_image};
 use kpack_format::{ArchiveWriter, Marker, WriterOptions, Written};
 
@@ -128,23 +129,27 @@ impl ArchiveSet {
 
     /// Add one code object.
     pub fn add(&mut self, key: &str, target: &TargetId, data: &[u8]) -> Result<(), Error> {
-        let processor = target.processor().to_string();
-        if !self.writers.contains_key(&processor) {
+        self.writer(target.processor())?.add(key, &target.to_string(), data)?;
+        Ok(())
+    }
+
+    /// The writer for `processor`, created on first use.
+    fn writer(&mut self, processor: &str) -> Result<&mut ArchiveWriter, Error> {
+        if !self.writers.contains_key(processor) {
             std::fs::create_dir_all(&self.dir).map_err(|source| Error::Io { path: self.dir.clone(), source })?;
             let mut options = self.options.clone();
             if options.group_name.is_empty() {
                 options.group_name = self.name.clone();
             }
             if options.gfx_arch_family.is_empty() {
-                options.gfx_arch_family = processor.clone();
+                options.gfx_arch_family = processor.to_string();
             }
-            let w = ArchiveWriter::create(self.path_for(&processor), options)?;
-            self.writers.insert(processor.clone(), w);
+            let w = ArchiveWriter::create(self.path_for(processor), options)?;
+            self.writers.insert(processor.to_string(), w);
         }
-        if let Some(w) = self.writers.get_mut(&processor) {
-            w.add(key, &target.to_string(), data)?;
-        }
-        Ok(())
+        self.writers
+            .get_mut(processor)
+            .ok_or_else(|| Error::Io { path: self.dir.clone(), source: std::io::Error::other("archive writer vanished") })
     }
 
     /// `true` when nothing was added.
@@ -193,22 +198,37 @@ pub fn transform_checked(input: &Path, fat: &FatBinary, opts: &OffloadOptions) -
 }
 
 /// Add every device code object of `fat` to `archives` under
-/// `<kernel_name>#<bundle index>`.
+/// `<kernel_name>#<bundle index>`. Archives are filled in parallel (one
+/// thread per processor), each in its final (key, arch) order so the
+/// writer needs no second copy of the blobs.
 pub fn add_code_objects(input: &Path, fat: &FatBinary, kernel_name: &str, archives: &mut ArchiveSet) -> Result<(usize, Vec<String>), Error> {
-    let mut n = 0;
-    let mut targets = std::collections::BTreeSet::new();
+    let mut jobs: Vec<(String, &TargetId, usize, usize)> = Vec::new();
     for (b, item) in fat.bundles.iter().enumerate() {
         for (i, entry) in item.entries.iter().enumerate() {
-            let Some(target) = entry.id.target().filter(|_| !entry.id.is_host()) else { continue };
-            let data = item
-                .read_entry(&fat.source, i)
-                .map_err(|source| Error::Bundle { path: input.to_path_buf(), bundle: b, source })?;
-            archives.add(&format!("{kernel_name}#{b}"), target, &data)?;
-            targets.insert(target.to_string());
-            n += 1;
+            if let Some(target) = entry.id.target().filter(|_| !entry.id.is_host()) {
+                jobs.push((format!("{kernel_name}#{b}"), target, b, i));
+            }
         }
     }
-    Ok((n, targets.into_iter().collect()))
+    jobs.sort_by(|a, b| (&a.0, a.1.to_string()).cmp(&(&b.0, b.1.to_string())));
+    let mut by_processor: BTreeMap<&str, Vec<&(String, &TargetId, usize, usize)>> = BTreeMap::new();
+    for job in &jobs {
+        by_processor.entry(job.1.processor()).or_default().push(job);
+    }
+    for processor in by_processor.keys() {
+        archives.writer(processor)?;
+    }
+    let targets: std::collections::BTreeSet<String> = jobs.iter().map(|j| j.1.to_string()).collect();
+    archives.writers.par_iter_mut().try_for_each(|(processor, writer)| -> Result<(), Error> {
+        for (key, target, b, i) in by_processor.get(processor.as_str()).map(Vec::as_slice).unwrap_or_default() {
+            let data = fat.bundles[*b]
+                .read_entry(&fat.source, *i)
+                .map_err(|source| Error::Bundle { path: input.to_path_buf(), bundle: *b, source })?;
+            writer.add(key, &target.to_string(), &data)?;
+        }
+        Ok(())
+    })?;
+    Ok((jobs.len(), targets.into_iter().collect()))
 }
 
 /// Write `bytes` to `path` through a temp file in the same directory,
