@@ -288,6 +288,27 @@ mod tests {
     }
 
     #[test]
+    fn header_bytes_match_the_spec_literally() {
+        // A 16-byte payload "0123456789abcdef": MD5 = 4032af8d61035123906e58e067140cc5.
+        let data = b"0123456789abcdef";
+        let md5_low8 = [0x40, 0x32, 0xaf, 0x8d, 0x61, 0x03, 0x51, 0x23];
+        let v1 = deflate(data, 1, Method::Zlib, 6).unwrap();
+        assert_eq!(&v1[..8], &[0x43, 0x43, 0x4f, 0x42, 0x01, 0x00, 0x00, 0x00]);
+        assert_eq!(&v1[8..12], &[16, 0, 0, 0]);
+        assert_eq!(&v1[12..20], &md5_low8);
+        let v2 = deflate(data, 2, Method::Zstd, 3).unwrap();
+        let total = v2.len() as u8;
+        assert_eq!(&v2[..16], &[0x43, 0x43, 0x4f, 0x42, 0x02, 0x00, 0x01, 0x00, total, 0, 0, 0, 16, 0, 0, 0]);
+        assert_eq!(&v2[16..24], &md5_low8);
+        let v3 = deflate(data, 3, Method::Zstd, 3).unwrap();
+        // The prefix of the real ROCm 7.2.3 dump in offload-formats.md §1.2.
+        assert_eq!(&v3[..8], &[0x43, 0x43, 0x4f, 0x42, 0x03, 0x00, 0x01, 0x00]);
+        assert_eq!(&v3[8..24], &[v3.len() as u8, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&v3[24..32], &md5_low8);
+        assert_eq!(&v3[32..36], &[0x28, 0xb5, 0x2f, 0xfd]);
+    }
+
+    #[test]
     fn finds_the_end_of_a_v1_bundle_followed_by_padding() {
         let b = sample();
         let mut c = deflate(&b, 1, Method::Zstd, 3).unwrap();

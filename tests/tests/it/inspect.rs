@@ -148,3 +148,69 @@ fn bad_input_is_a_clear_error_with_exit_2() {
         assert!(!err.contains("panicked"), "{name}: {err}");
     }
 }
+
+/// lib2tu_2arch.so with its two plain bundles (at +0x0 and +0x5000 of
+/// .hip_fatbin, file offset 0x3000) replaced in place by compressed ones.
+fn compressed_variant(first: (u16, kpack_bundle::Method), second: (u16, kpack_bundle::Method)) -> Vec<u8> {
+    let mut bytes = std::fs::read(fixture("corpus/lib2tu_2arch.so")).unwrap();
+    let (base, len) = (0x3000usize, 41241usize);
+    let items: Vec<kpack_bundle::Item> = kpack_bundle::walk(&bytes, base as u64, len as u64, Default::default()).map(|r| r.unwrap()).collect();
+    assert_eq!(items.len(), 2);
+    let mut region = vec![0u8; len];
+    for (item, (version, method)) in items.iter().zip([first, second]) {
+        let start = base + item.offset as usize;
+        let plain = bytes[start..start + item.len as usize].to_vec();
+        let c = kpack_bundle::deflate(&plain, version, method, 3).unwrap();
+        assert!(c.len() < plain.len());
+        region[item.offset as usize..item.offset as usize + c.len()].copy_from_slice(&c);
+    }
+    bytes[base..base + len].copy_from_slice(&region);
+    bytes
+}
+
+#[test]
+fn compressed_bundles_in_a_real_library_extract_and_offload_like_the_originals() {
+    use kpack_bundle::Method::{Zlib, Zstd};
+    let oracle = oracle();
+    for (first, second) in [((3, Zstd), (2, Zlib)), ((1, Zlib), (1, Zstd)), ((2, Zstd), (3, Zlib))] {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = dir.path().join("lib2tu_2arch.so");
+        std::fs::write(&lib, compressed_variant(first, second)).unwrap();
+        let out = kpack(["inspect".as_ref(), "--json".as_ref(), lib.as_os_str()]);
+        assert!(out.status.success(), "{first:?} {second:?}: {}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let b = &v["files"][0]["bundles"];
+        assert_eq!(b[0]["format"], "compressed");
+        assert_eq!(b[0]["version"], first.0);
+        assert_eq!(b[1]["version"], second.0);
+        for w in v["files"][0]["wrappers"].as_array().unwrap() {
+            assert!(w["bundle"].is_u64(), "wrapper lost its bundle: {w}");
+        }
+        let x = dir.path().join("x");
+        let out = kpack(["extract".as_ref(), "--all".as_ref(), lib.as_os_str(), "-o".as_ref(), x.as_os_str()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        for ((file, bundle, target), (_, sha)) in oracle.iter().filter(|((f, _, _), _)| f == "lib2tu_2arch.so") {
+            let got = std::fs::read(x.join(format!("bundle{bundle}-{target}.hsaco"))).unwrap();
+            assert_eq!(&sha256_hex(&got), sha, "{file} {bundle} {target} via {first:?}/{second:?}");
+        }
+        let host = dir.path().join("out/lib2tu_2arch.so");
+        let out = kpack(["offload".as_ref(), lib.as_os_str(), "-o".as_ref(), host.as_os_str(), "--archives".as_ref(), dir.path().join("out/.kpack").as_os_str()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let out = kpack(["verify-elf".as_ref(), host.as_os_str()]);
+        assert!(out.status.success(), "{}", stdout(&out));
+    }
+}
+
+#[test]
+fn a_corrupt_ccob_hash_is_an_error_unless_hash_checks_are_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = compressed_variant((3, kpack_bundle::Method::Zstd), (3, kpack_bundle::Method::Zstd));
+    bytes[0x3000 + 24] ^= 0x55; // first byte of the v3 hash field
+    let lib = dir.path().join("badhash.so");
+    std::fs::write(&lib, bytes).unwrap();
+    let out = kpack(["inspect".as_ref(), lib.as_os_str()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("MD5 mismatch") && stderr(&out).contains("0x3000"), "{}", stderr(&out));
+    let out = kpack(["inspect".as_ref(), "--no-verify-hash".as_ref(), lib.as_os_str()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
