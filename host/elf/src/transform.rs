@@ -145,12 +145,13 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
         ));
     }
     let o_a = o + (a - v);
-    // Shift must keep every later segment's p_offset ≡ p_vaddr (mod p_align).
+    // Shift must keep every later segment's (and the post piece's)
+    // p_offset ≡ p_vaddr (mod p_align).
     let align = phdrs
         .iter()
         .filter(|p| p.p_type.get(LE) == elf::PT_LOAD && p.p_offset.get(LE) > o_a)
         .map(|p| p.p_align.get(LE))
-        .fold(PAGE, u64::max);
+        .fold(PAGE.max(t.p_align.get(LE)), u64::max);
     if !align.is_power_of_two() {
         return Err(fail(ErrorKind::Malformed, format!("PT_LOAD alignment {align:#x} is not a power of two")));
     }
@@ -263,33 +264,13 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
         .filter(|&(lo, hi)| lo >= t_vaddr && hi <= a && hi > lo)
         .map(|(_, hi)| hi)
         .max();
+    // Section 0 is the all-zero NULL header: a clean template.
+    let null = shdrs[0];
     let mut extra_sections = Vec::new();
     if let Some(pe) = pre_end.filter(|&pe| pe < a) {
-        let pad_name = shstrtab.len() as u32;
-        shstrtab.extend_from_slice(PAD_SECTION.as_bytes());
-        shstrtab.push(0);
-        let mut pad = shdrs[0];
-        pad.sh_name.set(LE, pad_name);
-        pad.sh_type.set(LE, elf::SHT_PROGBITS);
-        pad.sh_flags.set(LE, u64::from(elf::SHF_ALLOC));
-        pad.sh_addr.set(LE, pe);
-        pad.sh_offset.set(LE, t_off + (pe - t_vaddr));
-        pad.sh_size.set(LE, a - pe);
-        pad.sh_addralign.set(LE, 1);
-        extra_sections.push(pad);
+        extra_sections.push(alloc_section(null, &mut shstrtab, PAD_SECTION, pe, t_off + (pe - t_vaddr), a - pe));
     }
-    let name_off = shstrtab.len() as u32;
-    shstrtab.extend_from_slice(MARKER_SECTION.as_bytes());
-    shstrtab.push(0);
-    // Section 0 is the all-zero NULL header: a clean start.
-    let mut marker_sh = shdrs[0];
-    marker_sh.sh_name.set(LE, name_off);
-    marker_sh.sh_type.set(LE, elf::SHT_PROGBITS);
-    marker_sh.sh_flags.set(LE, u64::from(elf::SHF_ALLOC));
-    marker_sh.sh_addr.set(LE, marker_addr);
-    marker_sh.sh_offset.set(LE, o_a + marker_off_in_page);
-    marker_sh.sh_size.set(LE, marker.len() as u64);
-    marker_sh.sh_addralign.set(LE, 1);
+    let marker_sh = alloc_section(null, &mut shstrtab, MARKER_SECTION, marker_addr, o_a + marker_off_in_page, marker.len() as u64);
 
     // File tail: drop the old section header table (and .shstrtab, when it
     // is the last thing before it) and write them again at the end.
@@ -361,6 +342,22 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
         relocations,
     };
     Ok((out, report))
+}
+
+/// A read-only `SHT_PROGBITS` section header named `name` (appended to
+/// `shstrtab`), built from the all-zero `null` header.
+fn alloc_section(null: SectionHeader64<LE>, shstrtab: &mut Vec<u8>, name: &str, addr: u64, offset: u64, size: u64) -> SectionHeader64<LE> {
+    let mut sh = null;
+    sh.sh_name.set(LE, shstrtab.len() as u32);
+    shstrtab.extend_from_slice(name.as_bytes());
+    shstrtab.push(0);
+    sh.sh_type.set(LE, elf::SHT_PROGBITS);
+    sh.sh_flags.set(LE, u64::from(elf::SHF_ALLOC));
+    sh.sh_addr.set(LE, addr);
+    sh.sh_offset.set(LE, offset);
+    sh.sh_size.set(LE, size);
+    sh.sh_addralign.set(LE, 1);
+    sh
 }
 
 /// How many program headers the split adds: pre and post pieces besides kpack.
