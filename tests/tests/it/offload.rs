@@ -27,6 +27,10 @@ const FAT: &[&str] = &[
     "lib2tu_2arch.so",
     "lib2tu_2arch_debug.so",
     "librdc_2arch.so",
+    "libaxpy_2arch_align64k.so",
+    "exe_axpy_2arch_noseparate",
+    "libaxpy_2arch_lld.so",
+    "exe_2tu_2arch_lld",
 ];
 
 /// The stub HIP runtime (libamdhip64.so.5) and the dlopen host, built once.
@@ -102,7 +106,9 @@ fn every_fixture_offloads_verifies_survives_packaging_and_still_runs() {
         assert!(out.status.success(), "{name}: {}", stderr(&out));
         assert_eq!(sha256_hex(&std::fs::read(&input).unwrap()), before, "{name}: input modified");
         let (in_len, out_len) = (std::fs::metadata(&input).unwrap().len(), std::fs::metadata(&out_bin).unwrap().len());
-        assert!(out_len <= in_len, "{name}: grew from {in_len} to {out_len}");
+        // Only when no whole (p_align-sized) block can leave the file does
+        // the binary grow, by the two added section headers and names.
+        assert!(out_len <= in_len + 256, "{name}: grew from {in_len} to {out_len}");
         verify_ok(&out_bin);
 
         // Archives hold exactly what clang-offload-bundler extracts.
