@@ -5,3 +5,4 @@ mod archive;
 mod inspect;
 mod plugins;
 mod offload;
+mod runtime_e2e;

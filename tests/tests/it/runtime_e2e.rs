@@ -1,0 +1,387 @@
+//! The end-to-end proof for the runtime: every fixture offloaded by
+//! `kpack offload` and run (executables directly, libraries through
+//! `dlopen_host`) under the stub HIP runtime built with `-DKPACK_LOAD`,
+//! which loads each HIPK wrapper's code object through `librocm_kpack.so`
+//! exactly as CLR does (`kpack_discover_binary_path` +
+//! `kpack_load_code_object`). The loaded bytes must be the code objects
+//! clang-offload-bundler extracts from the original fat binary.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use kpack_tests::{fixture, kpack, stderr, workspace_root};
+
+/// Executables and shared libraries with device code.
+const FAT: &[&str] = &[
+    "exe_axpy_gfx1030",
+    "exe_axpy_2arch",
+    "exe_axpy_2arch_nopie",
+    "exe_axpy_wide",
+    "exe_axpy_feat",
+    "exe_2tu_wide",
+    "exe_rdc_2arch",
+    "libaxpy_gfx1030.so",
+    "libaxpy_2arch.so",
+    "libaxpy_wide.so",
+    "libaxpy_wide_stripped.so",
+    "libaxpy_feat.so",
+    "lib2tu_2arch.so",
+    "lib2tu_2arch_debug.so",
+    "librdc_2arch.so",
+];
+
+const KPACK_ERROR_NOT_IMPLEMENTED: i32 = 8;
+const KPACK_ERROR_ARCHIVE_NOT_FOUND: i32 = 13;
+const KPACK_ERROR_ARCH_NOT_FOUND: i32 = 14;
+
+/// `librocm_kpack.so` from this workspace, the loading stub HIP runtime
+/// linked against it, and the dlopen host; built once per test process.
+fn loading_stub_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let target = kpack_tests::target_dir();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let out = Command::new(cargo)
+            .current_dir(workspace_root())
+            .args(["build", "-q", "-p", "kpack-capi", "--lib"])
+            .env("CARGO_TARGET_DIR", &target)
+            .output()
+            .expect("run cargo build");
+        assert!(out.status.success(), "building kpack-capi failed:\n{}", String::from_utf8_lossy(&out.stderr));
+
+        // A private copy of the library so a later rebuild cannot swap it under a running test.
+        let dir = target.join("stub-hip-load");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(target.join("debug/librocm_kpack.so"), dir.join("librocm_kpack.so")).unwrap();
+        let src = workspace_root().join("tests/stub-hip");
+        let cc = |args: &[&str]| {
+            let out = Command::new("cc").args(args).output().expect("run cc");
+            assert!(out.status.success(), "cc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        };
+        let s = |p: PathBuf| p.to_str().unwrap().to_owned();
+        cc(&[
+            "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-DKPACK_LOAD",
+            &format!("-I{}", s(workspace_root().join("host/capi/include"))),
+            "-o", &s(dir.join("libamdhip64.so.5")),
+            &s(src.join("hip_stub.c")), &s(src.join("kpack_load.c")),
+            "-Wl,-soname,libamdhip64.so.5",
+            &format!("-Wl,--version-script={}", s(src.join("hip.map"))),
+            &format!("-L{}", s(dir.clone())), "-lrocm_kpack",
+            &format!("-Wl,-rpath,{}", s(dir.clone())),
+        ]);
+        cc(&["-O1", "-o", &s(dir.join("dlopen_host")), &s(src.join("dlopen_host.c")), "-ldl"]);
+        dir
+    })
+}
+
+/// One `load` line of the stub's log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Load {
+    Ok { co: u32, sha: String, size: usize },
+    Err { co: u32, code: i32, diagnostic: String },
+}
+
+impl Load {
+    fn co(&self) -> u32 {
+        match self {
+            Load::Ok { co, .. } | Load::Err { co, .. } => *co,
+        }
+    }
+}
+
+/// A run under the loading stub: exit code, number of HIPK registrations, loads.
+struct Run {
+    code: Option<i32>,
+    fatbins: usize,
+    loads: Vec<Load>,
+    log: String,
+}
+
+fn run_loading(binary: &Path, archs: &str, env: &[(&str, &std::ffi::OsStr)]) -> Run {
+    let dir = loading_stub_dir();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let is_lib = binary.file_name().unwrap().to_string_lossy().contains(".so");
+    let mut cmd = if is_lib {
+        let mut c = Command::new(dir.join("dlopen_host"));
+        c.arg(binary);
+        c
+    } else {
+        Command::new(binary)
+    };
+    for var in ["ROCM_KPACK_PATH", "ROCM_KPACK_PATH_PREFIX", "ROCM_KPACK_DISABLE", "ROCM_KPACK_DEBUG"] {
+        cmd.env_remove(var);
+    }
+    cmd.env("LD_LIBRARY_PATH", dir).env("KPACK_STUB_LOG", log.path()).env("KPACK_STUB_ARCHS", archs);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let text = std::fs::read_to_string(log.path()).unwrap();
+    let mut run = Run { code: out.status.code(), fatbins: 0, loads: Vec::new(), log: format!("{text}{}", stderr(&out)) };
+    for line in text.lines() {
+        if line.starts_with("fatbin HIPK") {
+            run.fatbins += 1;
+        }
+        let Some(rest) = line.strip_prefix("load ") else { continue };
+        let f: Vec<&str> = rest.splitn(5, ' ').collect();
+        assert_eq!(f[1], archs, "{line}");
+        let co = f[0].parse().unwrap();
+        run.loads.push(match f[2] {
+            "ok" => {
+                let (sha, size) = f[3..].join(" ").split_once(' ').map(|(a, b)| (a.to_owned(), b.parse().unwrap())).unwrap();
+                Load::Ok { co, sha, size }
+            }
+            "error" => Load::Err { co, code: f[3].parse().unwrap(), diagnostic: f.get(4).unwrap_or(&"").replace('|', "\n") },
+            other => panic!("bad load line {line:?} ({other})"),
+        });
+    }
+    run
+}
+
+/// (file, co_index, target) -> (sha256, size), from clang-offload-bundler.
+fn oracle() -> &'static BTreeMap<(String, u32, String), (String, usize)> {
+    static O: OnceLock<BTreeMap<(String, u32, String), (String, usize)>> = OnceLock::new();
+    O.get_or_init(|| {
+        std::fs::read_to_string(fixture("corpus/ORACLE.tsv"))
+            .unwrap()
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                let target = f[2].rsplit("--").next().unwrap().to_owned();
+                ((f[0].into(), f[1].parse().unwrap(), target), (f[4].into(), f[3].parse().unwrap()))
+            })
+            .collect()
+    })
+}
+
+fn want(file: &str, co: u32, target: &str) -> &'static (String, usize) {
+    oracle().get(&(file.into(), co, target.into())).unwrap_or_else(|| panic!("oracle has no {file} #{co} {target}"))
+}
+
+/// `kpack offload` a fixture into `dir/NAME` with archives in `dir/.kpack`.
+fn offload(name: &str, dir: &Path) -> PathBuf {
+    let out_bin = dir.join(name);
+    let archives = dir.join(".kpack");
+    let input = fixture(&format!("corpus/{name}"));
+    let out = kpack(["offload".as_ref(), input.as_os_str(), "-o".as_ref(), out_bin.as_os_str(), "--archives".as_ref(), archives.as_os_str()]);
+    assert!(out.status.success(), "offload {name}: {}", stderr(&out));
+    out_bin
+}
+
+/// Load every wrapper of `name` (offloaded in `dir`) for `archs`; each load
+/// must succeed and equal the oracle's object for `target`.
+fn assert_loads(name: &str, bin: &Path, archs: &str, target: &str) -> Vec<u32> {
+    let run = run_loading(bin, archs, &[]);
+    assert_eq!(run.code, Some(0), "{name} {archs}: exit\n{}", run.log);
+    assert!(run.fatbins > 0, "{name}: nothing registered\n{}", run.log);
+    assert_eq!(run.loads.len(), run.fatbins, "{name} {archs}: one load per HIPK wrapper\n{}", run.log);
+    for l in &run.loads {
+        let Load::Ok { co, sha, size } = l else { panic!("{name} {archs}: {l:?}\n{}", run.log) };
+        let (wsha, wsize) = want(name, *co, target);
+        assert_eq!((sha, size), (wsha, wsize), "{name} #{co} for device {archs}: not the {target} object clang-offload-bundler extracts");
+    }
+    let mut cos: Vec<u32> = run.loads.iter().map(Load::co).collect();
+    cos.sort();
+    cos
+}
+
+fn assert_error(run: &Run, code: i32, what: &str) -> String {
+    assert_eq!(run.code, Some(0), "{what}: exit\n{}", run.log);
+    assert!(!run.loads.is_empty(), "{what}: no loads\n{}", run.log);
+    let mut diag = String::new();
+    for l in &run.loads {
+        match l {
+            Load::Err { code: c, diagnostic, .. } if *c == code => diag = diagnostic.clone(),
+            other => panic!("{what}: expected error {code}, got {other:?}\n{}", run.log),
+        }
+    }
+    diag
+}
+
+/// `reserved1` (the co_index) of each wrapper in `.hipFatBinSegment`.
+fn wrapper_co_indices(bin: &Path) -> Vec<u64> {
+    use object::{Object, ObjectSection};
+    let bytes = std::fs::read(bin).unwrap();
+    let file = object::File::parse(&*bytes).unwrap();
+    let seg = file.section_by_name(".hipFatBinSegment").unwrap().data().unwrap().to_vec();
+    assert_eq!(seg.len() % 24, 0);
+    seg.chunks(24)
+        .map(|w| {
+            assert_eq!(&w[..4], b"HIPK", "{}: wrapper not HIPK", bin.display());
+            u64::from_le_bytes(w[16..24].try_into().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn every_shipped_target_loads_the_object_clang_offload_bundler_extracts() {
+    for name in FAT {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = offload(name, dir.path());
+        let targets: Vec<&String> = oracle().keys().filter(|(f, co, _)| f == name && *co == 0).map(|(_, _, t)| t).collect();
+        assert!(!targets.is_empty(), "{name}: not in the oracle");
+        // Every wrapper's co_index is the index of the bundle it points at.
+        let expect_wrappers: &[u64] = match *name {
+            "exe_2tu_wide" | "lib2tu_2arch.so" | "lib2tu_2arch_debug.so" => &[0, 1],
+            "exe_rdc_2arch" | "librdc_2arch.so" => &[0, 0],
+            _ => &[0],
+        };
+        assert_eq!(wrapper_co_indices(&bin), expect_wrappers, "{name}: wrappers' co_index");
+        for target in targets {
+            let cos = assert_loads(name, &bin, target, target);
+            let expect: Vec<u32> = match *name {
+                "exe_2tu_wide" | "lib2tu_2arch.so" | "lib2tu_2arch_debug.so" => vec![0, 1],
+                // -fgpu-rdc: two wrappers share the one bundle (co_index 0
+                // both); the device-link registration code registers one.
+                _ => vec![0],
+            };
+            assert_eq!(cos, expect, "{name} {target}: co_index of the wrappers");
+        }
+    }
+}
+
+#[test]
+fn feature_flags_fall_back_most_specific_first() {
+    for name in ["libaxpy_feat.so", "exe_axpy_feat"] {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = offload(name, dir.path());
+        for (device, target) in [
+            ("gfx90a:xnack+", "gfx90a:xnack+"),
+            ("gfx90a:xnack-", "gfx90a:xnack-"),
+            // A real MI200 reports sramecc too; the archive omits it (= any).
+            ("gfx90a:sramecc+:xnack-", "gfx90a:xnack-"),
+            ("amdgcn-amd-amdhsa--gfx90a:sramecc-:xnack+", "gfx90a:xnack+"),
+            ("gfx908:sramecc+:xnack-", "gfx908:sramecc+:xnack-"),
+            // First listed arch without a match gives way to the next.
+            ("gfx942,gfx908:sramecc+:xnack-", "gfx908:sramecc+:xnack-"),
+            ("-,gfx1030", "gfx1030"),
+        ] {
+            assert_loads(name, &bin, device, target);
+        }
+        // Feature variants the binary does not have: the gfx90a / gfx908
+        // archive is found but serves no compatible target.
+        for device in ["gfx90a", "gfx908:sramecc-:xnack-", "gfx908"] {
+            let run = run_loading(&bin, device, &[]);
+            let diag = assert_error(&run, KPACK_ERROR_ARCH_NOT_FOUND, &format!("{name} on {device}"));
+            let processor = device.split(':').next().unwrap();
+            assert!(diag.contains(&format!("_{processor}.kpack")), "{name} {device}: diagnostic must name the archive:\n{diag}");
+            assert!(diag.contains(&format!("{device:?}")), "{name} {device}: diagnostic must name the device arch:\n{diag}");
+        }
+    }
+    // Plain gfx90a device, plain gfx90a binary.
+    let dir = tempfile::tempdir().unwrap();
+    let bin = offload("libaxpy_2arch.so", dir.path());
+    assert_loads("libaxpy_2arch.so", &bin, "gfx90a", "gfx90a");
+    assert_loads("libaxpy_2arch.so", &bin, "gfx90a:sramecc+:xnack-", "gfx90a");
+}
+
+#[test]
+fn unshipped_target_and_missing_archive_fail_with_amds_codes_and_say_what_was_tried() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = offload("libaxpy_2arch.so", dir.path());
+    let kpack_dir = std::fs::canonicalize(dir.path().join(".kpack")).unwrap();
+
+    // No archive exists for the device's processor: like AMD, 13; the
+    // diagnostic lists every expanded candidate path.
+    let run = run_loading(&bin, "gfx942:sramecc+:xnack-", &[]);
+    let diag = assert_error(&run, KPACK_ERROR_ARCHIVE_NOT_FOUND, "gfx942");
+    for t in ["gfx942:sramecc+:xnack-", "gfx942:sramecc+", "gfx942:xnack-", "gfx942"] {
+        let p = kpack_dir.join(format!("libaxpy_2arch_{t}.kpack"));
+        assert!(diag.contains(&format!("{}", p.display())), "missing {} in:\n{diag}", p.display());
+    }
+    assert!(diag.contains("does not exist"), "{diag}");
+
+    // An archive is found (ROCM_KPACK_PATH) but serves another target: 14,
+    // naming the archive, its arches and the device arch searched for.
+    let gfx1030 = kpack_dir.join("libaxpy_2arch_gfx1030.kpack");
+    let run = run_loading(&bin, "gfx942", &[("ROCM_KPACK_PATH", gfx1030.as_os_str())]);
+    let diag = assert_error(&run, KPACK_ERROR_ARCH_NOT_FOUND, "gfx942 with ROCM_KPACK_PATH");
+    assert!(diag.contains(&gfx1030.display().to_string()) && diag.contains("gfx1030") && diag.contains("\"gfx942\""), "{diag}");
+
+    // The archive for a shipped target deleted: 13.
+    std::fs::remove_file(kpack_dir.join("libaxpy_2arch_gfx90a.kpack")).unwrap();
+    let run = run_loading(&bin, "gfx90a", &[]);
+    let diag = assert_error(&run, KPACK_ERROR_ARCHIVE_NOT_FOUND, "deleted gfx90a archive");
+    assert!(diag.contains("libaxpy_2arch_gfx90a.kpack") && diag.contains("does not exist"), "{diag}");
+    // ... while the other target still loads.
+    assert_loads("libaxpy_2arch.so", &bin, "gfx1030", "gfx1030");
+
+    // ROCM_KPACK_DISABLE: 8.
+    let run = run_loading(&bin, "gfx1030", &[("ROCM_KPACK_DISABLE", "1".as_ref())]);
+    assert_error(&run, KPACK_ERROR_NOT_IMPLEMENTED, "ROCM_KPACK_DISABLE");
+}
+
+#[test]
+fn amd_spelled_per_target_archives_resolve() {
+    // AMD's split names one archive per full target id
+    // (`<prefix>_gfx90a:xnack+.kpack`); the loader's most-specific-first
+    // expansion must find those as well as our per-processor files.
+    for name in ["libaxpy_feat.so", "exe_axpy_feat"] {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = offload(name, dir.path());
+        let kdir = dir.path().join(".kpack");
+        let stem = name.split('.').next().unwrap();
+        let mut written = Vec::new();
+        for entry in std::fs::read_dir(&kdir).unwrap() {
+            let path = entry.unwrap().path();
+            let archive = kpack_format::Archive::open(&path).unwrap();
+            let mut by_target: BTreeMap<String, Vec<(String, Vec<u8>)>> = BTreeMap::new();
+            for e in archive.entries() {
+                by_target.entry(e.arch().to_owned()).or_default().push((e.key().to_owned(), archive.read(e).unwrap().into_owned()));
+            }
+            drop(archive);
+            std::fs::remove_file(&path).unwrap();
+            for (target, entries) in by_target {
+                let out = kdir.join(format!("{stem}_{target}.kpack"));
+                let mut w = kpack_format::ArchiveWriter::create(&out, kpack_format::WriterOptions::default()).unwrap();
+                for (key, data) in entries {
+                    w.add(&key, &target, &data).unwrap();
+                }
+                w.finish().unwrap();
+                written.push(target);
+            }
+        }
+        written.sort();
+        assert_eq!(written, ["gfx1030", "gfx908:sramecc+:xnack-", "gfx90a:xnack+", "gfx90a:xnack-"], "{name}");
+        for (device, target) in [
+            ("gfx90a:xnack+", "gfx90a:xnack+"),
+            ("gfx90a:sramecc+:xnack-", "gfx90a:xnack-"),
+            ("gfx908:sramecc+:xnack-", "gfx908:sramecc+:xnack-"),
+            ("gfx1030", "gfx1030"),
+        ] {
+            assert_loads(name, &bin, device, target);
+        }
+        let run = run_loading(&bin, "gfx90a", &[]);
+        assert_error(&run, KPACK_ERROR_ARCHIVE_NOT_FOUND, "plain gfx90a with per-target archives");
+    }
+}
+
+#[test]
+fn relocated_and_symlinked_binaries_still_find_their_archives() {
+    // The marker's search path is relative to the binary's real location
+    // (/proc/self/maps), so moving the directory or calling the binary
+    // through a symlink elsewhere changes nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let inner = dir.path().join("opt/app/lib");
+    std::fs::create_dir_all(&inner).unwrap();
+    let bin = offload("lib2tu_2arch.so", &inner);
+    let moved = dir.path().join("moved");
+    std::fs::rename(dir.path().join("opt"), &moved).unwrap();
+    let bin_moved = moved.join(bin.strip_prefix(dir.path().join("opt")).unwrap());
+    assert_eq!(assert_loads("lib2tu_2arch.so", &bin_moved, "gfx90a", "gfx90a"), [0, 1]);
+    let link_dir = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&link_dir).unwrap();
+    let link = link_dir.join("lib2tu_2arch.so");
+    std::os::unix::fs::symlink(&bin_moved, &link).unwrap();
+    assert_eq!(assert_loads("lib2tu_2arch.so", &link, "gfx1030", "gfx1030"), [0, 1]);
+
+    // Packaging steps after offload keep loading too.
+    let stripped = moved.join("app/lib/stripped.so");
+    std::fs::copy(&bin_moved, &stripped).unwrap();
+    let out = Command::new("strip").arg("--strip-all").arg(&stripped).output().expect("strip is required");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(assert_loads("lib2tu_2arch.so", &stripped, "gfx90a", "gfx90a"), [0, 1]);
+}
