@@ -125,11 +125,7 @@ fn target_at(name: &str, start: usize) -> Option<(Target, usize)> {
     }
     let mut target = Target::new(name.get(start..i)?);
     // Features, in any order, separated by '-' or ':'.
-    loop {
-        let Some(&sep) = b.get(i) else { break };
-        if sep != b'-' && sep != b':' {
-            break;
-        }
+    while let Some(b'-' | b':') = b.get(i) {
         let rest = name.get(i + 1..).unwrap_or("");
         if rest.starts_with("strict") {
             target.strict = true;
@@ -308,11 +304,10 @@ pub fn family_key(wildcard: &str) -> String {
     if let Some(family) = wildcard.strip_suffix("xx") {
         return family.to_string();
     }
-    if let Some(minor) = wildcard.strip_prefix("gfx12").and_then(|r| r.strip_suffix('x')) {
-        if minor.len() == 1 && minor.bytes().all(|c| c.is_ascii_digit()) {
+    if let Some(minor) = wildcard.strip_prefix("gfx12").and_then(|r| r.strip_suffix('x'))
+        && minor.len() == 1 && minor.bytes().all(|c| c.is_ascii_digit()) {
             return format!("gfx12_{minor}");
         }
-    }
     wildcard.to_string()
 }
 

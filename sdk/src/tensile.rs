@@ -24,11 +24,10 @@ pub fn classify(library: &str, file: &File<'_>) -> Classification {
         return Classification::NotMine;
     };
     let mut parts = rest.split('/');
-    if let (Some(first), Some(_)) = (parts.next(), parts.next()) {
-        if let Some(target) = parse_target(first) {
+    if let (Some(first), Some(_)) = (parts.next(), parts.next())
+        && let Some(target) = parse_target(first) {
             return Classification::Arch(target.to_string());
         }
-    }
     let name = file.name();
     let suffix = name.rsplit_once('.').map_or("", |(_, s)| s);
     if !matches!(suffix, "co" | "hsaco" | "dat") {

@@ -74,10 +74,12 @@ pub fn list(command: &clap::Command) -> anyhow::Result<()> {
             let Ok(rd) = std::fs::read_dir(&dir) else { continue };
             for e in rd.flatten() {
                 let file = e.file_name().to_string_lossy().into_owned();
-                if let Some(name) = file.strip_prefix("kpack-") {
-                    if !name.is_empty() && !builtin.contains(name) && is_executable(&e.path()) {
-                        external.insert((name.to_string(), e.path()));
-                    }
+                if let Some(name) = file.strip_prefix("kpack-")
+                    && !name.is_empty()
+                    && !builtin.contains(name)
+                    && is_executable(&e.path())
+                {
+                    external.insert((name.to_string(), e.path()));
                 }
             }
         }

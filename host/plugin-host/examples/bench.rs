@@ -15,9 +15,9 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
 const STANDARD: &[&str] =
     &["rocblas", "hipblaslt", "hipsparselt", "aotriton", "miopen", "composablekernel", "hipkernelprovider", "hotswap"];
 
-fn options(dir: &PathBuf, cache: &tempfile::TempDir) -> LoadOptions {
+fn options(dir: &std::path::Path, cache: &tempfile::TempDir) -> LoadOptions {
     let mut o = LoadOptions::standard(&[]);
-    o.search = vec![SearchDir { path: dir.clone(), kind: DirKind::Flag }];
+    o.search = vec![SearchDir { path: dir.to_path_buf(), kind: DirKind::Flag }];
     o.cache_dir = Some(cache.path().to_path_buf());
     o
 }

@@ -53,14 +53,13 @@ pub(crate) fn load(
     origin: &str,
 ) -> Result<(Component, Source)> {
     let path = dir.map(|d| d.join("components").join(format!("{}.cwasm", key(engine, wasm_sha256))));
-    if let Some(path) = &path {
-        if path.is_file() {
+    if let Some(path) = &path
+        && path.is_file() {
             // A stale or foreign file fails to deserialize: fall through and recompile.
             if let Ok(c) = trusted::deserialize_file(engine, path) {
                 return Ok((c, Source::Cache));
             }
         }
-    }
     let component = Component::new(engine, wasm)
         .map_err(|e| Error::new(ErrorKind::Invalid, format!("{origin}: not a valid WebAssembly component: {e:#}")))?;
     if let Some(path) = &path {

@@ -432,8 +432,8 @@ impl HandlerSet {
             Err(e) => Err(sandbox::call_error(&who, &what, &e, &mut store, fuel)),
         };
         let logs = store.data_mut().take_logs();
-        if !logs.is_empty() {
-            if let Ok(mut sink) = self.logs.lock() {
+        if !logs.is_empty()
+            && let Ok(mut sink) = self.logs.lock() {
                 let room = 1000usize.saturating_sub(sink.len());
                 sink.extend(logs.into_iter().take(room).map(|(level, message)| LogLine {
                     handler: h.meta.name.clone(),
@@ -441,7 +441,6 @@ impl HandlerSet {
                     message,
                 }));
             }
-        }
         outcome
     }
 }
@@ -558,19 +557,17 @@ fn load_one(engine: &wasmtime::Engine, c: Candidate, options: &LoadOptions) -> R
     check_name(&info.name).map_err(bad)?;
     let version = Version::parse(&info.version)
         .map_err(|e| bad(format!("version {:?} is not semver: {e}", info.version)))?;
-    if let Some(expect) = &c.expect_name {
-        if *expect != info.name {
+    if let Some(expect) = &c.expect_name
+        && *expect != info.name {
             return Err(bad(format!("it is handler {:?}, not {expect:?}", info.name)));
         }
-    }
-    if let Some(req) = &c.req {
-        if !req.matches(&version) {
+    if let Some(req) = &c.req
+        && !req.matches(&version) {
             return Err(Error::new(
                 ErrorKind::NotFound,
                 format!("{who}: {} {version} does not match the requirement {req}", info.name),
             ));
         }
-    }
     let meta = HandlerMeta {
         name: info.name,
         version,

@@ -29,12 +29,11 @@ pub struct Args {
 /// Run `kpack plugins classify`.
 pub fn run(mut args: Args) -> CliResult {
     // `--split-databases a b DIR` reads DIR as a handler; take it back.
-    if args.dir.is_none() {
-        if let Some(last) = args.handlers.split_databases.last() {
-            if std::path::Path::new(last).is_dir() {
-                args.dir = args.handlers.split_databases.pop().map(PathBuf::from);
-            }
-        }
+    if args.dir.is_none()
+        && let Some(last) = args.handlers.split_databases.last()
+        && std::path::Path::new(last).is_dir()
+    {
+        args.dir = args.handlers.split_databases.pop().map(PathBuf::from);
     }
     let dir = args.dir.context("missing the directory to classify")?;
     if args.handlers.is_empty() {
