@@ -580,3 +580,47 @@ fn load_one(engine: &wasmtime::Engine, c: Candidate, options: &LoadOptions) -> R
     };
     Ok(Loaded { meta, bindings })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_handler_specs() {
+        assert_eq!(HandlerSpec::parse("rocblas").unwrap(), HandlerSpec::Name { name: "rocblas".into(), req: None });
+        let HandlerSpec::Name { name, req: Some(req) } = HandlerSpec::parse("hipblaslt@^1.2").unwrap() else {
+            panic!("not a name spec")
+        };
+        assert_eq!(name, "hipblaslt");
+        assert!(req.matches(&Version::new(1, 3, 0)) && !req.matches(&Version::new(2, 0, 0)));
+        assert_eq!(HandlerSpec::parse("x/y").unwrap(), HandlerSpec::File("x/y".into()));
+        assert_eq!(HandlerSpec::parse("my.wasm").unwrap(), HandlerSpec::File("my.wasm".into()));
+        assert_eq!(HandlerSpec::parse("rocblas@notsemver").unwrap_err().kind(), ErrorKind::Usage);
+        assert_eq!(HandlerSpec::parse("RocBLAS").unwrap_err().kind(), ErrorKind::Usage);
+        assert_eq!(HandlerSpec::parse("").unwrap_err().kind(), ErrorKind::Usage);
+    }
+
+    #[test]
+    fn finds_installed_versions_newest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["demo-1.2.0.wasm", "demo-1.10.0.wasm", "demo-x.wasm", "demolition-9.0.0.wasm"] {
+            std::fs::write(dir.path().join(f), b"").unwrap();
+        }
+        let v: Vec<String> = installed_versions(dir.path(), "demo").into_iter().map(|(v, _)| v.to_string()).collect();
+        assert_eq!(v, ["1.10.0", "1.2.0"]);
+    }
+
+    #[test]
+    fn unknown_name_lists_the_search_path() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("kpack_handler_rocblas.wasm"), b"").unwrap();
+        let options = LoadOptions {
+            search: vec![SearchDir { path: dir.path().into(), kind: DirKind::Flag }],
+            ..LoadOptions::default()
+        };
+        let Err(err) = resolve(&HandlerSpec::parse("rocblass").unwrap(), &options) else { panic!("resolved") };
+        assert_eq!(err.kind(), ErrorKind::NotFound);
+        assert!(err.to_string().contains("available: rocblas"), "{err}");
+    }
+}
