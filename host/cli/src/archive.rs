@@ -166,12 +166,12 @@ fn list(file: &Path, json: bool, dump: bool) -> CliResult {
 
 /// `DIR/arch/key.hsaco`, or an error when the key or arch would escape DIR.
 fn entry_path(dir: &Path, key: &str, arch: &str) -> anyhow::Result<PathBuf> {
+    // Every '/'-separated part must be a plain name: `Path::components`
+    // alone would quietly drop "." parts.
     let safe = |s: &str| {
-        !s.is_empty()
-            && !s.contains('\0')
+        !s.contains('\0')
+            && s.split('/').all(|part| !part.is_empty() && part != "." && part != "..")
             && Path::new(s).components().all(|c| matches!(c, Component::Normal(_)))
-            && !s.ends_with('/')
-            && !s.contains("//")
     };
     if !safe(key) || !safe(arch) || arch.contains('/') {
         bail!("entry {key:?} {arch:?} cannot be a file name under {}", dir.display());
