@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Generate the seed corpora of the `bundle` and `elf_offload` fuzz targets
+# into fuzz/corpus/ (git-ignored; nothing large is committed).
+#   bundle:      the real bundle files, every fixture's .hip_fatbin, and
+#                CCOB v1/v2/v3 x zlib/zstd made with kpack_bundle::deflate
+#                (written by host/bundle/tests/mutation_sweep.rs);
+#   elf_offload: every fixture ELF / bundle file under 100 KB.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(dirname "$here")"
+fixtures="$root/tests/fixtures/corpus"
+
+mkdir -p "$here/corpus/bundle" "$here/corpus/elf_offload"
+(cd "$root" && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target-fuzz-seeds}" \
+    KPACK_FUZZ_SEEDS="$here/corpus/bundle" \
+    cargo test -q -p kpack-bundle --test mutation_sweep writes_fuzz_seeds)
+
+for f in "$fixtures"/*; do
+    [ -f "$f" ] || continue
+    [ "$(stat -c %s "$f")" -lt 102400 ] || continue
+    case "$(head -c 4 "$f" | od -An -c | tr -d ' ')" in
+        177ELF | __CL | CCOB) cp "$f" "$here/corpus/elf_offload/" ;;
+    esac
+done
+echo "seeds: $(ls "$here/corpus/bundle" | wc -l) bundle, $(ls "$here/corpus/elf_offload" | wc -l) elf_offload"
