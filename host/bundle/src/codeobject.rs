@@ -266,9 +266,11 @@ pub(crate) fn bare_elf_entry(src: &dyn ReadAt, pos: u64, limit: u64) -> Result<(
     let avail = limit - pos;
     let h = read_header(src, pos, avail)?;
     let mut end = 64u64;
-    let ph_end = h.hdr.e_phoff.get(LE) + u64::from(h.hdr.e_phnum.get(LE)) * u64::from(h.hdr.e_phentsize.get(LE));
-    end = end.max(ph_end);
-    end = end.max(h.hdr.e_shoff.get(LE) + u64::from(h.hdr.e_shnum.get(LE)) * 64);
+    // Offsets are untrusted: saturate, so a table "past u64::MAX" is
+    // reported as running past the region below instead of overflowing.
+    let ph_size = u64::from(h.hdr.e_phnum.get(LE)) * u64::from(h.hdr.e_phentsize.get(LE));
+    end = end.max(h.hdr.e_phoff.get(LE).saturating_add(ph_size));
+    end = end.max(h.hdr.e_shoff.get(LE).saturating_add(u64::from(h.hdr.e_shnum.get(LE)) * 64));
     for sh in section_headers(src, pos, avail, &h)? {
         if sh.sh_type(LE) != object::elf::SHT_NOBITS {
             end = end.max(sh.sh_offset(LE).saturating_add(sh.sh_size(LE)));
@@ -292,6 +294,46 @@ mod tests {
         assert_eq!(processor_for_mach(0x5f), Some("gfx9-4-generic"));
         assert_eq!(processor_for_mach(0x2a), Some("gfx803"));
         assert_eq!(processor_for_mach(0xfe), None);
+    }
+
+    /// A bare AMDGPU ELF header (HSA, gfx90a) of `len` bytes, no tables.
+    fn bare_header(len: usize) -> Vec<u8> {
+        let mut b = vec![0u8; len];
+        b[..4].copy_from_slice(b"\x7fELF");
+        b[4] = 2; // ELFCLASS64
+        b[5] = 1; // little-endian
+        b[6] = 1; // EV_CURRENT
+        b[7] = ELFOSABI_AMDGPU_HSA;
+        b[8] = 2; // code-object v4
+        b[18..20].copy_from_slice(&EM_AMDGPU.to_le_bytes());
+        b[20..24].copy_from_slice(&1u32.to_le_bytes());
+        b[48..52].copy_from_slice(&0x53fu32.to_le_bytes());
+        b[52..54].copy_from_slice(&64u16.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn bare_elf_with_header_tables_past_u64_max_is_an_error() {
+        // fuzz/artifacts/bundle/crash-3764f5f1: e_phoff + e_phnum * e_phentsize
+        // overflowed (a panic in debug builds, a wrong length in release).
+        let mut b = bare_header(128);
+        b[32..40].copy_from_slice(&u64::MAX.to_le_bytes()); // e_phoff
+        b[54..56].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
+        b[56..58].copy_from_slice(&1u16.to_le_bytes()); // e_phnum
+        let e = bare_elf_entry(&b, 0, b.len() as u64).unwrap_err();
+        assert_eq!((e.kind(), e.offset()), (ErrorKind::BadRange, Some(0)));
+
+        let mut b = bare_header(128);
+        b[40..48].copy_from_slice(&(u64::MAX - 10).to_le_bytes()); // e_shoff
+        b[58..60].copy_from_slice(&64u16.to_le_bytes()); // e_shentsize
+        b[60..62].copy_from_slice(&1u16.to_le_bytes()); // e_shnum
+        let e = bare_elf_entry(&b, 0, b.len() as u64).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BadRange);
+        assert_eq!(e.offset(), Some(0));
+
+        // The same header with sane tables is accepted.
+        let b = bare_header(128);
+        assert_eq!(bare_elf_entry(&b, 0, 128).unwrap().0, 64);
     }
 
     #[test]
