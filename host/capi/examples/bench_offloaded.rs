@@ -1,0 +1,180 @@
+//! Runtime benchmark on a real `kpack offload` output, driven by
+//! `bench/runtime.sh`: what the first kernel load of a freshly started
+//! application costs (new cache, archive not yet open), page cache warm
+//! and with the archive's pages evicted, through the C ABI exactly as CLR
+//! calls it.
+//!
+//! Usage: `bench_offloaded BINARY ARCH [ROUNDS]`, where BINARY was written
+//! by `kpack offload` and ARCH is a device arch (e.g. `gfx90a`).
+#![allow(unsafe_code, reason = "calls the C ABI exactly as a C caller would")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "benchmark driver"
+)]
+
+use std::ffi::{CString, c_void};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rocm_kpack::*;
+
+/// The bytes of ELF section `name` (64-bit little-endian ELF only).
+fn elf_section(file: &[u8], name: &str) -> Option<Vec<u8>> {
+    let u16_at = |o: usize| Some(u16::from_le_bytes(file.get(o..o + 2)?.try_into().ok()?));
+    let u32_at = |o: usize| Some(u32::from_le_bytes(file.get(o..o + 4)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_le_bytes(file.get(o..o + 8)?.try_into().ok()?));
+    let shoff = usize::try_from(u64_at(0x28)?).ok()?;
+    let (shentsize, shnum, shstrndx) = (
+        usize::from(u16_at(0x3a)?),
+        usize::from(u16_at(0x3c)?),
+        usize::from(u16_at(0x3e)?),
+    );
+    let sh = |i: usize| shoff + i * shentsize;
+    let strtab = usize::try_from(u64_at(sh(shstrndx) + 0x18)?).ok()?;
+    for i in 0..shnum {
+        let n = strtab + usize::try_from(u32_at(sh(i))?).ok()?;
+        let end = n + file.get(n..)?.iter().position(|&b| b == 0)?;
+        if &file[n..end] == name.as_bytes() {
+            let off = usize::try_from(u64_at(sh(i) + 0x18)?).ok()?;
+            let size = usize::try_from(u64_at(sh(i) + 0x20)?).ok()?;
+            return file.get(off..off + size).map(<[u8]>::to_vec);
+        }
+    }
+    None
+}
+
+fn evict(path: &Path) {
+    let f = std::fs::File::open(path).unwrap();
+    // SAFETY: fadvise on an open fd; only drops clean page-cache pages.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+}
+
+/// New cache + one `kpack_load_code_object`; returns (time, size).
+fn cold_load(marker: &[u8], binary: &CString, arch: &CString, co: u32) -> (Duration, usize) {
+    let arches = [arch.as_ptr()];
+    let mut out: *mut c_void = std::ptr::null_mut();
+    let mut size = 0usize;
+    let t = Instant::now();
+    let mut cache: kpack_cache_t = std::ptr::null_mut();
+    // SAFETY: valid out pointer.
+    assert_eq!(
+        unsafe { kpack_cache_create(&mut cache) },
+        kpack_error_t::KPACK_SUCCESS
+    );
+    // SAFETY: all pointers valid for the call.
+    let e = unsafe {
+        kpack_load_code_object(
+            cache,
+            marker.as_ptr().cast(),
+            binary.as_ptr(),
+            co,
+            arches.as_ptr(),
+            1,
+            &mut out,
+            &mut size,
+        )
+    };
+    let dt = t.elapsed();
+    assert_eq!(e, kpack_error_t::KPACK_SUCCESS, "load #{co}");
+    // SAFETY: buffer from kpack_load_code_object; cache has no other users.
+    unsafe {
+        kpack_free_code_object(out);
+        kpack_cache_destroy(cache);
+    }
+    (dt, size)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let binary = PathBuf::from(args.get(1).expect("BINARY"));
+    let arch = args.get(2).expect("ARCH");
+    let rounds: usize = args.get(3).map(|s| s.parse().unwrap()).unwrap_or(5);
+    let binary = std::fs::canonicalize(&binary).unwrap();
+
+    let elf = std::fs::read(&binary).unwrap();
+    let marker_bytes = elf_section(&elf, ".rocm_kpack_ref").expect("no .rocm_kpack_ref section");
+    drop(elf);
+    let marker = kpack_runtime::Marker::parse(&marker_bytes).unwrap();
+    let dir = binary.parent().unwrap();
+    // The archive and target the loader will choose: first existing
+    // candidate, most specific target first (spec §10.5).
+    let targets = kpack_runtime::compatible_targets(arch);
+    let archive_path = marker
+        .search_paths
+        .iter()
+        .flat_map(|p| targets.iter().map(|t| dir.join(p.replacen("@GFXARCH@", t, 1))))
+        .find(|p| p.exists())
+        .expect("no archive for ARCH next to BINARY");
+    let archive = kpack_format::Archive::open(&archive_path).unwrap();
+    let target = targets
+        .iter()
+        .find(|t| archive.has_arch(t))
+        .expect("the archive serves no target compatible with ARCH")
+        .clone();
+    // The entries the bench loads: the median-size and the largest code
+    // object for the target.
+    let mut sized: Vec<(usize, u32)> = archive
+        .entries()
+        .filter(|e| e.arch() == target)
+        .map(|e| {
+            let co = e.key().rsplit_once('#').unwrap().1.parse().unwrap();
+            (archive.read(e).unwrap().len(), co)
+        })
+        .collect();
+    sized.sort();
+    assert!(!sized.is_empty(), "target has no entries");
+    let picks = [("median", sized[sized.len() / 2]), ("largest", sized[sized.len() - 1])];
+    let (entries, scheme) = (archive.entries().count(), format!("{:?}", archive.scheme()));
+    drop(archive);
+    let archive_size = std::fs::metadata(&archive_path).unwrap().len();
+    println!(
+        "archive {} ({:.1} MB, {scheme}, {entries} entries); device {arch} -> target {target}",
+        archive_path.file_name().unwrap().to_string_lossy(),
+        archive_size as f64 / 1e6,
+    );
+
+    let (binary_c, arch_c) = (
+        CString::new(binary.to_str().unwrap()).unwrap(),
+        CString::new(arch.as_str()).unwrap(),
+    );
+    let path_c = CString::new(archive_path.to_str().unwrap()).unwrap();
+    for (label, (size, co)) in picks {
+        for evicted in [false, true] {
+            let (mut times, mut opens) = (Vec::new(), Vec::new());
+            for _ in 0..rounds {
+                if evicted {
+                    evict(&archive_path);
+                } else {
+                    cold_load(&marker_bytes, &binary_c, &arch_c, co); // warm the page cache
+                }
+                let mut a: kpack_archive_t = std::ptr::null_mut();
+                let t = Instant::now();
+                // SAFETY: valid path and out pointer.
+                assert_eq!(unsafe { kpack_open(path_c.as_ptr(), &mut a) }, kpack_error_t::KPACK_SUCCESS);
+                opens.push(t.elapsed());
+                // SAFETY: handle from kpack_open.
+                unsafe { kpack_close(a) };
+                if evicted {
+                    evict(&archive_path);
+                }
+                let (dt, n) = cold_load(&marker_bytes, &binary_c, &arch_c, co);
+                assert_eq!(n, size);
+                times.push(dt);
+            }
+            times.sort();
+            opens.sort();
+            println!(
+                "{label} kernel #{co} ({:.1} KB), {}: new cache + open + first load median {:.2?} (min {:.2?}, max {:.2?}); kpack_open alone median {:.2?}",
+                size as f64 / 1e3,
+                if evicted { "archive pages evicted" } else { "page cache warm" },
+                times[times.len() / 2],
+                times[0],
+                times[times.len() - 1],
+                opens[opens.len() / 2],
+            );
+        }
+    }
+}
