@@ -1,0 +1,236 @@
+//! Whole artifacts: [`split_artifacts`] runs [`split_prefix`] over every
+//! prefix of each artifact's manifest, stages the outputs, writes the
+//! manifests and renames complete artifacts into place.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::manifest::{MANIFEST, read_manifest, write_manifest};
+use crate::prefix::{PrefixLayout, PrefixReport, SplitOptions, split_prefix};
+
+/// One artifact to split.
+#[derive(Debug, Clone)]
+pub struct ArtifactInput {
+    /// The artifact directory (with `artifact_manifest.txt`).
+    pub dir: PathBuf,
+    /// Its component name (`blas_lib`): outputs are `<component>_generic`
+    /// and `<component>_<arch>`.
+    pub component: String,
+}
+
+/// The component of a TheRock artifact directory name, AMD's batch rule:
+/// drop the last `_`-separated part (the target family): `blas_lib_gfx110X-dgpu`
+/// → `blas_lib`. `None` for fewer than two parts or a `generic` family.
+pub fn component_from_dir_name(name: &str) -> Option<String> {
+    let (component, family) = name.rsplit_once('_')?;
+    if component.is_empty() || family == "generic" {
+        return None;
+    }
+    Some(component.to_string())
+}
+
+/// The artifacts of a shard directory (`--batch`): every direct
+/// subdirectory with a manifest whose name gives a component, sorted.
+/// The second list names the subdirectories skipped, with the reason.
+pub fn batch_inputs(shard: &Path) -> Result<(Vec<ArtifactInput>, Vec<String>)> {
+    let mut names = Vec::new();
+    for e in std::fs::read_dir(shard).map_err(|e| Error::io(shard, "cannot list", e))? {
+        let e = e.map_err(|e| Error::io(shard, "cannot list", e))?;
+        if e.path().join(MANIFEST).is_file() {
+            names.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    names.sort();
+    let mut inputs = Vec::new();
+    let mut skipped = Vec::new();
+    for n in names {
+        match component_from_dir_name(&n) {
+            Some(component) => inputs.push(ArtifactInput { dir: shard.join(&n), component }),
+            None => skipped.push(format!("{n}: name has no <component>_<family> form (or is generic)")),
+        }
+    }
+    Ok((inputs, skipped))
+}
+
+/// What happened to one artifact.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArtifactReport {
+    /// The input directory.
+    pub input: PathBuf,
+    /// The component.
+    pub component: String,
+    /// Output artifact directory names, sorted (empty when it failed).
+    pub outputs: Vec<String>,
+    /// Arches (directory spelling) that received content.
+    pub arches: Vec<String>,
+    /// Only a generic artifact was produced.
+    pub generic_only: bool,
+    /// Regular files read.
+    pub files: u64,
+    /// Bytes read.
+    pub bytes_in: u64,
+    /// Bytes written (generic plus every arch).
+    pub bytes_out: u64,
+    /// Binaries offloaded.
+    pub binaries_offloaded: usize,
+    /// Code objects moved into archives.
+    pub code_objects: usize,
+    /// Database files per handler and verdict.
+    pub databases: BTreeMap<String, BTreeMap<String, u64>>,
+    /// What `exclude_arches` dropped, per target.
+    pub excluded: BTreeMap<String, u64>,
+    /// Warnings (device code kept as is, missing prefixes).
+    pub warnings: Vec<String>,
+    /// Why the artifact was not written (empty on success).
+    pub errors: Vec<String>,
+    /// Per-prefix details.
+    pub prefixes: Vec<PrefixReport>,
+}
+
+/// Split `inputs` into `out` (created if needed). Each artifact is staged
+/// in a temp directory inside `out` and renamed into place only when every
+/// file of it was processed; a failed artifact leaves nothing behind and is
+/// reported with its errors while the others go on. Existing output
+/// directories are never overwritten. Errors are only returned for problems
+/// before any work (duplicate components, unusable `out`).
+pub fn split_artifacts(inputs: &[ArtifactInput], out: &Path, opts: &SplitOptions<'_>) -> Result<Vec<ArtifactReport>> {
+    let mut seen = BTreeSet::new();
+    for i in inputs {
+        if !seen.insert(i.component.as_str()) {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                Some(i.dir.clone()),
+                format!("a second artifact for component {:?}: their outputs would merge", i.component),
+            ));
+        }
+    }
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, "cannot create", e))?;
+    let mut reports = Vec::new();
+    for input in inputs {
+        reports.push(split_one(input, out, opts)?);
+    }
+    Ok(reports)
+}
+
+fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Result<ArtifactReport> {
+    let c = &input.component;
+    let mut rep = ArtifactReport {
+        input: input.dir.clone(),
+        component: c.clone(),
+        outputs: Vec::new(),
+        arches: Vec::new(),
+        generic_only: true,
+        files: 0,
+        bytes_in: 0,
+        bytes_out: 0,
+        binaries_offloaded: 0,
+        code_objects: 0,
+        databases: BTreeMap::new(),
+        excluded: BTreeMap::new(),
+        warnings: Vec::new(),
+        errors: Vec::new(),
+        prefixes: Vec::new(),
+    };
+    let prefixes = match read_manifest(&input.dir) {
+        Ok(p) => p,
+        Err(e) => {
+            rep.errors.push(e.to_string());
+            return Ok(rep);
+        }
+    };
+    let stage = tempfile::Builder::new()
+        .prefix(".kpack-split-")
+        .tempdir_in(out)
+        .map_err(|e| Error::io(out, "cannot create a staging directory", e))?;
+    let generic_name = format!("{c}_generic");
+    let generic_root = stage.path().join(&generic_name);
+    let mut opts = opts.clone();
+    opts.component = c.clone();
+    let mut processed = Vec::new();
+    for prefix in &prefixes {
+        let source = input.dir.join(prefix);
+        if !source.is_dir() {
+            rep.warnings.push(format!("{}: prefix listed in the manifest does not exist; skipped", source.display()));
+            continue;
+        }
+        let generic = generic_root.join(prefix);
+        let stage_path = stage.path().to_path_buf();
+        let arch = move |a: &str| stage_path.join(format!("{c}_{a}")).join(prefix);
+        let layout = PrefixLayout { source: &source, prefix, generic: &generic, arch: &arch };
+        match split_prefix(&layout, &opts) {
+            Ok(p) => {
+                rep.errors.extend(p.errors.iter().cloned());
+                rep.warnings.extend(p.warnings.iter().cloned());
+                rep.files += p.files;
+                rep.bytes_in += p.bytes_in;
+                rep.bytes_out += p.bytes_out_generic + p.bytes_out_arch.values().sum::<u64>();
+                rep.binaries_offloaded += p.binaries.len();
+                rep.code_objects += p.binaries.iter().map(|b| b.code_objects).sum::<usize>();
+                for (h, m) in &p.databases {
+                    for (v, n) in m {
+                        *rep.databases.entry(h.clone()).or_default().entry(v.clone()).or_default() += n;
+                    }
+                }
+                for (t, n) in &p.excluded {
+                    *rep.excluded.entry(t.clone()).or_default() += n;
+                }
+                rep.prefixes.push(p);
+            }
+            Err(e) => rep.errors.push(e.to_string()),
+        }
+        processed.push(prefix.clone());
+    }
+    if !rep.errors.is_empty() {
+        return Ok(rep);
+    }
+    write_manifest(&generic_root, &processed)?;
+    let mut outputs = vec![generic_name.clone()];
+    let mut arches: BTreeSet<String> = BTreeSet::new();
+    for p in &rep.prefixes {
+        arches.extend(p.bytes_out_arch.keys().cloned());
+    }
+    for a in &arches {
+        let root = stage.path().join(format!("{c}_{a}"));
+        let contributed: Vec<String> = {
+            let mut v: Vec<String> = processed.iter().filter(|p| root.join(p).is_dir()).cloned().collect();
+            v.sort();
+            v
+        };
+        write_manifest(&root, &contributed)?;
+        outputs.push(format!("{c}_{a}"));
+    }
+    outputs.sort();
+    for o in &outputs {
+        let dest = out.join(o);
+        if dest.symlink_metadata().is_ok() {
+            rep.errors.push(format!("{}: already exists; not overwritten", dest.display()));
+        }
+    }
+    if !rep.errors.is_empty() {
+        return Ok(rep);
+    }
+    for o in &outputs {
+        let (from, to) = (stage.path().join(o), out.join(o));
+        std::fs::rename(&from, &to).map_err(|e| Error::io(&to, "cannot move the artifact into place", e))?;
+    }
+    rep.generic_only = arches.is_empty();
+    rep.arches = arches.into_iter().collect();
+    rep.outputs = outputs;
+    Ok(rep)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn component_names_follow_amds_batch_rule() {
+        assert_eq!(component_from_dir_name("blas_lib_gfx110X-dgpu").as_deref(), Some("blas_lib"));
+        assert_eq!(component_from_dir_name("rand_test_gfx1030").as_deref(), Some("rand_test"));
+        assert_eq!(component_from_dir_name("blas_generic"), None);
+        assert_eq!(component_from_dir_name("single"), None);
+    }
+}

@@ -1,0 +1,45 @@
+//! `artifact_manifest.txt`: one prefix directory per line, relative to the
+//! artifact; blank lines ignored, lines trimmed (AMD's rules, spec §6.1).
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// The manifest's file name inside an artifact directory.
+pub const MANIFEST: &str = "artifact_manifest.txt";
+
+/// Read and validate an artifact's manifest: every prefix relative, without
+/// `..`, `\`, or repeats.
+pub fn read_manifest(artifact: &Path) -> Result<Vec<String>> {
+    let path = artifact.join(MANIFEST);
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, "cannot read the artifact manifest", e))?;
+    let mut out: Vec<String> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let p = line.trim();
+        if p.is_empty() {
+            continue;
+        }
+        let p = p.trim_end_matches('/');
+        let bad = p.starts_with('/') || p.contains('\\') || p.split('/').any(|c| c == ".." || c.is_empty());
+        if bad {
+            return Err(Error::invalid(&path, format!("line {}: prefix {p:?} is not a plain relative path", n + 1)));
+        }
+        if out.iter().any(|q| q == p) {
+            return Err(Error::invalid(&path, format!("line {}: prefix {p:?} is listed twice", n + 1)));
+        }
+        out.push(p.to_string());
+    }
+    Ok(out)
+}
+
+/// Write a manifest (one prefix per line, in the given order).
+pub fn write_manifest(artifact: &Path, prefixes: &[String]) -> Result<()> {
+    let path = artifact.join(MANIFEST);
+    std::fs::create_dir_all(artifact).map_err(|e| Error::io(artifact, "cannot create the artifact directory", e))?;
+    let mut text = String::new();
+    for p in prefixes {
+        text.push_str(p);
+        text.push('\n');
+    }
+    std::fs::write(&path, text).map_err(|e| Error::io(&path, "cannot write the artifact manifest", e))
+}

@@ -1,0 +1,653 @@
+//! Splitting one prefix tree: the reusable core ([`split_prefix`]).
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use kpack_bundle::{TargetId, WalkOptions};
+use kpack_elf::{ElfKind, read_fat_binary};
+use kpack_format::{ArchiveWriter, Compression, WriterOptions};
+use kpack_offload::{OffloadOptions, relative_path, transform_checked, write_atomically};
+use kpack_plugin_host::{Claim, Classification, FileInfo, HandlerSet};
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Classifies database files (kernel libraries that are not fat binaries).
+/// Implemented by [`kpack_plugin_host::HandlerSet`]; tests and other tools
+/// may provide their own.
+pub trait Databases: Sync {
+    /// How many leading bytes of the file at `path` (relative to the prefix,
+    /// `/`-separated) the classifier wants to see.
+    fn prefix_bytes_for(&self, path: &str) -> usize;
+    /// For each file, the claiming handler and its verdict, or `None`.
+    fn classify(&self, files: &[FileInfo]) -> std::result::Result<Vec<Option<Claim>>, String>;
+}
+
+impl Databases for HandlerSet {
+    fn prefix_bytes_for(&self, path: &str) -> usize {
+        HandlerSet::prefix_bytes_for(self, path)
+    }
+    fn classify(&self, files: &[FileInfo]) -> std::result::Result<Vec<Option<Claim>>, String> {
+        HandlerSet::classify(self, files).map_err(|e| e.to_string())
+    }
+}
+
+/// A progress event, for a progress bar.
+#[derive(Debug, Clone, Copy)]
+pub enum Progress<'p> {
+    /// A prefix was walked: this many files and bytes are coming.
+    Walked {
+        /// The prefix.
+        prefix: &'p str,
+        /// Regular files in it.
+        files: u64,
+        /// Their total size.
+        bytes: u64,
+    },
+    /// One file is done.
+    File {
+        /// Its path relative to the prefix.
+        path: &'p str,
+        /// Its size.
+        bytes: u64,
+    },
+}
+
+/// How to split. Build it with [`SplitOptions::new`] and adjust fields.
+#[derive(Clone)]
+pub struct SplitOptions<'a> {
+    /// The component (TheRock's artifact prefix, `blas_lib`): first part of
+    /// every archive name, so archives of different components never
+    /// collide when installs are flattened.
+    pub component: String,
+    /// Where archives go, relative to the prefix root, `/`-separated
+    /// (default `lib/.kpack`: the flattened install's `lib/.kpack/`).
+    pub archive_dir: String,
+    /// Archive storage (default zstd level 3; AMD writes uncompressed).
+    pub compression: Compression,
+    /// Target ids or processors to drop (`gfx906` drops `gfx906` and
+    /// `gfx906:xnack-`); what was dropped is reported.
+    pub exclude_arches: Vec<String>,
+    /// Check the MD5 of compressed bundles.
+    pub verify_hash: bool,
+    /// Database classifier (the `--split-databases` handlers), if any.
+    pub databases: Option<&'a dyn Databases>,
+    /// Progress callback, if any (called from worker threads).
+    pub progress: Option<&'a (dyn Fn(Progress<'_>) + Sync)>,
+}
+
+impl std::fmt::Debug for SplitOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SplitOptions")
+            .field("component", &self.component)
+            .field("archive_dir", &self.archive_dir)
+            .field("compression", &self.compression)
+            .field("exclude_arches", &self.exclude_arches)
+            .field("databases", &self.databases.is_some())
+            .finish()
+    }
+}
+
+impl SplitOptions<'_> {
+    /// Defaults for `component`: archives in `lib/.kpack`, zstd, hashes
+    /// checked, no databases, no exclusions.
+    pub fn new(component: impl Into<String>) -> SplitOptions<'static> {
+        SplitOptions {
+            component: component.into(),
+            archive_dir: "lib/.kpack".into(),
+            compression: Compression::default(),
+            exclude_arches: Vec::new(),
+            verify_hash: true,
+            databases: None,
+            progress: None,
+        }
+    }
+
+    /// Whether `target` (a target id or bundle key) is excluded.
+    pub fn is_excluded(&self, target: &str) -> bool {
+        let processor = target.split(':').next().unwrap_or(target);
+        self.exclude_arches.iter().any(|e| e == target || e == processor || *e == target.replace(':', "_"))
+    }
+}
+
+/// Where one prefix is read from and written to.
+pub struct PrefixLayout<'a> {
+    /// The prefix directory to read (never modified).
+    pub source: &'a Path,
+    /// The prefix's name in TOC keys (`math-libs/BLAS/rocBLAS/stage`); a
+    /// binary's key is `<prefix>/<path in prefix>#<co_index>`, or
+    /// `<path in prefix>#<co_index>` when this is empty.
+    pub prefix: &'a str,
+    /// Root of the generic output, mirroring `source`.
+    pub generic: &'a Path,
+    /// Root of the output for an arch (given in its file-name spelling,
+    /// see [`arch_dir_name`]), mirroring `source`.
+    pub arch: &'a (dyn Fn(&str) -> PathBuf + Sync),
+}
+
+/// One offloaded binary.
+#[derive(Debug, Clone, Serialize)]
+pub struct BinaryReport {
+    /// Path relative to the prefix.
+    pub path: String,
+    /// The marker's `kernel_name`.
+    pub kernel_name: String,
+    /// The marker's search path.
+    pub search_path: String,
+    /// Code objects moved into archives.
+    pub code_objects: usize,
+    /// Target ids moved.
+    pub targets: Vec<String>,
+    /// Size before and after.
+    pub bytes_in: u64,
+    /// Size of the host-only binary.
+    pub bytes_out: u64,
+}
+
+/// One archive written.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArchiveReport {
+    /// Arch (file-name spelling) of the artifact it went to.
+    pub arch: String,
+    /// Path relative to the prefix root.
+    pub path: String,
+    /// Entries.
+    pub entries: usize,
+    /// File size.
+    pub bytes: u64,
+}
+
+/// What [`split_prefix`] did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PrefixReport {
+    /// The prefix.
+    pub prefix: String,
+    /// Regular files read.
+    pub files: u64,
+    /// Symlinks recreated.
+    pub symlinks: u64,
+    /// Bytes read.
+    pub bytes_in: u64,
+    /// Bytes written to the generic output.
+    pub bytes_out_generic: u64,
+    /// Bytes written per arch.
+    pub bytes_out_arch: BTreeMap<String, u64>,
+    /// Offloaded binaries, sorted by path.
+    pub binaries: Vec<BinaryReport>,
+    /// Host ELF files without device code.
+    pub host_only: u64,
+    /// Binaries that were already offloaded (copied unchanged).
+    pub already_offloaded: u64,
+    /// Archives written, sorted.
+    pub archives: Vec<ArchiveReport>,
+    /// Database files per handler, per verdict (arch key or `generic`).
+    pub databases: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Bare bundle / code-object files moved whole to an arch artifact, per arch.
+    pub device_files: BTreeMap<String, u64>,
+    /// Code objects and database files dropped by `exclude_arches`, per target.
+    pub excluded: BTreeMap<String, u64>,
+    /// Things kept as they were that still carry device code, and the like.
+    pub warnings: Vec<String>,
+    /// Files that could not be processed (the caller must not publish the output).
+    pub errors: Vec<String>,
+}
+
+/// The directory-name spelling of an arch or bundle key: a target id's
+/// processor (`gfx90a:xnack+` → `gfx90a`: one artifact per processor,
+/// feature variants stay distinct *inside* its archives), anything else
+/// with `:` replaced by `_`. Never contains `:`.
+pub fn arch_dir_name(key: &str) -> String {
+    match TargetId::parse(key) {
+        Ok(t) => t.processor().to_string(),
+        Err(_) => key.replace(':', "_"),
+    }
+}
+
+/// The archive file stem of a binary: `<component>.<path in prefix, '/' → '.'>`
+/// (`blas_lib.lib.librocblas.so.4`); the archive of processor P is
+/// `<stem>_<P>.kpack`. One archive set per binary means names never collide
+/// across the modules of a component or across components in a flattened
+/// install, and a device never picks an archive that lists its target for
+/// another binary only.
+pub fn archive_stem(component: &str, rel: &str) -> String {
+    format!("{component}.{}", rel.replace('/', "."))
+}
+
+#[derive(Default)]
+struct FileResult {
+    bytes_in: u64,
+    generic_bytes: u64,
+    arch_bytes: Vec<(String, u64)>,
+    binary: Option<BinaryReport>,
+    archives: Vec<ArchiveReport>,
+    host_only: bool,
+    already: bool,
+    database: Option<(String, String)>,
+    device_file: Option<String>,
+    excluded: Vec<String>,
+    warning: Option<String>,
+}
+
+enum Node {
+    Dir(String),
+    Link(String, PathBuf),
+    File(String, u64),
+}
+
+/// Split one prefix tree: fat binaries are offloaded (host-only binary to
+/// the generic output, code objects to per-binary archives under
+/// `archive_dir` in each arch's output), database files claimed for an
+/// arch go to that arch's output, bare single-processor bundle files too,
+/// everything else is copied to the generic output (symlinks recreated,
+/// modes kept). Runs on the current rayon pool; output bytes do not depend
+/// on its size. Per-file failures are collected in
+/// [`PrefixReport::errors`] (the walk goes on); only failures that make the
+/// whole prefix impossible are an `Err`.
+pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Result<PrefixReport> {
+    let mut report = PrefixReport { prefix: layout.prefix.to_string(), ..Default::default() };
+    let nodes = walk(layout.source)?;
+    std::fs::create_dir_all(layout.generic).map_err(|e| Error::io(layout.generic, "cannot create", e))?;
+    let mut files = Vec::new();
+    for node in &nodes {
+        match node {
+            Node::Dir(rel) => {
+                let d = layout.generic.join(rel);
+                std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, "cannot create", e))?;
+            }
+            Node::Link(rel, target) => {
+                let l = layout.generic.join(rel);
+                symlink(target, &l).map_err(|e| Error::io(&l, "cannot create symlink", e))?;
+                report.symlinks += 1;
+            }
+            Node::File(rel, size) => files.push((rel.as_str(), *size)),
+        }
+    }
+    if let Some(p) = opts.progress {
+        p(Progress::Walked { prefix: layout.prefix, files: files.len() as u64, bytes: files.iter().map(|f| f.1).sum() });
+    }
+    let claims = classify(layout.source, &files, opts)?;
+
+    let results: Vec<(String, std::result::Result<FileResult, String>)> = files
+        .par_iter()
+        .zip(claims.par_iter())
+        .map(|(&(rel, size), claim)| {
+            let r = process_file(layout, opts, rel, size, claim.as_ref());
+            if let Some(p) = opts.progress {
+                p(Progress::File { path: rel, bytes: size });
+            }
+            (rel.to_string(), r)
+        })
+        .collect();
+
+    for (rel, r) in results {
+        report.files += 1;
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                report.errors.push(format!("{}: {e}", layout.source.join(&rel).display()));
+                continue;
+            }
+        };
+        report.bytes_in += r.bytes_in;
+        report.bytes_out_generic += r.generic_bytes;
+        for (a, b) in r.arch_bytes {
+            *report.bytes_out_arch.entry(a).or_default() += b;
+        }
+        report.binaries.extend(r.binary);
+        report.archives.extend(r.archives);
+        report.host_only += u64::from(r.host_only);
+        report.already_offloaded += u64::from(r.already);
+        if let Some((h, v)) = r.database {
+            *report.databases.entry(h).or_default().entry(v).or_default() += 1;
+        }
+        if let Some(a) = r.device_file {
+            *report.device_files.entry(a).or_default() += 1;
+        }
+        for t in r.excluded {
+            *report.excluded.entry(t).or_default() += 1;
+        }
+        report.warnings.extend(r.warning.map(|w| format!("{}: {w}", layout.source.join(&rel).display())));
+    }
+    // Per-binary stems are injective unless paths contain '.' where another
+    // has '/': refuse rather than let two binaries share an archive.
+    let mut seen = std::collections::BTreeSet::new();
+    let mut clashes = Vec::new();
+    for a in &report.archives {
+        if !seen.insert(a.path.as_str()) {
+            clashes.push(format!("two binaries map to the archive {}; rename one", a.path));
+        }
+    }
+    report.errors.extend(clashes);
+    report.archives.sort_by(|a, b| (&a.arch, &a.path).cmp(&(&b.arch, &b.path)));
+    Ok(report)
+}
+
+fn walk(root: &Path) -> Result<Vec<Node>> {
+    let mut out = Vec::new();
+    for entry in walkdir::WalkDir::new(root).sort_by_file_name().follow_links(false).min_depth(1) {
+        let entry = entry.map_err(|e| {
+            let path = e.path().unwrap_or(root).to_path_buf();
+            Error::new(ErrorKind::Io, Some(path), format!("cannot walk: {e}"))
+        })?;
+        let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
+        let rel = rel
+            .to_str()
+            .ok_or_else(|| Error::invalid(entry.path(), "path is not UTF-8"))?
+            .replace(std::path::MAIN_SEPARATOR, "/");
+        let ft = entry.file_type();
+        if ft.is_symlink() {
+            let target = std::fs::read_link(entry.path()).map_err(|e| Error::io(entry.path(), "cannot read symlink", e))?;
+            out.push(Node::Link(rel, target));
+        } else if ft.is_dir() {
+            out.push(Node::Dir(rel));
+        } else if ft.is_file() {
+            let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
+            out.push(Node::File(rel, len));
+        } else {
+            return Err(Error::invalid(entry.path(), "not a regular file, directory or symlink"));
+        }
+    }
+    Ok(out)
+}
+
+fn classify(root: &Path, files: &[(&str, u64)], opts: &SplitOptions<'_>) -> Result<Vec<Option<Claim>>> {
+    let Some(db) = opts.databases else { return Ok(vec![None; files.len()]) };
+    let infos = files
+        .par_iter()
+        .map(|&(rel, size)| {
+            let want = db.prefix_bytes_for(rel);
+            let mut info = FileInfo::new(rel, size);
+            if want > 0 {
+                let p = root.join(rel);
+                let f = std::fs::File::open(&p).map_err(|e| Error::io(&p, "cannot open", e))?;
+                f.take(want as u64).read_to_end(&mut info.prefix).map_err(|e| Error::io(&p, "cannot read", e))?;
+            }
+            Ok(info)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    db.classify(&infos).map_err(|e| Error::new(ErrorKind::Invalid, Some(root.to_path_buf()), format!("database handlers: {e}")))
+}
+
+#[cfg(unix)]
+fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(target, link)
+}
+
+#[cfg(not(unix))]
+fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
+    let _ = (target, link);
+    Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "symlinks need a Unix host"))
+}
+
+fn copy(src: &Path, dst: &Path) -> std::result::Result<u64, String> {
+    if let Some(d) = dst.parent() {
+        std::fs::create_dir_all(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+    }
+    // std::fs::copy keeps the permission bits.
+    std::fs::copy(src, dst).map_err(|e| format!("cannot copy to {}: {e}", dst.display()))
+}
+
+const EM_X86_64: u16 = 62;
+
+fn process_file(
+    layout: &PrefixLayout<'_>,
+    opts: &SplitOptions<'_>,
+    rel: &str,
+    size: u64,
+    claim: Option<&Claim>,
+) -> std::result::Result<FileResult, String> {
+    let src = layout.source.join(rel);
+    let mut r = FileResult { bytes_in: size, ..Default::default() };
+    if let Some(c) = claim {
+        match &c.classification {
+            Classification::Arch(key) if opts.is_excluded(key) => r.excluded.push(key.clone()),
+            Classification::Arch(key) => {
+                let arch = arch_dir_name(key);
+                let n = copy(&src, &(layout.arch)(&arch).join(rel))?;
+                r.arch_bytes.push((arch, n));
+            }
+            Classification::Generic => r.generic_bytes = copy(&src, &layout.generic.join(rel))?,
+        }
+        r.database = Some((c.handler.clone(), c.classification.to_string()));
+        return Ok(r);
+    }
+    let mut head = [0u8; 24];
+    let n = std::fs::File::open(&src)
+        .and_then(|mut f| read_up_to(&mut f, &mut head))
+        .map_err(|e| format!("cannot read: {e}"))?;
+    let head = &head[..n];
+    let is_elf = head.starts_with(b"\x7fELF") && n >= 20;
+    let machine = if is_elf { u16::from_le_bytes([head[18], head[19]]) } else { 0 };
+    let device_file = head.starts_with(kpack_bundle::BUNDLE_MAGIC)
+        || head.starts_with(kpack_bundle::CCOB_MAGIC)
+        || (is_elf && machine == kpack_bundle::EM_AMDGPU);
+    if is_elf && machine == EM_X86_64 {
+        return host_elf(layout, opts, rel, &src, r);
+    }
+    if device_file {
+        return bundle_file(layout, opts, rel, &src, r);
+    }
+    if head.starts_with(b"!<arch>\n") && static_archive_has_device_code(&src)? {
+        r.warning = Some(
+            "static archive with device code kept in the generic artifact as is (link it into a binary to split it)".into(),
+        );
+    }
+    r.generic_bytes = copy(&src, &layout.generic.join(rel))?;
+    Ok(r)
+}
+
+fn read_up_to(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+fn static_archive_has_device_code(src: &Path) -> std::result::Result<bool, String> {
+    let bytes = std::fs::read(src).map_err(|e| format!("cannot read: {e}"))?;
+    let hit = |m: &[u8]| bytes.windows(m.len()).any(|w| w == m);
+    Ok(hit(kpack_bundle::BUNDLE_MAGIC) || hit(kpack_bundle::CCOB_MAGIC))
+}
+
+fn host_elf(
+    layout: &PrefixLayout<'_>,
+    opts: &SplitOptions<'_>,
+    rel: &str,
+    src: &Path,
+    mut r: FileResult,
+) -> std::result::Result<FileResult, String> {
+    let fat = match read_fat_binary(src, WalkOptions { verify_hash: opts.verify_hash }) {
+        Ok(f) => f,
+        Err(e) if e.kind() == kpack_elf::ErrorKind::Unsupported => {
+            r.generic_bytes = copy(src, &layout.generic.join(rel))?;
+            return Ok(r);
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    let targets = || {
+        let mut t: Vec<String> = fat
+            .bundles
+            .iter()
+            .flat_map(|b| b.entries.iter())
+            .filter(|e| !e.id.is_host())
+            .filter_map(|e| e.id.target().map(|t| t.to_string()))
+            .collect();
+        t.sort();
+        t.dedup();
+        t
+    };
+    let copy_generic = |r: &mut FileResult| -> std::result::Result<(), String> {
+        r.generic_bytes = copy(src, &layout.generic.join(rel))?;
+        Ok(())
+    };
+    if fat.is_transformed() {
+        r.already = true;
+        copy_generic(&mut r)?;
+        return Ok(r);
+    }
+    if fat.bundles.is_empty() {
+        r.host_only = true;
+        copy_generic(&mut r)?;
+        return Ok(r);
+    }
+    match fat.kind {
+        ElfKind::Exec | ElfKind::Dyn => {}
+        ElfKind::Rel | ElfKind::BundleFile => {
+            r.warning = Some(format!(
+                "relocatable object with device code ({}) kept in the generic artifact as is (link it into a binary to split it)",
+                targets().join(", ")
+            ));
+            copy_generic(&mut r)?;
+            return Ok(r);
+        }
+    }
+    let kernel_name = if layout.prefix.is_empty() { rel.to_string() } else { format!("{}/{rel}", layout.prefix) };
+    let stem = archive_stem(&opts.component, rel);
+    let root = Path::new("/kpack-prefix-root");
+    let bin_dir = root.join(rel).parent().map(Path::to_path_buf).unwrap_or_else(|| root.to_path_buf());
+    let rel_dir = relative_path(&bin_dir, &root.join(&opts.archive_dir));
+    let file = format!("{stem}_@GFXARCH@.kpack");
+    let search_path = if rel_dir.as_os_str().is_empty() {
+        file
+    } else {
+        format!("{}/{file}", rel_dir.to_string_lossy().replace('\\', "/"))
+    };
+    let oo = OffloadOptions { kernel_name: kernel_name.clone(), search_paths: vec![search_path.clone()], verify_hash: opts.verify_hash };
+    let (image, _transform) = transform_checked(src, &fat, &oo).map_err(|e| e.to_string())?;
+
+    let mut writers: BTreeMap<String, ArchiveWriter> = BTreeMap::new();
+    let mut moved = Vec::new();
+    let mut count = 0;
+    for (b, item) in fat.bundles.iter().enumerate() {
+        for (i, entry) in item.entries.iter().enumerate() {
+            let Some(target) = entry.id.target().filter(|_| !entry.id.is_host()) else { continue };
+            let tname = target.to_string();
+            if opts.is_excluded(&tname) {
+                r.excluded.push(tname);
+                continue;
+            }
+            let data = item.read_entry(&fat.source, i).map_err(|e| format!("bundle {b}: {e}"))?;
+            let processor = target.processor().to_string();
+            if !writers.contains_key(&processor) {
+                let path = (layout.arch)(&processor).join(&opts.archive_dir).join(format!("{stem}_{processor}.kpack"));
+                if let Some(d) = path.parent() {
+                    std::fs::create_dir_all(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+                }
+                let wo = WriterOptions {
+                    group_name: opts.component.clone(),
+                    gfx_arch_family: processor.clone(),
+                    gfx_arches: None,
+                    compression: opts.compression,
+                    order: Default::default(),
+                };
+                let w = ArchiveWriter::create(&path, wo).map_err(|e| e.to_string())?;
+                writers.insert(processor.clone(), w);
+            }
+            if let Some(w) = writers.get_mut(&processor) {
+                w.add(&format!("{kernel_name}#{b}"), &tname, &data).map_err(|e| e.to_string())?;
+            }
+            moved.push(tname);
+            count += 1;
+        }
+    }
+    for (processor, w) in writers {
+        let written = w.finish().map_err(|e| e.to_string())?;
+        r.arch_bytes.push((processor.clone(), written.file_size));
+        r.archives.push(ArchiveReport {
+            arch: processor.clone(),
+            path: format!("{}/{stem}_{processor}.kpack", opts.archive_dir),
+            entries: written.entries,
+            bytes: written.file_size,
+        });
+    }
+    let out = layout.generic.join(rel);
+    write_atomically(&out, &image, src).map_err(|e| e.to_string())?;
+    r.generic_bytes = image.len() as u64;
+    moved.sort();
+    moved.dedup();
+    r.binary = Some(BinaryReport {
+        path: rel.to_string(),
+        kernel_name,
+        search_path,
+        code_objects: count,
+        targets: moved,
+        bytes_in: r.bytes_in,
+        bytes_out: image.len() as u64,
+    });
+    Ok(r)
+}
+
+fn bundle_file(
+    layout: &PrefixLayout<'_>,
+    opts: &SplitOptions<'_>,
+    rel: &str,
+    src: &Path,
+    mut r: FileResult,
+) -> std::result::Result<FileResult, String> {
+    let fat = read_fat_binary(src, WalkOptions { verify_hash: opts.verify_hash }).map_err(|e| e.to_string())?;
+    let mut targets: Vec<String> = fat
+        .bundles
+        .iter()
+        .flat_map(|b| b.entries.iter())
+        .filter(|e| !e.id.is_host())
+        .filter_map(|e| e.id.target().map(|t| t.to_string()))
+        .collect();
+    targets.sort();
+    targets.dedup();
+    let kept: Vec<&String> = targets.iter().filter(|t| !opts.is_excluded(t)).collect();
+    let mut processors: Vec<String> = kept.iter().map(|t| arch_dir_name(t)).collect();
+    processors.dedup();
+    match processors.as_slice() {
+        [] if !targets.is_empty() => r.excluded.extend(targets),
+        [p] => {
+            let n = copy(src, &(layout.arch)(p).join(rel))?;
+            r.arch_bytes.push((p.clone(), n));
+            r.device_file = Some(p.clone());
+            r.excluded.extend(targets.iter().filter(|t| opts.is_excluded(t)).cloned());
+        }
+        _ => {
+            if !targets.is_empty() {
+                r.warning = Some(format!(
+                    "bundle file for several processors ({}) kept in the generic artifact as is: one path cannot hold per-arch variants",
+                    targets.join(", ")
+                ));
+            }
+            r.generic_bytes = copy(src, &layout.generic.join(rel))?;
+        }
+    }
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arch_dir_names_never_contain_colons() {
+        assert_eq!(arch_dir_name("gfx90a:xnack+"), "gfx90a");
+        assert_eq!(arch_dir_name("gfx1100"), "gfx1100");
+        assert!(!arch_dir_name("weird:key").contains(':'));
+    }
+
+    #[test]
+    fn exclusion_matches_processor_and_exact_id() {
+        let mut o = SplitOptions::new("c");
+        o.exclude_arches = vec!["gfx906".into(), "gfx90a:xnack+".into()];
+        assert!(o.is_excluded("gfx906"));
+        assert!(o.is_excluded("gfx906:xnack-"));
+        assert!(o.is_excluded("gfx90a:xnack+"));
+        assert!(!o.is_excluded("gfx90a:xnack-"));
+        assert!(!o.is_excluded("gfx90"));
+    }
+
+    #[test]
+    fn stems_are_per_binary() {
+        assert_eq!(archive_stem("blas_lib", "lib/librocblas.so.4"), "blas_lib.lib.librocblas.so.4");
+    }
+}
