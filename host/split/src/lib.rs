@@ -75,6 +75,8 @@ mod artifact;
 mod error;
 mod manifest;
 mod prefix;
+mod recombine;
+mod verify;
 
 pub use artifact::{ArtifactInput, ArtifactReport, batch_inputs, component_from_dir_name, split_artifacts};
 pub use error::{Error, ErrorKind, Result};
@@ -83,3 +85,5 @@ pub use prefix::{
     ArchiveReport, BinaryReport, Databases, PrefixLayout, PrefixReport, Progress, SplitOptions, arch_dir_name,
     archive_stem, split_prefix,
 };
+pub use recombine::{ArchGroup, RecombineConfig, RecombineReport, Validation, parse_artifact_name, recombine};
+pub use verify::{Finding, Severity, VerifyReport, verify};

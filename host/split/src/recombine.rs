@@ -1,0 +1,430 @@
+//! Recombine (spec §8): shards of split artifacts → one generic artifact
+//! per component (from the primary shard) and one artifact per
+//! (component, architecture group), with AMD's config schema and every
+//! validation flag enforced.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::manifest::{MANIFEST, read_manifest, write_manifest};
+
+/// One architecture group of the config.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArchGroup {
+    /// Group name (output artifacts are `<component>_<name>`).
+    pub name: String,
+    /// Informational name (defaults to `name`).
+    pub display_name: String,
+    /// Arches, matched against arch artifact names (`:` compared as `_`).
+    pub architectures: Vec<String>,
+}
+
+/// The `validation` flags, AMD's defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Validation {
+    /// One arch of a component in two shards is an error (else: warning, first shard wins).
+    pub error_on_duplicate_device_code: bool,
+    /// Generic artifacts of every shard must be byte-identical to the primary's.
+    pub verify_generic_artifacts_match: bool,
+    /// A group arch that no shard provides for a component with device code
+    /// is an error (else: warning).
+    pub error_on_missing_architecture: bool,
+}
+
+impl Default for Validation {
+    fn default() -> Self {
+        Validation { error_on_duplicate_device_code: true, verify_generic_artifacts_match: false, error_on_missing_architecture: false }
+    }
+}
+
+/// AMD's packaging config (`primary_shard`, `architecture_groups`, `validation`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecombineConfig {
+    /// Shard whose generic artifacts are used.
+    pub primary_shard: String,
+    /// Groups, sorted by name.
+    pub groups: Vec<ArchGroup>,
+    /// Validation flags.
+    pub validation: Validation,
+}
+
+impl RecombineConfig {
+    /// Read and validate a config file.
+    pub fn load(path: &Path) -> Result<RecombineConfig> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, "cannot read the config", e))?;
+        RecombineConfig::parse(&text).map_err(|m| Error::invalid(path, m))
+    }
+
+    /// Parse with AMD's rules: `primary_shard` a non-empty string;
+    /// `architecture_groups` a non-empty object of groups with a non-empty
+    /// `architectures` list of strings starting with `gfx`; optional
+    /// `display_name` string; optional `validation` booleans. Extra keys are
+    /// ignored, as AMD does.
+    pub fn parse(text: &str) -> std::result::Result<RecombineConfig, String> {
+        if text.trim().is_empty() {
+            return Err("the config is empty".into());
+        }
+        let v: Value = serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
+        let obj = v.as_object().ok_or("the config must be a JSON object")?;
+        let primary = match obj.get("primary_shard") {
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            Some(Value::String(_)) => return Err("primary_shard is empty".into()),
+            Some(_) => return Err("primary_shard must be a string".into()),
+            None => return Err("primary_shard is missing".into()),
+        };
+        let groups_v = obj.get("architecture_groups").ok_or("architecture_groups is missing")?;
+        let groups_o = groups_v.as_object().ok_or("architecture_groups must be an object")?;
+        if groups_o.is_empty() {
+            return Err("architecture_groups is empty".into());
+        }
+        let mut groups = Vec::new();
+        for (name, g) in groups_o {
+            let go = g.as_object().ok_or_else(|| format!("group {name:?} must be an object"))?;
+            let archs = go
+                .get("architectures")
+                .ok_or_else(|| format!("group {name:?}: architectures is missing"))?
+                .as_array()
+                .ok_or_else(|| format!("group {name:?}: architectures must be a list"))?;
+            if archs.is_empty() {
+                return Err(format!("group {name:?}: architectures is empty"));
+            }
+            let mut architectures = Vec::new();
+            for a in archs {
+                let a = a.as_str().ok_or_else(|| format!("group {name:?}: architectures must be strings"))?;
+                if !a.starts_with("gfx") {
+                    return Err(format!("group {name:?}: architecture {a:?} does not start with gfx"));
+                }
+                architectures.push(a.to_string());
+            }
+            let display_name = match go.get("display_name") {
+                None => name.clone(),
+                Some(Value::String(s)) => s.clone(),
+                Some(_) => return Err(format!("group {name:?}: display_name must be a string")),
+            };
+            groups.push(ArchGroup { name: name.clone(), display_name, architectures });
+        }
+        let mut validation = Validation::default();
+        if let Some(val) = obj.get("validation") {
+            let vo = val.as_object().ok_or("validation must be an object")?;
+            for (key, slot) in [
+                ("error_on_duplicate_device_code", &mut validation.error_on_duplicate_device_code),
+                ("verify_generic_artifacts_match", &mut validation.verify_generic_artifacts_match),
+                ("error_on_missing_architecture", &mut validation.error_on_missing_architecture),
+            ] {
+                match vo.get(key) {
+                    None => {}
+                    Some(Value::Bool(b)) => *slot = *b,
+                    Some(_) => return Err(format!("validation.{key} must be a boolean")),
+                }
+            }
+        }
+        Ok(RecombineConfig { primary_shard: primary, groups, validation })
+    }
+}
+
+/// What [`recombine`] did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RecombineReport {
+    /// Shards found, sorted.
+    pub shards: Vec<String>,
+    /// Output artifacts written, sorted (empty when `errors` is not).
+    pub outputs: Vec<String>,
+    /// Components that only have a generic artifact.
+    pub generic_only: Vec<String>,
+    /// Validation problems demoted to warnings by the config.
+    pub warnings: Vec<String>,
+    /// Validation failures; nothing was written.
+    pub errors: Vec<String>,
+}
+
+/// An artifact directory name: `(component, None)` for `<c>_generic`,
+/// `(component, Some(arch))` for `<c>_<gfx…>`.
+pub fn parse_artifact_name(name: &str) -> Option<(String, Option<String>)> {
+    if let Some(c) = name.strip_suffix("_generic") {
+        return (!c.is_empty()).then(|| (c.to_string(), None));
+    }
+    let (c, arch) = name.rsplit_once('_')?;
+    (arch.starts_with("gfx") && !c.is_empty()).then(|| (c.to_string(), Some(arch.to_string())))
+}
+
+/// Recombine the shards below `shards` into `out` per `config`. Validation
+/// failures are returned in the report (nothing written); I/O failures and
+/// an unusable layout are errors. Outputs are staged and renamed at the end;
+/// existing output directories are an error.
+pub fn recombine(shards: &Path, config: &RecombineConfig, out: &Path) -> Result<RecombineReport> {
+    let mut rep = RecombineReport::default();
+    let mut shard_names = Vec::new();
+    for e in std::fs::read_dir(shards).map_err(|e| Error::io(shards, "cannot list the shards directory", e))? {
+        let e = e.map_err(|e| Error::io(shards, "cannot list", e))?;
+        if e.path().is_dir() {
+            shard_names.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    shard_names.sort();
+    if shard_names.is_empty() {
+        return Err(Error::invalid(shards, "no shard directories"));
+    }
+    if !shard_names.contains(&config.primary_shard) {
+        return Err(Error::invalid(shards, format!("primary shard {:?} not found (shards: {})", config.primary_shard, shard_names.join(", "))));
+    }
+    rep.shards = shard_names.clone();
+    // (component) -> generic dirs per shard; (component, arch) -> [(shard, dir)]
+    let mut generics: BTreeMap<String, Vec<(String, PathBuf)>> = BTreeMap::new();
+    let mut arches: BTreeMap<(String, String), Vec<(String, PathBuf)>> = BTreeMap::new();
+    for s in &shard_names {
+        let sdir = shards.join(s);
+        let mut names = Vec::new();
+        for e in std::fs::read_dir(&sdir).map_err(|e| Error::io(&sdir, "cannot list", e))? {
+            let e = e.map_err(|e| Error::io(&sdir, "cannot list", e))?;
+            if e.path().join(MANIFEST).is_file() {
+                names.push(e.file_name().to_string_lossy().into_owned());
+            }
+        }
+        names.sort();
+        for n in names {
+            match parse_artifact_name(&n) {
+                Some((c, None)) => generics.entry(c).or_default().push((s.clone(), sdir.join(&n))),
+                Some((c, Some(a))) => arches.entry((c, a)).or_default().push((s.clone(), sdir.join(&n))),
+                None => {}
+            }
+        }
+    }
+    let primary_generic = |c: &str| generics.get(c).and_then(|v| v.iter().find(|(s, _)| *s == config.primary_shard)).map(|x| x.1.clone());
+    if !generics.values().flatten().any(|(s, _)| *s == config.primary_shard) {
+        return Err(Error::invalid(shards.join(&config.primary_shard), "the primary shard has no generic artifact"));
+    }
+    let mut components: Vec<String> = generics.keys().cloned().collect();
+    components.extend(arches.keys().map(|(c, _)| c.clone()));
+    components.sort();
+    components.dedup();
+
+    // Validation.
+    for ((c, a), v) in &arches {
+        if v.len() > 1 {
+            let names: Vec<String> = v.iter().map(|(s, d)| format!("{s} ({})", d.display())).collect();
+            let msg = format!("{c}: device code for {a} in more than one shard: {}", names.join(" and "));
+            if config.validation.error_on_duplicate_device_code {
+                rep.errors.push(msg);
+            } else {
+                rep.warnings.push(format!("{msg}; using the first"));
+            }
+        }
+    }
+    if config.validation.verify_generic_artifacts_match {
+        for (c, v) in &generics {
+            let Some(p) = primary_generic(c) else { continue };
+            for (s, d) in v.iter().filter(|(s, _)| *s != config.primary_shard) {
+                let diffs = tree_diff(&p, d)?;
+                if !diffs.is_empty() {
+                    rep.errors.push(format!(
+                        "{c}: generic artifact of shard {s} differs from the primary's: {}{}",
+                        diffs.iter().take(10).cloned().collect::<Vec<_>>().join(", "),
+                        if diffs.len() > 10 { format!(" and {} more", diffs.len() - 10) } else { String::new() }
+                    ));
+                }
+            }
+        }
+    }
+    for c in &components {
+        if primary_generic(c).is_none() {
+            rep.errors.push(format!("{c}: no generic artifact in the primary shard {}", config.primary_shard));
+        }
+        let has_device = arches.keys().any(|(ac, _)| ac == c);
+        if !has_device {
+            rep.generic_only.push(c.clone());
+            continue;
+        }
+        for g in &config.groups {
+            for a in &g.architectures {
+                if !arches.contains_key(&(c.clone(), a.replace(':', "_"))) {
+                    let msg = format!("{c}: architecture {a} of group {} is in no shard", g.name);
+                    if config.validation.error_on_missing_architecture {
+                        rep.errors.push(msg);
+                    } else {
+                        rep.warnings.push(msg);
+                    }
+                }
+            }
+        }
+    }
+    if !rep.errors.is_empty() {
+        return Ok(rep);
+    }
+
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, "cannot create", e))?;
+    let stage = tempfile::Builder::new().prefix(".kpack-recombine-").tempdir_in(out).map_err(|e| Error::io(out, "cannot stage", e))?;
+    let mut outputs = Vec::new();
+    for c in &components {
+        let Some(src) = primary_generic(c) else { continue };
+        let name = format!("{c}_generic");
+        let dst = stage.path().join(&name);
+        let prefixes = read_manifest(&src)?;
+        let mut kept = Vec::new();
+        for p in &prefixes {
+            if src.join(p).is_dir() {
+                merge_tree(&src.join(p), &dst.join(p))?;
+                kept.push(p.clone());
+            }
+        }
+        write_manifest(&dst, &kept)?;
+        outputs.push(name);
+        for g in &config.groups {
+            let mut prefixes: Vec<String> = Vec::new();
+            let dst = stage.path().join(format!("{c}_{}", g.name));
+            for a in &g.architectures {
+                let Some(v) = arches.get(&(c.clone(), a.replace(':', "_"))) else { continue };
+                let Some((_, dir)) = v.first() else { continue };
+                for p in read_manifest(dir)? {
+                    if dir.join(&p).is_dir() {
+                        merge_tree(&dir.join(&p), &dst.join(&p))?;
+                        prefixes.push(p);
+                    }
+                }
+            }
+            if prefixes.is_empty() {
+                continue;
+            }
+            prefixes.sort();
+            prefixes.dedup();
+            write_manifest(&dst, &prefixes)?;
+            outputs.push(format!("{c}_{}", g.name));
+        }
+    }
+    outputs.sort();
+    for o in &outputs {
+        if out.join(o).symlink_metadata().is_ok() {
+            return Err(Error::new(ErrorKind::Exists, Some(out.join(o)), "already exists; not overwritten"));
+        }
+    }
+    for o in &outputs {
+        std::fs::rename(stage.path().join(o), out.join(o)).map_err(|e| Error::io(out.join(o), "cannot move into place", e))?;
+    }
+    rep.outputs = outputs;
+    Ok(rep)
+}
+
+/// Copy `src` into `dst` (symlinks as symlinks, modes kept). A file that
+/// already exists in `dst` must be identical, else it is an error.
+pub(crate) fn merge_tree(src: &Path, dst: &Path) -> Result<()> {
+    std::fs::create_dir_all(dst).map_err(|e| Error::io(dst, "cannot create", e))?;
+    for e in walkdir::WalkDir::new(src).sort_by_file_name().follow_links(false).min_depth(1) {
+        let e = e.map_err(|e| Error::new(ErrorKind::Io, Some(src.to_path_buf()), format!("cannot walk: {e}")))?;
+        let rel = e.path().strip_prefix(src).unwrap_or(e.path());
+        let to = dst.join(rel);
+        let ft = e.file_type();
+        if ft.is_dir() {
+            std::fs::create_dir_all(&to).map_err(|err| Error::io(&to, "cannot create", err))?;
+        } else if ft.is_symlink() {
+            let target = std::fs::read_link(e.path()).map_err(|err| Error::io(e.path(), "cannot read symlink", err))?;
+            if let Ok(existing) = std::fs::read_link(&to) {
+                if existing != target {
+                    return Err(Error::invalid(&to, format!("two shards disagree: symlink to {} and to {}", existing.display(), target.display())));
+                }
+                continue;
+            }
+            #[cfg(unix)]
+            std::os::unix::fs::symlink(&target, &to).map_err(|err| Error::io(&to, "cannot create symlink", err))?;
+        } else if to.exists() {
+            let same = std::fs::read(e.path()).ok() == std::fs::read(&to).ok();
+            if !same {
+                return Err(Error::invalid(&to, format!("two artifacts provide different files here (second: {})", e.path().display())));
+            }
+        } else {
+            std::fs::copy(e.path(), &to).map_err(|err| Error::io(&to, "cannot copy", err))?;
+        }
+    }
+    Ok(())
+}
+
+/// (kind, content or link target, mode) of one tree entry.
+type Entry = (u8, Vec<u8>, u32);
+
+/// Paths (relative) where two trees differ: missing on one side, different
+/// kind, content, symlink target or permission bits.
+pub(crate) fn tree_diff(a: &Path, b: &Path) -> Result<Vec<String>> {
+    let list = |root: &Path| -> Result<BTreeMap<String, Entry>> {
+        let mut m = BTreeMap::new();
+        for e in walkdir::WalkDir::new(root).sort_by_file_name().follow_links(false).min_depth(1) {
+            let e = e.map_err(|e| Error::new(ErrorKind::Io, Some(root.to_path_buf()), format!("cannot walk: {e}")))?;
+            let rel = e.path().strip_prefix(root).unwrap_or(e.path()).to_string_lossy().into_owned();
+            let ft = e.file_type();
+            let mode = mode_of(e.path());
+            let v = if ft.is_symlink() {
+                (1, std::fs::read_link(e.path()).map(|t| t.to_string_lossy().into_owned().into_bytes()).unwrap_or_default(), 0)
+            } else if ft.is_dir() {
+                (2, Vec::new(), 0)
+            } else {
+                (0, std::fs::read(e.path()).map_err(|err| Error::io(e.path(), "cannot read", err))?, mode)
+            };
+            m.insert(rel, v);
+        }
+        Ok(m)
+    };
+    let (ma, mb) = (list(a)?, list(b)?);
+    let mut diffs = Vec::new();
+    for (k, v) in &ma {
+        if mb.get(k) != Some(v) {
+            diffs.push(k.clone());
+        }
+    }
+    diffs.extend(mb.keys().filter(|k| !ma.contains_key(*k)).cloned());
+    diffs.sort();
+    Ok(diffs)
+}
+
+#[cfg(unix)]
+fn mode_of(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(p).map(|m| m.permissions().mode()).unwrap_or(0)
+}
+
+#[cfg(not(unix))]
+fn mode_of(_: &Path) -> u32 {
+    0
+}
+
+#[cfg(test)]
+#[allow(clippy::panic, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_amds_example_and_defaults() {
+        let c = RecombineConfig::parse(
+            r#"{"primary_shard":"gfx110X_build","architecture_groups":{"gfx110X":{"display_name":"RDNA3","architectures":["gfx1100","gfx1101"]}}}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.primary_shard, "gfx110X_build");
+        assert_eq!(c.groups[0].architectures, ["gfx1100", "gfx1101"]);
+        assert_eq!(c.validation, Validation::default());
+    }
+
+    #[test]
+    fn rejects_what_amd_rejects() {
+        for bad in [
+            "",
+            "[]",
+            r#"{"architecture_groups":{"g":{"architectures":["gfx1"]}}}"#,
+            r#"{"primary_shard":"","architecture_groups":{"g":{"architectures":["gfx1"]}}}"#,
+            r#"{"primary_shard":3,"architecture_groups":{"g":{"architectures":["gfx1"]}}}"#,
+            r#"{"primary_shard":"p","architecture_groups":{}}"#,
+            r#"{"primary_shard":"p","architecture_groups":{"g":{"architectures":[]}}}"#,
+            r#"{"primary_shard":"p","architecture_groups":{"g":{"architectures":"gfx1"}}}"#,
+            r#"{"primary_shard":"p","architecture_groups":{"g":{"architectures":["sm_80"]}}}"#,
+            r#"{"primary_shard":"p","architecture_groups":{"g":{"architectures":["gfx1"]}},"validation":{"error_on_duplicate_device_code":"yes"}}"#,
+        ] {
+            assert!(RecombineConfig::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn artifact_names() {
+        assert_eq!(parse_artifact_name("blas_lib_generic"), Some(("blas_lib".into(), None)));
+        assert_eq!(parse_artifact_name("blas_lib_gfx90a"), Some(("blas_lib".into(), Some("gfx90a".into()))));
+        assert_eq!(parse_artifact_name("blas_lib_dev"), None);
+    }
+}

@@ -1,0 +1,407 @@
+//! `verify` (spec §9, all of its **[weak]** points fixed): manifests,
+//! generic artifacts free of fat binaries, arch artifacts holding only
+//! their arch, archives valid, and every marker resolving in the flattened
+//! install with `kpack-runtime`'s loader.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use kpack_bundle::WalkOptions;
+use kpack_bundle::ReadAt;
+use kpack_elf::{ElfKind, Magic, read_fat_binary};
+use kpack_format::{Archive, Marker};
+use kpack_runtime::{Cache, Config};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::manifest::{MANIFEST, read_manifest};
+use crate::prefix::arch_dir_name;
+use crate::recombine::parse_artifact_name;
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The layout is broken (exit 1).
+    Error,
+    /// Worth a look (device code kept in an object file, …).
+    Warning,
+}
+
+/// One problem found.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Finding {
+    /// Error or warning.
+    pub severity: Severity,
+    /// Which check (`manifest`, `generic`, `arch`, `archive`, `marker`).
+    pub check: &'static str,
+    /// The file or artifact concerned.
+    pub path: String,
+    /// What is wrong (for marker misses: every path searched).
+    pub message: String,
+}
+
+/// What [`verify`] checked and found.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct VerifyReport {
+    /// Artifacts checked.
+    pub artifacts: Vec<String>,
+    /// Host binaries with a marker.
+    pub binaries: u64,
+    /// Archives opened and fully read.
+    pub archives: u64,
+    /// Marker lookups that resolved (binary × co_index × target).
+    pub resolved: u64,
+    /// Problems, sorted.
+    pub findings: Vec<Finding>,
+}
+
+impl VerifyReport {
+    /// Number of error findings.
+    pub fn errors(&self) -> usize {
+        self.findings.iter().filter(|f| f.severity == Severity::Error).count()
+    }
+}
+
+/// (arch, directory, prefixes, archive contents) of an arch artifact.
+type ArchArtifact = (String, PathBuf, Vec<String>, ArchInfo);
+
+struct Marked {
+    rel: String,
+    marker: Marker,
+    indices: BTreeSet<u32>,
+}
+
+#[derive(Default)]
+struct ArchInfo {
+    /// key -> targets
+    keys: BTreeMap<String, BTreeSet<String>>,
+    targets: BTreeSet<String>,
+}
+
+/// Verify artifacts. Each of `dirs` is an artifact (has a manifest) or a
+/// directory of artifacts (a split output, a shard, a recombined output);
+/// a generic artifact and the arch artifacts of the same component in the
+/// same directory are flattened together (prefixes stripped) to check
+/// marker resolution. Errors are only for I/O on the inputs themselves.
+pub fn verify(dirs: &[PathBuf]) -> Result<VerifyReport> {
+    let mut rep = VerifyReport::default();
+    for d in dirs {
+        let arts = if d.join(MANIFEST).is_file() {
+            vec![d.clone()]
+        } else {
+            let mut v = Vec::new();
+            for e in std::fs::read_dir(d).map_err(|e| Error::io(d, "cannot list", e))? {
+                let e = e.map_err(|e| Error::io(d, "cannot list", e))?;
+                if e.path().is_dir() && !e.file_name().to_string_lossy().starts_with('.') {
+                    v.push(e.path());
+                }
+            }
+            v.sort();
+            v
+        };
+        verify_group(&arts, &mut rep)?;
+    }
+    rep.findings.sort();
+    Ok(rep)
+}
+
+fn finding(rep: &mut VerifyReport, severity: Severity, check: &'static str, path: impl AsRef<Path>, message: impl Into<String>) {
+    rep.findings.push(Finding { severity, check, path: path.as_ref().display().to_string(), message: message.into() });
+}
+
+fn verify_group(arts: &[PathBuf], rep: &mut VerifyReport) -> Result<()> {
+    // component -> generic (dir, prefixes, marked binaries)
+    let mut generics: BTreeMap<String, (PathBuf, Vec<String>, Vec<Marked>)> = BTreeMap::new();
+    let mut arches: BTreeMap<String, Vec<ArchArtifact>> = BTreeMap::new();
+    for a in arts {
+        let name = a.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        rep.artifacts.push(a.display().to_string());
+        let prefixes = match read_manifest(a) {
+            Ok(p) => p,
+            Err(e) => {
+                finding(rep, Severity::Error, "manifest", a, e.to_string());
+                continue;
+            }
+        };
+        for p in &prefixes {
+            if !a.join(p).is_dir() {
+                finding(rep, Severity::Error, "manifest", a.join(MANIFEST), format!("prefix {p} does not exist"));
+            }
+        }
+        match parse_artifact_name(&name) {
+            Some((c, None)) => {
+                let marked = check_generic(a, &prefixes, rep)?;
+                generics.insert(c, (a.clone(), prefixes, marked));
+            }
+            Some((c, Some(arch))) => {
+                let info = check_arch(a, &arch, &prefixes, rep)?;
+                arches.entry(c).or_default().push((arch, a.clone(), prefixes, info));
+            }
+            None => finding(rep, Severity::Warning, "manifest", a, "name is neither <component>_generic nor <component>_gfx…; not checked further"),
+        }
+    }
+    for (c, (gdir, gprefixes, marked)) in &generics {
+        let Some(list) = arches.get(c) else {
+            if !marked.is_empty() {
+                finding(rep, Severity::Error, "marker", gdir, format!("{} binaries carry markers but no arch artifact of {c} is here", marked.len()));
+            }
+            continue;
+        };
+        for (arch, adir, aprefixes, info) in list {
+            check_resolution(gdir, gprefixes, marked, arch, adir, aprefixes, info, rep)?;
+        }
+    }
+    for (c, list) in &arches {
+        if !generics.contains_key(c) {
+            for (_, adir, _, _) in list {
+                finding(rep, Severity::Warning, "marker", adir, format!("no generic artifact of {c} next to it; markers not checked"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn files_of(root: &Path) -> Vec<(PathBuf, String)> {
+    walkdir::WalkDir::new(root)
+        .sort_by_file_name()
+        .follow_links(false)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            let rel = e.path().strip_prefix(root).unwrap_or(e.path()).to_string_lossy().replace('\\', "/");
+            (e.path().to_path_buf(), rel)
+        })
+        .collect()
+}
+
+fn head(path: &Path) -> Vec<u8> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    if let Ok(f) = std::fs::File::open(path) {
+        let _ = f.take(24).read_to_end(&mut buf);
+    }
+    buf
+}
+
+fn is_host_elf(h: &[u8]) -> bool {
+    h.len() >= 20 && h.starts_with(b"\x7fELF") && u16::from_le_bytes([h[18], h[19]]) == 62
+}
+
+fn check_generic(a: &Path, prefixes: &[String], rep: &mut VerifyReport) -> Result<Vec<Marked>> {
+    let mut marked = Vec::new();
+    for p in prefixes {
+        for (path, rel) in files_of(&a.join(p)) {
+            if rel.ends_with(".kpack") {
+                finding(rep, Severity::Error, "generic", &path, "archive in a generic artifact");
+                continue;
+            }
+            let h = head(&path);
+            let device = h.starts_with(kpack_bundle::BUNDLE_MAGIC) || h.starts_with(kpack_bundle::CCOB_MAGIC);
+            if device {
+                finding(rep, Severity::Warning, "generic", &path, "bundle file with device code in a generic artifact");
+                continue;
+            }
+            if !is_host_elf(&h) {
+                continue;
+            }
+            let fat = match read_fat_binary(&path, WalkOptions { verify_hash: false }) {
+                Ok(f) => f,
+                Err(e) if e.kind() == kpack_elf::ErrorKind::Unsupported => continue,
+                Err(e) => {
+                    finding(rep, Severity::Error, "generic", &path, format!("unreadable host binary: {e}"));
+                    continue;
+                }
+            };
+            let pending = fat.wrappers.iter().any(|w| w.magic == Magic::Hipf);
+            match fat.kind {
+                ElfKind::Rel if !fat.bundles.is_empty() => {
+                    finding(rep, Severity::Warning, "generic", &path, "relocatable object with device code");
+                    continue;
+                }
+                _ if pending || (!fat.bundles.is_empty() && !fat.is_transformed()) => {
+                    finding(rep, Severity::Error, "generic", &path, "fat binary left in a generic artifact (device code not offloaded)");
+                    continue;
+                }
+                _ => {}
+            }
+            let Some(sec) = fat.marker.filter(|_| fat.is_transformed()) else {
+                if fat.is_transformed() {
+                    finding(rep, Severity::Error, "generic", &path, "HIPK wrappers but no .rocm_kpack_ref marker");
+                }
+                continue;
+            };
+            let mut bytes = vec![0u8; usize::try_from(sec.size.min(kpack_format::MARKER_MAX_LEN as u64)).unwrap_or(0)];
+            if fat.source.read_exact_at(sec.offset, &mut bytes).is_err() {
+                finding(rep, Severity::Error, "generic", &path, "cannot read the marker");
+                continue;
+            }
+            match Marker::parse(&bytes) {
+                Ok(marker) => {
+                    let indices = fat.wrappers.iter().map(|w| (w.reserved & 0xffff_ffff) as u32).collect();
+                    let rel_in_install = rel.clone();
+                    marked.push(Marked { rel: rel_in_install, marker, indices });
+                    rep.binaries += 1;
+                }
+                Err(e) => finding(rep, Severity::Error, "generic", &path, format!("invalid marker: {e}")),
+            }
+        }
+    }
+    Ok(marked)
+}
+
+/// `gfx` tokens in a path, AMD's `gfx\d+[a-z]*` rule.
+fn gfx_tokens(s: &str) -> Vec<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(pos) = s[i..].find("gfx") {
+        let start = i + pos;
+        let mut j = start + 3;
+        let d0 = j;
+        while j < b.len() && b[j].is_ascii_digit() {
+            j += 1;
+        }
+        if j > d0 {
+            while j < b.len() && b[j].is_ascii_lowercase() {
+                j += 1;
+            }
+            out.push(s[start..j].to_string());
+        }
+        i = start + 3;
+    }
+    out
+}
+
+/// Whether `arch` names one processor (`gfx90a`), not a group (`gfx90X`).
+fn is_processor_name(arch: &str) -> bool {
+    arch.strip_prefix("gfx").is_some_and(|r| !r.is_empty() && r.bytes().all(|c| c.is_ascii_digit() || c.is_ascii_lowercase()))
+}
+
+fn check_arch(a: &Path, arch: &str, prefixes: &[String], rep: &mut VerifyReport) -> Result<ArchInfo> {
+    let exact = is_processor_name(arch);
+    let mut info = ArchInfo::default();
+    for p in prefixes {
+        for (path, rel) in files_of(&a.join(p)) {
+            if rel.ends_with(".kpack") {
+                let archive = match Archive::open(&path) {
+                    Ok(x) => x,
+                    Err(e) => {
+                        finding(rep, Severity::Error, "archive", &path, e.to_string());
+                        continue;
+                    }
+                };
+                rep.archives += 1;
+                for t in archive.arches() {
+                    if exact && arch_dir_name(t) != arch {
+                        finding(rep, Severity::Error, "arch", &path, format!("holds {t} code in the {arch} artifact"));
+                    }
+                }
+                for e in archive.entries() {
+                    if let Err(err) = archive.read(e) {
+                        finding(rep, Severity::Error, "archive", &path, format!("entry {} {}: {err}", e.key(), e.arch()));
+                        continue;
+                    }
+                    info.keys.entry(e.key().to_string()).or_default().insert(e.arch().to_string());
+                    info.targets.insert(e.arch().to_string());
+                }
+                continue;
+            }
+            if is_host_elf(&head(&path)) {
+                finding(rep, Severity::Error, "arch", &path, "host binary in an arch artifact");
+                continue;
+            }
+            if exact {
+                for t in gfx_tokens(&rel) {
+                    // MIOpen glues the CU count to the arch (gfx90878 = gfx908, 78 CUs).
+                    let ok = t == arch || t.strip_prefix(arch).is_some_and(|r| r.bytes().all(|c| c.is_ascii_digit()));
+                    if !ok {
+                        finding(rep, Severity::Error, "arch", &path, format!("names {t} in the {arch} artifact"));
+                    }
+                }
+            }
+        }
+    }
+    Ok(info)
+}
+
+#[allow(clippy::too_many_arguments, reason = "one call site; a struct would only rename them")]
+fn check_resolution(
+    gdir: &Path,
+    gprefixes: &[String],
+    marked: &[Marked],
+    arch: &str,
+    adir: &Path,
+    aprefixes: &[String],
+    info: &ArchInfo,
+    rep: &mut VerifyReport,
+) -> Result<()> {
+    // The flattened install: real directories, files symlinked to the artifacts.
+    let view = tempfile::Builder::new().prefix("kpack-verify-").tempdir().map_err(|e| Error::io(std::env::temp_dir(), "cannot create", e))?;
+    let mut placed: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for (root, prefixes) in [(gdir, gprefixes), (adir, aprefixes)] {
+        for p in prefixes {
+            for (path, rel) in files_of(&root.join(p)) {
+                if let Some(first) = placed.get(&rel) {
+                    finding(rep, Severity::Error, "marker", &path, format!("collides with {} in the flattened install", first.display()));
+                    continue;
+                }
+                let to = view.path().join(&rel);
+                if let Some(d) = to.parent() {
+                    std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create", e))?;
+                }
+                let abs = std::fs::canonicalize(&path).map_err(|e| Error::io(&path, "cannot resolve", e))?;
+                #[cfg(unix)]
+                std::os::unix::fs::symlink(&abs, &to).map_err(|e| Error::io(&to, "cannot link", e))?;
+                placed.insert(rel, path);
+            }
+        }
+    }
+    let processors: BTreeSet<String> = info.targets.iter().map(|t| arch_dir_name(t)).collect();
+    let cache = Cache::new(Config::default());
+    for b in marked {
+        let bin = view.path().join(&b.rel);
+        let shown = gdir.join(&b.rel);
+        for &k in &b.indices {
+            let key = format!("{}#{k}", b.marker.kernel_name);
+            let have = info.keys.get(&key);
+            for p in &processors {
+                if !have.is_some_and(|s| s.iter().any(|t| arch_dir_name(t) == *p)) {
+                    let why = match cache.load(&b.marker, &bin, k, &[p.as_str()]) {
+                        Ok(_) => "the runtime found it elsewhere".to_string(),
+                        Err(e) => e.to_string(),
+                    };
+                    finding(rep, Severity::Error, "marker", &shown, format!("{key}: no {p} code in {} ({arch}): {why}", adir.display()));
+                }
+            }
+            for t in have.into_iter().flatten() {
+                match cache.load(&b.marker, &bin, k, &[t.as_str()]) {
+                    Ok(_) => rep.resolved += 1,
+                    Err(e) => finding(rep, Severity::Error, "marker", &shown, format!("{key} for {t} does not resolve with {}: {e}", adir.display())),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gfx_tokens_follow_amds_rule() {
+        assert_eq!(gfx_tokens("TensileLibrary_gfx90a.co"), ["gfx90a"]);
+        assert_eq!(gfx_tokens("gfx90878.db.txt"), ["gfx90878"]);
+        assert_eq!(gfx_tokens("amd-gfx942/x_gfx1100.co"), ["gfx942", "gfx1100"]);
+        assert!(gfx_tokens("gfx.txt").is_empty());
+    }
+
+    #[test]
+    fn group_names_are_not_processors() {
+        assert!(is_processor_name("gfx90a"));
+        assert!(!is_processor_name("gfx90X"));
+        assert!(!is_processor_name("gfx110X-dgpu"));
+    }
+}
