@@ -1,0 +1,59 @@
+//! Split fat Python wheels (`kpack wheel split`): one wheel whose native
+//! libraries carry GPU device code becomes a **host wheel** (same name,
+//! version and tags; fat binaries offloaded, each with a `.rocm_kpack_ref`
+//! marker; database files classified out) plus one **device wheel per GPU
+//! processor** (`<prefix>-<arch>`, e.g. `torch_device_gfx90a-…whl`) holding
+//! only that processor's `.kpack` archives and database files, at paths that
+//! overlay the host package: installing the host wheel and any device wheels
+//! gives a working tree, and device wheels never share a file.
+//!
+//! Layers:
+//! - names: [`normalize`] / [`escape`] (PEP 503 / PEP 427), [`WheelName`];
+//! - metadata: [`Headers`] (WHEEL and METADATA, a strict parser of the
+//!   email-header format), RECORD rows ([`parse_record`], [`write_record`],
+//!   [`record_hash`]);
+//! - reading (private): the zip is read with the `zip` crate; every path is
+//!   checked, every entry's hash and size checked against RECORD, Unix modes
+//!   kept; the tree is unpacked per install scheme (the root, `.data/purelib`,
+//!   `.data/platlib`; other `.data` schemes and `.dist-info` are kept as is);
+//! - splitting: each scheme tree is one prefix for
+//!   [`kpack_split::split_prefix`] (the tree-splitting core shared with
+//!   `kpack split`); archives go to `_<name>_kpack/` at the scheme's root by
+//!   default, and the markers' search paths are relative to each binary's
+//!   directory, so they resolve inside site-packages after `pip install`;
+//! - writing (private): reproducible zips: sorted entries with `.dist-info`
+//!   last and RECORD last, one timestamp ([`WheelOptions::mtime`], the CLI
+//!   passes `SOURCE_DATE_EPOCH`, default 1980-01-01), deflate level 6
+//!   (`.kpack` stored), modes from the input; RECORD regenerated (sha256,
+//!   sizes). Everything is staged in a temporary directory inside the output
+//!   directory and renamed at the end. A wheel without device code is copied
+//!   unchanged and reported as such.
+//!
+//! # Example
+//! ```no_run
+//! use kpack_wheel::{WheelOptions, split_wheel};
+//! use std::path::Path;
+//!
+//! let report = split_wheel(Path::new("torch-2.10.0-cp312-cp312-linux_x86_64.whl"), Path::new("out"), &WheelOptions::new())?;
+//! println!("host: {} ({} bytes)", report.host.file, report.host.bytes);
+//! for d in &report.devices {
+//!     println!("{}: {} ({} bytes)", d.arch, d.wheel.file, d.wheel.bytes);
+//! }
+//! # Ok::<(), kpack_wheel::Error>(())
+//! ```
+#![forbid(unsafe_code)]
+
+mod error;
+mod headers;
+mod name;
+mod reader;
+mod record;
+mod split;
+mod writer;
+
+pub use error::{Error, ErrorKind, Result};
+pub use headers::{HeaderError, Headers};
+pub use name::{WheelName, escape, is_valid_name, normalize};
+pub use record::{RecordEntry, RecordError, parse_record, record_hash, write_record};
+pub use split::{DeviceWheel, WheelFile, WheelOptions, WheelReport, split_wheel};
+pub use writer::{ZIP_EPOCH, zip_time};

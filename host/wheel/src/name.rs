@@ -1,0 +1,140 @@
+//! Wheel and distribution names: PEP 503 normalization, the escaped form
+//! used in file names (PEP 427, as amended by the binary distribution format
+//! spec), and parsing `{name}-{version}(-{build})?-{python}-{abi}-{platform}.whl`.
+
+/// A distribution name normalized per PEP 503: lowercase, each run of
+/// `-`, `_`, `.` replaced by one `-` (`Torch_Device.gfx90a` → `torch-device-gfx90a`).
+pub fn normalize(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut in_run = false;
+    for c in name.chars() {
+        if matches!(c, '-' | '_' | '.') {
+            if !in_run {
+                out.push('-');
+            }
+            in_run = true;
+        } else {
+            out.extend(c.to_lowercase());
+            in_run = false;
+        }
+    }
+    out
+}
+
+/// A distribution name as it appears in wheel and `.dist-info` file names:
+/// normalized, with `_` for `-` (`torch_device_gfx90a`).
+pub fn escape(name: &str) -> String {
+    normalize(name).replace('-', "_")
+}
+
+/// Whether `name` is a valid distribution name (PEP 508: ASCII letters and
+/// digits, with `-`, `_`, `.` inside).
+pub fn is_valid_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b.first().is_some_and(u8::is_ascii_alphanumeric)
+        && b.last().is_some_and(u8::is_ascii_alphanumeric)
+}
+
+/// The parts of a wheel file name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WheelName {
+    /// Distribution, as spelled in the file name (escaped).
+    pub distribution: String,
+    /// Version, as spelled in the file name.
+    pub version: String,
+    /// Build tag, if any.
+    pub build: Option<String>,
+    /// Python tag(s), `.`-separated.
+    pub python: String,
+    /// ABI tag(s).
+    pub abi: String,
+    /// Platform tag(s).
+    pub platform: String,
+}
+
+impl WheelName {
+    /// Parse a wheel file name (no directory).
+    pub fn parse(file_name: &str) -> Result<WheelName, String> {
+        let stem = file_name.strip_suffix(".whl").ok_or_else(|| format!("{file_name:?} does not end in .whl"))?;
+        let parts: Vec<&str> = stem.split('-').collect();
+        if parts.iter().any(|p| p.is_empty()) {
+            return Err(format!("{file_name:?} has an empty component"));
+        }
+        let (build, tags) = match parts.as_slice() {
+            [_, _, p, a, pl] => (None, [*p, *a, *pl]),
+            [_, _, b, p, a, pl] => {
+                if !b.starts_with(|c: char| c.is_ascii_digit()) {
+                    return Err(format!("{file_name:?}: build tag {b:?} must start with a digit"));
+                }
+                (Some(b.to_string()), [*p, *a, *pl])
+            }
+            _ => return Err(format!("{file_name:?} is not name-version[-build]-python-abi-platform.whl")),
+        };
+        if !is_valid_name(parts[0]) {
+            return Err(format!("{file_name:?}: {:?} is not a valid distribution name", parts[0]));
+        }
+        Ok(WheelName {
+            distribution: parts[0].to_string(),
+            version: parts[1].to_string(),
+            build,
+            python: tags[0].to_string(),
+            abi: tags[1].to_string(),
+            platform: tags[2].to_string(),
+        })
+    }
+
+    /// This name with another distribution (escaped per [`escape`]), same
+    /// version, build tag and tags.
+    pub fn with_distribution(&self, distribution: &str) -> WheelName {
+        WheelName { distribution: escape(distribution), ..self.clone() }
+    }
+
+    /// `{distribution}-{version}`: the stem of `.dist-info` and `.data`.
+    pub fn dist_stem(&self) -> String {
+        format!("{}-{}", self.distribution, self.version)
+    }
+}
+
+impl std::fmt::Display for WheelName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.distribution, self.version)?;
+        if let Some(b) = &self.build {
+            write!(f, "-{b}")?;
+        }
+        write!(f, "-{}-{}-{}.whl", self.python, self.abi, self.platform)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalizes_per_pep_503() {
+        assert_eq!(normalize("Friendly-Bard"), "friendly-bard");
+        assert_eq!(normalize("FRIENDLY__._bard"), "friendly-bard");
+        assert_eq!(escape("torch-device.gfx90a"), "torch_device_gfx90a");
+    }
+
+    #[test]
+    fn parses_and_prints_file_names() {
+        let n = WheelName::parse("torch-2.10.0+rocm7.1-cp312-cp312-manylinux_2_28_x86_64.whl").unwrap();
+        assert_eq!((n.distribution.as_str(), n.version.as_str(), n.build.as_deref()), ("torch", "2.10.0+rocm7.1", None));
+        assert_eq!(n.platform, "manylinux_2_28_x86_64");
+        assert_eq!(n.with_distribution("torch-device-gfx90a").to_string(), "torch_device_gfx90a-2.10.0+rocm7.1-cp312-cp312-manylinux_2_28_x86_64.whl");
+        let b = WheelName::parse("pkg-1.0-1abc-py3-none-any.whl").unwrap();
+        assert_eq!(b.build.as_deref(), Some("1abc"));
+        assert_eq!(b.to_string(), "pkg-1.0-1abc-py3-none-any.whl");
+        assert_eq!(b.dist_stem(), "pkg-1.0");
+    }
+
+    #[test]
+    fn rejects_bad_file_names() {
+        for bad in ["pkg-1.0-py3-none.whl", "pkg-1.0-py3-none-any.zip", "pkg-1.0-x-py3-none-any.whl", "-1.0-py3-none-any.whl", "p$g-1.0-py3-none-any.whl"] {
+            assert!(WheelName::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,394 @@
+//! [`split_wheel`]: one fat wheel → a host wheel + one device wheel per GPU
+//! processor, staged in a temporary directory inside the output directory
+//! and renamed into place at the end.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use kpack_format::Compression;
+use kpack_split::{BinaryReport, Databases, PrefixLayout, SplitOptions, split_prefix};
+use serde::Serialize;
+use zip::DateTime;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::headers::Headers;
+use crate::name::{escape, is_valid_name, normalize};
+use crate::reader::{Route, SPLIT_SCHEMES, Unpacked, list_files, unpack};
+use crate::writer::{WheelWriter, ZIP_EPOCH, zip_time};
+
+/// How to split a wheel. Build it with [`WheelOptions::new`] and adjust fields.
+#[derive(Clone)]
+pub struct WheelOptions<'a> {
+    /// Device wheels are named `<device_prefix>-<processor>` (normalized:
+    /// `torch-device-gfx90a`, file `torch_device_gfx90a-…whl`); `None`
+    /// means `<host distribution>-device`.
+    pub device_prefix: Option<String>,
+    /// Where archives go, relative to the root of each install scheme
+    /// (site-packages for the wheel's root), `/`-separated; `None` means
+    /// `_<host distribution>_kpack`: a directory of its own at the top of
+    /// site-packages, so device wheels of different processors overlay it
+    /// without conflicts (each holds only `…_<processor>.kpack` files).
+    pub archive_dir: Option<String>,
+    /// Archive storage (default zstd level 3).
+    pub compression: Compression,
+    /// Check the MD5 of compressed bundles.
+    pub verify_hash: bool,
+    /// Database classifier (the `--split-databases` handlers), if any.
+    pub databases: Option<&'a dyn Databases>,
+    /// Timestamp of every zip entry, seconds since the Unix epoch (clamped
+    /// to zip's 1980–2107); default 1980-01-01. The CLI takes it from
+    /// `SOURCE_DATE_EPOCH`.
+    pub mtime: u64,
+}
+
+impl std::fmt::Debug for WheelOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WheelOptions")
+            .field("device_prefix", &self.device_prefix)
+            .field("archive_dir", &self.archive_dir)
+            .field("compression", &self.compression)
+            .field("verify_hash", &self.verify_hash)
+            .field("databases", &self.databases.is_some())
+            .field("mtime", &self.mtime)
+            .finish()
+    }
+}
+
+impl Default for WheelOptions<'_> {
+    fn default() -> Self {
+        WheelOptions::new()
+    }
+}
+
+impl WheelOptions<'_> {
+    /// Defaults: `<name>-device` wheels, archives in `_<name>_kpack`, zstd,
+    /// hashes checked, no databases, timestamps 1980-01-01.
+    pub fn new() -> WheelOptions<'static> {
+        WheelOptions {
+            device_prefix: None,
+            archive_dir: None,
+            compression: Compression::default(),
+            verify_hash: true,
+            databases: None,
+            mtime: ZIP_EPOCH,
+        }
+    }
+}
+
+/// One wheel file, input or output.
+#[derive(Debug, Clone, Serialize)]
+pub struct WheelFile {
+    /// File name.
+    pub file: String,
+    /// Full path (in the output directory for outputs).
+    pub path: PathBuf,
+    /// Distribution name as in METADATA.
+    pub distribution: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Files in it (RECORD rows, RECORD included).
+    pub files: usize,
+}
+
+/// One device wheel.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceWheel {
+    /// GPU processor (`gfx90a`).
+    pub arch: String,
+    /// The wheel.
+    #[serde(flatten)]
+    pub wheel: WheelFile,
+    /// `.kpack` archives in it, wheel paths.
+    pub archives: Vec<String>,
+    /// Database and device files in it (everything else), wheel paths.
+    pub database_files: Vec<String>,
+}
+
+/// What [`split_wheel`] did.
+#[derive(Debug, Clone, Serialize)]
+pub struct WheelReport {
+    /// The input wheel.
+    pub input: WheelFile,
+    /// Version as in METADATA.
+    pub version: String,
+    /// Tags from WHEEL.
+    pub tags: Vec<String>,
+    /// Whether the wheel had device code. Without any, it is copied to the
+    /// output directory unchanged and there are no device wheels.
+    pub device_code: bool,
+    /// The host wheel (the copy, without device code).
+    pub host: WheelFile,
+    /// Device wheels, by processor.
+    pub devices: Vec<DeviceWheel>,
+    /// Offloaded binaries (paths are wheel paths).
+    pub binaries: Vec<BinaryReport>,
+    /// Database files per handler, per verdict (arch or `generic`).
+    pub databases: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Problems that did not stop the split.
+    pub warnings: Vec<String>,
+}
+
+impl WheelReport {
+    /// The processors that got a device wheel.
+    pub fn archs(&self) -> Vec<&str> {
+        self.devices.iter().map(|d| d.arch.as_str()).collect()
+    }
+}
+
+struct Entry {
+    path: String,
+    src: PathBuf,
+    mode: u32,
+}
+
+/// dist-info last and RECORD after everything (the wheel spec asks for
+/// `.dist-info` at the end of the archive); otherwise bytewise path order.
+fn entry_order(dist_info: &str, path: &str) -> (bool, String) {
+    (path.starts_with(&format!("{dist_info}/")), path.to_string())
+}
+
+/// Split `input` into `out_dir` (created if missing; must not be the
+/// input's directory, since the host wheel has the input's file name).
+pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Result<WheelReport> {
+    std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, "cannot create", e))?;
+    let input_dir = input.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same(input_dir, out_dir) {
+        return Err(Error::new(
+            ErrorKind::Exists,
+            Some(out_dir.to_path_buf()),
+            "the output directory holds the input, and the host wheel has the input's name: choose another",
+        ));
+    }
+    let staging = tempfile::Builder::new()
+        .prefix(".kpack-wheel-")
+        .tempdir_in(out_dir)
+        .map_err(|e| Error::io(out_dir, "cannot create a staging directory", e))?;
+    let src = staging.path().join("src");
+    std::fs::create_dir_all(&src).map_err(|e| Error::io(&src, "cannot create", e))?;
+    let un = unpack(input, &src)?;
+
+    let host_name = un.metadata.get("Name").unwrap_or(&un.name.distribution).to_string();
+    let version = un.metadata.get("Version").unwrap_or(&un.name.version).to_string();
+    let device_prefix = opts.device_prefix.clone().unwrap_or_else(|| format!("{host_name}-device"));
+    let archive_dir = opts.archive_dir.clone().unwrap_or_else(|| format!("_{}_kpack", escape(&host_name)));
+    let bad_dir = archive_dir.is_empty()
+        || archive_dir.starts_with('/')
+        || archive_dir.contains('\\')
+        || archive_dir.split('/').any(|c| c.is_empty() || c == "." || c == "..");
+    if bad_dir {
+        return Err(Error::invalid(input, format!("archive directory {archive_dir:?} is not a plain relative path")));
+    }
+    let mut warnings = un.warnings.clone();
+    let tags: Vec<String> = un.wheel.get_all("Tag").map(str::to_string).collect();
+
+    // Split each scheme tree.
+    let mut reports = Vec::new();
+    for scheme in SPLIT_SCHEMES {
+        let source = src.join(scheme);
+        if !source.is_dir() {
+            continue;
+        }
+        let component = if scheme == "root" { escape(&host_name) } else { format!("{}.{scheme}", escape(&host_name)) };
+        let mut so = SplitOptions::new(component);
+        so.archive_dir = archive_dir.clone();
+        so.compression = opts.compression;
+        so.verify_hash = opts.verify_hash;
+        so.databases = opts.databases;
+        let dev_root = staging.path().join("dev");
+        let arch = move |a: &str| dev_root.join(a).join(scheme);
+        let generic = staging.path().join("host").join(scheme);
+        let layout = PrefixLayout { source: &source, prefix: "", generic: &generic, arch: &arch };
+        let report = split_prefix(&layout, &so).map_err(|e| Error::new(ErrorKind::Split, Some(input.to_path_buf()), e.to_string()))?;
+        if !report.errors.is_empty() {
+            return Err(Error::new(
+                ErrorKind::Split,
+                Some(input.to_path_buf()),
+                format!("{} file(s) could not be split:\n  {}", report.errors.len(), report.errors.join("\n  ")),
+            ));
+        }
+        reports.push((scheme, report));
+    }
+
+    let mut binaries = Vec::new();
+    let mut databases: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    let mut archs: BTreeSet<String> = BTreeSet::new();
+    for (scheme, r) in &reports {
+        for b in &r.binaries {
+            let mut b = b.clone();
+            b.path = Unpacked::wheel_path(&un.data_dir, scheme, &b.path);
+            binaries.push(b);
+        }
+        for (h, m) in &r.databases {
+            for (v, n) in m {
+                *databases.entry(h.clone()).or_default().entry(v.clone()).or_default() += n;
+            }
+        }
+        archs.extend(r.bytes_out_arch.keys().cloned());
+        let src_root = src.join(scheme);
+        warnings.extend(r.warnings.iter().map(|w| w.replace(&format!("{}/", src_root.display()), "")));
+    }
+
+    let time = zip_time(opts.mtime);
+    let out_stage = staging.path().join("out");
+    std::fs::create_dir_all(&out_stage).map_err(|e| Error::io(&out_stage, "cannot create", e))?;
+    let input_file = un.name.to_string();
+    let input_report = WheelFile { file: input_file.clone(), path: input.to_path_buf(), distribution: host_name.clone(), bytes: un.bytes, files: un.files.len() };
+
+    if binaries.is_empty() && archs.is_empty() {
+        // Nothing to split: the wheel is its own host wheel.
+        let staged = out_stage.join(&input_file);
+        std::fs::copy(input, &staged).map_err(|e| Error::io(&staged, "cannot copy the input", e))?;
+        let dest = out_dir.join(&input_file);
+        std::fs::rename(&staged, &dest).map_err(|e| Error::io(&dest, "cannot move into place", e))?;
+        let host = WheelFile { path: dest, ..input_report.clone() };
+        return Ok(WheelReport { input: input_report, version, tags, device_code: false, host, devices: Vec::new(), binaries, databases, warnings });
+    }
+
+    // Host wheel: the split trees, the kept files, the input's directory
+    // entries; RECORD regenerated (signatures of the old RECORD dropped).
+    let record = format!("{}/RECORD", un.dist_info);
+    let mut host_entries = Vec::new();
+    for scheme in SPLIT_SCHEMES {
+        for (rel, p) in list_files(&staging.path().join("host").join(scheme))? {
+            let path = Unpacked::wheel_path(&un.data_dir, scheme, &rel);
+            let mode = un.files.get(&path).map_or(0o644, |f| f.mode);
+            host_entries.push(Entry { path, src: p, mode });
+        }
+    }
+    for (path, meta) in &un.files {
+        if un.route(path) != Route::Keep || path.starts_with(&record) {
+            if path != &record && path.starts_with(&record) {
+                warnings.push(format!("{path} dropped: it signs the input's RECORD, which the host wheel replaces"));
+            }
+            continue;
+        }
+        host_entries.push(Entry { path: path.clone(), src: src.join("keep").join(path), mode: meta.mode });
+    }
+    host_entries.sort_by_cached_key(|e| entry_order(&un.dist_info, &e.path));
+    let host_dirs: Vec<(String, u32)> = un.dirs.iter().map(|(d, m)| (d.clone(), *m)).collect();
+
+    // Device wheels.
+    let mut jobs = vec![WheelJob { file: input_file.clone(), distribution: host_name.clone(), arch: None, dirs: host_dirs, entries: host_entries, generated: Vec::new(), record }];
+    for arch in &archs {
+        let dist = format!("{device_prefix}-{arch}");
+        if !is_valid_name(&dist) {
+            return Err(Error::invalid(input, format!("device wheel name {dist:?} is not a valid distribution name (check --device-prefix)")));
+        }
+        let name = un.name.with_distribution(&dist);
+        let data_dir = format!("{}.data", name.dist_stem());
+        let dist_info = format!("{}.dist-info", name.dist_stem());
+        let mut entries = Vec::new();
+        for scheme in SPLIT_SCHEMES {
+            for (rel, p) in list_files(&staging.path().join("dev").join(arch).join(scheme))? {
+                let host_path = Unpacked::wheel_path(&un.data_dir, scheme, &rel);
+                let mode = un.files.get(&host_path).map_or(0o644, |f| f.mode);
+                entries.push(Entry { path: Unpacked::wheel_path(&data_dir, scheme, &rel), src: p, mode });
+            }
+        }
+        entries.sort_by_cached_key(|e| entry_order(&dist_info, &e.path));
+        let generated = vec![
+            (format!("{dist_info}/METADATA"), device_metadata(&dist, &host_name, &version, arch).to_string()),
+            (format!("{dist_info}/WHEEL"), device_wheel_file(&un).to_string()),
+        ];
+        jobs.push(WheelJob {
+            file: name.to_string(),
+            distribution: dist,
+            arch: Some(arch.clone()),
+            dirs: Vec::new(),
+            entries,
+            generated,
+            record: format!("{dist_info}/RECORD"),
+        });
+    }
+
+    // Write every wheel (in parallel: each is written by one thread, so its
+    // bytes do not depend on scheduling), then move them into place.
+    let written: Vec<Result<(u64, usize)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = jobs.iter().map(|j| s.spawn(|| j.write(&out_stage.join(&j.file), time))).collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(Error::new(ErrorKind::Io, None, "a wheel writer thread panicked"))))
+            .collect()
+    });
+    let mut host = None;
+    let mut devices = Vec::new();
+    for (job, w) in jobs.iter().zip(written) {
+        let (bytes, files) = w?;
+        let dest = out_dir.join(&job.file);
+        let wf = WheelFile { file: job.file.clone(), path: dest, distribution: job.distribution.clone(), bytes, files };
+        match &job.arch {
+            None => host = Some(wf),
+            Some(arch) => {
+                let (archives, database_files) = job.entries.iter().map(|e| e.path.clone()).partition(|p| p.ends_with(".kpack"));
+                devices.push(DeviceWheel { arch: arch.clone(), wheel: wf, archives, database_files });
+            }
+        }
+    }
+    for job in &jobs {
+        let dest = out_dir.join(&job.file);
+        std::fs::rename(out_stage.join(&job.file), &dest).map_err(|e| Error::io(&dest, "cannot move into place", e))?;
+    }
+    let host = host.ok_or_else(|| Error::new(ErrorKind::Io, None, "no host wheel written"))?;
+    binaries.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(WheelReport { input: input_report, version, tags, device_code: true, host, devices, binaries, databases, warnings })
+}
+
+struct WheelJob {
+    file: String,
+    distribution: String,
+    arch: Option<String>,
+    dirs: Vec<(String, u32)>,
+    entries: Vec<Entry>,
+    /// Generated dist-info files (already in order: METADATA, WHEEL).
+    generated: Vec<(String, String)>,
+    record: String,
+}
+
+impl WheelJob {
+    fn write(&self, path: &Path, time: DateTime) -> Result<(u64, usize)> {
+        let mut w = WheelWriter::create(path, time)?;
+        for (d, m) in &self.dirs {
+            w.add_dir(d, *m)?;
+        }
+        for e in &self.entries {
+            w.add_file(&e.path, &e.src, e.mode)?;
+        }
+        for (p, text) in &self.generated {
+            w.add_bytes(p, text.as_bytes(), 0o644)?;
+        }
+        let files = self.entries.len() + self.generated.len() + 1;
+        Ok((w.finish(&self.record)?, files))
+    }
+}
+
+/// METADATA of a device wheel: its own name, the host's version, and a
+/// dependency on exactly that host release.
+fn device_metadata(dist: &str, host: &str, version: &str, arch: &str) -> Headers {
+    let mut h = Headers::new();
+    h.push("Metadata-Version", "2.1");
+    h.push("Name", dist);
+    h.push("Version", version);
+    h.push("Summary", format!("{arch} device code for {host} {version} (split out by kpack)"));
+    h.push("Requires-Dist", format!("{} == {version}", normalize(host)));
+    h
+}
+
+/// WHEEL of a device wheel: the host's layout (`Root-Is-Purelib`, so both
+/// install into the same directory) and tags.
+fn device_wheel_file(un: &Unpacked) -> Headers {
+    let mut h = Headers::new();
+    h.push("Wheel-Version", "1.0");
+    h.push("Generator", concat!("kpack-wheel ", env!("CARGO_PKG_VERSION")));
+    h.push("Root-Is-Purelib", un.root_is_purelib());
+    if let Some(b) = un.wheel.get("Build") {
+        h.push("Build", b);
+    }
+    for t in un.wheel.get_all("Tag") {
+        h.push("Tag", t);
+    }
+    h
+}
