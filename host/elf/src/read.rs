@@ -253,8 +253,9 @@ fn read_elf(path: &Path, source: SizedFile, opts: WalkOptions) -> Result<FatBina
                 HIPK => Magic::Hipk,
                 other => Magic::Other(other),
             };
-            let addr = seg.addr + i as u64 * WRAPPER_SIZE;
-            let slot = addr + 8;
+            // Addresses are untrusted: wrap as the loader would, never overflow.
+            let addr = seg.addr.wrapping_add(i as u64 * WRAPPER_SIZE);
+            let slot = addr.wrapping_add(8);
             let stored = u64_at(8);
             let (pointer, via) = match relocs.iter().find(|r| r.slot == slot) {
                 Some(r) => (r.value, r.via.clone()),
@@ -265,7 +266,7 @@ fn read_elf(path: &Path, source: SizedFile, opts: WalkOptions) -> Result<FatBina
                 bundles.iter().position(|b: &Item| b.offset == off)
             });
             if magic == Magic::Hipf && bundle.is_none() {
-                let range = fatbin.map(|f| format!("{:#x}..{:#x}", f.addr, f.addr + f.size)).unwrap_or_else(|| "absent".into());
+                let range = fatbin.map(|f| format!("{:#x}..{:#x}", f.addr, f.addr.wrapping_add(f.size))).unwrap_or_else(|| "absent".into());
                 return Err(Error::new(
                     ErrorKind::Offload,
                     path,
@@ -313,8 +314,8 @@ fn pointer_relocations<'d, R: object::ReadRef<'d>>(
             ElfKind::Dyn => rela.target_section == 0,
             _ => rela.target_section == seg.index,
         };
-        let slot = if kind == ElfKind::Rel { seg.addr + rela.r_offset } else { rela.r_offset };
-        if !applies || slot < seg.addr || slot >= seg.addr + seg.size {
+        let slot = if kind == ElfKind::Rel { seg.addr.wrapping_add(rela.r_offset) } else { rela.r_offset };
+        if !applies || slot < seg.addr || slot >= seg.addr.saturating_add(seg.size) {
             continue;
         }
         match rela.r_type {

@@ -97,6 +97,10 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
     let src = &fat.source;
     let file_len = kpack_bundle::ReadAt::size(src);
     let read = |off: u64, len: u64| -> Result<Vec<u8>, Error> {
+        // Check the range before allocating: offsets and sizes come from the file.
+        if off.checked_add(len).is_none_or(|e| e > file_len) {
+            return Err(fail(ErrorKind::Malformed, format!("range {off:#x}+{len:#x} runs past the end of the file ({file_len:#x})")));
+        }
         let mut buf = vec![0u8; usize::try_from(len).map_err(|_| fail(ErrorKind::Malformed, "size overflow".into()))?];
         kpack_bundle::ReadAt::read_exact_at(src, off, &mut buf).map_err(|e| Error::io(input, &format!("read at {off:#x}"), e))?;
         Ok(buf)
@@ -129,16 +133,26 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
         .position(|p| {
             p.p_type.get(LE) == elf::PT_LOAD
                 && p.p_vaddr.get(LE) <= v
-                && v + z <= p.p_vaddr.get(LE) + p.p_filesz.get(LE)
-                && p.p_offset.get(LE) + (v - p.p_vaddr.get(LE)) == o
+                && v.checked_add(z).is_some_and(|e| p.p_vaddr.get(LE).checked_add(p.p_filesz.get(LE)).is_some_and(|pe| e <= pe))
+                && p.p_offset.get(LE).checked_add(v - p.p_vaddr.get(LE)) == Some(o)
         })
         .ok_or_else(|| fail(ErrorKind::Layout, format!(".hip_fatbin at {v:#x} is not inside one file-backed PT_LOAD")))?;
     let t = phdrs[ti];
     let (t_vaddr, t_off, t_filesz, t_memsz) =
         (t.p_vaddr.get(LE), t.p_offset.get(LE), t.p_filesz.get(LE), t.p_memsz.get(LE));
+    // Every sum below stays under these bounds once they hold.
+    if t_filesz > t_memsz
+        || t_off.checked_add(t_filesz).is_none_or(|e| e > file_len)
+        || t_vaddr.checked_add(t_memsz).is_none()
+    {
+        return Err(fail(
+            ErrorKind::Malformed,
+            format!("PT_LOAD {ti} (offset {t_off:#x}, vaddr {t_vaddr:#x}, filesz {t_filesz:#x}, memsz {t_memsz:#x}) is impossible"),
+        ));
+    }
     let end = v + z;
-    let a = v.next_multiple_of(PAGE);
-    if a + PAGE > end {
+    let a = v.checked_next_multiple_of(PAGE).unwrap_or(u64::MAX);
+    if a.checked_add(PAGE).is_none_or(|ap| ap > end) {
         return Err(fail(
             ErrorKind::Layout,
             format!(".hip_fatbin ({z} bytes at {v:#x}) holds no whole page for the program headers and marker"),
@@ -205,7 +219,7 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
         }
         let mut p = *p;
         let off = p.p_offset.get(LE);
-        if p.p_filesz.get(LE) > 0 && off < drop_end && off + p.p_filesz.get(LE) > drop_start {
+        if p.p_filesz.get(LE) > 0 && off < drop_end && off.saturating_add(p.p_filesz.get(LE)) > drop_start {
             return Err(fail(
                 ErrorKind::Layout,
                 format!("segment {i} (type {:#x}) overlaps the device code being removed", p.p_type.get(LE)),
@@ -249,7 +263,7 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
         }
         let off = s.sh_offset.get(LE);
         let in_file = s.sh_type.get(LE) != elf::SHT_NOBITS && s.sh_type.get(LE) != elf::SHT_NULL;
-        if in_file && s.sh_size.get(LE) > 0 && off < drop_end && off + s.sh_size.get(LE) > drop_start {
+        if in_file && s.sh_size.get(LE) > 0 && off < drop_end && off.saturating_add(s.sh_size.get(LE)) > drop_start {
             return Err(fail(ErrorKind::Layout, format!("section {i} overlaps the device code being removed")));
         }
         s.sh_offset.set(LE, shift(off));
@@ -260,7 +274,7 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
     let pre_end = shdrs
         .iter()
         .filter(|s| s.sh_flags.get(LE) & u64::from(elf::SHF_ALLOC) != 0 && s.sh_type.get(LE) != elf::SHT_NOBITS)
-        .map(|s| (s.sh_addr.get(LE), s.sh_addr.get(LE) + s.sh_size.get(LE)))
+        .map(|s| (s.sh_addr.get(LE), s.sh_addr.get(LE).saturating_add(s.sh_size.get(LE))))
         .filter(|&(lo, hi)| lo >= t_vaddr && hi <= a && hi > lo)
         .map(|(_, hi)| hi)
         .max();
@@ -278,7 +292,8 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
     if shoff + shnum * SHDR_SIZE == file_len {
         content_end = shoff;
     }
-    if old_shstr_off + old_shstr_size <= content_end && content_end - (old_shstr_off + old_shstr_size) < 8 {
+    let old_shstr_end = old_shstr_off + old_shstr_size; // read above, so inside the file
+    if old_shstr_end <= content_end && content_end - old_shstr_end < 8 {
         content_end = old_shstr_off;
     }
     if content_end < drop_end {
@@ -322,14 +337,14 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
     let mut relocations = 0;
     for wp in &patches {
         let at = shift(wp.file_offset) as usize;
-        put(&mut out, at, &HIPK.to_le_bytes());
-        put(&mut out, at + 8, &marker_addr.to_le_bytes());
-        put(&mut out, at + 16, &wp.co_index.to_le_bytes());
+        put(&mut out, at, &HIPK.to_le_bytes()).map_err(|m| fail(ErrorKind::Layout, format!("wrapper: {m}")))?;
+        put(&mut out, at.saturating_add(8), &marker_addr.to_le_bytes()).map_err(|m| fail(ErrorKind::Layout, format!("wrapper: {m}")))?;
+        put(&mut out, at.saturating_add(16), &wp.co_index.to_le_bytes()).map_err(|m| fail(ErrorKind::Layout, format!("wrapper: {m}")))?;
         if let Some(rela) = wp.rela_entry {
             let at = shift(rela) as usize;
             // Elf64_Rela: r_offset stays; r_info = RELATIVE, no symbol; addend = marker.
-            put(&mut out, at + 8, &R_X86_64_RELATIVE.to_le_bytes());
-            put(&mut out, at + 16, &marker_addr.to_le_bytes());
+            put(&mut out, at.saturating_add(8), &R_X86_64_RELATIVE.to_le_bytes()).map_err(|m| fail(ErrorKind::Layout, format!("relocation: {m}")))?;
+            put(&mut out, at.saturating_add(16), &marker_addr.to_le_bytes()).map_err(|m| fail(ErrorKind::Layout, format!("relocation: {m}")))?;
             relocations += 1;
         }
     }
@@ -365,6 +380,14 @@ fn pieces_extra(has_pre: bool, fatbin_last: bool) -> u64 {
     u64::from(has_pre) + u64::from(!fatbin_last)
 }
 
-fn put(out: &mut [u8], at: usize, bytes: &[u8]) {
-    out[at..at + bytes.len()].copy_from_slice(bytes);
+/// Overwrite `bytes` at `at`; a wrapper or relocation the rewrite moved
+/// outside the output (it sat in the dropped tail) is an error, not a panic.
+fn put(out: &mut [u8], at: usize, bytes: &[u8]) -> Result<(), String> {
+    let len = out.len();
+    let dst = at
+        .checked_add(bytes.len())
+        .and_then(|e| out.get_mut(at..e))
+        .ok_or_else(|| format!("patch at output offset {at:#x} is outside the {len:#x}-byte image"))?;
+    dst.copy_from_slice(bytes);
+    Ok(())
 }

@@ -46,7 +46,7 @@ pub fn verify_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<String>, String> 
         last_vaddr = va;
         for (j, q) in loads.iter().enumerate().skip(i + 1) {
             let (qo, qf) = (q.p_offset(LE), q.p_filesz(LE));
-            if fsz > 0 && qf > 0 && off < qo + qf && qo < off + fsz {
+            if fsz > 0 && qf > 0 && u128::from(off) < end(qo, qf) && u128::from(qo) < end(off, fsz) {
                 f.push(format!("PT_LOAD {i} and {j} share file bytes"));
             }
             if (fsz == 0 || qf == 0) && off == qo && msz > 0 && q.p_memsz(LE) > 0 {
@@ -58,12 +58,12 @@ pub fn verify_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<String>, String> 
     // Program header table.
     let phoff = hdr.e_phoff(LE);
     let phlen = u64::from(hdr.e_phnum(LE)) * u64::from(hdr.e_phentsize(LE));
-    let covering = loads.iter().find(|p| p.p_offset(LE) <= phoff && phoff + phlen <= p.p_offset(LE) + p.p_filesz(LE));
+    let covering = loads.iter().find(|p| p.p_offset(LE) <= phoff && end(phoff, phlen) <= end(p.p_offset(LE), p.p_filesz(LE)));
     match covering {
         None => f.push(format!("program header table at {phoff:#x} is not covered by a PT_LOAD")),
         Some(l) => {
             if let Some(ph) = phdrs.iter().find(|p| p.p_type(LE) == elf::PT_PHDR) {
-                let expect = l.p_vaddr(LE) + (phoff - l.p_offset(LE));
+                let expect = l.p_vaddr(LE).wrapping_add(phoff - l.p_offset(LE));
                 if ph.p_offset(LE) != phoff || ph.p_vaddr(LE) != expect {
                     f.push(format!(
                         "PT_PHDR (offset {:#x}, vaddr {:#x}) does not describe the table at offset {phoff:#x} / vaddr {expect:#x}",
@@ -94,12 +94,12 @@ pub fn verify_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<String>, String> 
         }
         let name = s.name().unwrap_or("?");
         let nobits = sh.sh_type.get(LE) == elf::SHT_NOBITS;
-        let seg = loads.iter().find(|p| p.p_vaddr(LE) <= addr && addr + size <= p.p_vaddr(LE) + p.p_memsz(LE));
+        let seg = loads.iter().find(|p| p.p_vaddr(LE) <= addr && end(addr, size) <= end(p.p_vaddr(LE), p.p_memsz(LE)));
         match seg {
             None => f.push(format!("section {name} ({addr:#x}+{size:#x}) is not inside one PT_LOAD")),
             Some(p) if !nobits => {
-                let in_file = addr + size <= p.p_vaddr(LE) + p.p_filesz(LE);
-                let off_ok = sh.sh_offset.get(LE) == p.p_offset(LE) + (addr - p.p_vaddr(LE));
+                let in_file = end(addr, size) <= end(p.p_vaddr(LE), p.p_filesz(LE));
+                let off_ok = u128::from(sh.sh_offset.get(LE)) == end(p.p_offset(LE), addr - p.p_vaddr(LE));
                 if !in_file || !off_ok {
                     f.push(format!("section {name} is not mapped from its file bytes by its PT_LOAD"));
                 }
@@ -130,7 +130,7 @@ pub fn verify_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<String>, String> 
         let data = seg.data().unwrap_or(&[]);
         for (i, w) in data.chunks_exact(WRAPPER_SIZE as usize).enumerate() {
             let magic = u32::from_le_bytes(w[0..4].try_into().unwrap_or_default());
-            let slot = seg.address() + i as u64 * WRAPPER_SIZE + 8;
+            let slot = seg.address().wrapping_add(i as u64 * WRAPPER_SIZE + 8);
             let stored = u64::from_le_bytes(w[8..16].try_into().unwrap_or_default());
             let ptr = relas.iter().find(|r| r.0 == slot).map_or(stored, |r| r.1);
             match (magic, marker_addr) {
@@ -150,15 +150,21 @@ pub fn verify_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<String>, String> 
             f.push(format!("{FATBIN_SECTION} still has file bytes"));
         }
         if sh.sh_type.get(LE) == elf::SHT_NOBITS {
-            let (lo, hi) = (fb.address(), fb.address() + fb.size());
+            let (lo, hi) = (u128::from(fb.address()), end(fb.address(), fb.size()));
             for (slot, target) in &relas {
-                if *target >= lo && *target < hi {
+                if u128::from(*target) >= lo && u128::from(*target) < hi {
                     f.push(format!("relocation at {slot:#x} points at {target:#x}, inside removed device code"));
                 }
             }
         }
     }
     Ok(f)
+}
+
+/// The end of `start + len`, exact: header fields are untrusted, and a
+/// range past `u64::MAX` must fail a check, not overflow.
+fn end(start: u64, len: u64) -> u128 {
+    u128::from(start) + u128::from(len)
 }
 
 /// (slot, run-time value) of RELATIVE and 64-bit relocations in dynamic
