@@ -13,7 +13,11 @@ mod handlers;
 mod inspect;
 mod offload;
 mod verify_elf;
+mod wheel;
 mod plugins;
+mod recombine;
+mod split;
+mod verify;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -43,6 +47,14 @@ enum Command {
     Archive(archive::Args),
     /// Database handlers (WebAssembly plugins): list, classify, publish, add.
     Plugins(plugins::Args),
+    /// Split build artifacts into generic and per-arch artifacts (TheRock layout).
+    Split(split::Args),
+    /// Gather per-arch artifacts of several shards into architecture groups.
+    Recombine(recombine::Args),
+    /// Check split or recombined artifacts, including marker resolution.
+    Verify(verify::Args),
+    /// Split fat Python wheels into a host wheel and per-arch device wheels.
+    Wheel(wheel::Args),
     /// `kpack foo ARGS` runs `kpack-foo ARGS` from PATH (see `kpack --list`).
     #[command(external_subcommand)]
     External(Vec<OsString>),
@@ -66,6 +78,10 @@ fn main() -> ExitCode {
         Command::VerifyElf(args) => verify_elf::run(args),
         Command::Archive(args) => archive::run(args),
         Command::Plugins(args) => plugins::run(args),
+        Command::Split(args) => split::run(args),
+        Command::Recombine(args) => recombine::run(args),
+        Command::Verify(args) => verify::run(args),
+        Command::Wheel(args) => wheel::run(args),
         Command::External(args) => return external::run(args),
     };
     exit::finish(result)

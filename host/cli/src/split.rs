@@ -1,0 +1,181 @@
+//! `kpack split ARTIFACT_DIR... -o OUT`: split TheRock build artifacts into
+//! `<component>_generic/` and `<component>_<arch>/` artifacts (see
+//! `kpack-split`'s docs for the naming scheme). `--batch` takes shard
+//! directories full of artifacts instead.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use kpack_format::Compression;
+use kpack_split::{ArtifactInput, Progress, SplitOptions, batch_inputs, component_from_dir_name, split_artifacts};
+
+use crate::exit::{CliError, CliResult};
+use crate::handlers::HandlerArgs;
+
+/// Arguments of `kpack split`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Artifact directories (each with artifact_manifest.txt), or with
+    /// --batch, shard directories holding such artifacts. Never modified.
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// Output directory (created; existing artifact directories are never overwritten).
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Inputs are shard directories: split every `<component>_<family>` artifact in them.
+    #[arg(long)]
+    batch: bool,
+    /// Component name [default: the artifact directory's name without its last `_` part].
+    #[arg(long)]
+    component: Option<String>,
+    /// Drop device code and database files of these targets or processors (reported).
+    #[arg(long = "exclude-arch", value_name = "ARCH", value_delimiter = ',')]
+    exclude_arch: Vec<String>,
+    /// Archive directory inside each prefix.
+    #[arg(long, default_value = "lib/.kpack")]
+    archive_dir: String,
+    /// Archive compression.
+    #[arg(long, value_enum, default_value = "zstd")]
+    compression: CompressionArg,
+    /// zstd level.
+    #[arg(long, default_value_t = 3)]
+    level: i32,
+    /// Worker threads [default: all cores]; output is identical for any value.
+    #[arg(short, long)]
+    jobs: Option<usize>,
+    /// Do not check the MD5 of compressed bundles.
+    #[arg(long)]
+    no_verify_hash: bool,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    handlers: HandlerArgs,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum CompressionArg {
+    None,
+    Zstd,
+}
+
+/// Run `kpack split`.
+pub fn run(args: Args) -> CliResult {
+    let mut inputs = Vec::new();
+    if args.batch {
+        if args.component.is_some() {
+            return Err(anyhow::anyhow!("--component cannot be used with --batch").into());
+        }
+        for shard in &args.inputs {
+            let (found, skipped) = batch_inputs(shard)?;
+            for s in skipped {
+                eprintln!("note: {}: skipped {s}", shard.display());
+            }
+            inputs.extend(found);
+        }
+    } else {
+        if args.component.is_some() && args.inputs.len() > 1 {
+            return Err(anyhow::anyhow!("--component needs exactly one input").into());
+        }
+        for dir in &args.inputs {
+            let name = dir.canonicalize().with_context(|| dir.display().to_string())?;
+            let name = name.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let component = match &args.component {
+                Some(c) => c.clone(),
+                None => component_from_dir_name(&name)
+                    .with_context(|| format!("{}: cannot tell the component from the name; pass --component", dir.display()))?,
+            };
+            inputs.push(ArtifactInput { dir: dir.clone(), component });
+        }
+    }
+    if let Some(c) = &args.component
+        && (c.is_empty() || c.contains(['/', '\\', ':']))
+    {
+        return Err(anyhow::anyhow!("--component {c:?}: must be a plain name").into());
+    }
+    let handlers = if args.handlers.is_empty() { None } else { Some(args.handlers.load()?) };
+    let mut opts = SplitOptions::new("");
+    opts.archive_dir = args.archive_dir.trim_matches('/').to_string();
+    opts.exclude_arches = args.exclude_arch.clone();
+    opts.verify_hash = !args.no_verify_hash;
+    opts.compression = match args.compression {
+        CompressionArg::None => Compression::None,
+        CompressionArg::Zstd => Compression::Zstd { level: args.level },
+    };
+    opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
+
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let b = indicatif::ProgressBar::new(0);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {bytes}/{total_bytes} {wide_bar} {elapsed} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
+    let progress = |p: Progress<'_>| {
+        let Some(b) = &bar else { return };
+        match p {
+            Progress::Walked { prefix, bytes, .. } => {
+                b.inc_length(bytes);
+                b.set_message(prefix.to_string());
+            }
+            Progress::File { bytes, .. } => b.inc(bytes),
+        }
+    };
+    opts.progress = Some(&progress);
+
+    let start = std::time::Instant::now();
+    let mut pool = rayon::ThreadPoolBuilder::new();
+    if let Some(j) = args.jobs {
+        pool = pool.num_threads(j.max(1));
+    }
+    let pool = pool.build().context("starting worker threads")?;
+    let reports = pool.install(|| split_artifacts(&inputs, &args.output, &opts))?;
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let failed = reports.iter().filter(|r| !r.errors.is_empty()).count();
+    for r in &reports {
+        for w in &r.warnings {
+            eprintln!("warning: {w}");
+        }
+        for e in &r.errors {
+            eprintln!("error: {e}");
+        }
+    }
+    if args.json {
+        let v = serde_json::json!({ "schema_version": 1, "artifacts": reports });
+        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+    } else {
+        for r in &reports {
+            if !r.errors.is_empty() {
+                println!("{}: FAILED ({} errors), nothing written", r.input.display(), r.errors.len());
+                continue;
+            }
+            let kind = if r.generic_only { "generic-only".to_string() } else { format!("archs {}", r.arches.join(", ")) };
+            println!(
+                "{} -> {}: {} files, {} -> {} bytes, {} binaries offloaded ({} code objects), {kind}",
+                r.input.display(),
+                r.outputs.join(", "),
+                r.files,
+                r.bytes_in,
+                r.bytes_out,
+                r.binaries_offloaded,
+                r.code_objects
+            );
+            for (h, m) in &r.databases {
+                let parts: Vec<String> = m.iter().map(|(v, n)| format!("{v}: {n}")).collect();
+                println!("  database {h}: {}", parts.join(", "));
+            }
+            for (t, n) in &r.excluded {
+                println!("  excluded {t}: {n}");
+            }
+        }
+        eprintln!("done in {:.2?}", start.elapsed());
+    }
+    if failed > 0 {
+        return Err(CliError::Failed(anyhow::anyhow!("{failed} of {} artifacts failed", reports.len())));
+    }
+    Ok(())
+}
