@@ -1,0 +1,159 @@
+//! `kpack wheel split FAT.whl -o OUTDIR`: split a fat Python wheel into a
+//! host wheel and one device wheel per GPU processor (see `kpack-wheel`'s
+//! docs for the layout). Timestamps come from `SOURCE_DATE_EPOCH` when set,
+//! so two runs on the same input give byte-identical wheels.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use kpack_format::Compression;
+use kpack_wheel::{WheelOptions, WheelReport, ZIP_EPOCH, split_wheel};
+
+use crate::exit::CliResult;
+use crate::handlers::HandlerArgs;
+
+/// Arguments of `kpack wheel`.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: WheelCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum WheelCommand {
+    /// Split a fat wheel into a host wheel and per-arch device wheels.
+    Split(SplitArgs),
+}
+
+#[derive(clap::Args)]
+struct SplitArgs {
+    /// The fat wheel (never modified).
+    input: PathBuf,
+    /// Output directory (created; must not be the input's directory).
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Device wheels are named `<NAME>-<arch>` [default: `<distribution>-device`].
+    #[arg(long, value_name = "NAME")]
+    device_prefix: Option<String>,
+    /// Archive directory relative to site-packages [default: `_<distribution>_kpack`].
+    #[arg(long, value_name = "DIR")]
+    archive_dir: Option<String>,
+    /// Archive compression.
+    #[arg(long, value_enum, default_value = "zstd")]
+    compression: CompressionArg,
+    /// zstd level.
+    #[arg(long, default_value_t = 3)]
+    level: i32,
+    /// Worker threads [default: all cores]; output is identical for any value.
+    #[arg(short, long)]
+    jobs: Option<usize>,
+    /// Do not check the MD5 of compressed bundles.
+    #[arg(long)]
+    no_verify_hash: bool,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    handlers: HandlerArgs,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum CompressionArg {
+    None,
+    Zstd,
+}
+
+/// Run `kpack wheel`.
+pub fn run(args: Args) -> CliResult {
+    match args.command {
+        WheelCommand::Split(a) => split(a),
+    }
+}
+
+/// `SOURCE_DATE_EPOCH` as seconds; unset or empty means 1980-01-01. A
+/// malformed value is an error (the reproducible-builds spec asks for that).
+fn source_date_epoch() -> anyhow::Result<u64> {
+    match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(v) if !v.trim().is_empty() => {
+            v.trim().parse::<u64>().with_context(|| format!("SOURCE_DATE_EPOCH={v:?} is not a number of seconds"))
+        }
+        Ok(_) | Err(std::env::VarError::NotPresent) => Ok(ZIP_EPOCH),
+        Err(e) => bail!("SOURCE_DATE_EPOCH: {e}"),
+    }
+}
+
+fn split(args: SplitArgs) -> CliResult {
+    if !args.input.is_file() {
+        return Err(anyhow::anyhow!("{}: no such file", args.input.display()).into());
+    }
+    let handlers = if args.handlers.is_empty() { None } else { Some(args.handlers.load()?) };
+    let mut opts = WheelOptions::new();
+    opts.device_prefix = args.device_prefix.clone();
+    opts.archive_dir = args.archive_dir.as_ref().map(|d| d.trim_matches('/').to_string());
+    opts.verify_hash = !args.no_verify_hash;
+    opts.compression = match args.compression {
+        CompressionArg::None => Compression::None,
+        CompressionArg::Zstd => Compression::Zstd { level: args.level },
+    };
+    opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
+    opts.mtime = source_date_epoch()?;
+
+    let start = std::time::Instant::now();
+    let mut pool = rayon::ThreadPoolBuilder::new();
+    if let Some(j) = args.jobs {
+        pool = pool.num_threads(j.max(1));
+    }
+    let pool = pool.build().context("starting worker threads")?;
+    let report = pool.install(|| split_wheel(&args.input, &args.output, &opts))?;
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+    if args.json {
+        let mut v = serde_json::to_value(&report).context("json")?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("schema_version".into(), 1.into());
+        }
+        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+    } else {
+        print_table(&report);
+        eprintln!("done in {:.2?}", start.elapsed());
+    }
+    Ok(())
+}
+
+fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{bytes} B") } else { format!("{v:.1} {}", UNITS[u]) }
+}
+
+fn print_table(r: &WheelReport) {
+    if !r.device_code {
+        println!("{}: no device code; copied unchanged to {}", r.input.file, r.host.path.display());
+        return;
+    }
+    let mut rows: Vec<(String, String, u64, String)> = vec![
+        ("input".into(), r.input.file.clone(), r.input.bytes, String::new()),
+        ("host".into(), r.host.file.clone(), r.host.bytes, String::new()),
+    ];
+    for d in &r.devices {
+        rows.push(("device".into(), d.wheel.file.clone(), d.wheel.bytes, d.arch.clone()));
+    }
+    let w = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
+    println!("{:<6}  {:<w$}  {:>10}  {:>6}  arch", "wheel", "file", "size", "%input");
+    for (kind, file, bytes, arch) in &rows {
+        let pct = if r.input.bytes == 0 { 0.0 } else { 100.0 * *bytes as f64 / r.input.bytes as f64 };
+        println!("{kind:<6}  {file:<w$}  {:>10}  {pct:>5.1}%  {arch}", human(*bytes));
+    }
+    let code_objects: usize = r.binaries.iter().map(|b| b.code_objects).sum();
+    println!("{} binaries offloaded ({code_objects} code objects); archs: {}", r.binaries.len(), r.archs().join(", "));
+    for (h, m) in &r.databases {
+        let parts: Vec<String> = m.iter().map(|(v, n)| format!("{v}: {n}")).collect();
+        println!("database {h}: {}", parts.join(", "));
+    }
+}
