@@ -71,3 +71,48 @@ pub fn stdout(o: &Output) -> String {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// Directory holding the built handler plugins (`kpack_handler_*.wasm`):
+/// `$KPACK_PLUGIN_DIR` (set by scripts/test.sh), else
+/// scripts/build-plugins.sh is run once into this target directory.
+pub fn plugin_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        if let Some(d) = std::env::var_os("KPACK_PLUGIN_DIR") {
+            return d.into();
+        }
+        let out = Command::new(workspace_root().join("scripts/build-plugins.sh"))
+            .env("CARGO_TARGET_DIR", target_dir())
+            .output()
+            .expect("run scripts/build-plugins.sh");
+        assert!(out.status.success(), "building plugins failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        target_dir().join("wasm32-wasip2/plugin")
+    })
+}
+
+/// Every entry below `root`, sorted: relative path → `dir`,
+/// `link:<target>` or `file:<mode>:<sha256>`. Two trees are byte-identical
+/// (contents, symlinks, modes) when their digests are equal.
+pub fn tree_digest(root: &Path) -> std::collections::BTreeMap<String, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            let v = if meta.file_type().is_symlink() {
+                format!("link:{}", std::fs::read_link(&p).unwrap().display())
+            } else if meta.is_dir() {
+                stack.push(p.clone());
+                "dir".to_string()
+            } else {
+                format!("file:{:o}:{}", meta.permissions().mode() & 0o7777, sha256_hex(&std::fs::read(&p).unwrap()))
+            };
+            out.insert(rel, v);
+        }
+    }
+    out
+}

@@ -5,4 +5,5 @@ mod archive;
 mod inspect;
 mod plugins;
 mod offload;
+mod split;
 mod runtime_e2e;
