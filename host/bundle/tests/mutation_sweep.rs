@@ -8,6 +8,8 @@
 //! writes_fuzz_seeds` writes the `bundle` fuzz target's seed corpus
 //! (see `fuzz/seed.sh`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests")]
+
 use std::path::{Path, PathBuf};
 
 use kpack_bundle::{Method, WalkOptions, deflate, walk};
@@ -24,6 +26,7 @@ fn real_bundle() -> Vec<u8> {
 
 /// Walk all of `data` the way a reader does; panics only on an error that
 /// does not say where in `data` it happened.
+#[allow(clippy::ptr_arg, reason = "`ReadAt` is implemented for `Vec<u8>`, and `&[u8]` is unsized as `&dyn ReadAt`")]
 fn walk_checked(data: &Vec<u8>, what: &str) {
     let len = data.len() as u64;
     for verify_hash in [false, true] {

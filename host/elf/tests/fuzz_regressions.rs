@@ -2,6 +2,8 @@
 //! one header field that mattered and applied to a real fixture: each must
 //! now give findings or a typed error, never a panic or an abort.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests")]
+
 use std::path::{Path, PathBuf};
 
 use kpack_bundle::WalkOptions;
