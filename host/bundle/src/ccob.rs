@@ -14,6 +14,10 @@ pub const CCOB_MAGIC: &[u8; 4] = b"CCOB";
 /// Largest bundle we inflate (the field is 64-bit in v3; 16 GiB is far
 /// beyond any real library and keeps a hostile header from exhausting memory).
 const MAX_UNCOMPRESSED: u64 = 16 << 30;
+/// Largest inflation ratio accepted (decompression-bomb guard).
+const MAX_RATIO: u64 = 1024;
+/// Below this inflated size the ratio is not checked.
+const MIN_BOMB_LIMIT: u64 = 64 << 20;
 
 /// Compression method (LLVM's `compression::Format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -154,6 +158,17 @@ pub fn inflate(src: &dyn ReadAt, start: u64, limit: u64, verify_hash: bool) -> R
     };
     let payload = read_vec(src, start + hlen, payload_len)?;
     let at = start + hlen;
+    // Real bundles inflate 2-20x; refuse a header that promises a bomb.
+    if header.uncompressed_size > MAX_RATIO.saturating_mul(payload_len).max(MIN_BOMB_LIMIT) {
+        return Err(Error::at(
+            ErrorKind::BadRange,
+            start,
+            format!(
+                "CCOB claims {} bytes inflated from {payload_len} compressed (more than {MAX_RATIO}x)",
+                header.uncompressed_size
+            ),
+        ));
+    }
     let (data, used) = match header.method {
         Method::Zstd => inflate_zstd(&payload, header.uncompressed_size, at)?,
         Method::Zlib => inflate_zlib(&payload, header.uncompressed_size, at)?,
@@ -191,7 +206,7 @@ fn inflate_zstd(payload: &[u8], expect: u64, at: u64) -> Result<(Vec<u8>, u64), 
     // LLVM enables long-distance matching, which may need a window past the
     // decoder's default limit; allow the largest window.
     dec.window_log_max(31).map_err(|e| bad(format!("zstd: {e}")))?;
-    let mut out = Vec::with_capacity(expect.min(1 << 30) as usize);
+    let mut out = Vec::with_capacity(expect.min(64 << 20) as usize);
     // Read one byte past the expected size so an oversized stream is caught.
     dec.take(expect + 1).read_to_end(&mut out).map_err(|e| bad(format!("zstd stream is corrupt: {e}")))?;
     Ok((out, frame_len as u64))
@@ -199,7 +214,7 @@ fn inflate_zstd(payload: &[u8], expect: u64, at: u64) -> Result<(Vec<u8>, u64), 
 
 fn inflate_zlib(payload: &[u8], expect: u64, at: u64) -> Result<(Vec<u8>, u64), Error> {
     let mut dec = flate2::read::ZlibDecoder::new(payload);
-    let mut out = Vec::with_capacity(expect.min(1 << 30) as usize);
+    let mut out = Vec::with_capacity(expect.min(64 << 20) as usize);
     (&mut dec)
         .take(expect + 1)
         .read_to_end(&mut out)
@@ -326,6 +341,16 @@ mod tests {
         let n = c.len() as u64;
         assert_eq!(inflate(&c, 0, n, true).err().unwrap().kind(), ErrorKind::HashMismatch);
         assert!(inflate(&c, 0, n, false).is_ok());
+    }
+
+    #[test]
+    fn refuses_a_decompression_bomb() {
+        let zeros = vec![0u8; 200 << 20];
+        let c = deflate(&zeros, 3, Method::Zstd, 3).unwrap();
+        assert!(c.len() < (200 << 20) / 1024, "zstd should squeeze zeros hard");
+        let e = inflate(&c, 0, c.len() as u64, true).err().unwrap();
+        assert_eq!(e.kind(), ErrorKind::BadRange);
+        assert!(e.message().contains("more than 1024x"), "{e}");
     }
 
     #[test]

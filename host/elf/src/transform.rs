@@ -335,13 +335,22 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
 
     // Wrappers and their relocations.
     let mut relocations = 0;
+    // Patches land on bytes kept from the input; never on the kpack page or
+    // the removed device code (old offsets [o_a, drop_end)).
+    let kept = |off: u64, what: &str| {
+        if off >= o_a && off < drop_end {
+            Err(fail(ErrorKind::Layout, format!("{what} at file offset {off:#x} lies inside .hip_fatbin's first pages")))
+        } else {
+            Ok(shift(off) as usize)
+        }
+    };
     for wp in &patches {
-        let at = shift(wp.file_offset) as usize;
+        let at = kept(wp.file_offset, "wrapper")?;
         put(&mut out, at, &HIPK.to_le_bytes()).map_err(|m| fail(ErrorKind::Layout, format!("wrapper: {m}")))?;
         put(&mut out, at.saturating_add(8), &marker_addr.to_le_bytes()).map_err(|m| fail(ErrorKind::Layout, format!("wrapper: {m}")))?;
         put(&mut out, at.saturating_add(16), &wp.co_index.to_le_bytes()).map_err(|m| fail(ErrorKind::Layout, format!("wrapper: {m}")))?;
         if let Some(rela) = wp.rela_entry {
-            let at = shift(rela) as usize;
+            let at = kept(rela, "relocation")?;
             // Elf64_Rela: r_offset stays; r_info = RELATIVE, no symbol; addend = marker.
             put(&mut out, at.saturating_add(8), &R_X86_64_RELATIVE.to_le_bytes()).map_err(|m| fail(ErrorKind::Layout, format!("relocation: {m}")))?;
             put(&mut out, at.saturating_add(16), &marker_addr.to_le_bytes()).map_err(|m| fail(ErrorKind::Layout, format!("relocation: {m}")))?;
