@@ -105,7 +105,11 @@ fn main() {
     let archive_path = marker
         .search_paths
         .iter()
-        .flat_map(|p| targets.iter().map(|t| dir.join(p.replacen("@GFXARCH@", t, 1))))
+        .flat_map(|p| {
+            targets
+                .iter()
+                .map(|t| dir.join(p.replacen("@GFXARCH@", t, 1)))
+        })
         .find(|p| p.exists())
         .expect("no archive for ARCH next to BINARY");
     let archive = kpack_format::Archive::open(&archive_path).unwrap();
@@ -126,7 +130,10 @@ fn main() {
         .collect();
     sized.sort();
     assert!(!sized.is_empty(), "target has no entries");
-    let picks = [("median", sized[sized.len() / 2]), ("largest", sized[sized.len() - 1])];
+    let picks = [
+        ("median", sized[sized.len() / 2]),
+        ("largest", sized[sized.len() - 1]),
+    ];
     let (entries, scheme) = (archive.entries().count(), format!("{:?}", archive.scheme()));
     drop(archive);
     let archive_size = std::fs::metadata(&archive_path).unwrap().len();
@@ -153,7 +160,10 @@ fn main() {
                 let mut a: kpack_archive_t = std::ptr::null_mut();
                 let t = Instant::now();
                 // SAFETY: valid path and out pointer.
-                assert_eq!(unsafe { kpack_open(path_c.as_ptr(), &mut a) }, kpack_error_t::KPACK_SUCCESS);
+                assert_eq!(
+                    unsafe { kpack_open(path_c.as_ptr(), &mut a) },
+                    kpack_error_t::KPACK_SUCCESS
+                );
                 opens.push(t.elapsed());
                 // SAFETY: handle from kpack_open.
                 unsafe { kpack_close(a) };
@@ -169,7 +179,11 @@ fn main() {
             println!(
                 "{label} kernel #{co} ({:.1} KB), {}: new cache + open + first load median {:.2?} (min {:.2?}, max {:.2?}); kpack_open alone median {:.2?}",
                 size as f64 / 1e3,
-                if evicted { "archive pages evicted" } else { "page cache warm" },
+                if evicted {
+                    "archive pages evicted"
+                } else {
+                    "page cache warm"
+                },
                 times[times.len() / 2],
                 times[0],
                 times[times.len() - 1],

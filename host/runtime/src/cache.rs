@@ -23,6 +23,9 @@ use crate::isa::{compatible_targets, strip_target_prefix};
 /// The placeholder expanded with each compatible target.
 pub const GFXARCH: &str = "@GFXARCH@";
 
+/// Most distinct (binary, search paths, arch list) resolutions memoised.
+const MAX_MEMOISED: usize = 4096;
+
 /// Where a candidate path came from, for diagnostics.
 #[derive(Debug, Clone)]
 struct Candidate {
@@ -208,7 +211,7 @@ impl Cache {
             }
         }
         if valid.is_empty() {
-            let msg = format!(
+            let mut msg = format!(
                 "no archive found for {:?} (binary {}, arches {arches:?}); tried:\n{}",
                 marker.kernel_name,
                 binary_path.display(),
@@ -218,6 +221,19 @@ impl Cache {
                     diag
                 }
             );
+            if self.config.path.is_none() {
+                for (pattern, targets) in self.shipped_targets(marker, binary_path) {
+                    let _ = writeln!(
+                        msg,
+                        "  archives present for {pattern}: {}",
+                        if targets.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            targets.join(", ")
+                        }
+                    );
+                }
+            }
             self.debug(|| msg.clone());
             self.set_diagnostic(msg.clone());
             return Err(Error::new(ErrorKind::ArchiveNotFound, msg));
@@ -254,16 +270,58 @@ impl Cache {
             diagnostic: diag,
         });
         if let Ok(mut map) = self.resolutions.write() {
-            let slot = map.entry(hash).or_default();
-            if let Some(existing) = slot
-                .iter()
-                .find(|r| r.matches(binary_path, &marker.search_paths, arches))
-            {
+            if let Some(existing) = map.get(&hash).and_then(|v| {
+                v.iter()
+                    .find(|r| r.matches(binary_path, &marker.search_paths, arches))
+            }) {
                 return Ok(Arc::clone(existing));
             }
-            slot.push(Arc::clone(&res));
+            // Markers come from loaded binaries, so real processes need few
+            // entries; the cap keeps hostile or endless distinct markers
+            // from growing the memo without bound (they resolve afresh).
+            if map.len() < MAX_MEMOISED {
+                map.entry(hash).or_default().push(Arc::clone(&res));
+            }
         }
         Ok(res)
+    }
+
+    /// For a failed search only (reads directories): per marker search
+    /// path whose file name holds `@GFXARCH@`, the targets that archives
+    /// next to it are named for, so "not shipped" and "not installed" can
+    /// be told apart. Sorted; at most 64 per pattern.
+    fn shipped_targets(&self, marker: &Marker, binary_path: &Path) -> Vec<(String, Vec<String>)> {
+        let dir = binary_path.parent().unwrap_or(Path::new(""));
+        let mut out = Vec::new();
+        for sp in &marker.search_paths {
+            let raw = Path::new(sp);
+            let resolved = if raw.is_absolute() {
+                raw.to_path_buf()
+            } else {
+                weakly_canonical(&dir.join(raw)).unwrap_or_else(|| raw.to_path_buf())
+            };
+            let (Some(parent), Some(name)) = (resolved.parent(), resolved.file_name()) else {
+                continue;
+            };
+            let name = name.to_string_lossy();
+            let Some((prefix, suffix)) = name.split_once(GFXARCH) else {
+                continue;
+            };
+            let mut targets: Vec<String> = std::fs::read_dir(parent)
+                .into_iter()
+                .flatten()
+                .filter_map(|e| {
+                    let file = e.ok()?.file_name();
+                    let file = file.to_str()?;
+                    let t = file.strip_prefix(prefix)?.strip_suffix(suffix)?;
+                    (!t.is_empty()).then(|| t.to_owned())
+                })
+                .collect();
+            targets.sort();
+            targets.truncate(64);
+            out.push((resolved.display().to_string(), targets));
+        }
+        out
     }
 
     /// Candidate archive paths in AMD's order (§10.5 step 5).
@@ -391,6 +449,34 @@ pub(crate) fn weakly_canonical(path: &Path) -> Option<PathBuf> {
 )]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memo_of_resolutions_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let archive = dir.path().join("a_gfx942.kpack");
+        let mut w =
+            kpack_format::ArchiveWriter::create(&archive, kpack_format::WriterOptions::default())
+                .unwrap();
+        w.add("k#0", "gfx942", b"code").unwrap();
+        w.finish().unwrap();
+        let cache = Cache::new(Config::default());
+        let binary = dir.path().join("bin");
+        for i in 0..MAX_MEMOISED + 50 {
+            let marker = Marker {
+                kernel_name: "k".into(),
+                search_paths: vec![
+                    format!("missing-{i}.kpack"),
+                    archive.to_string_lossy().into_owned(),
+                ],
+            };
+            assert_eq!(
+                cache.load(&marker, &binary, 0, &["gfx942"]).unwrap(),
+                b"code"
+            );
+        }
+        assert_eq!(cache.resolutions.read().unwrap().len(), MAX_MEMOISED);
+        assert_eq!(cache.open_archive_count(), 1);
+    }
 
     #[test]
     fn weakly_canonical_folds_missing_tail() {

@@ -187,6 +187,24 @@ fn reports_archive_not_found_listing_tried_paths() {
 }
 
 #[test]
+fn archive_not_found_names_the_targets_that_are_shipped() {
+    let tree = split_tree(&["gfx90a:xnack+", "gfx1030", "gfx90a"]);
+    let cache = Cache::new(Config::default());
+    let err = load(&cache, tree.path(), 0, &["gfx942:sramecc+:xnack-"]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ArchiveNotFound);
+    let kpack = std::fs::canonicalize(tree.path().join(".kpack")).unwrap();
+    let want = format!(
+        "archives present for {}: gfx1030, gfx90a, gfx90a:xnack+",
+        kpack.join("x_@GFXARCH@.kpack").display()
+    );
+    assert!(err.to_string().contains(&want), "{err}");
+    // Nothing shipped at all: said so.
+    let empty = split_tree(&[]);
+    let err = load(&cache, empty.path(), 0, &["gfx942"]).unwrap_err();
+    assert!(err.to_string().contains("x_@GFXARCH@.kpack: none"), "{err}");
+}
+
+#[test]
 fn matching_archive_without_the_key_is_final_kernel_not_found() {
     let tree = split_tree(&["gfx942", "gfx9-4-generic"]);
     let cache = Cache::new(Config::default());

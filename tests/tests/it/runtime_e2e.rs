@@ -293,6 +293,9 @@ fn unshipped_target_and_missing_archive_fail_with_amds_codes_and_say_what_was_tr
         assert!(diag.contains(&format!("{}", p.display())), "missing {} in:\n{diag}", p.display());
     }
     assert!(diag.contains("does not exist"), "{diag}");
+    // ... and which targets are shipped, so "not shipped" reads differently from "not installed".
+    let pattern = kpack_dir.join("libaxpy_2arch_@GFXARCH@.kpack");
+    assert!(diag.contains(&format!("archives present for {}: gfx1030, gfx90a", pattern.display())), "{diag}");
 
     // An archive is found (ROCM_KPACK_PATH) but serves another target: 14,
     // naming the archive, its arches and the device arch searched for.
