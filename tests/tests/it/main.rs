@@ -7,3 +7,4 @@ mod plugins;
 mod offload;
 mod split;
 mod runtime_e2e;
+mod wheel;

@@ -1,0 +1,404 @@
+//! `kpack wheel split` end to end: a fat wheel built here from the corpus
+//! fixtures (a package `fatpkg` with fat `.so` files in the root and in
+//! `.data/platlib`, and a rocBLAS-style database directory) is split; the
+//! outputs are checked entry by entry (RECORD hashes, modes, contents,
+//! metadata), split again for byte identity, and installed with pip into a
+//! fresh venv (host + one device wheel), where every kernel of that arch
+//! resolves through the markers with `kpack-runtime` to exactly what
+//! `kpack extract` gives, and the other arch does not resolve.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use kpack_bundle::{ReadAt, WalkOptions};
+use kpack_format::Marker;
+use kpack_runtime::{Cache, Config};
+use kpack_tests::{fixture, kpack_bin, stderr, stdout, target_dir, workspace_root};
+use zip::write::SimpleFileOptions;
+
+const WHEEL: &str = "fatpkg-1.0-py3-none-linux_x86_64.whl";
+const HOST_DI: &str = "fatpkg-1.0.dist-info";
+
+/// Directory holding the `kpack_handler_*.wasm` components (see plugins.rs).
+fn plugin_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        if let Some(d) = std::env::var_os("KPACK_PLUGIN_DIR") {
+            return d.into();
+        }
+        let out = Command::new(workspace_root().join("scripts/build-plugins.sh"))
+            .env("CARGO_TARGET_DIR", target_dir())
+            .output()
+            .expect("run scripts/build-plugins.sh");
+        assert!(out.status.success(), "building plugins failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        target_dir().join("wasm32-wasip2/plugin")
+    })
+}
+
+fn kpack_env<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(kpack_bin());
+    cmd.args(args)
+        .env("KPACK_PLUGIN_DIR", plugin_dir())
+        .env("XDG_CACHE_HOME", target_dir().join("kpack-test-cache"))
+        .env_remove("SOURCE_DATE_EPOCH");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run kpack")
+}
+
+/// Code objects `kpack extract --all` writes for `binary`: (co_index, target) → bytes.
+fn extracted(binary: &Path) -> BTreeMap<(u32, String), Vec<u8>> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(kpack_bin()).arg("extract").arg("--all").arg("-o").arg(dir.path()).arg(binary).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut map = BTreeMap::new();
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        // bundle{co}-{target, ':' spelled '_'}.hsaco
+        let stem = name.strip_suffix(".hsaco").unwrap().strip_prefix("bundle").unwrap();
+        let (co, target) = stem.split_once('-').unwrap();
+        map.insert((co.parse().unwrap(), target.replace('_', ":")), std::fs::read(dir.path().join(&name)).unwrap());
+    }
+    map
+}
+
+fn record_line(path: &str, bytes: &[u8]) -> String {
+    format!("{path},{},{}\n", kpack_wheel::record_hash(bytes), bytes.len())
+}
+
+/// The files of the fat wheel: wheel path → (bytes, mode).
+fn fat_files() -> BTreeMap<String, (Vec<u8>, u32)> {
+    let co = extracted(&fixture("corpus/libaxpy_2arch.so"));
+    let mut f = BTreeMap::new();
+    let mut add = |p: &str, b: Vec<u8>, m: u32| {
+        f.insert(p.to_string(), (b, m));
+    };
+    add("fatpkg/__init__.py", b"from pathlib import Path\nLIB = Path(__file__).parent / 'lib'\n".to_vec(), 0o644);
+    add("fatpkg/lib/libaxpy.so", std::fs::read(fixture("corpus/libaxpy_2arch.so")).unwrap(), 0o755);
+    add("fatpkg/lib/lib2tu.so", std::fs::read(fixture("corpus/lib2tu_2arch.so")).unwrap(), 0o755);
+    let db = "fatpkg/lib/rocblas/library";
+    add(&format!("{db}/TensileLibrary_gfx90a.co"), co[&(0, "gfx90a".into())].clone(), 0o644);
+    add(&format!("{db}/TensileLibrary_gfx1030.co"), co[&(0, "gfx1030".into())].clone(), 0o644);
+    add(&format!("{db}/TensileLibrary_gfx90a.dat"), b"gfx90a solutions".to_vec(), 0o644);
+    add(&format!("{db}/TensileLibrary_gfx1030.dat"), b"gfx1030 solutions".to_vec(), 0o644);
+    add(&format!("{db}/TensileLibrary.dat"), b"fallback solutions".to_vec(), 0o644);
+    add("fatpkg-1.0.data/platlib/fatpkg_ext/libfeat.so", std::fs::read(fixture("corpus/libaxpy_feat.so")).unwrap(), 0o755);
+    add("fatpkg-1.0.data/scripts/fatpkg-info", b"#!/bin/sh\necho fatpkg\n".to_vec(), 0o755);
+    add(&format!("{HOST_DI}/METADATA"), b"Metadata-Version: 2.1\nName: fatpkg\nVersion: 1.0\nSummary: a fat test package\n".to_vec(), 0o644);
+    add(
+        &format!("{HOST_DI}/WHEEL"),
+        b"Wheel-Version: 1.0\nGenerator: kpack-tests\nRoot-Is-Purelib: false\nTag: py3-none-linux_x86_64\n".to_vec(),
+        0o644,
+    );
+    f
+}
+
+/// Write the fat wheel (deliberately unsorted, with real-looking mtimes and a
+/// directory entry) with a correct RECORD.
+fn build_fat_wheel(dir: &Path, files: &BTreeMap<String, (Vec<u8>, u32)>) -> PathBuf {
+    let path = dir.join(WHEEL);
+    let mut z = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+    let when = zip::DateTime::from_date_and_time(2024, 5, 6, 7, 8, 10).unwrap();
+    let opts = |m: u32| {
+        SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated)
+            .last_modified_time(when)
+            .unix_permissions(m)
+    };
+    z.add_directory("fatpkg/", opts(0o755)).unwrap();
+    let mut record = String::new();
+    for (p, (b, m)) in files.iter().rev() {
+        z.start_file(p.as_str(), opts(*m)).unwrap();
+        z.write_all(b).unwrap();
+        record.push_str(&record_line(p, b));
+    }
+    record.push_str(&format!("{HOST_DI}/RECORD,,\n"));
+    z.start_file(format!("{HOST_DI}/RECORD"), opts(0o644)).unwrap();
+    z.write_all(record.as_bytes()).unwrap();
+    z.finish().unwrap();
+    path
+}
+
+/// Every entry of a wheel: path → (bytes, unix mode); checks its RECORD
+/// lists exactly the entries with the right hashes and sizes.
+fn read_wheel(path: &Path) -> BTreeMap<String, (Vec<u8>, u32)> {
+    let mut z = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut out = BTreeMap::new();
+    let mut order = Vec::new();
+    for i in 0..z.len() {
+        let mut e = z.by_index(i).unwrap();
+        if e.is_dir() {
+            continue;
+        }
+        let mut b = Vec::new();
+        e.read_to_end(&mut b).unwrap();
+        order.push(e.name().to_string());
+        out.insert(e.name().to_string(), (b, e.unix_mode().unwrap() & 0o777));
+    }
+    let record_name = order.last().unwrap().clone();
+    assert!(record_name.ends_with(".dist-info/RECORD"), "{}: RECORD is not the last entry", path.display());
+    let rows = kpack_wheel::parse_record(std::str::from_utf8(&out[&record_name].0).unwrap()).unwrap();
+    let mut listed: Vec<&str> = rows.iter().map(|r| r.path.as_str()).collect();
+    listed.sort();
+    let mut present: Vec<&str> = out.keys().map(String::as_str).collect();
+    present.sort();
+    assert_eq!(listed, present, "{}: RECORD vs entries", path.display());
+    for r in rows {
+        if r.path == record_name {
+            assert!(r.hash.is_empty() && r.size.is_none());
+            continue;
+        }
+        let b = &out[&r.path].0;
+        assert_eq!(r.hash, kpack_wheel::record_hash(b), "{}: {}", path.display(), r.path);
+        assert_eq!(r.size, Some(b.len() as u64), "{}: {}", path.display(), r.path);
+    }
+    out
+}
+
+fn split(input: &Path, out: &Path, extra: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
+    let mut args: Vec<String> = vec!["wheel".into(), "split".into(), input.display().to_string(), "-o".into(), out.display().to_string()];
+    args.extend(["--split-databases".into(), "rocblas".into(), "--json".into()]);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let o = kpack_env(&args, env);
+    assert!(o.status.success(), "kpack wheel split failed:\n{}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap()
+}
+
+fn dir_bytes(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name().into_string().unwrap(), std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn splits_a_fat_wheel_into_host_and_device_wheels() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = fat_files();
+    let input = build_fat_wheel(tmp.path(), &files);
+    let out = tmp.path().join("out");
+    let report = split(&input, &out, &[], &[]);
+
+    assert_eq!(report["schema_version"], 1);
+    assert_eq!(report["device_code"], true);
+    let archs: Vec<&str> = report["devices"].as_array().unwrap().iter().map(|d| d["arch"].as_str().unwrap()).collect();
+    assert_eq!(archs, ["gfx1030", "gfx908", "gfx90a"]);
+    let bins: Vec<&str> = report["binaries"].as_array().unwrap().iter().map(|b| b["path"].as_str().unwrap()).collect();
+    assert_eq!(bins, ["fatpkg-1.0.data/platlib/fatpkg_ext/libfeat.so", "fatpkg/lib/lib2tu.so", "fatpkg/lib/libaxpy.so"]);
+    assert_eq!(report["databases"]["rocblas"]["gfx90a"], 2, "{report:#}");
+    assert_eq!(report["databases"]["rocblas"]["generic"], 1, "{report:#}");
+
+    let names: Vec<String> = dir_bytes(&out).into_keys().collect();
+    assert_eq!(
+        names,
+        [
+            WHEEL,
+            "fatpkg_device_gfx1030-1.0-py3-none-linux_x86_64.whl",
+            "fatpkg_device_gfx908-1.0-py3-none-linux_x86_64.whl",
+            "fatpkg_device_gfx90a-1.0-py3-none-linux_x86_64.whl",
+        ],
+        "no staging left behind"
+    );
+    for (k, w) in [("host", &report["host"]), ("gfx90a", &report["devices"][2])] {
+        assert_eq!(w["bytes"].as_u64().unwrap(), std::fs::metadata(out.join(w["file"].as_str().unwrap())).unwrap().len(), "{k}");
+    }
+
+    // Host wheel: same name, device code gone, everything else unchanged.
+    let host = read_wheel(&out.join(WHEEL));
+    let host_paths: Vec<&str> = host.keys().map(String::as_str).collect();
+    assert_eq!(
+        host_paths,
+        [
+            "fatpkg-1.0.data/platlib/fatpkg_ext/libfeat.so",
+            "fatpkg-1.0.data/scripts/fatpkg-info",
+            "fatpkg-1.0.dist-info/METADATA",
+            "fatpkg-1.0.dist-info/RECORD",
+            "fatpkg-1.0.dist-info/WHEEL",
+            "fatpkg/__init__.py",
+            "fatpkg/lib/lib2tu.so",
+            "fatpkg/lib/libaxpy.so",
+            "fatpkg/lib/rocblas/library/TensileLibrary.dat",
+        ]
+    );
+    for (p, (b, m)) in &host {
+        if p.ends_with("RECORD") {
+            continue;
+        }
+        assert_eq!(*m, files[p].1, "{p}: mode");
+        if p.ends_with(".so") {
+            assert!(b.len() < files[p].0.len(), "{p}: not smaller");
+        } else {
+            assert_eq!(b, &files[p].0, "{p}: changed");
+        }
+    }
+    // Reproducible zip metadata: fixed timestamp, dist-info last, RECORD last.
+    let mut z = zip::ZipArchive::new(std::fs::File::open(out.join(WHEEL)).unwrap()).unwrap();
+    let names: Vec<String> = z.file_names().map(str::to_string).collect();
+    for i in 0..z.len() {
+        let e = z.by_index(i).unwrap();
+        let t = e.last_modified().unwrap();
+        assert_eq!((t.year(), t.month(), t.day(), t.hour(), t.minute()), (1980, 1, 1, 0, 0), "{}", e.name());
+    }
+    let first_di = names.iter().position(|n| n.starts_with(HOST_DI)).unwrap();
+    assert!(names[first_di..].iter().all(|n| n.starts_with(HOST_DI)), "{names:?}");
+
+    // Device wheel: only gfx90a archives and gfx90a database files, overlaying the host.
+    let dev = read_wheel(&out.join("fatpkg_device_gfx90a-1.0-py3-none-linux_x86_64.whl"));
+    let dev_paths: Vec<&str> = dev.keys().map(String::as_str).collect();
+    assert_eq!(
+        dev_paths,
+        [
+            "_fatpkg_kpack/fatpkg.fatpkg.lib.lib2tu.so_gfx90a.kpack",
+            "_fatpkg_kpack/fatpkg.fatpkg.lib.libaxpy.so_gfx90a.kpack",
+            "fatpkg/lib/rocblas/library/TensileLibrary_gfx90a.co",
+            "fatpkg/lib/rocblas/library/TensileLibrary_gfx90a.dat",
+            "fatpkg_device_gfx90a-1.0.data/platlib/_fatpkg_kpack/fatpkg.platlib.fatpkg_ext.libfeat.so_gfx90a.kpack",
+            "fatpkg_device_gfx90a-1.0.dist-info/METADATA",
+            "fatpkg_device_gfx90a-1.0.dist-info/RECORD",
+            "fatpkg_device_gfx90a-1.0.dist-info/WHEEL",
+        ]
+    );
+    let meta = String::from_utf8(dev["fatpkg_device_gfx90a-1.0.dist-info/METADATA"].0.clone()).unwrap();
+    assert!(meta.contains("Name: fatpkg-device-gfx90a\n") && meta.contains("Version: 1.0\n"), "{meta}");
+    assert!(meta.contains("Requires-Dist: fatpkg == 1.0\n"), "{meta}");
+    let wheel = String::from_utf8(dev["fatpkg_device_gfx90a-1.0.dist-info/WHEEL"].0.clone()).unwrap();
+    assert!(wheel.contains("Root-Is-Purelib: false\n") && wheel.contains("Tag: py3-none-linux_x86_64\n"), "{wheel}");
+    let db = "fatpkg/lib/rocblas/library/TensileLibrary_gfx90a.dat";
+    assert_eq!(dev[db].0, files[db].0);
+    // Device wheels never share a path.
+    let other = read_wheel(&out.join("fatpkg_device_gfx1030-1.0-py3-none-linux_x86_64.whl"));
+    assert!(other.keys().all(|p| !dev.contains_key(p)));
+    assert!(other.keys().filter(|p| !p.contains(".dist-info/")).all(|p| p.contains("gfx1030")), "{:?}", other.keys());
+
+    // Byte-identical on a second run, whatever the thread count.
+    let out2 = tmp.path().join("out2");
+    split(&input, &out2, &["-j", "1"], &[]);
+    assert!(dir_bytes(&out) == dir_bytes(&out2), "two splits differ");
+    // SOURCE_DATE_EPOCH sets the timestamps.
+    let out3 = tmp.path().join("out3");
+    split(&input, &out3, &[], &[("SOURCE_DATE_EPOCH", "1700000000")]);
+    let mut z = zip::ZipArchive::new(std::fs::File::open(out3.join(WHEEL)).unwrap()).unwrap();
+    let t = z.by_index(0).unwrap().last_modified().unwrap();
+    assert_eq!((t.year(), t.month(), t.day(), t.hour(), t.minute(), t.second()), (2023, 11, 14, 22, 13, 20));
+
+    install_and_resolve(tmp.path(), &out);
+}
+
+/// pip-install the host wheel and the gfx90a device wheel into a fresh venv;
+/// every kernel resolves for gfx90a through the installed markers, none for gfx1030.
+fn install_and_resolve(tmp: &Path, out: &Path) {
+    let venv = tmp.join("venv");
+    let o = Command::new("python3").args(["-m", "venv"]).arg(&venv).output().expect("python3");
+    assert!(o.status.success(), "python3 -m venv failed (install python3-venv):\n{}", stderr(&o));
+    let py = venv.join("bin/python");
+    let pip = |args: &[&str]| {
+        Command::new(&py).args(["-m", "pip"]).args(args).env("PIP_DISABLE_PIP_VERSION_CHECK", "1").output().unwrap()
+    };
+    let host = out.join(WHEEL);
+    let dev = out.join("fatpkg_device_gfx90a-1.0-py3-none-linux_x86_64.whl");
+    let o = pip(&["install", "--no-index", "--no-deps", host.to_str().unwrap(), dev.to_str().unwrap()]);
+    assert!(o.status.success(), "pip install failed:\n{}\n{}", stdout(&o), stderr(&o));
+    let o = pip(&["check"]);
+    assert!(o.status.success(), "pip check:\n{}", stdout(&o));
+    let o = Command::new(&py).args(["-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"]).output().unwrap();
+    let site = PathBuf::from(stdout(&o).trim());
+    assert!(site.join("fatpkg/lib/rocblas/library/TensileLibrary_gfx90a.co").is_file());
+    assert!(site.join("fatpkg/lib/rocblas/library/TensileLibrary.dat").is_file());
+    assert!(!site.join("fatpkg/lib/rocblas/library/TensileLibrary_gfx1030.co").exists());
+
+    let cache = Cache::new(Config::default());
+    let mut resolved = 0;
+    for (installed, original) in [
+        ("fatpkg/lib/libaxpy.so", "corpus/libaxpy_2arch.so"),
+        ("fatpkg/lib/lib2tu.so", "corpus/lib2tu_2arch.so"),
+        ("fatpkg_ext/libfeat.so", "corpus/libaxpy_feat.so"),
+    ] {
+        let bin = site.join(installed);
+        let fat = kpack_elf::read_fat_binary(&bin, WalkOptions { verify_hash: true }).unwrap();
+        assert!(fat.is_transformed() && fat.bundles.is_empty(), "{installed}: not offloaded");
+        let sec = fat.marker.unwrap();
+        let mut bytes = vec![0u8; sec.size as usize];
+        fat.source.read_exact_at(sec.offset, &mut bytes).unwrap();
+        let marker = Marker::parse(&bytes).unwrap();
+        let want = extracted(&fixture(original));
+        for w in &fat.wrappers {
+            let co = (w.reserved & 0xffff_ffff) as u32;
+            let mut gfx90a = 0;
+            for ((c, target), code) in &want {
+                if *c != co {
+                    continue;
+                }
+                let isa = format!("amdgcn-amd-amdhsa--{target}");
+                let got = cache.load(&marker, &bin, co, &[isa.as_str()]);
+                if target.starts_with("gfx90a") {
+                    assert_eq!(got.as_deref().ok(), Some(code.as_slice()), "{installed} co {co} {target}: {:?}", got.as_ref().err());
+                    gfx90a += 1;
+                    resolved += 1;
+                } else {
+                    assert!(got.is_err(), "{installed} co {co} {target} resolved without its device wheel");
+                }
+            }
+            assert!(gfx90a > 0, "{installed} co {co}: no gfx90a code object to check");
+        }
+    }
+    // libaxpy 1 + lib2tu 2 + libfeat (xnack+ and xnack-) 2.
+    assert_eq!(resolved, 5);
+}
+
+#[test]
+fn wheel_without_device_code_is_copied_unchanged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut files = fat_files();
+    files.retain(|p, _| p.contains(".dist-info/") || p.ends_with(".py") || p.ends_with("TensileLibrary.dat"));
+    files.insert("fatpkg/lib/libhostonly.so".into(), (std::fs::read(fixture("corpus/libhostonly.so")).unwrap(), 0o755));
+    let input = build_fat_wheel(tmp.path(), &files);
+    let out = tmp.path().join("out");
+    let report = split(&input, &out, &[], &[]);
+    assert_eq!(report["device_code"], false);
+    assert_eq!(report["devices"].as_array().unwrap().len(), 0);
+    assert_eq!(std::fs::read(out.join(WHEEL)).unwrap(), std::fs::read(&input).unwrap());
+    let o = kpack_env(&["wheel", "split", input.to_str().unwrap(), "-o", out.to_str().unwrap()], &[]);
+    assert!(o.status.success() && stdout(&o).contains("no device code"), "{}", stdout(&o));
+}
+
+#[test]
+fn refuses_a_wheel_whose_record_does_not_match() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = fat_files();
+    let input = build_fat_wheel(tmp.path(), &files);
+    // Same entries, one byte of one file changed after RECORD was written.
+    let bad = tmp.path().join("bad").join(WHEEL);
+    std::fs::create_dir_all(bad.parent().unwrap()).unwrap();
+    let mut src = zip::ZipArchive::new(std::fs::File::open(&input).unwrap()).unwrap();
+    let mut z = zip::ZipWriter::new(std::fs::File::create(&bad).unwrap());
+    for i in 0..src.len() {
+        let mut e = src.by_index(i).unwrap();
+        let mut b = Vec::new();
+        e.read_to_end(&mut b).unwrap();
+        if e.name() == "fatpkg/__init__.py" {
+            b[0] ^= 1;
+        }
+        if e.is_dir() {
+            continue;
+        }
+        z.start_file(e.name(), SimpleFileOptions::default()).unwrap();
+        z.write_all(&b).unwrap();
+    }
+    z.finish().unwrap();
+    let out = tmp.path().join("out");
+    let o = kpack_env(&["wheel", "split", bad.to_str().unwrap(), "-o", out.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("fatpkg/__init__.py does not match its RECORD hash"), "{}", stderr(&o));
+    assert!(!out.join(WHEEL).exists());
+    // The output directory may not be the input's (the host wheel has its name).
+    let o = kpack_env(&["wheel", "split", input.to_str().unwrap(), "-o", tmp.path().to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("holds the input"), "{}", stderr(&o));
+}
