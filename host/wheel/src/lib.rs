@@ -23,11 +23,14 @@
 //!   directory, so they resolve inside site-packages after `pip install`;
 //! - writing (private): reproducible zips: sorted entries with `.dist-info`
 //!   last and RECORD last, one timestamp ([`WheelOptions::mtime`], the CLI
-//!   passes `SOURCE_DATE_EPOCH`, default 1980-01-01), deflate level 6
-//!   (`.kpack` stored), modes from the input; RECORD regenerated (sha256,
-//!   sizes). Everything is staged in a temporary directory inside the output
-//!   directory and renamed at the end. A wheel without device code is copied
-//!   unchanged and reported as such.
+//!   passes `SOURCE_DATE_EPOCH`, default 1980-01-01), modes from the input,
+//!   no extra fields; RECORD regenerated (sha256, sizes). Entries whose
+//!   content is unchanged keep the input's compressed bytes (no second
+//!   deflate: the output is still a function of the input alone); new
+//!   content is deflated at level 6, `.kpack` archives stored (they are
+//!   zstd already). Everything is staged in a temporary directory inside the
+//!   output directory and renamed at the end. A wheel without device code is
+//!   copied unchanged and reported as such.
 //!
 //! # Example
 //! ```no_run

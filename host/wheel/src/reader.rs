@@ -24,6 +24,12 @@ pub(crate) const SPLIT_SCHEMES: [&str; 3] = ["root", "purelib", "platlib"];
 pub(crate) struct FileMeta {
     /// Unix permission bits from the zip's external attributes (0o644 if none).
     pub mode: u32,
+    /// Index of the entry in the input zip.
+    pub index: usize,
+    /// Uncompressed size.
+    pub size: u64,
+    /// Its RECORD hash (sha256), as checked.
+    pub hash: String,
 }
 
 /// Where an entry was unpacked.
@@ -35,8 +41,8 @@ pub(crate) enum Route {
     Keep,
 }
 
-/// A wheel unpacked into `dir`: `dir/<scheme>/…` per split scheme,
-/// `dir/keep/<wheel path>` for everything else.
+/// A wheel unpacked into `dir`: `dir/<scheme>/…` per split scheme;
+/// everything else is only checked, not written out.
 #[derive(Debug)]
 pub(crate) struct Unpacked {
     pub name: WheelName,
@@ -186,14 +192,19 @@ pub(crate) fn unpack(input: &Path, dir: &Path) -> Result<Unpacked> {
         if un.files.contains_key(&path) {
             return Err(Error::invalid(input, format!("entry {path} appears twice")));
         }
+        // Kept entries are only hashed: the host wheel copies their
+        // compressed bytes straight from the input.
         let dest = match un.route(&path) {
-            Route::Split(scheme, rel) => dir.join(scheme).join(&rel),
-            Route::Keep => dir.join("keep").join(&path),
+            Route::Split(scheme, rel) => Some(dir.join(scheme).join(&rel)),
+            Route::Keep => None,
         };
-        if let Some(parent) = dest.parent() {
+        if let Some(parent) = dest.as_ref().and_then(|d| d.parent()) {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, "cannot create", e))?;
         }
-        let mut out = File::create(&dest).map_err(|e| Error::io(&dest, "cannot create", e))?;
+        let mut out = match &dest {
+            Some(d) => Some(File::create(d).map_err(|e| Error::io(d, "cannot create", e))?),
+            None => None,
+        };
         let mut hasher = sha2::Sha256::new();
         let mut size = 0u64;
         loop {
@@ -202,17 +213,21 @@ pub(crate) fn unpack(input: &Path, dir: &Path) -> Result<Unpacked> {
                 break;
             }
             hasher.update(&buf[..n]);
-            out.write_all(&buf[..n]).map_err(|e| Error::io(&dest, "cannot write", e))?;
+            if let (Some(out), Some(d)) = (&mut out, &dest) {
+                out.write_all(&buf[..n]).map_err(|e| Error::io(d, "cannot write", e))?;
+            }
             size += n as u64;
         }
         drop(out);
-        set_mode(&dest, mode | 0o600)?;
+        if let Some(d) = &dest {
+            set_mode(d, mode | 0o600)?;
+        }
         let digest: [u8; 32] = hasher.finalize().into();
         match expected.get(&path) {
             _ if unhashed(&path) => {}
             None => return Err(Error::invalid(input, format!("entry {path} is not listed in RECORD"))),
             Some((hash, want_size)) => {
-                let ok = hash_matches(hash, &digest, |algo| rehash(&dest, algo))
+                let ok = hash_matches(hash, &digest, |algo| rehash(input, &path, algo))
                     .map_err(|e| Error::invalid(input, format!("RECORD entry {path}: {e}")))?;
                 if !ok {
                     return Err(Error::invalid(input, format!("entry {path} does not match its RECORD hash {hash} (got {})", format_sha256(&digest))));
@@ -222,7 +237,7 @@ pub(crate) fn unpack(input: &Path, dir: &Path) -> Result<Unpacked> {
                 }
             }
         }
-        un.files.insert(path, FileMeta { mode });
+        un.files.insert(path, FileMeta { mode, index: i, size, hash: format_sha256(&digest) });
     }
     for p in expected.keys() {
         if !un.files.contains_key(p) {
@@ -235,8 +250,12 @@ pub(crate) fn unpack(input: &Path, dir: &Path) -> Result<Unpacked> {
     Ok(un)
 }
 
-fn rehash(path: &Path, algo: &str) -> Option<Vec<u8>> {
-    let bytes = std::fs::read(path).ok()?;
+/// The sha384 / sha512 digest of entry `name` (RECORDs may use them; rare
+/// enough to read the entry a second time).
+fn rehash(input: &Path, name: &str, algo: &str) -> Option<Vec<u8>> {
+    let mut zip = zip::ZipArchive::new(File::open(input).ok()?).ok()?;
+    let mut bytes = Vec::new();
+    zip.by_name(name).ok()?.read_to_end(&mut bytes).ok()?;
     match algo {
         "sha384" => Some(sha2::Sha384::digest(&bytes).to_vec()),
         "sha512" => Some(sha2::Sha512::digest(&bytes).to_vec()),

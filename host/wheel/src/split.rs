@@ -137,8 +137,18 @@ impl WheelReport {
 
 struct Entry {
     path: String,
-    src: PathBuf,
+    src: Source,
     mode: u32,
+}
+
+/// Where an output entry's bytes come from.
+enum Source {
+    /// A file on disk, compressed by the writer.
+    Disk(PathBuf),
+    /// An input entry whose content is unchanged: its compressed bytes are
+    /// copied (no second deflate; the output is still a function of the
+    /// input alone), with the writer's timestamp and the entry's mode.
+    Raw { index: usize, hash: String, size: u64 },
 }
 
 /// dist-info last and RECORD after everything (the wheel spec asks for
@@ -251,12 +261,21 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     // Host wheel: the split trees, the kept files, the input's directory
     // entries; RECORD regenerated (signatures of the old RECORD dropped).
     let record = format!("{}/RECORD", un.dist_info);
+    let rewritten: BTreeSet<&str> = binaries.iter().map(|b| b.path.as_str()).collect();
     let mut host_entries = Vec::new();
     for scheme in SPLIT_SCHEMES {
         for (rel, p) in list_files(&staging.path().join("host").join(scheme))? {
             let path = Unpacked::wheel_path(&un.data_dir, scheme, &rel);
-            let mode = un.files.get(&path).map_or(0o644, |f| f.mode);
-            host_entries.push(Entry { path, src: p, mode });
+            let len = std::fs::metadata(&p).map_err(|e| Error::io(&p, "cannot stat", e))?.len();
+            let (src, mode) = match un.files.get(&path) {
+                // Copied by the splitter, not rewritten: reuse the input's bytes.
+                Some(f) if !rewritten.contains(path.as_str()) && f.size == len => {
+                    (Source::Raw { index: f.index, hash: f.hash.clone(), size: f.size }, f.mode)
+                }
+                Some(f) => (Source::Disk(p), f.mode),
+                None => (Source::Disk(p), 0o644),
+            };
+            host_entries.push(Entry { path, src, mode });
         }
     }
     for (path, meta) in &un.files {
@@ -266,7 +285,8 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
             }
             continue;
         }
-        host_entries.push(Entry { path: path.clone(), src: src.join("keep").join(path), mode: meta.mode });
+        let raw = Source::Raw { index: meta.index, hash: meta.hash.clone(), size: meta.size };
+        host_entries.push(Entry { path: path.clone(), src: raw, mode: meta.mode });
     }
     host_entries.sort_by_cached_key(|e| entry_order(&un.dist_info, &e.path));
     let host_dirs: Vec<(String, u32)> = un.dirs.iter().map(|(d, m)| (d.clone(), *m)).collect();
@@ -286,7 +306,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
             for (rel, p) in list_files(&staging.path().join("dev").join(arch).join(scheme))? {
                 let host_path = Unpacked::wheel_path(&un.data_dir, scheme, &rel);
                 let mode = un.files.get(&host_path).map_or(0o644, |f| f.mode);
-                entries.push(Entry { path: Unpacked::wheel_path(&data_dir, scheme, &rel), src: p, mode });
+                entries.push(Entry { path: Unpacked::wheel_path(&data_dir, scheme, &rel), src: Source::Disk(p), mode });
             }
         }
         entries.sort_by_cached_key(|e| entry_order(&dist_info, &e.path));
@@ -308,7 +328,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     // Write every wheel (in parallel: each is written by one thread, so its
     // bytes do not depend on scheduling), then move them into place.
     let written: Vec<Result<(u64, usize)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = jobs.iter().map(|j| s.spawn(|| j.write(&out_stage.join(&j.file), time))).collect();
+        let handles: Vec<_> = jobs.iter().map(|j| s.spawn(|| j.write(input, &out_stage.join(&j.file), time))).collect();
         handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|_| Err(Error::new(ErrorKind::Io, None, "a wheel writer thread panicked"))))
@@ -349,13 +369,26 @@ struct WheelJob {
 }
 
 impl WheelJob {
-    fn write(&self, path: &Path, time: DateTime) -> Result<(u64, usize)> {
+    fn write(&self, input: &Path, path: &Path, time: DateTime) -> Result<(u64, usize)> {
         let mut w = WheelWriter::create(path, time)?;
+        let mut zip = None;
         for (d, m) in &self.dirs {
             w.add_dir(d, *m)?;
         }
         for e in &self.entries {
-            w.add_file(&e.path, &e.src, e.mode)?;
+            match &e.src {
+                Source::Disk(p) => w.add_file(&e.path, p, e.mode)?,
+                Source::Raw { index, hash, size } => {
+                    let zip = match &mut zip {
+                        Some(z) => z,
+                        None => {
+                            let f = std::fs::File::open(input).map_err(|e| Error::io(input, "cannot open", e))?;
+                            zip.insert(zip::ZipArchive::new(f).map_err(|e| Error::zip(input, "not a zip file", e))?)
+                        }
+                    };
+                    w.add_raw(zip, input, *index, e.mode, hash, *size)?;
+                }
+            }
         }
         for (p, text) in &self.generated {
             w.add_bytes(p, text.as_bytes(), 0o644)?;

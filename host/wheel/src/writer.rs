@@ -1,7 +1,8 @@
 //! Writing a wheel reproducibly ([`WheelWriter`]): entries in the order
 //! given (the caller sorts), one fixed timestamp, Unix modes from the
-//! caller, deflate at a fixed level (`.kpack` archives stored: they are
-//! zstd already), and RECORD generated from what was written, last.
+//! caller, no extra fields, deflate at a fixed level (`.kpack` archives
+//! stored: they are zstd already) or an input entry's compressed bytes
+//! copied as they are, and RECORD generated from what was written, last.
 
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
@@ -106,6 +107,26 @@ impl WheelWriter {
             written += n as u64;
         }
         self.rows.push(RecordEntry { path: name.to_string(), hash: format_sha256(&hasher.finalize().into()), size: Some(written) });
+        Ok(())
+    }
+
+    /// Copy entry `index` of `input` (read from `input_path`) as is: same
+    /// name and compressed bytes, this writer's timestamp and `mode`. The
+    /// caller vouches for `hash` and `size` (checked against the input's
+    /// RECORD when it was unpacked).
+    pub fn add_raw(
+        &mut self,
+        input: &mut zip::ZipArchive<File>,
+        input_path: &Path,
+        index: usize,
+        mode: u32,
+        hash: &str,
+        size: u64,
+    ) -> Result<()> {
+        let file = input.by_index_raw(index).map_err(|e| Error::zip(input_path, &format!("entry #{index}"), e))?;
+        let name = file.name().to_string();
+        self.zip.raw_copy_file_touch(file, self.time, Some(mode & 0o777)).map_err(|e| self.zip_err(&name, e))?;
+        self.rows.push(RecordEntry { path: name, hash: hash.to_string(), size: Some(size) });
         Ok(())
     }
 
