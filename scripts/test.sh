@@ -11,6 +11,10 @@ need=()
 for tool in cc strip objcopy readelf patchelf python3; do
   command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
 done
+# The wheel test pip-installs into a fresh venv: Debian splits venv/ensurepip out.
+if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  need+=(python3-venv)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing Debian packages for: ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
