@@ -53,6 +53,9 @@ struct SplitArgs {
     /// Print a JSON summary on stdout.
     #[arg(long)]
     json: bool,
+    /// Split in a staging directory and report, but write no wheel.
+    #[arg(long)]
+    dry_run: bool,
     #[command(flatten)]
     handlers: HandlerArgs,
 }
@@ -97,6 +100,7 @@ fn split(args: SplitArgs) -> CliResult {
     };
     opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
     opts.mtime = source_date_epoch()?;
+    opts.dry_run = args.dry_run;
 
     let start = std::time::Instant::now();
     let mut pool = rayon::ThreadPoolBuilder::new();
@@ -116,6 +120,9 @@ fn split(args: SplitArgs) -> CliResult {
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
     } else {
         print_table(&report);
+        if args.dry_run {
+            eprintln!("dry run: nothing written to {}", args.output.display());
+        }
         eprintln!("done in {:.2?}", start.elapsed());
     }
     Ok(())

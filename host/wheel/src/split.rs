@@ -39,6 +39,9 @@ pub struct WheelOptions<'a> {
     /// to zip's 1980–2107); default 1980-01-01. The CLI takes it from
     /// `SOURCE_DATE_EPOCH`.
     pub mtime: u64,
+    /// Do everything in the staging directory, report, and write nothing
+    /// to the output directory.
+    pub dry_run: bool,
 }
 
 impl std::fmt::Debug for WheelOptions<'_> {
@@ -50,6 +53,7 @@ impl std::fmt::Debug for WheelOptions<'_> {
             .field("verify_hash", &self.verify_hash)
             .field("databases", &self.databases.is_some())
             .field("mtime", &self.mtime)
+            .field("dry_run", &self.dry_run)
             .finish()
     }
 }
@@ -71,6 +75,7 @@ impl WheelOptions<'_> {
             verify_hash: true,
             databases: None,
             mtime: ZIP_EPOCH,
+            dry_run: false,
         }
     }
 }
@@ -160,7 +165,9 @@ fn entry_order(dist_info: &str, path: &str) -> (bool, String) {
 /// Split `input` into `out_dir` (created if missing; must not be the
 /// input's directory, since the host wheel has the input's file name).
 pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Result<WheelReport> {
-    std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, "cannot create", e))?;
+    if !opts.dry_run {
+        std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, "cannot create", e))?;
+    }
     let input_dir = input.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
@@ -173,10 +180,13 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
             "the output directory holds the input, and the host wheel has the input's name: choose another",
         ));
     }
+    // Staged next to the outputs so the final renames stay on one file
+    // system; a dry run stages in the system's temp directory instead.
+    let staging_in = if opts.dry_run { std::env::temp_dir() } else { out_dir.to_path_buf() };
     let staging = tempfile::Builder::new()
         .prefix(".kpack-wheel-")
-        .tempdir_in(out_dir)
-        .map_err(|e| Error::io(out_dir, "cannot create a staging directory", e))?;
+        .tempdir_in(&staging_in)
+        .map_err(|e| Error::io(&staging_in, "cannot create a staging directory", e))?;
     let src = staging.path().join("src");
     std::fs::create_dir_all(&src).map_err(|e| Error::io(&src, "cannot create", e))?;
     let un = unpack(input, &src)?;
@@ -253,7 +263,9 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         let staged = out_stage.join(&input_file);
         std::fs::copy(input, &staged).map_err(|e| Error::io(&staged, "cannot copy the input", e))?;
         let dest = out_dir.join(&input_file);
-        std::fs::rename(&staged, &dest).map_err(|e| Error::io(&dest, "cannot move into place", e))?;
+        if !opts.dry_run {
+            std::fs::rename(&staged, &dest).map_err(|e| Error::io(&dest, "cannot move into place", e))?;
+        }
         let host = WheelFile { path: dest, ..input_report.clone() };
         return Ok(WheelReport { input: input_report, version, tags, device_code: false, host, devices: Vec::new(), binaries, databases, warnings });
     }
@@ -348,7 +360,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
             }
         }
     }
-    for job in &jobs {
+    for job in jobs.iter().filter(|_| !opts.dry_run) {
         let dest = out_dir.join(&job.file);
         std::fs::rename(out_stage.join(&job.file), &dest).map_err(|e| Error::io(&dest, "cannot move into place", e))?;
     }

@@ -288,6 +288,22 @@ fn splits_a_fat_wheel_into_host_and_device_wheels() {
     let t = z.by_index(0).unwrap().last_modified().unwrap();
     assert_eq!((t.year(), t.month(), t.day(), t.hour(), t.minute(), t.second()), (2023, 11, 14, 22, 13, 20));
 
+    // --dry-run reports the same and writes nothing.
+    let dry = tmp.path().join("dry");
+    let r = split(&input, &dry, &["--dry-run"], &[]);
+    let moved: Vec<serde_json::Value> = report["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let mut d = d.clone();
+            d["path"] = dry.join(d["file"].as_str().unwrap()).display().to_string().into();
+            d
+        })
+        .collect();
+    assert_eq!(r["devices"], serde_json::Value::Array(moved));
+    assert!(!dry.exists(), "dry run wrote {}", dry.display());
+
     install_and_resolve(tmp.path(), &out);
 }
 
