@@ -116,3 +116,135 @@ pub fn tree_digest(root: &Path) -> std::collections::BTreeMap<String, String> {
     }
     out
 }
+
+/// Executables and shared libraries with device code among the fixtures.
+pub const FAT_FIXTURES: &[&str] = &[
+    "exe_axpy_gfx1030",
+    "exe_axpy_2arch",
+    "exe_axpy_2arch_nopie",
+    "exe_axpy_wide",
+    "exe_axpy_feat",
+    "exe_2tu_wide",
+    "exe_rdc_2arch",
+    "libaxpy_gfx1030.so",
+    "libaxpy_2arch.so",
+    "libaxpy_wide.so",
+    "libaxpy_wide_stripped.so",
+    "libaxpy_feat.so",
+    "lib2tu_2arch.so",
+    "lib2tu_2arch_debug.so",
+    "librdc_2arch.so",
+    "libaxpy_2arch_align64k.so",
+    "exe_axpy_2arch_noseparate",
+    "libaxpy_2arch_lld.so",
+    "exe_2tu_2arch_lld",
+];
+
+/// One code object as clang-offload-bundler unbundled it (ORACLE.tsv).
+#[derive(Debug, Clone)]
+pub struct OracleEntry {
+    /// Fixture file name.
+    pub file: String,
+    /// Bundle index in `.hip_fatbin` (the co_index).
+    pub bundle: usize,
+    /// Target id, e.g. `gfx90a:xnack+`.
+    pub target: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// SHA-256, lowercase hex.
+    pub sha256: String,
+}
+
+/// Every code object of every fixture, from `tests/fixtures/corpus/ORACLE.tsv`.
+pub fn oracle() -> &'static [OracleEntry] {
+    static O: OnceLock<Vec<OracleEntry>> = OnceLock::new();
+    O.get_or_init(|| {
+        std::fs::read_to_string(fixture("corpus/ORACLE.tsv"))
+            .unwrap()
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                OracleEntry {
+                    file: f[0].into(),
+                    bundle: f[1].parse().unwrap(),
+                    target: f[2].rsplit("--").next().unwrap().into(),
+                    size: f[3].parse().unwrap(),
+                    sha256: f[4].into(),
+                }
+            })
+            .collect()
+    })
+}
+
+/// The stub HIP runtime (`libamdhip64.so.5` from tests/stub-hip) and the
+/// `dlopen_host`, built once per process with `cc`. With `loading`, the stub
+/// also loads every HIPK wrapper's code object through a private copy of
+/// this workspace's `librocm_kpack.so` (built with cargo first).
+pub fn stub_hip(loading: bool) -> &'static Path {
+    static PLAIN: OnceLock<PathBuf> = OnceLock::new();
+    static LOADING: OnceLock<PathBuf> = OnceLock::new();
+    let cell = if loading { &LOADING } else { &PLAIN };
+    cell.get_or_init(|| {
+        let target = target_dir();
+        let dir = target.join(if loading { "stub-hip-load" } else { "stub-hip" });
+        std::fs::create_dir_all(&dir).unwrap();
+        let s = |p: PathBuf| p.to_str().unwrap().to_owned();
+        let src = workspace_root().join("tests/stub-hip");
+        let mut lib_args = vec![
+            "-shared".to_owned(),
+            "-fPIC".into(),
+            "-O1".into(),
+            "-Wall".into(),
+            "-Werror".into(),
+            "-o".into(),
+            s(dir.join("libamdhip64.so.5")),
+            s(src.join("hip_stub.c")),
+            "-Wl,-soname,libamdhip64.so.5".into(),
+            format!("-Wl,--version-script={}", s(src.join("hip.map"))),
+        ];
+        if loading {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let out = Command::new(cargo)
+                .current_dir(workspace_root())
+                .args(["build", "-q", "-p", "kpack-capi", "--lib"])
+                .env("CARGO_TARGET_DIR", &target)
+                .output()
+                .expect("run cargo build");
+            assert!(out.status.success(), "building kpack-capi failed:\n{}", String::from_utf8_lossy(&out.stderr));
+            // A private copy so a later rebuild cannot swap it under a running test.
+            std::fs::copy(target.join("debug/librocm_kpack.so"), dir.join("librocm_kpack.so")).unwrap();
+            lib_args.extend([
+                "-DKPACK_LOAD".into(),
+                format!("-I{}", s(workspace_root().join("host/capi/include"))),
+                s(src.join("kpack_load.c")),
+                format!("-L{}", s(dir.clone())),
+                "-lrocm_kpack".into(),
+                format!("-Wl,-rpath,{}", s(dir.clone())),
+            ]);
+        }
+        cc(&lib_args);
+        cc(&["-O1".into(), "-o".into(), s(dir.join("dlopen_host")), s(src.join("dlopen_host.c")), "-ldl".into()]);
+        dir
+    })
+}
+
+fn cc(args: &[String]) {
+    let out = Command::new("cc").args(args).output().expect("run cc");
+    assert!(out.status.success(), "cc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A command running `binary` under a stub HIP runtime: executables
+/// directly, shared libraries through `dlopen_host`.
+pub fn stub_command(stub: &Path, binary: &Path) -> Command {
+    let is_lib = binary.file_name().unwrap().to_string_lossy().contains(".so");
+    let mut cmd = if is_lib {
+        let mut c = Command::new(stub.join("dlopen_host"));
+        c.arg(binary);
+        c
+    } else {
+        Command::new(binary)
+    };
+    cmd.env("LD_LIBRARY_PATH", stub);
+    cmd
+}

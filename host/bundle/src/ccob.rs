@@ -122,14 +122,14 @@ pub fn parse_header(src: &dyn ReadAt, start: u64, limit: u64) -> Result<CcobHead
         2 => (Some(u32_at(8)), u32_at(12), u64_at(16)),
         _ => (Some(u64_at(8)), u64_at(16), u64_at(24)),
     };
-    if let Some(total) = total_size {
-        if total <= hlen || total > avail {
-            return Err(Error::at(
-                ErrorKind::BadRange,
-                start + 8,
-                format!("CCOB total size {total:#x} is impossible ({avail:#x} bytes left in the section)"),
-            ));
-        }
+    if let Some(total) = total_size
+        && (total <= hlen || total > avail)
+    {
+        return Err(Error::at(
+            ErrorKind::BadRange,
+            start + 8,
+            format!("CCOB total size {total:#x} is impossible ({avail:#x} bytes left in the section)"),
+        ));
     }
     if uncompressed_size > MAX_UNCOMPRESSED {
         return Err(Error::at(ErrorKind::BadRange, start, format!("CCOB uncompressed size {uncompressed_size} is absurd")));

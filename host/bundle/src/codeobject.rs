@@ -313,7 +313,6 @@ mod tests {
     }
 
     #[test]
-    #[allow(clippy::unwrap_used, reason = "tests")]
     fn bare_elf_with_header_tables_past_u64_max_is_an_error() {
         // fuzz/artifacts/bundle/crash-3764f5f1: e_phoff + e_phnum * e_phentsize
         // overflowed (a panic in debug builds, a wrong length in release).

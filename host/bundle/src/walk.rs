@@ -144,7 +144,7 @@ impl Walker<'_> {
         }
         if head.starts_with(CCOB_MAGIC) {
             let inf = inflate(self.src, pos, self.end, self.opts.verify_hash)?;
-            let entries = inner_entries(&inf.data, &inf.header).map_err(|e| {
+            let entries = inner_entries(&inf.data).map_err(|e| {
                 Error::at(e.kind(), pos, format!("inside the compressed bundle: {e}"))
             })?;
             return Ok(Item {
@@ -170,7 +170,8 @@ impl Walker<'_> {
 
 /// Entries of the plain bundle(s) a CCOB inflated to, offsets from the
 /// start of the inflated data.
-fn inner_entries(data: &Vec<u8>, _h: &CcobHeader) -> Result<Vec<Entry>, Error> {
+#[allow(clippy::ptr_arg, reason = "ReadAt is implemented for Vec<u8>; the unsized [u8] cannot be a trait object")]
+fn inner_entries(data: &Vec<u8>) -> Result<Vec<Entry>, Error> {
     let mut entries = Vec::new();
     let mut pos = 0u64;
     let end = data.len() as u64;

@@ -665,7 +665,6 @@ pub unsafe extern "C" fn kpack_cache_last_diagnostic(
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
 

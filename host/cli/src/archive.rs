@@ -332,7 +332,6 @@ fn verify(files: &[PathBuf], json: bool) -> CliResult {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
 

@@ -136,10 +136,8 @@ fn file_report(path: &std::path::Path, fat: &FatBinary, with_names: bool) -> any
                 t.bytes += entry.size;
             }
             let kernel_count = code_object.as_ref().map_or(0, |c| c.kernels.len());
-            if !with_names {
-                if let Some(c) = code_object.as_mut() {
-                    c.kernels.clear();
-                }
+            if !with_names && let Some(c) = code_object.as_mut() {
+                c.kernels.clear();
             }
             entries.push(EntryReport {
                 entry: entry.clone(),

@@ -237,7 +237,7 @@ fn read_elf(path: &Path, source: SizedFile, opts: WalkOptions) -> Result<FatBina
             .section_by_index(object::SectionIndex(seg.index))
             .and_then(|s| s.data())
             .map_err(|e| Error::new(ErrorKind::Malformed, path, format!("cannot read {SEGMENT_SECTION}: {e}")))?;
-        if data.len() as u64 % WRAPPER_SIZE != 0 {
+        if !(data.len() as u64).is_multiple_of(WRAPPER_SIZE) {
             return Err(Error::new(
                 ErrorKind::Offload,
                 path,
@@ -402,10 +402,10 @@ fn symbol_value<'d, R: object::ReadRef<'d>>(obj: &ElfFile64<'d, LE, R>, symtab: 
         return (0, String::new());
     };
     let name = sym.name().unwrap_or("").to_string();
-    if sym.kind() == object::SymbolKind::Section || name.is_empty() {
-        if let Some(s) = sym.section_index().and_then(|i| obj.section_by_index(i).ok()) {
-            return (s.address(), s.name().unwrap_or("").to_string());
-        }
+    if (sym.kind() == object::SymbolKind::Section || name.is_empty())
+        && let Some(s) = sym.section_index().and_then(|i| obj.section_by_index(i).ok())
+    {
+        return (s.address(), s.name().unwrap_or("").to_string());
     }
     (sym.address(), name)
 }

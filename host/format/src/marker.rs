@@ -134,12 +134,6 @@ impl Marker {
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "tests"
-)]
 mod tests {
     use super::*;
 

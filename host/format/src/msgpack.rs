@@ -213,12 +213,6 @@ impl<'a> Decoder<'a> {
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "tests"
-)]
 mod tests {
     use super::*;
 

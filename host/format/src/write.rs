@@ -457,12 +457,6 @@ fn set_readable(file: &File) -> Result<()> {
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "tests"
-)]
 mod tests {
     use super::*;
     use crate::Archive;

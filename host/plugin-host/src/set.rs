@@ -582,7 +582,6 @@ fn load_one(engine: &wasmtime::Engine, c: Candidate, options: &LoadOptions) -> R
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::panic, reason = "tests")]
 mod tests {
     use super::*;
 

@@ -111,7 +111,6 @@ pub(crate) fn sandbox_imports(linker: &mut Linker<HostState>, component: &Compon
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use sha2::{Digest, Sha256};
 

@@ -441,12 +441,6 @@ pub(crate) fn weakly_canonical(path: &Path) -> Option<PathBuf> {
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "tests"
-)]
 mod tests {
     use super::*;
 

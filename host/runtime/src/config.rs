@@ -57,7 +57,6 @@ fn truthy(v: Option<OsString>) -> bool {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
 

@@ -61,7 +61,6 @@ pub fn find_in_maps(maps: &str, addr: u64) -> Option<(String, u64)> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
 

@@ -51,7 +51,6 @@ pub fn compatible_targets(agent_isa: &str) -> Vec<String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
 

@@ -5,16 +5,11 @@ use std::collections::BTreeMap;
 
 use kpack_tests::{fixture, kpack, sha256_hex, stderr, stdout};
 
-/// (file, bundle, target) -> (size, sha256), as LLVM's bundler unbundled them.
+/// (file, bundle, target as in file names) -> (size, sha256), as LLVM's bundler unbundled them.
 fn oracle() -> BTreeMap<(String, usize, String), (u64, String)> {
-    let text = std::fs::read_to_string(fixture("corpus/ORACLE.tsv")).unwrap();
-    text.lines()
-        .skip(1)
-        .map(|l| {
-            let f: Vec<&str> = l.split('\t').collect();
-            let target = f[2].rsplit("--").next().unwrap().replace(':', "_");
-            ((f[0].to_string(), f[1].parse().unwrap(), target), (f[3].parse().unwrap(), f[4].to_string()))
-        })
+    kpack_tests::oracle()
+        .iter()
+        .map(|e| ((e.file.clone(), e.bundle, e.target.replace(':', "_")), (e.size, e.sha256.clone())))
         .collect()
 }
 

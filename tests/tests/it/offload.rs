@@ -6,64 +6,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
-use kpack_tests::{fixture, kpack, sha256_hex, stderr, workspace_root};
-
-/// Executables and shared libraries with device code, as built by the corpus script.
-const FAT: &[&str] = &[
-    "exe_axpy_gfx1030",
-    "exe_axpy_2arch",
-    "exe_axpy_2arch_nopie",
-    "exe_axpy_wide",
-    "exe_axpy_feat",
-    "exe_2tu_wide",
-    "exe_rdc_2arch",
-    "libaxpy_gfx1030.so",
-    "libaxpy_2arch.so",
-    "libaxpy_wide.so",
-    "libaxpy_wide_stripped.so",
-    "libaxpy_feat.so",
-    "lib2tu_2arch.so",
-    "lib2tu_2arch_debug.so",
-    "librdc_2arch.so",
-    "libaxpy_2arch_align64k.so",
-    "exe_axpy_2arch_noseparate",
-    "libaxpy_2arch_lld.so",
-    "exe_2tu_2arch_lld",
-];
-
-/// The stub HIP runtime (libamdhip64.so.5) and the dlopen host, built once.
-fn stub_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = kpack_tests::target_dir().join("stub-hip");
-        std::fs::create_dir_all(&dir).unwrap();
-        let src = workspace_root().join("tests/stub-hip");
-        let cc = |args: &[&str]| {
-            let out = Command::new("cc").args(args).output().expect("run cc");
-            assert!(out.status.success(), "cc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        };
-        let lib = dir.join("libamdhip64.so.5");
-        let map = format!("-Wl,--version-script={}", src.join("hip.map").display());
-        cc(&["-shared", "-fPIC", "-O1", "-o", lib.to_str().unwrap(), src.join("hip_stub.c").to_str().unwrap(), "-Wl,-soname,libamdhip64.so.5", &map]);
-        cc(&["-O1", "-o", dir.join("dlopen_host").to_str().unwrap(), src.join("dlopen_host.c").to_str().unwrap(), "-ldl"]);
-        dir
-    })
-}
+use kpack_tests::{FAT_FIXTURES, fixture, kpack, oracle, sha256_hex, stderr, stub_command, stub_hip};
 
 /// What a run under the stub registered: (exit code, log lines).
 fn run_under_stub(binary: &Path) -> (Option<i32>, Vec<String>) {
-    let dir = stub_dir();
     let log = tempfile::NamedTempFile::new().unwrap();
-    let mut cmd = if binary.extension().is_some_and(|e| e == "so") || binary.to_string_lossy().contains(".so.") {
-        let mut c = Command::new(dir.join("dlopen_host"));
-        c.arg(binary);
-        c
-    } else {
-        Command::new(binary)
-    };
-    let out = cmd.env("LD_LIBRARY_PATH", dir).env("KPACK_STUB_LOG", log.path()).output().unwrap();
+    let out = stub_command(stub_hip(false), binary).env("KPACK_STUB_LOG", log.path()).output().unwrap();
     let text = std::fs::read_to_string(log.path()).unwrap();
     (out.status.code(), text.lines().map(str::to_string).collect())
 }
@@ -80,23 +29,11 @@ fn verify_ok(path: &Path) {
     assert!(out.status.success(), "verify-elf {}: {}{}", path.display(), kpack_tests::stdout(&out), stderr(&out));
 }
 
-/// (file, bundle, target) -> sha256, from clang-offload-bundler.
-fn oracle() -> BTreeMap<(String, usize, String), String> {
-    std::fs::read_to_string(fixture("corpus/ORACLE.tsv"))
-        .unwrap()
-        .lines()
-        .skip(1)
-        .map(|l| {
-            let f: Vec<&str> = l.split('\t').collect();
-            ((f[0].into(), f[1].parse().unwrap(), f[2].rsplit("--").next().unwrap().into()), f[4].into())
-        })
-        .collect()
-}
-
 #[test]
 fn every_fixture_offloads_verifies_survives_packaging_and_still_runs() {
-    let oracle = oracle();
-    for name in FAT {
+    let oracle: BTreeMap<(String, usize, String), String> =
+        oracle().iter().map(|e| ((e.file.clone(), e.bundle, e.target.clone()), e.sha256.clone())).collect();
+    for name in FAT_FIXTURES {
         let input = fixture(&format!("corpus/{name}"));
         let before = sha256_hex(&std::fs::read(&input).unwrap());
         let dir = tempfile::tempdir().unwrap();

@@ -11,70 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use kpack_tests::{fixture, kpack, stderr, workspace_root};
-
-/// Executables and shared libraries with device code.
-const FAT: &[&str] = &[
-    "exe_axpy_gfx1030",
-    "exe_axpy_2arch",
-    "exe_axpy_2arch_nopie",
-    "exe_axpy_wide",
-    "exe_axpy_feat",
-    "exe_2tu_wide",
-    "exe_rdc_2arch",
-    "libaxpy_gfx1030.so",
-    "libaxpy_2arch.so",
-    "libaxpy_wide.so",
-    "libaxpy_wide_stripped.so",
-    "libaxpy_feat.so",
-    "lib2tu_2arch.so",
-    "lib2tu_2arch_debug.so",
-    "librdc_2arch.so",
-];
+use kpack_tests::{FAT_FIXTURES, fixture, kpack, stderr, stub_command, stub_hip};
 
 const KPACK_ERROR_NOT_IMPLEMENTED: i32 = 8;
 const KPACK_ERROR_ARCHIVE_NOT_FOUND: i32 = 13;
 const KPACK_ERROR_ARCH_NOT_FOUND: i32 = 14;
-
-/// `librocm_kpack.so` from this workspace, the loading stub HIP runtime
-/// linked against it, and the dlopen host; built once per test process.
-fn loading_stub_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let target = kpack_tests::target_dir();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let out = Command::new(cargo)
-            .current_dir(workspace_root())
-            .args(["build", "-q", "-p", "kpack-capi", "--lib"])
-            .env("CARGO_TARGET_DIR", &target)
-            .output()
-            .expect("run cargo build");
-        assert!(out.status.success(), "building kpack-capi failed:\n{}", String::from_utf8_lossy(&out.stderr));
-
-        // A private copy of the library so a later rebuild cannot swap it under a running test.
-        let dir = target.join("stub-hip-load");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::copy(target.join("debug/librocm_kpack.so"), dir.join("librocm_kpack.so")).unwrap();
-        let src = workspace_root().join("tests/stub-hip");
-        let cc = |args: &[&str]| {
-            let out = Command::new("cc").args(args).output().expect("run cc");
-            assert!(out.status.success(), "cc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        };
-        let s = |p: PathBuf| p.to_str().unwrap().to_owned();
-        cc(&[
-            "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-DKPACK_LOAD",
-            &format!("-I{}", s(workspace_root().join("host/capi/include"))),
-            "-o", &s(dir.join("libamdhip64.so.5")),
-            &s(src.join("hip_stub.c")), &s(src.join("kpack_load.c")),
-            "-Wl,-soname,libamdhip64.so.5",
-            &format!("-Wl,--version-script={}", s(src.join("hip.map"))),
-            &format!("-L{}", s(dir.clone())), "-lrocm_kpack",
-            &format!("-Wl,-rpath,{}", s(dir.clone())),
-        ]);
-        cc(&["-O1", "-o", &s(dir.join("dlopen_host")), &s(src.join("dlopen_host.c")), "-ldl"]);
-        dir
-    })
-}
 
 /// One `load` line of the stub's log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,20 +41,12 @@ struct Run {
 }
 
 fn run_loading(binary: &Path, archs: &str, env: &[(&str, &std::ffi::OsStr)]) -> Run {
-    let dir = loading_stub_dir();
     let log = tempfile::NamedTempFile::new().unwrap();
-    let is_lib = binary.file_name().unwrap().to_string_lossy().contains(".so");
-    let mut cmd = if is_lib {
-        let mut c = Command::new(dir.join("dlopen_host"));
-        c.arg(binary);
-        c
-    } else {
-        Command::new(binary)
-    };
+    let mut cmd = stub_command(stub_hip(true), binary);
     for var in ["ROCM_KPACK_PATH", "ROCM_KPACK_PATH_PREFIX", "ROCM_KPACK_DISABLE", "ROCM_KPACK_DEBUG"] {
         cmd.env_remove(var);
     }
-    cmd.env("LD_LIBRARY_PATH", dir).env("KPACK_STUB_LOG", log.path()).env("KPACK_STUB_ARCHS", archs);
+    cmd.env("KPACK_STUB_LOG", log.path()).env("KPACK_STUB_ARCHS", archs);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -141,18 +74,14 @@ fn run_loading(binary: &Path, archs: &str, env: &[(&str, &std::ffi::OsStr)]) -> 
 }
 
 /// (file, co_index, target) -> (sha256, size), from clang-offload-bundler.
-fn oracle() -> &'static BTreeMap<(String, u32, String), (String, usize)> {
-    static O: OnceLock<BTreeMap<(String, u32, String), (String, usize)>> = OnceLock::new();
+type Oracle = BTreeMap<(String, u32, String), (String, usize)>;
+
+fn oracle() -> &'static Oracle {
+    static O: OnceLock<Oracle> = OnceLock::new();
     O.get_or_init(|| {
-        std::fs::read_to_string(fixture("corpus/ORACLE.tsv"))
-            .unwrap()
-            .lines()
-            .skip(1)
-            .map(|l| {
-                let f: Vec<&str> = l.split('\t').collect();
-                let target = f[2].rsplit("--").next().unwrap().to_owned();
-                ((f[0].into(), f[1].parse().unwrap(), target), (f[4].into(), f[3].parse().unwrap()))
-            })
+        kpack_tests::oracle()
+            .iter()
+            .map(|e| ((e.file.clone(), e.bundle as u32, e.target.clone()), (e.sha256.clone(), e.size as usize)))
             .collect()
     })
 }
@@ -218,7 +147,7 @@ fn wrapper_co_indices(bin: &Path) -> Vec<u64> {
 
 #[test]
 fn every_shipped_target_loads_the_object_clang_offload_bundler_extracts() {
-    for name in FAT {
+    for name in FAT_FIXTURES {
         let dir = tempfile::tempdir().unwrap();
         let bin = offload(name, dir.path());
         let targets: Vec<&String> = oracle().keys().filter(|(f, co, _)| f == name && *co == 0).map(|(_, _, t)| t).collect();
