@@ -154,7 +154,7 @@ fn every_shipped_target_loads_the_object_clang_offload_bundler_extracts() {
         assert!(!targets.is_empty(), "{name}: not in the oracle");
         // Every wrapper's co_index is the index of the bundle it points at.
         let expect_wrappers: &[u64] = match *name {
-            "exe_2tu_wide" | "lib2tu_2arch.so" | "lib2tu_2arch_debug.so" => &[0, 1],
+            "exe_2tu_wide" | "lib2tu_2arch.so" | "lib2tu_2arch_debug.so" | "exe_2tu_2arch_lld" => &[0, 1],
             "exe_rdc_2arch" | "librdc_2arch.so" => &[0, 0],
             _ => &[0],
         };
@@ -162,7 +162,7 @@ fn every_shipped_target_loads_the_object_clang_offload_bundler_extracts() {
         for target in targets {
             let cos = assert_loads(name, &bin, target, target);
             let expect: Vec<u32> = match *name {
-                "exe_2tu_wide" | "lib2tu_2arch.so" | "lib2tu_2arch_debug.so" => vec![0, 1],
+                "exe_2tu_wide" | "lib2tu_2arch.so" | "lib2tu_2arch_debug.so" | "exe_2tu_2arch_lld" => vec![0, 1],
                 // -fgpu-rdc: two wrappers share the one bundle (co_index 0
                 // both); the device-link registration code registers one.
                 _ => vec![0],
