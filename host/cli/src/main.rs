@@ -6,6 +6,7 @@
 //! Exit codes: 0 success, 1 "checked and found problems", 2 error.
 
 mod archive;
+mod archive_args;
 mod exit;
 mod external;
 mod extract;

@@ -4,9 +4,10 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use kpack_format::{Compression, WriterOptions};
+use kpack_format::WriterOptions;
 use kpack_offload::{ArchiveSet, OffloadOptions, Outcome, offload_binary, relative_path};
 
+use crate::archive_args::ArchiveArgs;
 use crate::exit::CliResult;
 
 /// Arguments of `kpack offload`.
@@ -30,24 +31,11 @@ pub struct Args {
     /// relative to the output's directory, `<NAME>_@GFXARCH@.kpack`].
     #[arg(long = "search-path")]
     search_paths: Vec<String>,
-    /// Archive compression.
-    #[arg(long, value_enum, default_value = "zstd")]
-    compression: CompressionArg,
-    /// zstd level.
-    #[arg(long, default_value_t = 3)]
-    level: i32,
-    /// Do not check the MD5 of compressed bundles.
-    #[arg(long)]
-    no_verify_hash: bool,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum CompressionArg {
-    None,
-    Zstd,
+    #[command(flatten)]
+    archive: ArchiveArgs,
 }
 
 /// Run `kpack offload`.
@@ -58,10 +46,7 @@ pub fn run(args: Args) -> CliResult {
         n.split('.').next().unwrap_or(&n).to_string()
     });
     let key = args.key.clone().unwrap_or_else(|| file_name(&args.output));
-    let compression = match args.compression {
-        CompressionArg::None => Compression::None,
-        CompressionArg::Zstd => Compression::Zstd { level: args.level },
-    };
+    let compression = args.archive.compression();
     let mut archives = ArchiveSet::new(args.archives.clone(), name.clone(), WriterOptions { compression, ..Default::default() });
     let out_dir = args.output.parent().map(PathBuf::from).unwrap_or_default();
     let search_paths = if args.search_paths.is_empty() {
@@ -69,8 +54,8 @@ pub fn run(args: Args) -> CliResult {
     } else {
         args.search_paths.clone()
     };
-    let opts = OffloadOptions { kernel_name: key.clone(), search_paths: search_paths.clone(), verify_hash: !args.no_verify_hash };
-    let outcome = offload_binary(&args.input, &args.output, &opts, &mut archives)?;
+    let opts = OffloadOptions { kernel_name: key.clone(), search_paths: search_paths.clone(), verify_hash: args.archive.verify_hash() };
+    let outcome = args.archive.thread_pool()?.install(|| offload_binary(&args.input, &args.output, &opts, &mut archives))?;
     let written = match archives.finish() {
         Ok(w) => w,
         Err(e) => {

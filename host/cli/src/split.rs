@@ -7,9 +7,9 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use kpack_format::Compression;
 use kpack_split::{ArtifactInput, Progress, SplitOptions, batch_inputs, component_from_dir_name, split_artifacts};
 
+use crate::archive_args::ArchiveArgs;
 use crate::exit::{CliError, CliResult};
 use crate::handlers::HandlerArgs;
 
@@ -35,29 +35,13 @@ pub struct Args {
     /// Archive directory inside each prefix.
     #[arg(long, default_value = "lib/.kpack")]
     archive_dir: String,
-    /// Archive compression.
-    #[arg(long, value_enum, default_value = "zstd")]
-    compression: CompressionArg,
-    /// zstd level.
-    #[arg(long, default_value_t = 3)]
-    level: i32,
-    /// Worker threads [default: all cores]; output is identical for any value.
-    #[arg(short, long)]
-    jobs: Option<usize>,
-    /// Do not check the MD5 of compressed bundles.
-    #[arg(long)]
-    no_verify_hash: bool,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
+    archive: ArchiveArgs,
+    #[command(flatten)]
     handlers: HandlerArgs,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum CompressionArg {
-    None,
-    Zstd,
 }
 
 /// Run `kpack split`.
@@ -98,11 +82,8 @@ pub fn run(args: Args) -> CliResult {
     let mut opts = SplitOptions::new("");
     opts.archive_dir = args.archive_dir.trim_matches('/').to_string();
     opts.exclude_arches = args.exclude_arch.clone();
-    opts.verify_hash = !args.no_verify_hash;
-    opts.compression = match args.compression {
-        CompressionArg::None => Compression::None,
-        CompressionArg::Zstd => Compression::Zstd { level: args.level },
-    };
+    opts.verify_hash = args.archive.verify_hash();
+    opts.compression = args.archive.compression();
     opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
 
     let bar = std::io::stderr().is_terminal().then(|| {
@@ -126,11 +107,7 @@ pub fn run(args: Args) -> CliResult {
     opts.progress = Some(&progress);
 
     let start = std::time::Instant::now();
-    let mut pool = rayon::ThreadPoolBuilder::new();
-    if let Some(j) = args.jobs {
-        pool = pool.num_threads(j.max(1));
-    }
-    let pool = pool.build().context("starting worker threads")?;
+    let pool = args.archive.thread_pool()?;
     let reports = pool.install(|| split_artifacts(&inputs, &args.output, &opts))?;
     if let Some(b) = &bar {
         b.finish_and_clear();

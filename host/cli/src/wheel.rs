@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use kpack_format::Compression;
 use kpack_wheel::{WheelOptions, WheelReport, ZIP_EPOCH, split_wheel};
 
+use crate::archive_args::ArchiveArgs;
 use crate::exit::CliResult;
 use crate::handlers::HandlerArgs;
 
@@ -38,32 +38,16 @@ struct SplitArgs {
     /// Archive directory relative to site-packages [default: `_<distribution>_kpack`].
     #[arg(long, value_name = "DIR")]
     archive_dir: Option<String>,
-    /// Archive compression.
-    #[arg(long, value_enum, default_value = "zstd")]
-    compression: CompressionArg,
-    /// zstd level.
-    #[arg(long, default_value_t = 3)]
-    level: i32,
-    /// Worker threads [default: all cores]; output is identical for any value.
-    #[arg(short, long)]
-    jobs: Option<usize>,
-    /// Do not check the MD5 of compressed bundles.
-    #[arg(long)]
-    no_verify_hash: bool,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    archive: ArchiveArgs,
     /// Split in a staging directory and report, but write no wheel.
     #[arg(long)]
     dry_run: bool,
     #[command(flatten)]
     handlers: HandlerArgs,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum CompressionArg {
-    None,
-    Zstd,
 }
 
 /// Run `kpack wheel`.
@@ -93,21 +77,14 @@ fn split(args: SplitArgs) -> CliResult {
     let mut opts = WheelOptions::new();
     opts.device_prefix = args.device_prefix.clone();
     opts.archive_dir = args.archive_dir.as_ref().map(|d| d.trim_matches('/').to_string());
-    opts.verify_hash = !args.no_verify_hash;
-    opts.compression = match args.compression {
-        CompressionArg::None => Compression::None,
-        CompressionArg::Zstd => Compression::Zstd { level: args.level },
-    };
+    opts.verify_hash = args.archive.verify_hash();
+    opts.compression = args.archive.compression();
     opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
     opts.mtime = source_date_epoch()?;
     opts.dry_run = args.dry_run;
 
     let start = std::time::Instant::now();
-    let mut pool = rayon::ThreadPoolBuilder::new();
-    if let Some(j) = args.jobs {
-        pool = pool.num_threads(j.max(1));
-    }
-    let pool = pool.build().context("starting worker threads")?;
+    let pool = args.archive.thread_pool()?;
     let report = pool.install(|| split_wheel(&args.input, &args.output, &opts))?;
     for w in &report.warnings {
         eprintln!("warning: {w}");

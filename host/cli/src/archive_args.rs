@@ -1,0 +1,52 @@
+//! Flags shared by the commands that write archives (`offload`, `split`,
+//! `wheel split`): compression, hash checking, worker threads.
+
+use anyhow::Context;
+use kpack_format::Compression;
+
+/// How archives are written and inputs read.
+#[derive(clap::Args)]
+pub struct ArchiveArgs {
+    /// Archive compression.
+    #[arg(long, value_enum, default_value = "zstd")]
+    compression: CompressionArg,
+    /// zstd level.
+    #[arg(long, default_value_t = 3)]
+    level: i32,
+    /// Do not check the MD5 of compressed bundles.
+    #[arg(long)]
+    no_verify_hash: bool,
+    /// Worker threads [default: all cores]; output is identical for any value.
+    #[arg(short, long)]
+    jobs: Option<usize>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum CompressionArg {
+    None,
+    Zstd,
+}
+
+impl ArchiveArgs {
+    /// The archive storage scheme.
+    pub fn compression(&self) -> Compression {
+        match self.compression {
+            CompressionArg::None => Compression::None,
+            CompressionArg::Zstd => Compression::Zstd { level: self.level },
+        }
+    }
+
+    /// Whether to check the MD5 of compressed bundles.
+    pub fn verify_hash(&self) -> bool {
+        !self.no_verify_hash
+    }
+
+    /// A thread pool honouring `--jobs`.
+    pub fn thread_pool(&self) -> anyhow::Result<rayon::ThreadPool> {
+        let mut pool = rayon::ThreadPoolBuilder::new();
+        if let Some(j) = self.jobs {
+            pool = pool.num_threads(j.max(1));
+        }
+        pool.build().context("starting worker threads")
+    }
+}
