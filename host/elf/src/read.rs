@@ -144,6 +144,20 @@ impl FatBinary {
         self.fatbin.is_none() && self.wrappers.is_empty() && self.marker.is_none()
     }
 
+    /// The device target ids present, sorted, each once.
+    pub fn targets(&self) -> Vec<String> {
+        let mut t: Vec<String> = self
+            .bundles
+            .iter()
+            .flat_map(|b| b.entries.iter())
+            .filter(|e| !e.id.is_host())
+            .filter_map(|e| e.id.target().map(|t| t.to_string()))
+            .collect();
+        t.sort();
+        t.dedup();
+        t
+    }
+
     /// `true` when every wrapper is HIPK (the file was transformed).
     pub fn is_transformed(&self) -> bool {
         !self.wrappers.is_empty() && self.wrappers.iter().all(|w| w.magic == Magic::Hipk)

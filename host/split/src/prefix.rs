@@ -470,18 +470,7 @@ fn host_elf(
         }
         Err(e) => return Err(e.to_string()),
     };
-    let targets = || {
-        let mut t: Vec<String> = fat
-            .bundles
-            .iter()
-            .flat_map(|b| b.entries.iter())
-            .filter(|e| !e.id.is_host())
-            .filter_map(|e| e.id.target().map(|t| t.to_string()))
-            .collect();
-        t.sort();
-        t.dedup();
-        t
-    };
+    let targets = || fat.targets();
     let copy_generic = |r: &mut FileResult| -> std::result::Result<(), String> {
         r.generic_bytes = copy(src, &layout.generic.join(rel))?;
         Ok(())
@@ -591,15 +580,7 @@ fn bundle_file(
     mut r: FileResult,
 ) -> std::result::Result<FileResult, String> {
     let fat = read_fat_binary(src, WalkOptions { verify_hash: opts.verify_hash }).map_err(|e| e.to_string())?;
-    let mut targets: Vec<String> = fat
-        .bundles
-        .iter()
-        .flat_map(|b| b.entries.iter())
-        .filter(|e| !e.id.is_host())
-        .filter_map(|e| e.id.target().map(|t| t.to_string()))
-        .collect();
-    targets.sort();
-    targets.dedup();
+    let targets = fat.targets();
     let kept: Vec<&String> = targets.iter().filter(|t| !opts.is_excluded(t)).collect();
     let mut processors: Vec<String> = kept.iter().map(|t| arch_dir_name(t)).collect();
     processors.dedup();

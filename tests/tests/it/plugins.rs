@@ -10,25 +10,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
-use kpack_tests::{kpack_bin, sha256_hex, stderr, stdout, target_dir, workspace_root};
-
-/// Directory holding every `kpack_handler_*.wasm` and `kpack_guest_*.wasm`.
-fn plugin_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        if let Some(d) = std::env::var_os("KPACK_PLUGIN_DIR") {
-            return d.into();
-        }
-        let out = Command::new(workspace_root().join("scripts/build-plugins.sh"))
-            .env("CARGO_TARGET_DIR", target_dir())
-            .output()
-            .expect("run scripts/build-plugins.sh");
-        assert!(out.status.success(), "building plugins failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        target_dir().join("wasm32-wasip2/plugin")
-    })
-}
+use kpack_tests::{kpack_bin, plugin_dir, sha256_hex, stderr, stdout, target_dir, workspace_root};
 
 fn guest(name: &str) -> PathBuf {
     let p = plugin_dir().join(format!("kpack_guest_{}.wasm", name.replace('-', "_")));

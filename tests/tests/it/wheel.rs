@@ -11,32 +11,16 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
 use kpack_bundle::{ReadAt, WalkOptions};
 use kpack_format::Marker;
 use kpack_runtime::{Cache, Config};
-use kpack_tests::{fixture, kpack_bin, stderr, stdout, target_dir, workspace_root};
+use kpack_tests::{fixture, kpack_bin, plugin_dir, stderr, stdout, target_dir};
 use zip::write::SimpleFileOptions;
 
 const WHEEL: &str = "fatpkg-1.0-py3-none-linux_x86_64.whl";
 const HOST_DI: &str = "fatpkg-1.0.dist-info";
 
-/// Directory holding the `kpack_handler_*.wasm` components (see plugins.rs).
-fn plugin_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        if let Some(d) = std::env::var_os("KPACK_PLUGIN_DIR") {
-            return d.into();
-        }
-        let out = Command::new(workspace_root().join("scripts/build-plugins.sh"))
-            .env("CARGO_TARGET_DIR", target_dir())
-            .output()
-            .expect("run scripts/build-plugins.sh");
-        assert!(out.status.success(), "building plugins failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        target_dir().join("wasm32-wasip2/plugin")
-    })
-}
 
 fn kpack_env<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(kpack_bin());
