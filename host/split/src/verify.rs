@@ -87,6 +87,10 @@ struct ArchInfo {
 pub fn verify(dirs: &[PathBuf]) -> Result<VerifyReport> {
     let mut rep = VerifyReport::default();
     for d in dirs {
+        if is_installed_tree(d) {
+            verify_installed(d, &mut rep)?;
+            continue;
+        }
         let arts = if d.join(MANIFEST).is_file() {
             vec![d.clone()]
         } else {
@@ -104,6 +108,50 @@ pub fn verify(dirs: &[PathBuf]) -> Result<VerifyReport> {
     }
     rep.findings.sort();
     Ok(rep)
+}
+
+/// A directory that is neither an artifact nor holds artifacts: an install
+/// prefix or site-packages tree.
+fn is_installed_tree(d: &Path) -> bool {
+    if d.join(MANIFEST).is_file() {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir(d) else { return false };
+    !entries.filter_map(|e| e.ok()).any(|e| e.path().join(MANIFEST).is_file())
+}
+
+/// Verify an installed tree (host and device parts merged, no manifests):
+/// every archive valid, no fat binary left, and every marker's key resolving
+/// through the runtime, from the binary's real location, for every target
+/// some archive in the tree holds for it. A key that no archive holds is an
+/// error (its device package is missing).
+fn verify_installed(root: &Path, rep: &mut VerifyReport) -> Result<()> {
+    rep.artifacts.push(root.display().to_string());
+    let marked = check_host_files(root, &[String::new()], true, rep)?;
+    let mut info = ArchInfo::default();
+    for (path, rel) in files_of(root) {
+        if rel.ends_with(".kpack") {
+            scan_archive(&path, None, &mut info, rep);
+        }
+    }
+    let cache = Cache::new(Config::default());
+    for b in &marked {
+        let bin = root.join(&b.rel);
+        for &k in &b.indices {
+            let key = format!("{}#{k}", b.marker.kernel_name);
+            let Some(targets) = info.keys.get(&key) else {
+                finding(rep, Severity::Error, "marker", &bin, format!("{key}: no archive in {} holds it (device package missing?)", root.display()));
+                continue;
+            };
+            for t in targets {
+                match cache.load(&b.marker, &bin, k, &[t.as_str()]) {
+                    Ok(_) => rep.resolved += 1,
+                    Err(e) => finding(rep, Severity::Error, "marker", &bin, format!("{key} for {t} does not resolve: {e}")),
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn finding(rep: &mut VerifyReport, severity: Severity, check: &'static str, path: impl AsRef<Path>, message: impl Into<String>) {
@@ -131,7 +179,7 @@ fn verify_group(arts: &[PathBuf], rep: &mut VerifyReport) -> Result<()> {
         }
         match parse_artifact_name(&name) {
             Some((c, None)) => {
-                let marked = check_generic(a, &prefixes, rep)?;
+                let marked = check_host_files(a, &prefixes, false, rep)?;
                 generics.insert(c, (a.clone(), prefixes, marked));
             }
             Some((c, Some(arch))) => {
@@ -189,12 +237,16 @@ fn is_host_elf(h: &[u8]) -> bool {
     h.len() >= 20 && h.starts_with(b"\x7fELF") && u16::from_le_bytes([h[18], h[19]]) == 62
 }
 
-fn check_generic(a: &Path, prefixes: &[String], rep: &mut VerifyReport) -> Result<Vec<Marked>> {
+/// Host binaries with markers under `a`'s prefixes; fat binaries left
+/// behind are errors, and so are archives unless `archives_allowed`.
+fn check_host_files(a: &Path, prefixes: &[String], archives_allowed: bool, rep: &mut VerifyReport) -> Result<Vec<Marked>> {
     let mut marked = Vec::new();
     for p in prefixes {
         for (path, rel) in files_of(&a.join(p)) {
             if rel.ends_with(".kpack") {
-                finding(rep, Severity::Error, "generic", &path, "archive in a generic artifact");
+                if !archives_allowed {
+                    finding(rep, Severity::Error, "generic", &path, "archive in a generic artifact");
+                }
                 continue;
             }
             let h = head(&path);
@@ -285,27 +337,7 @@ fn check_arch(a: &Path, arch: &str, prefixes: &[String], rep: &mut VerifyReport)
     for p in prefixes {
         for (path, rel) in files_of(&a.join(p)) {
             if rel.ends_with(".kpack") {
-                let archive = match Archive::open(&path) {
-                    Ok(x) => x,
-                    Err(e) => {
-                        finding(rep, Severity::Error, "archive", &path, e.to_string());
-                        continue;
-                    }
-                };
-                rep.archives += 1;
-                for t in archive.arches() {
-                    if exact && arch_dir_name(t) != arch {
-                        finding(rep, Severity::Error, "arch", &path, format!("holds {t} code in the {arch} artifact"));
-                    }
-                }
-                for e in archive.entries() {
-                    if let Err(err) = archive.read(e) {
-                        finding(rep, Severity::Error, "archive", &path, format!("entry {} {}: {err}", e.key(), e.arch()));
-                        continue;
-                    }
-                    info.keys.entry(e.key().to_string()).or_default().insert(e.arch().to_string());
-                    info.targets.insert(e.arch().to_string());
-                }
+                scan_archive(&path, exact.then_some(arch), &mut info, rep);
                 continue;
             }
             if is_host_elf(&head(&path)) {
@@ -324,6 +356,34 @@ fn check_arch(a: &Path, arch: &str, prefixes: &[String], rep: &mut VerifyReport)
         }
     }
     Ok(info)
+}
+
+/// Open and fully read one archive into `info`; with `only`, every target
+/// must belong to that processor.
+fn scan_archive(path: &Path, only: Option<&str>, info: &mut ArchInfo, rep: &mut VerifyReport) {
+    let archive = match Archive::open(path) {
+        Ok(x) => x,
+        Err(e) => {
+            finding(rep, Severity::Error, "archive", path, e.to_string());
+            return;
+        }
+    };
+    rep.archives += 1;
+    if let Some(arch) = only {
+        for t in archive.arches() {
+            if arch_dir_name(t) != arch {
+                finding(rep, Severity::Error, "arch", path, format!("holds {t} code in the {arch} artifact"));
+            }
+        }
+    }
+    for e in archive.entries() {
+        if let Err(err) = archive.read(e) {
+            finding(rep, Severity::Error, "archive", path, format!("entry {} {}: {err}", e.key(), e.arch()));
+            continue;
+        }
+        info.keys.entry(e.key().to_string()).or_default().insert(e.arch().to_string());
+        info.targets.insert(e.arch().to_string());
+    }
 }
 
 #[allow(clippy::too_many_arguments, reason = "one call site; a struct would only rename them")]

@@ -350,6 +350,31 @@ fn install_and_resolve(tmp: &Path, out: &Path) {
     }
     // libaxpy 1 + lib2tu 2 + libfeat (xnack+ and xnack-) 2.
     assert_eq!(resolved, 5);
+
+    // `kpack verify` on the installed tree reaches the same verdict.
+    let o = Command::new(kpack_bin()).args(["verify", "--json"]).arg(&site).output().unwrap();
+    assert!(o.status.success(), "kpack verify {}:\n{}{}", site.display(), stdout(&o), stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["report"]["resolved"], 5, "{v}");
+    assert_eq!(v["report"]["binaries"], 3, "{v}");
+    // Without the device wheel's archives every marker is a miss.
+    for e in walk_files(&site) {
+        if e.extension().is_some_and(|x| x == "kpack") {
+            std::fs::remove_file(&e).unwrap();
+        }
+    }
+    let o = Command::new(kpack_bin()).args(["verify"]).arg(&site).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stdout(&o).contains("no archive in") && stdout(&o).contains("fatpkg/lib/libaxpy.so"), "{}", stdout(&o));
+}
+
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() && !p.is_symlink() { out.extend(walk_files(&p)) } else { out.push(p) }
+    }
+    out
 }
 
 #[test]
