@@ -66,7 +66,7 @@ pub fn run(args: Args) -> CliResult {
     if args.json {
         let archives: Vec<_> = written
             .iter()
-            .map(|w| serde_json::json!({"path": w.path, "entries": w.entries, "bytes": w.file_size}))
+            .map(|(_, w)| serde_json::json!({"path": w.path, "entries": w.entries, "bytes": w.file_size}))
             .collect();
         let v = serde_json::json!({
             "schema_version": 1,
@@ -95,7 +95,7 @@ pub fn run(args: Args) -> CliResult {
                 transform.marker_addr
             );
             println!("  {code_objects} code objects for {}", targets.join(", "));
-            for w in &written {
+            for (_, w) in &written {
                 let shown = relative_path(&std::env::current_dir().unwrap_or_default(), &w.path);
                 println!("  {}\t{} entries\t{} bytes", shown.display(), w.entries, w.file_size);
             }

@@ -100,9 +100,13 @@ pub enum Outcome {
     AlreadyOffloaded,
 }
 
+/// Where the archives of each processor go.
+type DirFor = Box<dyn Fn(&str) -> PathBuf + Send + Sync>;
+
 /// One archive per processor, written on [`ArchiveSet::finish`].
 pub struct ArchiveSet {
     dir: PathBuf,
+    dir_for: Option<DirFor>,
     name: String,
     options: WriterOptions,
     writers: BTreeMap<String, ArchiveWriter>,
@@ -112,19 +116,44 @@ impl ArchiveSet {
     /// Archives `<dir>/<name>_<processor>.kpack`; `options.group_name`
     /// defaults to `name`, `gfx_arch_family` to the processor.
     pub fn new(dir: PathBuf, name: String, options: WriterOptions) -> ArchiveSet {
-        ArchiveSet { dir, name, options, writers: BTreeMap::new() }
+        ArchiveSet { dir, dir_for: None, name, options, writers: BTreeMap::new() }
+    }
+
+    /// Like [`new`](Self::new), but each processor's archive goes into its
+    /// own directory `dir_for(processor)` (per-arch output trees).
+    pub fn per_processor(
+        name: String,
+        options: WriterOptions,
+        dir_for: impl Fn(&str) -> PathBuf + Send + Sync + 'static,
+    ) -> ArchiveSet {
+        ArchiveSet { dir: PathBuf::new(), dir_for: Some(Box::new(dir_for)), name, options, writers: BTreeMap::new() }
+    }
+
+    /// The archive directory for a processor.
+    fn dir(&self, processor: &str) -> PathBuf {
+        match &self.dir_for {
+            Some(f) => f(processor),
+            None => self.dir.clone(),
+        }
     }
 
     /// The archive path for a processor.
     pub fn path_for(&self, processor: &str) -> PathBuf {
-        self.dir.join(format!("{}_{processor}.kpack", self.name))
+        self.dir(processor).join(format!("{}_{processor}.kpack", self.name))
     }
 
-    /// The marker search path pattern for binaries in `from_dir`.
-    pub fn search_path_from(&self, from_dir: &Path) -> String {
-        let rel = relative_path(from_dir, &self.dir);
+    /// The marker search path pattern for binaries in `from_dir` when the
+    /// archives are installed in `archive_dir`.
+    pub fn search_path(&self, from_dir: &Path, archive_dir: &Path) -> String {
+        let rel = relative_path(from_dir, archive_dir);
         let file = format!("{}_@GFXARCH@.kpack", self.name);
-        if rel.as_os_str().is_empty() { file } else { format!("{}/{file}", rel.display()) }
+        if rel.as_os_str().is_empty() { file } else { format!("{}/{file}", rel.to_string_lossy().replace('\\', "/")) }
+    }
+
+    /// The marker search path pattern for binaries in `from_dir`, for
+    /// archives installed where this set writes them (see [`new`](Self::new)).
+    pub fn search_path_from(&self, from_dir: &Path) -> String {
+        self.search_path(from_dir, &self.dir)
     }
 
     /// Add one code object.
@@ -136,7 +165,8 @@ impl ArchiveSet {
     /// The writer for `processor`, created on first use.
     fn writer(&mut self, processor: &str) -> Result<&mut ArchiveWriter, Error> {
         if !self.writers.contains_key(processor) {
-            std::fs::create_dir_all(&self.dir).map_err(|source| Error::Io { path: self.dir.clone(), source })?;
+            let dir = self.dir(processor);
+            std::fs::create_dir_all(&dir).map_err(|source| Error::Io { path: dir, source })?;
             let mut options = self.options.clone();
             if options.group_name.is_empty() {
                 options.group_name = self.name.clone();
@@ -157,11 +187,12 @@ impl ArchiveSet {
         self.writers.is_empty()
     }
 
-    /// Write every archive (each to a temp file, then renamed).
-    pub fn finish(self) -> Result<Vec<Written>, Error> {
+    /// Write every archive (each to a temp file, then renamed); returns
+    /// (processor, what was written), sorted by processor.
+    pub fn finish(self) -> Result<Vec<(String, Written)>, Error> {
         let mut out = Vec::new();
-        for (_, w) in self.writers {
-            out.push(w.finish()?);
+        for (processor, w) in self.writers {
+            out.push((processor, w.finish()?));
         }
         Ok(out)
     }
@@ -181,9 +212,9 @@ pub fn offload_binary(input: &Path, output: &Path, opts: &OffloadOptions, archiv
         return Ok(Outcome::AlreadyOffloaded);
     }
     let (image, transform) = transform_checked(input, &fat, opts)?;
-    let (code_objects, targets) = add_code_objects(input, &fat, &opts.kernel_name, archives)?;
+    let added = add_code_objects(input, &fat, &opts.kernel_name, &|_| true, archives)?;
     write_atomically(output, &image, input)?;
-    Ok(Outcome::Offloaded { transform, code_objects, targets })
+    Ok(Outcome::Offloaded { transform, code_objects: added.count, targets: added.targets })
 }
 
 /// Transform in memory and run the structural checks on the result.
@@ -197,38 +228,66 @@ pub fn transform_checked(input: &Path, fat: &FatBinary, opts: &OffloadOptions) -
     Ok((image, report))
 }
 
-/// Add every device code object of `fat` to `archives` under
-/// `<kernel_name>#<bundle index>`. Archives are filled in parallel (one
-/// thread per processor), each in its final (key, arch) order so the
-/// writer needs no second copy of the blobs.
-pub fn add_code_objects(input: &Path, fat: &FatBinary, kernel_name: &str, archives: &mut ArchiveSet) -> Result<(usize, Vec<String>), Error> {
-    let mut jobs: Vec<(String, &TargetId, usize, usize)> = Vec::new();
+/// What [`add_code_objects`] added.
+#[derive(Debug, Clone, Default)]
+pub struct Added {
+    /// Code objects added.
+    pub count: usize,
+    /// Target ids added, sorted, each once.
+    pub targets: Vec<String>,
+    /// Target ids left out by the filter, one per code object left out.
+    pub excluded: Vec<String>,
+}
+
+/// One code object to add: (key, target id text, target, bundle, entry).
+type Job<'a> = (String, String, &'a TargetId, usize, usize);
+
+/// Add every device code object of `fat` whose target id passes `keep` to
+/// `archives` under `<kernel_name>#<bundle index>`. Archives are filled in
+/// parallel (one thread per processor), each in its final (key, arch) order
+/// so the writer needs no second copy of the blobs.
+pub fn add_code_objects(
+    input: &Path,
+    fat: &FatBinary,
+    kernel_name: &str,
+    keep: &(dyn Fn(&str) -> bool + Sync),
+    archives: &mut ArchiveSet,
+) -> Result<Added, Error> {
+    let mut jobs: Vec<Job<'_>> = Vec::new();
+    let mut excluded = Vec::new();
     for (b, item) in fat.bundles.iter().enumerate() {
         for (i, entry) in item.entries.iter().enumerate() {
             if let Some(target) = entry.id.target().filter(|_| !entry.id.is_host()) {
-                jobs.push((format!("{kernel_name}#{b}"), target, b, i));
+                let name = target.to_string();
+                if keep(&name) {
+                    jobs.push((format!("{kernel_name}#{b}"), name, target, b, i));
+                } else {
+                    excluded.push(name);
+                }
             }
         }
     }
-    jobs.sort_by(|a, b| (&a.0, a.1.to_string()).cmp(&(&b.0, b.1.to_string())));
-    let mut by_processor: BTreeMap<&str, Vec<&(String, &TargetId, usize, usize)>> = BTreeMap::new();
+    jobs.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    let mut by_processor: BTreeMap<&str, Vec<&Job<'_>>> = BTreeMap::new();
     for job in &jobs {
-        by_processor.entry(job.1.processor()).or_default().push(job);
+        by_processor.entry(job.2.processor()).or_default().push(job);
     }
     for processor in by_processor.keys() {
         archives.writer(processor)?;
     }
-    let targets: std::collections::BTreeSet<String> = jobs.iter().map(|j| j.1.to_string()).collect();
     archives.writers.par_iter_mut().try_for_each(|(processor, writer)| -> Result<(), Error> {
-        for (key, target, b, i) in by_processor.get(processor.as_str()).map(Vec::as_slice).unwrap_or_default() {
+        for (key, name, _, b, i) in by_processor.get(processor.as_str()).map(Vec::as_slice).unwrap_or_default() {
             let data = fat.bundles[*b]
                 .read_entry(&fat.source, *i)
                 .map_err(|source| Error::Bundle { path: input.to_path_buf(), bundle: *b, source })?;
-            writer.add(key, &target.to_string(), &data)?;
+            writer.add(key, name, &data)?;
         }
         Ok(())
     })?;
-    Ok((jobs.len(), targets.into_iter().collect()))
+    let mut targets: Vec<String> = jobs.iter().map(|j| j.1.clone()).collect();
+    targets.sort();
+    targets.dedup();
+    Ok(Added { count: jobs.len(), targets, excluded })
 }
 
 /// Write `bytes` to `path` through a temp file in the same directory,

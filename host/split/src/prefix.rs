@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use kpack_bundle::{TargetId, WalkOptions};
 use kpack_elf::{ElfKind, read_fat_binary};
-use kpack_format::{ArchiveWriter, Compression, WriterOptions};
-use kpack_offload::{OffloadOptions, relative_path, transform_checked, write_atomically};
+use kpack_format::{Compression, WriterOptions};
+use kpack_offload::{ArchiveSet, OffloadOptions, add_code_objects, transform_checked, write_atomically};
 use kpack_plugin_host::{Claim, Classification, FileInfo, HandlerSet};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -107,9 +107,15 @@ impl SplitOptions<'_> {
 
     /// Whether `target` (a target id or bundle key) is excluded.
     pub fn is_excluded(&self, target: &str) -> bool {
-        let processor = target.split(':').next().unwrap_or(target);
-        self.exclude_arches.iter().any(|e| e == target || e == processor || *e == target.replace(':', "_"))
+        excluded(&self.exclude_arches, target)
     }
+}
+
+/// Whether `target` is named by `list` (exactly, by processor, or in the
+/// file-name spelling with `_` for `:`).
+fn excluded(list: &[String], target: &str) -> bool {
+    let processor = target.split(':').next().unwrap_or(target);
+    list.iter().any(|e| e == target || e == processor || *e == target.replace(':', "_"))
 }
 
 /// Where one prefix is read from and written to.
@@ -498,55 +504,32 @@ fn host_elf(
     }
     let kernel_name = if layout.prefix.is_empty() { rel.to_string() } else { format!("{}/{rel}", layout.prefix) };
     let stem = archive_stem(&opts.component, rel);
+    let options = WriterOptions {
+        group_name: opts.component.clone(),
+        gfx_arch_family: String::new(),
+        gfx_arches: None,
+        compression: opts.compression,
+        order: Default::default(),
+    };
+    // Each processor's archives go into its own arch output tree.
+    let mut dirs = BTreeMap::new();
+    for t in fat.bundles.iter().flat_map(|b| &b.entries).filter_map(|e| e.id.target().filter(|_| !e.id.is_host())) {
+        let p = t.processor();
+        dirs.entry(p.to_string()).or_insert_with(|| (layout.arch)(p).join(&opts.archive_dir));
+    }
+    let mut archives = ArchiveSet::per_processor(stem.clone(), options, move |p| dirs.get(p).cloned().unwrap_or_default());
+    // Marker search path: in the install, from the binary's directory to the archive directory.
     let root = Path::new("/kpack-prefix-root");
     let bin_dir = root.join(rel).parent().map(Path::to_path_buf).unwrap_or_else(|| root.to_path_buf());
-    let rel_dir = relative_path(&bin_dir, &root.join(&opts.archive_dir));
-    let file = format!("{stem}_@GFXARCH@.kpack");
-    let search_path = if rel_dir.as_os_str().is_empty() {
-        file
-    } else {
-        format!("{}/{file}", rel_dir.to_string_lossy().replace('\\', "/"))
-    };
+    let search_path = archives.search_path(&bin_dir, &root.join(&opts.archive_dir));
     let oo = OffloadOptions { kernel_name: kernel_name.clone(), search_paths: vec![search_path.clone()], verify_hash: opts.verify_hash };
     let (image, _transform) = transform_checked(src, &fat, &oo).map_err(|e| e.to_string())?;
 
-    let mut writers: BTreeMap<String, ArchiveWriter> = BTreeMap::new();
-    let mut moved = Vec::new();
-    let mut count = 0;
-    for (b, item) in fat.bundles.iter().enumerate() {
-        for (i, entry) in item.entries.iter().enumerate() {
-            let Some(target) = entry.id.target().filter(|_| !entry.id.is_host()) else { continue };
-            let tname = target.to_string();
-            if opts.is_excluded(&tname) {
-                r.excluded.push(tname);
-                continue;
-            }
-            let data = item.read_entry(&fat.source, i).map_err(|e| format!("bundle {b}: {e}"))?;
-            let processor = target.processor().to_string();
-            if !writers.contains_key(&processor) {
-                let path = (layout.arch)(&processor).join(&opts.archive_dir).join(format!("{stem}_{processor}.kpack"));
-                if let Some(d) = path.parent() {
-                    std::fs::create_dir_all(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
-                }
-                let wo = WriterOptions {
-                    group_name: opts.component.clone(),
-                    gfx_arch_family: processor.clone(),
-                    gfx_arches: None,
-                    compression: opts.compression,
-                    order: Default::default(),
-                };
-                let w = ArchiveWriter::create(&path, wo).map_err(|e| e.to_string())?;
-                writers.insert(processor.clone(), w);
-            }
-            if let Some(w) = writers.get_mut(&processor) {
-                w.add(&format!("{kernel_name}#{b}"), &tname, &data).map_err(|e| e.to_string())?;
-            }
-            moved.push(tname);
-            count += 1;
-        }
-    }
-    for (processor, w) in writers {
-        let written = w.finish().map_err(|e| e.to_string())?;
+    let exclude = &opts.exclude_arches;
+    let added = add_code_objects(src, &fat, &kernel_name, &|t| !excluded(exclude, t), &mut archives).map_err(|e| e.to_string())?;
+    r.excluded.extend(added.excluded);
+    let (moved, count) = (added.targets, added.count);
+    for (processor, written) in archives.finish().map_err(|e| e.to_string())? {
         r.arch_bytes.push((processor.clone(), written.file_size));
         r.archives.push(ArchiveReport {
             arch: processor.clone(),
@@ -558,8 +541,6 @@ fn host_elf(
     let out = layout.generic.join(rel);
     write_atomically(&out, &image, src).map_err(|e| e.to_string())?;
     r.generic_bytes = image.len() as u64;
-    moved.sort();
-    moved.dedup();
     r.binary = Some(BinaryReport {
         path: rel.to_string(),
         kernel_name,
