@@ -3,24 +3,16 @@
 # librocsparse.so.0.1 (1.31 GB, 111 bundles x 8 targets), against `cp` of
 # the same file. Prints wall time and peak RSS for each.
 #
-#   usage: bench/fatbin.sh [LIB]    (default: fetches Debian's librocsparse0)
+#   usage: bench/fatbin.sh [LIB]    (default: see bench/rocsparse.sh)
 #
 # Not a test: numbers go into the README by hand.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${BENCH_OUT:-bench/out/fatbin}
 mkdir -p "$OUT"
-LIB=${1:-}
-if [ -z "$LIB" ]; then
-  for cand in /usr/lib/x86_64-linux-gnu/librocsparse.so.0.1 ../corpus/debian/librocsparse.so.0.1 "$OUT/deb/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1"; do
-    [ -f "$cand" ] && LIB=$cand && break
-  done
-fi
-if [ -z "$LIB" ]; then
-  echo "fetching Debian's librocsparse0 (94 MB .deb)" >&2
-  (cd "$OUT" && apt-get download librocsparse0 >/dev/null && dpkg-deb -x librocsparse0_*.deb deb)
-  LIB="$OUT/deb/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1"
-fi
+# shellcheck source=bench/rocsparse.sh
+. bench/rocsparse.sh
+LIB=${1:-$(rocsparse_path "$OUT")}
 cargo build --release -q -p kpack-cli
 K=${CARGO_TARGET_DIR:-target}/release/kpack
 command -v /usr/bin/time >/dev/null || { echo "needs GNU time (apt-get install time)" >&2; exit 2; }

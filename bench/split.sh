@@ -17,16 +17,8 @@ work="${BENCH_DIR:-$PWD/bench/out/split}"
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 rm -rf "$work"; mkdir -p "$work"
 
-src="${ROCSPARSE:-/work/corpus/debian/librocsparse.so.0.1}"
-if [ ! -f "$src" ] && [ -z "${ROCSPARSE:-}" ] && [ -f /usr/lib/x86_64-linux-gnu/librocsparse.so.0.1 ]; then
-  src=/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1
-fi
-if [ ! -f "$src" ]; then
-  echo "fetching librocsparse0 (apt-get download)" >&2
-  mkdir -p "$work/deb"
-  (cd "$work/deb" && apt-get download librocsparse0 && dpkg-deb -x librocsparse0_*.deb root)
-  src="$work/deb/root/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1"
-fi
+. bench/rocsparse.sh
+src=$(rocsparse_path "$work")
 kpack="${KPACK_BIN:-$target/release/kpack}"
 [ -n "${KPACK_BIN:-}" ] || cargo build -q --release -p kpack-cli --bin kpack
 if [ -z "${KPACK_PLUGIN_DIR:-}" ]; then
