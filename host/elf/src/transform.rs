@@ -195,10 +195,9 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
         pieces.push(mk(elf::PT_LOAD, t.p_flags.get(LE), t_off, t_vaddr, a - t_vaddr, a - t_vaddr, t.p_align.get(LE)));
     }
     let kpack_memsz = if fatbin_last { t_vaddr + t_memsz - a } else { post_vaddr - a };
-    // File bytes: exactly the table and the marker (BFD lays segments out by
-    // their contents); the rest of the page and the removed pages zero-fill.
-    let kpack_filesz = (phdrs.len() as u64 + pieces_extra(t_vaddr < a, fatbin_last)) * PHDR_SIZE + marker.len() as u64;
-    pieces.push(mk(elf::PT_LOAD, elf::PF_R, o_a, a, kpack_filesz, kpack_memsz, t.p_align.get(LE).max(PAGE)));
+    // p_filesz is set below, once the table's length is known.
+    let kpack_index = ti + pieces.len();
+    pieces.push(mk(elf::PT_LOAD, elf::PF_R, o_a, a, 0, kpack_memsz, t.p_align.get(LE).max(PAGE)));
     if !fatbin_last {
         let post_off = o_a + PAGE; // == shift(drop_end)
         pieces.push(mk(
@@ -236,6 +235,9 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
         p.p_filesz.set(LE, table_len);
         p.p_memsz.set(LE, table_len);
     }
+    // File bytes: exactly the table and the marker (BFD lays segments out by
+    // their contents); the rest of the page and the removed pages zero-fill.
+    new_phdrs[kpack_index].p_filesz.set(LE, table_len + marker.len() as u64);
     let marker_off_in_page = table_len;
     if marker_off_in_page + marker.len() as u64 > PAGE {
         return Err(fail(
@@ -382,11 +384,6 @@ fn alloc_section(null: SectionHeader64<LE>, shstrtab: &mut Vec<u8>, name: &str, 
     sh.sh_size.set(LE, size);
     sh.sh_addralign.set(LE, 1);
     sh
-}
-
-/// How many program headers the split adds: pre and post pieces besides kpack.
-fn pieces_extra(has_pre: bool, fatbin_last: bool) -> u64 {
-    u64::from(has_pre) + u64::from(!fatbin_last)
 }
 
 /// Overwrite `bytes` at `at`; a wrapper or relocation the rewrite moved

@@ -203,13 +203,13 @@ impl ArchiveSet {
 /// and already-offloaded inputs are copied unchanged and reported.
 pub fn offload_binary(input: &Path, output: &Path, opts: &OffloadOptions, archives: &mut ArchiveSet) -> Result<Outcome, Error> {
     let fat = read_fat_binary(input, WalkOptions { verify_hash: opts.verify_hash })?;
-    if fat.is_host_only() || fat.bundles.is_empty() && !fat.is_transformed() {
-        copy_atomically(input, output)?;
-        return Ok(Outcome::HostOnly);
-    }
     if fat.is_transformed() {
         copy_atomically(input, output)?;
         return Ok(Outcome::AlreadyOffloaded);
+    }
+    if fat.bundles.is_empty() {
+        copy_atomically(input, output)?;
+        return Ok(Outcome::HostOnly);
     }
     let (image, transform) = transform_checked(input, &fat, opts)?;
     let added = add_code_objects(input, &fat, &opts.kernel_name, &|_| true, archives)?;
