@@ -18,14 +18,20 @@ fn walk_all(data: &Vec<u8>, verify_hash: bool) {
         };
         for (i, entry) in item.entries.iter().enumerate() {
             if let Err(e) = item.read_entry(data, i) {
-                assert!(e.offset().is_some(), "read_entry error without an offset: {e}");
+                assert!(
+                    e.offset().is_some(),
+                    "read_entry error without an offset: {e}"
+                );
             }
             match item.code_object(data, i) {
                 Ok(info) => {
                     let _ = info.mismatches(&entry.id);
                     let _ = info.target_id().to_string();
                 }
-                Err(e) => assert!(e.offset().is_some(), "code_object error without an offset: {e}"),
+                Err(e) => assert!(
+                    e.offset().is_some(),
+                    "code_object error without an offset: {e}"
+                ),
             }
         }
     }

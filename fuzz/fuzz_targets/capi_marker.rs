@@ -30,7 +30,8 @@ unsafe impl Sync for Fixture {}
 fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
-        let vectors = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../host/format/tests/vectors");
+        let vectors =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../host/format/tests/vectors");
         let vectors = std::fs::canonicalize(vectors).expect("AMD's vectors");
         let mut caches = [std::ptr::null_mut(); 2];
         // SAFETY: single-threaded initialisation; valid out pointers.
@@ -39,9 +40,15 @@ fn fixture() -> &'static Fixture {
             std::env::remove_var("ROCM_KPACK_PATH_PREFIX");
             std::env::remove_var("ROCM_KPACK_DISABLE");
             std::env::remove_var("ROCM_KPACK_DEBUG");
-            assert_eq!(kpack_cache_create(&mut caches[0]), kpack_error_t::KPACK_SUCCESS);
+            assert_eq!(
+                kpack_cache_create(&mut caches[0]),
+                kpack_error_t::KPACK_SUCCESS
+            );
             std::env::set_var("ROCM_KPACK_PATH", vectors.join("amd_test_zstd.kpack"));
-            assert_eq!(kpack_cache_create(&mut caches[1]), kpack_error_t::KPACK_SUCCESS);
+            assert_eq!(
+                kpack_cache_create(&mut caches[1]),
+                kpack_error_t::KPACK_SUCCESS
+            );
             std::env::remove_var("ROCM_KPACK_PATH");
         }
         Fixture {
@@ -59,7 +66,9 @@ fn fixture() -> &'static Fixture {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&sel, marker)) = data.split_first() else { return };
+    let Some((&sel, marker)) = data.split_first() else {
+        return;
+    };
     if marker.is_empty() {
         return; // the ABI requires at least the marker's first byte to be readable
     }
@@ -68,13 +77,23 @@ fuzz_target!(|data: &[u8]| {
     let body = marker.len().div_ceil(f.page) * f.page;
     // SAFETY: fresh anonymous mapping of body + one page.
     let base = unsafe {
-        libc::mmap(std::ptr::null_mut(), body + f.page, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+        libc::mmap(
+            std::ptr::null_mut(),
+            body + f.page,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
     };
     assert_ne!(base, libc::MAP_FAILED);
     let base = base.cast::<u8>();
     // SAFETY: all offsets lie inside the mapping.
     let start = unsafe {
-        assert_eq!(libc::mprotect(base.add(body).cast(), f.page, libc::PROT_NONE), 0);
+        assert_eq!(
+            libc::mprotect(base.add(body).cast(), f.page, libc::PROT_NONE),
+            0
+        );
         let start = base.add(body - marker.len());
         std::ptr::copy_nonoverlapping(marker.as_ptr(), start, marker.len());
         start
@@ -103,7 +122,10 @@ fuzz_target!(|data: &[u8]| {
         // SAFETY: buffer from kpack_load_code_object.
         unsafe { kpack_free_code_object(out) };
     } else {
-        assert!((1..=14).contains(&(e as i32)), "error {e:?} outside AMD's range");
+        assert!(
+            (1..=14).contains(&(e as i32)),
+            "error {e:?} outside AMD's range"
+        );
         assert!(out.is_null(), "{e:?} with an output buffer");
     }
     // SAFETY: unmapping our own mapping.

@@ -12,14 +12,20 @@ use libfuzzer_sys::fuzz_target;
 /// One scratch file per fuzzing process (`read_fat_binary` takes a path).
 fn scratch() -> &'static PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| std::env::temp_dir().join(format!("kpack-fuzz-elf-offload-{}.bin", std::process::id())))
+    PATH.get_or_init(|| {
+        std::env::temp_dir().join(format!("kpack-fuzz-elf-offload-{}.bin", std::process::id()))
+    })
 }
 
 /// The marker every transform gets, as `kpack offload` would write it.
 fn marker() -> &'static [u8] {
     static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
     BYTES.get_or_init(|| {
-        kpack_format::Marker { kernel_name: "lib/libfuzz.so".into(), search_paths: vec!["libfuzz.kpack".into()] }.to_bytes()
+        kpack_format::Marker {
+            kernel_name: "lib/libfuzz.so".into(),
+            search_paths: vec!["libfuzz.kpack".into()],
+        }
+        .to_bytes()
     })
 }
 

@@ -59,7 +59,9 @@ mod target;
 pub mod tensile;
 
 pub use sniff::{Content, SNIFF_BYTES, mach_name, sniff};
-pub use target::{Target, family_key, find_target, parse_sanitized_target, parse_target, split_processor};
+pub use target::{
+    Target, family_key, find_target, parse_sanitized_target, parse_target, split_processor,
+};
 
 #[doc(hidden)]
 pub use wit_bindgen::rt as __rt;
@@ -102,10 +104,12 @@ impl<'a> File<'a> {
     pub fn below(&self, dirs: &[&str]) -> Option<&'a str> {
         let parts: Vec<&str> = self.path.split('/').collect();
         let n = dirs.len();
-        (0..parts.len().saturating_sub(n)).find(|&i| parts[i..i + n] == *dirs).and_then(|i| {
-            let skip: usize = parts[..i + n].iter().map(|p| p.len() + 1).sum();
-            self.path.get(skip..).filter(|r| !r.is_empty())
-        })
+        (0..parts.len().saturating_sub(n))
+            .find(|&i| parts[i..i + n] == *dirs)
+            .and_then(|i| {
+                let skip: usize = parts[..i + n].iter().map(|p| p.len() + 1).sum();
+                self.path.get(skip..).filter(|r| !r.is_empty())
+            })
     }
 }
 
@@ -173,7 +177,9 @@ pub fn log(level: Level, message: &str) {
 fn install_panic_hook() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        std::panic::set_hook(Box::new(|info| log(Level::Error, &format!("handler panicked: {info}"))));
+        std::panic::set_hook(Box::new(|info| {
+            log(Level::Error, &format!("handler panicked: {info}"))
+        }));
     });
 }
 
@@ -184,7 +190,11 @@ pub struct __Adapter<T>(core::marker::PhantomData<T>);
 impl<T: Handler> wit::Guest for __Adapter<T> {
     fn info() -> wit::HandlerInfo {
         install_panic_hook();
-        wit::HandlerInfo { name: T::NAME.into(), version: T::VERSION.into(), prefix_bytes: T::PREFIX_BYTES }
+        wit::HandlerInfo {
+            name: T::NAME.into(),
+            version: T::VERSION.into(),
+            prefix_bytes: T::PREFIX_BYTES,
+        }
     }
 
     fn classify(files: Vec<wit::FileEntry>) -> Result<Vec<wit::Classification>, wit::HandlerError> {
@@ -231,7 +241,10 @@ mod tests {
         let f = File::new("lib/rocblas/library/gfx942/x.co", 0, &[]);
         assert_eq!(f.below(&["rocblas", "library"]), Some("gfx942/x.co"));
         assert_eq!(f.below(&["blas", "library"]), None);
-        assert_eq!(File::new("lib/rocblas/library", 0, &[]).below(&["rocblas", "library"]), None);
+        assert_eq!(
+            File::new("lib/rocblas/library", 0, &[]).below(&["rocblas", "library"]),
+            None
+        );
         assert_eq!(f.name(), "x.co");
     }
 }

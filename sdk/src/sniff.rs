@@ -89,7 +89,10 @@ fn sniff_elf(b: &[u8]) -> Content {
         let name = mach_name(flags & 0xff)?;
         let (xnack, sramecc) = match abi_version {
             // Code object V3: a set bit means on; off is not recorded.
-            1 => ((flags & 0x100 != 0).then_some(true), (flags & 0x200 != 0).then_some(true)),
+            1 => (
+                (flags & 0x100 != 0).then_some(true),
+                (flags & 0x200 != 0).then_some(true),
+            ),
             // V4 and later: two-bit fields, 0b10 off, 0b11 on.
             v if v >= 2 => (feature(flags, 8), feature(flags, 10)),
             _ => (None, None),
@@ -109,20 +112,55 @@ fn feature(flags: u32, shift: u32) -> Option<bool> {
 
 /// `EF_AMDGPU_MACH` values (LLVM's AMDGPUUsage), kept as data.
 const MACH: &[(u32, &str)] = &[
-    (0x02c, "gfx900"), (0x02d, "gfx902"), (0x02e, "gfx904"), (0x02f, "gfx906"),
-    (0x030, "gfx908"), (0x031, "gfx909"), (0x032, "gfx90c"), (0x03f, "gfx90a"),
-    (0x040, "gfx940"), (0x04b, "gfx941"), (0x04c, "gfx942"), (0x04f, "gfx950"),
-    (0x033, "gfx1010"), (0x034, "gfx1011"), (0x035, "gfx1012"), (0x042, "gfx1013"),
-    (0x036, "gfx1030"), (0x037, "gfx1031"), (0x038, "gfx1032"), (0x039, "gfx1033"),
-    (0x03e, "gfx1034"), (0x03d, "gfx1035"), (0x045, "gfx1036"),
-    (0x041, "gfx1100"), (0x046, "gfx1101"), (0x047, "gfx1102"), (0x044, "gfx1103"),
-    (0x043, "gfx1150"), (0x04a, "gfx1151"), (0x055, "gfx1152"), (0x058, "gfx1153"),
-    (0x057, "gfx1154"), (0x05d, "gfx1170"), (0x05e, "gfx1171"), (0x05c, "gfx1172"),
-    (0x048, "gfx1200"), (0x04e, "gfx1201"), (0x049, "gfx1250"), (0x05a, "gfx1251"),
+    (0x02c, "gfx900"),
+    (0x02d, "gfx902"),
+    (0x02e, "gfx904"),
+    (0x02f, "gfx906"),
+    (0x030, "gfx908"),
+    (0x031, "gfx909"),
+    (0x032, "gfx90c"),
+    (0x03f, "gfx90a"),
+    (0x040, "gfx940"),
+    (0x04b, "gfx941"),
+    (0x04c, "gfx942"),
+    (0x04f, "gfx950"),
+    (0x033, "gfx1010"),
+    (0x034, "gfx1011"),
+    (0x035, "gfx1012"),
+    (0x042, "gfx1013"),
+    (0x036, "gfx1030"),
+    (0x037, "gfx1031"),
+    (0x038, "gfx1032"),
+    (0x039, "gfx1033"),
+    (0x03e, "gfx1034"),
+    (0x03d, "gfx1035"),
+    (0x045, "gfx1036"),
+    (0x041, "gfx1100"),
+    (0x046, "gfx1101"),
+    (0x047, "gfx1102"),
+    (0x044, "gfx1103"),
+    (0x043, "gfx1150"),
+    (0x04a, "gfx1151"),
+    (0x055, "gfx1152"),
+    (0x058, "gfx1153"),
+    (0x057, "gfx1154"),
+    (0x05d, "gfx1170"),
+    (0x05e, "gfx1171"),
+    (0x05c, "gfx1172"),
+    (0x048, "gfx1200"),
+    (0x04e, "gfx1201"),
+    (0x049, "gfx1250"),
+    (0x05a, "gfx1251"),
     (0x050, "gfx1310"),
-    (0x051, "gfx9-generic"), (0x05f, "gfx9-4-generic"), (0x052, "gfx10-1-generic"),
-    (0x053, "gfx10-3-generic"), (0x054, "gfx11-generic"), (0x059, "gfx12-generic"),
-    (0x05b, "gfx12-5-generic"), (0x062, "gfx11-7-generic"), (0x063, "gfx13-generic"),
+    (0x051, "gfx9-generic"),
+    (0x05f, "gfx9-4-generic"),
+    (0x052, "gfx10-1-generic"),
+    (0x053, "gfx10-3-generic"),
+    (0x054, "gfx11-generic"),
+    (0x059, "gfx12-generic"),
+    (0x05b, "gfx12-5-generic"),
+    (0x062, "gfx11-7-generic"),
+    (0x063, "gfx13-generic"),
 ];
 
 /// The processor name for an `EF_AMDGPU_MACH` value; `None` when unknown.
@@ -136,10 +174,19 @@ fn bundle_targets(b: &[u8]) -> Vec<Target> {
     let mut at = 32usize;
     // Each entry header is at least 24 bytes, so the prefix bounds the loop.
     for _ in 0..n.min(b.len() as u64 / 24) {
-        let Some(id_len) = u64_at(b, at + 16).and_then(|l| usize::try_from(l).ok()) else { break };
-        let Some(id) = at.checked_add(24).and_then(|s| b.get(s..s.checked_add(id_len)?)) else { break };
+        let Some(id_len) = u64_at(b, at + 16).and_then(|l| usize::try_from(l).ok()) else {
+            break;
+        };
+        let Some(id) = at
+            .checked_add(24)
+            .and_then(|s| b.get(s..s.checked_add(id_len)?))
+        else {
+            break;
+        };
         at += 24 + id_len;
-        let Ok(id) = std::str::from_utf8(id) else { continue };
+        let Ok(id) = std::str::from_utf8(id) else {
+            continue;
+        };
         if let Some((_, target)) = id.split_once("amdgcn-amd-amdhsa-") {
             let target = target.trim_start_matches('-');
             if let Some(t) = crate::find_target(target) {
@@ -181,9 +228,15 @@ mod tests {
     #[test]
     fn reads_target_from_elf_flags() {
         let c = sniff(&elf(3, 0x04c | 0x300 | 0x800, EM_AMDGPU));
-        assert_eq!(c.single_target().map(|t| t.to_string()).as_deref(), Some("gfx942:sramecc-:xnack+"));
+        assert_eq!(
+            c.single_target().map(|t| t.to_string()).as_deref(),
+            Some("gfx942:sramecc-:xnack+")
+        );
         let c = sniff(&elf(1, 0x03f | 0x100, EM_AMDGPU));
-        assert_eq!(c.single_target().map(|t| t.to_string()).as_deref(), Some("gfx90a:xnack+"));
+        assert_eq!(
+            c.single_target().map(|t| t.to_string()).as_deref(),
+            Some("gfx90a:xnack+")
+        );
     }
 
     #[test]
@@ -200,9 +253,18 @@ mod tests {
 
     #[test]
     fn reads_bundle_device_targets() {
-        let b = bundle(&["host-x86_64-unknown-linux-gnu-", "hipv4-amdgcn-amd-amdhsa--gfx1100"]);
-        assert_eq!(sniff(&b).single_target().map(|t| t.to_string()).as_deref(), Some("gfx1100"));
-        let b = bundle(&["hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+", "hipv4-amdgcn-amd-amdhsa--gfx942"]);
+        let b = bundle(&[
+            "host-x86_64-unknown-linux-gnu-",
+            "hipv4-amdgcn-amd-amdhsa--gfx1100",
+        ]);
+        assert_eq!(
+            sniff(&b).single_target().map(|t| t.to_string()).as_deref(),
+            Some("gfx1100")
+        );
+        let b = bundle(&[
+            "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+",
+            "hipv4-amdgcn-amd-amdhsa--gfx942",
+        ]);
         assert_eq!(sniff(&b).single_target(), None);
         assert!(sniff(&b).is_device_code());
     }

@@ -19,7 +19,12 @@ pub struct Target {
 impl Target {
     /// A plain processor with no features, e.g. `Target::new("gfx942")`.
     pub fn new(processor: &str) -> Self {
-        Target { processor: processor.to_string(), strict: false, sramecc: None, xnack: None }
+        Target {
+            processor: processor.to_string(),
+            strict: false,
+            sramecc: None,
+            xnack: None,
+        }
     }
 
     /// The processor name without features, e.g. `gfx90a` or `gfx11-generic`.
@@ -155,7 +160,9 @@ pub fn parse_target(s: &str) -> Option<Target> {
     if !s.starts_with("gfx") {
         return None;
     }
-    target_at(s, 0).filter(|&(_, end)| end == s.len()).map(|(t, _)| t)
+    target_at(s, 0)
+        .filter(|&(_, end)| end == s.len())
+        .map(|(t, _)| t)
 }
 
 fn generic_suffix(b: &[u8], mut i: usize) -> Option<usize> {
@@ -189,7 +196,8 @@ fn feature_at(rest: &str) -> Option<(&'static str, bool, usize)> {
 }
 
 fn count(b: &[u8], from: usize, pred: impl Fn(u8) -> bool) -> usize {
-    b.get(from..).map_or(0, |s| s.iter().take_while(|&&c| pred(c)).count())
+    b.get(from..)
+        .map_or(0, |s| s.iter().take_while(|&&c| pred(c)).count())
 }
 
 /// Split a concrete LLVM processor name off the front of `s`, using the
@@ -277,7 +285,11 @@ pub fn parse_sanitized_target(s: &str) -> Option<Target> {
             "srameccp" => target.sramecc = Some(true),
             // `xnack-` sanitizes to `xnack_`: the minus became an empty part.
             "xnack" | "sramecc" if parts.next_if_eq(&"").is_some() => {
-                if p == "xnack" { target.xnack = Some(false) } else { target.sramecc = Some(false) }
+                if p == "xnack" {
+                    target.xnack = Some(false)
+                } else {
+                    target.sramecc = Some(false)
+                }
             }
             "xnackm" => target.xnack = Some(false),
             "srameccm" => target.sramecc = Some(false),
@@ -304,10 +316,14 @@ pub fn family_key(wildcard: &str) -> String {
     if let Some(family) = wildcard.strip_suffix("xx") {
         return family.to_string();
     }
-    if let Some(minor) = wildcard.strip_prefix("gfx12").and_then(|r| r.strip_suffix('x'))
-        && minor.len() == 1 && minor.bytes().all(|c| c.is_ascii_digit()) {
-            return format!("gfx12_{minor}");
-        }
+    if let Some(minor) = wildcard
+        .strip_prefix("gfx12")
+        .and_then(|r| r.strip_suffix('x'))
+        && minor.len() == 1
+        && minor.bytes().all(|c| c.is_ascii_digit())
+    {
+        return format!("gfx12_{minor}");
+    }
     wildcard.to_string()
 }
 
@@ -324,22 +340,34 @@ mod tests {
         assert_eq!(t("TensileLibrary_gfx1100.co").as_deref(), Some("gfx1100"));
         assert_eq!(t("kernel_gfx1101.hsaco").as_deref(), Some("gfx1101"));
         assert_eq!(t("gfx90a_metadata.tn.model").as_deref(), Some("gfx90a"));
-        assert_eq!(t("Kernels.so-000-gfx1100.hsaco").as_deref(), Some("gfx1100"));
+        assert_eq!(
+            t("Kernels.so-000-gfx1100.hsaco").as_deref(),
+            Some("gfx1100")
+        );
         assert_eq!(t("generic.dat"), None);
     }
 
     #[test]
     fn keeps_features_in_both_spellings() {
         assert_eq!(t("x_gfx942-xnack-.co").as_deref(), Some("gfx942:xnack-"));
-        assert_eq!(t("x_gfx942:xnack-:sramecc+.co").as_deref(), Some("gfx942:sramecc+:xnack-"));
-        assert_eq!(t("x_gfx1250-strict-xnack+.co").as_deref(), Some("gfx1250-strict:xnack+"));
+        assert_eq!(
+            t("x_gfx942:xnack-:sramecc+.co").as_deref(),
+            Some("gfx942:sramecc+:xnack-")
+        );
+        assert_eq!(
+            t("x_gfx1250-strict-xnack+.co").as_deref(),
+            Some("gfx1250-strict:xnack+")
+        );
         assert_eq!(t("x_gfx90a-xnackp.a").as_deref(), Some("gfx90a"));
     }
 
     #[test]
     fn reads_generic_processors() {
         assert_eq!(t("k_gfx11-generic.co").as_deref(), Some("gfx11-generic"));
-        assert_eq!(t("k_gfx9-4-generic:xnack+.co").as_deref(), Some("gfx9-4-generic:xnack+"));
+        assert_eq!(
+            t("k_gfx9-4-generic:xnack+.co").as_deref(),
+            Some("gfx9-4-generic:xnack+")
+        );
         assert_eq!(t("k_gfx11-foo.co").as_deref(), Some("gfx11"));
     }
 

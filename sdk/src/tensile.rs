@@ -25,9 +25,10 @@ pub fn classify(library: &str, file: &File<'_>) -> Classification {
     };
     let mut parts = rest.split('/');
     if let (Some(first), Some(_)) = (parts.next(), parts.next())
-        && let Some(target) = parse_target(first) {
-            return Classification::Arch(target.to_string());
-        }
+        && let Some(target) = parse_target(first)
+    {
+        return Classification::Arch(target.to_string());
+    }
     let name = file.name();
     let suffix = name.rsplit_once('.').map_or("", |(_, s)| s);
     if !matches!(suffix, "co" | "hsaco" | "dat") {
@@ -55,16 +56,34 @@ mod tests {
 
     #[test]
     fn flat_layout() {
-        assert_eq!(c("lib/rocblas/library/TensileLibrary_gfx1100.co"), Classification::Arch("gfx1100".into()));
-        assert_eq!(c("lib/rocblas/library/TensileLibrary.dat"), Classification::Generic);
+        assert_eq!(
+            c("lib/rocblas/library/TensileLibrary_gfx1100.co"),
+            Classification::Arch("gfx1100".into())
+        );
+        assert_eq!(
+            c("lib/rocblas/library/TensileLibrary.dat"),
+            Classification::Generic
+        );
         assert_eq!(c("lib/rocblas/library/readme.txt"), Classification::NotMine);
-        assert_eq!(c("lib/xrocblas/library_old/TensileLibrary_gfx1100.co"), Classification::NotMine);
+        assert_eq!(
+            c("lib/xrocblas/library_old/TensileLibrary_gfx1100.co"),
+            Classification::NotMine
+        );
     }
 
     #[test]
     fn per_arch_layout_claims_everything_below() {
-        assert_eq!(c("lib/rocblas/library/gfx942/TensileManifest.txt"), Classification::Arch("gfx942".into()));
-        assert_eq!(c("lib/rocblas/library/gfx90a-xnack+/x.dat"), Classification::Arch("gfx90a:xnack+".into()));
-        assert_eq!(c("lib/rocblas/library/gfx942_notadir.dat"), Classification::Arch("gfx942".into()));
+        assert_eq!(
+            c("lib/rocblas/library/gfx942/TensileManifest.txt"),
+            Classification::Arch("gfx942".into())
+        );
+        assert_eq!(
+            c("lib/rocblas/library/gfx90a-xnack+/x.dat"),
+            Classification::Arch("gfx90a:xnack+".into())
+        );
+        assert_eq!(
+            c("lib/rocblas/library/gfx942_notadir.dat"),
+            Classification::Arch("gfx942".into())
+        );
     }
 }

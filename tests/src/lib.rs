@@ -1,6 +1,11 @@
 //! Shared helpers for kpack's integration tests: where the fixtures are, and
 //! how to run the `kpack` binary built from this workspace.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "test support code")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test support code"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -22,7 +27,13 @@ pub fn fixture(rel: &str) -> PathBuf {
 pub fn target_dir() -> PathBuf {
     // .../target/debug/deps/it-HASH -> .../target
     let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().parent().unwrap().to_path_buf()
+    exe.parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// Path of the `kpack` binary, built once per test process.
@@ -42,7 +53,11 @@ pub fn kpack_bin() -> &'static Path {
             .env("CARGO_TARGET_DIR", target_dir())
             .output()
             .expect("run cargo build");
-        assert!(out.status.success(), "building kpack failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "building kpack failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         target_dir().join("debug/kpack")
     })
 }
@@ -53,7 +68,10 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,
 {
-    Command::new(kpack_bin()).args(args).output().expect("run kpack")
+    Command::new(kpack_bin())
+        .args(args)
+        .output()
+        .expect("run kpack")
 }
 
 /// SHA-256 of bytes, as lowercase hex.
@@ -85,7 +103,11 @@ pub fn plugin_dir() -> &'static Path {
             .env("CARGO_TARGET_DIR", target_dir())
             .output()
             .expect("run scripts/build-plugins.sh");
-        assert!(out.status.success(), "building plugins failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "building plugins failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         target_dir().join("wasm32-wasip2/plugin")
     })
 }
@@ -109,7 +131,11 @@ pub fn tree_digest(root: &Path) -> std::collections::BTreeMap<String, String> {
                 stack.push(p.clone());
                 "dir".to_string()
             } else {
-                format!("file:{:o}:{}", meta.permissions().mode() & 0o7777, sha256_hex(&std::fs::read(&p).unwrap()))
+                format!(
+                    "file:{:o}:{}",
+                    meta.permissions().mode() & 0o7777,
+                    sha256_hex(&std::fs::read(&p).unwrap())
+                )
             };
             out.insert(rel, v);
         }
@@ -211,9 +237,17 @@ pub fn stub_hip(loading: bool) -> &'static Path {
                 .env("CARGO_TARGET_DIR", &target)
                 .output()
                 .expect("run cargo build");
-            assert!(out.status.success(), "building kpack-capi failed:\n{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "building kpack-capi failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             // A private copy so a later rebuild cannot swap it under a running test.
-            std::fs::copy(target.join("debug/librocm_kpack.so"), dir.join("librocm_kpack.so")).unwrap();
+            std::fs::copy(
+                target.join("debug/librocm_kpack.so"),
+                dir.join("librocm_kpack.so"),
+            )
+            .unwrap();
             lib_args.extend([
                 "-DKPACK_LOAD".into(),
                 format!("-I{}", s(workspace_root().join("host/capi/include"))),
@@ -224,20 +258,34 @@ pub fn stub_hip(loading: bool) -> &'static Path {
             ]);
         }
         cc(&lib_args);
-        cc(&["-O1".into(), "-o".into(), s(dir.join("dlopen_host")), s(src.join("dlopen_host.c")), "-ldl".into()]);
+        cc(&[
+            "-O1".into(),
+            "-o".into(),
+            s(dir.join("dlopen_host")),
+            s(src.join("dlopen_host.c")),
+            "-ldl".into(),
+        ]);
         dir
     })
 }
 
 fn cc(args: &[String]) {
     let out = Command::new("cc").args(args).output().expect("run cc");
-    assert!(out.status.success(), "cc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "cc {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A command running `binary` under a stub HIP runtime: executables
 /// directly, shared libraries through `dlopen_host`.
 pub fn stub_command(stub: &Path, binary: &Path) -> Command {
-    let is_lib = binary.file_name().unwrap().to_string_lossy().contains(".so");
+    let is_lib = binary
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .contains(".so");
     let mut cmd = if is_lib {
         let mut c = Command::new(stub.join("dlopen_host"));
         c.arg(binary);

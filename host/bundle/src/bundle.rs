@@ -37,11 +37,19 @@ pub fn parse_bundle(src: &dyn ReadAt, start: u64, limit: u64) -> Result<BundleHe
     let avail = limit.saturating_sub(start);
     let head = read_vec(src, start, 32.min(avail))?;
     if head.len() < 32 || &head[..24] != BUNDLE_MAGIC {
-        return Err(Error::at(ErrorKind::BadHeader, start, "not a clang offload bundle (magic or header missing)"));
+        return Err(Error::at(
+            ErrorKind::BadHeader,
+            start,
+            "not a clang offload bundle (magic or header missing)",
+        ));
     }
     let count = u64::from_le_bytes(head[24..32].try_into().unwrap_or_default());
     if count == 0 {
-        return Err(Error::at(ErrorKind::BadRange, start + 24, "bundle declares zero entries"));
+        return Err(Error::at(
+            ErrorKind::BadRange,
+            start + 24,
+            "bundle declares zero entries",
+        ));
     }
     // Each descriptor takes at least 24 bytes.
     if count > (avail - 32) / 24 {
@@ -57,27 +65,47 @@ pub fn parse_bundle(src: &dyn ReadAt, start: u64, limit: u64) -> Result<BundleHe
     for i in 0..count {
         let desc = read_vec(src, pos, 24.min(limit.saturating_sub(pos)))?;
         if desc.len() < 24 {
-            return Err(Error::at(ErrorKind::Truncated, pos, format!("entry {i} descriptor is cut off")));
+            return Err(Error::at(
+                ErrorKind::Truncated,
+                pos,
+                format!("entry {i} descriptor is cut off"),
+            ));
         }
-        let field = |k: usize| u64::from_le_bytes(desc[k * 8..k * 8 + 8].try_into().unwrap_or_default());
+        let field =
+            |k: usize| u64::from_le_bytes(desc[k * 8..k * 8 + 8].try_into().unwrap_or_default());
         let (offset, size, id_len) = (field(0), field(1), field(2));
         if id_len == 0 || id_len > MAX_ID_LEN || pos + 24 + id_len > limit {
-            return Err(Error::at(ErrorKind::BadRange, pos + 16, format!("entry {i} id length {id_len} is impossible")));
+            return Err(Error::at(
+                ErrorKind::BadRange,
+                pos + 16,
+                format!("entry {i} id length {id_len} is impossible"),
+            ));
         }
         let id_bytes = read_vec(src, pos + 24, id_len)?;
-        let id_text = std::str::from_utf8(&id_bytes)
-            .map_err(|_| Error::at(ErrorKind::BadEntryId, pos + 24, format!("entry {i} id is not text")))?;
+        let id_text = std::str::from_utf8(&id_bytes).map_err(|_| {
+            Error::at(
+                ErrorKind::BadEntryId,
+                pos + 24,
+                format!("entry {i} id is not text"),
+            )
+        })?;
         let id = EntryId::parse(id_text).map_err(|e| e.offset_by(pos + 24))?;
         let entry_end = offset.checked_add(size).filter(|&e| e <= avail);
         let Some(entry_end) = entry_end else {
             return Err(Error::at(
                 ErrorKind::BadRange,
                 pos,
-                format!("entry {i} ({id_text}) range {offset:#x}+{size:#x} runs past the end of its section ({avail:#x} bytes from the bundle start)"),
+                format!(
+                    "entry {i} ({id_text}) range {offset:#x}+{size:#x} runs past the end of its section ({avail:#x} bytes from the bundle start)"
+                ),
             ));
         };
         if size > 0 && offset < 32 {
-            return Err(Error::at(ErrorKind::BadRange, pos, format!("entry {i} ({id_text}) overlaps the bundle header")));
+            return Err(Error::at(
+                ErrorKind::BadRange,
+                pos,
+                format!("entry {i} ({id_text}) overlaps the bundle header"),
+            ));
         }
         end = end.max(entry_end);
         pos += 24 + id_len;
@@ -94,7 +122,11 @@ pub fn write_bundle(entries: &[(&str, &[u8])], align: u64) -> Vec<u8> {
     let mut header = Vec::new();
     header.extend_from_slice(BUNDLE_MAGIC);
     header.extend_from_slice(&(entries.len() as u64).to_le_bytes());
-    let header_len: u64 = 32 + entries.iter().map(|(id, _)| 24 + id.len() as u64).sum::<u64>();
+    let header_len: u64 = 32
+        + entries
+            .iter()
+            .map(|(id, _)| 24 + id.len() as u64)
+            .sum::<u64>();
     let mut offset = header_len.next_multiple_of(align);
     let mut body_offsets = Vec::new();
     for (id, data) in entries {
@@ -120,7 +152,10 @@ mod tests {
     #[test]
     fn round_trips_a_written_bundle() {
         let bytes = write_bundle(
-            &[("host-x86_64-unknown-linux", b""), ("hipv4-amdgcn-amd-amdhsa--gfx90a", b"abc")],
+            &[
+                ("host-x86_64-unknown-linux", b""),
+                ("hipv4-amdgcn-amd-amdhsa--gfx90a", b"abc"),
+            ],
             4096,
         );
         let h = parse_bundle(&bytes, 0, bytes.len() as u64).unwrap();
@@ -134,9 +169,19 @@ mod tests {
     fn rejects_zero_and_absurd_entry_counts() {
         let mut bytes = write_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx90a", b"abc")], 1);
         bytes[24..32].copy_from_slice(&0u64.to_le_bytes());
-        assert_eq!(parse_bundle(&bytes, 0, bytes.len() as u64).unwrap_err().kind(), ErrorKind::BadRange);
+        assert_eq!(
+            parse_bundle(&bytes, 0, bytes.len() as u64)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::BadRange
+        );
         bytes[24..32].copy_from_slice(&u64::MAX.to_le_bytes());
-        assert_eq!(parse_bundle(&bytes, 0, bytes.len() as u64).unwrap_err().kind(), ErrorKind::BadRange);
+        assert_eq!(
+            parse_bundle(&bytes, 0, bytes.len() as u64)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::BadRange
+        );
     }
 
     #[test]
@@ -153,7 +198,10 @@ mod tests {
     fn rejects_truncated_header() {
         let bytes = write_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx90a", b"abc")], 1);
         for cut in [10, 31, 40, 60] {
-            assert!(parse_bundle(&bytes[..cut].to_vec(), 0, cut as u64).is_err(), "cut at {cut}");
+            assert!(
+                parse_bundle(&bytes[..cut].to_vec(), 0, cut as u64).is_err(),
+                "cut at {cut}"
+            );
         }
     }
 }

@@ -34,7 +34,11 @@ impl Method {
         match v {
             0 => Ok(Method::Zlib),
             1 => Ok(Method::Zstd),
-            other => Err(Error::at(ErrorKind::UnknownMethod, at, format!("unknown CCOB compression method {other}"))),
+            other => Err(Error::at(
+                ErrorKind::UnknownMethod,
+                at,
+                format!("unknown CCOB compression method {other}"),
+            )),
         }
     }
 
@@ -103,19 +107,35 @@ pub fn parse_header(src: &dyn ReadAt, start: u64, limit: u64) -> Result<CcobHead
     let avail = limit.saturating_sub(start);
     let head = read_vec(src, start, 8.min(avail))?;
     if head.len() < 8 || &head[..4] != CCOB_MAGIC {
-        return Err(Error::at(ErrorKind::BadHeader, start, "not a compressed offload bundle"));
+        return Err(Error::at(
+            ErrorKind::BadHeader,
+            start,
+            "not a compressed offload bundle",
+        ));
     }
     let version = u16::from_le_bytes([head[4], head[5]]);
     if !(1..=3).contains(&version) {
-        return Err(Error::at(ErrorKind::BadHeader, start + 4, format!("unsupported CCOB version {version}")));
+        return Err(Error::at(
+            ErrorKind::BadHeader,
+            start + 4,
+            format!("unsupported CCOB version {version}"),
+        ));
     }
     let method = Method::from_u16(u16::from_le_bytes([head[6], head[7]]), start + 6)?;
     let hlen = header_len(version);
     if avail < hlen {
-        return Err(Error::at(ErrorKind::Truncated, start, format!("CCOB v{version} header needs {hlen} bytes, {avail} left")));
+        return Err(Error::at(
+            ErrorKind::Truncated,
+            start,
+            format!("CCOB v{version} header needs {hlen} bytes, {avail} left"),
+        ));
     }
     let h = read_vec(src, start, hlen)?;
-    let u32_at = |k: usize| u64::from(u32::from_le_bytes(h[k..k + 4].try_into().unwrap_or_default()));
+    let u32_at = |k: usize| {
+        u64::from(u32::from_le_bytes(
+            h[k..k + 4].try_into().unwrap_or_default(),
+        ))
+    };
     let u64_at = |k: usize| u64::from_le_bytes(h[k..k + 8].try_into().unwrap_or_default());
     let (total_size, uncompressed_size, hash) = match version {
         1 => (None, u32_at(8), u64_at(12)),
@@ -128,13 +148,25 @@ pub fn parse_header(src: &dyn ReadAt, start: u64, limit: u64) -> Result<CcobHead
         return Err(Error::at(
             ErrorKind::BadRange,
             start + 8,
-            format!("CCOB total size {total:#x} is impossible ({avail:#x} bytes left in the section)"),
+            format!(
+                "CCOB total size {total:#x} is impossible ({avail:#x} bytes left in the section)"
+            ),
         ));
     }
     if uncompressed_size > MAX_UNCOMPRESSED {
-        return Err(Error::at(ErrorKind::BadRange, start, format!("CCOB uncompressed size {uncompressed_size} is absurd")));
+        return Err(Error::at(
+            ErrorKind::BadRange,
+            start,
+            format!("CCOB uncompressed size {uncompressed_size} is absurd"),
+        ));
     }
-    Ok(CcobHeader { version, method, total_size, uncompressed_size, hash })
+    Ok(CcobHeader {
+        version,
+        method,
+        total_size,
+        uncompressed_size,
+        hash,
+    })
 }
 
 /// What inflating a CCOB gave.
@@ -149,7 +181,12 @@ pub struct Inflated {
 
 /// Inflate the CCOB at `start`. For v1, which has no size field, the end is
 /// where the compressed stream ends (both formats are self-delimiting).
-pub fn inflate(src: &dyn ReadAt, start: u64, limit: u64, verify_hash: bool) -> Result<Inflated, Error> {
+pub fn inflate(
+    src: &dyn ReadAt,
+    start: u64,
+    limit: u64,
+    verify_hash: bool,
+) -> Result<Inflated, Error> {
     let header = parse_header(src, start, limit)?;
     let hlen = header.header_len();
     let payload_len = match header.total_size {
@@ -177,7 +214,11 @@ pub fn inflate(src: &dyn ReadAt, start: u64, limit: u64, verify_hash: bool) -> R
         return Err(Error::at(
             ErrorKind::Decompress,
             start,
-            format!("CCOB inflated to {} bytes, header says {}", data.len(), header.uncompressed_size),
+            format!(
+                "CCOB inflated to {} bytes, header says {}",
+                data.len(),
+                header.uncompressed_size
+            ),
         ));
     }
     if verify_hash {
@@ -186,7 +227,10 @@ pub fn inflate(src: &dyn ReadAt, start: u64, limit: u64, verify_hash: bool) -> R
             return Err(Error::at(
                 ErrorKind::HashMismatch,
                 start,
-                format!("CCOB MD5 mismatch: header {:016x}, payload {got:016x}", header.hash),
+                format!(
+                    "CCOB MD5 mismatch: header {:016x}, payload {got:016x}",
+                    header.hash
+                ),
             ));
         }
     }
@@ -199,16 +243,24 @@ pub fn inflate(src: &dyn ReadAt, start: u64, limit: u64, verify_hash: bool) -> R
 
 fn inflate_zstd(payload: &[u8], expect: u64, at: u64) -> Result<(Vec<u8>, u64), Error> {
     let bad = |m: String| Error::at(ErrorKind::Decompress, at, m);
-    let frame_len = zstd::zstd_safe::find_frame_compressed_size(payload)
-        .map_err(|code| bad(format!("zstd frame is invalid: {}", zstd::zstd_safe::get_error_name(code))))?;
+    let frame_len = zstd::zstd_safe::find_frame_compressed_size(payload).map_err(|code| {
+        bad(format!(
+            "zstd frame is invalid: {}",
+            zstd::zstd_safe::get_error_name(code)
+        ))
+    })?;
     let frame = &payload[..frame_len.min(payload.len())];
-    let mut dec = zstd::stream::read::Decoder::with_buffer(frame).map_err(|e| bad(format!("zstd: {e}")))?;
+    let mut dec =
+        zstd::stream::read::Decoder::with_buffer(frame).map_err(|e| bad(format!("zstd: {e}")))?;
     // LLVM enables long-distance matching, which may need a window past the
     // decoder's default limit; allow the largest window.
-    dec.window_log_max(31).map_err(|e| bad(format!("zstd: {e}")))?;
+    dec.window_log_max(31)
+        .map_err(|e| bad(format!("zstd: {e}")))?;
     let mut out = Vec::with_capacity(expect.min(64 << 20) as usize);
     // Read one byte past the expected size so an oversized stream is caught.
-    dec.take(expect + 1).read_to_end(&mut out).map_err(|e| bad(format!("zstd stream is corrupt: {e}")))?;
+    dec.take(expect + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| bad(format!("zstd stream is corrupt: {e}")))?;
     Ok((out, frame_len as u64))
 }
 
@@ -218,7 +270,13 @@ fn inflate_zlib(payload: &[u8], expect: u64, at: u64) -> Result<(Vec<u8>, u64), 
     (&mut dec)
         .take(expect + 1)
         .read_to_end(&mut out)
-        .map_err(|e| Error::at(ErrorKind::Decompress, at, format!("zlib stream is corrupt: {e}")))?;
+        .map_err(|e| {
+            Error::at(
+                ErrorKind::Decompress,
+                at,
+                format!("zlib stream is corrupt: {e}"),
+            )
+        })?;
     Ok((out, dec.total_in()))
 }
 
@@ -231,7 +289,10 @@ pub fn md5_low(data: &[u8]) -> u64 {
 /// Compress an uncompressed bundle into a CCOB of the given version.
 pub fn deflate(bundle: &[u8], version: u16, method: Method, level: i32) -> Result<Vec<u8>, Error> {
     if !(1..=3).contains(&version) {
-        return Err(Error::new(ErrorKind::BadHeader, format!("cannot write CCOB version {version}")));
+        return Err(Error::new(
+            ErrorKind::BadHeader,
+            format!("cannot write CCOB version {version}"),
+        ));
     }
     let payload = match method {
         Method::Zstd => {
@@ -266,16 +327,27 @@ mod tests {
     use crate::bundle::write_bundle;
 
     fn sample() -> Vec<u8> {
-        write_bundle(&[("host-x86_64-unknown-linux", b""), ("hipv4-amdgcn-amd-amdhsa--gfx90a", &[7u8; 5000])], 4096)
+        write_bundle(
+            &[
+                ("host-x86_64-unknown-linux", b""),
+                ("hipv4-amdgcn-amd-amdhsa--gfx90a", &[7u8; 5000]),
+            ],
+            4096,
+        )
     }
 
     #[test]
     fn writes_headers_as_the_spec_lays_them_out() {
         let b = sample();
         let md5 = Md5::digest(&b);
-        for (version, method, hlen) in
-            [(1u16, Method::Zlib, 20usize), (1, Method::Zstd, 20), (2, Method::Zlib, 24), (2, Method::Zstd, 24), (3, Method::Zlib, 32), (3, Method::Zstd, 32)]
-        {
+        for (version, method, hlen) in [
+            (1u16, Method::Zlib, 20usize),
+            (1, Method::Zstd, 20),
+            (2, Method::Zlib, 24),
+            (2, Method::Zstd, 24),
+            (3, Method::Zlib, 32),
+            (3, Method::Zstd, 32),
+        ] {
             let c = deflate(&b, version, method, 3).unwrap();
             assert_eq!(&c[0..4], b"CCOB");
             assert_eq!(c[4..6], version.to_le_bytes());
@@ -294,7 +366,11 @@ mod tests {
             }
             // The hash field holds exactly the first 8 MD5 bytes.
             assert_eq!(&c[hlen - 8..hlen], &md5[..8]);
-            let magic: &[u8] = if method == Method::Zstd { &[0x28, 0xb5, 0x2f, 0xfd] } else { &[0x78] };
+            let magic: &[u8] = if method == Method::Zstd {
+                &[0x28, 0xb5, 0x2f, 0xfd]
+            } else {
+                &[0x78]
+            };
             assert_eq!(&c[hlen..hlen + magic.len()], magic, "v{version} {method:?}");
             let inf = inflate(&c, 0, total, true).unwrap();
             assert_eq!(inf.data, b);
@@ -313,12 +389,20 @@ mod tests {
         assert_eq!(&v1[12..20], &md5_low8);
         let v2 = deflate(data, 2, Method::Zstd, 3).unwrap();
         let total = v2.len() as u8;
-        assert_eq!(&v2[..16], &[0x43, 0x43, 0x4f, 0x42, 0x02, 0x00, 0x01, 0x00, total, 0, 0, 0, 16, 0, 0, 0]);
+        assert_eq!(
+            &v2[..16],
+            &[
+                0x43, 0x43, 0x4f, 0x42, 0x02, 0x00, 0x01, 0x00, total, 0, 0, 0, 16, 0, 0, 0
+            ]
+        );
         assert_eq!(&v2[16..24], &md5_low8);
         let v3 = deflate(data, 3, Method::Zstd, 3).unwrap();
         // The prefix of the real ROCm 7.2.3 dump in offload-formats.md §1.2.
         assert_eq!(&v3[..8], &[0x43, 0x43, 0x4f, 0x42, 0x03, 0x00, 0x01, 0x00]);
-        assert_eq!(&v3[8..24], &[v3.len() as u8, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            &v3[8..24],
+            &[v3.len() as u8, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0]
+        );
         assert_eq!(&v3[24..32], &md5_low8);
         assert_eq!(&v3[32..36], &[0x28, 0xb5, 0x2f, 0xfd]);
     }
@@ -339,7 +423,10 @@ mod tests {
         let mut c = deflate(&b, 3, Method::Zstd, 3).unwrap();
         c[24] ^= 0xff;
         let n = c.len() as u64;
-        assert_eq!(inflate(&c, 0, n, true).err().unwrap().kind(), ErrorKind::HashMismatch);
+        assert_eq!(
+            inflate(&c, 0, n, true).err().unwrap().kind(),
+            ErrorKind::HashMismatch
+        );
         assert!(inflate(&c, 0, n, false).is_ok());
     }
 
@@ -347,7 +434,10 @@ mod tests {
     fn refuses_a_decompression_bomb() {
         let zeros = vec![0u8; 200 << 20];
         let c = deflate(&zeros, 3, Method::Zstd, 3).unwrap();
-        assert!(c.len() < (200 << 20) / 1024, "zstd should squeeze zeros hard");
+        assert!(
+            c.len() < (200 << 20) / 1024,
+            "zstd should squeeze zeros hard"
+        );
         let e = inflate(&c, 0, c.len() as u64, true).err().unwrap();
         assert_eq!(e.kind(), ErrorKind::BadRange);
         assert!(e.message().contains("more than 1024x"), "{e}");
@@ -359,12 +449,21 @@ mod tests {
         let mut c = deflate(&b, 2, Method::Zstd, 3).unwrap();
         let n = c.len() as u64;
         c[6] = 7;
-        assert_eq!(inflate(&c, 0, n, true).err().unwrap().kind(), ErrorKind::UnknownMethod);
+        assert_eq!(
+            inflate(&c, 0, n, true).err().unwrap().kind(),
+            ErrorKind::UnknownMethod
+        );
         c[6] = 1;
         c[8..12].copy_from_slice(&0u32.to_le_bytes());
-        assert_eq!(inflate(&c, 0, n, true).err().unwrap().kind(), ErrorKind::BadRange);
+        assert_eq!(
+            inflate(&c, 0, n, true).err().unwrap().kind(),
+            ErrorKind::BadRange
+        );
         c[8..12].copy_from_slice(&(n as u32).to_le_bytes());
         c[12..16].copy_from_slice(&5u32.to_le_bytes());
-        assert_eq!(inflate(&c, 0, n, true).err().unwrap().kind(), ErrorKind::Decompress);
+        assert_eq!(
+            inflate(&c, 0, n, true).err().unwrap().kind(),
+            ErrorKind::Decompress
+        );
     }
 }

@@ -67,8 +67,14 @@ impl CodeObjectInfo {
         let mut features = Vec::new();
         for (name, state) in [("sramecc", self.sramecc), ("xnack", self.xnack)] {
             match state {
-                FeatureState::On => features.push(Feature { name: name.into(), on: true }),
-                FeatureState::Off => features.push(Feature { name: name.into(), on: false }),
+                FeatureState::On => features.push(Feature {
+                    name: name.into(),
+                    on: true,
+                }),
+                FeatureState::Off => features.push(Feature {
+                    name: name.into(),
+                    on: false,
+                }),
                 _ => {}
             }
         }
@@ -80,30 +86,49 @@ impl CodeObjectInfo {
     pub fn mismatches(&self, entry: &EntryId) -> Vec<String> {
         let mut out = Vec::new();
         if self.osabi != ELFOSABI_AMDGPU_HSA {
-            out.push(format!("OSABI is {} (expected {ELFOSABI_AMDGPU_HSA}, HSA)", self.osabi));
+            out.push(format!(
+                "OSABI is {} (expected {ELFOSABI_AMDGPU_HSA}, HSA)",
+                self.osabi
+            ));
         }
         let Some(target) = entry.target() else {
             return out;
         };
         let ours = self.target_id();
         if target.processor() != ours.processor() {
-            out.push(format!("e_flags name processor {}, the bundle id says {}", ours.processor(), target.processor()));
+            out.push(format!(
+                "e_flags name processor {}, the bundle id says {}",
+                ours.processor(),
+                target.processor()
+            ));
         }
         for name in ["sramecc", "xnack"] {
-            let state = if name == "xnack" { self.xnack } else { self.sramecc };
+            let state = if name == "xnack" {
+                self.xnack
+            } else {
+                self.sramecc
+            };
             let ok = match target.feature(name) {
                 Some(true) => state == FeatureState::On,
                 Some(false) => state == FeatureState::Off,
                 None => matches!(state, FeatureState::Any | FeatureState::Unsupported),
             };
             if !ok {
-                out.push(format!("{name} is {state:?} in e_flags, the bundle id says {}", describe(target.feature(name))));
+                out.push(format!(
+                    "{name} is {state:?} in e_flags, the bundle id says {}",
+                    describe(target.feature(name))
+                ));
             }
         }
         if let Some(md) = &self.metadata_target {
             let md_target = md.rsplit("--").next().unwrap_or(md);
-            if TargetId::parse(md_target).map(|t| &t != target).unwrap_or(true) {
-                out.push(format!("amdhsa.target is {md}, the bundle id says {target}"));
+            if TargetId::parse(md_target)
+                .map(|t| &t != target)
+                .unwrap_or(true)
+            {
+                out.push(format!(
+                    "amdhsa.target is {md}, the bundle id says {target}"
+                ));
             }
         }
         out
@@ -127,7 +152,10 @@ pub fn processor_for_mach(mach: u32) -> Option<&'static str> {
             .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
             .filter_map(|l| {
                 let (m, name) = l.split_once('\t')?;
-                Some((u32::from_str_radix(m.trim_start_matches("0x"), 16).ok()?, name.trim()))
+                Some((
+                    u32::from_str_radix(m.trim_start_matches("0x"), 16).ok()?,
+                    name.trim(),
+                ))
             })
             .collect()
     });
@@ -140,30 +168,55 @@ struct Header {
 
 fn read_header(src: &dyn ReadAt, base: u64, len: u64) -> Result<Header, Error> {
     let bytes = read_vec(src, base, 64.min(len))?;
-    let hdr = FileHeader64::<LE>::parse(&bytes[..])
-        .map_err(|e| Error::at(ErrorKind::NotCodeObject, base, format!("not a 64-bit little-endian ELF: {e}")))?;
+    let hdr = FileHeader64::<LE>::parse(&bytes[..]).map_err(|e| {
+        Error::at(
+            ErrorKind::NotCodeObject,
+            base,
+            format!("not a 64-bit little-endian ELF: {e}"),
+        )
+    })?;
     if hdr.e_machine(LE) != EM_AMDGPU {
         return Err(Error::at(
             ErrorKind::NotCodeObject,
             base,
-            format!("e_machine is {}, not AMDGPU ({EM_AMDGPU})", hdr.e_machine(LE)),
+            format!(
+                "e_machine is {}, not AMDGPU ({EM_AMDGPU})",
+                hdr.e_machine(LE)
+            ),
         ));
     }
     Ok(Header { hdr: *hdr })
 }
 
-fn section_headers(src: &dyn ReadAt, base: u64, len: u64, h: &Header) -> Result<Vec<SectionHeader64<LE>>, Error> {
+fn section_headers(
+    src: &dyn ReadAt,
+    base: u64,
+    len: u64,
+    h: &Header,
+) -> Result<Vec<SectionHeader64<LE>>, Error> {
     let shoff = h.hdr.e_shoff.get(LE);
     let shnum = u64::from(h.hdr.e_shnum.get(LE));
     if shnum == 0 {
         return Ok(Vec::new());
     }
-    if u64::from(h.hdr.e_shentsize.get(LE)) != 64 || shoff.checked_add(shnum * 64).is_none_or(|e| e > len) {
-        return Err(Error::at(ErrorKind::BadRange, base, "code object section header table is out of range"));
+    if u64::from(h.hdr.e_shentsize.get(LE)) != 64
+        || shoff.checked_add(shnum * 64).is_none_or(|e| e > len)
+    {
+        return Err(Error::at(
+            ErrorKind::BadRange,
+            base,
+            "code object section header table is out of range",
+        ));
     }
     let bytes = read_vec(src, base + shoff, shnum * 64)?;
-    let headers: &[SectionHeader64<LE>] = object::pod::slice_from_all_bytes(&bytes)
-        .map_err(|()| Error::at(ErrorKind::BadRange, base + shoff, "bad section header table"))?;
+    let headers: &[SectionHeader64<LE>] =
+        object::pod::slice_from_all_bytes(&bytes).map_err(|()| {
+            Error::at(
+                ErrorKind::BadRange,
+                base + shoff,
+                "bad section header table",
+            )
+        })?;
     Ok(headers.to_vec())
 }
 
@@ -180,10 +233,25 @@ pub fn inspect(src: &dyn ReadAt, base: u64, len: u64) -> Result<CodeObjectInfo, 
     let mach = e_flags & 0xff;
     let processor = processor_for_mach(mach).unwrap_or("unknown").to_string();
     let (xnack, sramecc) = match code_object_version {
-        Some(2) => (if e_flags & 1 != 0 { FeatureState::On } else { FeatureState::Any }, FeatureState::Unsupported),
+        Some(2) => (
+            if e_flags & 1 != 0 {
+                FeatureState::On
+            } else {
+                FeatureState::Any
+            },
+            FeatureState::Unsupported,
+        ),
         Some(3) => (
-            if e_flags & 0x100 != 0 { FeatureState::On } else { FeatureState::Any },
-            if e_flags & 0x200 != 0 { FeatureState::On } else { FeatureState::Any },
+            if e_flags & 0x100 != 0 {
+                FeatureState::On
+            } else {
+                FeatureState::Any
+            },
+            if e_flags & 0x200 != 0 {
+                FeatureState::On
+            } else {
+                FeatureState::Any
+            },
         ),
         _ => (state4(e_flags, 0x300, 8), state4(e_flags, 0xc00, 10)),
     };
@@ -209,12 +277,22 @@ pub fn inspect(src: &dyn ReadAt, base: u64, len: u64) -> Result<CodeObjectInfo, 
         }
         let (off, size) = (sh.sh_offset(LE), sh.sh_size(LE));
         if size > MAX_NOTE_SECTION || off.checked_add(size).is_none_or(|e| e > len) {
-            return Err(Error::at(ErrorKind::BadRange, base + off, "note section out of range"));
+            return Err(Error::at(
+                ErrorKind::BadRange,
+                base + off,
+                "note section out of range",
+            ));
         }
         let data = read_vec(src, base + off, size)?;
         let align = sh.sh_addralign(LE).max(4);
-        let mut notes = NoteIterator::<FileHeader64<LE>>::new(LE, align, &data[..])
-            .map_err(|e| Error::at(ErrorKind::BadRange, base + off, format!("bad note section: {e}")))?;
+        let mut notes =
+            NoteIterator::<FileHeader64<LE>>::new(LE, align, &data[..]).map_err(|e| {
+                Error::at(
+                    ErrorKind::BadRange,
+                    base + off,
+                    format!("bad note section: {e}"),
+                )
+            })?;
         while let Some(note) = notes
             .next()
             .map_err(|e| Error::at(ErrorKind::BadRange, base + off, format!("bad note: {e}")))?
@@ -244,13 +322,16 @@ fn read_metadata(mut desc: &[u8], info: &mut CodeObjectInfo) {
     };
     for (k, v) in &root {
         match (k.as_str(), v) {
-            (Some("amdhsa.target"), rmpv::Value::String(s)) => info.metadata_target = s.as_str().map(str::to_string),
+            (Some("amdhsa.target"), rmpv::Value::String(s)) => {
+                info.metadata_target = s.as_str().map(str::to_string)
+            }
             (Some("amdhsa.kernels"), rmpv::Value::Array(kernels)) => {
                 for kern in kernels {
                     if let rmpv::Value::Map(fields) = kern {
                         let name = fields.iter().find(|(k, _)| k.as_str() == Some(".name"));
                         if let Some((_, rmpv::Value::String(s))) = name {
-                            info.kernels.push(s.as_str().unwrap_or_default().to_string());
+                            info.kernels
+                                .push(s.as_str().unwrap_or_default().to_string());
                         }
                     }
                 }
@@ -262,7 +343,11 @@ fn read_metadata(mut desc: &[u8], info: &mut CodeObjectInfo) {
 
 /// A bare AMDGPU ELF found in a section: its length (end of the furthest
 /// header table or section) and a synthetic entry naming its target.
-pub(crate) fn bare_elf_entry(src: &dyn ReadAt, pos: u64, limit: u64) -> Result<(u64, Entry), Error> {
+pub(crate) fn bare_elf_entry(
+    src: &dyn ReadAt,
+    pos: u64,
+    limit: u64,
+) -> Result<(u64, Entry), Error> {
     let avail = limit - pos;
     let h = read_header(src, pos, avail)?;
     let mut end = 64u64;
@@ -270,18 +355,34 @@ pub(crate) fn bare_elf_entry(src: &dyn ReadAt, pos: u64, limit: u64) -> Result<(
     // reported as running past the region below instead of overflowing.
     let ph_size = u64::from(h.hdr.e_phnum.get(LE)) * u64::from(h.hdr.e_phentsize.get(LE));
     end = end.max(h.hdr.e_phoff.get(LE).saturating_add(ph_size));
-    end = end.max(h.hdr.e_shoff.get(LE).saturating_add(u64::from(h.hdr.e_shnum.get(LE)) * 64));
+    end = end.max(
+        h.hdr
+            .e_shoff
+            .get(LE)
+            .saturating_add(u64::from(h.hdr.e_shnum.get(LE)) * 64),
+    );
     for sh in section_headers(src, pos, avail, &h)? {
         if sh.sh_type(LE) != object::elf::SHT_NOBITS {
             end = end.max(sh.sh_offset(LE).saturating_add(sh.sh_size(LE)));
         }
     }
     if end > avail {
-        return Err(Error::at(ErrorKind::BadRange, pos, format!("bare AMDGPU ELF claims {end:#x} bytes, {avail:#x} left")));
+        return Err(Error::at(
+            ErrorKind::BadRange,
+            pos,
+            format!("bare AMDGPU ELF claims {end:#x} bytes, {avail:#x} left"),
+        ));
     }
     let info = inspect(src, pos, end)?;
     let id = EntryId::parse(&format!("hipv4-amdgcn-amd-amdhsa--{}", info.target_id()))?;
-    Ok((end, Entry { id, offset: 0, size: end }))
+    Ok((
+        end,
+        Entry {
+            id,
+            offset: 0,
+            size: end,
+        },
+    ))
 }
 
 #[cfg(test)]

@@ -39,16 +39,35 @@ pub struct Error {
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error { kind, message: message.into(), offset: None, source: None }
+        Error {
+            kind,
+            message: message.into(),
+            offset: None,
+            source: None,
+        }
     }
 
     pub(crate) fn at(kind: ErrorKind, offset: u64, message: impl Into<String>) -> Error {
-        Error { kind, message: message.into(), offset: Some(offset), source: None }
+        Error {
+            kind,
+            message: message.into(),
+            offset: Some(offset),
+            source: None,
+        }
     }
 
     pub(crate) fn io(offset: u64, e: std::io::Error) -> Error {
-        let kind = if e.kind() == std::io::ErrorKind::UnexpectedEof { ErrorKind::Truncated } else { ErrorKind::Io };
-        Error { kind, message: "read failed".into(), offset: Some(offset), source: Some(e) }
+        let kind = if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            ErrorKind::Truncated
+        } else {
+            ErrorKind::Io
+        };
+        Error {
+            kind,
+            message: "read failed".into(),
+            offset: Some(offset),
+            source: Some(e),
+        }
     }
 
     /// Shift the reported offset by `base` (when a nested structure was

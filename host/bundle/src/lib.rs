@@ -31,7 +31,10 @@ mod walk;
 
 pub use bundle::{BUNDLE_MAGIC, BundleHeader, Entry, parse_bundle, write_bundle};
 pub use ccob::{CCOB_MAGIC, CcobHeader, Inflated, Method, deflate, inflate, md5_low, parse_header};
-pub use codeobject::{CodeObjectInfo, ELFOSABI_AMDGPU_HSA, EM_AMDGPU, FeatureState, inspect as inspect_code_object, processor_for_mach};
+pub use codeobject::{
+    CodeObjectInfo, ELFOSABI_AMDGPU_HSA, EM_AMDGPU, FeatureState, inspect as inspect_code_object,
+    processor_for_mach,
+};
 pub use error::{Error, ErrorKind};
 pub use source::{ReadAt, SizedFile};
 pub use target::{EntryId, Feature, OffloadKind, TargetId};

@@ -67,7 +67,10 @@ impl ReadAt for SizedFile {
         self.len
     }
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        if offset.checked_add(buf.len() as u64).is_none_or(|end| end > self.len) {
+        if offset
+            .checked_add(buf.len() as u64)
+            .is_none_or(|end| end > self.len)
+        {
             return Err(eof());
         }
         std::os::unix::fs::FileExt::read_exact_at(&self.file, buf, offset)
@@ -88,22 +91,35 @@ pub(crate) fn read_vec(src: &dyn ReadAt, offset: u64, len: u64) -> Result<Vec<u8
             format!("{len} bytes needed, input is {} bytes long", src.size()),
         ));
     }
-    let n = usize::try_from(len)
-        .map_err(|_| crate::Error::at(crate::ErrorKind::BadRange, offset, "size does not fit in memory"))?;
+    let n = usize::try_from(len).map_err(|_| {
+        crate::Error::at(
+            crate::ErrorKind::BadRange,
+            offset,
+            "size does not fit in memory",
+        )
+    })?;
     let mut buf = vec![0u8; n];
-    src.read_exact_at(offset, &mut buf).map_err(|e| crate::Error::io(offset, e))?;
+    src.read_exact_at(offset, &mut buf)
+        .map_err(|e| crate::Error::io(offset, e))?;
     Ok(buf)
 }
 
 /// Copy `len` bytes at `offset` to `out` in bounded chunks.
-pub(crate) fn copy_range(src: &dyn ReadAt, offset: u64, len: u64, out: &mut dyn io::Write) -> Result<(), crate::Error> {
+pub(crate) fn copy_range(
+    src: &dyn ReadAt,
+    offset: u64,
+    len: u64,
+    out: &mut dyn io::Write,
+) -> Result<(), crate::Error> {
     const CHUNK: u64 = 4 << 20;
     let mut buf = vec![0u8; CHUNK.min(len) as usize];
     let mut done = 0;
     while done < len {
         let n = CHUNK.min(len - done) as usize;
-        src.read_exact_at(offset + done, &mut buf[..n]).map_err(|e| crate::Error::io(offset + done, e))?;
-        out.write_all(&buf[..n]).map_err(|e| crate::Error::io(offset + done, e))?;
+        src.read_exact_at(offset + done, &mut buf[..n])
+            .map_err(|e| crate::Error::io(offset + done, e))?;
+        out.write_all(&buf[..n])
+            .map_err(|e| crate::Error::io(offset + done, e))?;
         done += n as u64;
     }
     Ok(())

@@ -26,10 +26,15 @@ impl TargetId {
     /// Parse `processor(:feature(+|-))*`. Features are stored in canonical
     /// order; a feature given twice is an error.
     pub fn parse(text: &str) -> Result<TargetId, Error> {
-        let bad = |why: &str| Error::new(ErrorKind::BadTargetId, format!("target id {text:?}: {why}"));
+        let bad =
+            |why: &str| Error::new(ErrorKind::BadTargetId, format!("target id {text:?}: {why}"));
         let mut parts = text.split(':');
         let processor = parts.next().unwrap_or_default();
-        if processor.is_empty() || !processor.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+        if processor.is_empty()
+            || !processor
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
             return Err(bad("bad processor name"));
         }
         let mut features = Vec::new();
@@ -45,16 +50,25 @@ impl TargetId {
             if features.iter().any(|f: &Feature| f.name == name) {
                 return Err(bad("feature given twice"));
             }
-            features.push(Feature { name: name.to_string(), on });
+            features.push(Feature {
+                name: name.to_string(),
+                on,
+            });
         }
         features.sort();
-        Ok(TargetId { processor: processor.to_string(), features })
+        Ok(TargetId {
+            processor: processor.to_string(),
+            features,
+        })
     }
 
     /// Build a target id from parts (features are put in canonical order).
     pub fn new(processor: impl Into<String>, mut features: Vec<Feature>) -> TargetId {
         features.sort();
-        TargetId { processor: processor.into(), features }
+        TargetId {
+            processor: processor.into(),
+            features,
+        }
     }
 
     /// The processor, e.g. `gfx90a` or `gfx9-4-generic`.
@@ -123,7 +137,12 @@ impl EntryId {
     /// Parse an entry id. Splits on `-` at most five times, so generic
     /// processors such as `gfx9-4-generic` keep their dashes.
     pub fn parse(raw: &str) -> Result<EntryId, Error> {
-        let bad = |why: &str| Error::new(ErrorKind::BadEntryId, format!("bundle entry id {raw:?}: {why}"));
+        let bad = |why: &str| {
+            Error::new(
+                ErrorKind::BadEntryId,
+                format!("bundle entry id {raw:?}: {why}"),
+            )
+        };
         if raw.is_empty() || !raw.is_ascii() {
             return Err(bad("empty or not ASCII"));
         }
@@ -140,10 +159,17 @@ impl EntryId {
         let triple_parts = &parts[1..parts.len().min(5)];
         let triple = triple_parts.join("-").trim_end_matches('-').to_string();
         let target = match (kind == OffloadKind::Host, parts.get(5)) {
-            (false, Some(t)) if !t.is_empty() => Some(TargetId::parse(t).map_err(|e| bad(e.message()))?),
+            (false, Some(t)) if !t.is_empty() => {
+                Some(TargetId::parse(t).map_err(|e| bad(e.message()))?)
+            }
             _ => None,
         };
-        Ok(EntryId { raw: raw.to_string(), kind, triple, target })
+        Ok(EntryId {
+            raw: raw.to_string(),
+            kind,
+            triple,
+            target,
+        })
     }
 
     /// The id exactly as stored in the bundle.
@@ -199,7 +225,13 @@ mod tests {
 
     #[test]
     fn rejects_bad_target_ids() {
-        for bad in ["", "gfx90a:xnack", "gfx90a:xnack+:xnack-", "gfx 90a", "gfx90a::xnack+"] {
+        for bad in [
+            "",
+            "gfx90a:xnack",
+            "gfx90a:xnack+:xnack-",
+            "gfx 90a",
+            "gfx90a::xnack+",
+        ] {
             assert!(TargetId::parse(bad).is_err(), "{bad:?} accepted");
         }
     }
@@ -221,7 +253,11 @@ mod tests {
 
     #[test]
     fn host_entry_whatever_its_spelling() {
-        for raw in ["host-x86_64-unknown-linux", "host-x86_64-unknown-linux-gnu-", "host-x86_64-pc-windows-msvc"] {
+        for raw in [
+            "host-x86_64-unknown-linux",
+            "host-x86_64-unknown-linux-gnu-",
+            "host-x86_64-pc-windows-msvc",
+        ] {
             let e = EntryId::parse(raw).unwrap();
             assert!(e.is_host(), "{raw}");
             assert!(e.target().is_none());
@@ -230,7 +266,12 @@ mod tests {
 
     #[test]
     fn rejects_malformed_entry_ids() {
-        for bad in ["", "hipv4", "hipv4-amdgcn", "hipv4-amdgcn-amd-amdhsa--gfx90a:bogus"] {
+        for bad in [
+            "",
+            "hipv4",
+            "hipv4-amdgcn",
+            "hipv4-amdgcn-amd-amdhsa--gfx90a:bogus",
+        ] {
             assert!(EntryId::parse(bad).is_err(), "{bad:?} accepted");
         }
     }

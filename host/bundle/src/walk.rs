@@ -78,22 +78,36 @@ impl Item {
     }
 
     /// Inspect the code object of entry `i` (ELF header, flags, metadata).
-    pub fn code_object(&self, src: &dyn ReadAt, i: usize) -> Result<codeobject::CodeObjectInfo, Error> {
+    pub fn code_object(
+        &self,
+        src: &dyn ReadAt,
+        i: usize,
+    ) -> Result<codeobject::CodeObjectInfo, Error> {
         let e = self.entry(i)?;
         let (s, base) = self.entry_source(src);
         codeobject::inspect(s, base + e.offset, e.size)
     }
 
     fn entry(&self, i: usize) -> Result<&Entry, Error> {
-        self.entries
-            .get(i)
-            .ok_or_else(|| Error::new(ErrorKind::BadRange, format!("no entry {i} in bundle at {:#x}", self.abs)))
+        self.entries.get(i).ok_or_else(|| {
+            Error::new(
+                ErrorKind::BadRange,
+                format!("no entry {i} in bundle at {:#x}", self.abs),
+            )
+        })
     }
 }
 
 /// Walk the region `[start, start+len)` of `src`, one item at a time.
 pub fn walk(src: &dyn ReadAt, start: u64, len: u64, opts: WalkOptions) -> Walker<'_> {
-    Walker { src, start, end: start.saturating_add(len), pos: start, opts, failed: false }
+    Walker {
+        src,
+        start,
+        end: start.saturating_add(len),
+        pos: start,
+        opts,
+        failed: false,
+    }
 }
 
 /// Iterator over the items of a region; see [`walk`].
@@ -140,7 +154,14 @@ impl Walker<'_> {
         let offset = pos - self.start;
         if head.len() == 24 && head[..] == BUNDLE_MAGIC[..] {
             let h = parse_bundle(self.src, pos, self.end)?;
-            return Ok(Item { offset, len: h.len, format: Format::Plain, entries: h.entries, abs: pos, inflated: None });
+            return Ok(Item {
+                offset,
+                len: h.len,
+                format: Format::Plain,
+                entries: h.entries,
+                abs: pos,
+                inflated: None,
+            });
         }
         if head.starts_with(CCOB_MAGIC) {
             let inf = inflate(self.src, pos, self.end, self.opts.verify_hash)?;
@@ -158,19 +179,32 @@ impl Walker<'_> {
         }
         if head.starts_with(b"\x7fELF") {
             let (len, entry) = codeobject::bare_elf_entry(self.src, pos, self.end)?;
-            return Ok(Item { offset, len, format: Format::Elf, entries: vec![entry], abs: pos, inflated: None });
+            return Ok(Item {
+                offset,
+                len,
+                format: Format::Elf,
+                entries: vec![entry],
+                abs: pos,
+                inflated: None,
+            });
         }
         Err(Error::at(
             ErrorKind::BadHeader,
             pos,
-            format!("expected an offload bundle, CCOB or AMDGPU ELF; found bytes {}", hex_prefix(&head)),
+            format!(
+                "expected an offload bundle, CCOB or AMDGPU ELF; found bytes {}",
+                hex_prefix(&head)
+            ),
         ))
     }
 }
 
 /// Entries of the plain bundle(s) a CCOB inflated to, offsets from the
 /// start of the inflated data.
-#[allow(clippy::ptr_arg, reason = "ReadAt is implemented for Vec<u8>; the unsized [u8] cannot be a trait object")]
+#[allow(
+    clippy::ptr_arg,
+    reason = "ReadAt is implemented for Vec<u8>; the unsized [u8] cannot be a trait object"
+)]
 fn inner_entries(data: &Vec<u8>) -> Result<Vec<Entry>, Error> {
     let mut entries = Vec::new();
     let mut pos = 0u64;
@@ -184,7 +218,10 @@ fn inner_entries(data: &Vec<u8>) -> Result<Vec<Entry>, Error> {
         pos = p + h.len;
     }
     if entries.is_empty() {
-        return Err(Error::new(ErrorKind::BadRange, "compressed bundle holds no bundle"));
+        return Err(Error::new(
+            ErrorKind::BadRange,
+            "compressed bundle holds no bundle",
+        ));
     }
     Ok(entries)
 }
@@ -194,7 +231,8 @@ fn skip_zeros(src: &dyn ReadAt, mut pos: u64, end: u64) -> Result<Option<u64>, E
     let mut buf = [0u8; 4096];
     while pos < end {
         let n = (end - pos).min(buf.len() as u64) as usize;
-        src.read_exact_at(pos, &mut buf[..n]).map_err(|e| Error::io(pos, e))?;
+        src.read_exact_at(pos, &mut buf[..n])
+            .map_err(|e| Error::io(pos, e))?;
         if let Some(i) = buf[..n].iter().position(|&b| b != 0) {
             return Ok(Some(pos + i as u64));
         }
@@ -204,7 +242,11 @@ fn skip_zeros(src: &dyn ReadAt, mut pos: u64, end: u64) -> Result<Option<u64>, E
 }
 
 fn hex_prefix(b: &[u8]) -> String {
-    b.iter().take(8).map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ")
+    b.iter()
+        .take(8)
+        .map(|x| format!("{x:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]
@@ -214,7 +256,13 @@ mod tests {
     use crate::ccob::{Method, deflate};
 
     fn bundle(tag: u8) -> Vec<u8> {
-        write_bundle(&[("host-x86_64-unknown-linux", b""), ("hipv4-amdgcn-amd-amdhsa--gfx1030", &[tag; 3000])], 4096)
+        write_bundle(
+            &[
+                ("host-x86_64-unknown-linux", b""),
+                ("hipv4-amdgcn-amd-amdhsa--gfx1030", &[tag; 3000]),
+            ],
+            4096,
+        )
     }
 
     #[test]
@@ -225,14 +273,19 @@ mod tests {
         region.resize(region.len().next_multiple_of(4096), 0);
         region.extend(deflate(&bundle(3), 2, Method::Zlib, 6).unwrap());
         region.resize(region.len() + 100, 0);
-        let items: Vec<Item> = walk(&region, 0, region.len() as u64, WalkOptions::default()).map(|r| r.unwrap()).collect();
+        let items: Vec<Item> = walk(&region, 0, region.len() as u64, WalkOptions::default())
+            .map(|r| r.unwrap())
+            .collect();
         assert_eq!(items.len(), 3);
         for (i, item) in items.iter().enumerate() {
             assert_eq!(item.entries.len(), 2);
             let data = item.read_entry(&region, 1).unwrap();
             assert_eq!(data, vec![i as u8 + 1; 3000]);
         }
-        assert!(matches!(items[1].format, Format::Compressed(CcobHeader { version: 3, .. })));
+        assert!(matches!(
+            items[1].format,
+            Format::Compressed(CcobHeader { version: 3, .. })
+        ));
         assert_eq!(items[1].offset, 8192);
     }
 
@@ -241,7 +294,8 @@ mod tests {
         let mut region = bundle(1);
         region.resize(8192, 0);
         region.extend_from_slice(b"garbage!");
-        let results: Vec<_> = walk(&region, 0, region.len() as u64, WalkOptions::default()).collect();
+        let results: Vec<_> =
+            walk(&region, 0, region.len() as u64, WalkOptions::default()).collect();
         assert_eq!(results.len(), 2);
         let e = results[1].as_ref().unwrap_err();
         assert_eq!(e.offset(), Some(8192));
@@ -254,7 +308,9 @@ mod tests {
         payload[2000..2024].copy_from_slice(BUNDLE_MAGIC);
         let b = write_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx1030", &payload)], 4096);
         let c = deflate(&b, 3, Method::Zstd, 3).unwrap();
-        let items: Vec<Item> = walk(&c, 0, c.len() as u64, WalkOptions::default()).map(|r| r.unwrap()).collect();
+        let items: Vec<Item> = walk(&c, 0, c.len() as u64, WalkOptions::default())
+            .map(|r| r.unwrap())
+            .collect();
         assert_eq!(items.len(), 1);
         assert_eq!(items[0].read_entry(&c, 0).unwrap(), payload);
     }

@@ -8,7 +8,12 @@
 //! writes_fuzz_seeds` writes the `bundle` fuzz target's seed corpus
 //! (see `fuzz/seed.sh`).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
 
 use std::path::{Path, PathBuf};
 
@@ -26,7 +31,10 @@ fn real_bundle() -> Vec<u8> {
 
 /// Walk all of `data` the way a reader does; panics only on an error that
 /// does not say where in `data` it happened.
-#[allow(clippy::ptr_arg, reason = "`ReadAt` is implemented for `Vec<u8>`, and `&[u8]` is unsized as `&dyn ReadAt`")]
+#[allow(
+    clippy::ptr_arg,
+    reason = "`ReadAt` is implemented for `Vec<u8>`, and `&[u8]` is unsized as `&dyn ReadAt`"
+)]
 fn walk_checked(data: &Vec<u8>, what: &str) {
     let len = data.len() as u64;
     for verify_hash in [false, true] {
@@ -34,17 +42,28 @@ fn walk_checked(data: &Vec<u8>, what: &str) {
             let item = match item {
                 Ok(item) => item,
                 Err(e) => {
-                    let off = e.offset().unwrap_or_else(|| panic!("{what}: walk error without an offset: {e}"));
-                    assert!(off <= len, "{what}: walk error offset {off:#x} past the input ({len:#x}): {e}");
+                    let off = e
+                        .offset()
+                        .unwrap_or_else(|| panic!("{what}: walk error without an offset: {e}"));
+                    assert!(
+                        off <= len,
+                        "{what}: walk error offset {off:#x} past the input ({len:#x}): {e}"
+                    );
                     break;
                 }
             };
             for i in 0..item.entries.len() {
                 if let Err(e) = item.read_entry(data, i) {
-                    assert!(e.offset().is_some(), "{what}: read_entry({i}) error without an offset: {e}");
+                    assert!(
+                        e.offset().is_some(),
+                        "{what}: read_entry({i}) error without an offset: {e}"
+                    );
                 }
                 if let Err(e) = item.code_object(data, i) {
-                    assert!(e.offset().is_some(), "{what}: code_object({i}) error without an offset: {e}");
+                    assert!(
+                        e.offset().is_some(),
+                        "{what}: code_object({i}) error without an offset: {e}"
+                    );
                 }
             }
         }
@@ -57,7 +76,11 @@ fn sweep(data: &[u8], head: usize, what: &str) {
     let mut m = data.to_vec();
     for i in 0..data.len() {
         let orig = m[i];
-        let values: &[u8] = if i < head { &[0x00, 0x01, 0x7f, 0x80, 0xff] } else { &[] };
+        let values: &[u8] = if i < head {
+            &[0x00, 0x01, 0x7f, 0x80, 0xff]
+        } else {
+            &[]
+        };
         for v in std::iter::once(orig ^ 0xff).chain(values.iter().copied()) {
             m[i] = v;
             walk_checked(&m, &format!("{what} with byte {i:#x} = {v:#04x}"));
@@ -65,7 +88,10 @@ fn sweep(data: &[u8], head: usize, what: &str) {
         m[i] = orig;
     }
     for cut in 0..data.len() {
-        walk_checked(&data[..cut].to_vec(), &format!("{what} cut to {cut:#x} bytes"));
+        walk_checked(
+            &data[..cut].to_vec(),
+            &format!("{what} cut to {cut:#x} bytes"),
+        );
     }
 }
 
@@ -109,12 +135,21 @@ fn writes_fuzz_seeds() {
             std::fs::write(dir.join(format!("ccob_v{version}_{name}.bin")), c).expect("write seed");
         }
     }
-    let mut names: Vec<_> = std::fs::read_dir(corpus()).expect("corpus").map(|e| e.expect("entry").path()).collect();
+    let mut names: Vec<_> = std::fs::read_dir(corpus())
+        .expect("corpus")
+        .map(|e| e.expect("entry").path())
+        .collect();
     names.sort();
     for path in names {
-        let Ok(bytes) = std::fs::read(&path) else { continue };
-        let Ok(obj) = object::File::parse(&*bytes) else { continue };
-        let Some(sec) = obj.section_by_name(".hip_fatbin") else { continue };
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        let Ok(obj) = object::File::parse(&*bytes) else {
+            continue;
+        };
+        let Some(sec) = obj.section_by_name(".hip_fatbin") else {
+            continue;
+        };
         let Ok(data) = sec.data() else { continue };
         if data.is_empty() || data.len() > 256 << 10 {
             continue;

@@ -102,13 +102,33 @@ enum Scheme {
 pub fn run(args: Args) -> CliResult {
     match args.action {
         Action::List { file, json, dump } => list(&file, json, dump),
-        Action::Extract { file, output, key, arch } => extract(&file, &output, key.as_deref(), arch.as_deref()),
-        Action::Pack { dir, output, group_name, gfx_arch_family, compression, level, dry_run } => {
+        Action::Extract {
+            file,
+            output,
+            key,
+            arch,
+        } => extract(&file, &output, key.as_deref(), arch.as_deref()),
+        Action::Pack {
+            dir,
+            output,
+            group_name,
+            gfx_arch_family,
+            compression,
+            level,
+            dry_run,
+        } => {
             let compression = match compression {
                 Scheme::None => Compression::None,
                 Scheme::Zstd => Compression::Zstd { level },
             };
-            pack(&dir, &output, group_name, gfx_arch_family, compression, dry_run)
+            pack(
+                &dir,
+                &output,
+                group_name,
+                gfx_arch_family,
+                compression,
+                dry_run,
+            )
         }
         Action::Verify { files, json } => verify(&files, json),
     }
@@ -157,9 +177,18 @@ fn list(file: &Path, json: bool, dump: bool) -> CliResult {
         a.entry_count()
     );
     let width = a.entries().map(|e| e.key().len()).max().unwrap_or(3).max(3);
-    println!("{:width$}  {:16}  {:>12}  {:>12}", "KEY", "ARCH", "SIZE", "STORED");
+    println!(
+        "{:width$}  {:16}  {:>12}  {:>12}",
+        "KEY", "ARCH", "SIZE", "STORED"
+    );
     for e in a.entries() {
-        println!("{:width$}  {:16}  {:>12}  {:>12}", e.key(), e.arch(), e.original_size(), e.stored_size());
+        println!(
+            "{:width$}  {:16}  {:>12}  {:>12}",
+            e.key(),
+            e.arch(),
+            e.original_size(),
+            e.stored_size()
+        );
     }
     Ok(())
 }
@@ -170,11 +199,17 @@ fn entry_path(dir: &Path, key: &str, arch: &str) -> anyhow::Result<PathBuf> {
     // alone would quietly drop "." parts.
     let safe = |s: &str| {
         !s.contains('\0')
-            && s.split('/').all(|part| !part.is_empty() && part != "." && part != "..")
-            && Path::new(s).components().all(|c| matches!(c, Component::Normal(_)))
+            && s.split('/')
+                .all(|part| !part.is_empty() && part != "." && part != "..")
+            && Path::new(s)
+                .components()
+                .all(|c| matches!(c, Component::Normal(_)))
     };
     if !safe(key) || !safe(arch) || arch.contains('/') {
-        bail!("entry {key:?} {arch:?} cannot be a file name under {}", dir.display());
+        bail!(
+            "entry {key:?} {arch:?} cannot be a file name under {}",
+            dir.display()
+        );
     }
     Ok(dir.join(arch).join(format!("{key}{SUFFIX}")))
 }
@@ -189,9 +224,11 @@ fn extract(file: &Path, out: &Path, key: Option<&str>, arch: Option<&str>) -> Cl
         let path = entry_path(out, e.key(), e.arch())?;
         let bytes = a.read(e)?;
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
         }
-        std::fs::write(&path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(&path, &bytes)
+            .with_context(|| format!("cannot write {}", path.display()))?;
         println!("{}\t{}", path.display(), bytes.len());
         written += 1;
     }
@@ -199,7 +236,10 @@ fn extract(file: &Path, out: &Path, key: Option<&str>, arch: Option<&str>) -> Cl
         let mut hint = String::new();
         if let Some(k) = key {
             let keys: Vec<_> = a.binaries().take(10).collect();
-            hint = format!(" (key {k:?}; available keys: {keys:?}; arches: {:?})", a.arches());
+            hint = format!(
+                " (key {k:?}; available keys: {keys:?}; arches: {:?})",
+                a.arches()
+            );
         } else if let Some(ar) = arch {
             hint = format!(" (arch {ar:?}; available arches: {:?})", a.arches());
         }
@@ -219,12 +259,20 @@ fn scan_pack_dir(dir: &Path) -> anyhow::Result<Vec<(String, String, PathBuf)>> {
     for entry in arch_dirs {
         let path = entry.path();
         if !entry.file_type()?.is_dir() {
-            bail!("{} is not an arch directory (expected DIR/<arch>/<key>{SUFFIX})", path.display());
+            bail!(
+                "{} is not an arch directory (expected DIR/<arch>/<key>{SUFFIX})",
+                path.display()
+            );
         }
-        let arch = entry.file_name().into_string().map_err(|n| anyhow::anyhow!("arch directory {n:?} is not UTF-8"))?;
+        let arch = entry
+            .file_name()
+            .into_string()
+            .map_err(|n| anyhow::anyhow!("arch directory {n:?} is not UTF-8"))?;
         let mut stack = vec![path.clone()];
         while let Some(d) = stack.pop() {
-            for f in std::fs::read_dir(&d).with_context(|| format!("cannot read {}", d.display()))? {
+            for f in
+                std::fs::read_dir(&d).with_context(|| format!("cannot read {}", d.display()))?
+            {
                 let f = f?;
                 let p = f.path();
                 let ty = f.file_type()?;
@@ -232,7 +280,10 @@ fn scan_pack_dir(dir: &Path) -> anyhow::Result<Vec<(String, String, PathBuf)>> {
                     stack.push(p);
                     continue;
                 }
-                let rel = p.strip_prefix(&path)?.to_str().ok_or_else(|| anyhow::anyhow!("{} is not UTF-8", p.display()))?;
+                let rel = p
+                    .strip_prefix(&path)?
+                    .to_str()
+                    .ok_or_else(|| anyhow::anyhow!("{} is not UTF-8", p.display()))?;
                 let Some(key) = rel.strip_suffix(SUFFIX) else {
                     bail!("{} does not end in {SUFFIX}", p.display());
                 };
@@ -259,23 +310,42 @@ fn pack(
         (Some(f), _) => f,
         (None, [one]) => (*one).to_owned(),
         (None, _) => {
-            return Err(anyhow::anyhow!("--gfx-arch-family is required when packing {} arches", arches.len()).into());
+            return Err(anyhow::anyhow!(
+                "--gfx-arch-family is required when packing {} arches",
+                arches.len()
+            )
+            .into());
         }
     };
     for (key, arch, path) in &files {
-        eprintln!("{}{key} {arch} <- {}", if dry_run { "would pack " } else { "" }, path.display());
+        eprintln!(
+            "{}{key} {arch} <- {}",
+            if dry_run { "would pack " } else { "" },
+            path.display()
+        );
     }
     if dry_run {
         return Ok(());
     }
-    let options = WriterOptions { group_name, gfx_arch_family, compression, ..Default::default() };
+    let options = WriterOptions {
+        group_name,
+        gfx_arch_family,
+        compression,
+        ..Default::default()
+    };
     let mut w = ArchiveWriter::create(out, options)?;
     for (key, arch, path) in &files {
-        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
         w.add(key, arch, &bytes)?;
     }
     let written = w.finish()?;
-    println!("{}\t{} entries\t{} bytes", written.path.display(), written.entries, written.file_size);
+    println!(
+        "{}\t{} entries\t{} bytes",
+        written.path.display(),
+        written.entries,
+        written.file_size
+    );
     Ok(())
 }
 
@@ -283,7 +353,9 @@ fn pack(
 fn check(file: &Path) -> anyhow::Result<Vec<String>> {
     let a = match Archive::open(file) {
         Ok(a) => a,
-        Err(e) if matches!(e.kind(), ErrorKind::FileNotFound | ErrorKind::Io) => return Err(e.into()),
+        Err(e) if matches!(e.kind(), ErrorKind::FileNotFound | ErrorKind::Io) => {
+            return Err(e.into());
+        }
         Err(e) => return Ok(vec![e.to_string()]),
     };
     let mut findings = Vec::new();
@@ -296,13 +368,19 @@ fn check(file: &Path) -> anyhow::Result<Vec<String>> {
     }
     for arch in toc_arches.keys() {
         if !a.has_arch(arch) {
-            findings.push(format!("TOC arch {arch:?} is missing from gfx_arches, so AMD's loader never finds it"));
+            findings.push(format!(
+                "TOC arch {arch:?} is missing from gfx_arches, so AMD's loader never finds it"
+            ));
         }
     }
     for key in a.binaries() {
-        let indexed = key.rsplit_once('#').is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        let indexed = key
+            .rsplit_once('#')
+            .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
         if !indexed {
-            findings.push(format!("key {key:?} has no #<co_index> suffix; the current loader cannot look it up"));
+            findings.push(format!(
+                "key {key:?} has no #<co_index> suffix; the current loader cannot look it up"
+            ));
         }
     }
     Ok(findings)
@@ -338,8 +416,19 @@ mod tests {
     #[test]
     fn entry_path_refuses_keys_that_escape_the_directory() {
         let d = Path::new("/out");
-        assert_eq!(entry_path(d, "lib/a.so#0", "gfx900").unwrap(), Path::new("/out/gfx900/lib/a.so#0.hsaco"));
-        for (k, a) in [("../x#0", "gfx900"), ("/abs#0", "gfx900"), ("a/./b#0", "gfx900"), ("k#0", "../x"), ("k#0", "a/b"), ("", "g"), ("a//b", "g")] {
+        assert_eq!(
+            entry_path(d, "lib/a.so#0", "gfx900").unwrap(),
+            Path::new("/out/gfx900/lib/a.so#0.hsaco")
+        );
+        for (k, a) in [
+            ("../x#0", "gfx900"),
+            ("/abs#0", "gfx900"),
+            ("a/./b#0", "gfx900"),
+            ("k#0", "../x"),
+            ("k#0", "a/b"),
+            ("", "g"),
+            ("a//b", "g"),
+        ] {
             assert!(entry_path(d, k, a).is_err(), "{k:?} {a:?}");
         }
     }

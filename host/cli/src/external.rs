@@ -35,7 +35,9 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
 #[cfg(unix)]
 fn signal_code(status: &std::process::ExitStatus) -> u8 {
     use std::os::unix::process::ExitStatusExt;
-    status.signal().map_or(2, |s| 128u8.saturating_add(u8::try_from(s).unwrap_or(0)))
+    status
+        .signal()
+        .map_or(2, |s| 128u8.saturating_add(u8::try_from(s).unwrap_or(0)))
 }
 
 #[cfg(not(unix))]
@@ -45,13 +47,16 @@ fn signal_code(_: &std::process::ExitStatus) -> u8 {
 
 fn find_on_path(exe: &str) -> Option<std::path::PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(exe)).find(|p| is_executable(p))
+    std::env::split_paths(&path)
+        .map(|d| d.join(exe))
+        .find(|p| is_executable(p))
 }
 
 #[cfg(unix)]
 fn is_executable(p: &std::path::Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    p.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 #[cfg(not(unix))]
@@ -63,7 +68,10 @@ fn is_executable(p: &std::path::Path) -> bool {
 /// that do not collide with a built-in.
 pub fn list(command: &clap::Command) -> anyhow::Result<()> {
     println!("Installed commands:");
-    let builtin: BTreeSet<String> = command.get_subcommands().map(|c| c.get_name().to_string()).collect();
+    let builtin: BTreeSet<String> = command
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
     for sub in command.get_subcommands() {
         let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
         println!("    {:<16} {about}", sub.get_name());
@@ -71,7 +79,9 @@ pub fn list(command: &clap::Command) -> anyhow::Result<()> {
     let mut external = BTreeSet::new();
     if let Some(path) = std::env::var_os("PATH") {
         for dir in std::env::split_paths(&path) {
-            let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
             for e in rd.flatten() {
                 let file = e.file_name().to_string_lossy().into_owned();
                 if let Some(name) = file.strip_prefix("kpack-")

@@ -46,13 +46,20 @@ pub fn run(args: Args) -> CliResult {
         .iter()
         .map(|t| TargetId::parse(t.strip_prefix("amdgcn-amd-amdhsa--").unwrap_or(t)))
         .collect::<Result<_, _>>()?;
-    let fat = read_fat_binary(&args.file, WalkOptions { verify_hash: !args.no_verify_hash })?;
+    let fat = read_fat_binary(
+        &args.file,
+        WalkOptions {
+            verify_hash: !args.no_verify_hash,
+        },
+    )?;
     let mut jobs = Vec::new();
     let mut found = BTreeSet::new();
     for (b, item) in fat.bundles.iter().enumerate() {
         let mut seen = std::collections::HashMap::<String, usize>::new();
         for (i, entry) in item.entries.iter().enumerate() {
-            let Some(target) = entry.id.target() else { continue };
+            let Some(target) = entry.id.target() else {
+                continue;
+            };
             if entry.id.is_host() {
                 continue;
             }
@@ -61,9 +68,17 @@ pub fn run(args: Args) -> CliResult {
                 continue;
             }
             let k = seen.entry(target.to_string()).or_default();
-            let suffix = if *k == 0 { String::new() } else { format!(".{k}") };
+            let suffix = if *k == 0 {
+                String::new()
+            } else {
+                format!(".{k}")
+            };
             *k += 1;
-            jobs.push(Job { bundle: b, entry: i, name: format!("bundle{b}-{}{suffix}.hsaco", target.file_name()) });
+            jobs.push(Job {
+                bundle: b,
+                entry: i,
+                name: format!("bundle{b}-{}{suffix}.hsaco", target.file_name()),
+            });
         }
     }
     for t in &wanted {
@@ -72,29 +87,45 @@ pub fn run(args: Args) -> CliResult {
                 "{}: no code object for target {t}; present: {}",
                 args.file.display(),
                 found.iter().cloned().collect::<Vec<_>>().join(", ")
-            ).into());
+            )
+            .into());
         }
     }
     if fat.bundles.is_empty() {
         return Err(anyhow::anyhow!("{}: no device code", args.file.display()).into());
     }
-    std::fs::create_dir_all(&args.output).with_context(|| format!("cannot create {}", args.output.display()))?;
+    std::fs::create_dir_all(&args.output)
+        .with_context(|| format!("cannot create {}", args.output.display()))?;
     // Stage everything, then move into place: no partial output on failure.
     let stage = tempfile::Builder::new()
         .prefix(".kpack-extract-")
         .tempdir_in(&args.output)
-        .with_context(|| format!("cannot create a staging directory in {}", args.output.display()))?;
+        .with_context(|| {
+            format!(
+                "cannot create a staging directory in {}",
+                args.output.display()
+            )
+        })?;
     jobs.par_iter().try_for_each(|job| -> anyhow::Result<()> {
         let path = stage.path().join(&job.name);
         let mut out = std::io::BufWriter::with_capacity(
             1 << 20,
-            std::fs::File::create(&path).with_context(|| format!("cannot create {}", path.display()))?,
+            std::fs::File::create(&path)
+                .with_context(|| format!("cannot create {}", path.display()))?,
         );
         fat.bundles[job.bundle]
             .copy_entry(&fat.source, job.entry, &mut out)
-            .with_context(|| format!("{}: bundle {} entry {}", args.file.display(), job.bundle, job.entry))?;
+            .with_context(|| {
+                format!(
+                    "{}: bundle {} entry {}",
+                    args.file.display(),
+                    job.bundle,
+                    job.entry
+                )
+            })?;
         use std::io::Write;
-        out.flush().with_context(|| format!("cannot write {}", path.display()))?;
+        out.flush()
+            .with_context(|| format!("cannot write {}", path.display()))?;
         Ok(())
     })?;
     for job in &jobs {

@@ -41,7 +41,11 @@ impl HandlerArgs {
 
     /// The validated handler specs, in probe order.
     pub fn specs(&self) -> anyhow::Result<Vec<HandlerSpec>> {
-        let mut specs = self.split_databases.iter().map(|s| HandlerSpec::parse(s)).collect::<Result<Vec<_>, _>>()?;
+        let mut specs = self
+            .split_databases
+            .iter()
+            .map(|s| HandlerSpec::parse(s))
+            .collect::<Result<Vec<_>, _>>()?;
         specs.extend(self.plugins.iter().cloned().map(HandlerSpec::File));
         Ok(specs)
     }

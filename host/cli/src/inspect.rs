@@ -84,7 +84,9 @@ struct ArchTotal {
 
 /// Run `kpack inspect`.
 pub fn run(args: Args) -> CliResult {
-    let opts = WalkOptions { verify_hash: !args.no_verify_hash };
+    let opts = WalkOptions {
+        verify_hash: !args.no_verify_hash,
+    };
     let mut files = Vec::new();
     let mut warned = false;
     for path in &args.files {
@@ -94,14 +96,22 @@ pub fn run(args: Args) -> CliResult {
             for e in &b.entries {
                 for w in &e.warnings {
                     warned = true;
-                    eprintln!("warning: {}: bundle {} entry {}: {w}", path.display(), b.index, e.entry.id);
+                    eprintln!(
+                        "warning: {}: bundle {} entry {}: {w}",
+                        path.display(),
+                        b.index,
+                        e.entry.id
+                    );
                 }
             }
         }
         files.push(report);
     }
     if args.json {
-        let report = Report { schema_version: SCHEMA_VERSION, files };
+        let report = Report {
+            schema_version: SCHEMA_VERSION,
+            files,
+        };
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         for f in &files {
@@ -114,7 +124,11 @@ pub fn run(args: Args) -> CliResult {
     Ok(())
 }
 
-fn file_report(path: &std::path::Path, fat: &FatBinary, with_names: bool) -> anyhow::Result<FileReport> {
+fn file_report(
+    path: &std::path::Path,
+    fat: &FatBinary,
+    with_names: bool,
+) -> anyhow::Result<FileReport> {
     let mut totals: BTreeMap<String, ArchTotal> = BTreeMap::new();
     let mut bundles = Vec::new();
     for (index, item) in fat.bundles.iter().enumerate() {
@@ -130,7 +144,11 @@ fn file_report(path: &std::path::Path, fat: &FatBinary, with_names: bool) -> any
                     }
                     Err(e) => warnings.push(format!("not a valid AMDGPU code object: {e}")),
                 }
-                let arch = entry.id.target().map(|t| t.to_string()).unwrap_or_else(|| entry.id.raw().to_string());
+                let arch = entry
+                    .id
+                    .target()
+                    .map(|t| t.to_string())
+                    .unwrap_or_else(|| entry.id.raw().to_string());
                 let t = totals.entry(arch).or_default();
                 t.code_objects += 1;
                 t.bytes += entry.size;
@@ -147,7 +165,13 @@ fn file_report(path: &std::path::Path, fat: &FatBinary, with_names: bool) -> any
                 warnings,
             });
         }
-        bundles.push(BundleReport { index, offset: item.offset, len: item.len, format: item.format.clone(), entries });
+        bundles.push(BundleReport {
+            index,
+            offset: item.offset,
+            len: item.len,
+            format: item.format.clone(),
+            entries,
+        });
     }
     Ok(FileReport {
         path: path.to_path_buf(),
@@ -166,7 +190,10 @@ fn print_text(f: &FileReport, with_names: bool) {
     println!("{}: {}", f.path.display(), kind_name(f.kind));
     if !f.device_code {
         if f.transformed {
-            println!("  device code offloaded by kpack (all {} wrappers HIPK)", f.wrappers.len());
+            println!(
+                "  device code offloaded by kpack (all {} wrappers HIPK)",
+                f.wrappers.len()
+            );
         } else {
             println!("  no device code");
         }
@@ -199,10 +226,16 @@ fn print_text(f: &FileReport, with_names: bool) {
     for b in &f.bundles {
         let fmt = match &b.format {
             Format::Plain => "uncompressed".to_string(),
-            Format::Compressed(h) => format!("CCOB v{} {:?}, {} bytes inflated", h.version, h.method, h.uncompressed_size),
+            Format::Compressed(h) => format!(
+                "CCOB v{} {:?}, {} bytes inflated",
+                h.version, h.method, h.uncompressed_size
+            ),
             Format::Elf => "bare code object".to_string(),
         };
-        println!("  bundle {} at +{:#x}, {} bytes, {fmt}", b.index, b.offset, b.len);
+        println!(
+            "  bundle {} at +{:#x}, {} bytes, {fmt}",
+            b.index, b.offset, b.len
+        );
         for e in &b.entries {
             if e.entry.id.is_host() {
                 println!("    {:<44} (host)", e.entry.id.raw());
@@ -220,7 +253,11 @@ fn print_text(f: &FileReport, with_names: bool) {
                     )
                 })
                 .unwrap_or_else(|| "not a code object".into());
-            println!("    {:<44} {:>10} bytes  {co}", e.entry.id.raw(), e.entry.size);
+            println!(
+                "    {:<44} {:>10} bytes  {co}",
+                e.entry.id.raw(),
+                e.entry.size
+            );
             if with_names {
                 for k in e.code_object.iter().flat_map(|c| &c.kernels) {
                     println!("      {k}");
@@ -231,7 +268,10 @@ fn print_text(f: &FileReport, with_names: bool) {
     if !f.totals.is_empty() {
         println!("  totals per target:");
         for (arch, t) in &f.totals {
-            println!("    {arch:<28} {:>4} code objects {:>12} bytes", t.code_objects, t.bytes);
+            println!(
+                "    {arch:<28} {:>4} code objects {:>12} bytes",
+                t.code_objects, t.bytes
+            );
         }
     }
 }
@@ -249,6 +289,8 @@ fn via_name(v: &kpack_elf::PointerVia) -> String {
     match v {
         kpack_elf::PointerVia::Inline => "inline".into(),
         kpack_elf::PointerVia::Relative { .. } => "R_X86_64_RELATIVE".into(),
-        kpack_elf::PointerVia::Symbol { symbol, addend, .. } => format!("R_X86_64_64 {symbol}+{addend}"),
+        kpack_elf::PointerVia::Symbol { symbol, addend, .. } => {
+            format!("R_X86_64_64 {symbol}+{addend}")
+        }
     }
 }

@@ -13,18 +13,17 @@ mod extract;
 mod handlers;
 mod inspect;
 mod offload;
-mod verify_elf;
-mod wheel;
 mod plugins;
 mod recombine;
 mod split;
 mod verify;
+mod verify_elf;
+mod wheel;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-
 
 /// Split AMD GPU device code out of ROCm fat binaries, per architecture.
 #[derive(Parser)]
@@ -63,7 +62,9 @@ enum Command {
 
 fn main() -> ExitCode {
     if std::env::args_os().nth(1).is_some_and(|a| a == "--list") {
-        return exit::finish(external::list(&<Cli as clap::CommandFactory>::command()).map_err(Into::into));
+        return exit::finish(
+            external::list(&<Cli as clap::CommandFactory>::command()).map_err(Into::into),
+        );
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

@@ -40,22 +40,40 @@ pub struct Args {
 
 /// Run `kpack offload`.
 pub fn run(args: Args) -> CliResult {
-    let file_name = |p: &PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let file_name = |p: &PathBuf| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
     let name = args.name.clone().unwrap_or_else(|| {
         let n = file_name(&args.input);
         n.split('.').next().unwrap_or(&n).to_string()
     });
     let key = args.key.clone().unwrap_or_else(|| file_name(&args.output));
     let compression = args.archive.compression();
-    let mut archives = ArchiveSet::new(args.archives.clone(), name.clone(), WriterOptions { compression, ..Default::default() });
+    let mut archives = ArchiveSet::new(
+        args.archives.clone(),
+        name.clone(),
+        WriterOptions {
+            compression,
+            ..Default::default()
+        },
+    );
     let out_dir = args.output.parent().map(PathBuf::from).unwrap_or_default();
     let search_paths = if args.search_paths.is_empty() {
         vec![archives.search_path_from(&out_dir)]
     } else {
         args.search_paths.clone()
     };
-    let opts = OffloadOptions { kernel_name: key.clone(), search_paths: search_paths.clone(), verify_hash: args.archive.verify_hash() };
-    let outcome = args.archive.thread_pool()?.install(|| offload_binary(&args.input, &args.output, &opts, &mut archives))?;
+    let opts = OffloadOptions {
+        kernel_name: key.clone(),
+        search_paths: search_paths.clone(),
+        verify_hash: args.archive.verify_hash(),
+    };
+    let outcome = args
+        .archive
+        .thread_pool()?
+        .install(|| offload_binary(&args.input, &args.output, &opts, &mut archives))?;
     let written = match archives.finish() {
         Ok(w) => w,
         Err(e) => {
@@ -81,9 +99,18 @@ pub fn run(args: Args) -> CliResult {
         return Ok(());
     }
     match &outcome {
-        Outcome::HostOnly => eprintln!("{}: no device code; copied unchanged", args.input.display()),
-        Outcome::AlreadyOffloaded => eprintln!("{}: already offloaded by kpack; copied unchanged", args.input.display()),
-        Outcome::Offloaded { transform, code_objects, targets } => {
+        Outcome::HostOnly => {
+            eprintln!("{}: no device code; copied unchanged", args.input.display())
+        }
+        Outcome::AlreadyOffloaded => eprintln!(
+            "{}: already offloaded by kpack; copied unchanged",
+            args.input.display()
+        ),
+        Outcome::Offloaded {
+            transform,
+            code_objects,
+            targets,
+        } => {
             println!(
                 "{} -> {}: {} -> {} bytes ({} bytes of device code removed), {} wrapper(s) HIPK, marker at {:#x}",
                 args.input.display(),
@@ -97,7 +124,12 @@ pub fn run(args: Args) -> CliResult {
             println!("  {code_objects} code objects for {}", targets.join(", "));
             for (_, w) in &written {
                 let shown = relative_path(&std::env::current_dir().unwrap_or_default(), &w.path);
-                println!("  {}\t{} entries\t{} bytes", shown.display(), w.entries, w.file_size);
+                println!(
+                    "  {}\t{} entries\t{} bytes",
+                    shown.display(),
+                    w.entries,
+                    w.file_size
+                );
             }
         }
     }

@@ -47,7 +47,10 @@ pub fn run(args: Args) -> CliResult {
         eprintln!("error: {e}");
     }
     if !rep.errors.is_empty() {
-        eprintln!("recombine: {} validation errors; nothing written", rep.errors.len());
+        eprintln!(
+            "recombine: {} validation errors; nothing written",
+            rep.errors.len()
+        );
         return Err(CliError::Findings);
     }
     Ok(())

@@ -7,7 +7,9 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use kpack_split::{ArtifactInput, Progress, SplitOptions, batch_inputs, component_from_dir_name, split_artifacts};
+use kpack_split::{
+    ArtifactInput, Progress, SplitOptions, batch_inputs, component_from_dir_name, split_artifacts,
+};
 
 use crate::archive_args::ArchiveArgs;
 use crate::exit::{CliError, CliResult};
@@ -63,14 +65,26 @@ pub fn run(args: Args) -> CliResult {
             return Err(anyhow::anyhow!("--component needs exactly one input").into());
         }
         for dir in &args.inputs {
-            let name = dir.canonicalize().with_context(|| dir.display().to_string())?;
-            let name = name.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = dir
+                .canonicalize()
+                .with_context(|| dir.display().to_string())?;
+            let name = name
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             let component = match &args.component {
                 Some(c) => c.clone(),
-                None => component_from_dir_name(&name)
-                    .with_context(|| format!("{}: cannot tell the component from the name; pass --component", dir.display()))?,
+                None => component_from_dir_name(&name).with_context(|| {
+                    format!(
+                        "{}: cannot tell the component from the name; pass --component",
+                        dir.display()
+                    )
+                })?,
             };
-            inputs.push(ArtifactInput { dir: dir.clone(), component });
+            inputs.push(ArtifactInput {
+                dir: dir.clone(),
+                component,
+            });
         }
     }
     if let Some(c) = &args.component
@@ -78,7 +92,11 @@ pub fn run(args: Args) -> CliResult {
     {
         return Err(anyhow::anyhow!("--component {c:?}: must be a plain name").into());
     }
-    let handlers = if args.handlers.is_empty() { None } else { Some(args.handlers.load()?) };
+    let handlers = if args.handlers.is_empty() {
+        None
+    } else {
+        Some(args.handlers.load()?)
+    };
     let mut opts = SplitOptions::new("");
     opts.archive_dir = args.archive_dir.trim_matches('/').to_string();
     opts.exclude_arches = args.exclude_arch.clone();
@@ -89,8 +107,10 @@ pub fn run(args: Args) -> CliResult {
     let bar = std::io::stderr().is_terminal().then(|| {
         let b = indicatif::ProgressBar::new(0);
         b.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} {bytes}/{total_bytes} {wide_bar} {elapsed} {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            indicatif::ProgressStyle::with_template(
+                "{spinner} {bytes}/{total_bytes} {wide_bar} {elapsed} {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         b
     });
@@ -127,10 +147,18 @@ pub fn run(args: Args) -> CliResult {
     } else {
         for r in &reports {
             if !r.errors.is_empty() {
-                println!("{}: FAILED ({} errors), nothing written", r.input.display(), r.errors.len());
+                println!(
+                    "{}: FAILED ({} errors), nothing written",
+                    r.input.display(),
+                    r.errors.len()
+                );
                 continue;
             }
-            let kind = if r.generic_only { "generic-only".to_string() } else { format!("archs {}", r.arches.join(", ")) };
+            let kind = if r.generic_only {
+                "generic-only".to_string()
+            } else {
+                format!("archs {}", r.arches.join(", "))
+            };
             println!(
                 "{} -> {}: {} files, {} -> {} bytes, {} binaries offloaded ({} code objects), {kind}",
                 r.input.display(),
@@ -152,7 +180,10 @@ pub fn run(args: Args) -> CliResult {
         eprintln!("done in {:.2?}", start.elapsed());
     }
     if failed > 0 {
-        return Err(CliError::Failed(anyhow::anyhow!("{failed} of {} artifacts failed", reports.len())));
+        return Err(CliError::Failed(anyhow::anyhow!(
+            "{failed} of {} artifacts failed",
+            reports.len()
+        )));
     }
     Ok(())
 }

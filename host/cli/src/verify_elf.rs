@@ -28,9 +28,11 @@ pub struct Args {
 pub fn run(args: Args) -> CliResult {
     let mut all = Vec::new();
     for path in &args.files {
-        let file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let file =
+            std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         let cache = ReadCache::new(file);
-        let mut findings = kpack_elf::verify_image(&cache).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let mut findings = kpack_elf::verify_image(&cache)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         if !args.no_readelf {
             findings.extend(readelf_complaints(path));
         }
@@ -38,8 +40,16 @@ pub fn run(args: Args) -> CliResult {
     }
     let failed = all.iter().any(|(_, f)| !f.is_empty());
     if args.json {
-        let files: Vec<_> = all.iter().map(|(p, f)| serde_json::json!({"path": p, "ok": f.is_empty(), "findings": f})).collect();
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"schema_version": 1, "files": files}))?);
+        let files: Vec<_> = all
+            .iter()
+            .map(|(p, f)| serde_json::json!({"path": p, "ok": f.is_empty(), "findings": f}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({"schema_version": 1, "files": files})
+            )?
+        );
     } else {
         for (p, f) in &all {
             if f.is_empty() {
@@ -50,7 +60,11 @@ pub fn run(args: Args) -> CliResult {
             }
         }
     }
-    if failed { Err(CliError::Findings) } else { Ok(()) }
+    if failed {
+        Err(CliError::Findings)
+    } else {
+        Ok(())
+    }
 }
 
 /// Lines of `readelf -lSW` output that complain; nothing if readelf is absent.
@@ -58,11 +72,25 @@ fn readelf_complaints(path: &std::path::Path) -> Vec<String> {
     let Ok(out) = Command::new("readelf").arg("-lSW").arg(path).output() else {
         return Vec::new();
     };
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     text.lines()
         .filter(|l| {
             let l = l.to_ascii_lowercase();
-            ["warning", "error", "corrupt", "invalid", "not covered", "truncated", "overlaps"].iter().any(|w| l.contains(w))
+            [
+                "warning",
+                "error",
+                "corrupt",
+                "invalid",
+                "not covered",
+                "truncated",
+                "overlaps",
+            ]
+            .iter()
+            .any(|w| l.contains(w))
         })
         .map(|l| format!("readelf: {}", l.trim()))
         .collect()

@@ -61,9 +61,10 @@ pub fn run(args: Args) -> CliResult {
 /// malformed value is an error (the reproducible-builds spec asks for that).
 fn source_date_epoch() -> anyhow::Result<u64> {
     match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(v) if !v.trim().is_empty() => {
-            v.trim().parse::<u64>().with_context(|| format!("SOURCE_DATE_EPOCH={v:?} is not a number of seconds"))
-        }
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse::<u64>()
+            .with_context(|| format!("SOURCE_DATE_EPOCH={v:?} is not a number of seconds")),
         Ok(_) | Err(std::env::VarError::NotPresent) => Ok(ZIP_EPOCH),
         Err(e) => bail!("SOURCE_DATE_EPOCH: {e}"),
     }
@@ -73,10 +74,17 @@ fn split(args: SplitArgs) -> CliResult {
     if !args.input.is_file() {
         return Err(anyhow::anyhow!("{}: no such file", args.input.display()).into());
     }
-    let handlers = if args.handlers.is_empty() { None } else { Some(args.handlers.load()?) };
+    let handlers = if args.handlers.is_empty() {
+        None
+    } else {
+        Some(args.handlers.load()?)
+    };
     let mut opts = WheelOptions::new();
     opts.device_prefix = args.device_prefix.clone();
-    opts.archive_dir = args.archive_dir.as_ref().map(|d| d.trim_matches('/').to_string());
+    opts.archive_dir = args
+        .archive_dir
+        .as_ref()
+        .map(|d| d.trim_matches('/').to_string());
     opts.verify_hash = args.archive.verify_hash();
     opts.compression = args.archive.compression();
     opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
@@ -113,29 +121,66 @@ fn human(bytes: u64) -> String {
         v /= 1024.0;
         u += 1;
     }
-    if u == 0 { format!("{bytes} B") } else { format!("{v:.1} {}", UNITS[u]) }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
 
 fn print_table(r: &WheelReport) {
     if !r.device_code {
-        println!("{}: no device code; copied unchanged to {}", r.input.file, r.host.path.display());
+        println!(
+            "{}: no device code; copied unchanged to {}",
+            r.input.file,
+            r.host.path.display()
+        );
         return;
     }
     let mut rows: Vec<(String, String, u64, String)> = vec![
-        ("input".into(), r.input.file.clone(), r.input.bytes, String::new()),
-        ("host".into(), r.host.file.clone(), r.host.bytes, String::new()),
+        (
+            "input".into(),
+            r.input.file.clone(),
+            r.input.bytes,
+            String::new(),
+        ),
+        (
+            "host".into(),
+            r.host.file.clone(),
+            r.host.bytes,
+            String::new(),
+        ),
     ];
     for d in &r.devices {
-        rows.push(("device".into(), d.wheel.file.clone(), d.wheel.bytes, d.arch.clone()));
+        rows.push((
+            "device".into(),
+            d.wheel.file.clone(),
+            d.wheel.bytes,
+            d.arch.clone(),
+        ));
     }
     let w = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
-    println!("{:<6}  {:<w$}  {:>10}  {:>6}  arch", "wheel", "file", "size", "%input");
+    println!(
+        "{:<6}  {:<w$}  {:>10}  {:>6}  arch",
+        "wheel", "file", "size", "%input"
+    );
     for (kind, file, bytes, arch) in &rows {
-        let pct = if r.input.bytes == 0 { 0.0 } else { 100.0 * *bytes as f64 / r.input.bytes as f64 };
-        println!("{kind:<6}  {file:<w$}  {:>10}  {pct:>5.1}%  {arch}", human(*bytes));
+        let pct = if r.input.bytes == 0 {
+            0.0
+        } else {
+            100.0 * *bytes as f64 / r.input.bytes as f64
+        };
+        println!(
+            "{kind:<6}  {file:<w$}  {:>10}  {pct:>5.1}%  {arch}",
+            human(*bytes)
+        );
     }
     let code_objects: usize = r.binaries.iter().map(|b| b.code_objects).sum();
-    println!("{} binaries offloaded ({code_objects} code objects); archs: {}", r.binaries.len(), r.archs().join(", "));
+    println!(
+        "{} binaries offloaded ({code_objects} code objects); archs: {}",
+        r.binaries.len(),
+        r.archs().join(", ")
+    );
     for (h, m) in &r.databases {
         let parts: Vec<String> = m.iter().map(|(v, n)| format!("{v}: {n}")).collect();
         println!("database {h}: {}", parts.join(", "));

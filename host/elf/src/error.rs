@@ -32,11 +32,23 @@ pub struct Error {
 }
 
 impl Error {
-    pub(crate) fn new(kind: ErrorKind, path: &std::path::Path, message: impl Into<String>) -> Error {
-        Error { kind, path: path.to_path_buf(), message: message.into(), source: None }
+    pub(crate) fn new(
+        kind: ErrorKind,
+        path: &std::path::Path,
+        message: impl Into<String>,
+    ) -> Error {
+        Error {
+            kind,
+            path: path.to_path_buf(),
+            message: message.into(),
+            source: None,
+        }
     }
 
-    pub(crate) fn with_source(mut self, e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    pub(crate) fn with_source(
+        mut self,
+        e: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
         self.source = Some(Box::new(e));
         self
     }

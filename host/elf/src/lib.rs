@@ -23,9 +23,9 @@ mod transform;
 mod verify;
 
 pub use error::{Error, ErrorKind};
+pub use read::{
+    ElfKind, FATBIN_SECTION, FatBinary, HIPF, HIPK, MARKER_SECTION, Magic, PointerVia,
+    SEGMENT_SECTION, SectionInfo, WRAPPER_SIZE, Wrapper, looks_like_elf, read_fat_binary,
+};
 pub use transform::{TransformReport, transform};
 pub use verify::verify_image;
-pub use read::{
-    ElfKind, FATBIN_SECTION, FatBinary, HIPF, HIPK, MARKER_SECTION, Magic, PointerVia, SEGMENT_SECTION, SectionInfo,
-    WRAPPER_SIZE, Wrapper, looks_like_elf, read_fat_binary,
-};

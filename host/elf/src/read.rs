@@ -8,7 +8,9 @@ use std::path::Path;
 use kpack_bundle::{Item, ReadAt, SizedFile, WalkOptions, walk};
 use object::elf;
 use object::read::elf::{ElfFile64, FileHeader as _};
-use object::{LittleEndian as LE, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, ReadCache};
+use object::{
+    LittleEndian as LE, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, ReadCache,
+};
 
 use crate::error::{Error, ErrorKind};
 
@@ -175,10 +177,17 @@ pub fn read_fat_binary(path: &Path, opts: WalkOptions) -> Result<FatBinary, Erro
     let source = SizedFile::open(path).map_err(|e| Error::io(path, "cannot open", e))?;
     let mut head = [0u8; 24];
     let n = (source.size() as usize).min(24);
-    source.read_exact_at(0, &mut head[..n]).map_err(|e| Error::io(path, "cannot read", e))?;
+    source
+        .read_exact_at(0, &mut head[..n])
+        .map_err(|e| Error::io(path, "cannot read", e))?;
     let head = &head[..n];
-    let amdgpu_elf = n >= 20 && head.starts_with(b"\x7fELF") && u16::from_le_bytes([head[18], head[19]]) == kpack_bundle::EM_AMDGPU;
-    if head.starts_with(kpack_bundle::BUNDLE_MAGIC) || head.starts_with(kpack_bundle::CCOB_MAGIC) || amdgpu_elf {
+    let amdgpu_elf = n >= 20
+        && head.starts_with(b"\x7fELF")
+        && u16::from_le_bytes([head[18], head[19]]) == kpack_bundle::EM_AMDGPU;
+    if head.starts_with(kpack_bundle::BUNDLE_MAGIC)
+        || head.starts_with(kpack_bundle::CCOB_MAGIC)
+        || amdgpu_elf
+    {
         let mut bundles = Vec::new();
         for item in walk(&source, 0, source.size(), opts) {
             bundles.push(item.map_err(|e| Error::bundle(path, "bundle file", e))?);
@@ -194,7 +203,11 @@ pub fn read_fat_binary(path: &Path, opts: WalkOptions) -> Result<FatBinary, Erro
         });
     }
     if !looks_like_elf(head) {
-        return Err(Error::new(ErrorKind::Unsupported, path, "not an ELF file, offload bundle or code object"));
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            path,
+            "not an ELF file, offload bundle or code object",
+        ));
     }
     read_elf(path, source, opts)
 }
@@ -202,31 +215,48 @@ pub fn read_fat_binary(path: &Path, opts: WalkOptions) -> Result<FatBinary, Erro
 fn read_elf(path: &Path, source: SizedFile, opts: WalkOptions) -> Result<FatBinary, Error> {
     let file = File::open(path).map_err(|e| Error::io(path, "cannot open", e))?;
     let cache = ReadCache::new(file);
-    let obj = ElfFile64::<LE, _>::parse(&cache)
-        .map_err(|e| Error::new(ErrorKind::Unsupported, path, format!("not a 64-bit little-endian ELF: {e}")))?;
+    let obj = ElfFile64::<LE, _>::parse(&cache).map_err(|e| {
+        Error::new(
+            ErrorKind::Unsupported,
+            path,
+            format!("not a 64-bit little-endian ELF: {e}"),
+        )
+    })?;
     let hdr = obj.elf_header();
     if hdr.e_machine(LE) != elf::EM_X86_64 {
         return Err(Error::new(
             ErrorKind::Unsupported,
             path,
-            format!("e_machine {} is not x86-64; only x86-64 host binaries are supported", hdr.e_machine(LE)),
+            format!(
+                "e_machine {} is not x86-64; only x86-64 host binaries are supported",
+                hdr.e_machine(LE)
+            ),
         ));
     }
     let kind = match hdr.e_type(LE) {
         elf::ET_EXEC => ElfKind::Exec,
         elf::ET_DYN => ElfKind::Dyn,
         elf::ET_REL => ElfKind::Rel,
-        other => return Err(Error::new(ErrorKind::Unsupported, path, format!("ELF type {other} has no device code"))),
+        other => {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                path,
+                format!("ELF type {other} has no device code"),
+            ));
+        }
     };
     let find = |name: &str| {
         obj.section_by_name(name).map(|s| {
-            let (offset, size) = s.file_range().unwrap_or((s.elf_section_header().sh_offset.get(LE), 0));
+            let (offset, size) = s
+                .file_range()
+                .unwrap_or((s.elf_section_header().sh_offset.get(LE), 0));
             SectionInfo {
                 index: s.index().0,
                 addr: s.address(),
                 offset,
                 size: s.size(),
-                in_file: s.elf_section_header().sh_type.get(LE) != elf::SHT_NOBITS && size == s.size(),
+                in_file: s.elf_section_header().sh_type.get(LE) != elf::SHT_NOBITS
+                    && size == s.size(),
             }
         })
     };
@@ -236,8 +266,16 @@ fn read_elf(path: &Path, source: SizedFile, opts: WalkOptions) -> Result<FatBina
 
     let mut bundles = Vec::new();
     if let Some(fb) = fatbin.filter(|f| f.in_file) {
-        if fb.offset.checked_add(fb.size).is_none_or(|e| e > source.size()) {
-            return Err(Error::new(ErrorKind::Malformed, path, format!("{FATBIN_SECTION} runs past the end of the file")));
+        if fb
+            .offset
+            .checked_add(fb.size)
+            .is_none_or(|e| e > source.size())
+        {
+            return Err(Error::new(
+                ErrorKind::Malformed,
+                path,
+                format!("{FATBIN_SECTION} runs past the end of the file"),
+            ));
         }
         for item in walk(&source, fb.offset, fb.size, opts) {
             let item = item.map_err(|e| Error::bundle(path, FATBIN_SECTION, e))?;
@@ -250,12 +288,21 @@ fn read_elf(path: &Path, source: SizedFile, opts: WalkOptions) -> Result<FatBina
         let data = obj
             .section_by_index(object::SectionIndex(seg.index))
             .and_then(|s| s.data())
-            .map_err(|e| Error::new(ErrorKind::Malformed, path, format!("cannot read {SEGMENT_SECTION}: {e}")))?;
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Malformed,
+                    path,
+                    format!("cannot read {SEGMENT_SECTION}: {e}"),
+                )
+            })?;
         if !(data.len() as u64).is_multiple_of(WRAPPER_SIZE) {
             return Err(Error::new(
                 ErrorKind::Offload,
                 path,
-                format!("{SEGMENT_SECTION} is {} bytes, not a multiple of {WRAPPER_SIZE}", data.len()),
+                format!(
+                    "{SEGMENT_SECTION} is {} bytes, not a multiple of {WRAPPER_SIZE}",
+                    data.len()
+                ),
             ));
         }
         let relocs = pointer_relocations(&obj, kind, seg, path)?;
@@ -280,11 +327,15 @@ fn read_elf(path: &Path, source: SizedFile, opts: WalkOptions) -> Result<FatBina
                 bundles.iter().position(|b: &Item| b.offset == off)
             });
             if magic == Magic::Hipf && bundle.is_none() {
-                let range = fatbin.map(|f| format!("{:#x}..{:#x}", f.addr, f.addr.wrapping_add(f.size))).unwrap_or_else(|| "absent".into());
+                let range = fatbin
+                    .map(|f| format!("{:#x}..{:#x}", f.addr, f.addr.wrapping_add(f.size)))
+                    .unwrap_or_else(|| "absent".into());
                 return Err(Error::new(
                     ErrorKind::Offload,
                     path,
-                    format!("wrapper {i} at {addr:#x} points at {pointer:#x}, which is not the start of a bundle in {FATBIN_SECTION} ({range})"),
+                    format!(
+                        "wrapper {i} at {addr:#x} points at {pointer:#x}, which is not the start of a bundle in {FATBIN_SECTION} ({range})"
+                    ),
                 ));
             }
             wrappers.push(Wrapper {
@@ -301,7 +352,15 @@ fn read_elf(path: &Path, source: SizedFile, opts: WalkOptions) -> Result<FatBina
             });
         }
     }
-    Ok(FatBinary { kind, fatbin, segment, marker, wrappers, bundles, source })
+    Ok(FatBinary {
+        kind,
+        fatbin,
+        segment,
+        marker,
+        wrappers,
+        bundles,
+        source,
+    })
 }
 
 /// A relocation that fills a wrapper pointer slot.
@@ -328,7 +387,11 @@ fn pointer_relocations<'d, R: object::ReadRef<'d>>(
             ElfKind::Dyn => rela.target_section == 0,
             _ => rela.target_section == seg.index,
         };
-        let slot = if kind == ElfKind::Rel { seg.addr.wrapping_add(rela.r_offset) } else { rela.r_offset };
+        let slot = if kind == ElfKind::Rel {
+            seg.addr.wrapping_add(rela.r_offset)
+        } else {
+            rela.r_offset
+        };
         if !applies || slot < seg.addr || slot >= seg.addr.saturating_add(seg.size) {
             continue;
         }
@@ -336,21 +399,29 @@ fn pointer_relocations<'d, R: object::ReadRef<'d>>(
             R_X86_64_RELATIVE => out.push(SlotReloc {
                 slot,
                 value: rela.addend as u64,
-                via: PointerVia::Relative { rela_entry: rela.file_offset },
+                via: PointerVia::Relative {
+                    rela_entry: rela.file_offset,
+                },
             }),
             R_X86_64_64 => {
                 let (base, symbol) = symbol_value(obj, rela.symtab, rela.r_sym);
                 out.push(SlotReloc {
                     slot,
                     value: base.wrapping_add(rela.addend as u64),
-                    via: PointerVia::Symbol { rela_entry: rela.file_offset, symbol, addend: rela.addend },
+                    via: PointerVia::Symbol {
+                        rela_entry: rela.file_offset,
+                        symbol,
+                        addend: rela.addend,
+                    },
                 });
             }
             other => {
                 return Err(Error::new(
                     ErrorKind::Unsupported,
                     path,
-                    format!("wrapper pointer at {slot:#x} uses relocation type {other}, expected RELATIVE or 64"),
+                    format!(
+                        "wrapper pointer at {slot:#x} uses relocation type {other}, expected RELATIVE or 64"
+                    ),
                 ));
             }
         }
@@ -374,19 +445,34 @@ pub(crate) struct RelaEntry {
 }
 
 /// Every entry of every `SHT_RELA` section.
-pub(crate) fn rela_entries<'d, R: object::ReadRef<'d>>(obj: &ElfFile64<'d, LE, R>, path: &Path) -> Result<Vec<RelaEntry>, Error> {
+pub(crate) fn rela_entries<'d, R: object::ReadRef<'d>>(
+    obj: &ElfFile64<'d, LE, R>,
+    path: &Path,
+) -> Result<Vec<RelaEntry>, Error> {
     let mut out = Vec::new();
     for section in obj.sections() {
         let sh = section.elf_section_header();
         if sh.sh_type.get(LE) != elf::SHT_RELA {
             continue;
         }
-        let data = section
-            .data()
-            .map_err(|e| Error::new(ErrorKind::Malformed, path, format!("cannot read relocation section {}: {e}", section.index().0)))?;
-        let entries: &[elf::Rela64<LE>] = object::pod::slice_from_all_bytes(data).map_err(|()| {
-            Error::new(ErrorKind::Malformed, path, format!("relocation section {} has a partial entry", section.index().0))
+        let data = section.data().map_err(|e| {
+            Error::new(
+                ErrorKind::Malformed,
+                path,
+                format!("cannot read relocation section {}: {e}", section.index().0),
+            )
         })?;
+        let entries: &[elf::Rela64<LE>] =
+            object::pod::slice_from_all_bytes(data).map_err(|()| {
+                Error::new(
+                    ErrorKind::Malformed,
+                    path,
+                    format!(
+                        "relocation section {} has a partial entry",
+                        section.index().0
+                    ),
+                )
+            })?;
         let base = sh.sh_offset.get(LE);
         for (i, r) in entries.iter().enumerate() {
             let info = r.r_info.get(LE);
@@ -406,18 +492,25 @@ pub(crate) fn rela_entries<'d, R: object::ReadRef<'d>>(obj: &ElfFile64<'d, LE, R
 
 /// Value and name of symbol `index` of the symbol table in section `symtab`;
 /// a section symbol is named after its section.
-fn symbol_value<'d, R: object::ReadRef<'d>>(obj: &ElfFile64<'d, LE, R>, symtab: usize, index: u32) -> (u64, String) {
+fn symbol_value<'d, R: object::ReadRef<'d>>(
+    obj: &ElfFile64<'d, LE, R>,
+    symtab: usize,
+    index: u32,
+) -> (u64, String) {
     let dynamic = obj.dynamic_symbol_table();
     let is_dyn = obj
         .section_by_index(object::SectionIndex(symtab))
         .is_ok_and(|s| s.elf_section_header().sh_type.get(LE) == elf::SHT_DYNSYM);
     let table = if is_dyn { dynamic } else { obj.symbol_table() };
-    let Some(sym) = table.and_then(|t| t.symbol_by_index(object::SymbolIndex(index as usize)).ok()) else {
+    let Some(sym) = table.and_then(|t| t.symbol_by_index(object::SymbolIndex(index as usize)).ok())
+    else {
         return (0, String::new());
     };
     let name = sym.name().unwrap_or("").to_string();
     if (sym.kind() == object::SymbolKind::Section || name.is_empty())
-        && let Some(s) = sym.section_index().and_then(|i| obj.section_by_index(i).ok())
+        && let Some(s) = sym
+            .section_index()
+            .and_then(|i| obj.section_by_index(i).ok())
     {
         return (s.address(), s.name().unwrap_or("").to_string());
     }

@@ -60,38 +60,71 @@ struct WrapperPatch {
 /// Rewrite the fat binary at `input` (already read as `fat`) into a
 /// host-only image carrying `marker` (msgpack bytes). Returns the new file
 /// bytes; nothing is written.
-pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8>, TransformReport), Error> {
+pub fn transform(
+    input: &Path,
+    fat: &FatBinary,
+    marker: &[u8],
+) -> Result<(Vec<u8>, TransformReport), Error> {
     let fail = |kind, msg: String| Error::new(kind, input, msg);
     use crate::read::ElfKind;
     if !matches!(fat.kind, ElfKind::Exec | ElfKind::Dyn) {
-        return Err(fail(ErrorKind::Unsupported, "only executables and shared libraries can be offloaded".into()));
+        return Err(fail(
+            ErrorKind::Unsupported,
+            "only executables and shared libraries can be offloaded".into(),
+        ));
     }
     if fat.is_transformed() {
-        return Err(fail(ErrorKind::AlreadyTransformed, "already transformed by kpack (every wrapper is HIPK)".into()));
+        return Err(fail(
+            ErrorKind::AlreadyTransformed,
+            "already transformed by kpack (every wrapper is HIPK)".into(),
+        ));
     }
     if fat.marker.is_some() {
-        return Err(fail(ErrorKind::AlreadyTransformed, format!("already has a {MARKER_SECTION} section")));
+        return Err(fail(
+            ErrorKind::AlreadyTransformed,
+            format!("already has a {MARKER_SECTION} section"),
+        ));
     }
     let fb = match fat.fatbin {
         Some(fb) if fb.in_file => fb,
-        _ => return Err(fail(ErrorKind::Offload, "no .hip_fatbin with file bytes: nothing to offload".into())),
+        _ => {
+            return Err(fail(
+                ErrorKind::Offload,
+                "no .hip_fatbin with file bytes: nothing to offload".into(),
+            ));
+        }
     };
     if fat.wrappers.is_empty() {
-        return Err(fail(ErrorKind::Offload, ".hip_fatbin has no wrapper in .hipFatBinSegment pointing at it".into()));
+        return Err(fail(
+            ErrorKind::Offload,
+            ".hip_fatbin has no wrapper in .hipFatBinSegment pointing at it".into(),
+        ));
     }
     let mut patches = Vec::new();
     for w in &fat.wrappers {
         if w.magic != Magic::Hipf {
-            return Err(fail(ErrorKind::Offload, format!("wrapper {} has magic {:?}, expected HIPF", w.index, w.magic)));
+            return Err(fail(
+                ErrorKind::Offload,
+                format!("wrapper {} has magic {:?}, expected HIPF", w.index, w.magic),
+            ));
         }
         let Some(bundle) = w.bundle else {
-            return Err(fail(ErrorKind::Offload, format!("wrapper {} does not point at a bundle", w.index)));
+            return Err(fail(
+                ErrorKind::Offload,
+                format!("wrapper {} does not point at a bundle", w.index),
+            ));
         };
         let rela_entry = match &w.via {
             PointerVia::Inline => None,
-            PointerVia::Relative { rela_entry } | PointerVia::Symbol { rela_entry, .. } => Some(*rela_entry),
+            PointerVia::Relative { rela_entry } | PointerVia::Symbol { rela_entry, .. } => {
+                Some(*rela_entry)
+            }
         };
-        patches.push(WrapperPatch { file_offset: w.file_offset, co_index: bundle as u64, rela_entry });
+        patches.push(WrapperPatch {
+            file_offset: w.file_offset,
+            co_index: bundle as u64,
+            rela_entry,
+        });
     }
 
     let src = &fat.source;
@@ -99,10 +132,18 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
     let read = |off: u64, len: u64| -> Result<Vec<u8>, Error> {
         // Check the range before allocating: offsets and sizes come from the file.
         if off.checked_add(len).is_none_or(|e| e > file_len) {
-            return Err(fail(ErrorKind::Malformed, format!("range {off:#x}+{len:#x} runs past the end of the file ({file_len:#x})")));
+            return Err(fail(
+                ErrorKind::Malformed,
+                format!("range {off:#x}+{len:#x} runs past the end of the file ({file_len:#x})"),
+            ));
         }
-        let mut buf = vec![0u8; usize::try_from(len).map_err(|_| fail(ErrorKind::Malformed, "size overflow".into()))?];
-        kpack_bundle::ReadAt::read_exact_at(src, off, &mut buf).map_err(|e| Error::io(input, &format!("read at {off:#x}"), e))?;
+        let mut buf = vec![
+            0u8;
+            usize::try_from(len)
+                .map_err(|_| fail(ErrorKind::Malformed, "size overflow".into()))?
+        ];
+        kpack_bundle::ReadAt::read_exact_at(src, off, &mut buf)
+            .map_err(|e| Error::io(input, &format!("read at {off:#x}"), e))?;
         Ok(buf)
     };
     let ehdr_bytes = read(0, 64)?;
@@ -113,18 +154,28 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
     let phnum = u64::from(ehdr.e_phnum.get(LE));
     let shoff = ehdr.e_shoff.get(LE);
     let shnum = u64::from(ehdr.e_shnum.get(LE));
-    if u64::from(ehdr.e_phentsize.get(LE)) != PHDR_SIZE || u64::from(ehdr.e_shentsize.get(LE)) != SHDR_SIZE {
-        return Err(fail(ErrorKind::Malformed, "unexpected program or section header entry size".into()));
+    if u64::from(ehdr.e_phentsize.get(LE)) != PHDR_SIZE
+        || u64::from(ehdr.e_shentsize.get(LE)) != SHDR_SIZE
+    {
+        return Err(fail(
+            ErrorKind::Malformed,
+            "unexpected program or section header entry size".into(),
+        ));
     }
     if shnum == 0 || ehdr.e_shstrndx.get(LE) as u64 >= shnum {
-        return Err(fail(ErrorKind::Malformed, "no usable section header table".into()));
+        return Err(fail(
+            ErrorKind::Malformed,
+            "no usable section header table".into(),
+        ));
     }
-    let phdrs: Vec<ProgramHeader64<LE>> = pod::slice_from_all_bytes::<ProgramHeader64<LE>>(&read(phoff, phnum * PHDR_SIZE)?)
-        .map_err(|()| fail(ErrorKind::Malformed, "bad program header table".into()))?
-        .to_vec();
-    let mut shdrs: Vec<SectionHeader64<LE>> = pod::slice_from_all_bytes::<SectionHeader64<LE>>(&read(shoff, shnum * SHDR_SIZE)?)
-        .map_err(|()| fail(ErrorKind::Malformed, "bad section header table".into()))?
-        .to_vec();
+    let phdrs: Vec<ProgramHeader64<LE>> =
+        pod::slice_from_all_bytes::<ProgramHeader64<LE>>(&read(phoff, phnum * PHDR_SIZE)?)
+            .map_err(|()| fail(ErrorKind::Malformed, "bad program header table".into()))?
+            .to_vec();
+    let mut shdrs: Vec<SectionHeader64<LE>> =
+        pod::slice_from_all_bytes::<SectionHeader64<LE>>(&read(shoff, shnum * SHDR_SIZE)?)
+            .map_err(|()| fail(ErrorKind::Malformed, "bad section header table".into()))?
+            .to_vec();
 
     // The PT_LOAD holding .hip_fatbin.
     let (v, z, o) = (fb.addr, fb.size, fb.offset);
@@ -133,13 +184,27 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
         .position(|p| {
             p.p_type.get(LE) == elf::PT_LOAD
                 && p.p_vaddr.get(LE) <= v
-                && v.checked_add(z).is_some_and(|e| p.p_vaddr.get(LE).checked_add(p.p_filesz.get(LE)).is_some_and(|pe| e <= pe))
+                && v.checked_add(z).is_some_and(|e| {
+                    p.p_vaddr
+                        .get(LE)
+                        .checked_add(p.p_filesz.get(LE))
+                        .is_some_and(|pe| e <= pe)
+                })
                 && p.p_offset.get(LE).checked_add(v - p.p_vaddr.get(LE)) == Some(o)
         })
-        .ok_or_else(|| fail(ErrorKind::Layout, format!(".hip_fatbin at {v:#x} is not inside one file-backed PT_LOAD")))?;
+        .ok_or_else(|| {
+            fail(
+                ErrorKind::Layout,
+                format!(".hip_fatbin at {v:#x} is not inside one file-backed PT_LOAD"),
+            )
+        })?;
     let t = phdrs[ti];
-    let (t_vaddr, t_off, t_filesz, t_memsz) =
-        (t.p_vaddr.get(LE), t.p_offset.get(LE), t.p_filesz.get(LE), t.p_memsz.get(LE));
+    let (t_vaddr, t_off, t_filesz, t_memsz) = (
+        t.p_vaddr.get(LE),
+        t.p_offset.get(LE),
+        t.p_filesz.get(LE),
+        t.p_memsz.get(LE),
+    );
     // Every sum below stays under these bounds once they hold.
     if t_filesz > t_memsz
         || t_off.checked_add(t_filesz).is_none_or(|e| e > file_len)
@@ -147,7 +212,9 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
     {
         return Err(fail(
             ErrorKind::Malformed,
-            format!("PT_LOAD {ti} (offset {t_off:#x}, vaddr {t_vaddr:#x}, filesz {t_filesz:#x}, memsz {t_memsz:#x}) is impossible"),
+            format!(
+                "PT_LOAD {ti} (offset {t_off:#x}, vaddr {t_vaddr:#x}, filesz {t_filesz:#x}, memsz {t_memsz:#x}) is impossible"
+            ),
         ));
     }
     let end = v + z;
@@ -155,7 +222,9 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
     if a.checked_add(PAGE).is_none_or(|ap| ap > end) {
         return Err(fail(
             ErrorKind::Layout,
-            format!(".hip_fatbin ({z} bytes at {v:#x}) holds no whole page for the program headers and marker"),
+            format!(
+                ".hip_fatbin ({z} bytes at {v:#x}) holds no whole page for the program headers and marker"
+            ),
         ));
     }
     let o_a = o + (a - v);
@@ -167,11 +236,18 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
         .map(|p| p.p_align.get(LE))
         .fold(PAGE.max(t.p_align.get(LE)), u64::max);
     if !align.is_power_of_two() {
-        return Err(fail(ErrorKind::Malformed, format!("PT_LOAD alignment {align:#x} is not a power of two")));
+        return Err(fail(
+            ErrorKind::Malformed,
+            format!("PT_LOAD alignment {align:#x} is not a power of two"),
+        ));
     }
     let fatbin_last = o + z >= t_off + t_filesz;
     let drop_start = o_a + PAGE; // old file offset of the first removed byte
-    let droppable = if fatbin_last { t_off + t_filesz - drop_start } else { (end & !(PAGE - 1)).saturating_sub(a + PAGE) };
+    let droppable = if fatbin_last {
+        t_off + t_filesz - drop_start
+    } else {
+        (end & !(PAGE - 1)).saturating_sub(a + PAGE)
+    };
     let removed = droppable / align * align;
     let drop_end = drop_start + removed;
     let post_vaddr = a + PAGE + removed;
@@ -192,12 +268,32 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
     let shift = |off: u64| if off >= drop_end { off - removed } else { off };
     let mut pieces = Vec::new();
     if t_vaddr < a {
-        pieces.push(mk(elf::PT_LOAD, t.p_flags.get(LE), t_off, t_vaddr, a - t_vaddr, a - t_vaddr, t.p_align.get(LE)));
+        pieces.push(mk(
+            elf::PT_LOAD,
+            t.p_flags.get(LE),
+            t_off,
+            t_vaddr,
+            a - t_vaddr,
+            a - t_vaddr,
+            t.p_align.get(LE),
+        ));
     }
-    let kpack_memsz = if fatbin_last { t_vaddr + t_memsz - a } else { post_vaddr - a };
+    let kpack_memsz = if fatbin_last {
+        t_vaddr + t_memsz - a
+    } else {
+        post_vaddr - a
+    };
     // p_filesz is set below, once the table's length is known.
     let kpack_index = ti + pieces.len();
-    pieces.push(mk(elf::PT_LOAD, elf::PF_R, o_a, a, 0, kpack_memsz, t.p_align.get(LE).max(PAGE)));
+    pieces.push(mk(
+        elf::PT_LOAD,
+        elf::PF_R,
+        o_a,
+        a,
+        0,
+        kpack_memsz,
+        t.p_align.get(LE).max(PAGE),
+    ));
     if !fatbin_last {
         let post_off = o_a + PAGE; // == shift(drop_end)
         pieces.push(mk(
@@ -218,17 +314,26 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
         }
         let mut p = *p;
         let off = p.p_offset.get(LE);
-        if p.p_filesz.get(LE) > 0 && off < drop_end && off.saturating_add(p.p_filesz.get(LE)) > drop_start {
+        if p.p_filesz.get(LE) > 0
+            && off < drop_end
+            && off.saturating_add(p.p_filesz.get(LE)) > drop_start
+        {
             return Err(fail(
                 ErrorKind::Layout,
-                format!("segment {i} (type {:#x}) overlaps the device code being removed", p.p_type.get(LE)),
+                format!(
+                    "segment {i} (type {:#x}) overlaps the device code being removed",
+                    p.p_type.get(LE)
+                ),
             ));
         }
         p.p_offset.set(LE, shift(off));
         new_phdrs.push(p);
     }
     let table_len = new_phdrs.len() as u64 * PHDR_SIZE;
-    for p in new_phdrs.iter_mut().filter(|p| p.p_type.get(LE) == elf::PT_PHDR) {
+    for p in new_phdrs
+        .iter_mut()
+        .filter(|p| p.p_type.get(LE) == elf::PT_PHDR)
+    {
         p.p_offset.set(LE, o_a);
         p.p_vaddr.set(LE, a);
         p.p_paddr.set(LE, a);
@@ -237,12 +342,18 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
     }
     // File bytes: exactly the table and the marker (BFD lays segments out by
     // their contents); the rest of the page and the removed pages zero-fill.
-    new_phdrs[kpack_index].p_filesz.set(LE, table_len + marker.len() as u64);
+    new_phdrs[kpack_index]
+        .p_filesz
+        .set(LE, table_len + marker.len() as u64);
     let marker_off_in_page = table_len;
     if marker_off_in_page + marker.len() as u64 > PAGE {
         return Err(fail(
             ErrorKind::Layout,
-            format!("{} program headers and a {}-byte marker do not fit in one page", new_phdrs.len(), marker.len()),
+            format!(
+                "{} program headers and a {}-byte marker do not fit in one page",
+                new_phdrs.len(),
+                marker.len()
+            ),
         ));
     }
     let marker_addr = a + marker_off_in_page;
@@ -255,7 +366,11 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
     let mut shstrtab = read(old_shstr_off, old_shstr_size)?;
     for (i, s) in shdrs.iter_mut().enumerate() {
         if i == fb.index {
-            let nobits_end = if fatbin_last { end.min(t_vaddr + t_memsz) } else { post_vaddr };
+            let nobits_end = if fatbin_last {
+                end.min(t_vaddr + t_memsz)
+            } else {
+                post_vaddr
+            };
             s.sh_type.set(LE, elf::SHT_NOBITS);
             s.sh_addr.set(LE, a + PAGE);
             s.sh_offset.set(LE, o_a + PAGE);
@@ -265,8 +380,15 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
         }
         let off = s.sh_offset.get(LE);
         let in_file = s.sh_type.get(LE) != elf::SHT_NOBITS && s.sh_type.get(LE) != elf::SHT_NULL;
-        if in_file && s.sh_size.get(LE) > 0 && off < drop_end && off.saturating_add(s.sh_size.get(LE)) > drop_start {
-            return Err(fail(ErrorKind::Layout, format!("section {i} overlaps the device code being removed")));
+        if in_file
+            && s.sh_size.get(LE) > 0
+            && off < drop_end
+            && off.saturating_add(s.sh_size.get(LE)) > drop_start
+        {
+            return Err(fail(
+                ErrorKind::Layout,
+                format!("section {i} overlaps the device code being removed"),
+            ));
         }
         s.sh_offset.set(LE, shift(off));
     }
@@ -275,8 +397,16 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
     // the page keeps the kpack segment at its offset after such a rewrite.
     let pre_end = shdrs
         .iter()
-        .filter(|s| s.sh_flags.get(LE) & u64::from(elf::SHF_ALLOC) != 0 && s.sh_type.get(LE) != elf::SHT_NOBITS)
-        .map(|s| (s.sh_addr.get(LE), s.sh_addr.get(LE).saturating_add(s.sh_size.get(LE))))
+        .filter(|s| {
+            s.sh_flags.get(LE) & u64::from(elf::SHF_ALLOC) != 0
+                && s.sh_type.get(LE) != elf::SHT_NOBITS
+        })
+        .map(|s| {
+            (
+                s.sh_addr.get(LE),
+                s.sh_addr.get(LE).saturating_add(s.sh_size.get(LE)),
+            )
+        })
         .filter(|&(lo, hi)| lo >= t_vaddr && hi <= a && hi > lo)
         .map(|(_, hi)| hi)
         .max();
@@ -284,9 +414,23 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
     let null = shdrs[0];
     let mut extra_sections = Vec::new();
     if let Some(pe) = pre_end.filter(|&pe| pe < a) {
-        extra_sections.push(alloc_section(null, &mut shstrtab, PAD_SECTION, pe, t_off + (pe - t_vaddr), a - pe));
+        extra_sections.push(alloc_section(
+            null,
+            &mut shstrtab,
+            PAD_SECTION,
+            pe,
+            t_off + (pe - t_vaddr),
+            a - pe,
+        ));
     }
-    let marker_sh = alloc_section(null, &mut shstrtab, MARKER_SECTION, marker_addr, o_a + marker_off_in_page, marker.len() as u64);
+    let marker_sh = alloc_section(
+        null,
+        &mut shstrtab,
+        MARKER_SECTION,
+        marker_addr,
+        o_a + marker_off_in_page,
+        marker.len() as u64,
+    );
 
     // File tail: drop the old section header table (and .shstrtab, when it
     // is the last thing before it) and write them again at the end.
@@ -299,7 +443,10 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
         content_end = old_shstr_off;
     }
     if content_end < drop_end {
-        return Err(fail(ErrorKind::Layout, "section header table sits inside the device code".into()));
+        return Err(fail(
+            ErrorKind::Layout,
+            "section header table sits inside the device code".into(),
+        ));
     }
 
     // Assemble: [0, o_a) + kpack page + [drop_end, content_end) + shstrtab + SHT.
@@ -330,9 +477,17 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
     // ELF header.
     let mut eh = ehdr;
     eh.e_phoff.set(LE, o_a);
-    eh.e_phnum.set(LE, u16::try_from(new_phdrs.len()).map_err(|_| fail(ErrorKind::Layout, "too many program headers".into()))?);
+    eh.e_phnum.set(
+        LE,
+        u16::try_from(new_phdrs.len())
+            .map_err(|_| fail(ErrorKind::Layout, "too many program headers".into()))?,
+    );
     eh.e_shoff.set(LE, new_shoff);
-    eh.e_shnum.set(LE, u16::try_from(shdrs.len()).map_err(|_| fail(ErrorKind::Layout, "too many sections".into()))?);
+    eh.e_shnum.set(
+        LE,
+        u16::try_from(shdrs.len())
+            .map_err(|_| fail(ErrorKind::Layout, "too many sections".into()))?,
+    );
     out[..64].copy_from_slice(pod::bytes_of(&eh));
 
     // Wrappers and their relocations.
@@ -341,21 +496,33 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
     // the removed device code (old offsets [o_a, drop_end)).
     let kept = |off: u64, what: &str| {
         if off >= o_a && off < drop_end {
-            Err(fail(ErrorKind::Layout, format!("{what} at file offset {off:#x} lies inside .hip_fatbin's first pages")))
+            Err(fail(
+                ErrorKind::Layout,
+                format!("{what} at file offset {off:#x} lies inside .hip_fatbin's first pages"),
+            ))
         } else {
             Ok(shift(off) as usize)
         }
     };
     for wp in &patches {
         let at = kept(wp.file_offset, "wrapper")?;
-        put(&mut out, at, &HIPK.to_le_bytes()).map_err(|m| fail(ErrorKind::Layout, format!("wrapper: {m}")))?;
-        put(&mut out, at.saturating_add(8), &marker_addr.to_le_bytes()).map_err(|m| fail(ErrorKind::Layout, format!("wrapper: {m}")))?;
-        put(&mut out, at.saturating_add(16), &wp.co_index.to_le_bytes()).map_err(|m| fail(ErrorKind::Layout, format!("wrapper: {m}")))?;
+        put(&mut out, at, &HIPK.to_le_bytes())
+            .map_err(|m| fail(ErrorKind::Layout, format!("wrapper: {m}")))?;
+        put(&mut out, at.saturating_add(8), &marker_addr.to_le_bytes())
+            .map_err(|m| fail(ErrorKind::Layout, format!("wrapper: {m}")))?;
+        put(&mut out, at.saturating_add(16), &wp.co_index.to_le_bytes())
+            .map_err(|m| fail(ErrorKind::Layout, format!("wrapper: {m}")))?;
         if let Some(rela) = wp.rela_entry {
             let at = kept(rela, "relocation")?;
             // Elf64_Rela: r_offset stays; r_info = RELATIVE, no symbol; addend = marker.
-            put(&mut out, at.saturating_add(8), &R_X86_64_RELATIVE.to_le_bytes()).map_err(|m| fail(ErrorKind::Layout, format!("relocation: {m}")))?;
-            put(&mut out, at.saturating_add(16), &marker_addr.to_le_bytes()).map_err(|m| fail(ErrorKind::Layout, format!("relocation: {m}")))?;
+            put(
+                &mut out,
+                at.saturating_add(8),
+                &R_X86_64_RELATIVE.to_le_bytes(),
+            )
+            .map_err(|m| fail(ErrorKind::Layout, format!("relocation: {m}")))?;
+            put(&mut out, at.saturating_add(16), &marker_addr.to_le_bytes())
+                .map_err(|m| fail(ErrorKind::Layout, format!("relocation: {m}")))?;
             relocations += 1;
         }
     }
@@ -372,7 +539,14 @@ pub fn transform(input: &Path, fat: &FatBinary, marker: &[u8]) -> Result<(Vec<u8
 
 /// A read-only `SHT_PROGBITS` section header named `name` (appended to
 /// `shstrtab`), built from the all-zero `null` header.
-fn alloc_section(null: SectionHeader64<LE>, shstrtab: &mut Vec<u8>, name: &str, addr: u64, offset: u64, size: u64) -> SectionHeader64<LE> {
+fn alloc_section(
+    null: SectionHeader64<LE>,
+    shstrtab: &mut Vec<u8>,
+    name: &str,
+    addr: u64,
+    offset: u64,
+    size: u64,
+) -> SectionHeader64<LE> {
     let mut sh = null;
     sh.sh_name.set(LE, shstrtab.len() as u32);
     shstrtab.extend_from_slice(name.as_bytes());
@@ -393,7 +567,9 @@ fn put(out: &mut [u8], at: usize, bytes: &[u8]) -> Result<(), String> {
     let dst = at
         .checked_add(bytes.len())
         .and_then(|e| out.get_mut(at..e))
-        .ok_or_else(|| format!("patch at output offset {at:#x} is outside the {len:#x}-byte image"))?;
+        .ok_or_else(|| {
+            format!("patch at output offset {at:#x} is outside the {len:#x}-byte image")
+        })?;
     dst.copy_from_slice(bytes);
     Ok(())
 }

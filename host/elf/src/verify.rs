@@ -17,22 +17,36 @@ const R_X86_64_RELATIVE: u32 = 8;
 /// problem; empty means the file passed. `Err` only when the bytes are not
 /// a 64-bit little-endian ELF at all.
 pub fn verify_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<String>, String> {
-    let obj = ElfFile64::<LE, R>::parse(data).map_err(|e| format!("not a 64-bit little-endian ELF: {e}"))?;
+    let obj = ElfFile64::<LE, R>::parse(data)
+        .map_err(|e| format!("not a 64-bit little-endian ELF: {e}"))?;
     let mut f = Vec::new();
     let hdr = obj.elf_header();
     let file_len = data.len().unwrap_or(0);
     let phdrs = obj.elf_program_headers();
-    let loads: Vec<_> = phdrs.iter().filter(|p| p.p_type(LE) == elf::PT_LOAD).collect();
+    let loads: Vec<_> = phdrs
+        .iter()
+        .filter(|p| p.p_type(LE) == elf::PT_LOAD)
+        .collect();
 
     // Segments.
     let mut last_vaddr = 0;
     for (i, p) in loads.iter().enumerate() {
-        let (off, va, fsz, msz, al) = (p.p_offset(LE), p.p_vaddr(LE), p.p_filesz(LE), p.p_memsz(LE), p.p_align(LE));
+        let (off, va, fsz, msz, al) = (
+            p.p_offset(LE),
+            p.p_vaddr(LE),
+            p.p_filesz(LE),
+            p.p_memsz(LE),
+            p.p_align(LE),
+        );
         if al > 1 && (off % al != va % al) {
-            f.push(format!("PT_LOAD {i}: p_offset {off:#x} and p_vaddr {va:#x} differ modulo p_align {al:#x}"));
+            f.push(format!(
+                "PT_LOAD {i}: p_offset {off:#x} and p_vaddr {va:#x} differ modulo p_align {al:#x}"
+            ));
         }
         if off % 4096 != va % 4096 {
-            f.push(format!("PT_LOAD {i}: p_offset {off:#x} and p_vaddr {va:#x} differ modulo the page size"));
+            f.push(format!(
+                "PT_LOAD {i}: p_offset {off:#x} and p_vaddr {va:#x} differ modulo the page size"
+            ));
         }
         if off.checked_add(fsz).is_none_or(|e| e > file_len) {
             f.push(format!("PT_LOAD {i}: file range {off:#x}+{fsz:#x} runs past the end of the file ({file_len:#x})"));
@@ -46,7 +60,8 @@ pub fn verify_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<String>, String> 
         last_vaddr = va;
         for (j, q) in loads.iter().enumerate().skip(i + 1) {
             let (qo, qf) = (q.p_offset(LE), q.p_filesz(LE));
-            if fsz > 0 && qf > 0 && u128::from(off) < end(qo, qf) && u128::from(qo) < end(off, fsz) {
+            if fsz > 0 && qf > 0 && u128::from(off) < end(qo, qf) && u128::from(qo) < end(off, fsz)
+            {
                 f.push(format!("PT_LOAD {i} and {j} share file bytes"));
             }
             if (fsz == 0 || qf == 0) && off == qo && msz > 0 && q.p_memsz(LE) > 0 {
@@ -58,9 +73,13 @@ pub fn verify_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<String>, String> 
     // Program header table.
     let phoff = hdr.e_phoff(LE);
     let phlen = u64::from(hdr.e_phnum(LE)) * u64::from(hdr.e_phentsize(LE));
-    let covering = loads.iter().find(|p| p.p_offset(LE) <= phoff && end(phoff, phlen) <= end(p.p_offset(LE), p.p_filesz(LE)));
+    let covering = loads.iter().find(|p| {
+        p.p_offset(LE) <= phoff && end(phoff, phlen) <= end(p.p_offset(LE), p.p_filesz(LE))
+    });
     match covering {
-        None => f.push(format!("program header table at {phoff:#x} is not covered by a PT_LOAD")),
+        None => f.push(format!(
+            "program header table at {phoff:#x} is not covered by a PT_LOAD"
+        )),
         Some(l) => {
             if let Some(ph) = phdrs.iter().find(|p| p.p_type(LE) == elf::PT_PHDR) {
                 let expect = l.p_vaddr(LE).wrapping_add(phoff - l.p_offset(LE));
@@ -72,13 +91,19 @@ pub fn verify_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<String>, String> 
                     ));
                 }
                 if ph.p_filesz(LE) != phlen {
-                    f.push(format!("PT_PHDR size {:#x} is not e_phnum * e_phentsize ({phlen:#x})", ph.p_filesz(LE)));
+                    f.push(format!(
+                        "PT_PHDR size {:#x} is not e_phnum * e_phentsize ({phlen:#x})",
+                        ph.p_filesz(LE)
+                    ));
                 }
             }
         }
     }
     if let Some(interp) = phdrs.iter().find(|p| p.p_type(LE) == elf::PT_INTERP) {
-        let ok = interp.data(LE, data).ok().is_some_and(|d| d.last() == Some(&0) && d.len() > 1 && !d[..d.len() - 1].contains(&0));
+        let ok = interp
+            .data(LE, data)
+            .ok()
+            .is_some_and(|d| d.last() == Some(&0) && d.len() > 1 && !d[..d.len() - 1].contains(&0));
         if !ok {
             f.push("PT_INTERP does not hold a NUL-terminated path".into());
         }
@@ -89,19 +114,29 @@ pub fn verify_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<String>, String> 
         let sh = s.elf_section_header();
         let flags = sh.sh_flags.get(LE);
         let (addr, size) = (sh.sh_addr.get(LE), sh.sh_size.get(LE));
-        if flags & u64::from(elf::SHF_ALLOC) == 0 || size == 0 || flags & u64::from(elf::SHF_TLS) != 0 {
+        if flags & u64::from(elf::SHF_ALLOC) == 0
+            || size == 0
+            || flags & u64::from(elf::SHF_TLS) != 0
+        {
             continue;
         }
         let name = s.name().unwrap_or("?");
         let nobits = sh.sh_type.get(LE) == elf::SHT_NOBITS;
-        let seg = loads.iter().find(|p| p.p_vaddr(LE) <= addr && end(addr, size) <= end(p.p_vaddr(LE), p.p_memsz(LE)));
+        let seg = loads.iter().find(|p| {
+            p.p_vaddr(LE) <= addr && end(addr, size) <= end(p.p_vaddr(LE), p.p_memsz(LE))
+        });
         match seg {
-            None => f.push(format!("section {name} ({addr:#x}+{size:#x}) is not inside one PT_LOAD")),
+            None => f.push(format!(
+                "section {name} ({addr:#x}+{size:#x}) is not inside one PT_LOAD"
+            )),
             Some(p) if !nobits => {
                 let in_file = end(addr, size) <= end(p.p_vaddr(LE), p.p_filesz(LE));
-                let off_ok = u128::from(sh.sh_offset.get(LE)) == end(p.p_offset(LE), addr - p.p_vaddr(LE));
+                let off_ok =
+                    u128::from(sh.sh_offset.get(LE)) == end(p.p_offset(LE), addr - p.p_vaddr(LE));
                 if !in_file || !off_ok {
-                    f.push(format!("section {name} is not mapped from its file bytes by its PT_LOAD"));
+                    f.push(format!(
+                        "section {name} is not mapped from its file bytes by its PT_LOAD"
+                    ));
                 }
             }
             Some(_) => {}
@@ -135,9 +170,15 @@ pub fn verify_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<String>, String> 
             let ptr = relas.iter().find(|r| r.0 == slot).map_or(stored, |r| r.1);
             match (magic, marker_addr) {
                 (HIPK, Some((ma, _))) if ptr == ma => {}
-                (HIPK, Some((ma, _))) => f.push(format!("wrapper {i} is HIPK but points at {ptr:#x}, not the marker at {ma:#x}")),
-                (HIPK, None) => f.push(format!("wrapper {i} is HIPK but there is no {MARKER_SECTION}")),
-                (HIPF, Some(_)) => f.push(format!("wrapper {i} is still HIPF in a file with a marker")),
+                (HIPK, Some((ma, _))) => f.push(format!(
+                    "wrapper {i} is HIPK but points at {ptr:#x}, not the marker at {ma:#x}"
+                )),
+                (HIPK, None) => f.push(format!(
+                    "wrapper {i} is HIPK but there is no {MARKER_SECTION}"
+                )),
+                (HIPF, Some(_)) => {
+                    f.push(format!("wrapper {i} is still HIPF in a file with a marker"))
+                }
                 (HIPF, None) => f.push(format!("wrapper {i} is HIPF: device code not offloaded")),
                 (other, _) => f.push(format!("wrapper {i} has unknown magic {other:#x}")),
             }
@@ -153,7 +194,9 @@ pub fn verify_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<String>, String> 
             let (lo, hi) = (u128::from(fb.address()), end(fb.address(), fb.size()));
             for (slot, target) in &relas {
                 if u128::from(*target) >= lo && u128::from(*target) < hi {
-                    f.push(format!("relocation at {slot:#x} points at {target:#x}, inside removed device code"));
+                    f.push(format!(
+                        "relocation at {slot:#x} points at {target:#x}, inside removed device code"
+                    ));
                 }
             }
         }
@@ -178,7 +221,9 @@ fn relocation_targets<'d, R: ReadRef<'d>>(obj: &ElfFile64<'d, LE, R>) -> Vec<(u6
             continue;
         }
         let Ok(data) = s.data() else { continue };
-        let Ok(entries) = object::pod::slice_from_all_bytes::<elf::Rela64<LE>>(data) else { continue };
+        let Ok(entries) = object::pod::slice_from_all_bytes::<elf::Rela64<LE>>(data) else {
+            continue;
+        };
         for r in entries {
             let info = r.r_info.get(LE);
             let (ty, sym) = ((info & 0xffff_ffff) as u32, (info >> 32) as usize);

@@ -2,7 +2,12 @@
 //! one header field that mattered and applied to a real fixture: each must
 //! now give findings or a typed error, never a panic or an abort.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
 
 use std::path::{Path, PathBuf};
 
@@ -10,7 +15,9 @@ use kpack_bundle::WalkOptions;
 use kpack_elf::{ErrorKind, read_fat_binary, transform, verify_image};
 
 fn fixture(name: &str) -> Vec<u8> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/corpus").join(name);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/corpus")
+        .join(name);
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
@@ -27,7 +34,10 @@ fn set_u64(b: &mut [u8], at: usize, v: u64) {
 /// File offsets of the PT_LOAD program headers.
 fn loads(b: &[u8]) -> Vec<usize> {
     let (phoff, phnum) = (u64_at(b, 0x20) as usize, u16_at(b, 0x38));
-    (0..phnum).map(|i| phoff + i * 56).filter(|&p| b[p..p + 4] == 1u32.to_le_bytes()).collect()
+    (0..phnum)
+        .map(|i| phoff + i * 56)
+        .filter(|&p| b[p..p + 4] == 1u32.to_le_bytes())
+        .collect()
 }
 
 /// File offset of the section header of the section named `name`.
@@ -54,13 +64,20 @@ fn load_holding(b: &[u8], sh: usize) -> usize {
 
 /// Write `bytes` to a file of its own and read its fat binary.
 fn scratch(name: &str, bytes: &[u8]) -> PathBuf {
-    let p = std::env::temp_dir().join(format!("kpack-elf-fuzz-regression-{}-{name}", std::process::id()));
+    let p = std::env::temp_dir().join(format!(
+        "kpack-elf-fuzz-regression-{}-{name}",
+        std::process::id()
+    ));
     std::fs::write(&p, bytes).unwrap();
     p
 }
 
 fn marker() -> Vec<u8> {
-    kpack_format::Marker { kernel_name: "lib/libaxpy_2arch.so".into(), search_paths: vec!["axpy.kpack".into()] }.to_bytes()
+    kpack_format::Marker {
+        kernel_name: "lib/libaxpy_2arch.so".into(),
+        search_paths: vec!["axpy.kpack".into()],
+    }
+    .to_bytes()
 }
 
 #[test]
@@ -71,7 +88,12 @@ fn verify_reports_segments_and_sections_past_u64_max() {
     set_u64(&mut b, first + 0x20, u64::MAX); // p_filesz
     set_u64(&mut b, first + 0x28, u64::MAX); // p_memsz
     let findings = verify_image(&b[..]).expect("still an ELF");
-    assert!(findings.iter().any(|f| f.contains("runs past the end of the file")), "{findings:?}");
+    assert!(
+        findings
+            .iter()
+            .any(|f| f.contains("runs past the end of the file")),
+        "{findings:?}"
+    );
 
     // The same for a section's sh_addr + sh_size and the .hip_fatbin range.
     let mut b = fixture("libaxpy_2arch.so");
@@ -80,7 +102,10 @@ fn verify_reports_segments_and_sections_past_u64_max() {
     let fb = section(&b, ".hip_fatbin");
     set_u64(&mut b, fb + 0x10, u64::MAX - 8); // sh_addr
     let findings = verify_image(&b[..]).expect("still an ELF");
-    assert!(findings.iter().any(|f| f.contains("section .text")), "{findings:?}");
+    assert!(
+        findings.iter().any(|f| f.contains("section .text")),
+        "{findings:?}"
+    );
 }
 
 #[test]

@@ -300,12 +300,17 @@ impl ArchiveWriter {
             set_readable(self.spool.as_file())?;
             let spool = std::mem::replace(
                 &mut self.spool,
-                tempfile::NamedTempFile::new_in(&self.dir).map_err(|e| Error::io("temp file", e))?,
+                tempfile::NamedTempFile::new_in(&self.dir)
+                    .map_err(|e| Error::io("temp file", e))?,
             );
             spool
                 .persist(&self.dest)
                 .map_err(|e| Error::io("cannot rename archive into place", e.error))?;
-            return Ok(Written { path: self.dest.clone(), entries: self.pending.len(), file_size });
+            return Ok(Written {
+                path: self.dest.clone(),
+                entries: self.pending.len(),
+                file_size,
+            });
         }
 
         let mut out = tempfile::Builder::new()

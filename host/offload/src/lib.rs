@@ -29,9 +29,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use kpack_bundle::{TargetId, WalkOptions};
-use rayon::prelude::*;
 use kpack_elf::{FatBinary, TransformReport, read_fat_binary, transform, verify_image};
 use kpack_format::{ArchiveWriter, Marker, WriterOptions, Written};
+use rayon::prelude::*;
 
 /// What went wrong while offloading.
 #[derive(Debug, thiserror::Error)]
@@ -116,7 +116,13 @@ impl ArchiveSet {
     /// Archives `<dir>/<name>_<processor>.kpack`; `options.group_name`
     /// defaults to `name`, `gfx_arch_family` to the processor.
     pub fn new(dir: PathBuf, name: String, options: WriterOptions) -> ArchiveSet {
-        ArchiveSet { dir, dir_for: None, name, options, writers: BTreeMap::new() }
+        ArchiveSet {
+            dir,
+            dir_for: None,
+            name,
+            options,
+            writers: BTreeMap::new(),
+        }
     }
 
     /// Like [`new`](Self::new), but each processor's archive goes into its
@@ -126,7 +132,13 @@ impl ArchiveSet {
         options: WriterOptions,
         dir_for: impl Fn(&str) -> PathBuf + Send + Sync + 'static,
     ) -> ArchiveSet {
-        ArchiveSet { dir: PathBuf::new(), dir_for: Some(Box::new(dir_for)), name, options, writers: BTreeMap::new() }
+        ArchiveSet {
+            dir: PathBuf::new(),
+            dir_for: Some(Box::new(dir_for)),
+            name,
+            options,
+            writers: BTreeMap::new(),
+        }
     }
 
     /// The archive directory for a processor.
@@ -139,7 +151,8 @@ impl ArchiveSet {
 
     /// The archive path for a processor.
     pub fn path_for(&self, processor: &str) -> PathBuf {
-        self.dir(processor).join(format!("{}_{processor}.kpack", self.name))
+        self.dir(processor)
+            .join(format!("{}_{processor}.kpack", self.name))
     }
 
     /// The marker search path pattern for binaries in `from_dir` when the
@@ -147,7 +160,11 @@ impl ArchiveSet {
     pub fn search_path(&self, from_dir: &Path, archive_dir: &Path) -> String {
         let rel = relative_path(from_dir, archive_dir);
         let file = format!("{}_@GFXARCH@.kpack", self.name);
-        if rel.as_os_str().is_empty() { file } else { format!("{}/{file}", rel.to_string_lossy().replace('\\', "/")) }
+        if rel.as_os_str().is_empty() {
+            file
+        } else {
+            format!("{}/{file}", rel.to_string_lossy().replace('\\', "/"))
+        }
     }
 
     /// The marker search path pattern for binaries in `from_dir`, for
@@ -158,7 +175,8 @@ impl ArchiveSet {
 
     /// Add one code object.
     pub fn add(&mut self, key: &str, target: &TargetId, data: &[u8]) -> Result<(), Error> {
-        self.writer(target.processor())?.add(key, &target.to_string(), data)?;
+        self.writer(target.processor())?
+            .add(key, &target.to_string(), data)?;
         Ok(())
     }
 
@@ -177,9 +195,10 @@ impl ArchiveSet {
             let w = ArchiveWriter::create(self.path_for(processor), options)?;
             self.writers.insert(processor.to_string(), w);
         }
-        self.writers
-            .get_mut(processor)
-            .ok_or_else(|| Error::Io { path: self.dir.clone(), source: std::io::Error::other("archive writer vanished") })
+        self.writers.get_mut(processor).ok_or_else(|| Error::Io {
+            path: self.dir.clone(),
+            source: std::io::Error::other("archive writer vanished"),
+        })
     }
 
     /// `true` when nothing was added.
@@ -201,8 +220,18 @@ impl ArchiveSet {
 /// Offload `input` into `output` (written via a temp file and rename; the
 /// input is only read), adding its code objects to `archives`. Host-only
 /// and already-offloaded inputs are copied unchanged and reported.
-pub fn offload_binary(input: &Path, output: &Path, opts: &OffloadOptions, archives: &mut ArchiveSet) -> Result<Outcome, Error> {
-    let fat = read_fat_binary(input, WalkOptions { verify_hash: opts.verify_hash })?;
+pub fn offload_binary(
+    input: &Path,
+    output: &Path,
+    opts: &OffloadOptions,
+    archives: &mut ArchiveSet,
+) -> Result<Outcome, Error> {
+    let fat = read_fat_binary(
+        input,
+        WalkOptions {
+            verify_hash: opts.verify_hash,
+        },
+    )?;
     if fat.is_transformed() {
         copy_atomically(input, output)?;
         return Ok(Outcome::AlreadyOffloaded);
@@ -214,16 +243,31 @@ pub fn offload_binary(input: &Path, output: &Path, opts: &OffloadOptions, archiv
     let (image, transform) = transform_checked(input, &fat, opts)?;
     let added = add_code_objects(input, &fat, &opts.kernel_name, &|_| true, archives)?;
     write_atomically(output, &image, input)?;
-    Ok(Outcome::Offloaded { transform, code_objects: added.count, targets: added.targets })
+    Ok(Outcome::Offloaded {
+        transform,
+        code_objects: added.count,
+        targets: added.targets,
+    })
 }
 
 /// Transform in memory and run the structural checks on the result.
-pub fn transform_checked(input: &Path, fat: &FatBinary, opts: &OffloadOptions) -> Result<(Vec<u8>, TransformReport), Error> {
-    let marker = Marker { kernel_name: opts.kernel_name.clone(), search_paths: opts.search_paths.clone() }.to_bytes();
+pub fn transform_checked(
+    input: &Path,
+    fat: &FatBinary,
+    opts: &OffloadOptions,
+) -> Result<(Vec<u8>, TransformReport), Error> {
+    let marker = Marker {
+        kernel_name: opts.kernel_name.clone(),
+        search_paths: opts.search_paths.clone(),
+    }
+    .to_bytes();
     let (image, report) = transform(input, fat, &marker)?;
     let findings = verify_image(&image[..]).unwrap_or_else(|e| vec![e]);
     if !findings.is_empty() {
-        return Err(Error::Verify { path: input.to_path_buf(), findings });
+        return Err(Error::Verify {
+            path: input.to_path_buf(),
+            findings,
+        });
     }
     Ok((image, report))
 }
@@ -275,45 +319,78 @@ pub fn add_code_objects(
     for processor in by_processor.keys() {
         archives.writer(processor)?;
     }
-    archives.writers.par_iter_mut().try_for_each(|(processor, writer)| -> Result<(), Error> {
-        for (key, name, _, b, i) in by_processor.get(processor.as_str()).map(Vec::as_slice).unwrap_or_default() {
-            let data = fat.bundles[*b]
-                .read_entry(&fat.source, *i)
-                .map_err(|source| Error::Bundle { path: input.to_path_buf(), bundle: *b, source })?;
-            writer.add(key, name, &data)?;
-        }
-        Ok(())
-    })?;
+    archives
+        .writers
+        .par_iter_mut()
+        .try_for_each(|(processor, writer)| -> Result<(), Error> {
+            for (key, name, _, b, i) in by_processor
+                .get(processor.as_str())
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+            {
+                let data = fat.bundles[*b]
+                    .read_entry(&fat.source, *i)
+                    .map_err(|source| Error::Bundle {
+                        path: input.to_path_buf(),
+                        bundle: *b,
+                        source,
+                    })?;
+                writer.add(key, name, &data)?;
+            }
+            Ok(())
+        })?;
     let mut targets: Vec<String> = jobs.iter().map(|j| j.1.clone()).collect();
     targets.sort();
     targets.dedup();
-    Ok(Added { count: jobs.len(), targets, excluded })
+    Ok(Added {
+        count: jobs.len(),
+        targets,
+        excluded,
+    })
 }
 
 /// Write `bytes` to `path` through a temp file in the same directory,
 /// with the permissions of `mode_from`.
 pub fn write_atomically(path: &Path, bytes: &[u8], mode_from: &Path) -> Result<(), Error> {
-    let io = |source| Error::Io { path: path.to_path_buf(), source };
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(io)?;
-    let mut tmp = tempfile::Builder::new().prefix(".kpack-").tempfile_in(dir).map_err(io)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".kpack-")
+        .tempfile_in(dir)
+        .map_err(io)?;
     tmp.write_all(bytes).map_err(io)?;
     if let Ok(meta) = std::fs::metadata(mode_from) {
-        tmp.as_file().set_permissions(meta.permissions()).map_err(io)?;
+        tmp.as_file()
+            .set_permissions(meta.permissions())
+            .map_err(io)?;
     }
     tmp.persist(path).map_err(|e| io(e.error))?;
     Ok(())
 }
 
 fn copy_atomically(input: &Path, output: &Path) -> Result<(), Error> {
-    let bytes = std::fs::read(input).map_err(|source| Error::Io { path: input.to_path_buf(), source })?;
+    let bytes = std::fs::read(input).map_err(|source| Error::Io {
+        path: input.to_path_buf(),
+        source,
+    })?;
     write_atomically(output, &bytes, input)
 }
 
 /// `to` relative to `from` (both made absolute against the current dir).
 pub fn relative_path(from: &Path, to: &Path) -> PathBuf {
     let abs = |p: &Path| {
-        let p = if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir().unwrap_or_default().join(p) };
+        let p = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            std::env::current_dir().unwrap_or_default().join(p)
+        };
         let mut out = PathBuf::new();
         for c in p.components() {
             match c {
@@ -327,7 +404,11 @@ pub fn relative_path(from: &Path, to: &Path) -> PathBuf {
         out
     };
     let (from, to) = (abs(from), abs(to));
-    let common = from.components().zip(to.components()).take_while(|(a, b)| a == b).count();
+    let common = from
+        .components()
+        .zip(to.components())
+        .take_while(|(a, b)| a == b)
+        .count();
     let mut rel = PathBuf::new();
     for _ in from.components().skip(common) {
         rel.push("..");
@@ -344,8 +425,17 @@ mod tests {
 
     #[test]
     fn relative_paths_between_directories() {
-        assert_eq!(relative_path(Path::new("/a/b/lib"), Path::new("/a/b/lib/.kpack")), PathBuf::from(".kpack"));
-        assert_eq!(relative_path(Path::new("/a/b/bin"), Path::new("/a/b/lib/.kpack")), PathBuf::from("../lib/.kpack"));
-        assert_eq!(relative_path(Path::new("/a/b"), Path::new("/a/b")), PathBuf::new());
+        assert_eq!(
+            relative_path(Path::new("/a/b/lib"), Path::new("/a/b/lib/.kpack")),
+            PathBuf::from(".kpack")
+        );
+        assert_eq!(
+            relative_path(Path::new("/a/b/bin"), Path::new("/a/b/lib/.kpack")),
+            PathBuf::from("../lib/.kpack")
+        );
+        assert_eq!(
+            relative_path(Path::new("/a/b"), Path::new("/a/b")),
+            PathBuf::new()
+        );
     }
 }

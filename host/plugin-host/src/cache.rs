@@ -30,7 +30,11 @@ pub fn default_cache_dir() -> Option<PathBuf> {
     std::env::var_os("XDG_CACHE_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".cache")))
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".cache"))
+        })
         .map(|d| d.join("kpack"))
 }
 
@@ -52,16 +56,24 @@ pub(crate) fn load(
     dir: Option<&Path>,
     origin: &str,
 ) -> Result<(Component, Source)> {
-    let path = dir.map(|d| d.join("components").join(format!("{}.cwasm", key(engine, wasm_sha256))));
+    let path = dir.map(|d| {
+        d.join("components")
+            .join(format!("{}.cwasm", key(engine, wasm_sha256)))
+    });
     if let Some(path) = &path
-        && path.is_file() {
-            // A stale or foreign file fails to deserialize: fall through and recompile.
-            if let Ok(c) = trusted::deserialize_file(engine, path) {
-                return Ok((c, Source::Cache));
-            }
+        && path.is_file()
+    {
+        // A stale or foreign file fails to deserialize: fall through and recompile.
+        if let Ok(c) = trusted::deserialize_file(engine, path) {
+            return Ok((c, Source::Cache));
         }
-    let component = Component::new(engine, wasm)
-        .map_err(|e| Error::new(ErrorKind::Invalid, format!("{origin}: not a valid WebAssembly component: {e:#}")))?;
+    }
+    let component = Component::new(engine, wasm).map_err(|e| {
+        Error::new(
+            ErrorKind::Invalid,
+            format!("{origin}: not a valid WebAssembly component: {e:#}"),
+        )
+    })?;
     if let Some(path) = &path {
         let _ = store(&component, path);
     }
@@ -69,8 +81,12 @@ pub(crate) fn load(
 }
 
 fn store(component: &Component, path: &Path) -> std::io::Result<()> {
-    let bytes = component.serialize().map_err(|e| std::io::Error::other(format!("{e:#}")))?;
-    let dir = path.parent().ok_or_else(|| std::io::Error::other("cache path has no parent"))?;
+    let bytes = component
+        .serialize()
+        .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+    let dir = path
+        .parent()
+        .ok_or_else(|| std::io::Error::other("cache path has no parent"))?;
     std::fs::create_dir_all(dir)?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
     tmp.write_all(&bytes)?;
@@ -78,7 +94,10 @@ fn store(component: &Component, path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-#[allow(unsafe_code, reason = "wasmtime offers no safe way to load a compiled component")]
+#[allow(
+    unsafe_code,
+    reason = "wasmtime offers no safe way to load a compiled component"
+)]
 mod trusted {
     use std::path::Path;
 

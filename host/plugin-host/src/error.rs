@@ -43,11 +43,19 @@ pub struct Error {
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error { kind, message: message.into(), source: None }
+        Error {
+            kind,
+            message: message.into(),
+            source: None,
+        }
     }
 
     pub(crate) fn io(what: impl fmt::Display, e: std::io::Error) -> Self {
-        Error { kind: ErrorKind::Io, message: format!("{what}: {e}"), source: Some(Box::new(e)) }
+        Error {
+            kind: ErrorKind::Io,
+            message: format!("{what}: {e}"),
+            source: Some(Box::new(e)),
+        }
     }
 
     /// What kind of failure this is.
@@ -64,7 +72,9 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
     }
 }
 

@@ -60,7 +60,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use registry::{IndexEntry, Registry};
 pub use sandbox::{Limits, LogLevel, LogLine};
 pub use set::{
-    Claim, Classification, DirKind, FileInfo, HandlerMeta, HandlerSet, HandlerSpec, LoadOptions, Origin, SearchDir,
-    default_install_dir, discover,
+    Claim, Classification, DirKind, FileInfo, HandlerMeta, HandlerSet, HandlerSpec, LoadOptions,
+    Origin, SearchDir, default_install_dir, discover,
 };
 pub use wit::{RELEASED_WIT, SUPPORTED_WIT};

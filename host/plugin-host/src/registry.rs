@@ -62,12 +62,17 @@ impl Registry {
             Some((scheme, _)) => {
                 return Err(Error::new(
                     ErrorKind::Usage,
-                    format!("registry {location:?}: only directories and file:// URLs are supported, not {scheme}://"),
+                    format!(
+                        "registry {location:?}: only directories and file:// URLs are supported, not {scheme}://"
+                    ),
                 ));
             }
             None => PathBuf::from(location),
         };
-        Ok(Registry { location: location.to_string(), root })
+        Ok(Registry {
+            location: location.to_string(),
+            root,
+        })
     }
 
     /// The location as given.
@@ -80,7 +85,10 @@ impl Registry {
     }
 
     fn blob_path(&self, name: &str, vers: &str) -> PathBuf {
-        self.root.join("blobs").join(name).join(format!("{name}-{vers}.wasm"))
+        self.root
+            .join("blobs")
+            .join(name)
+            .join(format!("{name}-{vers}.wasm"))
     }
 
     /// Every published version of `name` (yanked included), in index order.
@@ -97,7 +105,10 @@ impl Registry {
             .filter(|(_, l)| !l.trim().is_empty())
             .map(|(i, l)| {
                 serde_json::from_str::<IndexEntry>(l).map_err(|e| {
-                    Error::new(ErrorKind::Registry, format!("registry index {} line {}: {e}", path.display(), i + 1))
+                    Error::new(
+                        ErrorKind::Registry,
+                        format!("registry index {} line {}: {e}", path.display(), i + 1),
+                    )
                 })
             })
             .collect()
@@ -123,7 +134,9 @@ impl Registry {
                         "none".to_string()
                     } else {
                         all.iter()
-                            .map(|e| format!("{}{}", e.vers, if e.yanked { " (yanked)" } else { "" }))
+                            .map(|e| {
+                                format!("{}{}", e.vers, if e.yanked { " (yanked)" } else { "" })
+                            })
                             .collect::<Vec<_>>()
                             .join(", ")
                     }
@@ -135,7 +148,8 @@ impl Registry {
     /// The blob of `entry`, checked against its checksum.
     pub fn fetch(&self, entry: &IndexEntry) -> Result<Vec<u8>> {
         let path = self.blob_path(&entry.name, &entry.vers);
-        let bytes = std::fs::read(&path).map_err(|e| Error::io(format!("registry blob {}", path.display()), e))?;
+        let bytes = std::fs::read(&path)
+            .map_err(|e| Error::io(format!("registry blob {}", path.display()), e))?;
         let sum = hex::encode(Sha256::digest(&bytes));
         if sum != entry.cksum {
             return Err(Error::new(
@@ -158,15 +172,25 @@ impl Registry {
             cksum: hex::encode(Sha256::digest(wasm)),
             yanked: false,
         };
-        if self.versions(&entry.name)?.iter().any(|e| e.vers == entry.vers) {
+        if self
+            .versions(&entry.name)?
+            .iter()
+            .any(|e| e.vers == entry.vers)
+        {
             return Err(Error::new(
                 ErrorKind::Registry,
-                format!("registry {}: {} {} is already published; versions are immutable", self.location, entry.name, entry.vers),
+                format!(
+                    "registry {}: {} {} is already published; versions are immutable",
+                    self.location, entry.name, entry.vers
+                ),
             ));
         }
         let config = self.root.join("config.json");
         if !config.exists() {
-            write_atomic(&config, b"{\"dl\":\"blobs/{name}/{name}-{vers}.wasm\",\"api-version\":1}\n")?;
+            write_atomic(
+                &config,
+                b"{\"dl\":\"blobs/{name}/{name}-{vers}.wasm\",\"api-version\":1}\n",
+            )?;
         }
         // Blob first, then the index line: a reader never sees a line without its blob.
         write_atomic(&self.blob_path(&entry.name, &entry.vers), wasm)?;
@@ -187,12 +211,18 @@ impl Registry {
     pub fn yank(&self, name: &str, vers: &str, yanked: bool) -> Result<()> {
         let mut all = self.versions(name)?;
         let Some(e) = all.iter_mut().find(|e| e.vers == vers) else {
-            return Err(Error::new(ErrorKind::NotFound, format!("registry {}: {name} {vers} is not published", self.location)));
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("registry {}: {name} {vers} is not published", self.location),
+            ));
         };
         e.yanked = yanked;
         let mut text = String::new();
         for e in &all {
-            text.push_str(&serde_json::to_string(e).map_err(|e| Error::new(ErrorKind::Registry, e.to_string()))?);
+            text.push_str(
+                &serde_json::to_string(e)
+                    .map_err(|e| Error::new(ErrorKind::Registry, e.to_string()))?,
+            );
             text.push('\n');
         }
         write_atomic(&self.index_path(name), text.as_bytes())
@@ -200,7 +230,12 @@ impl Registry {
 
     /// Resolve `name`@`req`, fetch it (checksum verified) and install it as
     /// `dest/<name>-<vers>.wasm`. Returns the entry and the installed path.
-    pub fn install(&self, name: &str, req: &VersionReq, dest: &Path) -> Result<(IndexEntry, PathBuf)> {
+    pub fn install(
+        &self,
+        name: &str,
+        req: &VersionReq,
+        dest: &Path,
+    ) -> Result<(IndexEntry, PathBuf)> {
         let entry = self.resolve(name, req)?;
         let bytes = self.fetch(&entry)?;
         let path = dest.join(format!("{}-{}.wasm", entry.name, entry.vers));
@@ -214,8 +249,10 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display(), e))?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(dir.display(), e))?;
-    tmp.write_all(bytes).map_err(|e| Error::io(path.display(), e))?;
-    tmp.persist(path).map_err(|e| Error::io(path.display(), e.error))?;
+    tmp.write_all(bytes)
+        .map_err(|e| Error::io(path.display(), e))?;
+    tmp.persist(path)
+        .map_err(|e| Error::io(path.display(), e.error))?;
     Ok(())
 }
 
@@ -232,25 +269,51 @@ mod tests {
     }
 
     fn entry(vers: &str, yanked: bool) -> IndexEntry {
-        IndexEntry { name: "demo".into(), vers: vers.into(), wit: "1.1.0".into(), cksum: "00".into(), yanked }
+        IndexEntry {
+            name: "demo".into(),
+            vers: vers.into(),
+            wit: "1.1.0".into(),
+            cksum: "00".into(),
+            yanked,
+        }
     }
 
     #[test]
     fn resolves_newest_matching_unyanked() {
         let dir = tempfile::tempdir().unwrap();
         let reg = Registry::new(&format!("file://{}", dir.path().display())).unwrap();
-        let text: String = [entry("1.2.0", false), entry("1.3.0", false), entry("1.4.0", true), entry("2.0.0", false)]
-            .iter()
-            .map(|e| serde_json::to_string(e).unwrap() + "\n")
-            .collect();
+        let text: String = [
+            entry("1.2.0", false),
+            entry("1.3.0", false),
+            entry("1.4.0", true),
+            entry("2.0.0", false),
+        ]
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap() + "\n")
+        .collect();
         write_atomic(&reg.index_path("demo"), text.as_bytes()).unwrap();
-        assert_eq!(reg.resolve("demo", &VersionReq::parse("^1.2").unwrap()).unwrap().vers, "1.3.0");
-        assert_eq!(reg.resolve("demo", &VersionReq::STAR).unwrap().vers, "2.0.0");
-        let err = reg.resolve("demo", &VersionReq::parse("^1.4").unwrap()).unwrap_err();
+        assert_eq!(
+            reg.resolve("demo", &VersionReq::parse("^1.2").unwrap())
+                .unwrap()
+                .vers,
+            "1.3.0"
+        );
+        assert_eq!(
+            reg.resolve("demo", &VersionReq::STAR).unwrap().vers,
+            "2.0.0"
+        );
+        let err = reg
+            .resolve("demo", &VersionReq::parse("^1.4").unwrap())
+            .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::NotFound);
         assert!(err.to_string().contains("1.4.0 (yanked)"), "{err}");
         reg.yank("demo", "1.3.0", true).unwrap();
-        assert_eq!(reg.resolve("demo", &VersionReq::parse("^1.2").unwrap()).unwrap().vers, "1.2.0");
+        assert_eq!(
+            reg.resolve("demo", &VersionReq::parse("^1.2").unwrap())
+                .unwrap()
+                .vers,
+            "1.2.0"
+        );
     }
 
     #[test]
@@ -265,6 +328,11 @@ mod tests {
 
     #[test]
     fn refuses_other_schemes() {
-        assert_eq!(Registry::new("https://example.invalid/x").unwrap_err().kind(), ErrorKind::Usage);
+        assert_eq!(
+            Registry::new("https://example.invalid/x")
+                .unwrap_err()
+                .kind(),
+            ErrorKind::Usage
+        );
     }
 }

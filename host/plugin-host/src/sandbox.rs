@@ -73,17 +73,30 @@ struct MemoryCap {
 }
 
 impl ResourceLimiter for MemoryCap {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired > self.bytes {
             self.refused = Some(desired);
             // An error (not `Ok(false)`) stops the guest at once, instead of
             // letting its allocator turn the refusal into a vaguer trap.
-            wasmtime::bail!("memory cap of {} bytes reached (wanted {desired})", self.bytes);
+            wasmtime::bail!(
+                "memory cap of {} bytes reached (wanted {desired})",
+                self.bytes
+            );
         }
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         Ok(desired <= 1 << 20)
     }
 }
@@ -114,28 +127,49 @@ pub(crate) fn engine() -> Result<Engine, Error> {
     let mut cfg = Config::new();
     cfg.consume_fuel(true);
     cfg.max_wasm_stack(1 << 20);
-    Engine::new(&cfg).map_err(|e| Error::new(ErrorKind::Invalid, format!("cannot start wasmtime: {e:#}")))
+    Engine::new(&cfg)
+        .map_err(|e| Error::new(ErrorKind::Invalid, format!("cannot start wasmtime: {e:#}")))
 }
 
 /// A fresh store for one call sequence.
 pub(crate) fn store(engine: &Engine, limits: &Limits) -> Store<HostState> {
     let mut store = Store::new(
         engine,
-        HostState { cap: MemoryCap { bytes: limits.memory_bytes, refused: None }, logs: Vec::new() },
+        HostState {
+            cap: MemoryCap {
+                bytes: limits.memory_bytes,
+                refused: None,
+            },
+            logs: Vec::new(),
+        },
     );
     store.limiter(|s| &mut s.cap);
     store
 }
 
 /// Give the store the budget for a call over `files` files.
-pub(crate) fn refuel(store: &mut Store<HostState>, limits: &Limits, files: usize) -> Result<u64, Error> {
-    let fuel = limits.fuel_per_call.saturating_add(limits.fuel_per_file.saturating_mul(files as u64));
-    store.set_fuel(fuel).map_err(|e| Error::new(ErrorKind::Invalid, format!("cannot set fuel: {e:#}")))?;
+pub(crate) fn refuel(
+    store: &mut Store<HostState>,
+    limits: &Limits,
+    files: usize,
+) -> Result<u64, Error> {
+    let fuel = limits
+        .fuel_per_call
+        .saturating_add(limits.fuel_per_file.saturating_mul(files as u64));
+    store
+        .set_fuel(fuel)
+        .map_err(|e| Error::new(ErrorKind::Invalid, format!("cannot set fuel: {e:#}")))?;
     Ok(fuel)
 }
 
 /// Turn a failed call into an error naming the handler (`who`).
-pub(crate) fn call_error(who: &str, what: &str, e: &wasmtime::Error, store: &mut Store<HostState>, fuel: u64) -> Error {
+pub(crate) fn call_error(
+    who: &str,
+    what: &str,
+    e: &wasmtime::Error,
+    store: &mut Store<HostState>,
+    fuel: u64,
+) -> Error {
     let last_error = store
         .data()
         .logs
@@ -148,18 +182,25 @@ pub(crate) fn call_error(who: &str, what: &str, e: &wasmtime::Error, store: &mut
         let cap = store.data().cap.bytes;
         return Error::new(
             ErrorKind::OutOfMemory,
-            format!("{who} ran out of memory during {what}: it tried to grow to {wanted} bytes; the cap is {cap} bytes"),
+            format!(
+                "{who} ran out of memory during {what}: it tried to grow to {wanted} bytes; the cap is {cap} bytes"
+            ),
         );
     }
     match e.downcast_ref::<Trap>() {
         Some(Trap::OutOfFuel) => {
             return Error::new(
                 ErrorKind::Timeout,
-                format!("{who} timed out during {what}: it used up its budget of {fuel} fuel units"),
+                format!(
+                    "{who} timed out during {what}: it used up its budget of {fuel} fuel units"
+                ),
             );
         }
         Some(Trap::Interrupt) => {
-            return Error::new(ErrorKind::Timeout, format!("{who} timed out during {what} (interrupted)"));
+            return Error::new(
+                ErrorKind::Timeout,
+                format!("{who} timed out during {what} (interrupted)"),
+            );
         }
         _ => {}
     }
@@ -179,5 +220,8 @@ pub(crate) fn call_error(who: &str, what: &str, e: &wasmtime::Error, store: &mut
         Some(trap) => trap.to_string(),
         None => text.lines().last().unwrap_or_default().to_string(),
     };
-    Error::new(ErrorKind::Trap, format!("{who} trapped during {what}: {summary}{last_error}"))
+    Error::new(
+        ErrorKind::Trap,
+        format!("{who} trapped during {what}: {summary}{last_error}"),
+    )
 }

@@ -43,14 +43,21 @@ impl HandlerSpec {
         let (name, req) = match s.split_once('@') {
             Some((n, r)) => {
                 let req = VersionReq::parse(r).map_err(|e| {
-                    Error::new(ErrorKind::Usage, format!("handler spec {s:?}: bad version requirement {r:?}: {e}"))
+                    Error::new(
+                        ErrorKind::Usage,
+                        format!("handler spec {s:?}: bad version requirement {r:?}: {e}"),
+                    )
                 })?;
                 (n, Some(req))
             }
             None => (s, None),
         };
-        check_name(name).map_err(|m| Error::new(ErrorKind::Usage, format!("handler spec {s:?}: {m}")))?;
-        Ok(HandlerSpec::Name { name: name.to_string(), req })
+        check_name(name)
+            .map_err(|m| Error::new(ErrorKind::Usage, format!("handler spec {s:?}: {m}")))?;
+        Ok(HandlerSpec::Name {
+            name: name.to_string(),
+            req,
+        })
     }
 }
 
@@ -68,8 +75,13 @@ pub(crate) fn check_name(name: &str) -> std::result::Result<(), String> {
     if name.is_empty() || name.len() > 64 {
         return Err("handler names are 1 to 64 characters".into());
     }
-    if !name.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-') {
-        return Err(format!("handler name {name:?} may only contain a-z, 0-9, '_' and '-'"));
+    if !name
+        .bytes()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-')
+    {
+        return Err(format!(
+            "handler name {name:?} may only contain a-z, 0-9, '_' and '-'"
+        ));
     }
     Ok(())
 }
@@ -147,24 +159,50 @@ impl LoadOptions {
     /// puts them in a cargo target directory). Cache at
     /// [`cache::default_cache_dir`](crate::default_cache_dir).
     pub fn standard(flag_dirs: &[PathBuf]) -> LoadOptions {
-        let mut search: Vec<SearchDir> =
-            flag_dirs.iter().map(|p| SearchDir { path: p.clone(), kind: DirKind::Flag }).collect();
+        let mut search: Vec<SearchDir> = flag_dirs
+            .iter()
+            .map(|p| SearchDir {
+                path: p.clone(),
+                kind: DirKind::Flag,
+            })
+            .collect();
         if let Some(v) = std::env::var_os("KPACK_PLUGIN_DIR") {
-            search.extend(std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()).map(|path| SearchDir {
-                path,
-                kind: DirKind::Env,
-            }));
+            search.extend(
+                std::env::split_paths(&v)
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .map(|path| SearchDir {
+                        path,
+                        kind: DirKind::Env,
+                    }),
+            );
         }
         if let Some(path) = default_install_dir() {
-            search.push(SearchDir { path, kind: DirKind::Installed });
+            search.push(SearchDir {
+                path,
+                kind: DirKind::Installed,
+            });
         }
-        if let Some(exe_dir) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf)) {
-            search.push(SearchDir { path: exe_dir.join("plugins"), kind: DirKind::Bundled });
+        if let Some(exe_dir) = std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(Path::to_path_buf))
+        {
+            search.push(SearchDir {
+                path: exe_dir.join("plugins"),
+                kind: DirKind::Bundled,
+            });
             if let Some(target) = exe_dir.parent() {
-                search.push(SearchDir { path: target.join("wasm32-wasip2/plugin"), kind: DirKind::Bundled });
+                search.push(SearchDir {
+                    path: target.join("wasm32-wasip2/plugin"),
+                    kind: DirKind::Bundled,
+                });
             }
         }
-        LoadOptions { search, registry: None, cache_dir: cache::default_cache_dir(), limits: Limits::default() }
+        LoadOptions {
+            search,
+            registry: None,
+            cache_dir: cache::default_cache_dir(),
+            limits: Limits::default(),
+        }
     }
 }
 
@@ -174,7 +212,11 @@ pub fn default_install_dir() -> Option<PathBuf> {
     std::env::var_os("XDG_DATA_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".local/share")))
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".local/share"))
+        })
         .map(|d| d.join("kpack/plugins"))
 }
 
@@ -202,7 +244,10 @@ pub struct HandlerMeta {
 impl HandlerMeta {
     /// `rocblas 0.1.0 (kpack:handler@1.1.0)`: how errors name a handler.
     pub fn label(&self) -> String {
-        format!("handler {} {} (kpack:handler@{})", self.name, self.version, self.wit)
+        format!(
+            "handler {} {} (kpack:handler@{})",
+            self.name, self.version, self.wit
+        )
     }
 }
 
@@ -221,7 +266,11 @@ pub struct FileInfo {
 impl FileInfo {
     /// A file with no content prefix.
     pub fn new(path: impl Into<String>, size: u64) -> Self {
-        FileInfo { path: path.into(), size, prefix: Vec::new() }
+        FileInfo {
+            path: path.into(),
+            size,
+            prefix: Vec::new(),
+        }
     }
 
     /// Read size and the first `prefix_bytes` bytes of `root/rel`.
@@ -232,9 +281,15 @@ impl FileInfo {
         let mut prefix = Vec::new();
         if prefix_bytes > 0 {
             let f = std::fs::File::open(&full).map_err(|e| Error::io(full.display(), e))?;
-            f.take(prefix_bytes as u64).read_to_end(&mut prefix).map_err(|e| Error::io(full.display(), e))?;
+            f.take(prefix_bytes as u64)
+                .read_to_end(&mut prefix)
+                .map_err(|e| Error::io(full.display(), e))?;
         }
-        Ok(FileInfo { path: rel.to_string(), size: meta.len(), prefix })
+        Ok(FileInfo {
+            path: rel.to_string(),
+            size: meta.len(),
+            prefix,
+        })
     }
 }
 
@@ -272,7 +327,12 @@ struct Loaded {
 
 impl Loaded {
     fn wants(&self, path: &str) -> bool {
-        self.meta.path_hints.is_empty() || self.meta.path_hints.iter().any(|h| path.contains(h.as_str()))
+        self.meta.path_hints.is_empty()
+            || self
+                .meta
+                .path_hints
+                .iter()
+                .any(|h| path.contains(h.as_str()))
     }
 }
 
@@ -286,7 +346,9 @@ pub struct HandlerSet {
 
 impl fmt::Debug for HandlerSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HandlerSet").field("handlers", &self.handlers().collect::<Vec<_>>()).finish()
+        f.debug_struct("HandlerSet")
+            .field("handlers", &self.handlers().collect::<Vec<_>>())
+            .finish()
     }
 }
 
@@ -304,7 +366,10 @@ impl HandlerSet {
     /// handler, or names a handler twice.
     pub fn load(specs: &[HandlerSpec], options: &LoadOptions) -> Result<HandlerSet> {
         let engine = sandbox::engine()?;
-        let candidates = specs.iter().map(|s| resolve(s, options)).collect::<Result<Vec<_>>>()?;
+        let candidates = specs
+            .iter()
+            .map(|s| resolve(s, options))
+            .collect::<Result<Vec<_>>>()?;
         let handlers = candidates
             .into_par_iter()
             .map(|c| load_one(&engine, c, options))
@@ -313,11 +378,19 @@ impl HandlerSet {
             if let Some(first) = handlers[..i].iter().find(|o| o.meta.name == h.meta.name) {
                 return Err(Error::new(
                     ErrorKind::Usage,
-                    format!("handler {} is given twice ({} and {})", h.meta.name, first.meta.origin, h.meta.origin),
+                    format!(
+                        "handler {} is given twice ({} and {})",
+                        h.meta.name, first.meta.origin, h.meta.origin
+                    ),
                 ));
             }
         }
-        Ok(HandlerSet { engine, limits: options.limits.clone(), handlers, logs: Mutex::new(Vec::new()) })
+        Ok(HandlerSet {
+            engine,
+            limits: options.limits.clone(),
+            handlers,
+            logs: Mutex::new(Vec::new()),
+        })
     }
 
     /// The loaded handlers, in probe order.
@@ -328,7 +401,12 @@ impl HandlerSet {
     /// How many leading bytes of `path` the handlers that may claim it want
     /// (0 for most files, thanks to path hints).
     pub fn prefix_bytes_for(&self, path: &str) -> usize {
-        self.handlers.iter().filter(|h| h.wants(path)).map(|h| h.meta.prefix_bytes as usize).max().unwrap_or(0)
+        self.handlers
+            .iter()
+            .filter(|h| h.wants(path))
+            .map(|h| h.meta.prefix_bytes as usize)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Classify `files`: for each, the first handler (in load order) that
@@ -337,7 +415,9 @@ impl HandlerSet {
     pub fn classify(&self, files: &[FileInfo]) -> Result<Vec<Option<Claim>>> {
         let mut out: Vec<Option<Claim>> = vec![None; files.len()];
         for h in &self.handlers {
-            let pending: Vec<usize> = (0..files.len()).filter(|&i| out[i].is_none() && h.wants(&files[i].path)).collect();
+            let pending: Vec<usize> = (0..files.len())
+                .filter(|&i| out[i].is_none() && h.wants(&files[i].path))
+                .collect();
             if pending.is_empty() {
                 continue;
             }
@@ -348,7 +428,10 @@ impl HandlerSet {
                 .collect::<Result<Vec<_>>>()?;
             for (batch, verdicts) in batches.iter().zip(results) {
                 for (&i, v) in batch.iter().zip(verdicts) {
-                    out[i] = v.map(|classification| Claim { handler: h.meta.name.clone(), classification });
+                    out[i] = v.map(|classification| Claim {
+                        handler: h.meta.name.clone(),
+                        classification,
+                    });
                 }
             }
         }
@@ -369,7 +452,12 @@ impl HandlerSet {
             let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
             let rel = rel
                 .to_str()
-                .ok_or_else(|| Error::new(ErrorKind::Io, format!("{}: path is not UTF-8", entry.path().display())))?
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Io,
+                        format!("{}: path is not UTF-8", entry.path().display()),
+                    )
+                })?
                 .replace(std::path::MAIN_SEPARATOR, "/");
             let want = self.prefix_bytes_for(&rel);
             files.push(FileInfo::read(root, &rel, want)?);
@@ -380,14 +468,19 @@ impl HandlerSet {
 
     /// Log lines handlers sent since the last call (at most 1,000 per call).
     pub fn take_logs(&self) -> Vec<LogLine> {
-        self.logs.lock().map(|mut l| std::mem::take(&mut *l)).unwrap_or_default()
+        self.logs
+            .lock()
+            .map(|mut l| std::mem::take(&mut *l))
+            .unwrap_or_default()
     }
 
     fn batches(&self, pending: &[usize], files: &[FileInfo], prefix: usize) -> Vec<Vec<usize>> {
         // Guest memory per entry: the lowered record (~32 B), the path and
         // prefix copies, the result, and allocator slack; keep a batch's
         // payload within a quarter of the memory cap.
-        let budget = (self.limits.memory_bytes / 4).saturating_sub(1 << 20).max(64 << 10);
+        let budget = (self.limits.memory_bytes / 4)
+            .saturating_sub(1 << 20)
+            .max(64 << 10);
         let mut out = Vec::new();
         let mut cur = Vec::new();
         let mut bytes = 0usize;
@@ -406,7 +499,12 @@ impl HandlerSet {
         out
     }
 
-    fn run_batch(&self, h: &Loaded, files: &[FileInfo], batch: &[usize]) -> Result<Vec<Option<Classification>>> {
+    fn run_batch(
+        &self,
+        h: &Loaded,
+        files: &[FileInfo],
+        batch: &[usize],
+    ) -> Result<Vec<Option<Classification>>> {
         let who = h.meta.label();
         let mut store = sandbox::store(&self.engine, &self.limits);
         let fuel = sandbox::refuel(&mut store, &self.limits, batch.len())?;
@@ -416,31 +514,42 @@ impl HandlerSet {
             .map_err(|e| sandbox::call_error(&who, "instantiation", &e, &mut store, fuel))?;
         let refs: Vec<&FileInfo> = batch.iter().map(|&i| &files[i]).collect();
         let result = guest.classify(&mut store, &refs, h.meta.prefix_bytes as usize);
-        let what = format!("classify of {} files (first: {})", batch.len(), refs.first().map_or("", |f| f.path.as_str()));
+        let what = format!(
+            "classify of {} files (first: {})",
+            batch.len(),
+            refs.first().map_or("", |f| f.path.as_str())
+        );
         let outcome = match result {
             Ok(Ok(v)) if v.len() == batch.len() => Ok(v),
             Ok(Ok(v)) => Err(Error::new(
                 ErrorKind::Invalid,
-                format!("{who} returned {} results for {} files", v.len(), batch.len()),
+                format!(
+                    "{who} returned {} results for {} files",
+                    v.len(),
+                    batch.len()
+                ),
             )),
-            Ok(Err(GuestError::InvalidInput(m))) => {
-                Err(Error::new(ErrorKind::Handler, format!("{who} rejected the input of {what}: {m}")))
-            }
-            Ok(Err(GuestError::Internal(m))) => {
-                Err(Error::new(ErrorKind::Handler, format!("{who} failed during {what}: {m}")))
-            }
+            Ok(Err(GuestError::InvalidInput(m))) => Err(Error::new(
+                ErrorKind::Handler,
+                format!("{who} rejected the input of {what}: {m}"),
+            )),
+            Ok(Err(GuestError::Internal(m))) => Err(Error::new(
+                ErrorKind::Handler,
+                format!("{who} failed during {what}: {m}"),
+            )),
             Err(e) => Err(sandbox::call_error(&who, &what, &e, &mut store, fuel)),
         };
         let logs = store.data_mut().take_logs();
         if !logs.is_empty()
-            && let Ok(mut sink) = self.logs.lock() {
-                let room = 1000usize.saturating_sub(sink.len());
-                sink.extend(logs.into_iter().take(room).map(|(level, message)| LogLine {
-                    handler: h.meta.name.clone(),
-                    level,
-                    message,
-                }));
-            }
+            && let Ok(mut sink) = self.logs.lock()
+        {
+            let room = 1000usize.saturating_sub(sink.len());
+            sink.extend(logs.into_iter().take(room).map(|(level, message)| LogLine {
+                handler: h.meta.name.clone(),
+                level,
+                message,
+            }));
+        }
         outcome
     }
 }
@@ -461,7 +570,10 @@ pub(crate) fn installed_versions(dir: &Path, name: &str) -> Vec<(Version, PathBu
         .flatten()
         .filter_map(|e| {
             let file = e.file_name().into_string().ok()?;
-            let vers = file.strip_prefix(name)?.strip_prefix('-')?.strip_suffix(".wasm")?;
+            let vers = file
+                .strip_prefix(name)?
+                .strip_prefix('-')?
+                .strip_suffix(".wasm")?;
             Some((Version::parse(vers).ok()?, e.path()))
         })
         .collect();
@@ -472,7 +584,12 @@ pub(crate) fn installed_versions(dir: &Path, name: &str) -> Vec<(Version, PathBu
 fn resolve(spec: &HandlerSpec, options: &LoadOptions) -> Result<Candidate> {
     let (name, req) = match spec {
         HandlerSpec::File(p) => {
-            return Ok(Candidate { wasm: read(p)?, origin: Origin::File(p.clone()), expect_name: None, req: None });
+            return Ok(Candidate {
+                wasm: read(p)?,
+                origin: Origin::File(p.clone()),
+                expect_name: None,
+                req: None,
+            });
         }
         HandlerSpec::Name { name, req } => (name, req),
     };
@@ -495,7 +612,10 @@ fn resolve(spec: &HandlerSpec, options: &LoadOptions) -> Result<Candidate> {
                 .find(|(v, _)| req.as_ref().is_none_or(|r| r.matches(v)))
                 .map(|(_, p)| p)
         } else {
-            handler_file_names(name).iter().map(|f| dir.path.join(f)).find(|p| p.is_file())
+            handler_file_names(name)
+                .iter()
+                .map(|f| dir.path.join(f))
+                .find(|p| p.is_file())
         };
         if let Some(path) = found {
             return Ok(Candidate {
@@ -506,15 +626,28 @@ fn resolve(spec: &HandlerSpec, options: &LoadOptions) -> Result<Candidate> {
             });
         }
     }
-    let available = discover(options).into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+    let available = discover(options)
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect::<Vec<_>>();
     Err(Error::new(
         ErrorKind::NotFound,
         format!(
             "no database handler named {name:?}{} (looked in: {}); available: {}. \
              Build the standard ones with scripts/build-plugins.sh, or pass --plugin FILE.wasm",
-            req.as_ref().map(|r| format!(" matching {r}")).unwrap_or_default(),
-            if looked.is_empty() { "nowhere".to_string() } else { looked.join(", ") },
-            if available.is_empty() { "none".to_string() } else { available.join(", ") },
+            req.as_ref()
+                .map(|r| format!(" matching {r}"))
+                .unwrap_or_default(),
+            if looked.is_empty() {
+                "nowhere".to_string()
+            } else {
+                looked.join(", ")
+            },
+            if available.is_empty() {
+                "none".to_string()
+            } else {
+                available.join(", ")
+            },
         ),
     ))
 }
@@ -524,17 +657,27 @@ fn resolve(spec: &HandlerSpec, options: &LoadOptions) -> Result<Candidate> {
 pub fn discover(options: &LoadOptions) -> Vec<(String, HandlerSpec)> {
     let mut seen = std::collections::BTreeMap::new();
     for dir in &options.search {
-        let Ok(rd) = std::fs::read_dir(&dir.path) else { continue };
-        let mut names: Vec<String> = rd.flatten().filter_map(|e| e.file_name().into_string().ok()).collect();
+        let Ok(rd) = std::fs::read_dir(&dir.path) else {
+            continue;
+        };
+        let mut names: Vec<String> = rd
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
         names.sort();
         for file in names {
             let name = if dir.kind == DirKind::Installed {
-                file.strip_suffix(".wasm").and_then(|s| s.rsplit_once('-')).map(|(n, _)| n.to_string())
+                file.strip_suffix(".wasm")
+                    .and_then(|s| s.rsplit_once('-'))
+                    .map(|(n, _)| n.to_string())
             } else {
-                file.strip_prefix("kpack_handler_").and_then(|s| s.strip_suffix(".wasm")).map(str::to_string)
+                file.strip_prefix("kpack_handler_")
+                    .and_then(|s| s.strip_suffix(".wasm"))
+                    .map(str::to_string)
             };
             if let Some(name) = name.filter(|n| check_name(n).is_ok()) {
-                seen.entry(name.clone()).or_insert(HandlerSpec::Name { name, req: None });
+                seen.entry(name.clone())
+                    .or_insert(HandlerSpec::Name { name, req: None });
             }
         }
     }
@@ -544,30 +687,50 @@ pub fn discover(options: &LoadOptions) -> Vec<(String, HandlerSpec)> {
 fn load_one(engine: &wasmtime::Engine, c: Candidate, options: &LoadOptions) -> Result<Loaded> {
     let origin_text = c.origin.to_string();
     let sha: [u8; 32] = Sha256::digest(&c.wasm).into();
-    let (component, source) = cache::load(engine, &c.wasm, &sha, options.cache_dir.as_deref(), &origin_text)?;
+    let (component, source) = cache::load(
+        engine,
+        &c.wasm,
+        &sha,
+        options.cache_dir.as_deref(),
+        &origin_text,
+    )?;
     let wit_version = wit::guest_version(&component, engine, &origin_text)?;
     let bindings = wit::link(engine, &component, &wit_version, &origin_text)?;
     let who = format!("handler at {origin_text} (kpack:handler@{wit_version})");
     let mut store = sandbox::store(engine, &options.limits);
     let fuel = sandbox::refuel(&mut store, &options.limits, 0)?;
-    let guest = bindings.instantiate(&mut store).map_err(|e| sandbox::call_error(&who, "instantiation", &e, &mut store, fuel))?;
-    let info = guest.info(&mut store).map_err(|e| sandbox::call_error(&who, "info", &e, &mut store, fuel))?;
-    let hints = guest.path_hints(&mut store).map_err(|e| sandbox::call_error(&who, "path-hints", &e, &mut store, fuel))?;
+    let guest = bindings
+        .instantiate(&mut store)
+        .map_err(|e| sandbox::call_error(&who, "instantiation", &e, &mut store, fuel))?;
+    let info = guest
+        .info(&mut store)
+        .map_err(|e| sandbox::call_error(&who, "info", &e, &mut store, fuel))?;
+    let hints = guest
+        .path_hints(&mut store)
+        .map_err(|e| sandbox::call_error(&who, "path-hints", &e, &mut store, fuel))?;
     let bad = |m: String| Error::new(ErrorKind::Invalid, format!("{who}: {m}"));
     check_name(&info.name).map_err(bad)?;
     let version = Version::parse(&info.version)
         .map_err(|e| bad(format!("version {:?} is not semver: {e}", info.version)))?;
     if let Some(expect) = &c.expect_name
-        && *expect != info.name {
-            return Err(bad(format!("it is handler {:?}, not {expect:?}", info.name)));
-        }
+        && *expect != info.name
+    {
+        return Err(bad(format!(
+            "it is handler {:?}, not {expect:?}",
+            info.name
+        )));
+    }
     if let Some(req) = &c.req
-        && !req.matches(&version) {
-            return Err(Error::new(
-                ErrorKind::NotFound,
-                format!("{who}: {} {version} does not match the requirement {req}", info.name),
-            ));
-        }
+        && !req.matches(&version)
+    {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "{who}: {} {version} does not match the requirement {req}",
+                info.name
+            ),
+        ));
+    }
     let meta = HandlerMeta {
         name: info.name,
         version,
@@ -587,26 +750,56 @@ mod tests {
 
     #[test]
     fn parses_handler_specs() {
-        assert_eq!(HandlerSpec::parse("rocblas").unwrap(), HandlerSpec::Name { name: "rocblas".into(), req: None });
-        let HandlerSpec::Name { name, req: Some(req) } = HandlerSpec::parse("hipblaslt@^1.2").unwrap() else {
+        assert_eq!(
+            HandlerSpec::parse("rocblas").unwrap(),
+            HandlerSpec::Name {
+                name: "rocblas".into(),
+                req: None
+            }
+        );
+        let HandlerSpec::Name {
+            name,
+            req: Some(req),
+        } = HandlerSpec::parse("hipblaslt@^1.2").unwrap()
+        else {
             panic!("not a name spec")
         };
         assert_eq!(name, "hipblaslt");
         assert!(req.matches(&Version::new(1, 3, 0)) && !req.matches(&Version::new(2, 0, 0)));
-        assert_eq!(HandlerSpec::parse("x/y").unwrap(), HandlerSpec::File("x/y".into()));
-        assert_eq!(HandlerSpec::parse("my.wasm").unwrap(), HandlerSpec::File("my.wasm".into()));
-        assert_eq!(HandlerSpec::parse("rocblas@notsemver").unwrap_err().kind(), ErrorKind::Usage);
-        assert_eq!(HandlerSpec::parse("RocBLAS").unwrap_err().kind(), ErrorKind::Usage);
+        assert_eq!(
+            HandlerSpec::parse("x/y").unwrap(),
+            HandlerSpec::File("x/y".into())
+        );
+        assert_eq!(
+            HandlerSpec::parse("my.wasm").unwrap(),
+            HandlerSpec::File("my.wasm".into())
+        );
+        assert_eq!(
+            HandlerSpec::parse("rocblas@notsemver").unwrap_err().kind(),
+            ErrorKind::Usage
+        );
+        assert_eq!(
+            HandlerSpec::parse("RocBLAS").unwrap_err().kind(),
+            ErrorKind::Usage
+        );
         assert_eq!(HandlerSpec::parse("").unwrap_err().kind(), ErrorKind::Usage);
     }
 
     #[test]
     fn finds_installed_versions_newest_first() {
         let dir = tempfile::tempdir().unwrap();
-        for f in ["demo-1.2.0.wasm", "demo-1.10.0.wasm", "demo-x.wasm", "demolition-9.0.0.wasm"] {
+        for f in [
+            "demo-1.2.0.wasm",
+            "demo-1.10.0.wasm",
+            "demo-x.wasm",
+            "demolition-9.0.0.wasm",
+        ] {
             std::fs::write(dir.path().join(f), b"").unwrap();
         }
-        let v: Vec<String> = installed_versions(dir.path(), "demo").into_iter().map(|(v, _)| v.to_string()).collect();
+        let v: Vec<String> = installed_versions(dir.path(), "demo")
+            .into_iter()
+            .map(|(v, _)| v.to_string())
+            .collect();
         assert_eq!(v, ["1.10.0", "1.2.0"]);
     }
 
@@ -615,10 +808,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("kpack_handler_rocblas.wasm"), b"").unwrap();
         let options = LoadOptions {
-            search: vec![SearchDir { path: dir.path().into(), kind: DirKind::Flag }],
+            search: vec![SearchDir {
+                path: dir.path().into(),
+                kind: DirKind::Flag,
+            }],
             ..LoadOptions::default()
         };
-        let Err(err) = resolve(&HandlerSpec::parse("rocblass").unwrap(), &options) else { panic!("resolved") };
+        let Err(err) = resolve(&HandlerSpec::parse("rocblass").unwrap(), &options) else {
+            panic!("resolved")
+        };
         assert_eq!(err.kind(), ErrorKind::NotFound);
         assert!(err.to_string().contains("available: rocblas"), "{err}");
     }

@@ -55,13 +55,20 @@ pub(crate) trait Bindings: Send + Sync {
 }
 
 /// The WIT version a component was built against, from its export name.
-pub(crate) fn guest_version(component: &Component, engine: &wasmtime::Engine, origin: &str) -> Result<Version> {
+pub(crate) fn guest_version(
+    component: &Component,
+    engine: &wasmtime::Engine,
+    origin: &str,
+) -> Result<Version> {
     let ty = component.component_type();
     let mut found = None;
     for (name, _) in ty.exports(engine) {
         if let Some(v) = name.strip_prefix(EXPORT_PREFIX) {
             found = Some(Version::parse(v).map_err(|e| {
-                Error::new(ErrorKind::Invalid, format!("{origin}: export {name:?} has a malformed version: {e}"))
+                Error::new(
+                    ErrorKind::Invalid,
+                    format!("{origin}: export {name:?} has a malformed version: {e}"),
+                )
             })?);
         }
     }
@@ -95,7 +102,9 @@ pub(crate) fn link(
         return Err(too_new());
     }
     let mut linker: Linker<HostState> = Linker::new(engine);
-    let link_err = |e: wasmtime::Error| Error::new(ErrorKind::Invalid, format!("{origin}: cannot link: {e:#}"));
+    let link_err = |e: wasmtime::Error| {
+        Error::new(ErrorKind::Invalid, format!("{origin}: cannot link: {e:#}"))
+    };
     let bindings: Box<dyn Bindings> = match version.minor {
         0 => Box::new(v1_0::Linked::new(&mut linker, component).map_err(link_err)?),
         1 => Box::new(v1_1::Linked::new(&mut linker, component).map_err(link_err)?),
@@ -106,7 +115,10 @@ pub(crate) fn link(
 
 /// Make every import the guest has that kpack does not provide (all of
 /// WASI: files, sockets, environment, clocks, stdio) a stub that traps.
-pub(crate) fn sandbox_imports(linker: &mut Linker<HostState>, component: &Component) -> wasmtime::Result<()> {
+pub(crate) fn sandbox_imports(
+    linker: &mut Linker<HostState>,
+    component: &Component,
+) -> wasmtime::Result<()> {
     linker.define_unknown_imports_as_traps(component)
 }
 
@@ -124,7 +136,11 @@ mod tests {
         for line in sums.lines().filter(|l| !l.trim().is_empty()) {
             let (sum, file) = line.split_once("  ").unwrap();
             let bytes = std::fs::read(wit.join(file)).unwrap();
-            assert_eq!(hex::encode(Sha256::digest(&bytes)), sum, "{file} changed; released WIT is frozen");
+            assert_eq!(
+                hex::encode(Sha256::digest(&bytes)),
+                sum,
+                "{file} changed; released WIT is frozen"
+            );
             checked += 1;
         }
         // Every released directory is listed, and every file in it.
@@ -133,7 +149,10 @@ mod tests {
             for entry in std::fs::read_dir(&dir).unwrap() {
                 let name = entry.unwrap().file_name().into_string().unwrap();
                 let rel = format!("handler@{v}/{name}");
-                assert!(sums.lines().any(|l| l.ends_with(&format!("  {rel}"))), "{rel} has no checksum");
+                assert!(
+                    sums.lines().any(|l| l.ends_with(&format!("  {rel}"))),
+                    "{rel} has no checksum"
+                );
             }
         }
         assert!(checked >= super::RELEASED_WIT.len());

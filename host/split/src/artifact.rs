@@ -48,8 +48,13 @@ pub fn batch_inputs(shard: &Path) -> Result<(Vec<ArtifactInput>, Vec<String>)> {
     let mut skipped = Vec::new();
     for n in names {
         match component_from_dir_name(&n) {
-            Some(component) => inputs.push(ArtifactInput { dir: shard.join(&n), component }),
-            None => skipped.push(format!("{n}: name has no <component>_<family> form (or is generic)")),
+            Some(component) => inputs.push(ArtifactInput {
+                dir: shard.join(&n),
+                component,
+            }),
+            None => skipped.push(format!(
+                "{n}: name has no <component>_<family> form (or is generic)"
+            )),
         }
     }
     Ok((inputs, skipped))
@@ -96,14 +101,21 @@ pub struct ArtifactReport {
 /// reported with its errors while the others go on. Existing output
 /// directories are never overwritten. Errors are only returned for problems
 /// before any work (duplicate components, unusable `out`).
-pub fn split_artifacts(inputs: &[ArtifactInput], out: &Path, opts: &SplitOptions<'_>) -> Result<Vec<ArtifactReport>> {
+pub fn split_artifacts(
+    inputs: &[ArtifactInput],
+    out: &Path,
+    opts: &SplitOptions<'_>,
+) -> Result<Vec<ArtifactReport>> {
     let mut seen = BTreeSet::new();
     for i in inputs {
         if !seen.insert(i.component.as_str()) {
             return Err(Error::new(
                 ErrorKind::Invalid,
                 Some(i.dir.clone()),
-                format!("a second artifact for component {:?}: their outputs would merge", i.component),
+                format!(
+                    "a second artifact for component {:?}: their outputs would merge",
+                    i.component
+                ),
             ));
         }
     }
@@ -153,13 +165,21 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     for prefix in &prefixes {
         let source = input.dir.join(prefix);
         if !source.is_dir() {
-            rep.warnings.push(format!("{}: prefix listed in the manifest does not exist; skipped", source.display()));
+            rep.warnings.push(format!(
+                "{}: prefix listed in the manifest does not exist; skipped",
+                source.display()
+            ));
             continue;
         }
         let generic = generic_root.join(prefix);
         let stage_path = stage.path().to_path_buf();
         let arch = move |a: &str| stage_path.join(format!("{c}_{a}")).join(prefix);
-        let layout = PrefixLayout { source: &source, prefix, generic: &generic, arch: &arch };
+        let layout = PrefixLayout {
+            source: &source,
+            prefix,
+            generic: &generic,
+            arch: &arch,
+        };
         match split_prefix(&layout, &opts) {
             Ok(p) => {
                 rep.errors.extend(p.errors.iter().cloned());
@@ -171,7 +191,11 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
                 rep.code_objects += p.binaries.iter().map(|b| b.code_objects).sum::<usize>();
                 for (h, m) in &p.databases {
                     for (v, n) in m {
-                        *rep.databases.entry(h.clone()).or_default().entry(v.clone()).or_default() += n;
+                        *rep.databases
+                            .entry(h.clone())
+                            .or_default()
+                            .entry(v.clone())
+                            .or_default() += n;
                     }
                 }
                 for (t, n) in &p.excluded {
@@ -195,7 +219,11 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     for a in &arches {
         let root = stage.path().join(format!("{c}_{a}"));
         let contributed: Vec<String> = {
-            let mut v: Vec<String> = processed.iter().filter(|p| root.join(p).is_dir()).cloned().collect();
+            let mut v: Vec<String> = processed
+                .iter()
+                .filter(|p| root.join(p).is_dir())
+                .cloned()
+                .collect();
             v.sort();
             v
         };
@@ -206,7 +234,10 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     for o in &outputs {
         let dest = out.join(o);
         if dest.symlink_metadata().is_ok() {
-            rep.errors.push(format!("{}: already exists; not overwritten", dest.display()));
+            rep.errors.push(format!(
+                "{}: already exists; not overwritten",
+                dest.display()
+            ));
         }
     }
     if !rep.errors.is_empty() {
@@ -214,7 +245,8 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     }
     for o in &outputs {
         let (from, to) = (stage.path().join(o), out.join(o));
-        std::fs::rename(&from, &to).map_err(|e| Error::io(&to, "cannot move the artifact into place", e))?;
+        std::fs::rename(&from, &to)
+            .map_err(|e| Error::io(&to, "cannot move the artifact into place", e))?;
     }
     rep.generic_only = arches.is_empty();
     rep.arches = arches.into_iter().collect();
@@ -228,8 +260,14 @@ mod tests {
 
     #[test]
     fn component_names_follow_amds_batch_rule() {
-        assert_eq!(component_from_dir_name("blas_lib_gfx110X-dgpu").as_deref(), Some("blas_lib"));
-        assert_eq!(component_from_dir_name("rand_test_gfx1030").as_deref(), Some("rand_test"));
+        assert_eq!(
+            component_from_dir_name("blas_lib_gfx110X-dgpu").as_deref(),
+            Some("blas_lib")
+        );
+        assert_eq!(
+            component_from_dir_name("rand_test_gfx1030").as_deref(),
+            Some("rand_test")
+        );
         assert_eq!(component_from_dir_name("blas_generic"), None);
         assert_eq!(component_from_dir_name("single"), None);
     }

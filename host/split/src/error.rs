@@ -27,7 +27,11 @@ pub struct Error {
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, path: Option<PathBuf>, message: impl Into<String>) -> Error {
-        Error { kind, path, message: message.into() }
+        Error {
+            kind,
+            path,
+            message: message.into(),
+        }
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, what: &str, e: std::io::Error) -> Error {

@@ -78,12 +78,16 @@ mod prefix;
 mod recombine;
 mod verify;
 
-pub use artifact::{ArtifactInput, ArtifactReport, batch_inputs, component_from_dir_name, split_artifacts};
+pub use artifact::{
+    ArtifactInput, ArtifactReport, batch_inputs, component_from_dir_name, split_artifacts,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use manifest::{MANIFEST, read_manifest, write_manifest};
 pub use prefix::{
-    ArchiveReport, BinaryReport, Databases, PrefixLayout, PrefixReport, Progress, SplitOptions, arch_dir_name,
-    archive_stem, split_prefix,
+    ArchiveReport, BinaryReport, Databases, PrefixLayout, PrefixReport, Progress, SplitOptions,
+    arch_dir_name, archive_stem, split_prefix,
 };
-pub use recombine::{ArchGroup, RecombineConfig, RecombineReport, Validation, parse_artifact_name, recombine};
+pub use recombine::{
+    ArchGroup, RecombineConfig, RecombineReport, Validation, parse_artifact_name, recombine,
+};
 pub use verify::{Finding, Severity, VerifyReport, verify};

@@ -12,7 +12,8 @@ pub const MANIFEST: &str = "artifact_manifest.txt";
 /// `..`, `\`, or repeats.
 pub fn read_manifest(artifact: &Path) -> Result<Vec<String>> {
     let path = artifact.join(MANIFEST);
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, "cannot read the artifact manifest", e))?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| Error::io(&path, "cannot read the artifact manifest", e))?;
     let mut out: Vec<String> = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let p = line.trim();
@@ -20,12 +21,20 @@ pub fn read_manifest(artifact: &Path) -> Result<Vec<String>> {
             continue;
         }
         let p = p.trim_end_matches('/');
-        let bad = p.starts_with('/') || p.contains('\\') || p.split('/').any(|c| c == ".." || c.is_empty());
+        let bad = p.starts_with('/')
+            || p.contains('\\')
+            || p.split('/').any(|c| c == ".." || c.is_empty());
         if bad {
-            return Err(Error::invalid(&path, format!("line {}: prefix {p:?} is not a plain relative path", n + 1)));
+            return Err(Error::invalid(
+                &path,
+                format!("line {}: prefix {p:?} is not a plain relative path", n + 1),
+            ));
         }
         if out.iter().any(|q| q == p) {
-            return Err(Error::invalid(&path, format!("line {}: prefix {p:?} is listed twice", n + 1)));
+            return Err(Error::invalid(
+                &path,
+                format!("line {}: prefix {p:?} is listed twice", n + 1),
+            ));
         }
         out.push(p.to_string());
     }
@@ -35,11 +44,13 @@ pub fn read_manifest(artifact: &Path) -> Result<Vec<String>> {
 /// Write a manifest (one prefix per line, in the given order).
 pub fn write_manifest(artifact: &Path, prefixes: &[String]) -> Result<()> {
     let path = artifact.join(MANIFEST);
-    std::fs::create_dir_all(artifact).map_err(|e| Error::io(artifact, "cannot create the artifact directory", e))?;
+    std::fs::create_dir_all(artifact)
+        .map_err(|e| Error::io(artifact, "cannot create the artifact directory", e))?;
     let mut text = String::new();
     for p in prefixes {
         text.push_str(p);
         text.push('\n');
     }
-    std::fs::write(&path, text).map_err(|e| Error::io(&path, "cannot write the artifact manifest", e))
+    std::fs::write(&path, text)
+        .map_err(|e| Error::io(&path, "cannot write the artifact manifest", e))
 }

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use kpack_bundle::{TargetId, WalkOptions};
 use kpack_elf::{ElfKind, read_fat_binary};
 use kpack_format::{Compression, WriterOptions};
-use kpack_offload::{ArchiveSet, OffloadOptions, add_code_objects, transform_checked, write_atomically};
+use kpack_offload::{
+    ArchiveSet, OffloadOptions, add_code_objects, transform_checked, write_atomically,
+};
 use kpack_plugin_host::{Claim, Classification, FileInfo, HandlerSet};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -115,7 +117,8 @@ impl SplitOptions<'_> {
 /// file-name spelling with `_` for `:`).
 fn excluded(list: &[String], target: &str) -> bool {
     let processor = target.split(':').next().unwrap_or(target);
-    list.iter().any(|e| e == target || e == processor || *e == target.replace(':', "_"))
+    list.iter()
+        .any(|e| e == target || e == processor || *e == target.replace(':', "_"))
 }
 
 /// Where one prefix is read from and written to.
@@ -252,9 +255,13 @@ enum Node {
 /// [`PrefixReport::errors`] (the walk goes on); only failures that make the
 /// whole prefix impossible are an `Err`.
 pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Result<PrefixReport> {
-    let mut report = PrefixReport { prefix: layout.prefix.to_string(), ..Default::default() };
+    let mut report = PrefixReport {
+        prefix: layout.prefix.to_string(),
+        ..Default::default()
+    };
     let nodes = walk(layout.source)?;
-    std::fs::create_dir_all(layout.generic).map_err(|e| Error::io(layout.generic, "cannot create", e))?;
+    std::fs::create_dir_all(layout.generic)
+        .map_err(|e| Error::io(layout.generic, "cannot create", e))?;
     let mut files = Vec::new();
     for node in &nodes {
         match node {
@@ -271,7 +278,11 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
         }
     }
     if let Some(p) = opts.progress {
-        p(Progress::Walked { prefix: layout.prefix, files: files.len() as u64, bytes: files.iter().map(|f| f.1).sum() });
+        p(Progress::Walked {
+            prefix: layout.prefix,
+            files: files.len() as u64,
+            bytes: files.iter().map(|f| f.1).sum(),
+        });
     }
     let claims = classify(layout.source, &files, opts)?;
 
@@ -281,7 +292,10 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
         .map(|(&(rel, size), claim)| {
             let r = process_file(layout, opts, rel, size, claim.as_ref());
             if let Some(p) = opts.progress {
-                p(Progress::File { path: rel, bytes: size });
+                p(Progress::File {
+                    path: rel,
+                    bytes: size,
+                });
             }
             (rel.to_string(), r)
         })
@@ -292,7 +306,9 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
         let r = match r {
             Ok(r) => r,
             Err(e) => {
-                report.errors.push(format!("{}: {e}", layout.source.join(&rel).display()));
+                report
+                    .errors
+                    .push(format!("{}: {e}", layout.source.join(&rel).display()));
                 continue;
             }
         };
@@ -314,7 +330,10 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
         for t in r.excluded {
             *report.excluded.entry(t).or_default() += 1;
         }
-        report.warnings.extend(r.warning.map(|w| format!("{}: {w}", layout.source.join(&rel).display())));
+        report.warnings.extend(
+            r.warning
+                .map(|w| format!("{}: {w}", layout.source.join(&rel).display())),
+        );
     }
     // Per-binary stems are injective unless paths contain '.' where another
     // has '/': refuse rather than let two binaries share an archive.
@@ -322,17 +341,26 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
     let mut clashes = Vec::new();
     for a in &report.archives {
         if !seen.insert(a.path.as_str()) {
-            clashes.push(format!("two binaries map to the archive {}; rename one", a.path));
+            clashes.push(format!(
+                "two binaries map to the archive {}; rename one",
+                a.path
+            ));
         }
     }
     report.errors.extend(clashes);
-    report.archives.sort_by(|a, b| (&a.arch, &a.path).cmp(&(&b.arch, &b.path)));
+    report
+        .archives
+        .sort_by(|a, b| (&a.arch, &a.path).cmp(&(&b.arch, &b.path)));
     Ok(report)
 }
 
 fn walk(root: &Path) -> Result<Vec<Node>> {
     let mut out = Vec::new();
-    for entry in walkdir::WalkDir::new(root).sort_by_file_name().follow_links(false).min_depth(1) {
+    for entry in walkdir::WalkDir::new(root)
+        .sort_by_file_name()
+        .follow_links(false)
+        .min_depth(1)
+    {
         let entry = entry.map_err(|e| {
             let path = e.path().unwrap_or(root).to_path_buf();
             Error::new(ErrorKind::Io, Some(path), format!("cannot walk: {e}"))
@@ -344,7 +372,8 @@ fn walk(root: &Path) -> Result<Vec<Node>> {
             .replace(std::path::MAIN_SEPARATOR, "/");
         let ft = entry.file_type();
         if ft.is_symlink() {
-            let target = std::fs::read_link(entry.path()).map_err(|e| Error::io(entry.path(), "cannot read symlink", e))?;
+            let target = std::fs::read_link(entry.path())
+                .map_err(|e| Error::io(entry.path(), "cannot read symlink", e))?;
             out.push(Node::Link(rel, target));
         } else if ft.is_dir() {
             out.push(Node::Dir(rel));
@@ -352,14 +381,23 @@ fn walk(root: &Path) -> Result<Vec<Node>> {
             let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
             out.push(Node::File(rel, len));
         } else {
-            return Err(Error::invalid(entry.path(), "not a regular file, directory or symlink"));
+            return Err(Error::invalid(
+                entry.path(),
+                "not a regular file, directory or symlink",
+            ));
         }
     }
     Ok(out)
 }
 
-fn classify(root: &Path, files: &[(&str, u64)], opts: &SplitOptions<'_>) -> Result<Vec<Option<Claim>>> {
-    let Some(db) = opts.databases else { return Ok(vec![None; files.len()]) };
+fn classify(
+    root: &Path,
+    files: &[(&str, u64)],
+    opts: &SplitOptions<'_>,
+) -> Result<Vec<Option<Claim>>> {
+    let Some(db) = opts.databases else {
+        return Ok(vec![None; files.len()]);
+    };
     let infos = files
         .par_iter()
         .map(|&(rel, size)| {
@@ -368,12 +406,20 @@ fn classify(root: &Path, files: &[(&str, u64)], opts: &SplitOptions<'_>) -> Resu
             if want > 0 {
                 let p = root.join(rel);
                 let f = std::fs::File::open(&p).map_err(|e| Error::io(&p, "cannot open", e))?;
-                f.take(want as u64).read_to_end(&mut info.prefix).map_err(|e| Error::io(&p, "cannot read", e))?;
+                f.take(want as u64)
+                    .read_to_end(&mut info.prefix)
+                    .map_err(|e| Error::io(&p, "cannot read", e))?;
             }
             Ok(info)
         })
         .collect::<Result<Vec<_>>>()?;
-    db.classify(&infos).map_err(|e| Error::new(ErrorKind::Invalid, Some(root.to_path_buf()), format!("database handlers: {e}")))
+    db.classify(&infos).map_err(|e| {
+        Error::new(
+            ErrorKind::Invalid,
+            Some(root.to_path_buf()),
+            format!("database handlers: {e}"),
+        )
+    })
 }
 
 #[cfg(unix)]
@@ -384,7 +430,10 @@ fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
 #[cfg(not(unix))]
 fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
     let _ = (target, link);
-    Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "symlinks need a Unix host"))
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "symlinks need a Unix host",
+    ))
 }
 
 fn copy(src: &Path, dst: &Path) -> std::result::Result<u64, String> {
@@ -405,7 +454,10 @@ fn process_file(
     claim: Option<&Claim>,
 ) -> std::result::Result<FileResult, String> {
     let src = layout.source.join(rel);
-    let mut r = FileResult { bytes_in: size, ..Default::default() };
+    let mut r = FileResult {
+        bytes_in: size,
+        ..Default::default()
+    };
     if let Some(c) = claim {
         match &c.classification {
             Classification::Arch(key) if opts.is_excluded(key) => r.excluded.push(key.clone()),
@@ -425,7 +477,11 @@ fn process_file(
         .map_err(|e| format!("cannot read: {e}"))?;
     let head = &head[..n];
     let is_elf = head.starts_with(b"\x7fELF") && n >= 20;
-    let machine = if is_elf { u16::from_le_bytes([head[18], head[19]]) } else { 0 };
+    let machine = if is_elf {
+        u16::from_le_bytes([head[18], head[19]])
+    } else {
+        0
+    };
     let device_file = head.starts_with(kpack_bundle::BUNDLE_MAGIC)
         || head.starts_with(kpack_bundle::CCOB_MAGIC)
         || (is_elf && machine == kpack_bundle::EM_AMDGPU);
@@ -468,7 +524,12 @@ fn host_elf(
     src: &Path,
     mut r: FileResult,
 ) -> std::result::Result<FileResult, String> {
-    let fat = match read_fat_binary(src, WalkOptions { verify_hash: opts.verify_hash }) {
+    let fat = match read_fat_binary(
+        src,
+        WalkOptions {
+            verify_hash: opts.verify_hash,
+        },
+    ) {
         Ok(f) => f,
         Err(e) if e.kind() == kpack_elf::ErrorKind::Unsupported => {
             r.generic_bytes = copy(src, &layout.generic.join(rel))?;
@@ -502,7 +563,11 @@ fn host_elf(
             return Ok(r);
         }
     }
-    let kernel_name = if layout.prefix.is_empty() { rel.to_string() } else { format!("{}/{rel}", layout.prefix) };
+    let kernel_name = if layout.prefix.is_empty() {
+        rel.to_string()
+    } else {
+        format!("{}/{rel}", layout.prefix)
+    };
     let stem = archive_stem(&opts.component, rel);
     let options = WriterOptions {
         group_name: opts.component.clone(),
@@ -513,20 +578,43 @@ fn host_elf(
     };
     // Each processor's archives go into its own arch output tree.
     let mut dirs = BTreeMap::new();
-    for t in fat.bundles.iter().flat_map(|b| &b.entries).filter_map(|e| e.id.target().filter(|_| !e.id.is_host())) {
+    for t in fat
+        .bundles
+        .iter()
+        .flat_map(|b| &b.entries)
+        .filter_map(|e| e.id.target().filter(|_| !e.id.is_host()))
+    {
         let p = t.processor();
-        dirs.entry(p.to_string()).or_insert_with(|| (layout.arch)(p).join(&opts.archive_dir));
+        dirs.entry(p.to_string())
+            .or_insert_with(|| (layout.arch)(p).join(&opts.archive_dir));
     }
-    let mut archives = ArchiveSet::per_processor(stem.clone(), options, move |p| dirs.get(p).cloned().unwrap_or_default());
+    let mut archives = ArchiveSet::per_processor(stem.clone(), options, move |p| {
+        dirs.get(p).cloned().unwrap_or_default()
+    });
     // Marker search path: in the install, from the binary's directory to the archive directory.
     let root = Path::new("/kpack-prefix-root");
-    let bin_dir = root.join(rel).parent().map(Path::to_path_buf).unwrap_or_else(|| root.to_path_buf());
+    let bin_dir = root
+        .join(rel)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| root.to_path_buf());
     let search_path = archives.search_path(&bin_dir, &root.join(&opts.archive_dir));
-    let oo = OffloadOptions { kernel_name: kernel_name.clone(), search_paths: vec![search_path.clone()], verify_hash: opts.verify_hash };
+    let oo = OffloadOptions {
+        kernel_name: kernel_name.clone(),
+        search_paths: vec![search_path.clone()],
+        verify_hash: opts.verify_hash,
+    };
     let (image, _transform) = transform_checked(src, &fat, &oo).map_err(|e| e.to_string())?;
 
     let exclude = &opts.exclude_arches;
-    let added = add_code_objects(src, &fat, &kernel_name, &|t| !excluded(exclude, t), &mut archives).map_err(|e| e.to_string())?;
+    let added = add_code_objects(
+        src,
+        &fat,
+        &kernel_name,
+        &|t| !excluded(exclude, t),
+        &mut archives,
+    )
+    .map_err(|e| e.to_string())?;
     r.excluded.extend(added.excluded);
     let (moved, count) = (added.targets, added.count);
     for (processor, written) in archives.finish().map_err(|e| e.to_string())? {
@@ -560,7 +648,13 @@ fn bundle_file(
     src: &Path,
     mut r: FileResult,
 ) -> std::result::Result<FileResult, String> {
-    let fat = read_fat_binary(src, WalkOptions { verify_hash: opts.verify_hash }).map_err(|e| e.to_string())?;
+    let fat = read_fat_binary(
+        src,
+        WalkOptions {
+            verify_hash: opts.verify_hash,
+        },
+    )
+    .map_err(|e| e.to_string())?;
     let targets = fat.targets();
     let kept: Vec<&String> = targets.iter().filter(|t| !opts.is_excluded(t)).collect();
     let mut processors: Vec<String> = kept.iter().map(|t| arch_dir_name(t)).collect();
@@ -571,7 +665,8 @@ fn bundle_file(
             let n = copy(src, &(layout.arch)(p).join(rel))?;
             r.arch_bytes.push((p.clone(), n));
             r.device_file = Some(p.clone());
-            r.excluded.extend(targets.iter().filter(|t| opts.is_excluded(t)).cloned());
+            r.excluded
+                .extend(targets.iter().filter(|t| opts.is_excluded(t)).cloned());
         }
         _ => {
             if !targets.is_empty() {
@@ -610,6 +705,9 @@ mod tests {
 
     #[test]
     fn stems_are_per_binary() {
-        assert_eq!(archive_stem("blas_lib", "lib/librocblas.so.4"), "blas_lib.lib.librocblas.so.4");
+        assert_eq!(
+            archive_stem("blas_lib", "lib/librocblas.so.4"),
+            "blas_lib.lib.librocblas.so.4"
+        );
     }
 }

@@ -37,7 +37,11 @@ pub struct Validation {
 
 impl Default for Validation {
     fn default() -> Self {
-        Validation { error_on_duplicate_device_code: true, verify_generic_artifacts_match: false, error_on_missing_architecture: false }
+        Validation {
+            error_on_duplicate_device_code: true,
+            verify_generic_artifacts_match: false,
+            error_on_missing_architecture: false,
+        }
     }
 }
 
@@ -55,7 +59,8 @@ pub struct RecombineConfig {
 impl RecombineConfig {
     /// Read and validate a config file.
     pub fn load(path: &Path) -> Result<RecombineConfig> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, "cannot read the config", e))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::io(path, "cannot read the config", e))?;
         RecombineConfig::parse(&text).map_err(|m| Error::invalid(path, m))
     }
 
@@ -76,14 +81,20 @@ impl RecombineConfig {
             Some(_) => return Err("primary_shard must be a string".into()),
             None => return Err("primary_shard is missing".into()),
         };
-        let groups_v = obj.get("architecture_groups").ok_or("architecture_groups is missing")?;
-        let groups_o = groups_v.as_object().ok_or("architecture_groups must be an object")?;
+        let groups_v = obj
+            .get("architecture_groups")
+            .ok_or("architecture_groups is missing")?;
+        let groups_o = groups_v
+            .as_object()
+            .ok_or("architecture_groups must be an object")?;
         if groups_o.is_empty() {
             return Err("architecture_groups is empty".into());
         }
         let mut groups = Vec::new();
         for (name, g) in groups_o {
-            let go = g.as_object().ok_or_else(|| format!("group {name:?} must be an object"))?;
+            let go = g
+                .as_object()
+                .ok_or_else(|| format!("group {name:?} must be an object"))?;
             let archs = go
                 .get("architectures")
                 .ok_or_else(|| format!("group {name:?}: architectures is missing"))?
@@ -94,9 +105,13 @@ impl RecombineConfig {
             }
             let mut architectures = Vec::new();
             for a in archs {
-                let a = a.as_str().ok_or_else(|| format!("group {name:?}: architectures must be strings"))?;
+                let a = a
+                    .as_str()
+                    .ok_or_else(|| format!("group {name:?}: architectures must be strings"))?;
                 if !a.starts_with("gfx") {
-                    return Err(format!("group {name:?}: architecture {a:?} does not start with gfx"));
+                    return Err(format!(
+                        "group {name:?}: architecture {a:?} does not start with gfx"
+                    ));
                 }
                 architectures.push(a.to_string());
             }
@@ -105,15 +120,28 @@ impl RecombineConfig {
                 Some(Value::String(s)) => s.clone(),
                 Some(_) => return Err(format!("group {name:?}: display_name must be a string")),
             };
-            groups.push(ArchGroup { name: name.clone(), display_name, architectures });
+            groups.push(ArchGroup {
+                name: name.clone(),
+                display_name,
+                architectures,
+            });
         }
         let mut validation = Validation::default();
         if let Some(val) = obj.get("validation") {
             let vo = val.as_object().ok_or("validation must be an object")?;
             for (key, slot) in [
-                ("error_on_duplicate_device_code", &mut validation.error_on_duplicate_device_code),
-                ("verify_generic_artifacts_match", &mut validation.verify_generic_artifacts_match),
-                ("error_on_missing_architecture", &mut validation.error_on_missing_architecture),
+                (
+                    "error_on_duplicate_device_code",
+                    &mut validation.error_on_duplicate_device_code,
+                ),
+                (
+                    "verify_generic_artifacts_match",
+                    &mut validation.verify_generic_artifacts_match,
+                ),
+                (
+                    "error_on_missing_architecture",
+                    &mut validation.error_on_missing_architecture,
+                ),
             ] {
                 match vo.get(key) {
                     None => {}
@@ -122,7 +150,11 @@ impl RecombineConfig {
                 }
             }
         }
-        Ok(RecombineConfig { primary_shard: primary, groups, validation })
+        Ok(RecombineConfig {
+            primary_shard: primary,
+            groups,
+            validation,
+        })
     }
 }
 
@@ -158,7 +190,9 @@ pub fn parse_artifact_name(name: &str) -> Option<(String, Option<String>)> {
 pub fn recombine(shards: &Path, config: &RecombineConfig, out: &Path) -> Result<RecombineReport> {
     let mut rep = RecombineReport::default();
     let mut shard_names = Vec::new();
-    for e in std::fs::read_dir(shards).map_err(|e| Error::io(shards, "cannot list the shards directory", e))? {
+    for e in std::fs::read_dir(shards)
+        .map_err(|e| Error::io(shards, "cannot list the shards directory", e))?
+    {
         let e = e.map_err(|e| Error::io(shards, "cannot list", e))?;
         if e.path().is_dir() {
             shard_names.push(e.file_name().to_string_lossy().into_owned());
@@ -169,7 +203,14 @@ pub fn recombine(shards: &Path, config: &RecombineConfig, out: &Path) -> Result<
         return Err(Error::invalid(shards, "no shard directories"));
     }
     if !shard_names.contains(&config.primary_shard) {
-        return Err(Error::invalid(shards, format!("primary shard {:?} not found (shards: {})", config.primary_shard, shard_names.join(", "))));
+        return Err(Error::invalid(
+            shards,
+            format!(
+                "primary shard {:?} not found (shards: {})",
+                config.primary_shard,
+                shard_names.join(", ")
+            ),
+        ));
     }
     rep.shards = shard_names.clone();
     // (component) -> generic dirs per shard; (component, arch) -> [(shard, dir)]
@@ -187,15 +228,33 @@ pub fn recombine(shards: &Path, config: &RecombineConfig, out: &Path) -> Result<
         names.sort();
         for n in names {
             match parse_artifact_name(&n) {
-                Some((c, None)) => generics.entry(c).or_default().push((s.clone(), sdir.join(&n))),
-                Some((c, Some(a))) => arches.entry((c, a)).or_default().push((s.clone(), sdir.join(&n))),
+                Some((c, None)) => generics
+                    .entry(c)
+                    .or_default()
+                    .push((s.clone(), sdir.join(&n))),
+                Some((c, Some(a))) => arches
+                    .entry((c, a))
+                    .or_default()
+                    .push((s.clone(), sdir.join(&n))),
                 None => {}
             }
         }
     }
-    let primary_generic = |c: &str| generics.get(c).and_then(|v| v.iter().find(|(s, _)| *s == config.primary_shard)).map(|x| x.1.clone());
-    if !generics.values().flatten().any(|(s, _)| *s == config.primary_shard) {
-        return Err(Error::invalid(shards.join(&config.primary_shard), "the primary shard has no generic artifact"));
+    let primary_generic = |c: &str| {
+        generics
+            .get(c)
+            .and_then(|v| v.iter().find(|(s, _)| *s == config.primary_shard))
+            .map(|x| x.1.clone())
+    };
+    if !generics
+        .values()
+        .flatten()
+        .any(|(s, _)| *s == config.primary_shard)
+    {
+        return Err(Error::invalid(
+            shards.join(&config.primary_shard),
+            "the primary shard has no generic artifact",
+        ));
     }
     let mut components: Vec<String> = generics.keys().cloned().collect();
     components.extend(arches.keys().map(|(c, _)| c.clone()));
@@ -205,8 +264,14 @@ pub fn recombine(shards: &Path, config: &RecombineConfig, out: &Path) -> Result<
     // Validation.
     for ((c, a), v) in &arches {
         if v.len() > 1 {
-            let names: Vec<String> = v.iter().map(|(s, d)| format!("{s} ({})", d.display())).collect();
-            let msg = format!("{c}: device code for {a} in more than one shard: {}", names.join(" and "));
+            let names: Vec<String> = v
+                .iter()
+                .map(|(s, d)| format!("{s} ({})", d.display()))
+                .collect();
+            let msg = format!(
+                "{c}: device code for {a} in more than one shard: {}",
+                names.join(" and ")
+            );
             if config.validation.error_on_duplicate_device_code {
                 rep.errors.push(msg);
             } else {
@@ -216,14 +281,25 @@ pub fn recombine(shards: &Path, config: &RecombineConfig, out: &Path) -> Result<
     }
     if config.validation.verify_generic_artifacts_match {
         for (c, v) in &generics {
-            let Some(p) = primary_generic(c) else { continue };
+            let Some(p) = primary_generic(c) else {
+                continue;
+            };
             for (s, d) in v.iter().filter(|(s, _)| *s != config.primary_shard) {
                 let diffs = tree_diff(&p, d)?;
                 if !diffs.is_empty() {
                     rep.errors.push(format!(
                         "{c}: generic artifact of shard {s} differs from the primary's: {}{}",
-                        diffs.iter().take(10).cloned().collect::<Vec<_>>().join(", "),
-                        if diffs.len() > 10 { format!(" and {} more", diffs.len() - 10) } else { String::new() }
+                        diffs
+                            .iter()
+                            .take(10)
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        if diffs.len() > 10 {
+                            format!(" and {} more", diffs.len() - 10)
+                        } else {
+                            String::new()
+                        }
                     ));
                 }
             }
@@ -231,7 +307,10 @@ pub fn recombine(shards: &Path, config: &RecombineConfig, out: &Path) -> Result<
     }
     for c in &components {
         if primary_generic(c).is_none() {
-            rep.errors.push(format!("{c}: no generic artifact in the primary shard {}", config.primary_shard));
+            rep.errors.push(format!(
+                "{c}: no generic artifact in the primary shard {}",
+                config.primary_shard
+            ));
         }
         let has_device = arches.keys().any(|(ac, _)| ac == c);
         if !has_device {
@@ -256,10 +335,15 @@ pub fn recombine(shards: &Path, config: &RecombineConfig, out: &Path) -> Result<
     }
 
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, "cannot create", e))?;
-    let stage = tempfile::Builder::new().prefix(".kpack-recombine-").tempdir_in(out).map_err(|e| Error::io(out, "cannot stage", e))?;
+    let stage = tempfile::Builder::new()
+        .prefix(".kpack-recombine-")
+        .tempdir_in(out)
+        .map_err(|e| Error::io(out, "cannot stage", e))?;
     let mut outputs = Vec::new();
     for c in &components {
-        let Some(src) = primary_generic(c) else { continue };
+        let Some(src) = primary_generic(c) else {
+            continue;
+        };
         let name = format!("{c}_generic");
         let dst = stage.path().join(&name);
         let prefixes = read_manifest(&src)?;
@@ -276,7 +360,9 @@ pub fn recombine(shards: &Path, config: &RecombineConfig, out: &Path) -> Result<
             let mut prefixes: Vec<String> = Vec::new();
             let dst = stage.path().join(format!("{c}_{}", g.name));
             for a in &g.architectures {
-                let Some(v) = arches.get(&(c.clone(), a.replace(':', "_"))) else { continue };
+                let Some(v) = arches.get(&(c.clone(), a.replace(':', "_"))) else {
+                    continue;
+                };
                 let Some((_, dir)) = v.first() else { continue };
                 for p in read_manifest(dir)? {
                     if dir.join(&p).is_dir() {
@@ -297,11 +383,16 @@ pub fn recombine(shards: &Path, config: &RecombineConfig, out: &Path) -> Result<
     outputs.sort();
     for o in &outputs {
         if out.join(o).symlink_metadata().is_ok() {
-            return Err(Error::new(ErrorKind::Exists, Some(out.join(o)), "already exists; not overwritten"));
+            return Err(Error::new(
+                ErrorKind::Exists,
+                Some(out.join(o)),
+                "already exists; not overwritten",
+            ));
         }
     }
     for o in &outputs {
-        std::fs::rename(stage.path().join(o), out.join(o)).map_err(|e| Error::io(out.join(o), "cannot move into place", e))?;
+        std::fs::rename(stage.path().join(o), out.join(o))
+            .map_err(|e| Error::io(out.join(o), "cannot move into place", e))?;
     }
     rep.outputs = outputs;
     Ok(rep)
@@ -311,27 +402,52 @@ pub fn recombine(shards: &Path, config: &RecombineConfig, out: &Path) -> Result<
 /// already exists in `dst` must be identical, else it is an error.
 pub(crate) fn merge_tree(src: &Path, dst: &Path) -> Result<()> {
     std::fs::create_dir_all(dst).map_err(|e| Error::io(dst, "cannot create", e))?;
-    for e in walkdir::WalkDir::new(src).sort_by_file_name().follow_links(false).min_depth(1) {
-        let e = e.map_err(|e| Error::new(ErrorKind::Io, Some(src.to_path_buf()), format!("cannot walk: {e}")))?;
+    for e in walkdir::WalkDir::new(src)
+        .sort_by_file_name()
+        .follow_links(false)
+        .min_depth(1)
+    {
+        let e = e.map_err(|e| {
+            Error::new(
+                ErrorKind::Io,
+                Some(src.to_path_buf()),
+                format!("cannot walk: {e}"),
+            )
+        })?;
         let rel = e.path().strip_prefix(src).unwrap_or(e.path());
         let to = dst.join(rel);
         let ft = e.file_type();
         if ft.is_dir() {
             std::fs::create_dir_all(&to).map_err(|err| Error::io(&to, "cannot create", err))?;
         } else if ft.is_symlink() {
-            let target = std::fs::read_link(e.path()).map_err(|err| Error::io(e.path(), "cannot read symlink", err))?;
+            let target = std::fs::read_link(e.path())
+                .map_err(|err| Error::io(e.path(), "cannot read symlink", err))?;
             if let Ok(existing) = std::fs::read_link(&to) {
                 if existing != target {
-                    return Err(Error::invalid(&to, format!("two shards disagree: symlink to {} and to {}", existing.display(), target.display())));
+                    return Err(Error::invalid(
+                        &to,
+                        format!(
+                            "two shards disagree: symlink to {} and to {}",
+                            existing.display(),
+                            target.display()
+                        ),
+                    ));
                 }
                 continue;
             }
             #[cfg(unix)]
-            std::os::unix::fs::symlink(&target, &to).map_err(|err| Error::io(&to, "cannot create symlink", err))?;
+            std::os::unix::fs::symlink(&target, &to)
+                .map_err(|err| Error::io(&to, "cannot create symlink", err))?;
         } else if to.exists() {
             let same = std::fs::read(e.path()).ok() == std::fs::read(&to).ok();
             if !same {
-                return Err(Error::invalid(&to, format!("two artifacts provide different files here (second: {})", e.path().display())));
+                return Err(Error::invalid(
+                    &to,
+                    format!(
+                        "two artifacts provide different files here (second: {})",
+                        e.path().display()
+                    ),
+                ));
             }
         } else {
             std::fs::copy(e.path(), &to).map_err(|err| Error::io(&to, "cannot copy", err))?;
@@ -348,17 +464,43 @@ type Entry = (u8, Vec<u8>, u32);
 pub(crate) fn tree_diff(a: &Path, b: &Path) -> Result<Vec<String>> {
     let list = |root: &Path| -> Result<BTreeMap<String, Entry>> {
         let mut m = BTreeMap::new();
-        for e in walkdir::WalkDir::new(root).sort_by_file_name().follow_links(false).min_depth(1) {
-            let e = e.map_err(|e| Error::new(ErrorKind::Io, Some(root.to_path_buf()), format!("cannot walk: {e}")))?;
-            let rel = e.path().strip_prefix(root).unwrap_or(e.path()).to_string_lossy().into_owned();
+        for e in walkdir::WalkDir::new(root)
+            .sort_by_file_name()
+            .follow_links(false)
+            .min_depth(1)
+        {
+            let e = e.map_err(|e| {
+                Error::new(
+                    ErrorKind::Io,
+                    Some(root.to_path_buf()),
+                    format!("cannot walk: {e}"),
+                )
+            })?;
+            let rel = e
+                .path()
+                .strip_prefix(root)
+                .unwrap_or(e.path())
+                .to_string_lossy()
+                .into_owned();
             let ft = e.file_type();
             let mode = mode_of(e.path());
             let v = if ft.is_symlink() {
-                (1, std::fs::read_link(e.path()).map(|t| t.to_string_lossy().into_owned().into_bytes()).unwrap_or_default(), 0)
+                (
+                    1,
+                    std::fs::read_link(e.path())
+                        .map(|t| t.to_string_lossy().into_owned().into_bytes())
+                        .unwrap_or_default(),
+                    0,
+                )
             } else if ft.is_dir() {
                 (2, Vec::new(), 0)
             } else {
-                (0, std::fs::read(e.path()).map_err(|err| Error::io(e.path(), "cannot read", err))?, mode)
+                (
+                    0,
+                    std::fs::read(e.path())
+                        .map_err(|err| Error::io(e.path(), "cannot read", err))?,
+                    mode,
+                )
             };
             m.insert(rel, v);
         }
@@ -379,7 +521,9 @@ pub(crate) fn tree_diff(a: &Path, b: &Path) -> Result<Vec<String>> {
 #[cfg(unix)]
 fn mode_of(p: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::symlink_metadata(p).map(|m| m.permissions().mode()).unwrap_or(0)
+    std::fs::symlink_metadata(p)
+        .map(|m| m.permissions().mode())
+        .unwrap_or(0)
 }
 
 #[cfg(not(unix))]
@@ -423,8 +567,14 @@ mod tests {
 
     #[test]
     fn artifact_names() {
-        assert_eq!(parse_artifact_name("blas_lib_generic"), Some(("blas_lib".into(), None)));
-        assert_eq!(parse_artifact_name("blas_lib_gfx90a"), Some(("blas_lib".into(), Some("gfx90a".into()))));
+        assert_eq!(
+            parse_artifact_name("blas_lib_generic"),
+            Some(("blas_lib".into(), None))
+        );
+        assert_eq!(
+            parse_artifact_name("blas_lib_gfx90a"),
+            Some(("blas_lib".into(), Some("gfx90a".into())))
+        );
         assert_eq!(parse_artifact_name("blas_lib_dev"), None);
     }
 }

@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use kpack_bundle::WalkOptions;
 use kpack_bundle::ReadAt;
+use kpack_bundle::WalkOptions;
 use kpack_elf::{ElfKind, Magic, read_fat_binary};
 use kpack_format::{Archive, Marker};
 use kpack_runtime::{Cache, Config};
@@ -59,7 +59,10 @@ pub struct VerifyReport {
 impl VerifyReport {
     /// Number of error findings.
     pub fn errors(&self) -> usize {
-        self.findings.iter().filter(|f| f.severity == Severity::Error).count()
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .count()
     }
 }
 
@@ -116,8 +119,12 @@ fn is_installed_tree(d: &Path) -> bool {
     if d.join(MANIFEST).is_file() {
         return false;
     }
-    let Ok(entries) = std::fs::read_dir(d) else { return false };
-    !entries.filter_map(|e| e.ok()).any(|e| e.path().join(MANIFEST).is_file())
+    let Ok(entries) = std::fs::read_dir(d) else {
+        return false;
+    };
+    !entries
+        .filter_map(|e| e.ok())
+        .any(|e| e.path().join(MANIFEST).is_file())
 }
 
 /// Verify an installed tree (host and device parts merged, no manifests):
@@ -140,13 +147,28 @@ fn verify_installed(root: &Path, rep: &mut VerifyReport) -> Result<()> {
         for &k in &b.indices {
             let key = format!("{}#{k}", b.marker.kernel_name);
             let Some(targets) = info.keys.get(&key) else {
-                finding(rep, Severity::Error, "marker", &bin, format!("{key}: no archive in {} holds it (device package missing?)", root.display()));
+                finding(
+                    rep,
+                    Severity::Error,
+                    "marker",
+                    &bin,
+                    format!(
+                        "{key}: no archive in {} holds it (device package missing?)",
+                        root.display()
+                    ),
+                );
                 continue;
             };
             for t in targets {
                 match cache.load(&b.marker, &bin, k, &[t.as_str()]) {
                     Ok(_) => rep.resolved += 1,
-                    Err(e) => finding(rep, Severity::Error, "marker", &bin, format!("{key} for {t} does not resolve: {e}")),
+                    Err(e) => finding(
+                        rep,
+                        Severity::Error,
+                        "marker",
+                        &bin,
+                        format!("{key} for {t} does not resolve: {e}"),
+                    ),
                 }
             }
         }
@@ -154,8 +176,19 @@ fn verify_installed(root: &Path, rep: &mut VerifyReport) -> Result<()> {
     Ok(())
 }
 
-fn finding(rep: &mut VerifyReport, severity: Severity, check: &'static str, path: impl AsRef<Path>, message: impl Into<String>) {
-    rep.findings.push(Finding { severity, check, path: path.as_ref().display().to_string(), message: message.into() });
+fn finding(
+    rep: &mut VerifyReport,
+    severity: Severity,
+    check: &'static str,
+    path: impl AsRef<Path>,
+    message: impl Into<String>,
+) {
+    rep.findings.push(Finding {
+        severity,
+        check,
+        path: path.as_ref().display().to_string(),
+        message: message.into(),
+    });
 }
 
 fn verify_group(arts: &[PathBuf], rep: &mut VerifyReport) -> Result<()> {
@@ -163,7 +196,10 @@ fn verify_group(arts: &[PathBuf], rep: &mut VerifyReport) -> Result<()> {
     let mut generics: BTreeMap<String, (PathBuf, Vec<String>, Vec<Marked>)> = BTreeMap::new();
     let mut arches: BTreeMap<String, Vec<ArchArtifact>> = BTreeMap::new();
     for a in arts {
-        let name = a.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = a
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         rep.artifacts.push(a.display().to_string());
         let prefixes = match read_manifest(a) {
             Ok(p) => p,
@@ -174,7 +210,13 @@ fn verify_group(arts: &[PathBuf], rep: &mut VerifyReport) -> Result<()> {
         };
         for p in &prefixes {
             if !a.join(p).is_dir() {
-                finding(rep, Severity::Error, "manifest", a.join(MANIFEST), format!("prefix {p} does not exist"));
+                finding(
+                    rep,
+                    Severity::Error,
+                    "manifest",
+                    a.join(MANIFEST),
+                    format!("prefix {p} does not exist"),
+                );
             }
         }
         match parse_artifact_name(&name) {
@@ -184,15 +226,33 @@ fn verify_group(arts: &[PathBuf], rep: &mut VerifyReport) -> Result<()> {
             }
             Some((c, Some(arch))) => {
                 let info = check_arch(a, &arch, &prefixes, rep)?;
-                arches.entry(c).or_default().push((arch, a.clone(), prefixes, info));
+                arches
+                    .entry(c)
+                    .or_default()
+                    .push((arch, a.clone(), prefixes, info));
             }
-            None => finding(rep, Severity::Warning, "manifest", a, "name is neither <component>_generic nor <component>_gfx…; not checked further"),
+            None => finding(
+                rep,
+                Severity::Warning,
+                "manifest",
+                a,
+                "name is neither <component>_generic nor <component>_gfx…; not checked further",
+            ),
         }
     }
     for (c, (gdir, gprefixes, marked)) in &generics {
         let Some(list) = arches.get(c) else {
             if !marked.is_empty() {
-                finding(rep, Severity::Error, "marker", gdir, format!("{} binaries carry markers but no arch artifact of {c} is here", marked.len()));
+                finding(
+                    rep,
+                    Severity::Error,
+                    "marker",
+                    gdir,
+                    format!(
+                        "{} binaries carry markers but no arch artifact of {c} is here",
+                        marked.len()
+                    ),
+                );
             }
             continue;
         };
@@ -203,7 +263,13 @@ fn verify_group(arts: &[PathBuf], rep: &mut VerifyReport) -> Result<()> {
     for (c, list) in &arches {
         if !generics.contains_key(c) {
             for (_, adir, _, _) in list {
-                finding(rep, Severity::Warning, "marker", adir, format!("no generic artifact of {c} next to it; markers not checked"));
+                finding(
+                    rep,
+                    Severity::Warning,
+                    "marker",
+                    adir,
+                    format!("no generic artifact of {c} next to it; markers not checked"),
+                );
             }
         }
     }
@@ -218,7 +284,12 @@ fn files_of(root: &Path) -> Vec<(PathBuf, String)> {
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_file())
         .map(|e| {
-            let rel = e.path().strip_prefix(root).unwrap_or(e.path()).to_string_lossy().replace('\\', "/");
+            let rel = e
+                .path()
+                .strip_prefix(root)
+                .unwrap_or(e.path())
+                .to_string_lossy()
+                .replace('\\', "/");
             (e.path().to_path_buf(), rel)
         })
         .collect()
@@ -239,20 +310,38 @@ fn is_host_elf(h: &[u8]) -> bool {
 
 /// Host binaries with markers under `a`'s prefixes; fat binaries left
 /// behind are errors, and so are archives unless `archives_allowed`.
-fn check_host_files(a: &Path, prefixes: &[String], archives_allowed: bool, rep: &mut VerifyReport) -> Result<Vec<Marked>> {
+fn check_host_files(
+    a: &Path,
+    prefixes: &[String],
+    archives_allowed: bool,
+    rep: &mut VerifyReport,
+) -> Result<Vec<Marked>> {
     let mut marked = Vec::new();
     for p in prefixes {
         for (path, rel) in files_of(&a.join(p)) {
             if rel.ends_with(".kpack") {
                 if !archives_allowed {
-                    finding(rep, Severity::Error, "generic", &path, "archive in a generic artifact");
+                    finding(
+                        rep,
+                        Severity::Error,
+                        "generic",
+                        &path,
+                        "archive in a generic artifact",
+                    );
                 }
                 continue;
             }
             let h = head(&path);
-            let device = h.starts_with(kpack_bundle::BUNDLE_MAGIC) || h.starts_with(kpack_bundle::CCOB_MAGIC);
+            let device = h.starts_with(kpack_bundle::BUNDLE_MAGIC)
+                || h.starts_with(kpack_bundle::CCOB_MAGIC);
             if device {
-                finding(rep, Severity::Warning, "generic", &path, "bundle file with device code in a generic artifact");
+                finding(
+                    rep,
+                    Severity::Warning,
+                    "generic",
+                    &path,
+                    "bundle file with device code in a generic artifact",
+                );
                 continue;
             }
             if !is_host_elf(&h) {
@@ -262,41 +351,89 @@ fn check_host_files(a: &Path, prefixes: &[String], archives_allowed: bool, rep: 
                 Ok(f) => f,
                 Err(e) if e.kind() == kpack_elf::ErrorKind::Unsupported => continue,
                 Err(e) => {
-                    finding(rep, Severity::Error, "generic", &path, format!("unreadable host binary: {e}"));
+                    finding(
+                        rep,
+                        Severity::Error,
+                        "generic",
+                        &path,
+                        format!("unreadable host binary: {e}"),
+                    );
                     continue;
                 }
             };
             let pending = fat.wrappers.iter().any(|w| w.magic == Magic::Hipf);
             match fat.kind {
                 ElfKind::Rel if !fat.bundles.is_empty() => {
-                    finding(rep, Severity::Warning, "generic", &path, "relocatable object with device code");
+                    finding(
+                        rep,
+                        Severity::Warning,
+                        "generic",
+                        &path,
+                        "relocatable object with device code",
+                    );
                     continue;
                 }
                 _ if pending || (!fat.bundles.is_empty() && !fat.is_transformed()) => {
-                    finding(rep, Severity::Error, "generic", &path, "fat binary left in a generic artifact (device code not offloaded)");
+                    finding(
+                        rep,
+                        Severity::Error,
+                        "generic",
+                        &path,
+                        "fat binary left in a generic artifact (device code not offloaded)",
+                    );
                     continue;
                 }
                 _ => {}
             }
             let Some(sec) = fat.marker.filter(|_| fat.is_transformed()) else {
                 if fat.is_transformed() {
-                    finding(rep, Severity::Error, "generic", &path, "HIPK wrappers but no .rocm_kpack_ref marker");
+                    finding(
+                        rep,
+                        Severity::Error,
+                        "generic",
+                        &path,
+                        "HIPK wrappers but no .rocm_kpack_ref marker",
+                    );
                 }
                 continue;
             };
-            let mut bytes = vec![0u8; usize::try_from(sec.size.min(kpack_format::MARKER_MAX_LEN as u64)).unwrap_or(0)];
+            let mut bytes = vec![
+                0u8;
+                usize::try_from(sec.size.min(kpack_format::MARKER_MAX_LEN as u64))
+                    .unwrap_or(0)
+            ];
             if fat.source.read_exact_at(sec.offset, &mut bytes).is_err() {
-                finding(rep, Severity::Error, "generic", &path, "cannot read the marker");
+                finding(
+                    rep,
+                    Severity::Error,
+                    "generic",
+                    &path,
+                    "cannot read the marker",
+                );
                 continue;
             }
             match Marker::parse(&bytes) {
                 Ok(marker) => {
-                    let indices = fat.wrappers.iter().map(|w| (w.reserved & 0xffff_ffff) as u32).collect();
+                    let indices = fat
+                        .wrappers
+                        .iter()
+                        .map(|w| (w.reserved & 0xffff_ffff) as u32)
+                        .collect();
                     let rel_in_install = rel.clone();
-                    marked.push(Marked { rel: rel_in_install, marker, indices });
+                    marked.push(Marked {
+                        rel: rel_in_install,
+                        marker,
+                        indices,
+                    });
                     rep.binaries += 1;
                 }
-                Err(e) => finding(rep, Severity::Error, "generic", &path, format!("invalid marker: {e}")),
+                Err(e) => finding(
+                    rep,
+                    Severity::Error,
+                    "generic",
+                    &path,
+                    format!("invalid marker: {e}"),
+                ),
             }
         }
     }
@@ -328,10 +465,19 @@ fn gfx_tokens(s: &str) -> Vec<String> {
 
 /// Whether `arch` names one processor (`gfx90a`), not a group (`gfx90X`).
 fn is_processor_name(arch: &str) -> bool {
-    arch.strip_prefix("gfx").is_some_and(|r| !r.is_empty() && r.bytes().all(|c| c.is_ascii_digit() || c.is_ascii_lowercase()))
+    arch.strip_prefix("gfx").is_some_and(|r| {
+        !r.is_empty()
+            && r.bytes()
+                .all(|c| c.is_ascii_digit() || c.is_ascii_lowercase())
+    })
 }
 
-fn check_arch(a: &Path, arch: &str, prefixes: &[String], rep: &mut VerifyReport) -> Result<ArchInfo> {
+fn check_arch(
+    a: &Path,
+    arch: &str,
+    prefixes: &[String],
+    rep: &mut VerifyReport,
+) -> Result<ArchInfo> {
     let exact = is_processor_name(arch);
     let mut info = ArchInfo::default();
     for p in prefixes {
@@ -341,15 +487,29 @@ fn check_arch(a: &Path, arch: &str, prefixes: &[String], rep: &mut VerifyReport)
                 continue;
             }
             if is_host_elf(&head(&path)) {
-                finding(rep, Severity::Error, "arch", &path, "host binary in an arch artifact");
+                finding(
+                    rep,
+                    Severity::Error,
+                    "arch",
+                    &path,
+                    "host binary in an arch artifact",
+                );
                 continue;
             }
             if exact {
                 for t in gfx_tokens(&rel) {
                     // MIOpen glues the CU count to the arch (gfx90878 = gfx908, 78 CUs).
-                    let ok = t == arch || t.strip_prefix(arch).is_some_and(|r| r.bytes().all(|c| c.is_ascii_digit()));
+                    let ok = t == arch
+                        || t.strip_prefix(arch)
+                            .is_some_and(|r| r.bytes().all(|c| c.is_ascii_digit()));
                     if !ok {
-                        finding(rep, Severity::Error, "arch", &path, format!("names {t} in the {arch} artifact"));
+                        finding(
+                            rep,
+                            Severity::Error,
+                            "arch",
+                            &path,
+                            format!("names {t} in the {arch} artifact"),
+                        );
                     }
                 }
             }
@@ -372,21 +532,39 @@ fn scan_archive(path: &Path, only: Option<&str>, info: &mut ArchInfo, rep: &mut 
     if let Some(arch) = only {
         for t in archive.arches() {
             if arch_dir_name(t) != arch {
-                finding(rep, Severity::Error, "arch", path, format!("holds {t} code in the {arch} artifact"));
+                finding(
+                    rep,
+                    Severity::Error,
+                    "arch",
+                    path,
+                    format!("holds {t} code in the {arch} artifact"),
+                );
             }
         }
     }
     for e in archive.entries() {
         if let Err(err) = archive.read(e) {
-            finding(rep, Severity::Error, "archive", path, format!("entry {} {}: {err}", e.key(), e.arch()));
+            finding(
+                rep,
+                Severity::Error,
+                "archive",
+                path,
+                format!("entry {} {}: {err}", e.key(), e.arch()),
+            );
             continue;
         }
-        info.keys.entry(e.key().to_string()).or_default().insert(e.arch().to_string());
+        info.keys
+            .entry(e.key().to_string())
+            .or_default()
+            .insert(e.arch().to_string());
         info.targets.insert(e.arch().to_string());
     }
 }
 
-#[allow(clippy::too_many_arguments, reason = "one call site; a struct would only rename them")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site; a struct would only rename them"
+)]
 fn check_resolution(
     gdir: &Path,
     gprefixes: &[String],
@@ -398,22 +576,33 @@ fn check_resolution(
     rep: &mut VerifyReport,
 ) -> Result<()> {
     // The flattened install: real directories, files symlinked to the artifacts.
-    let view = tempfile::Builder::new().prefix("kpack-verify-").tempdir().map_err(|e| Error::io(std::env::temp_dir(), "cannot create", e))?;
+    let view = tempfile::Builder::new()
+        .prefix("kpack-verify-")
+        .tempdir()
+        .map_err(|e| Error::io(std::env::temp_dir(), "cannot create", e))?;
     let mut placed: BTreeMap<String, PathBuf> = BTreeMap::new();
     for (root, prefixes) in [(gdir, gprefixes), (adir, aprefixes)] {
         for p in prefixes {
             for (path, rel) in files_of(&root.join(p)) {
                 if let Some(first) = placed.get(&rel) {
-                    finding(rep, Severity::Error, "marker", &path, format!("collides with {} in the flattened install", first.display()));
+                    finding(
+                        rep,
+                        Severity::Error,
+                        "marker",
+                        &path,
+                        format!("collides with {} in the flattened install", first.display()),
+                    );
                     continue;
                 }
                 let to = view.path().join(&rel);
                 if let Some(d) = to.parent() {
                     std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create", e))?;
                 }
-                let abs = std::fs::canonicalize(&path).map_err(|e| Error::io(&path, "cannot resolve", e))?;
+                let abs = std::fs::canonicalize(&path)
+                    .map_err(|e| Error::io(&path, "cannot resolve", e))?;
                 #[cfg(unix)]
-                std::os::unix::fs::symlink(&abs, &to).map_err(|e| Error::io(&to, "cannot link", e))?;
+                std::os::unix::fs::symlink(&abs, &to)
+                    .map_err(|e| Error::io(&to, "cannot link", e))?;
                 placed.insert(rel, path);
             }
         }
@@ -432,13 +621,28 @@ fn check_resolution(
                         Ok(_) => "the runtime found it elsewhere".to_string(),
                         Err(e) => e.to_string(),
                     };
-                    finding(rep, Severity::Error, "marker", &shown, format!("{key}: no {p} code in {} ({arch}): {why}", adir.display()));
+                    finding(
+                        rep,
+                        Severity::Error,
+                        "marker",
+                        &shown,
+                        format!("{key}: no {p} code in {} ({arch}): {why}", adir.display()),
+                    );
                 }
             }
             for t in have.into_iter().flatten() {
                 match cache.load(&b.marker, &bin, k, &[t.as_str()]) {
                     Ok(_) => rep.resolved += 1,
-                    Err(e) => finding(rep, Severity::Error, "marker", &shown, format!("{key} for {t} does not resolve with {}: {e}", adir.display())),
+                    Err(e) => finding(
+                        rep,
+                        Severity::Error,
+                        "marker",
+                        &shown,
+                        format!(
+                            "{key} for {t} does not resolve with {}: {e}",
+                            adir.display()
+                        ),
+                    ),
                 }
             }
         }

@@ -52,17 +52,26 @@ impl Headers {
             }
             if line.starts_with([' ', '\t']) {
                 let Some((_, value)) = fields.last_mut() else {
-                    return Err(HeaderError { line: line_no, message: "continuation line before the first field".into() });
+                    return Err(HeaderError {
+                        line: line_no,
+                        message: "continuation line before the first field".into(),
+                    });
                 };
                 value.push('\n');
                 value.push_str(line);
                 continue;
             }
             let Some((name, value)) = line.split_once(':') else {
-                return Err(HeaderError { line: line_no, message: format!("not a `Name: value` field: {line:?}") });
+                return Err(HeaderError {
+                    line: line_no,
+                    message: format!("not a `Name: value` field: {line:?}"),
+                });
             };
             if name.is_empty() || !name.bytes().all(|b| (33..=126).contains(&b)) {
-                return Err(HeaderError { line: line_no, message: format!("bad field name {name:?}") });
+                return Err(HeaderError {
+                    line: line_no,
+                    message: format!("bad field name {name:?}"),
+                });
             }
             fields.push((name.to_string(), value.trim().to_string()));
         }
@@ -72,12 +81,18 @@ impl Headers {
 
     /// The first value of field `name` (names compare ASCII-case-insensitively).
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.fields.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.fields
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     /// Every value of field `name`, in order.
     pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.fields.iter().filter(move |(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.fields
+            .iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     /// Append a field.
@@ -117,7 +132,12 @@ impl std::fmt::Display for Headers {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests")]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
 mod tests {
     use super::*;
 
@@ -126,7 +146,10 @@ mod tests {
         let h = Headers::parse("Wheel-Version: 1.0\r\nTag: cp312-cp312-linux_x86_64\nTag: py3-none-any\nLicense: MIT\n  and more\n\nBody text\nline 2\n")
             .unwrap();
         assert_eq!(h.get("wheel-version"), Some("1.0"));
-        assert_eq!(h.get_all("Tag").collect::<Vec<_>>(), ["cp312-cp312-linux_x86_64", "py3-none-any"]);
+        assert_eq!(
+            h.get_all("Tag").collect::<Vec<_>>(),
+            ["cp312-cp312-linux_x86_64", "py3-none-any"]
+        );
         assert_eq!(h.get("License"), Some("MIT\n  and more"));
         assert_eq!(h.body(), Some("Body text\nline 2\n"));
         assert_eq!(h.get("Missing"), None);
@@ -134,7 +157,10 @@ mod tests {
 
     #[test]
     fn rejects_lines_that_are_not_fields() {
-        assert_eq!(Headers::parse("Name: a\nno colon here\n").unwrap_err().line, 2);
+        assert_eq!(
+            Headers::parse("Name: a\nno colon here\n").unwrap_err().line,
+            2
+        );
         assert_eq!(Headers::parse(" leading\n").unwrap_err().line, 1);
         assert!(Headers::parse("Bad Name: x\n").is_err());
         assert!(Headers::parse(": x\n").is_err());

@@ -32,7 +32,8 @@ pub fn escape(name: &str) -> String {
 pub fn is_valid_name(name: &str) -> bool {
     let b = name.as_bytes();
     !b.is_empty()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
         && b.first().is_some_and(u8::is_ascii_alphanumeric)
         && b.last().is_some_and(u8::is_ascii_alphanumeric)
 }
@@ -57,7 +58,9 @@ pub struct WheelName {
 impl WheelName {
     /// Parse a wheel file name (no directory).
     pub fn parse(file_name: &str) -> Result<WheelName, String> {
-        let stem = file_name.strip_suffix(".whl").ok_or_else(|| format!("{file_name:?} does not end in .whl"))?;
+        let stem = file_name
+            .strip_suffix(".whl")
+            .ok_or_else(|| format!("{file_name:?} does not end in .whl"))?;
         let parts: Vec<&str> = stem.split('-').collect();
         if parts.iter().any(|p| p.is_empty()) {
             return Err(format!("{file_name:?} has an empty component"));
@@ -66,14 +69,23 @@ impl WheelName {
             [_, _, p, a, pl] => (None, [*p, *a, *pl]),
             [_, _, b, p, a, pl] => {
                 if !b.starts_with(|c: char| c.is_ascii_digit()) {
-                    return Err(format!("{file_name:?}: build tag {b:?} must start with a digit"));
+                    return Err(format!(
+                        "{file_name:?}: build tag {b:?} must start with a digit"
+                    ));
                 }
                 (Some(b.to_string()), [*p, *a, *pl])
             }
-            _ => return Err(format!("{file_name:?} is not name-version[-build]-python-abi-platform.whl")),
+            _ => {
+                return Err(format!(
+                    "{file_name:?} is not name-version[-build]-python-abi-platform.whl"
+                ));
+            }
         };
         if !is_valid_name(parts[0]) {
-            return Err(format!("{file_name:?}: {:?} is not a valid distribution name", parts[0]));
+            return Err(format!(
+                "{file_name:?}: {:?} is not a valid distribution name",
+                parts[0]
+            ));
         }
         Ok(WheelName {
             distribution: parts[0].to_string(),
@@ -88,7 +100,10 @@ impl WheelName {
     /// This name with another distribution (escaped per [`escape`]), same
     /// version, build tag and tags.
     pub fn with_distribution(&self, distribution: &str) -> WheelName {
-        WheelName { distribution: escape(distribution), ..self.clone() }
+        WheelName {
+            distribution: escape(distribution),
+            ..self.clone()
+        }
     }
 
     /// `{distribution}-{version}`: the stem of `.dist-info` and `.data`.
@@ -108,7 +123,12 @@ impl std::fmt::Display for WheelName {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests")]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
 mod tests {
     use super::*;
 
@@ -121,10 +141,21 @@ mod tests {
 
     #[test]
     fn parses_and_prints_file_names() {
-        let n = WheelName::parse("torch-2.10.0+rocm7.1-cp312-cp312-manylinux_2_28_x86_64.whl").unwrap();
-        assert_eq!((n.distribution.as_str(), n.version.as_str(), n.build.as_deref()), ("torch", "2.10.0+rocm7.1", None));
+        let n =
+            WheelName::parse("torch-2.10.0+rocm7.1-cp312-cp312-manylinux_2_28_x86_64.whl").unwrap();
+        assert_eq!(
+            (
+                n.distribution.as_str(),
+                n.version.as_str(),
+                n.build.as_deref()
+            ),
+            ("torch", "2.10.0+rocm7.1", None)
+        );
         assert_eq!(n.platform, "manylinux_2_28_x86_64");
-        assert_eq!(n.with_distribution("torch-device-gfx90a").to_string(), "torch_device_gfx90a-2.10.0+rocm7.1-cp312-cp312-manylinux_2_28_x86_64.whl");
+        assert_eq!(
+            n.with_distribution("torch-device-gfx90a").to_string(),
+            "torch_device_gfx90a-2.10.0+rocm7.1-cp312-cp312-manylinux_2_28_x86_64.whl"
+        );
         let b = WheelName::parse("pkg-1.0-1abc-py3-none-any.whl").unwrap();
         assert_eq!(b.build.as_deref(), Some("1abc"));
         assert_eq!(b.to_string(), "pkg-1.0-1abc-py3-none-any.whl");
@@ -133,7 +164,13 @@ mod tests {
 
     #[test]
     fn rejects_bad_file_names() {
-        for bad in ["pkg-1.0-py3-none.whl", "pkg-1.0-py3-none-any.zip", "pkg-1.0-x-py3-none-any.whl", "-1.0-py3-none-any.whl", "p$g-1.0-py3-none-any.whl"] {
+        for bad in [
+            "pkg-1.0-py3-none.whl",
+            "pkg-1.0-py3-none-any.zip",
+            "pkg-1.0-x-py3-none-any.whl",
+            "-1.0-py3-none-any.whl",
+            "p$g-1.0-py3-none-any.whl",
+        ] {
             assert!(WheelName::parse(bad).is_err(), "{bad}");
         }
     }

@@ -65,7 +65,10 @@ pub(crate) struct Unpacked {
 impl Unpacked {
     /// Where a wheel path goes.
     pub fn route(&self, path: &str) -> Route {
-        if let Some(rest) = path.strip_prefix(&self.data_dir).and_then(|r| r.strip_prefix('/')) {
+        if let Some(rest) = path
+            .strip_prefix(&self.data_dir)
+            .and_then(|r| r.strip_prefix('/'))
+        {
             if let Some((scheme, rel)) = rest.split_once('/')
                 && let Some(s) = SPLIT_SCHEMES[1..].iter().find(|s| **s == scheme)
             {
@@ -82,7 +85,11 @@ impl Unpacked {
     /// The wheel path of a file at `rel` in split scheme `scheme`, for a
     /// wheel whose `.data` directory is `data_dir`.
     pub fn wheel_path(data_dir: &str, scheme: &str, rel: &str) -> String {
-        if scheme == "root" { rel.to_string() } else { format!("{data_dir}/{scheme}/{rel}") }
+        if scheme == "root" {
+            rel.to_string()
+        } else {
+            format!("{data_dir}/{scheme}/{rel}")
+        }
     }
 
     /// `Root-Is-Purelib` as written in WHEEL.
@@ -92,9 +99,16 @@ impl Unpacked {
 }
 
 fn read_small(zip: &mut zip::ZipArchive<File>, input: &Path, name: &str) -> Result<String> {
-    let mut f = zip.by_name(name).map_err(|e| Error::zip(input, &format!("entry {name}"), e))?;
+    let mut f = zip
+        .by_name(name)
+        .map_err(|e| Error::zip(input, &format!("entry {name}"), e))?;
     let mut text = String::new();
-    f.read_to_string(&mut text).map_err(|e| Error::invalid(input, format!("entry {name}: cannot read as UTF-8 text: {e}")))?;
+    f.read_to_string(&mut text).map_err(|e| {
+        Error::invalid(
+            input,
+            format!("entry {name}: cannot read as UTF-8 text: {e}"),
+        )
+    })?;
     Ok(text)
 }
 
@@ -105,7 +119,9 @@ fn check_path(name: &str) -> std::result::Result<(), String> {
     if trimmed.is_empty()
         || trimmed.starts_with('/')
         || trimmed.contains(['\\', '\0'])
-        || trimmed.split('/').any(|c| c.is_empty() || c == "." || c == "..")
+        || trimmed
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
     {
         return Err(format!("unsafe or non-canonical path {name:?}"));
     }
@@ -120,7 +136,10 @@ pub(crate) fn unpack(input: &Path, dir: &Path) -> Result<Unpacked> {
         .ok_or_else(|| Error::invalid(input, "file name is not UTF-8"))?;
     let name = WheelName::parse(file_name).map_err(|e| Error::invalid(input, e))?;
     let file = File::open(input).map_err(|e| Error::io(input, "cannot open", e))?;
-    let bytes = file.metadata().map_err(|e| Error::io(input, "cannot stat", e))?.len();
+    let bytes = file
+        .metadata()
+        .map_err(|e| Error::io(input, "cannot stat", e))?
+        .len();
     let mut zip = zip::ZipArchive::new(file).map_err(|e| Error::zip(input, "not a zip file", e))?;
 
     // The one top-level `.dist-info` directory.
@@ -135,26 +154,47 @@ pub(crate) fn unpack(input: &Path, dir: &Path) -> Result<Unpacked> {
     let dist_info = match dist_infos.as_slice() {
         [one] => one.clone(),
         [] => return Err(Error::invalid(input, "no .dist-info directory")),
-        many => return Err(Error::invalid(input, format!("several .dist-info directories: {}", many.join(", ")))),
+        many => {
+            return Err(Error::invalid(
+                input,
+                format!("several .dist-info directories: {}", many.join(", ")),
+            ));
+        }
     };
     let stem = dist_info.trim_end_matches(".dist-info");
     let dist_name = stem.split('-').next().unwrap_or(stem);
     if normalize(dist_name) != normalize(&name.distribution) {
-        return Err(Error::invalid(input, format!("{dist_info} does not belong to distribution {:?}", name.distribution)));
+        return Err(Error::invalid(
+            input,
+            format!(
+                "{dist_info} does not belong to distribution {:?}",
+                name.distribution
+            ),
+        ));
     }
     let data_dir = format!("{stem}.data");
 
     let wheel_text = read_small(&mut zip, input, &format!("{dist_info}/WHEEL"))?;
-    let wheel = Headers::parse(&wheel_text).map_err(|e| Error::invalid(input, format!("{dist_info}/WHEEL: {e}")))?;
-    let version = wheel.get("Wheel-Version").ok_or_else(|| Error::invalid(input, format!("{dist_info}/WHEEL has no Wheel-Version")))?;
+    let wheel = Headers::parse(&wheel_text)
+        .map_err(|e| Error::invalid(input, format!("{dist_info}/WHEEL: {e}")))?;
+    let version = wheel
+        .get("Wheel-Version")
+        .ok_or_else(|| Error::invalid(input, format!("{dist_info}/WHEEL has no Wheel-Version")))?;
     if version.split('.').next() != Some("1") {
-        return Err(Error::invalid(input, format!("Wheel-Version {version} is not supported (major version 1 only)")));
+        return Err(Error::invalid(
+            input,
+            format!("Wheel-Version {version} is not supported (major version 1 only)"),
+        ));
     }
     let metadata_text = read_small(&mut zip, input, &format!("{dist_info}/METADATA"))?;
-    let metadata = Headers::parse(&metadata_text).map_err(|e| Error::invalid(input, format!("{dist_info}/METADATA: {e}")))?;
+    let metadata = Headers::parse(&metadata_text)
+        .map_err(|e| Error::invalid(input, format!("{dist_info}/METADATA: {e}")))?;
     for field in ["Name", "Version"] {
         if metadata.get(field).is_none() {
-            return Err(Error::invalid(input, format!("{dist_info}/METADATA has no {field}")));
+            return Err(Error::invalid(
+                input,
+                format!("{dist_info}/METADATA has no {field}"),
+            ));
         }
     }
     let record_name = format!("{dist_info}/RECORD");
@@ -163,10 +203,15 @@ pub(crate) fn unpack(input: &Path, dir: &Path) -> Result<Unpacked> {
     let mut expected: BTreeMap<String, (String, Option<u64>)> = BTreeMap::new();
     for r in record {
         if expected.insert(r.path.clone(), (r.hash, r.size)).is_some() {
-            return Err(Error::invalid(input, format!("RECORD lists {} twice", r.path)));
+            return Err(Error::invalid(
+                input,
+                format!("RECORD lists {} twice", r.path),
+            ));
         }
     }
-    let unhashed = |p: &str| p == record_name || p == format!("{record_name}.jws") || p == format!("{record_name}.p7s");
+    let unhashed = |p: &str| {
+        p == record_name || p == format!("{record_name}.jws") || p == format!("{record_name}.p7s")
+    };
 
     let mut un = Unpacked {
         name,
@@ -181,10 +226,16 @@ pub(crate) fn unpack(input: &Path, dir: &Path) -> Result<Unpacked> {
     };
     let mut buf = vec![0u8; 1 << 20];
     for i in 0..zip.len() {
-        let mut entry = zip.by_index(i).map_err(|e| Error::zip(input, &format!("entry #{i}"), e))?;
+        let mut entry = zip
+            .by_index(i)
+            .map_err(|e| Error::zip(input, &format!("entry #{i}"), e))?;
         let path = entry.name().to_string();
         check_path(&path).map_err(|e| Error::invalid(input, e))?;
-        let mode = entry.unix_mode().map(|m| m & 0o777).filter(|m| *m != 0).unwrap_or(0o644);
+        let mode = entry
+            .unix_mode()
+            .map(|m| m & 0o777)
+            .filter(|m| *m != 0)
+            .unwrap_or(0o644);
         if entry.is_dir() {
             un.dirs.insert(path.trim_end_matches('/').to_string(), mode);
             continue;
@@ -208,13 +259,16 @@ pub(crate) fn unpack(input: &Path, dir: &Path) -> Result<Unpacked> {
         let mut hasher = sha2::Sha256::new();
         let mut size = 0u64;
         loop {
-            let n = entry.read(&mut buf).map_err(|e| Error::invalid(input, format!("entry {path}: cannot decompress: {e}")))?;
+            let n = entry.read(&mut buf).map_err(|e| {
+                Error::invalid(input, format!("entry {path}: cannot decompress: {e}"))
+            })?;
             if n == 0 {
                 break;
             }
             hasher.update(&buf[..n]);
             if let (Some(out), Some(d)) = (&mut out, &dest) {
-                out.write_all(&buf[..n]).map_err(|e| Error::io(d, "cannot write", e))?;
+                out.write_all(&buf[..n])
+                    .map_err(|e| Error::io(d, "cannot write", e))?;
             }
             size += n as u64;
         }
@@ -225,23 +279,49 @@ pub(crate) fn unpack(input: &Path, dir: &Path) -> Result<Unpacked> {
         let digest: [u8; 32] = hasher.finalize().into();
         match expected.get(&path) {
             _ if unhashed(&path) => {}
-            None => return Err(Error::invalid(input, format!("entry {path} is not listed in RECORD"))),
+            None => {
+                return Err(Error::invalid(
+                    input,
+                    format!("entry {path} is not listed in RECORD"),
+                ));
+            }
             Some((hash, want_size)) => {
                 let ok = hash_matches(hash, &digest, |algo| rehash(input, &path, algo))
                     .map_err(|e| Error::invalid(input, format!("RECORD entry {path}: {e}")))?;
                 if !ok {
-                    return Err(Error::invalid(input, format!("entry {path} does not match its RECORD hash {hash} (got {})", format_sha256(&digest))));
+                    return Err(Error::invalid(
+                        input,
+                        format!(
+                            "entry {path} does not match its RECORD hash {hash} (got {})",
+                            format_sha256(&digest)
+                        ),
+                    ));
                 }
                 if want_size.is_some_and(|s| s != size) {
-                    return Err(Error::invalid(input, format!("entry {path} is {size} bytes, RECORD says {}", want_size.unwrap_or(0))));
+                    return Err(Error::invalid(
+                        input,
+                        format!(
+                            "entry {path} is {size} bytes, RECORD says {}",
+                            want_size.unwrap_or(0)
+                        ),
+                    ));
                 }
             }
         }
-        un.files.insert(path, FileMeta { mode, index: i, size, hash: format_sha256(&digest) });
+        un.files.insert(
+            path,
+            FileMeta {
+                mode,
+                index: i,
+                size,
+                hash: format_sha256(&digest),
+            },
+        );
     }
     for p in expected.keys() {
         if !un.files.contains_key(p) {
-            un.warnings.push(format!("RECORD lists {p}, which is not in the wheel"));
+            un.warnings
+                .push(format!("RECORD lists {p}, which is not in the wheel"));
         }
     }
     if !un.files.contains_key(&record_name) {
@@ -266,7 +346,8 @@ fn rehash(input: &Path, name: &str, algo: &str) -> Option<Vec<u8>> {
 #[cfg(unix)]
 pub(crate) fn set_mode(path: &Path, mode: u32) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| Error::io(path, "cannot set permissions", e))
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| Error::io(path, "cannot set permissions", e))
 }
 
 #[cfg(not(unix))]
@@ -290,7 +371,10 @@ pub(crate) fn list_files(root: &Path) -> Result<Vec<(String, PathBuf)>> {
                 stack.push(p);
             } else if ft.is_file() {
                 let rel = p.strip_prefix(root).unwrap_or(&p);
-                let rel = rel.to_str().ok_or_else(|| Error::invalid(&p, "path is not UTF-8"))?.replace(std::path::MAIN_SEPARATOR, "/");
+                let rel = rel
+                    .to_str()
+                    .ok_or_else(|| Error::invalid(&p, "path is not UTF-8"))?
+                    .replace(std::path::MAIN_SEPARATOR, "/");
                 out.push((rel, p));
             } else {
                 return Err(Error::invalid(&p, "a wheel can hold only regular files"));
@@ -302,7 +386,12 @@ pub(crate) fn list_files(root: &Path) -> Result<Vec<(String, PathBuf)>> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests")]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
 mod tests {
     use super::*;
 

@@ -40,7 +40,11 @@ pub fn format_sha256(digest: &[u8; 32]) -> String {
 
 /// Check `hash` (a RECORD hash field) against `bytes`' digests. Only the
 /// algorithms the wheel spec allows (sha256 and stronger) are accepted.
-pub(crate) fn hash_matches(hash: &str, sha256: &[u8; 32], bytes: impl FnOnce(&str) -> Option<Vec<u8>>) -> Result<bool, String> {
+pub(crate) fn hash_matches(
+    hash: &str,
+    sha256: &[u8; 32],
+    bytes: impl FnOnce(&str) -> Option<Vec<u8>>,
+) -> Result<bool, String> {
     let Some((algo, digest)) = hash.split_once('=') else {
         return Err(format!("hash {hash:?} is not `algorithm=digest`"));
     };
@@ -50,7 +54,9 @@ pub(crate) fn hash_matches(hash: &str, sha256: &[u8; 32], bytes: impl FnOnce(&st
     match algo {
         "sha256" => Ok(want.as_slice() == sha256.as_slice()),
         "sha384" | "sha512" => Ok(bytes(algo).is_some_and(|got| got == want)),
-        _ => Err(format!("hash algorithm {algo:?} is not allowed in a wheel (sha256 or stronger)")),
+        _ => Err(format!(
+            "hash algorithm {algo:?} is not allowed in a wheel (sha256 or stronger)"
+        )),
     }
 }
 
@@ -76,11 +82,19 @@ pub fn parse_record(text: &str) -> Result<Vec<RecordEntry>, RecordError> {
                     Some('"') => {
                         quoted = false;
                         if !matches!(chars.peek(), None | Some(',' | '\r' | '\n')) {
-                            return Err(RecordError { row, message: "text after a closing quote".into() });
+                            return Err(RecordError {
+                                row,
+                                message: "text after a closing quote".into(),
+                            });
                         }
                     }
                     Some(c) => field.push(c),
-                    None => return Err(RecordError { row, message: "unterminated quoted field".into() }),
+                    None => {
+                        return Err(RecordError {
+                            row,
+                            message: "unterminated quoted field".into(),
+                        });
+                    }
                 }
                 continue;
             }
@@ -107,16 +121,24 @@ pub fn parse_record(text: &str) -> Result<Vec<RecordEntry>, RecordError> {
         if fields.len() == 1 && fields[0].is_empty() {
             continue; // blank line
         }
-        let [path, hash, size]: [String; 3] = fields
-            .try_into()
-            .map_err(|f: Vec<String>| RecordError { row, message: format!("{} fields, want 3 (path,hash,size)", f.len()) })?;
+        let [path, hash, size]: [String; 3] =
+            fields.try_into().map_err(|f: Vec<String>| RecordError {
+                row,
+                message: format!("{} fields, want 3 (path,hash,size)", f.len()),
+            })?;
         if path.is_empty() {
-            return Err(RecordError { row, message: "empty path".into() });
+            return Err(RecordError {
+                row,
+                message: "empty path".into(),
+            });
         }
         let size = if size.is_empty() {
             None
         } else {
-            Some(size.parse::<u64>().map_err(|_| RecordError { row, message: format!("size {size:?} is not a number") })?)
+            Some(size.parse::<u64>().map_err(|_| RecordError {
+                row,
+                message: format!("size {size:?} is not a number"),
+            })?)
         };
         rows.push(RecordEntry { path, hash, size });
     }
@@ -150,21 +172,37 @@ pub fn write_record(rows: &[RecordEntry]) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests")]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
 mod tests {
     use super::*;
 
     #[test]
     fn hashes_like_pip() {
         // python3 -c 'import hashlib,base64;print(base64.urlsafe_b64encode(hashlib.sha256(b"hello").digest()).rstrip(b"="))'
-        assert_eq!(record_hash(b"hello"), "sha256=LPJNul-wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ");
+        assert_eq!(
+            record_hash(b"hello"),
+            "sha256=LPJNul-wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ"
+        );
     }
 
     #[test]
     fn round_trips_quoted_paths() {
         let rows = vec![
-            RecordEntry { path: "pkg/a,b \"c\".py".into(), hash: record_hash(b"x"), size: Some(1) },
-            RecordEntry { path: "pkg-1.0.dist-info/RECORD".into(), hash: String::new(), size: None },
+            RecordEntry {
+                path: "pkg/a,b \"c\".py".into(),
+                hash: record_hash(b"x"),
+                size: Some(1),
+            },
+            RecordEntry {
+                path: "pkg-1.0.dist-info/RECORD".into(),
+                hash: String::new(),
+                size: None,
+            },
         ];
         let text = write_record(&rows);
         assert!(text.starts_with("\"pkg/a,b \"\"c\"\".py\","));
@@ -186,7 +224,10 @@ mod tests {
     fn checks_hashes_and_refuses_weak_algorithms() {
         let d: [u8; 32] = sha2::Sha256::digest(b"hello").into();
         assert_eq!(hash_matches(&record_hash(b"hello"), &d, |_| None), Ok(true));
-        assert_eq!(hash_matches(&record_hash(b"other"), &d, |_| None), Ok(false));
+        assert_eq!(
+            hash_matches(&record_hash(b"other"), &d, |_| None),
+            Ok(false)
+        );
         assert!(hash_matches("md5=XUFAKrxLKna5cZ2REBfFkg", &d, |_| None).is_err());
         assert!(hash_matches("nohash", &d, |_| None).is_err());
     }

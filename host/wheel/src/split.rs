@@ -153,7 +153,11 @@ enum Source {
     /// An input entry whose content is unchanged: its compressed bytes are
     /// copied (no second deflate; the output is still a function of the
     /// input alone), with the writer's timestamp and the entry's mode.
-    Raw { index: usize, hash: String, size: u64 },
+    Raw {
+        index: usize,
+        hash: String,
+        size: u64,
+    },
 }
 
 /// dist-info last and RECORD after everything (the wheel spec asks for
@@ -168,7 +172,10 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     if !opts.dry_run {
         std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, "cannot create", e))?;
     }
-    let input_dir = input.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let input_dir = input
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
@@ -182,7 +189,11 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     }
     // Staged next to the outputs so the final renames stay on one file
     // system; a dry run stages in the system's temp directory instead.
-    let staging_in = if opts.dry_run { std::env::temp_dir() } else { out_dir.to_path_buf() };
+    let staging_in = if opts.dry_run {
+        std::env::temp_dir()
+    } else {
+        out_dir.to_path_buf()
+    };
     let staging = tempfile::Builder::new()
         .prefix(".kpack-wheel-")
         .tempdir_in(&staging_in)
@@ -191,16 +202,35 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     std::fs::create_dir_all(&src).map_err(|e| Error::io(&src, "cannot create", e))?;
     let un = unpack(input, &src)?;
 
-    let host_name = un.metadata.get("Name").unwrap_or(&un.name.distribution).to_string();
-    let version = un.metadata.get("Version").unwrap_or(&un.name.version).to_string();
-    let device_prefix = opts.device_prefix.clone().unwrap_or_else(|| format!("{host_name}-device"));
-    let archive_dir = opts.archive_dir.clone().unwrap_or_else(|| format!("_{}_kpack", escape(&host_name)));
+    let host_name = un
+        .metadata
+        .get("Name")
+        .unwrap_or(&un.name.distribution)
+        .to_string();
+    let version = un
+        .metadata
+        .get("Version")
+        .unwrap_or(&un.name.version)
+        .to_string();
+    let device_prefix = opts
+        .device_prefix
+        .clone()
+        .unwrap_or_else(|| format!("{host_name}-device"));
+    let archive_dir = opts
+        .archive_dir
+        .clone()
+        .unwrap_or_else(|| format!("_{}_kpack", escape(&host_name)));
     let bad_dir = archive_dir.is_empty()
         || archive_dir.starts_with('/')
         || archive_dir.contains('\\')
-        || archive_dir.split('/').any(|c| c.is_empty() || c == "." || c == "..");
+        || archive_dir
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..");
     if bad_dir {
-        return Err(Error::invalid(input, format!("archive directory {archive_dir:?} is not a plain relative path")));
+        return Err(Error::invalid(
+            input,
+            format!("archive directory {archive_dir:?} is not a plain relative path"),
+        ));
     }
     let mut warnings = un.warnings.clone();
     let tags: Vec<String> = un.wheel.get_all("Tag").map(str::to_string).collect();
@@ -212,7 +242,11 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         if !source.is_dir() {
             continue;
         }
-        let component = if scheme == "root" { escape(&host_name) } else { format!("{}.{scheme}", escape(&host_name)) };
+        let component = if scheme == "root" {
+            escape(&host_name)
+        } else {
+            format!("{}.{scheme}", escape(&host_name))
+        };
         let mut so = SplitOptions::new(component);
         so.archive_dir = archive_dir.clone();
         so.compression = opts.compression;
@@ -221,13 +255,23 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         let dev_root = staging.path().join("dev");
         let arch = move |a: &str| dev_root.join(a).join(scheme);
         let generic = staging.path().join("host").join(scheme);
-        let layout = PrefixLayout { source: &source, prefix: "", generic: &generic, arch: &arch };
-        let report = split_prefix(&layout, &so).map_err(|e| Error::new(ErrorKind::Split, Some(input.to_path_buf()), e.to_string()))?;
+        let layout = PrefixLayout {
+            source: &source,
+            prefix: "",
+            generic: &generic,
+            arch: &arch,
+        };
+        let report = split_prefix(&layout, &so)
+            .map_err(|e| Error::new(ErrorKind::Split, Some(input.to_path_buf()), e.to_string()))?;
         if !report.errors.is_empty() {
             return Err(Error::new(
                 ErrorKind::Split,
                 Some(input.to_path_buf()),
-                format!("{} file(s) could not be split:\n  {}", report.errors.len(), report.errors.join("\n  ")),
+                format!(
+                    "{} file(s) could not be split:\n  {}",
+                    report.errors.len(),
+                    report.errors.join("\n  ")
+                ),
             ));
         }
         reports.push((scheme, report));
@@ -244,30 +288,59 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         }
         for (h, m) in &r.databases {
             for (v, n) in m {
-                *databases.entry(h.clone()).or_default().entry(v.clone()).or_default() += n;
+                *databases
+                    .entry(h.clone())
+                    .or_default()
+                    .entry(v.clone())
+                    .or_default() += n;
             }
         }
         archs.extend(r.bytes_out_arch.keys().cloned());
         let src_root = src.join(scheme);
-        warnings.extend(r.warnings.iter().map(|w| w.replace(&format!("{}/", src_root.display()), "")));
+        warnings.extend(
+            r.warnings
+                .iter()
+                .map(|w| w.replace(&format!("{}/", src_root.display()), "")),
+        );
     }
 
     let time = zip_time(opts.mtime);
     let out_stage = staging.path().join("out");
     std::fs::create_dir_all(&out_stage).map_err(|e| Error::io(&out_stage, "cannot create", e))?;
     let input_file = un.name.to_string();
-    let input_report = WheelFile { file: input_file.clone(), path: input.to_path_buf(), distribution: host_name.clone(), bytes: un.bytes, files: un.files.len() };
+    let input_report = WheelFile {
+        file: input_file.clone(),
+        path: input.to_path_buf(),
+        distribution: host_name.clone(),
+        bytes: un.bytes,
+        files: un.files.len(),
+    };
 
     if binaries.is_empty() && archs.is_empty() {
         // Nothing to split: the wheel is its own host wheel.
         let staged = out_stage.join(&input_file);
-        std::fs::copy(input, &staged).map_err(|e| Error::io(&staged, "cannot copy the input", e))?;
+        std::fs::copy(input, &staged)
+            .map_err(|e| Error::io(&staged, "cannot copy the input", e))?;
         let dest = out_dir.join(&input_file);
         if !opts.dry_run {
-            std::fs::rename(&staged, &dest).map_err(|e| Error::io(&dest, "cannot move into place", e))?;
+            std::fs::rename(&staged, &dest)
+                .map_err(|e| Error::io(&dest, "cannot move into place", e))?;
         }
-        let host = WheelFile { path: dest, ..input_report.clone() };
-        return Ok(WheelReport { input: input_report, version, tags, device_code: false, host, devices: Vec::new(), binaries, databases, warnings });
+        let host = WheelFile {
+            path: dest,
+            ..input_report.clone()
+        };
+        return Ok(WheelReport {
+            input: input_report,
+            version,
+            tags,
+            device_code: false,
+            host,
+            devices: Vec::new(),
+            binaries,
+            databases,
+            warnings,
+        });
     }
 
     // Host wheel: the split trees, the kept files, the input's directory
@@ -278,12 +351,19 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     for scheme in SPLIT_SCHEMES {
         for (rel, p) in list_files(&staging.path().join("host").join(scheme))? {
             let path = Unpacked::wheel_path(&un.data_dir, scheme, &rel);
-            let len = std::fs::metadata(&p).map_err(|e| Error::io(&p, "cannot stat", e))?.len();
+            let len = std::fs::metadata(&p)
+                .map_err(|e| Error::io(&p, "cannot stat", e))?
+                .len();
             let (src, mode) = match un.files.get(&path) {
                 // Copied by the splitter, not rewritten: reuse the input's bytes.
-                Some(f) if !rewritten.contains(path.as_str()) && f.size == len => {
-                    (Source::Raw { index: f.index, hash: f.hash.clone(), size: f.size }, f.mode)
-                }
+                Some(f) if !rewritten.contains(path.as_str()) && f.size == len => (
+                    Source::Raw {
+                        index: f.index,
+                        hash: f.hash.clone(),
+                        size: f.size,
+                    },
+                    f.mode,
+                ),
                 Some(f) => (Source::Disk(p), f.mode),
                 None => (Source::Disk(p), 0o644),
             };
@@ -293,22 +373,45 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     for (path, meta) in &un.files {
         if un.route(path) != Route::Keep || path.starts_with(&record) {
             if path != &record && path.starts_with(&record) {
-                warnings.push(format!("{path} dropped: it signs the input's RECORD, which the host wheel replaces"));
+                warnings.push(format!(
+                    "{path} dropped: it signs the input's RECORD, which the host wheel replaces"
+                ));
             }
             continue;
         }
-        let raw = Source::Raw { index: meta.index, hash: meta.hash.clone(), size: meta.size };
-        host_entries.push(Entry { path: path.clone(), src: raw, mode: meta.mode });
+        let raw = Source::Raw {
+            index: meta.index,
+            hash: meta.hash.clone(),
+            size: meta.size,
+        };
+        host_entries.push(Entry {
+            path: path.clone(),
+            src: raw,
+            mode: meta.mode,
+        });
     }
     host_entries.sort_by_cached_key(|e| entry_order(&un.dist_info, &e.path));
     let host_dirs: Vec<(String, u32)> = un.dirs.iter().map(|(d, m)| (d.clone(), *m)).collect();
 
     // Device wheels.
-    let mut jobs = vec![WheelJob { file: input_file.clone(), distribution: host_name.clone(), arch: None, dirs: host_dirs, entries: host_entries, generated: Vec::new(), record }];
+    let mut jobs = vec![WheelJob {
+        file: input_file.clone(),
+        distribution: host_name.clone(),
+        arch: None,
+        dirs: host_dirs,
+        entries: host_entries,
+        generated: Vec::new(),
+        record,
+    }];
     for arch in &archs {
         let dist = format!("{device_prefix}-{arch}");
         if !is_valid_name(&dist) {
-            return Err(Error::invalid(input, format!("device wheel name {dist:?} is not a valid distribution name (check --device-prefix)")));
+            return Err(Error::invalid(
+                input,
+                format!(
+                    "device wheel name {dist:?} is not a valid distribution name (check --device-prefix)"
+                ),
+            ));
         }
         let name = un.name.with_distribution(&dist);
         let data_dir = format!("{}.data", name.dist_stem());
@@ -318,13 +421,23 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
             for (rel, p) in list_files(&staging.path().join("dev").join(arch).join(scheme))? {
                 let host_path = Unpacked::wheel_path(&un.data_dir, scheme, &rel);
                 let mode = un.files.get(&host_path).map_or(0o644, |f| f.mode);
-                entries.push(Entry { path: Unpacked::wheel_path(&data_dir, scheme, &rel), src: Source::Disk(p), mode });
+                entries.push(Entry {
+                    path: Unpacked::wheel_path(&data_dir, scheme, &rel),
+                    src: Source::Disk(p),
+                    mode,
+                });
             }
         }
         entries.sort_by_cached_key(|e| entry_order(&dist_info, &e.path));
         let generated = vec![
-            (format!("{dist_info}/METADATA"), device_metadata(&dist, &host_name, &version, arch).to_string()),
-            (format!("{dist_info}/WHEEL"), device_wheel_file(&un).to_string()),
+            (
+                format!("{dist_info}/METADATA"),
+                device_metadata(&dist, &host_name, &version, arch).to_string(),
+            ),
+            (
+                format!("{dist_info}/WHEEL"),
+                device_wheel_file(&un).to_string(),
+            ),
         ];
         jobs.push(WheelJob {
             file: name.to_string(),
@@ -340,10 +453,21 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     // Write every wheel (in parallel: each is written by one thread, so its
     // bytes do not depend on scheduling), then move them into place.
     let written: Vec<Result<(u64, usize)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = jobs.iter().map(|j| s.spawn(|| j.write(input, &out_stage.join(&j.file), time))).collect();
+        let handles: Vec<_> = jobs
+            .iter()
+            .map(|j| s.spawn(|| j.write(input, &out_stage.join(&j.file), time)))
+            .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(Error::new(ErrorKind::Io, None, "a wheel writer thread panicked"))))
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(Error::new(
+                        ErrorKind::Io,
+                        None,
+                        "a wheel writer thread panicked",
+                    ))
+                })
+            })
             .collect()
     });
     let mut host = None;
@@ -351,22 +475,48 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     for (job, w) in jobs.iter().zip(written) {
         let (bytes, files) = w?;
         let dest = out_dir.join(&job.file);
-        let wf = WheelFile { file: job.file.clone(), path: dest, distribution: job.distribution.clone(), bytes, files };
+        let wf = WheelFile {
+            file: job.file.clone(),
+            path: dest,
+            distribution: job.distribution.clone(),
+            bytes,
+            files,
+        };
         match &job.arch {
             None => host = Some(wf),
             Some(arch) => {
-                let (archives, database_files) = job.entries.iter().map(|e| e.path.clone()).partition(|p| p.ends_with(".kpack"));
-                devices.push(DeviceWheel { arch: arch.clone(), wheel: wf, archives, database_files });
+                let (archives, database_files) = job
+                    .entries
+                    .iter()
+                    .map(|e| e.path.clone())
+                    .partition(|p| p.ends_with(".kpack"));
+                devices.push(DeviceWheel {
+                    arch: arch.clone(),
+                    wheel: wf,
+                    archives,
+                    database_files,
+                });
             }
         }
     }
     for job in jobs.iter().filter(|_| !opts.dry_run) {
         let dest = out_dir.join(&job.file);
-        std::fs::rename(out_stage.join(&job.file), &dest).map_err(|e| Error::io(&dest, "cannot move into place", e))?;
+        std::fs::rename(out_stage.join(&job.file), &dest)
+            .map_err(|e| Error::io(&dest, "cannot move into place", e))?;
     }
     let host = host.ok_or_else(|| Error::new(ErrorKind::Io, None, "no host wheel written"))?;
     binaries.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(WheelReport { input: input_report, version, tags, device_code: true, host, devices, binaries, databases, warnings })
+    Ok(WheelReport {
+        input: input_report,
+        version,
+        tags,
+        device_code: true,
+        host,
+        devices,
+        binaries,
+        databases,
+        warnings,
+    })
 }
 
 struct WheelJob {
@@ -394,8 +544,12 @@ impl WheelJob {
                     let zip = match &mut zip {
                         Some(z) => z,
                         None => {
-                            let f = std::fs::File::open(input).map_err(|e| Error::io(input, "cannot open", e))?;
-                            zip.insert(zip::ZipArchive::new(f).map_err(|e| Error::zip(input, "not a zip file", e))?)
+                            let f = std::fs::File::open(input)
+                                .map_err(|e| Error::io(input, "cannot open", e))?;
+                            zip.insert(
+                                zip::ZipArchive::new(f)
+                                    .map_err(|e| Error::zip(input, "not a zip file", e))?,
+                            )
                         }
                     };
                     w.add_raw(zip, input, *index, e.mode, hash, *size)?;
@@ -417,7 +571,10 @@ fn device_metadata(dist: &str, host: &str, version: &str, arch: &str) -> Headers
     h.push("Metadata-Version", "2.1");
     h.push("Name", dist);
     h.push("Version", version);
-    h.push("Summary", format!("{arch} device code for {host} {version} (split out by kpack)"));
+    h.push(
+        "Summary",
+        format!("{arch} device code for {host} {version} (split out by kpack)"),
+    );
     h.push("Requires-Dist", format!("{} == {version}", normalize(host)));
     h
 }
@@ -427,7 +584,10 @@ fn device_metadata(dist: &str, host: &str, version: &str, arch: &str) -> Headers
 fn device_wheel_file(un: &Unpacked) -> Headers {
     let mut h = Headers::new();
     h.push("Wheel-Version", "1.0");
-    h.push("Generator", concat!("kpack-wheel ", env!("CARGO_PKG_VERSION")));
+    h.push(
+        "Generator",
+        concat!("kpack-wheel ", env!("CARGO_PKG_VERSION")),
+    );
     h.push("Root-Is-Purelib", un.root_is_purelib());
     if let Some(b) = un.wheel.get("Build") {
         h.push("Build", b);

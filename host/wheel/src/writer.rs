@@ -47,7 +47,9 @@ pub fn zip_time(secs: u64) -> DateTime {
         u8::try_from(sod % 60),
     );
     match fields {
-        (Ok(y), Ok(mo), Ok(d), Ok(h), Ok(mi), Ok(s)) => DateTime::from_date_and_time(y, mo, d, h, mi, s).unwrap_or_default(),
+        (Ok(y), Ok(mo), Ok(d), Ok(h), Ok(mi), Ok(s)) => {
+            DateTime::from_date_and_time(y, mo, d, h, mi, s).unwrap_or_default()
+        }
         _ => DateTime::default(),
     }
 }
@@ -65,11 +67,21 @@ impl WheelWriter {
     /// Create `path` (truncating it).
     pub fn create(path: &Path, time: DateTime) -> Result<WheelWriter> {
         let f = File::create(path).map_err(|e| Error::io(path, "cannot create", e))?;
-        Ok(WheelWriter { path: path.to_path_buf(), zip: ZipWriter::new(BufWriter::new(f)), rows: Vec::new(), time, buf: vec![0; 1 << 20] })
+        Ok(WheelWriter {
+            path: path.to_path_buf(),
+            zip: ZipWriter::new(BufWriter::new(f)),
+            rows: Vec::new(),
+            time,
+            buf: vec![0; 1 << 20],
+        })
     }
 
     fn options(&self, name: &str, mode: u32, size: u64) -> SimpleFileOptions {
-        let method = if name.ends_with(".kpack") { CompressionMethod::Stored } else { CompressionMethod::Deflated };
+        let method = if name.ends_with(".kpack") {
+            CompressionMethod::Stored
+        } else {
+            CompressionMethod::Deflated
+        };
         let level = (method == CompressionMethod::Deflated).then_some(DEFLATE_LEVEL);
         SimpleFileOptions::default()
             .compression_method(method)
@@ -86,27 +98,42 @@ impl WheelWriter {
     /// Add a directory entry.
     pub fn add_dir(&mut self, name: &str, mode: u32) -> Result<()> {
         let opts = self.options(name, mode, 0);
-        self.zip.add_directory(format!("{name}/"), opts).map_err(|e| self.zip_err(name, e))
+        self.zip
+            .add_directory(format!("{name}/"), opts)
+            .map_err(|e| self.zip_err(name, e))
     }
 
     /// Add the file at `src` as `name`, hashing it for RECORD.
     pub fn add_file(&mut self, name: &str, src: &Path, mode: u32) -> Result<()> {
         let mut f = File::open(src).map_err(|e| Error::io(src, "cannot open", e))?;
-        let size = f.metadata().map_err(|e| Error::io(src, "cannot stat", e))?.len();
+        let size = f
+            .metadata()
+            .map_err(|e| Error::io(src, "cannot stat", e))?
+            .len();
         let opts = self.options(name, mode, size);
-        self.zip.start_file(name, opts).map_err(|e| self.zip_err(name, e))?;
+        self.zip
+            .start_file(name, opts)
+            .map_err(|e| self.zip_err(name, e))?;
         let mut hasher = sha2::Sha256::new();
         let mut written = 0u64;
         loop {
-            let n = f.read(&mut self.buf).map_err(|e| Error::io(src, "cannot read", e))?;
+            let n = f
+                .read(&mut self.buf)
+                .map_err(|e| Error::io(src, "cannot read", e))?;
             if n == 0 {
                 break;
             }
             hasher.update(&self.buf[..n]);
-            self.zip.write_all(&self.buf[..n]).map_err(|e| Error::io(&self.path, "cannot write", e))?;
+            self.zip
+                .write_all(&self.buf[..n])
+                .map_err(|e| Error::io(&self.path, "cannot write", e))?;
             written += n as u64;
         }
-        self.rows.push(RecordEntry { path: name.to_string(), hash: format_sha256(&hasher.finalize().into()), size: Some(written) });
+        self.rows.push(RecordEntry {
+            path: name.to_string(),
+            hash: format_sha256(&hasher.finalize().into()),
+            size: Some(written),
+        });
         Ok(())
     }
 
@@ -123,49 +150,106 @@ impl WheelWriter {
         hash: &str,
         size: u64,
     ) -> Result<()> {
-        let file = input.by_index_raw(index).map_err(|e| Error::zip(input_path, &format!("entry #{index}"), e))?;
+        let file = input
+            .by_index_raw(index)
+            .map_err(|e| Error::zip(input_path, &format!("entry #{index}"), e))?;
         let name = file.name().to_string();
-        self.zip.raw_copy_file_touch(file, self.time, Some(mode & 0o777)).map_err(|e| self.zip_err(&name, e))?;
-        self.rows.push(RecordEntry { path: name, hash: hash.to_string(), size: Some(size) });
+        self.zip
+            .raw_copy_file_touch(file, self.time, Some(mode & 0o777))
+            .map_err(|e| self.zip_err(&name, e))?;
+        self.rows.push(RecordEntry {
+            path: name,
+            hash: hash.to_string(),
+            size: Some(size),
+        });
         Ok(())
     }
 
     /// Add `bytes` as `name`.
     pub fn add_bytes(&mut self, name: &str, bytes: &[u8], mode: u32) -> Result<()> {
         let opts = self.options(name, mode, bytes.len() as u64);
-        self.zip.start_file(name, opts).map_err(|e| self.zip_err(name, e))?;
-        self.zip.write_all(bytes).map_err(|e| Error::io(&self.path, "cannot write", e))?;
-        self.rows.push(RecordEntry { path: name.to_string(), hash: crate::record::record_hash(bytes), size: Some(bytes.len() as u64) });
+        self.zip
+            .start_file(name, opts)
+            .map_err(|e| self.zip_err(name, e))?;
+        self.zip
+            .write_all(bytes)
+            .map_err(|e| Error::io(&self.path, "cannot write", e))?;
+        self.rows.push(RecordEntry {
+            path: name.to_string(),
+            hash: crate::record::record_hash(bytes),
+            size: Some(bytes.len() as u64),
+        });
         Ok(())
     }
 
     /// Write `record_path` (every entry so far, then itself without hash)
     /// and close the archive; returns its size.
     pub fn finish(mut self, record_path: &str) -> Result<u64> {
-        self.rows.push(RecordEntry { path: record_path.to_string(), hash: String::new(), size: None });
+        self.rows.push(RecordEntry {
+            path: record_path.to_string(),
+            hash: String::new(),
+            size: None,
+        });
         let text = write_record(&self.rows);
         let opts = self.options(record_path, 0o644, text.len() as u64);
-        self.zip.start_file(record_path, opts).map_err(|e| self.zip_err(record_path, e))?;
-        self.zip.write_all(text.as_bytes()).map_err(|e| Error::io(&self.path, "cannot write", e))?;
-        let w = self.zip.finish().map_err(|e| Error::zip(&self.path, "cannot finish", e))?;
-        let f = w.into_inner().map_err(|e| Error::io(&self.path, "cannot flush", e.into_error()))?;
-        f.sync_all().map_err(|e| Error::io(&self.path, "cannot sync", e))?;
-        Ok(f.metadata().map_err(|e| Error::io(&self.path, "cannot stat", e))?.len())
+        self.zip
+            .start_file(record_path, opts)
+            .map_err(|e| self.zip_err(record_path, e))?;
+        self.zip
+            .write_all(text.as_bytes())
+            .map_err(|e| Error::io(&self.path, "cannot write", e))?;
+        let w = self
+            .zip
+            .finish()
+            .map_err(|e| Error::zip(&self.path, "cannot finish", e))?;
+        let f = w
+            .into_inner()
+            .map_err(|e| Error::io(&self.path, "cannot flush", e.into_error()))?;
+        f.sync_all()
+            .map_err(|e| Error::io(&self.path, "cannot sync", e))?;
+        Ok(f.metadata()
+            .map_err(|e| Error::io(&self.path, "cannot stat", e))?
+            .len())
     }
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests")]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
 mod tests {
     use super::*;
 
     #[test]
     fn converts_epoch_seconds_to_zip_time() {
         let t = zip_time(ZIP_EPOCH);
-        assert_eq!((t.year(), t.month(), t.day(), t.hour(), t.minute(), t.second()), (1980, 1, 1, 0, 0, 0));
+        assert_eq!(
+            (
+                t.year(),
+                t.month(),
+                t.day(),
+                t.hour(),
+                t.minute(),
+                t.second()
+            ),
+            (1980, 1, 1, 0, 0, 0)
+        );
         // date -u -d @1700000000: 2023-11-14 22:13:20
         let t = zip_time(1_700_000_000);
-        assert_eq!((t.year(), t.month(), t.day(), t.hour(), t.minute(), t.second()), (2023, 11, 14, 22, 13, 20));
+        assert_eq!(
+            (
+                t.year(),
+                t.month(),
+                t.day(),
+                t.hour(),
+                t.minute(),
+                t.second()
+            ),
+            (2023, 11, 14, 22, 13, 20)
+        );
         // Leap day, and before 1980 clamps.
         let t = zip_time(951_782_400);
         assert_eq!((t.year(), t.month(), t.day()), (2000, 2, 29));

@@ -27,7 +27,10 @@ impl Handler for AoTriton {
                 None => Classification::Generic,
             };
         }
-        match file.below(&["aotriton", "kernels"]).and_then(|r| r.split('/').next()) {
+        match file
+            .below(&["aotriton", "kernels"])
+            .and_then(|r| r.split('/').next())
+        {
             Some(first) if first.starts_with("gfx") => Classification::Arch(first.to_string()),
             Some(_) | None => Classification::NotMine,
         }
@@ -50,21 +53,54 @@ mod tests {
 
     #[test]
     fn reads_amd_image_directories() {
-        assert_eq!(c("lib/aotriton.images/amd-gfx11xx/flash/attn_fwd/FONLY__^bf16@16.aks2"), arch("gfx11"));
-        assert_eq!(c("lib/aotriton.images/amd-gfx120x/flash/attn_fwd/a.aks2"), arch("gfx12_0"));
-        assert_eq!(c("lib/aotriton.images/amd-gfx110x/flash/a.aks2"), arch("gfx110x"));
-        assert_eq!(c("lib/aotriton.images/amd-gfx942/flash/a.aks2"), arch("gfx942"));
-        assert_eq!(c("lib/aotriton.images/manifest.json"), Classification::Generic);
-        assert_eq!(c("lib/aotriton.images/common/x.aks2"), Classification::Generic);
+        assert_eq!(
+            c("lib/aotriton.images/amd-gfx11xx/flash/attn_fwd/FONLY__^bf16@16.aks2"),
+            arch("gfx11")
+        );
+        assert_eq!(
+            c("lib/aotriton.images/amd-gfx120x/flash/attn_fwd/a.aks2"),
+            arch("gfx12_0")
+        );
+        assert_eq!(
+            c("lib/aotriton.images/amd-gfx110x/flash/a.aks2"),
+            arch("gfx110x")
+        );
+        assert_eq!(
+            c("lib/aotriton.images/amd-gfx942/flash/a.aks2"),
+            arch("gfx942")
+        );
+        assert_eq!(
+            c("lib/aotriton.images/manifest.json"),
+            Classification::Generic
+        );
+        assert_eq!(
+            c("lib/aotriton.images/common/x.aks2"),
+            Classification::Generic
+        );
     }
 
     #[test]
     fn keeps_amds_older_kernels_layout() {
-        assert_eq!(c("lib/aotriton/kernels/gfx1100/kernel.hsaco"), arch("gfx1100"));
-        assert_eq!(c("lib/foo/bar/aotriton/kernels/gfx942/kernel.dat"), arch("gfx942"));
-        assert_eq!(c("lib/aotriton/kernels/gfx1100/subdir/deep/kernel.hsaco"), arch("gfx1100"));
-        assert_eq!(c("lib/aotriton/other/gfx1100/k.co"), Classification::NotMine);
-        assert_eq!(c("lib/aotriton/kernels/common/k.co"), Classification::NotMine);
+        assert_eq!(
+            c("lib/aotriton/kernels/gfx1100/kernel.hsaco"),
+            arch("gfx1100")
+        );
+        assert_eq!(
+            c("lib/foo/bar/aotriton/kernels/gfx942/kernel.dat"),
+            arch("gfx942")
+        );
+        assert_eq!(
+            c("lib/aotriton/kernels/gfx1100/subdir/deep/kernel.hsaco"),
+            arch("gfx1100")
+        );
+        assert_eq!(
+            c("lib/aotriton/other/gfx1100/k.co"),
+            Classification::NotMine
+        );
+        assert_eq!(
+            c("lib/aotriton/kernels/common/k.co"),
+            Classification::NotMine
+        );
         assert_eq!(c("lib/aotriton/gfx1100/k.co"), Classification::NotMine);
     }
 }

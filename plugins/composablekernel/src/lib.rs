@@ -16,10 +16,16 @@ impl Handler for ComposableKernel {
 
     fn classify(file: &File<'_>) -> Classification {
         let name = file.name();
-        let Some(stem) = name.strip_suffix(".a").or_else(|| name.strip_suffix(".lib")) else {
+        let Some(stem) = name
+            .strip_suffix(".a")
+            .or_else(|| name.strip_suffix(".lib"))
+        else {
             return Classification::NotMine;
         };
-        let Some((_, token)) = stem.strip_prefix("libdevice_").and_then(|s| s.split_once("_operations")) else {
+        let Some((_, token)) = stem
+            .strip_prefix("libdevice_")
+            .and_then(|s| s.split_once("_operations"))
+        else {
             return Classification::NotMine;
         };
         match token.strip_prefix('_').map(parse_sanitized_target) {
@@ -42,11 +48,26 @@ mod tests {
 
     #[test]
     fn reads_sanitized_targets() {
-        assert_eq!(c("lib/libdevice_conv_operations_gfx950_xnackp.a"), Classification::Arch("gfx950:xnack+".into()));
-        assert_eq!(c("lib/libdevice_conv_operations_gfx1250_strict.a"), Classification::Arch("gfx1250-strict".into()));
-        assert_eq!(c("lib/libdevice_gemm_operations_gfx942.lib"), Classification::Arch("gfx942".into()));
-        assert_eq!(c("lib/libdevice_conv_operations.a"), Classification::Generic);
-        assert_eq!(c("lib/libdevice_conv_operations_weird.a"), Classification::NotMine);
+        assert_eq!(
+            c("lib/libdevice_conv_operations_gfx950_xnackp.a"),
+            Classification::Arch("gfx950:xnack+".into())
+        );
+        assert_eq!(
+            c("lib/libdevice_conv_operations_gfx1250_strict.a"),
+            Classification::Arch("gfx1250-strict".into())
+        );
+        assert_eq!(
+            c("lib/libdevice_gemm_operations_gfx942.lib"),
+            Classification::Arch("gfx942".into())
+        );
+        assert_eq!(
+            c("lib/libdevice_conv_operations.a"),
+            Classification::Generic
+        );
+        assert_eq!(
+            c("lib/libdevice_conv_operations_weird.a"),
+            Classification::NotMine
+        );
         assert_eq!(c("lib/libfoo.a"), Classification::NotMine);
     }
 }

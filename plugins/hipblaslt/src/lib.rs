@@ -31,12 +31,29 @@ mod tests {
     #[test]
     fn classifies_the_seed_layout() {
         let lib = "lib/hipblaslt/library/";
-        assert_eq!(c(&format!("{lib}hipblasltTransform.hsaco")), Classification::Generic);
-        assert_eq!(c(&format!("{lib}hipblasltExtOpLibrary.dat")), Classification::Generic);
-        for name in ["extop_gfx1100.co", "TensileLibrary_HH_gfx1100.co", "TensileLibrary_HH_gfx1100.dat"] {
-            assert_eq!(c(&format!("{lib}{name}")), Classification::Arch("gfx1100".into()), "{name}");
+        assert_eq!(
+            c(&format!("{lib}hipblasltTransform.hsaco")),
+            Classification::Generic
+        );
+        assert_eq!(
+            c(&format!("{lib}hipblasltExtOpLibrary.dat")),
+            Classification::Generic
+        );
+        for name in [
+            "extop_gfx1100.co",
+            "TensileLibrary_HH_gfx1100.co",
+            "TensileLibrary_HH_gfx1100.dat",
+        ] {
+            assert_eq!(
+                c(&format!("{lib}{name}")),
+                Classification::Arch("gfx1100".into()),
+                "{name}"
+            );
         }
         assert_eq!(c(&format!("{lib}config.json")), Classification::NotMine);
-        assert_eq!(c("lib/rocblas/library/extop_gfx1100.co"), Classification::NotMine);
+        assert_eq!(
+            c("lib/rocblas/library/extop_gfx1100.co"),
+            Classification::NotMine
+        );
     }
 }

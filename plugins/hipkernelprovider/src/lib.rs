@@ -14,8 +14,12 @@ impl Handler for HipKernelProvider {
     const PATH_HINTS: &'static [&'static str] = &["engines/"];
 
     fn classify(file: &File<'_>) -> Classification {
-        let rest = file.below(&["engines", "arch_content"]).or_else(|| file.below(&["engines", "test_arch_content"]));
-        let Some(rest) = rest else { return Classification::NotMine };
+        let rest = file
+            .below(&["engines", "arch_content"])
+            .or_else(|| file.below(&["engines", "test_arch_content"]));
+        let Some(rest) = rest else {
+            return Classification::NotMine;
+        };
         let mut dirs = rest.split('/').rev().skip(1).collect::<Vec<_>>();
         dirs.reverse();
         match dirs.into_iter().find_map(parse_target) {
@@ -37,9 +41,18 @@ mod tests {
 
     #[test]
     fn finds_the_arch_directory() {
-        assert_eq!(c("share/hkp/engines/arch_content/gemm/gfx942/k.co"), Classification::Arch("gfx942".into()));
-        assert_eq!(c("x/engines/test_arch_content/gfx90a-xnack+/k.co"), Classification::Arch("gfx90a:xnack+".into()));
-        assert_eq!(c("x/engines/arch_content/index.json"), Classification::Generic);
+        assert_eq!(
+            c("share/hkp/engines/arch_content/gemm/gfx942/k.co"),
+            Classification::Arch("gfx942".into())
+        );
+        assert_eq!(
+            c("x/engines/test_arch_content/gfx90a-xnack+/k.co"),
+            Classification::Arch("gfx90a:xnack+".into())
+        );
+        assert_eq!(
+            c("x/engines/arch_content/index.json"),
+            Classification::Generic
+        );
         assert_eq!(c("x/engines/other/gfx942/k.co"), Classification::NotMine);
     }
 }

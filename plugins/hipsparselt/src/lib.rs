@@ -31,10 +31,24 @@ mod tests {
     #[test]
     fn gfx942_files_are_not_generic() {
         let lib = "lib/hipsparselt/library/";
-        for name in ["TensileLibrary_gfx942.co", "TensileLibrary_gfx942.dat", "Kernels.so-000-gfx942.hsaco"] {
-            assert_eq!(c(&format!("{lib}{name}")), Classification::Arch("gfx942".into()), "{name}");
+        for name in [
+            "TensileLibrary_gfx942.co",
+            "TensileLibrary_gfx942.dat",
+            "Kernels.so-000-gfx942.hsaco",
+        ] {
+            assert_eq!(
+                c(&format!("{lib}{name}")),
+                Classification::Arch("gfx942".into()),
+                "{name}"
+            );
         }
-        assert_eq!(c(&format!("{lib}gfx942/TensileLibrary_fallback.dat")), Classification::Arch("gfx942".into()));
-        assert_eq!(c(&format!("{lib}TensileLibrary.dat")), Classification::Generic);
+        assert_eq!(
+            c(&format!("{lib}gfx942/TensileLibrary_fallback.dat")),
+            Classification::Arch("gfx942".into())
+        );
+        assert_eq!(
+            c(&format!("{lib}TensileLibrary.dat")),
+            Classification::Generic
+        );
     }
 }

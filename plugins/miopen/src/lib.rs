@@ -10,7 +10,10 @@
 //! major + minor + hex stepping), so a new GPU needs no edit. Databases
 //! without a processor in their name are not claimed (AMD's behaviour).
 
-use kpack_sdk::{Classification, File, Handler, export_handler, parse_sanitized_target, parse_target, split_processor};
+use kpack_sdk::{
+    Classification, File, Handler, export_handler, parse_sanitized_target, parse_target,
+    split_processor,
+};
 
 /// The MIOpen handler.
 pub struct MiOpen;
@@ -25,8 +28,14 @@ impl Handler for MiOpen {
     fn classify(file: &File<'_>) -> Classification {
         let name = file.name();
         if let Some(rest) = name.strip_prefix("libMIOpenCK") {
-            let stem = rest.split_once(".so").or_else(|| rest.split_once(".dll")).map(|(s, _)| s);
-            return match stem.and_then(|s| s.split_once("_gfx")).map(|(_, t)| format!("gfx{t}")) {
+            let stem = rest
+                .split_once(".so")
+                .or_else(|| rest.split_once(".dll"))
+                .map(|(s, _)| s);
+            return match stem
+                .and_then(|s| s.split_once("_gfx"))
+                .map(|(_, t)| format!("gfx{t}"))
+            {
                 Some(t) => match parse_target(&t).or_else(|| parse_sanitized_target(&t)) {
                     Some(t) => Classification::Arch(t.to_string()),
                     None => Classification::NotMine,
@@ -34,7 +43,8 @@ impl Handler for MiOpen {
                 None => Classification::NotMine,
             };
         }
-        if file.below(&["miopen", "db"]).is_none() || !DB_SUFFIXES.iter().any(|s| name.ends_with(s)) {
+        if file.below(&["miopen", "db"]).is_none() || !DB_SUFFIXES.iter().any(|s| name.ends_with(s))
+        {
             return Classification::NotMine;
         }
         match split_processor(name) {
@@ -66,7 +76,12 @@ mod tests {
         assert_eq!(c(&format!("{db}gfx1030_36.db.txt")), arch("gfx1030"));
         assert_eq!(c(&format!("{db}gfx908.tn.model")), arch("gfx908"));
         assert_eq!(c(&format!("{db}gfx90a_metadata.tn.model")), arch("gfx90a"));
-        assert_eq!(c(&format!("{db}gfx942_ConvHipIgemmGroupFwdXdlops_decoder.ktn.model")), arch("gfx942"));
+        assert_eq!(
+            c(&format!(
+                "{db}gfx942_ConvHipIgemmGroupFwdXdlops_decoder.ktn.model"
+            )),
+            arch("gfx942")
+        );
         // A GPU no list knew about when this was written.
         assert_eq!(c(&format!("{db}gfx131064.kdb")), arch("gfx1310"));
         assert_eq!(c(&format!("{db}gfx90a6e.OpenCL.fdb.txt")), arch("gfx90a"));
@@ -76,13 +91,19 @@ mod tests {
     fn leaves_other_files_alone() {
         assert_eq!(c("share/other/db/gfx908.tn.model"), Classification::NotMine);
         assert_eq!(c("share/miopen/db/gfx908.txt"), Classification::NotMine);
-        assert_eq!(c("share/miopen/db/generic.tn.model"), Classification::NotMine);
+        assert_eq!(
+            c("share/miopen/db/generic.tn.model"),
+            Classification::NotMine
+        );
     }
 
     #[test]
     fn reads_ck_solver_libraries() {
         assert_eq!(c("lib/libMIOpenCKGroupConv_gfx942.so"), arch("gfx942"));
-        assert_eq!(c("lib/libMIOpenCKGroupConv_gfx950_xnackp.so.1"), arch("gfx950:xnack+"));
+        assert_eq!(
+            c("lib/libMIOpenCKGroupConv_gfx950_xnackp.so.1"),
+            arch("gfx950:xnack+")
+        );
         assert_eq!(c("bin/libMIOpenCKGroupConv_gfx1100.dll"), arch("gfx1100"));
         assert_eq!(c("lib/libMIOpenCKGroupConv.so"), Classification::NotMine);
     }

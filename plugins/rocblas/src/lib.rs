@@ -35,21 +35,40 @@ mod tests {
     #[test]
     fn classifies_the_seed_layout() {
         let lib = "lib/rocblas/library/";
-        for name in ["TensileLibrary_Type_HH_gfx1100.co", "TensileLibrary_Type_HH_gfx1100.dat",
-                     "TensileLibrary_Type_HH_gfx1100.hsaco", "Kernels.so-000-gfx1100.hsaco",
-                     "TensileLibrary_lazy_gfx1100.dat"] {
+        for name in [
+            "TensileLibrary_Type_HH_gfx1100.co",
+            "TensileLibrary_Type_HH_gfx1100.dat",
+            "TensileLibrary_Type_HH_gfx1100.hsaco",
+            "Kernels.so-000-gfx1100.hsaco",
+            "TensileLibrary_lazy_gfx1100.dat",
+        ] {
             assert_eq!(c(&format!("{lib}{name}")), arch("gfx1100"), "{name}");
         }
-        assert_eq!(c(&format!("{lib}TensileLibrary_Type_HH_fallback.dat")), Classification::Generic);
-        assert_eq!(c(&format!("{lib}TensileLibrary.dat")), Classification::Generic);
+        assert_eq!(
+            c(&format!("{lib}TensileLibrary_Type_HH_fallback.dat")),
+            Classification::Generic
+        );
+        assert_eq!(
+            c(&format!("{lib}TensileLibrary.dat")),
+            Classification::Generic
+        );
         assert_eq!(c(&format!("{lib}notes.txt")), Classification::NotMine);
-        assert_eq!(c("lib/other/library/TensileLibrary_gfx1100.co"), Classification::NotMine);
+        assert_eq!(
+            c("lib/other/library/TensileLibrary_gfx1100.co"),
+            Classification::NotMine
+        );
     }
 
     #[test]
     fn keeps_xnack_and_reads_per_arch_dirs() {
-        assert_eq!(c("lib/rocblas/library/Kernels.so-000-gfx90a-xnack+.hsaco"), arch("gfx90a:xnack+"));
-        assert_eq!(c("lib/rocblas/library/gfx942/TensileManifest.txt"), arch("gfx942"));
+        assert_eq!(
+            c("lib/rocblas/library/Kernels.so-000-gfx90a-xnack+.hsaco"),
+            arch("gfx90a:xnack+")
+        );
+        assert_eq!(
+            c("lib/rocblas/library/gfx942/TensileManifest.txt"),
+            arch("gfx942")
+        );
     }
 
     #[test]

@@ -6,12 +6,19 @@ use kpack_format::Archive;
 use kpack_tests::{kpack, stderr, stdout, workspace_root};
 
 fn vector(name: &str) -> PathBuf {
-    workspace_root().join("host/format/tests/vectors").join(name)
+    workspace_root()
+        .join("host/format/tests/vectors")
+        .join(name)
 }
 
 #[test]
 fn archive_list_json_describes_amd_noop_vector() {
-    let out = kpack(["archive".as_ref(), "list".as_ref(), "--json".as_ref(), vector("amd_test_noop.kpack").as_os_str()]);
+    let out = kpack([
+        "archive".as_ref(),
+        "list".as_ref(),
+        "--json".as_ref(),
+        vector("amd_test_noop.kpack").as_os_str(),
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(doc["schema_version"], 1);
@@ -21,7 +28,13 @@ fn archive_list_json_describes_amd_noop_vector() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| (e["key"].as_str().unwrap().into(), e["arch"].as_str().unwrap().into(), e["original_size"].as_u64().unwrap()))
+        .map(|e| {
+            (
+                e["key"].as_str().unwrap().into(),
+                e["arch"].as_str().unwrap().into(),
+                e["original_size"].as_u64().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         entries,
@@ -38,11 +51,21 @@ fn archive_extract_then_pack_round_trips_amd_zstd_vector() {
     let dir = tempfile::tempdir().unwrap();
     let src = vector("amd_test_zstd.kpack");
     let tree = dir.path().join("tree");
-    let out = kpack(["archive".as_ref(), "extract".as_ref(), src.as_os_str(), "-o".as_ref(), tree.as_os_str()]);
+    let out = kpack([
+        "archive".as_ref(),
+        "extract".as_ref(),
+        src.as_os_str(),
+        "-o".as_ref(),
+        tree.as_os_str(),
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let hip = tree.join("gfx1101/lib/libhip.so#0.hsaco");
     assert_eq!(std::fs::read(&hip).unwrap().len(), 619);
-    assert!(stdout(&out).contains("libhip.so#0.hsaco\t619"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("libhip.so#0.hsaco\t619"),
+        "{}",
+        stdout(&out)
+    );
 
     let packed = dir.path().join("again.kpack");
     let out = kpack([
@@ -57,11 +80,19 @@ fn archive_extract_then_pack_round_trips_amd_zstd_vector() {
         "gfx110X".as_ref(),
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let (a, b) = (Archive::open(&src).unwrap(), Archive::open(&packed).unwrap());
+    let (a, b) = (
+        Archive::open(&src).unwrap(),
+        Archive::open(&packed).unwrap(),
+    );
     assert_eq!(a.arches(), b.arches());
     assert_eq!(b.entry_count(), 3);
     for e in a.entries() {
-        assert_eq!(a.read(e).unwrap(), b.get(e.key(), e.arch()).unwrap(), "{}", e.key());
+        assert_eq!(
+            a.read(e).unwrap(),
+            b.get(e.key(), e.arch()).unwrap(),
+            "{}",
+            e.key()
+        );
     }
     assert_eq!(b.gfx_arch_family(), "gfx110X");
 }
@@ -73,9 +104,20 @@ fn archive_pack_dry_run_writes_nothing() {
     std::fs::create_dir_all(tree.join("gfx900/lib")).unwrap();
     std::fs::write(tree.join("gfx900/lib/a.so#0.hsaco"), b"code").unwrap();
     let packed = dir.path().join("x.kpack");
-    let out = kpack(["archive".as_ref(), "pack".as_ref(), tree.as_os_str(), "-o".as_ref(), packed.as_os_str(), "--dry-run".as_ref()]);
+    let out = kpack([
+        "archive".as_ref(),
+        "pack".as_ref(),
+        tree.as_os_str(),
+        "-o".as_ref(),
+        packed.as_os_str(),
+        "--dry-run".as_ref(),
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stderr(&out).contains("would pack lib/a.so#0 gfx900"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("would pack lib/a.so#0 gfx900"),
+        "{}",
+        stderr(&out)
+    );
     assert!(!packed.exists());
 }
 
@@ -91,13 +133,25 @@ fn archive_verify_exit_codes_distinguish_findings_from_errors() {
     bytes[0x50] ^= 0xff;
     let bad = dir.path().join("bad.kpack");
     std::fs::write(&bad, bytes).unwrap();
-    let out = kpack(["archive".as_ref(), "verify".as_ref(), "--json".as_ref(), good.as_os_str(), bad.as_os_str()]);
+    let out = kpack([
+        "archive".as_ref(),
+        "verify".as_ref(),
+        "--json".as_ref(),
+        good.as_os_str(),
+        bad.as_os_str(),
+    ]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(doc["schema_version"], 1);
     assert_eq!(doc["archives"][0]["ok"], true);
     assert_eq!(doc["archives"][1]["ok"], false);
-    assert!(doc["archives"][1]["findings"][0].as_str().unwrap().contains("lib/libhip.so#0"), "{doc}");
+    assert!(
+        doc["archives"][1]["findings"][0]
+            .as_str()
+            .unwrap()
+            .contains("lib/libhip.so#0"),
+        "{doc}"
+    );
 
     let missing = dir.path().join("missing.kpack");
     let out = kpack(["archive".as_ref(), "verify".as_ref(), missing.as_os_str()]);

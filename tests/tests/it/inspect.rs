@@ -9,7 +9,12 @@ use kpack_tests::{fixture, kpack, sha256_hex, stderr, stdout};
 fn oracle() -> BTreeMap<(String, usize, String), (u64, String)> {
     kpack_tests::oracle()
         .iter()
-        .map(|e| ((e.file.clone(), e.bundle, e.target.replace(':', "_")), (e.size, e.sha256.clone())))
+        .map(|e| {
+            (
+                (e.file.clone(), e.bundle, e.target.replace(':', "_")),
+                (e.size, e.sha256.clone()),
+            )
+        })
         .collect()
 }
 
@@ -20,17 +25,31 @@ fn extract_all_matches_clang_offload_bundler_for_every_fixture() {
     assert!(files.len() >= 15, "oracle covers too few fixtures");
     for file in files {
         let dir = tempfile::tempdir().unwrap();
-        let out = kpack(["extract".as_ref(), "--all".as_ref(), fixture(&format!("corpus/{file}")).as_os_str(), "-o".as_ref(), dir.path().as_os_str()]);
+        let out = kpack([
+            "extract".as_ref(),
+            "--all".as_ref(),
+            fixture(&format!("corpus/{file}")).as_os_str(),
+            "-o".as_ref(),
+            dir.path().as_os_str(),
+        ]);
         assert!(out.status.success(), "{file}: {}", stderr(&out));
-        let mut written: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        let mut written: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
         written.sort();
         let expected: Vec<_> = oracle.iter().filter(|((f, _, _), _)| f == file).collect();
         assert_eq!(written.len(), expected.len(), "{file}: wrote {written:?}");
         for ((_, bundle, target), (size, sha)) in expected {
             let name = format!("bundle{bundle}-{target}.hsaco");
-            let bytes = std::fs::read(dir.path().join(&name)).unwrap_or_else(|_| panic!("{file}: {name} missing"));
+            let bytes = std::fs::read(dir.path().join(&name))
+                .unwrap_or_else(|_| panic!("{file}: {name} missing"));
             assert_eq!(bytes.len() as u64, *size, "{file} {name}");
-            assert_eq!(&sha256_hex(&bytes), sha, "{file} {name} differs from clang-offload-bundler");
+            assert_eq!(
+                &sha256_hex(&bytes),
+                sha,
+                "{file} {name} differs from clang-offload-bundler"
+            );
         }
     }
 }
@@ -39,15 +58,43 @@ fn extract_all_matches_clang_offload_bundler_for_every_fixture() {
 fn extract_one_target_and_reject_an_absent_one() {
     let dir = tempfile::tempdir().unwrap();
     let lib = fixture("corpus/libaxpy_feat.so");
-    let out = kpack(["extract".as_ref(), lib.as_os_str(), "--target".as_ref(), "gfx90a:xnack+".as_ref(), "-o".as_ref(), dir.path().as_os_str()]);
+    let out = kpack([
+        "extract".as_ref(),
+        lib.as_os_str(),
+        "--target".as_ref(),
+        "gfx90a:xnack+".as_ref(),
+        "-o".as_ref(),
+        dir.path().as_os_str(),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(names, vec![std::ffi::OsString::from("bundle0-gfx90a_xnack+.hsaco")]);
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        names,
+        vec![std::ffi::OsString::from("bundle0-gfx90a_xnack+.hsaco")]
+    );
 
-    let out = kpack(["extract".as_ref(), lib.as_os_str(), "--target".as_ref(), "gfx1100".as_ref(), "-o".as_ref(), dir.path().as_os_str()]);
+    let out = kpack([
+        "extract".as_ref(),
+        lib.as_os_str(),
+        "--target".as_ref(),
+        "gfx1100".as_ref(),
+        "-o".as_ref(),
+        dir.path().as_os_str(),
+    ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("no code object for target gfx1100"), "{}", stderr(&out));
-    assert!(stderr(&out).contains("gfx90a:xnack-"), "should list what is present: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no code object for target gfx1100"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("gfx90a:xnack-"),
+        "should list what is present: {}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -62,7 +109,11 @@ fn inspect_json_resolves_wrappers_to_bundles() {
         ("exe_2tu_wide", 2, 2, "relative"),
     ];
     for (file, nwrap, nbundle, via) in cases {
-        let out = kpack(["inspect".as_ref(), "--json".as_ref(), fixture(&format!("corpus/{file}")).as_os_str()]);
+        let out = kpack([
+            "inspect".as_ref(),
+            "--json".as_ref(),
+            fixture(&format!("corpus/{file}")).as_os_str(),
+        ]);
         assert!(out.status.success(), "{file}: {}", stderr(&out));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["schema_version"], 1);
@@ -84,7 +135,10 @@ fn inspect_json_resolves_wrappers_to_bundles() {
                     let co = &e["code_object"];
                     assert_eq!(co["code_object_version"], 4);
                     let t = e["target"].as_str().unwrap();
-                    assert!(co["metadata_target"].as_str().unwrap().ends_with(t), "{file}: {co} vs {t}");
+                    assert!(
+                        co["metadata_target"].as_str().unwrap().ends_with(t),
+                        "{file}: {co} vs {t}"
+                    );
                 }
             }
         }
@@ -93,24 +147,49 @@ fn inspect_json_resolves_wrappers_to_bundles() {
 
 #[test]
 fn inspect_reports_feature_flags_and_totals() {
-    let out = kpack(["inspect".as_ref(), "--json".as_ref(), fixture("corpus/exe_axpy_feat").as_os_str()]);
+    let out = kpack([
+        "inspect".as_ref(),
+        "--json".as_ref(),
+        fixture("corpus/exe_axpy_feat").as_os_str(),
+    ]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let totals = v["files"][0]["totals"].as_object().unwrap();
     let keys: Vec<&String> = totals.keys().collect();
-    assert_eq!(keys, ["gfx1030", "gfx908:sramecc+:xnack-", "gfx90a:xnack+", "gfx90a:xnack-"]);
+    assert_eq!(
+        keys,
+        [
+            "gfx1030",
+            "gfx908:sramecc+:xnack-",
+            "gfx90a:xnack+",
+            "gfx90a:xnack-"
+        ]
+    );
     let entries = v["files"][0]["bundles"][0]["entries"].as_array().unwrap();
-    let xp = entries.iter().find(|e| e["target"] == "gfx90a:xnack+").unwrap();
+    let xp = entries
+        .iter()
+        .find(|e| e["target"] == "gfx90a:xnack+")
+        .unwrap();
     assert_eq!(xp["code_object"]["xnack"], "on");
-    let xm = entries.iter().find(|e| e["target"] == "gfx90a:xnack-").unwrap();
+    let xm = entries
+        .iter()
+        .find(|e| e["target"] == "gfx90a:xnack-")
+        .unwrap();
     assert_eq!(xm["code_object"]["xnack"], "off");
 }
 
 #[test]
 fn host_only_files_say_no_device_code() {
     for file in ["libhostonly.so", "exe_hostonly"] {
-        let out = kpack(["inspect".as_ref(), fixture(&format!("corpus/{file}")).as_os_str()]);
+        let out = kpack([
+            "inspect".as_ref(),
+            fixture(&format!("corpus/{file}")).as_os_str(),
+        ]);
         assert!(out.status.success());
-        assert!(stdout(&out).contains("no device code"), "{file}: {}", stdout(&out));
+        assert!(
+            stdout(&out).contains("no device code"),
+            "{file}: {}",
+            stdout(&out)
+        );
     }
 }
 
@@ -120,18 +199,54 @@ fn bad_input_is_a_clear_error_with_exit_2() {
     let orig = std::fs::read(fixture("corpus/lib2tu_2arch.so")).unwrap();
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("truncated.so", orig[..20000].to_vec(), "section header"),
-        ("text.txt", b"hello world, not an elf".to_vec(), "not an ELF"),
-        ("elf32", { let mut b = orig.clone(); b[4] = 1; b }, "64-bit"),
-        ("garbage-bundle.so", { let mut b = orig.clone(); b[0x3000] = b'X'; b }, "0x3000"),
-        ("huge-count.so", { let mut b = orig.clone(); b[0x3000 + 24..0x3000 + 32].copy_from_slice(&u64::MAX.to_le_bytes()); b }, "entries"),
-        ("bad-pointer.so", {
-            // Point wrapper 1's relocation addend outside .hip_fatbin.
-            let mut b = orig.clone();
-            let needle = 0x8000u64.to_le_bytes();
-            let pos = (0x988..0x988 + 21 * 24).step_by(24).map(|p| p + 16).find(|&p| b[p..p + 8] == needle).unwrap();
-            b[pos..pos + 8].copy_from_slice(&0x1234u64.to_le_bytes());
-            b
-        }, "not the start of a bundle"),
+        (
+            "text.txt",
+            b"hello world, not an elf".to_vec(),
+            "not an ELF",
+        ),
+        (
+            "elf32",
+            {
+                let mut b = orig.clone();
+                b[4] = 1;
+                b
+            },
+            "64-bit",
+        ),
+        (
+            "garbage-bundle.so",
+            {
+                let mut b = orig.clone();
+                b[0x3000] = b'X';
+                b
+            },
+            "0x3000",
+        ),
+        (
+            "huge-count.so",
+            {
+                let mut b = orig.clone();
+                b[0x3000 + 24..0x3000 + 32].copy_from_slice(&u64::MAX.to_le_bytes());
+                b
+            },
+            "entries",
+        ),
+        (
+            "bad-pointer.so",
+            {
+                // Point wrapper 1's relocation addend outside .hip_fatbin.
+                let mut b = orig.clone();
+                let needle = 0x8000u64.to_le_bytes();
+                let pos = (0x988..0x988 + 21 * 24)
+                    .step_by(24)
+                    .map(|p| p + 16)
+                    .find(|&p| b[p..p + 8] == needle)
+                    .unwrap();
+                b[pos..pos + 8].copy_from_slice(&0x1234u64.to_le_bytes());
+                b
+            },
+            "not the start of a bundle",
+        ),
     ];
     for (name, bytes, expect) in cases {
         let p = dir.path().join(name);
@@ -146,10 +261,16 @@ fn bad_input_is_a_clear_error_with_exit_2() {
 
 /// lib2tu_2arch.so with its two plain bundles (at +0x0 and +0x5000 of
 /// .hip_fatbin, file offset 0x3000) replaced in place by compressed ones.
-fn compressed_variant(first: (u16, kpack_bundle::Method), second: (u16, kpack_bundle::Method)) -> Vec<u8> {
+fn compressed_variant(
+    first: (u16, kpack_bundle::Method),
+    second: (u16, kpack_bundle::Method),
+) -> Vec<u8> {
     let mut bytes = std::fs::read(fixture("corpus/lib2tu_2arch.so")).unwrap();
     let (base, len) = (0x3000usize, 41241usize);
-    let items: Vec<kpack_bundle::Item> = kpack_bundle::walk(&bytes, base as u64, len as u64, Default::default()).map(|r| r.unwrap()).collect();
+    let items: Vec<kpack_bundle::Item> =
+        kpack_bundle::walk(&bytes, base as u64, len as u64, Default::default())
+            .map(|r| r.unwrap())
+            .collect();
     assert_eq!(items.len(), 2);
     let mut region = vec![0u8; len];
     for (item, (version, method)) in items.iter().zip([first, second]) {
@@ -167,12 +288,20 @@ fn compressed_variant(first: (u16, kpack_bundle::Method), second: (u16, kpack_bu
 fn compressed_bundles_in_a_real_library_extract_and_offload_like_the_originals() {
     use kpack_bundle::Method::{Zlib, Zstd};
     let oracle = oracle();
-    for (first, second) in [((3, Zstd), (2, Zlib)), ((1, Zlib), (1, Zstd)), ((2, Zstd), (3, Zlib))] {
+    for (first, second) in [
+        ((3, Zstd), (2, Zlib)),
+        ((1, Zlib), (1, Zstd)),
+        ((2, Zstd), (3, Zlib)),
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let lib = dir.path().join("lib2tu_2arch.so");
         std::fs::write(&lib, compressed_variant(first, second)).unwrap();
         let out = kpack(["inspect".as_ref(), "--json".as_ref(), lib.as_os_str()]);
-        assert!(out.status.success(), "{first:?} {second:?}: {}", stderr(&out));
+        assert!(
+            out.status.success(),
+            "{first:?} {second:?}: {}",
+            stderr(&out)
+        );
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let b = &v["files"][0]["bundles"];
         assert_eq!(b[0]["format"], "compressed");
@@ -182,14 +311,34 @@ fn compressed_bundles_in_a_real_library_extract_and_offload_like_the_originals()
             assert!(w["bundle"].is_u64(), "wrapper lost its bundle: {w}");
         }
         let x = dir.path().join("x");
-        let out = kpack(["extract".as_ref(), "--all".as_ref(), lib.as_os_str(), "-o".as_ref(), x.as_os_str()]);
+        let out = kpack([
+            "extract".as_ref(),
+            "--all".as_ref(),
+            lib.as_os_str(),
+            "-o".as_ref(),
+            x.as_os_str(),
+        ]);
         assert!(out.status.success(), "{}", stderr(&out));
-        for ((file, bundle, target), (_, sha)) in oracle.iter().filter(|((f, _, _), _)| f == "lib2tu_2arch.so") {
+        for ((file, bundle, target), (_, sha)) in oracle
+            .iter()
+            .filter(|((f, _, _), _)| f == "lib2tu_2arch.so")
+        {
             let got = std::fs::read(x.join(format!("bundle{bundle}-{target}.hsaco"))).unwrap();
-            assert_eq!(&sha256_hex(&got), sha, "{file} {bundle} {target} via {first:?}/{second:?}");
+            assert_eq!(
+                &sha256_hex(&got),
+                sha,
+                "{file} {bundle} {target} via {first:?}/{second:?}"
+            );
         }
         let host = dir.path().join("out/lib2tu_2arch.so");
-        let out = kpack(["offload".as_ref(), lib.as_os_str(), "-o".as_ref(), host.as_os_str(), "--archives".as_ref(), dir.path().join("out/.kpack").as_os_str()]);
+        let out = kpack([
+            "offload".as_ref(),
+            lib.as_os_str(),
+            "-o".as_ref(),
+            host.as_os_str(),
+            "--archives".as_ref(),
+            dir.path().join("out/.kpack").as_os_str(),
+        ]);
         assert!(out.status.success(), "{}", stderr(&out));
         let out = kpack(["verify-elf".as_ref(), host.as_os_str()]);
         assert!(out.status.success(), "{}", stdout(&out));
@@ -199,13 +348,24 @@ fn compressed_bundles_in_a_real_library_extract_and_offload_like_the_originals()
 #[test]
 fn a_corrupt_ccob_hash_is_an_error_unless_hash_checks_are_off() {
     let dir = tempfile::tempdir().unwrap();
-    let mut bytes = compressed_variant((3, kpack_bundle::Method::Zstd), (3, kpack_bundle::Method::Zstd));
+    let mut bytes = compressed_variant(
+        (3, kpack_bundle::Method::Zstd),
+        (3, kpack_bundle::Method::Zstd),
+    );
     bytes[0x3000 + 24] ^= 0x55; // first byte of the v3 hash field
     let lib = dir.path().join("badhash.so");
     std::fs::write(&lib, bytes).unwrap();
     let out = kpack(["inspect".as_ref(), lib.as_os_str()]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("MD5 mismatch") && stderr(&out).contains("0x3000"), "{}", stderr(&out));
-    let out = kpack(["inspect".as_ref(), "--no-verify-hash".as_ref(), lib.as_os_str()]);
+    assert!(
+        stderr(&out).contains("MD5 mismatch") && stderr(&out).contains("0x3000"),
+        "{}",
+        stderr(&out)
+    );
+    let out = kpack([
+        "inspect".as_ref(),
+        "--no-verify-hash".as_ref(),
+        lib.as_os_str(),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
 }

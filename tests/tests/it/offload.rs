@@ -7,45 +7,93 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kpack_tests::{FAT_FIXTURES, fixture, kpack, oracle, sha256_hex, stderr, stub_command, stub_hip};
+use kpack_tests::{
+    FAT_FIXTURES, fixture, kpack, oracle, sha256_hex, stderr, stub_command, stub_hip,
+};
 
 /// What a run under the stub registered: (exit code, log lines).
 fn run_under_stub(binary: &Path) -> (Option<i32>, Vec<String>) {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let out = stub_command(stub_hip(false), binary).env("KPACK_STUB_LOG", log.path()).output().unwrap();
+    let out = stub_command(stub_hip(false), binary)
+        .env("KPACK_STUB_LOG", log.path())
+        .output()
+        .unwrap();
     let text = std::fs::read_to_string(log.path()).unwrap();
-    (out.status.code(), text.lines().map(str::to_string).collect())
+    (
+        out.status.code(),
+        text.lines().map(str::to_string).collect(),
+    )
 }
 
 fn tool(name: &str, args: &[&std::ffi::OsStr]) {
-    let out = Command::new(name).args(args).output().unwrap_or_else(|e| panic!("{name} is required for these tests: {e}"));
-    assert!(out.status.success(), "{name} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(name)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{name} is required for these tests: {e}"));
+    assert!(
+        out.status.success(),
+        "{name} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!err.to_lowercase().contains("warning"), "{name} {args:?} warned: {err}");
+    assert!(
+        !err.to_lowercase().contains("warning"),
+        "{name} {args:?} warned: {err}"
+    );
 }
 
 fn verify_ok(path: &Path) {
     let out = kpack(["verify-elf".as_ref(), path.as_os_str()]);
-    assert!(out.status.success(), "verify-elf {}: {}{}", path.display(), kpack_tests::stdout(&out), stderr(&out));
+    assert!(
+        out.status.success(),
+        "verify-elf {}: {}{}",
+        path.display(),
+        kpack_tests::stdout(&out),
+        stderr(&out)
+    );
 }
 
 #[test]
 fn every_fixture_offloads_verifies_survives_packaging_and_still_runs() {
-    let oracle: BTreeMap<(String, usize, String), String> =
-        oracle().iter().map(|e| ((e.file.clone(), e.bundle, e.target.clone()), e.sha256.clone())).collect();
+    let oracle: BTreeMap<(String, usize, String), String> = oracle()
+        .iter()
+        .map(|e| {
+            (
+                (e.file.clone(), e.bundle, e.target.clone()),
+                e.sha256.clone(),
+            )
+        })
+        .collect();
     for name in FAT_FIXTURES {
         let input = fixture(&format!("corpus/{name}"));
         let before = sha256_hex(&std::fs::read(&input).unwrap());
         let dir = tempfile::tempdir().unwrap();
         let out_bin = dir.path().join(name);
         let archives = dir.path().join(".kpack");
-        let out = kpack(["offload".as_ref(), input.as_os_str(), "-o".as_ref(), out_bin.as_os_str(), "--archives".as_ref(), archives.as_os_str()]);
+        let out = kpack([
+            "offload".as_ref(),
+            input.as_os_str(),
+            "-o".as_ref(),
+            out_bin.as_os_str(),
+            "--archives".as_ref(),
+            archives.as_os_str(),
+        ]);
         assert!(out.status.success(), "{name}: {}", stderr(&out));
-        assert_eq!(sha256_hex(&std::fs::read(&input).unwrap()), before, "{name}: input modified");
-        let (in_len, out_len) = (std::fs::metadata(&input).unwrap().len(), std::fs::metadata(&out_bin).unwrap().len());
+        assert_eq!(
+            sha256_hex(&std::fs::read(&input).unwrap()),
+            before,
+            "{name}: input modified"
+        );
+        let (in_len, out_len) = (
+            std::fs::metadata(&input).unwrap().len(),
+            std::fs::metadata(&out_bin).unwrap().len(),
+        );
         // Only when no whole (p_align-sized) block can leave the file does
         // the binary grow, by the two added section headers and names.
-        assert!(out_len <= in_len + 256, "{name}: grew from {in_len} to {out_len}");
+        assert!(
+            out_len <= in_len + 256,
+            "{name}: grew from {in_len} to {out_len}"
+        );
         verify_ok(&out_bin);
 
         // Archives hold exactly what clang-offload-bundler extracts.
@@ -54,40 +102,79 @@ fn every_fixture_offloads_verifies_survives_packaging_and_still_runs() {
         for entry in std::fs::read_dir(&archives).unwrap() {
             let path = entry.unwrap().path();
             let file = path.file_name().unwrap().to_string_lossy().into_owned();
-            assert!(file.starts_with(&format!("{stem}_")) && !file.contains(':'), "{name}: archive {file}");
+            assert!(
+                file.starts_with(&format!("{stem}_")) && !file.contains(':'),
+                "{name}: archive {file}"
+            );
             let archive = kpack_format::Archive::open(&path).unwrap();
             for e in archive.entries() {
                 let (key, co) = e.key().rsplit_once('#').unwrap();
                 assert_eq!(key, *name, "{name}: key {}", e.key());
-                let want = oracle.get(&(name.to_string(), co.parse().unwrap(), e.arch().to_string()));
+                let want =
+                    oracle.get(&(name.to_string(), co.parse().unwrap(), e.arch().to_string()));
                 let got = sha256_hex(&archive.read(e).unwrap());
-                assert_eq!(Some(&got), want, "{name}: {} {} differs from clang-offload-bundler", e.key(), e.arch());
+                assert_eq!(
+                    Some(&got),
+                    want,
+                    "{name}: {} {} differs from clang-offload-bundler",
+                    e.key(),
+                    e.arch()
+                );
                 seen += 1;
             }
         }
         let expected = oracle.keys().filter(|(f, _, _)| f == name).count();
-        assert_eq!(seen, expected, "{name}: archives hold {seen} code objects, bundles had {expected}");
+        assert_eq!(
+            seen, expected,
+            "{name}: archives hold {seen} code objects, bundles had {expected}"
+        );
 
         // Same behaviour under the stub HIP runtime, every wrapper HIPK.
         let (code_in, log_in) = run_under_stub(&input);
         let (code_out, log_out) = run_under_stub(&out_bin);
         assert_eq!(code_in, Some(0), "{name}: original failed: {log_in:?}");
-        assert_eq!(code_out, code_in, "{name}: transformed exits differently: {log_out:?}");
-        let names = |log: &[String]| log.iter().filter(|l| !l.starts_with("fatbin")).cloned().collect::<Vec<_>>();
-        assert_eq!(names(&log_out), names(&log_in), "{name}: registered kernels differ");
+        assert_eq!(
+            code_out, code_in,
+            "{name}: transformed exits differently: {log_out:?}"
+        );
+        let names = |log: &[String]| {
+            log.iter()
+                .filter(|l| !l.starts_with("fatbin"))
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(&log_out),
+            names(&log_in),
+            "{name}: registered kernels differ"
+        );
         let fatbins: Vec<_> = log_out.iter().filter(|l| l.starts_with("fatbin")).collect();
         assert!(!fatbins.is_empty(), "{name}: nothing registered");
         for l in &fatbins {
             assert!(l.starts_with("fatbin HIPK 1 "), "{name}: {l}");
-            assert!(l.contains(&format!(" {name} .kpack/{stem}_@GFXARCH@.kpack")), "{name}: marker {l}");
+            assert!(
+                l.contains(&format!(" {name} .kpack/{stem}_@GFXARCH@.kpack")),
+                "{name}: marker {l}"
+            );
         }
-        assert!(log_in.iter().filter(|l| l.starts_with("fatbin")).all(|l| l.starts_with("fatbin HIPF")));
+        assert!(
+            log_in
+                .iter()
+                .filter(|l| l.starts_with("fatbin"))
+                .all(|l| l.starts_with("fatbin HIPF"))
+        );
 
         // Packaging steps: strip, objcopy --strip-debug, patchelf.
         for (step, args) in [
             ("strip", vec!["--strip-all"]),
             ("objcopy", vec!["--strip-debug"]),
-            ("patchelf", vec!["--set-rpath", "/opt/rocm/lib/with/a/rather/long/path/so/dynstr/must/grow:/usr/lib"]),
+            (
+                "patchelf",
+                vec![
+                    "--set-rpath",
+                    "/opt/rocm/lib/with/a/rather/long/path/so/dynstr/must/grow:/usr/lib",
+                ],
+            ),
         ] {
             let copy = dir.path().join(format!("{name}.{step}"));
             std::fs::copy(&out_bin, &copy).unwrap();
@@ -109,23 +196,49 @@ fn no_virtual_address_moves_except_the_removed_pages() {
         let input = fixture(&format!("corpus/{name}"));
         let dir = tempfile::tempdir().unwrap();
         let out_bin = dir.path().join(name);
-        let out = kpack(["offload".as_ref(), input.as_os_str(), "-o".as_ref(), out_bin.as_os_str(), "--archives".as_ref(), dir.path().as_os_str()]);
+        let out = kpack([
+            "offload".as_ref(),
+            input.as_os_str(),
+            "-o".as_ref(),
+            out_bin.as_os_str(),
+            "--archives".as_ref(),
+            dir.path().as_os_str(),
+        ]);
         assert!(out.status.success(), "{}", stderr(&out));
-        let (a, b) = (std::fs::read(&input).unwrap(), std::fs::read(&out_bin).unwrap());
-        let (a, b) = (object::File::parse(&*a).unwrap(), object::File::parse(&*b).unwrap());
+        let (a, b) = (
+            std::fs::read(&input).unwrap(),
+            std::fs::read(&out_bin).unwrap(),
+        );
+        let (a, b) = (
+            object::File::parse(&*a).unwrap(),
+            object::File::parse(&*b).unwrap(),
+        );
         for s in a.sections() {
             let name = s.name().unwrap();
             if name == ".hip_fatbin" || s.address() == 0 {
                 continue;
             }
-            let t = b.section_by_name(name).unwrap_or_else(|| panic!("{name} lost"));
-            assert_eq!((s.address(), s.size()), (t.address(), t.size()), "section {name} moved");
+            let t = b
+                .section_by_name(name)
+                .unwrap_or_else(|| panic!("{name} lost"));
+            assert_eq!(
+                (s.address(), s.size()),
+                (t.address(), t.size()),
+                "section {name} moved"
+            );
         }
-        let syms = |f: &object::File| f.dynamic_symbols().map(|s| (s.name().unwrap().to_string(), s.address())).collect::<Vec<_>>();
+        let syms = |f: &object::File| {
+            f.dynamic_symbols()
+                .map(|s| (s.name().unwrap().to_string(), s.address()))
+                .collect::<Vec<_>>()
+        };
         assert_eq!(syms(&a), syms(&b), "{name}: dynamic symbols changed");
         assert_eq!(a.entry(), b.entry());
         let fb = b.section_by_name(".hip_fatbin").unwrap();
-        assert!(fb.file_range().is_none(), "{name}: .hip_fatbin still has file bytes");
+        assert!(
+            fb.file_range().is_none(),
+            "{name}: .hip_fatbin still has file bytes"
+        );
     }
 }
 
@@ -135,15 +248,34 @@ fn offload_is_deterministic() {
     let run = || {
         let dir = tempfile::tempdir().unwrap();
         let out_bin = dir.path().join("bin/app");
-        let out = kpack(["offload".as_ref(), input.as_os_str(), "-o".as_ref(), out_bin.as_os_str(), "--archives".as_ref(), dir.path().join("lib/.kpack").as_os_str()]);
+        let out = kpack([
+            "offload".as_ref(),
+            input.as_os_str(),
+            "-o".as_ref(),
+            out_bin.as_os_str(),
+            "--archives".as_ref(),
+            dir.path().join("lib/.kpack").as_os_str(),
+        ]);
         assert!(out.status.success(), "{}", stderr(&out));
-        let mut files: Vec<(String, String)> = walk(dir.path()).into_iter().map(|p| (p.strip_prefix(dir.path()).unwrap().display().to_string(), sha256_hex(&std::fs::read(&p).unwrap()))).collect();
+        let mut files: Vec<(String, String)> = walk(dir.path())
+            .into_iter()
+            .map(|p| {
+                (
+                    p.strip_prefix(dir.path()).unwrap().display().to_string(),
+                    sha256_hex(&std::fs::read(&p).unwrap()),
+                )
+            })
+            .collect();
         files.sort();
         (files, std::fs::read(&out_bin).unwrap())
     };
     let (a, bin) = run();
     assert_eq!(a, run().0);
-    assert!(a.iter().any(|(p, _)| p == "lib/.kpack/exe_2tu_wide_gfx90a.kpack"), "{a:?}");
+    assert!(
+        a.iter()
+            .any(|(p, _)| p == "lib/.kpack/exe_2tu_wide_gfx90a.kpack"),
+        "{a:?}"
+    );
     // The search path is relative to the output binary's directory.
     let marker = b"../lib/.kpack/exe_2tu_wide_@GFXARCH@.kpack";
     assert!(bin.windows(marker.len()).any(|w| w == marker));
@@ -153,7 +285,11 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
-        if p.is_dir() { out.extend(walk(&p)) } else { out.push(p) }
+        if p.is_dir() {
+            out.extend(walk(&p))
+        } else {
+            out.push(p)
+        }
     }
     out
 }
@@ -163,20 +299,54 @@ fn host_only_and_already_offloaded_inputs_are_copied_and_reported() {
     let dir = tempfile::tempdir().unwrap();
     let host = fixture("corpus/libhostonly.so");
     let out_host = dir.path().join("libhostonly.so");
-    let out = kpack(["offload".as_ref(), host.as_os_str(), "-o".as_ref(), out_host.as_os_str(), "--archives".as_ref(), dir.path().join("a").as_os_str()]);
+    let out = kpack([
+        "offload".as_ref(),
+        host.as_os_str(),
+        "-o".as_ref(),
+        out_host.as_os_str(),
+        "--archives".as_ref(),
+        dir.path().join("a").as_os_str(),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("no device code"), "{}", stderr(&out));
-    assert_eq!(std::fs::read(&host).unwrap(), std::fs::read(&out_host).unwrap());
-    assert!(!dir.path().join("a").exists(), "archives dir created for a host-only input");
+    assert_eq!(
+        std::fs::read(&host).unwrap(),
+        std::fs::read(&out_host).unwrap()
+    );
+    assert!(
+        !dir.path().join("a").exists(),
+        "archives dir created for a host-only input"
+    );
 
     let first = dir.path().join("lib2tu.so");
-    let out = kpack(["offload".as_ref(), fixture("corpus/lib2tu_2arch.so").as_os_str(), "-o".as_ref(), first.as_os_str(), "--archives".as_ref(), dir.path().join("b").as_os_str()]);
+    let out = kpack([
+        "offload".as_ref(),
+        fixture("corpus/lib2tu_2arch.so").as_os_str(),
+        "-o".as_ref(),
+        first.as_os_str(),
+        "--archives".as_ref(),
+        dir.path().join("b").as_os_str(),
+    ]);
     assert!(out.status.success());
     let again = dir.path().join("again.so");
-    let out = kpack(["offload".as_ref(), first.as_os_str(), "-o".as_ref(), again.as_os_str(), "--archives".as_ref(), dir.path().join("c").as_os_str()]);
+    let out = kpack([
+        "offload".as_ref(),
+        first.as_os_str(),
+        "-o".as_ref(),
+        again.as_os_str(),
+        "--archives".as_ref(),
+        dir.path().join("c").as_os_str(),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains("already offloaded"), "{}", stderr(&out));
-    assert_eq!(std::fs::read(&first).unwrap(), std::fs::read(&again).unwrap());
+    assert!(
+        stderr(&out).contains("already offloaded"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read(&first).unwrap(),
+        std::fs::read(&again).unwrap()
+    );
 }
 
 #[test]
@@ -185,32 +355,72 @@ fn bad_inputs_fail_with_exit_2_and_write_nothing() {
     let orig = std::fs::read(fixture("corpus/lib2tu_2arch.so")).unwrap();
     let cases: Vec<(&str, Vec<u8>)> = vec![
         ("truncated.so", orig[..0x4000].to_vec()),
-        ("elf32.so", { let mut b = orig.clone(); b[4] = 1; b }),
-        ("aarch64.so", { let mut b = orig.clone(); b[18..20].copy_from_slice(&183u16.to_le_bytes()); b }),
-        ("corrupt-bundle.so", { let mut b = orig.clone(); b[0x3000 + 32 + 8..0x3000 + 32 + 16].copy_from_slice(&u64::MAX.to_le_bytes()); b }),
+        ("elf32.so", {
+            let mut b = orig.clone();
+            b[4] = 1;
+            b
+        }),
+        ("aarch64.so", {
+            let mut b = orig.clone();
+            b[18..20].copy_from_slice(&183u16.to_le_bytes());
+            b
+        }),
+        ("corrupt-bundle.so", {
+            let mut b = orig.clone();
+            b[0x3000 + 32 + 8..0x3000 + 32 + 16].copy_from_slice(&u64::MAX.to_le_bytes());
+            b
+        }),
     ];
     for (name, bytes) in cases {
         let input = dir.path().join(name);
         std::fs::write(&input, bytes).unwrap();
         let out_bin = dir.path().join(format!("out-{name}"));
         let archives = dir.path().join(format!("arch-{name}"));
-        let out = kpack(["offload".as_ref(), input.as_os_str(), "-o".as_ref(), out_bin.as_os_str(), "--archives".as_ref(), archives.as_os_str()]);
+        let out = kpack([
+            "offload".as_ref(),
+            input.as_os_str(),
+            "-o".as_ref(),
+            out_bin.as_os_str(),
+            "--archives".as_ref(),
+            archives.as_os_str(),
+        ]);
         assert_eq!(out.status.code(), Some(2), "{name}: {}", stderr(&out));
-        assert!(stderr(&out).contains(name), "{name}: error must name the file: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(name),
+            "{name}: error must name the file: {}",
+            stderr(&out)
+        );
         assert!(!out_bin.exists(), "{name}: output written");
-        assert!(!archives.exists() || std::fs::read_dir(&archives).unwrap().next().is_none(), "{name}: archive written");
+        assert!(
+            !archives.exists() || std::fs::read_dir(&archives).unwrap().next().is_none(),
+            "{name}: archive written"
+        );
     }
 }
 
 #[test]
 fn verify_elf_reports_an_untransformed_fat_binary_and_a_broken_marker() {
-    let out = kpack(["verify-elf".as_ref(), fixture("corpus/libaxpy_2arch.so").as_os_str()]);
+    let out = kpack([
+        "verify-elf".as_ref(),
+        fixture("corpus/libaxpy_2arch.so").as_os_str(),
+    ]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(kpack_tests::stdout(&out).contains("not offloaded"), "{}", kpack_tests::stdout(&out));
+    assert!(
+        kpack_tests::stdout(&out).contains("not offloaded"),
+        "{}",
+        kpack_tests::stdout(&out)
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let out_bin = dir.path().join("lib.so");
-    let out = kpack(["offload".as_ref(), fixture("corpus/libaxpy_2arch.so").as_os_str(), "-o".as_ref(), out_bin.as_os_str(), "--archives".as_ref(), dir.path().as_os_str()]);
+    let out = kpack([
+        "offload".as_ref(),
+        fixture("corpus/libaxpy_2arch.so").as_os_str(),
+        "-o".as_ref(),
+        out_bin.as_os_str(),
+        "--archives".as_ref(),
+        dir.path().as_os_str(),
+    ]);
     assert!(out.status.success());
     let mut bytes = std::fs::read(&out_bin).unwrap();
     let pos = bytes.windows(11).position(|w| w == b"kernel_name").unwrap();
@@ -218,5 +428,9 @@ fn verify_elf_reports_an_untransformed_fat_binary_and_a_broken_marker() {
     std::fs::write(&out_bin, &bytes).unwrap();
     let out = kpack(["verify-elf".as_ref(), out_bin.as_os_str()]);
     assert_eq!(out.status.code(), Some(1), "{}", kpack_tests::stdout(&out));
-    assert!(kpack_tests::stdout(&out).contains(".rocm_kpack_ref does not parse"), "{}", kpack_tests::stdout(&out));
+    assert!(
+        kpack_tests::stdout(&out).contains(".rocm_kpack_ref does not parse"),
+        "{}",
+        kpack_tests::stdout(&out)
+    );
 }

@@ -15,7 +15,11 @@ use kpack_tests::{kpack_bin, plugin_dir, sha256_hex, stderr, stdout, target_dir,
 
 fn guest(name: &str) -> PathBuf {
     let p = plugin_dir().join(format!("kpack_guest_{}.wasm", name.replace('-', "_")));
-    assert!(p.is_file(), "{} missing: run scripts/build-plugins.sh", p.display());
+    assert!(
+        p.is_file(),
+        "{} missing: run scripts/build-plugins.sh",
+        p.display()
+    );
     p
 }
 
@@ -24,7 +28,13 @@ fn standard_handlers() -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(workspace_root().join("plugins"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| workspace_root().join("plugins").join(n).join("Cargo.toml").is_file())
+        .filter(|n| {
+            workspace_root()
+                .join("plugins")
+                .join(n)
+                .join("Cargo.toml")
+                .is_file()
+        })
         .collect();
     names.sort();
     names
@@ -39,7 +49,10 @@ struct Env {
 
 impl Env {
     fn new() -> Env {
-        Env { data: tempfile::tempdir().unwrap(), path: None }
+        Env {
+            data: tempfile::tempdir().unwrap(),
+            path: None,
+        }
     }
 
     fn run<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Output {
@@ -64,41 +77,140 @@ fn write(root: &Path, rel: &str, bytes: &[u8]) {
 /// The layouts listed in issue 4, and what the standard handlers must say
 /// about each file: `key handler path` (`-` = no handler claims it).
 const SEED: &[(&str, &str, &str)] = &[
-    ("lib/rocblas/library/TensileLibrary_Type_HH_Contraction_l_Ailk_Bljk_Cijk_Dijk_gfx1100.co", "gfx1100", "rocblas"),
-    ("lib/rocblas/library/TensileLibrary_Type_HH_Contraction_l_Ailk_Bljk_Cijk_Dijk_gfx1100.dat", "gfx1100", "rocblas"),
-    ("lib/rocblas/library/TensileLibrary_Type_HH_Contraction_l_Ailk_Bljk_Cijk_Dijk_gfx1100.hsaco", "gfx1100", "rocblas"),
-    ("lib/rocblas/library/Kernels.so-000-gfx1100.hsaco", "gfx1100", "rocblas"),
-    ("lib/rocblas/library/TensileLibrary_lazy_gfx1100.dat", "gfx1100", "rocblas"),
-    ("lib/rocblas/library/TensileLibrary_Type_HH_Contraction_l_Ailk_Bljk_Cijk_Dijk_fallback.dat", "generic", "rocblas"),
+    (
+        "lib/rocblas/library/TensileLibrary_Type_HH_Contraction_l_Ailk_Bljk_Cijk_Dijk_gfx1100.co",
+        "gfx1100",
+        "rocblas",
+    ),
+    (
+        "lib/rocblas/library/TensileLibrary_Type_HH_Contraction_l_Ailk_Bljk_Cijk_Dijk_gfx1100.dat",
+        "gfx1100",
+        "rocblas",
+    ),
+    (
+        "lib/rocblas/library/TensileLibrary_Type_HH_Contraction_l_Ailk_Bljk_Cijk_Dijk_gfx1100.hsaco",
+        "gfx1100",
+        "rocblas",
+    ),
+    (
+        "lib/rocblas/library/Kernels.so-000-gfx1100.hsaco",
+        "gfx1100",
+        "rocblas",
+    ),
+    (
+        "lib/rocblas/library/TensileLibrary_lazy_gfx1100.dat",
+        "gfx1100",
+        "rocblas",
+    ),
+    (
+        "lib/rocblas/library/TensileLibrary_Type_HH_Contraction_l_Ailk_Bljk_Cijk_Dijk_fallback.dat",
+        "generic",
+        "rocblas",
+    ),
     ("lib/rocblas/library/README.txt", "-", "-"),
-    ("lib/rocblas/library/Kernels.so-000-gfx90a-xnack+.hsaco", "gfx90a:xnack+", "rocblas"),
-    ("lib/rocblas/library/gfx942/TensileLibrary_lazy.dat", "gfx942", "rocblas"),
-    ("lib/rocblas/library/gfx942/TensileManifest.txt", "gfx942", "rocblas"),
-    ("lib/hipblaslt/library/hipblasltTransform.hsaco", "generic", "hipblaslt"),
-    ("lib/hipblaslt/library/hipblasltExtOpLibrary.dat", "generic", "hipblaslt"),
-    ("lib/hipblaslt/library/extop_gfx1100.co", "gfx1100", "hipblaslt"),
-    ("lib/hipblaslt/library/TensileLibrary_HH_gfx1100.co", "gfx1100", "hipblaslt"),
-    ("lib/hipblaslt/library/TensileLibrary_HH_gfx1100.dat", "gfx1100", "hipblaslt"),
-    ("lib/hipblaslt/library/gfx950/TensileLibrary_HH_fallback.dat", "gfx950", "hipblaslt"),
-    ("lib/hipsparselt/library/TensileLibrary_gfx942.co", "gfx942", "hipsparselt"),
-    ("lib/hipsparselt/library/TensileLibrary_gfx942.dat", "gfx942", "hipsparselt"),
-    ("lib/hipsparselt/library/Kernels.so-000-gfx942.hsaco", "gfx942", "hipsparselt"),
-    ("lib/aotriton.images/amd-gfx11xx/flash/attn_fwd/FONLY__^bf16@16,128,False.aks2", "gfx11", "aotriton"),
-    ("lib/aotriton.images/amd-gfx120x/flash/attn_fwd/FONLY__^fp16@16,64,True.aks2", "gfx12_0", "aotriton"),
-    ("lib/aotriton.images/amd-gfx942/flash/bwd_kernel_dk_dv/x.aks2", "gfx942", "aotriton"),
+    (
+        "lib/rocblas/library/Kernels.so-000-gfx90a-xnack+.hsaco",
+        "gfx90a:xnack+",
+        "rocblas",
+    ),
+    (
+        "lib/rocblas/library/gfx942/TensileLibrary_lazy.dat",
+        "gfx942",
+        "rocblas",
+    ),
+    (
+        "lib/rocblas/library/gfx942/TensileManifest.txt",
+        "gfx942",
+        "rocblas",
+    ),
+    (
+        "lib/hipblaslt/library/hipblasltTransform.hsaco",
+        "generic",
+        "hipblaslt",
+    ),
+    (
+        "lib/hipblaslt/library/hipblasltExtOpLibrary.dat",
+        "generic",
+        "hipblaslt",
+    ),
+    (
+        "lib/hipblaslt/library/extop_gfx1100.co",
+        "gfx1100",
+        "hipblaslt",
+    ),
+    (
+        "lib/hipblaslt/library/TensileLibrary_HH_gfx1100.co",
+        "gfx1100",
+        "hipblaslt",
+    ),
+    (
+        "lib/hipblaslt/library/TensileLibrary_HH_gfx1100.dat",
+        "gfx1100",
+        "hipblaslt",
+    ),
+    (
+        "lib/hipblaslt/library/gfx950/TensileLibrary_HH_fallback.dat",
+        "gfx950",
+        "hipblaslt",
+    ),
+    (
+        "lib/hipsparselt/library/TensileLibrary_gfx942.co",
+        "gfx942",
+        "hipsparselt",
+    ),
+    (
+        "lib/hipsparselt/library/TensileLibrary_gfx942.dat",
+        "gfx942",
+        "hipsparselt",
+    ),
+    (
+        "lib/hipsparselt/library/Kernels.so-000-gfx942.hsaco",
+        "gfx942",
+        "hipsparselt",
+    ),
+    (
+        "lib/aotriton.images/amd-gfx11xx/flash/attn_fwd/FONLY__^bf16@16,128,False.aks2",
+        "gfx11",
+        "aotriton",
+    ),
+    (
+        "lib/aotriton.images/amd-gfx120x/flash/attn_fwd/FONLY__^fp16@16,64,True.aks2",
+        "gfx12_0",
+        "aotriton",
+    ),
+    (
+        "lib/aotriton.images/amd-gfx942/flash/bwd_kernel_dk_dv/x.aks2",
+        "gfx942",
+        "aotriton",
+    ),
     ("share/miopen/db/gfx90878.HIP.fdb.txt", "gfx908", "miopen"),
     ("share/miopen/db/gfx942130.db.txt", "gfx942", "miopen"),
     ("share/miopen/db/gfx1030_36.db.txt", "gfx1030", "miopen"),
     ("share/miopen/db/gfx908.tn.model", "gfx908", "miopen"),
     ("share/miopen/db/gfx90a68.kdb", "gfx90a", "miopen"),
     ("lib/libMIOpenCKGroupConv_gfx942.so", "gfx942", "miopen"),
-    ("lib/libdevice_conv_operations_gfx950_xnackp.a", "gfx950:xnack+", "composablekernel"),
-    ("lib/libdevice_conv_operations.a", "generic", "composablekernel"),
+    (
+        "lib/libdevice_conv_operations_gfx950_xnackp.a",
+        "gfx950:xnack+",
+        "composablekernel",
+    ),
+    (
+        "lib/libdevice_conv_operations.a",
+        "generic",
+        "composablekernel",
+    ),
     ("lib/librocblas.so.4", "-", "-"),
     ("bin/hipcc", "-", "-"),
 ];
 
-const SEED_HANDLERS: &[&str] = &["rocblas", "hipblaslt", "hipsparselt", "aotriton", "miopen", "composablekernel"];
+const SEED_HANDLERS: &[&str] = &[
+    "rocblas",
+    "hipblaslt",
+    "hipsparselt",
+    "aotriton",
+    "miopen",
+    "composablekernel",
+];
 
 fn seed_tree() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -120,7 +232,11 @@ fn lines(o: &Output) -> BTreeSet<String> {
 }
 
 fn classify_args(handlers: &[&str], dir: &Path, extra: &[&str]) -> Vec<String> {
-    let mut args = vec!["plugins".to_string(), "classify".into(), "--split-databases".into()];
+    let mut args = vec![
+        "plugins".to_string(),
+        "classify".into(),
+        "--split-databases".into(),
+    ];
     args.extend(handlers.iter().map(|s| s.to_string()));
     args.push(dir.display().to_string());
     args.extend(extra.iter().map(|s| s.to_string()));
@@ -141,26 +257,48 @@ fn handler_order_decides_who_claims_a_file() {
     let tree = seed_tree();
     let o = Env::new().run(&classify_args(&["rocblas"], tree.path(), &[]));
     assert!(o.status.success(), "{}", stderr(&o));
-    let want: BTreeSet<String> =
-        expected_seed_lines(false).into_iter().filter(|l| l.contains("\trocblas\t")).collect();
+    let want: BTreeSet<String> = expected_seed_lines(false)
+        .into_iter()
+        .filter(|l| l.contains("\trocblas\t"))
+        .collect();
     assert_eq!(lines(&o), want);
 }
 
 #[test]
 fn json_output_names_handler_versions_and_wit() {
     let tree = seed_tree();
-    let o = Env::new().run(&classify_args(&["rocblas", "miopen"], tree.path(), &["--json"]));
+    let o = Env::new().run(&classify_args(
+        &["rocblas", "miopen"],
+        tree.path(),
+        &["--json"],
+    ));
     assert!(o.status.success(), "{}", stderr(&o));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(doc["schema"], "kpack.plugins.classify/1");
     let hs = doc["handlers"].as_array().unwrap();
-    assert_eq!(hs.iter().map(|h| h["name"].as_str().unwrap()).collect::<Vec<_>>(), ["rocblas", "miopen"]);
+    assert_eq!(
+        hs.iter()
+            .map(|h| h["name"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["rocblas", "miopen"]
+    );
     for h in hs {
         assert_eq!(h["wit"], "1.1.0");
-        let path = plugin_dir().join(format!("kpack_handler_{}.wasm", h["name"].as_str().unwrap()));
-        assert_eq!(h["sha256"].as_str().unwrap(), sha256_hex(&std::fs::read(path).unwrap()));
+        let path = plugin_dir().join(format!(
+            "kpack_handler_{}.wasm",
+            h["name"].as_str().unwrap()
+        ));
+        assert_eq!(
+            h["sha256"].as_str().unwrap(),
+            sha256_hex(&std::fs::read(path).unwrap())
+        );
     }
-    let f = doc["files"].as_array().unwrap().iter().find(|f| f["path"] == "share/miopen/db/gfx90878.HIP.fdb.txt").unwrap();
+    let f = doc["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "share/miopen/db/gfx90878.HIP.fdb.txt")
+        .unwrap();
     assert_eq!(f["key"], "gfx908");
     assert_eq!(f["handler"], "miopen");
 }
@@ -194,10 +332,32 @@ fn offload_bundle(ids: &[&str]) -> Vec<u8> {
 #[test]
 fn tensile_files_without_a_target_in_their_name_are_sniffed() {
     let tree = tempfile::tempdir().unwrap();
-    write(tree.path(), "lib/rocblas/library/Kernels.co", &amdgpu_elf(0x4c));
-    write(tree.path(), "lib/rocblas/library/Kernels2.hsaco", &offload_bundle(&["host-x86_64-unknown-linux-gnu-", "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-"]));
-    write(tree.path(), "lib/rocblas/library/Fat.hsaco", &offload_bundle(&["hipv4-amdgcn-amd-amdhsa--gfx90a", "hipv4-amdgcn-amd-amdhsa--gfx942"]));
-    write(tree.path(), "lib/rocblas/library/TensileLibrary.dat", b"\x93msgpack");
+    write(
+        tree.path(),
+        "lib/rocblas/library/Kernels.co",
+        &amdgpu_elf(0x4c),
+    );
+    write(
+        tree.path(),
+        "lib/rocblas/library/Kernels2.hsaco",
+        &offload_bundle(&[
+            "host-x86_64-unknown-linux-gnu-",
+            "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-",
+        ]),
+    );
+    write(
+        tree.path(),
+        "lib/rocblas/library/Fat.hsaco",
+        &offload_bundle(&[
+            "hipv4-amdgcn-amd-amdhsa--gfx90a",
+            "hipv4-amdgcn-amd-amdhsa--gfx942",
+        ]),
+    );
+    write(
+        tree.path(),
+        "lib/rocblas/library/TensileLibrary.dat",
+        b"\x93msgpack",
+    );
     let o = Env::new().run(&classify_args(&["rocblas"], tree.path(), &[]));
     assert!(o.status.success(), "{}", stderr(&o));
     let want: BTreeSet<String> = [
@@ -216,16 +376,27 @@ fn plugins_list_shows_every_standard_handler() {
     let o = Env::new().run(&["plugins", "list", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let listed: Vec<&str> = doc["handlers"].as_array().unwrap().iter().map(|h| h["name"].as_str().unwrap()).collect();
+    let listed: Vec<&str> = doc["handlers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
     for name in standard_handlers() {
-        assert!(listed.contains(&name.as_str()), "{name} not listed: {listed:?}");
+        assert!(
+            listed.contains(&name.as_str()),
+            "{name} not listed: {listed:?}"
+        );
     }
     let text = Env::new().run(&["plugins", "list"]);
     let out = stdout(&text);
     assert!(out.starts_with("NAME"), "{out}");
     let rocblas = out.lines().find(|l| l.starts_with("rocblas ")).unwrap();
     let sha = sha256_hex(&std::fs::read(plugin_dir().join("kpack_handler_rocblas.wasm")).unwrap());
-    assert!(rocblas.contains(&sha) && rocblas.contains("1.1.0") && rocblas.contains("KPACK_PLUGIN_DIR"), "{rocblas}");
+    assert!(
+        rocblas.contains(&sha) && rocblas.contains("1.1.0") && rocblas.contains("KPACK_PLUGIN_DIR"),
+        "{rocblas}"
+    );
 }
 
 #[test]
@@ -234,7 +405,10 @@ fn unknown_handler_names_what_is_available() {
     let o = Env::new().run(&classify_args(&["rocblass"], tree.path(), &[]));
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
-    assert!(err.contains("no database handler named \"rocblass\"") && err.contains("rocblas"), "{err}");
+    assert!(
+        err.contains("no database handler named \"rocblass\"") && err.contains("rocblas"),
+        "{err}"
+    );
 }
 
 /// Run one sandbox guest on a small tree; it must fail with exit 2, print
@@ -261,21 +435,33 @@ fn small_tree() -> tempfile::TempDir {
 #[test]
 fn guest_that_loops_forever_times_out() {
     let err = stopped("loop-forever", small_tree().path());
-    assert!(err.contains("handler loop-forever 0.1.0 (kpack:handler@1.1.0) timed out"), "{err}");
+    assert!(
+        err.contains("handler loop-forever 0.1.0 (kpack:handler@1.1.0) timed out"),
+        "{err}"
+    );
 }
 
 #[test]
 fn guest_that_allocates_4gb_hits_the_memory_cap() {
     let err = stopped("alloc-4g", small_tree().path());
-    assert!(err.contains("handler alloc-4g 0.1.0 (kpack:handler@1.1.0) ran out of memory"), "{err}");
+    assert!(
+        err.contains("handler alloc-4g 0.1.0 (kpack:handler@1.1.0) ran out of memory"),
+        "{err}"
+    );
     assert!(err.contains("the cap is 67108864 bytes"), "{err}");
 }
 
 #[test]
 fn guest_that_panics_is_reported_with_its_message() {
     let err = stopped("trap", small_tree().path());
-    assert!(err.contains("handler trap 0.1.0 (kpack:handler@1.1.0) trapped"), "{err}");
-    assert!(err.contains("deliberate panic while classifying lib/a.co"), "{err}");
+    assert!(
+        err.contains("handler trap 0.1.0 (kpack:handler@1.1.0) trapped"),
+        "{err}"
+    );
+    assert!(
+        err.contains("deliberate panic while classifying lib/a.co"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -286,15 +472,24 @@ fn guest_that_writes_a_file_is_stopped_before_writing() {
     let escape = Path::new("/tmp").join(&name);
     let _ = std::fs::remove_file(&escape);
     let err = stopped("open-file", tree.path());
-    assert!(err.contains("handler open-file 0.1.0 (kpack:handler@1.1.0) was stopped"), "{err}");
-    assert!(err.contains("sandbox does not provide") && err.contains("wasi:filesystem"), "{err}");
+    assert!(
+        err.contains("handler open-file 0.1.0 (kpack:handler@1.1.0) was stopped"),
+        "{err}"
+    );
+    assert!(
+        err.contains("sandbox does not provide") && err.contains("wasi:filesystem"),
+        "{err}"
+    );
     assert!(!escape.exists(), "the guest wrote {}", escape.display());
 }
 
 #[test]
 fn guest_built_for_a_newer_wit_major_is_refused() {
     let err = stopped("wit-2", small_tree().path());
-    assert!(err.contains("built against kpack:handler@2.0.0; this kpack supports up to 1.1.0"), "{err}");
+    assert!(
+        err.contains("built against kpack:handler@2.0.0; this kpack supports up to 1.1.0"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -313,20 +508,49 @@ fn guest_pinned_to_wit_1_0_keeps_working_next_to_1_1() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|h| (h["name"].as_str().unwrap().to_string(), h["wit"].as_str().unwrap().to_string()))
+        .map(|h| {
+            (
+                h["name"].as_str().unwrap().to_string(),
+                h["wit"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
-    assert_eq!(wit, [("rocblas".into(), "1.1.0".into()), ("pinned".into(), "1.0.0".into())]);
+    assert_eq!(
+        wit,
+        [
+            ("rocblas".into(), "1.1.0".into()),
+            ("pinned".into(), "1.0.0".into())
+        ]
+    );
     let key = |p: &str| {
-        doc["files"].as_array().unwrap().iter().find(|f| f["path"] == p).map(|f| f["key"].as_str().unwrap().to_string())
+        doc["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"] == p)
+            .map(|f| f["key"].as_str().unwrap().to_string())
     };
     assert_eq!(key("pinned/gfx942/a.bin").as_deref(), Some("gfx942"));
     assert_eq!(key("pinned/b.bin").as_deref(), Some("generic"));
-    assert_eq!(key("pinned/c.bin").as_deref(), Some("elf"), "1.0 guests get their prefix bytes");
-    assert_eq!(key("lib/rocblas/library/TensileLibrary_lazy_gfx1100.dat").as_deref(), Some("gfx1100"));
+    assert_eq!(
+        key("pinned/c.bin").as_deref(),
+        Some("elf"),
+        "1.0 guests get their prefix bytes"
+    );
+    assert_eq!(
+        key("lib/rocblas/library/TensileLibrary_lazy_gfx1100.dat").as_deref(),
+        Some("gfx1100")
+    );
 }
 
 fn publish(env: &Env, wasm: &Path, registry: &Path) -> Output {
-    env.run(&["plugins".as_ref(), "publish".as_ref(), wasm.as_os_str(), "--registry".as_ref(), registry.as_os_str()])
+    env.run(&[
+        "plugins".as_ref(),
+        "publish".as_ref(),
+        wasm.as_os_str(),
+        "--registry".as_ref(),
+        registry.as_os_str(),
+    ])
 }
 
 #[test]
@@ -340,7 +564,11 @@ fn registry_resolves_semver_skips_yanked_and_verifies_checksums() {
     // Published versions are immutable.
     let again = publish(&env, &guest("demo-1-3"), reg.path());
     assert_eq!(again.status.code(), Some(2));
-    assert!(stderr(&again).contains("already published"), "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("already published"),
+        "{}",
+        stderr(&again)
+    );
     // One JSON line per version, cargo's index path.
     let index = std::fs::read_to_string(reg.path().join("de/mo/demo")).unwrap();
     let vers: Vec<String> = index
@@ -358,7 +586,15 @@ fn registry_resolves_semver_skips_yanked_and_verifies_checksums() {
     write(tree.path(), "demo/x", b"x");
     let url = format!("file://{}", reg.path().display());
     let key = |req: &str| {
-        let o = env.run(&["plugins", "classify", "--registry", &url, "--split-databases", req, &tree.path().display().to_string()]);
+        let o = env.run(&[
+            "plugins",
+            "classify",
+            "--registry",
+            &url,
+            "--split-databases",
+            req,
+            &tree.path().display().to_string(),
+        ]);
         assert!(o.status.success(), "{req}: {}", stderr(&o));
         stdout(&o)
     };
@@ -371,8 +607,21 @@ fn registry_resolves_semver_skips_yanked_and_verifies_checksums() {
     // `plugins add` installs the resolved version where name lookup finds it.
     let o = env.run(&["plugins", "add", "demo@^1", "--registry", &url]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(env.data.path().join("kpack/plugins/demo-1.2.0.wasm").is_file(), "{}", stdout(&o));
-    let o = env.run(&["plugins", "classify", "--split-databases", "demo@^1", &tree.path().display().to_string()]);
+    assert!(
+        env.data
+            .path()
+            .join("kpack/plugins/demo-1.2.0.wasm")
+            .is_file(),
+        "{}",
+        stdout(&o)
+    );
+    let o = env.run(&[
+        "plugins",
+        "classify",
+        "--split-databases",
+        "demo@^1",
+        &tree.path().display().to_string(),
+    ]);
     assert_eq!(stdout(&o), "v1.2.0\tdemo\tdemo/x\n", "{}", stderr(&o));
 
     // A blob that does not match its checksum is refused.
@@ -382,7 +631,11 @@ fn registry_resolves_semver_skips_yanked_and_verifies_checksums() {
     assert!(stderr(&o).contains("refusing to use it"), "{}", stderr(&o));
     let o = env.run(&["plugins", "add", "demo@^3", "--registry", &url]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("no version of \"demo\" matches ^3"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no version of \"demo\" matches ^3"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 /// CI's versioned registry: publish every handler in plugins/ to a registry
@@ -392,13 +645,23 @@ fn registry_resolves_semver_skips_yanked_and_verifies_checksums() {
 fn every_standard_handler_resolves_from_a_registry_in_the_build_dir() {
     let env = Env::new();
     std::fs::create_dir_all(target_dir()).unwrap();
-    let reg = tempfile::Builder::new().prefix("kpack-registry-").tempdir_in(target_dir()).unwrap();
+    let reg = tempfile::Builder::new()
+        .prefix("kpack-registry-")
+        .tempdir_in(target_dir())
+        .unwrap();
     let names = standard_handlers();
     for name in &names {
-        let o = publish(&env, &plugin_dir().join(format!("kpack_handler_{name}.wasm")), reg.path());
+        let o = publish(
+            &env,
+            &plugin_dir().join(format!("kpack_handler_{name}.wasm")),
+            reg.path(),
+        );
         assert!(o.status.success(), "{name}: {}", stderr(&o));
     }
-    let reqs: Vec<String> = SEED_HANDLERS.iter().map(|n| format!("{n}@^{}", env!("CARGO_PKG_VERSION"))).collect();
+    let reqs: Vec<String> = SEED_HANDLERS
+        .iter()
+        .map(|n| format!("{n}@^{}", env!("CARGO_PKG_VERSION")))
+        .collect();
     let reqs: Vec<&str> = reqs.iter().map(String::as_str).collect();
     let tree = seed_tree();
     let mut args = classify_args(&reqs, tree.path(), &["--all"]);
@@ -409,7 +672,10 @@ fn every_standard_handler_resolves_from_a_registry_in_the_build_dir() {
     args.push("--json".into());
     let doc: serde_json::Value = serde_json::from_slice(&env.run(&args).stdout).unwrap();
     for h in doc["handlers"].as_array().unwrap() {
-        assert!(h["origin"].as_str().unwrap().starts_with("registry "), "{h}");
+        assert!(
+            h["origin"].as_str().unwrap().starts_with("registry "),
+            "{h}"
+        );
     }
 }
 
@@ -426,8 +692,13 @@ fn compiled_components_are_cached() {
     };
     let first = run();
     assert!(first.status.success(), "{}", stderr(&first));
-    let cached = std::fs::read_dir(cache.path().join("kpack/components")).unwrap().count();
-    assert!(cached >= standard_handlers().len(), "{cached} compiled components cached");
+    let cached = std::fs::read_dir(cache.path().join("kpack/components"))
+        .unwrap()
+        .count();
+    assert!(
+        cached >= standard_handlers().len(),
+        "{cached} compiled components cached"
+    );
     assert_eq!(stdout(&run()), stdout(&first));
 }
 
@@ -456,16 +727,35 @@ fn external_subcommands_run_from_path_and_cannot_shadow_builtins() {
     assert_eq!(stdout(&o), "hello a b c\n");
 
     let o = env.run(&["plugins", "list"]);
-    assert!(!stdout(&o).contains("shadowed"), "built-in `plugins` must win");
+    assert!(
+        !stdout(&o).contains("shadowed"),
+        "built-in `plugins` must win"
+    );
 
     let o = env.run(&["--list"]);
     let out = stdout(&o);
     assert!(o.status.success());
-    assert!(out.lines().any(|l| l.trim_start().starts_with("hello") && l.contains("external")), "{out}");
-    assert!(out.lines().any(|l| l.trim_start().starts_with("plugins") && !l.contains("external")), "{out}");
-    assert!(!out.lines().any(|l| l.trim_start().starts_with("plugins") && l.contains("external")), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.trim_start().starts_with("hello") && l.contains("external")),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.trim_start().starts_with("plugins") && !l.contains("external")),
+        "{out}"
+    );
+    assert!(
+        !out.lines()
+            .any(|l| l.trim_start().starts_with("plugins") && l.contains("external")),
+        "{out}"
+    );
 
     let o = env.run(&["no-such-command"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("no such command: `no-such-command`"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no such command: `no-such-command`"),
+        "{}",
+        stderr(&o)
+    );
 }

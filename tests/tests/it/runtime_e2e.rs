@@ -20,8 +20,16 @@ const KPACK_ERROR_ARCH_NOT_FOUND: i32 = 14;
 /// One `load` line of the stub's log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Load {
-    Ok { co: u32, sha: String, size: usize },
-    Err { co: u32, code: i32, diagnostic: String },
+    Ok {
+        co: u32,
+        sha: String,
+        size: usize,
+    },
+    Err {
+        co: u32,
+        code: i32,
+        diagnostic: String,
+    },
 }
 
 impl Load {
@@ -43,30 +51,51 @@ struct Run {
 fn run_loading(binary: &Path, archs: &str, env: &[(&str, &std::ffi::OsStr)]) -> Run {
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut cmd = stub_command(stub_hip(true), binary);
-    for var in ["ROCM_KPACK_PATH", "ROCM_KPACK_PATH_PREFIX", "ROCM_KPACK_DISABLE", "ROCM_KPACK_DEBUG"] {
+    for var in [
+        "ROCM_KPACK_PATH",
+        "ROCM_KPACK_PATH_PREFIX",
+        "ROCM_KPACK_DISABLE",
+        "ROCM_KPACK_DEBUG",
+    ] {
         cmd.env_remove(var);
     }
-    cmd.env("KPACK_STUB_LOG", log.path()).env("KPACK_STUB_ARCHS", archs);
+    cmd.env("KPACK_STUB_LOG", log.path())
+        .env("KPACK_STUB_ARCHS", archs);
     for (k, v) in env {
         cmd.env(k, v);
     }
     let out = cmd.output().unwrap();
     let text = std::fs::read_to_string(log.path()).unwrap();
-    let mut run = Run { code: out.status.code(), fatbins: 0, loads: Vec::new(), log: format!("{text}{}", stderr(&out)) };
+    let mut run = Run {
+        code: out.status.code(),
+        fatbins: 0,
+        loads: Vec::new(),
+        log: format!("{text}{}", stderr(&out)),
+    };
     for line in text.lines() {
         if line.starts_with("fatbin HIPK") {
             run.fatbins += 1;
         }
-        let Some(rest) = line.strip_prefix("load ") else { continue };
+        let Some(rest) = line.strip_prefix("load ") else {
+            continue;
+        };
         let f: Vec<&str> = rest.splitn(5, ' ').collect();
         assert_eq!(f[1], archs, "{line}");
         let co = f[0].parse().unwrap();
         run.loads.push(match f[2] {
             "ok" => {
-                let (sha, size) = f[3..].join(" ").split_once(' ').map(|(a, b)| (a.to_owned(), b.parse().unwrap())).unwrap();
+                let (sha, size) = f[3..]
+                    .join(" ")
+                    .split_once(' ')
+                    .map(|(a, b)| (a.to_owned(), b.parse().unwrap()))
+                    .unwrap();
                 Load::Ok { co, sha, size }
             }
-            "error" => Load::Err { co, code: f[3].parse().unwrap(), diagnostic: f.get(4).unwrap_or(&"").replace('|', "\n") },
+            "error" => Load::Err {
+                co,
+                code: f[3].parse().unwrap(),
+                diagnostic: f.get(4).unwrap_or(&"").replace('|', "\n"),
+            },
             other => panic!("bad load line {line:?} ({other})"),
         });
     }
@@ -81,13 +110,20 @@ fn oracle() -> &'static Oracle {
     O.get_or_init(|| {
         kpack_tests::oracle()
             .iter()
-            .map(|e| ((e.file.clone(), e.bundle as u32, e.target.clone()), (e.sha256.clone(), e.size as usize)))
+            .map(|e| {
+                (
+                    (e.file.clone(), e.bundle as u32, e.target.clone()),
+                    (e.sha256.clone(), e.size as usize),
+                )
+            })
             .collect()
     })
 }
 
 fn want(file: &str, co: u32, target: &str) -> &'static (String, usize) {
-    oracle().get(&(file.into(), co, target.into())).unwrap_or_else(|| panic!("oracle has no {file} #{co} {target}"))
+    oracle()
+        .get(&(file.into(), co, target.into()))
+        .unwrap_or_else(|| panic!("oracle has no {file} #{co} {target}"))
 }
 
 /// `kpack offload` a fixture into `dir/NAME` with archives in `dir/.kpack`.
@@ -95,7 +131,14 @@ fn offload(name: &str, dir: &Path) -> PathBuf {
     let out_bin = dir.join(name);
     let archives = dir.join(".kpack");
     let input = fixture(&format!("corpus/{name}"));
-    let out = kpack(["offload".as_ref(), input.as_os_str(), "-o".as_ref(), out_bin.as_os_str(), "--archives".as_ref(), archives.as_os_str()]);
+    let out = kpack([
+        "offload".as_ref(),
+        input.as_os_str(),
+        "-o".as_ref(),
+        out_bin.as_os_str(),
+        "--archives".as_ref(),
+        archives.as_os_str(),
+    ]);
     assert!(out.status.success(), "offload {name}: {}", stderr(&out));
     out_bin
 }
@@ -106,11 +149,22 @@ fn assert_loads(name: &str, bin: &Path, archs: &str, target: &str) -> Vec<u32> {
     let run = run_loading(bin, archs, &[]);
     assert_eq!(run.code, Some(0), "{name} {archs}: exit\n{}", run.log);
     assert!(run.fatbins > 0, "{name}: nothing registered\n{}", run.log);
-    assert_eq!(run.loads.len(), run.fatbins, "{name} {archs}: one load per HIPK wrapper\n{}", run.log);
+    assert_eq!(
+        run.loads.len(),
+        run.fatbins,
+        "{name} {archs}: one load per HIPK wrapper\n{}",
+        run.log
+    );
     for l in &run.loads {
-        let Load::Ok { co, sha, size } = l else { panic!("{name} {archs}: {l:?}\n{}", run.log) };
+        let Load::Ok { co, sha, size } = l else {
+            panic!("{name} {archs}: {l:?}\n{}", run.log)
+        };
         let (wsha, wsize) = want(name, *co, target);
-        assert_eq!((sha, size), (wsha, wsize), "{name} #{co} for device {archs}: not the {target} object clang-offload-bundler extracts");
+        assert_eq!(
+            (sha, size),
+            (wsha, wsize),
+            "{name} #{co} for device {archs}: not the {target} object clang-offload-bundler extracts"
+        );
     }
     let mut cos: Vec<u32> = run.loads.iter().map(Load::co).collect();
     cos.sort();
@@ -123,7 +177,11 @@ fn assert_error(run: &Run, code: i32, what: &str) -> String {
     let mut diag = String::new();
     for l in &run.loads {
         match l {
-            Load::Err { code: c, diagnostic, .. } if *c == code => diag = diagnostic.clone(),
+            Load::Err {
+                code: c,
+                diagnostic,
+                ..
+            } if *c == code => diag = diagnostic.clone(),
             other => panic!("{what}: expected error {code}, got {other:?}\n{}", run.log),
         }
     }
@@ -135,7 +193,12 @@ fn wrapper_co_indices(bin: &Path) -> Vec<u64> {
     use object::{Object, ObjectSection};
     let bytes = std::fs::read(bin).unwrap();
     let file = object::File::parse(&*bytes).unwrap();
-    let seg = file.section_by_name(".hipFatBinSegment").unwrap().data().unwrap().to_vec();
+    let seg = file
+        .section_by_name(".hipFatBinSegment")
+        .unwrap()
+        .data()
+        .unwrap()
+        .to_vec();
     assert_eq!(seg.len() % 24, 0);
     seg.chunks(24)
         .map(|w| {
@@ -150,19 +213,32 @@ fn every_shipped_target_loads_the_object_clang_offload_bundler_extracts() {
     for name in FAT_FIXTURES {
         let dir = tempfile::tempdir().unwrap();
         let bin = offload(name, dir.path());
-        let targets: Vec<&String> = oracle().keys().filter(|(f, co, _)| f == name && *co == 0).map(|(_, _, t)| t).collect();
+        let targets: Vec<&String> = oracle()
+            .keys()
+            .filter(|(f, co, _)| f == name && *co == 0)
+            .map(|(_, _, t)| t)
+            .collect();
         assert!(!targets.is_empty(), "{name}: not in the oracle");
         // Every wrapper's co_index is the index of the bundle it points at.
         let expect_wrappers: &[u64] = match *name {
-            "exe_2tu_wide" | "lib2tu_2arch.so" | "lib2tu_2arch_debug.so" | "exe_2tu_2arch_lld" => &[0, 1],
+            "exe_2tu_wide" | "lib2tu_2arch.so" | "lib2tu_2arch_debug.so" | "exe_2tu_2arch_lld" => {
+                &[0, 1]
+            }
             "exe_rdc_2arch" | "librdc_2arch.so" => &[0, 0],
             _ => &[0],
         };
-        assert_eq!(wrapper_co_indices(&bin), expect_wrappers, "{name}: wrappers' co_index");
+        assert_eq!(
+            wrapper_co_indices(&bin),
+            expect_wrappers,
+            "{name}: wrappers' co_index"
+        );
         for target in targets {
             let cos = assert_loads(name, &bin, target, target);
             let expect: Vec<u32> = match *name {
-                "exe_2tu_wide" | "lib2tu_2arch.so" | "lib2tu_2arch_debug.so" | "exe_2tu_2arch_lld" => vec![0, 1],
+                "exe_2tu_wide"
+                | "lib2tu_2arch.so"
+                | "lib2tu_2arch_debug.so"
+                | "exe_2tu_2arch_lld" => vec![0, 1],
                 // -fgpu-rdc: two wrappers share the one bundle (co_index 0
                 // both); the device-link registration code registers one.
                 _ => vec![0],
@@ -194,10 +270,20 @@ fn feature_flags_fall_back_most_specific_first() {
         // archive is found but serves no compatible target.
         for device in ["gfx90a", "gfx908:sramecc-:xnack-", "gfx908"] {
             let run = run_loading(&bin, device, &[]);
-            let diag = assert_error(&run, KPACK_ERROR_ARCH_NOT_FOUND, &format!("{name} on {device}"));
+            let diag = assert_error(
+                &run,
+                KPACK_ERROR_ARCH_NOT_FOUND,
+                &format!("{name} on {device}"),
+            );
             let processor = device.split(':').next().unwrap();
-            assert!(diag.contains(&format!("_{processor}.kpack")), "{name} {device}: diagnostic must name the archive:\n{diag}");
-            assert!(diag.contains(&format!("{device:?}")), "{name} {device}: diagnostic must name the device arch:\n{diag}");
+            assert!(
+                diag.contains(&format!("_{processor}.kpack")),
+                "{name} {device}: diagnostic must name the archive:\n{diag}"
+            );
+            assert!(
+                diag.contains(&format!("{device:?}")),
+                "{name} {device}: diagnostic must name the device arch:\n{diag}"
+            );
         }
     }
     // Plain gfx90a device, plain gfx90a binary.
@@ -217,27 +303,58 @@ fn unshipped_target_and_missing_archive_fail_with_amds_codes_and_say_what_was_tr
     // diagnostic lists every expanded candidate path.
     let run = run_loading(&bin, "gfx942:sramecc+:xnack-", &[]);
     let diag = assert_error(&run, KPACK_ERROR_ARCHIVE_NOT_FOUND, "gfx942");
-    for t in ["gfx942:sramecc+:xnack-", "gfx942:sramecc+", "gfx942:xnack-", "gfx942"] {
+    for t in [
+        "gfx942:sramecc+:xnack-",
+        "gfx942:sramecc+",
+        "gfx942:xnack-",
+        "gfx942",
+    ] {
         let p = kpack_dir.join(format!("libaxpy_2arch_{t}.kpack"));
-        assert!(diag.contains(&format!("{}", p.display())), "missing {} in:\n{diag}", p.display());
+        assert!(
+            diag.contains(&format!("{}", p.display())),
+            "missing {} in:\n{diag}",
+            p.display()
+        );
     }
     assert!(diag.contains("does not exist"), "{diag}");
     // ... and which targets are shipped, so "not shipped" reads differently from "not installed".
     let pattern = kpack_dir.join("libaxpy_2arch_@GFXARCH@.kpack");
-    assert!(diag.contains(&format!("archives present for {}: gfx1030, gfx90a", pattern.display())), "{diag}");
+    assert!(
+        diag.contains(&format!(
+            "archives present for {}: gfx1030, gfx90a",
+            pattern.display()
+        )),
+        "{diag}"
+    );
 
     // An archive is found (ROCM_KPACK_PATH) but serves another target: 14,
     // naming the archive, its arches and the device arch searched for.
     let gfx1030 = kpack_dir.join("libaxpy_2arch_gfx1030.kpack");
     let run = run_loading(&bin, "gfx942", &[("ROCM_KPACK_PATH", gfx1030.as_os_str())]);
-    let diag = assert_error(&run, KPACK_ERROR_ARCH_NOT_FOUND, "gfx942 with ROCM_KPACK_PATH");
-    assert!(diag.contains(&gfx1030.display().to_string()) && diag.contains("gfx1030") && diag.contains("\"gfx942\""), "{diag}");
+    let diag = assert_error(
+        &run,
+        KPACK_ERROR_ARCH_NOT_FOUND,
+        "gfx942 with ROCM_KPACK_PATH",
+    );
+    assert!(
+        diag.contains(&gfx1030.display().to_string())
+            && diag.contains("gfx1030")
+            && diag.contains("\"gfx942\""),
+        "{diag}"
+    );
 
     // The archive for a shipped target deleted: 13.
     std::fs::remove_file(kpack_dir.join("libaxpy_2arch_gfx90a.kpack")).unwrap();
     let run = run_loading(&bin, "gfx90a", &[]);
-    let diag = assert_error(&run, KPACK_ERROR_ARCHIVE_NOT_FOUND, "deleted gfx90a archive");
-    assert!(diag.contains("libaxpy_2arch_gfx90a.kpack") && diag.contains("does not exist"), "{diag}");
+    let diag = assert_error(
+        &run,
+        KPACK_ERROR_ARCHIVE_NOT_FOUND,
+        "deleted gfx90a archive",
+    );
+    assert!(
+        diag.contains("libaxpy_2arch_gfx90a.kpack") && diag.contains("does not exist"),
+        "{diag}"
+    );
     // ... while the other target still loads.
     assert_loads("libaxpy_2arch.so", &bin, "gfx1030", "gfx1030");
 
@@ -262,13 +379,20 @@ fn amd_spelled_per_target_archives_resolve() {
             let archive = kpack_format::Archive::open(&path).unwrap();
             let mut by_target: BTreeMap<String, Vec<(String, Vec<u8>)>> = BTreeMap::new();
             for e in archive.entries() {
-                by_target.entry(e.arch().to_owned()).or_default().push((e.key().to_owned(), archive.read(e).unwrap().into_owned()));
+                by_target
+                    .entry(e.arch().to_owned())
+                    .or_default()
+                    .push((e.key().to_owned(), archive.read(e).unwrap().into_owned()));
             }
             drop(archive);
             std::fs::remove_file(&path).unwrap();
             for (target, entries) in by_target {
                 let out = kdir.join(format!("{stem}_{target}.kpack"));
-                let mut w = kpack_format::ArchiveWriter::create(&out, kpack_format::WriterOptions::default()).unwrap();
+                let mut w = kpack_format::ArchiveWriter::create(
+                    &out,
+                    kpack_format::WriterOptions::default(),
+                )
+                .unwrap();
                 for (key, data) in entries {
                     w.add(&key, &target, &data).unwrap();
                 }
@@ -277,7 +401,16 @@ fn amd_spelled_per_target_archives_resolve() {
             }
         }
         written.sort();
-        assert_eq!(written, ["gfx1030", "gfx908:sramecc+:xnack-", "gfx90a:xnack+", "gfx90a:xnack-"], "{name}");
+        assert_eq!(
+            written,
+            [
+                "gfx1030",
+                "gfx908:sramecc+:xnack-",
+                "gfx90a:xnack+",
+                "gfx90a:xnack-"
+            ],
+            "{name}"
+        );
         for (device, target) in [
             ("gfx90a:xnack+", "gfx90a:xnack+"),
             ("gfx90a:sramecc+:xnack-", "gfx90a:xnack-"),
@@ -287,7 +420,11 @@ fn amd_spelled_per_target_archives_resolve() {
             assert_loads(name, &bin, device, target);
         }
         let run = run_loading(&bin, "gfx90a", &[]);
-        assert_error(&run, KPACK_ERROR_ARCHIVE_NOT_FOUND, "plain gfx90a with per-target archives");
+        assert_error(
+            &run,
+            KPACK_ERROR_ARCHIVE_NOT_FOUND,
+            "plain gfx90a with per-target archives",
+        );
     }
 }
 
@@ -303,17 +440,30 @@ fn relocated_and_symlinked_binaries_still_find_their_archives() {
     let moved = dir.path().join("moved");
     std::fs::rename(dir.path().join("opt"), &moved).unwrap();
     let bin_moved = moved.join(bin.strip_prefix(dir.path().join("opt")).unwrap());
-    assert_eq!(assert_loads("lib2tu_2arch.so", &bin_moved, "gfx90a", "gfx90a"), [0, 1]);
+    assert_eq!(
+        assert_loads("lib2tu_2arch.so", &bin_moved, "gfx90a", "gfx90a"),
+        [0, 1]
+    );
     let link_dir = dir.path().join("elsewhere");
     std::fs::create_dir_all(&link_dir).unwrap();
     let link = link_dir.join("lib2tu_2arch.so");
     std::os::unix::fs::symlink(&bin_moved, &link).unwrap();
-    assert_eq!(assert_loads("lib2tu_2arch.so", &link, "gfx1030", "gfx1030"), [0, 1]);
+    assert_eq!(
+        assert_loads("lib2tu_2arch.so", &link, "gfx1030", "gfx1030"),
+        [0, 1]
+    );
 
     // Packaging steps after offload keep loading too.
     let stripped = moved.join("app/lib/stripped.so");
     std::fs::copy(&bin_moved, &stripped).unwrap();
-    let out = Command::new("strip").arg("--strip-all").arg(&stripped).output().expect("strip is required");
+    let out = Command::new("strip")
+        .arg("--strip-all")
+        .arg(&stripped)
+        .output()
+        .expect("strip is required");
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(assert_loads("lib2tu_2arch.so", &stripped, "gfx90a", "gfx90a"), [0, 1]);
+    assert_eq!(
+        assert_loads("lib2tu_2arch.so", &stripped, "gfx90a", "gfx90a"),
+        [0, 1]
+    );
 }

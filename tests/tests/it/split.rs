@@ -22,8 +22,22 @@ struct Shard {
 }
 
 const SHARDS: [Shard; 3] = [
-    Shard { name: "gfx1030_build", family: "gfx103X", arch: "gfx1030", lib: "libaxpy_gfx1030.so", exe: "exe_axpy_gfx1030", exclude: "" },
-    Shard { name: "gfx90a_build", family: "gfx90a", arch: "gfx90a", lib: "libaxpy_2arch.so", exe: "exe_axpy_2arch", exclude: "gfx1030" },
+    Shard {
+        name: "gfx1030_build",
+        family: "gfx103X",
+        arch: "gfx1030",
+        lib: "libaxpy_gfx1030.so",
+        exe: "exe_axpy_gfx1030",
+        exclude: "",
+    },
+    Shard {
+        name: "gfx90a_build",
+        family: "gfx90a",
+        arch: "gfx90a",
+        lib: "libaxpy_2arch.so",
+        exe: "exe_axpy_2arch",
+        exclude: "gfx1030",
+    },
     Shard {
         name: "gfx908_build",
         family: "gfx908",
@@ -51,27 +65,58 @@ fn copy(from: &Path, to: &Path) {
 /// One shard's build artifacts, TheRock style.
 fn make_shard(root: &Path, s: &Shard) {
     let blas = root.join(format!("blas_lib_{}", s.family));
-    write(&blas.join("artifact_manifest.txt"), format!("{ROCBLAS}\n{HIPBLASLT}\n\nmath-libs/BLAS/missing/stage\n").as_bytes());
+    write(
+        &blas.join("artifact_manifest.txt"),
+        format!("{ROCBLAS}\n{HIPBLASLT}\n\nmath-libs/BLAS/missing/stage\n").as_bytes(),
+    );
     let rb = blas.join(ROCBLAS);
-    copy(&fixture(&format!("corpus/{}", s.lib)), &rb.join("lib/librocblas.so.4.0"));
+    copy(
+        &fixture(&format!("corpus/{}", s.lib)),
+        &rb.join("lib/librocblas.so.4.0"),
+    );
     std::os::unix::fs::symlink("librocblas.so.4.0", rb.join("lib/librocblas.so.4")).unwrap();
-    copy(&fixture(&format!("corpus/{}", s.exe)), &rb.join("bin/rocblas-bench"));
+    copy(
+        &fixture(&format!("corpus/{}", s.exe)),
+        &rb.join("bin/rocblas-bench"),
+    );
     let lib = rb.join("lib/rocblas/library");
-    write(&lib.join(format!("TensileLibrary_{}.co", s.arch)), format!("tensile code {}", s.arch).as_bytes());
-    write(&lib.join(format!("TensileLibrary_Type_{}.dat", s.arch)), b"tensile data");
+    write(
+        &lib.join(format!("TensileLibrary_{}.co", s.arch)),
+        format!("tensile code {}", s.arch).as_bytes(),
+    );
+    write(
+        &lib.join(format!("TensileLibrary_Type_{}.dat", s.arch)),
+        b"tensile data",
+    );
     write(&lib.join("TensileLibrary.dat"), b"generic tensile index");
     write(&rb.join("include/rocblas.h"), b"// header\n");
     let lt = blas.join(HIPBLASLT);
-    copy(&fixture(&format!("corpus/{}", s.lib)), &lt.join("lib/libhipblaslt.so.0"));
-    write(&lt.join(format!("lib/hipblaslt/library/extop_{}.co", s.arch)), b"extop");
-    write(&lt.join("lib/hipblaslt/library/hipblasltExtOpLibrary.json"), b"{}");
+    copy(
+        &fixture(&format!("corpus/{}", s.lib)),
+        &lt.join("lib/libhipblaslt.so.0"),
+    );
+    write(
+        &lt.join(format!("lib/hipblaslt/library/extop_{}.co", s.arch)),
+        b"extop",
+    );
+    write(
+        &lt.join("lib/hipblaslt/library/hipblasltExtOpLibrary.json"),
+        b"{}",
+    );
 
     let sup = root.join(format!("support_dev_{}", s.family));
-    write(&sup.join("artifact_manifest.txt"), format!("{SUPPORT}\n").as_bytes());
+    write(
+        &sup.join("artifact_manifest.txt"),
+        format!("{SUPPORT}\n").as_bytes(),
+    );
     let st = sup.join(SUPPORT);
     write(&st.join("include/support.h"), b"// generic\n");
     write(&st.join("bin/helper.sh"), b"#!/bin/sh\necho hi\n");
-    std::fs::set_permissions(st.join("bin/helper.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(
+        st.join("bin/helper.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
     std::os::unix::fs::symlink("helper.sh", st.join("bin/helper")).unwrap();
 }
 
@@ -86,41 +131,83 @@ fn run_kpack(args: &[&str]) -> Output {
 
 fn split_shard(input: &Path, out: &Path, s: &Shard, jobs: &str) -> serde_json::Value {
     let (i, o) = (input.to_str().unwrap(), out.to_str().unwrap());
-    let mut args = vec!["split", "--batch", i, "-o", o, "--split-databases", "rocblas,hipblaslt", "--json", "-j", jobs];
+    let mut args = vec![
+        "split",
+        "--batch",
+        i,
+        "-o",
+        o,
+        "--split-databases",
+        "rocblas,hipblaslt",
+        "--json",
+        "-j",
+        jobs,
+    ];
     if !s.exclude.is_empty() {
         args.extend(["--exclude-arch", s.exclude]);
     }
     let r = run_kpack(&args);
-    assert!(r.status.success(), "split {}: {}\n{}", s.name, stderr(&r), stdout(&r));
+    assert!(
+        r.status.success(),
+        "split {}: {}\n{}",
+        s.name,
+        stderr(&r),
+        stdout(&r)
+    );
     serde_json::from_str(&stdout(&r)).unwrap()
 }
 
 fn verify_ok(dir: &Path) -> serde_json::Value {
     let r = kpack(["verify", dir.to_str().unwrap(), "--json"]);
-    let v: serde_json::Value = serde_json::from_str(&stdout(&r)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&r)));
-    assert!(r.status.success(), "verify {}: {}", dir.display(), serde_json::to_string_pretty(&v).unwrap());
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout(&r)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&r)));
+    assert!(
+        r.status.success(),
+        "verify {}: {}",
+        dir.display(),
+        serde_json::to_string_pretty(&v).unwrap()
+    );
     v
 }
 
 /// Copy the prefixes of artifact `a` into `install` (TheRock flattening).
 fn flatten(a: &Path, install: &Path) {
-    for prefix in std::fs::read_to_string(a.join("artifact_manifest.txt")).unwrap().lines().filter(|l| !l.is_empty()) {
-        let r = std::process::Command::new("cp").arg("-a").arg(format!("{}/.", a.join(prefix).display())).arg(install).status().unwrap();
+    for prefix in std::fs::read_to_string(a.join("artifact_manifest.txt"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.is_empty())
+    {
+        let r = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", a.join(prefix).display()))
+            .arg(install)
+            .status()
+            .unwrap();
         assert!(r.success());
     }
 }
 
 fn marker_of(bin: &Path) -> kpack_format::Marker {
     let fat = kpack_elf::read_fat_binary(bin, Default::default()).unwrap();
-    let sec = fat.marker.unwrap_or_else(|| panic!("{}: no marker", bin.display()));
+    let sec = fat
+        .marker
+        .unwrap_or_else(|| panic!("{}: no marker", bin.display()));
     let bytes = std::fs::read(bin).unwrap();
-    kpack_format::Marker::parse(&bytes[sec.offset as usize..(sec.offset + sec.size) as usize]).unwrap()
+    kpack_format::Marker::parse(&bytes[sec.offset as usize..(sec.offset + sec.size) as usize])
+        .unwrap()
 }
 
 /// The code object `kpack extract` writes for `target` of `fixture_name`.
 fn extracted(fixture_name: &str, target: &str, tmp: &Path) -> Vec<u8> {
     let out = tmp.join(format!("x-{fixture_name}-{}", target.replace(':', "_")));
-    let r = kpack(["extract", fixture(&format!("corpus/{fixture_name}")).to_str().unwrap(), "--target", target, "-o", out.to_str().unwrap()]);
+    let r = kpack([
+        "extract",
+        fixture(&format!("corpus/{fixture_name}")).to_str().unwrap(),
+        "--target",
+        target,
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     assert!(r.status.success(), "{}", stderr(&r));
     std::fs::read(out.join(format!("bundle0-{}.hsaco", target.replace(':', "_")))).unwrap()
 }
@@ -140,17 +227,36 @@ fn splits_three_shards_recombines_and_every_kernel_loads() {
         let v = split_shard(&inputs.join(s.name), &shards.join(s.name), s, "2");
         let arts = v["artifacts"].as_array().unwrap();
         let blas = arts.iter().find(|a| a["component"] == "blas_lib").unwrap();
-        assert_eq!(blas["arches"], serde_json::json!([s.arch]), "{s:?}", s = s.name);
+        assert_eq!(
+            blas["arches"],
+            serde_json::json!([s.arch]),
+            "{s:?}",
+            s = s.name
+        );
         assert_eq!(blas["binaries_offloaded"], 3);
-        assert_eq!(blas["databases"]["rocblas"][s.arch], 2, "{}", serde_json::to_string_pretty(blas).unwrap());
+        assert_eq!(
+            blas["databases"]["rocblas"][s.arch],
+            2,
+            "{}",
+            serde_json::to_string_pretty(blas).unwrap()
+        );
         assert_eq!(blas["databases"]["rocblas"]["generic"], 1);
         assert_eq!(blas["databases"]["hipblaslt"][s.arch], 1);
         assert!(blas["warnings"].to_string().contains("missing/stage"));
-        let support = arts.iter().find(|a| a["component"] == "support_dev").unwrap();
+        let support = arts
+            .iter()
+            .find(|a| a["component"] == "support_dev")
+            .unwrap();
         assert_eq!(support["generic_only"], true);
-        assert_eq!(support["outputs"], serde_json::json!(["support_dev_generic"]));
+        assert_eq!(
+            support["outputs"],
+            serde_json::json!(["support_dev_generic"])
+        );
         if s.name == "gfx908_build" {
-            assert!(blas["excluded"]["gfx906"].as_u64().unwrap() >= 2, "stray gfx906 not reported");
+            assert!(
+                blas["excluded"]["gfx906"].as_u64().unwrap() >= 2,
+                "stray gfx906 not reported"
+            );
         }
         // No ':' anywhere, no empty per-arch directories, nothing staged left.
         for k in tree_digest(&shards.join(s.name)).keys() {
@@ -162,26 +268,68 @@ fn splits_three_shards_recombines_and_every_kernel_loads() {
     assert_eq!(before, tree_digest(&inputs), "inputs were modified");
 
     // Symlinks stay symlinks, modes kept, database files where they belong.
-    let g = shards.join("gfx90a_build/support_dev_generic").join(SUPPORT);
-    assert_eq!(std::fs::read_link(g.join("bin/helper")).unwrap(), PathBuf::from("helper.sh"));
-    assert_eq!(std::fs::metadata(g.join("bin/helper.sh")).unwrap().permissions().mode() & 0o777, 0o755);
+    let g = shards
+        .join("gfx90a_build/support_dev_generic")
+        .join(SUPPORT);
+    assert_eq!(
+        std::fs::read_link(g.join("bin/helper")).unwrap(),
+        PathBuf::from("helper.sh")
+    );
+    assert_eq!(
+        std::fs::metadata(g.join("bin/helper.sh"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o755
+    );
     let a = shards.join("gfx90a_build/blas_lib_gfx90a").join(ROCBLAS);
-    assert!(a.join("lib/rocblas/library/TensileLibrary_gfx90a.co").is_file());
-    assert!(a.join("lib/.kpack/blas_lib.lib.librocblas.so.4.0_gfx90a.kpack").is_file());
+    assert!(
+        a.join("lib/rocblas/library/TensileLibrary_gfx90a.co")
+            .is_file()
+    );
+    assert!(
+        a.join("lib/.kpack/blas_lib.lib.librocblas.so.4.0_gfx90a.kpack")
+            .is_file()
+    );
     let generic = shards.join("gfx90a_build/blas_lib_generic").join(ROCBLAS);
-    assert!(generic.join("lib/rocblas/library/TensileLibrary.dat").is_file());
-    assert!(!generic.join("lib/rocblas/library/TensileLibrary_gfx90a.co").exists());
-    assert_eq!(std::fs::read_link(generic.join("lib/librocblas.so.4")).unwrap(), PathBuf::from("librocblas.so.4.0"));
+    assert!(
+        generic
+            .join("lib/rocblas/library/TensileLibrary.dat")
+            .is_file()
+    );
+    assert!(
+        !generic
+            .join("lib/rocblas/library/TensileLibrary_gfx90a.co")
+            .exists()
+    );
+    assert_eq!(
+        std::fs::read_link(generic.join("lib/librocblas.so.4")).unwrap(),
+        PathBuf::from("librocblas.so.4.0")
+    );
     let m = marker_of(&generic.join("bin/rocblas-bench"));
     assert_eq!(m.kernel_name, format!("{ROCBLAS}/bin/rocblas-bench"));
-    assert_eq!(m.search_paths, ["../lib/.kpack/blas_lib.bin.rocblas-bench_@GFXARCH@.kpack"]);
+    assert_eq!(
+        m.search_paths,
+        ["../lib/.kpack/blas_lib.bin.rocblas-bench_@GFXARCH@.kpack"]
+    );
 
     // Reproducible: split again, -j1 vs -j2.
     let again = t.join("again");
     split_shard(&inputs.join("gfx908_build"), &again, &SHARDS[2], "1");
-    assert_eq!(tree_digest(&shards.join("gfx908_build")), tree_digest(&again), "-j1 and -j2 differ");
+    assert_eq!(
+        tree_digest(&shards.join("gfx908_build")),
+        tree_digest(&again),
+        "-j1 and -j2 differ"
+    );
     // Existing outputs are never overwritten.
-    let r = run_kpack(&["split", "--batch", inputs.join("gfx908_build").to_str().unwrap(), "-o", again.to_str().unwrap()]);
+    let r = run_kpack(&[
+        "split",
+        "--batch",
+        inputs.join("gfx908_build").to_str().unwrap(),
+        "-o",
+        again.to_str().unwrap(),
+    ]);
     assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
     assert!(stderr(&r).contains("already exists"));
 
@@ -197,26 +345,89 @@ fn splits_three_shards_recombines_and_every_kernel_loads() {
                             "error_on_missing_architecture": true}}"#,
     );
     let out = t.join("packages");
-    let r = kpack(["recombine", shards.to_str().unwrap(), "--config", config.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let r = kpack([
+        "recombine",
+        shards.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     assert!(r.status.success(), "{}", stderr(&r));
-    let mut names: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
     names.sort();
-    assert_eq!(names, ["blas_lib_generic", "blas_lib_gfx103X", "blas_lib_gfx90X", "support_dev_generic"]);
+    assert_eq!(
+        names,
+        [
+            "blas_lib_generic",
+            "blas_lib_gfx103X",
+            "blas_lib_gfx90X",
+            "support_dev_generic"
+        ]
+    );
     verify_ok(&out);
 
     // Every kernel of every binary, through the runtime, from the flattened install.
     let cache = kpack_runtime::Cache::new(kpack_runtime::Config::default());
     let cases = [
-        ("gfx103X", "gfx1030", vec![(ROCBLAS, "lib/librocblas.so.4.0", "libaxpy_gfx1030.so", "gfx1030"), (ROCBLAS, "bin/rocblas-bench", "exe_axpy_gfx1030", "gfx1030")]),
+        (
+            "gfx103X",
+            "gfx1030",
+            vec![
+                (
+                    ROCBLAS,
+                    "lib/librocblas.so.4.0",
+                    "libaxpy_gfx1030.so",
+                    "gfx1030",
+                ),
+                (ROCBLAS, "bin/rocblas-bench", "exe_axpy_gfx1030", "gfx1030"),
+            ],
+        ),
         (
             "gfx90X",
             "gfx90a:sramecc+:xnack-",
-            vec![(ROCBLAS, "lib/librocblas.so.4.0", "libaxpy_2arch.so", "gfx90a"), (ROCBLAS, "bin/rocblas-bench", "exe_axpy_2arch", "gfx90a"), (HIPBLASLT, "lib/libhipblaslt.so.0", "libaxpy_2arch.so", "gfx90a")],
+            vec![
+                (
+                    ROCBLAS,
+                    "lib/librocblas.so.4.0",
+                    "libaxpy_2arch.so",
+                    "gfx90a",
+                ),
+                (ROCBLAS, "bin/rocblas-bench", "exe_axpy_2arch", "gfx90a"),
+                (
+                    HIPBLASLT,
+                    "lib/libhipblaslt.so.0",
+                    "libaxpy_2arch.so",
+                    "gfx90a",
+                ),
+            ],
         ),
         (
             "gfx90X",
             "gfx908:sramecc+:xnack-",
-            vec![(ROCBLAS, "lib/librocblas.so.4.0", "libaxpy_wide.so", "gfx908"), (ROCBLAS, "bin/rocblas-bench", "exe_axpy_feat", "gfx908:sramecc+:xnack-"), (HIPBLASLT, "lib/libhipblaslt.so.0", "libaxpy_wide.so", "gfx908")],
+            vec![
+                (
+                    ROCBLAS,
+                    "lib/librocblas.so.4.0",
+                    "libaxpy_wide.so",
+                    "gfx908",
+                ),
+                (
+                    ROCBLAS,
+                    "bin/rocblas-bench",
+                    "exe_axpy_feat",
+                    "gfx908:sramecc+:xnack-",
+                ),
+                (
+                    HIPBLASLT,
+                    "lib/libhipblaslt.so.0",
+                    "libaxpy_wide.so",
+                    "gfx908",
+                ),
+            ],
         ),
     ];
     for (group, device, bins) in cases {
@@ -227,25 +438,60 @@ fn splits_three_shards_recombines_and_every_kernel_loads() {
         for (_, rel, fix, target) in bins {
             let bin = install.join(rel);
             let m = marker_of(&bin);
-            let code = cache.load(&m, &bin, 0, &[device]).unwrap_or_else(|e| panic!("{rel} on {device}: {e}"));
+            let code = cache
+                .load(&m, &bin, 0, &[device])
+                .unwrap_or_else(|e| panic!("{rel} on {device}: {e}"));
             assert_eq!(code, extracted(fix, target, t), "{rel} on {device}");
         }
         let dbs = install.join("lib/rocblas/library");
         assert!(dbs.join("TensileLibrary.dat").is_file());
     }
-    assert!(out.join("blas_lib_gfx90X").join(ROCBLAS).join("lib/rocblas/library/TensileLibrary_gfx908.co").is_file());
+    assert!(
+        out.join("blas_lib_gfx90X")
+            .join(ROCBLAS)
+            .join("lib/rocblas/library/TensileLibrary_gfx908.co")
+            .is_file()
+    );
 
     // Duplicate device code in two shards is an error naming both.
     let dup = t.join("dup");
     std::fs::create_dir_all(&dup).unwrap();
     for s in ["gfx1030_build", "gfx90a_build"] {
-        assert!(std::process::Command::new("cp").arg("-a").arg(shards.join(s)).arg(dup.join(s)).status().unwrap().success());
+        assert!(
+            std::process::Command::new("cp")
+                .arg("-a")
+                .arg(shards.join(s))
+                .arg(dup.join(s))
+                .status()
+                .unwrap()
+                .success()
+        );
     }
-    assert!(std::process::Command::new("cp").arg("-a").arg(shards.join("gfx90a_build")).arg(dup.join("zz_again")).status().unwrap().success());
-    let r = kpack(["recombine", dup.to_str().unwrap(), "--config", config.to_str().unwrap(), "-o", t.join("dup-out").to_str().unwrap()]);
+    assert!(
+        std::process::Command::new("cp")
+            .arg("-a")
+            .arg(shards.join("gfx90a_build"))
+            .arg(dup.join("zz_again"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    let r = kpack([
+        "recombine",
+        dup.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "-o",
+        t.join("dup-out").to_str().unwrap(),
+    ]);
     assert_eq!(r.status.code(), Some(1), "{}", stderr(&r));
     let e = stderr(&r);
-    assert!(e.contains("gfx90a_build") && e.contains("zz_again") && e.contains("gfx908 of group gfx90X is in no shard"), "{e}");
+    assert!(
+        e.contains("gfx90a_build")
+            && e.contains("zz_again")
+            && e.contains("gfx908 of group gfx90X is in no shard"),
+        "{e}"
+    );
     assert!(!t.join("dup-out/blas_lib_generic").exists());
 }
 
@@ -255,18 +501,41 @@ fn verify_reports_a_marker_that_does_not_resolve() {
     let t = tmp.path();
     make_shard(&t.join("in"), &SHARDS[1]);
     split_shard(&t.join("in"), &t.join("out"), &SHARDS[1], "2");
-    std::fs::remove_file(t.join("out/blas_lib_gfx90a").join(ROCBLAS).join("lib/.kpack/blas_lib.bin.rocblas-bench_gfx90a.kpack")).unwrap();
+    std::fs::remove_file(
+        t.join("out/blas_lib_gfx90a")
+            .join(ROCBLAS)
+            .join("lib/.kpack/blas_lib.bin.rocblas-bench_gfx90a.kpack"),
+    )
+    .unwrap();
     let r = kpack(["verify", t.join("out").to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(1), "{}", stdout(&r));
     let o = stdout(&r);
-    assert!(o.contains("rocblas-bench#0: no gfx90a code") && o.contains("blas_lib.bin.rocblas-bench_gfx90a.kpack"), "{o}");
+    assert!(
+        o.contains("rocblas-bench#0: no gfx90a code")
+            && o.contains("blas_lib.bin.rocblas-bench_gfx90a.kpack"),
+        "{o}"
+    );
 
     // A generic artifact with a fat binary in it, and an arch artifact with foreign code.
     let generic = t.join("out/blas_lib_generic").join(ROCBLAS);
-    std::fs::copy(fixture("corpus/libaxpy_2arch.so"), generic.join("lib/stray.so")).unwrap();
-    std::fs::copy(fixture("corpus/kern_axpy_2arch.co"), t.join("out/blas_lib_gfx90a").join(ROCBLAS).join("lib/extra_gfx1030.co")).unwrap();
+    std::fs::copy(
+        fixture("corpus/libaxpy_2arch.so"),
+        generic.join("lib/stray.so"),
+    )
+    .unwrap();
+    std::fs::copy(
+        fixture("corpus/kern_axpy_2arch.co"),
+        t.join("out/blas_lib_gfx90a")
+            .join(ROCBLAS)
+            .join("lib/extra_gfx1030.co"),
+    )
+    .unwrap();
     let r = kpack(["verify", t.join("out").to_str().unwrap(), "--json"]);
     assert_eq!(r.status.code(), Some(1));
     let o = stdout(&r);
-    assert!(o.contains("fat binary left in a generic artifact") && o.contains("names gfx1030 in the gfx90a artifact"), "{o}");
+    assert!(
+        o.contains("fat binary left in a generic artifact")
+            && o.contains("names gfx1030 in the gfx90a artifact"),
+        "{o}"
+    );
 }

@@ -21,7 +21,6 @@ use zip::write::SimpleFileOptions;
 const WHEEL: &str = "fatpkg-1.0-py3-none-linux_x86_64.whl";
 const HOST_DI: &str = "fatpkg-1.0.dist-info";
 
-
 fn kpack_env<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(kpack_bin());
     cmd.args(args)
@@ -37,21 +36,39 @@ fn kpack_env<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> Out
 /// Code objects `kpack extract --all` writes for `binary`: (co_index, target) → bytes.
 fn extracted(binary: &Path) -> BTreeMap<(u32, String), Vec<u8>> {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(kpack_bin()).arg("extract").arg("--all").arg("-o").arg(dir.path()).arg(binary).output().unwrap();
+    let out = Command::new(kpack_bin())
+        .arg("extract")
+        .arg("--all")
+        .arg("-o")
+        .arg(dir.path())
+        .arg(binary)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let mut map = BTreeMap::new();
     for e in std::fs::read_dir(dir.path()).unwrap() {
         let name = e.unwrap().file_name().into_string().unwrap();
         // bundle{co}-{target, ':' spelled '_'}.hsaco
-        let stem = name.strip_suffix(".hsaco").unwrap().strip_prefix("bundle").unwrap();
+        let stem = name
+            .strip_suffix(".hsaco")
+            .unwrap()
+            .strip_prefix("bundle")
+            .unwrap();
         let (co, target) = stem.split_once('-').unwrap();
-        map.insert((co.parse().unwrap(), target.replace('_', ":")), std::fs::read(dir.path().join(&name)).unwrap());
+        map.insert(
+            (co.parse().unwrap(), target.replace('_', ":")),
+            std::fs::read(dir.path().join(&name)).unwrap(),
+        );
     }
     map
 }
 
 fn record_line(path: &str, bytes: &[u8]) -> String {
-    format!("{path},{},{}\n", kpack_wheel::record_hash(bytes), bytes.len())
+    format!(
+        "{path},{},{}\n",
+        kpack_wheel::record_hash(bytes),
+        bytes.len()
+    )
 }
 
 /// The files of the fat wheel: wheel path → (bytes, mode).
@@ -61,18 +78,63 @@ fn fat_files() -> BTreeMap<String, (Vec<u8>, u32)> {
     let mut add = |p: &str, b: Vec<u8>, m: u32| {
         f.insert(p.to_string(), (b, m));
     };
-    add("fatpkg/__init__.py", b"from pathlib import Path\nLIB = Path(__file__).parent / 'lib'\n".to_vec(), 0o644);
-    add("fatpkg/lib/libaxpy.so", std::fs::read(fixture("corpus/libaxpy_2arch.so")).unwrap(), 0o755);
-    add("fatpkg/lib/lib2tu.so", std::fs::read(fixture("corpus/lib2tu_2arch.so")).unwrap(), 0o755);
+    add(
+        "fatpkg/__init__.py",
+        b"from pathlib import Path\nLIB = Path(__file__).parent / 'lib'\n".to_vec(),
+        0o644,
+    );
+    add(
+        "fatpkg/lib/libaxpy.so",
+        std::fs::read(fixture("corpus/libaxpy_2arch.so")).unwrap(),
+        0o755,
+    );
+    add(
+        "fatpkg/lib/lib2tu.so",
+        std::fs::read(fixture("corpus/lib2tu_2arch.so")).unwrap(),
+        0o755,
+    );
     let db = "fatpkg/lib/rocblas/library";
-    add(&format!("{db}/TensileLibrary_gfx90a.co"), co[&(0, "gfx90a".into())].clone(), 0o644);
-    add(&format!("{db}/TensileLibrary_gfx1030.co"), co[&(0, "gfx1030".into())].clone(), 0o644);
-    add(&format!("{db}/TensileLibrary_gfx90a.dat"), b"gfx90a solutions".to_vec(), 0o644);
-    add(&format!("{db}/TensileLibrary_gfx1030.dat"), b"gfx1030 solutions".to_vec(), 0o644);
-    add(&format!("{db}/TensileLibrary.dat"), b"fallback solutions".to_vec(), 0o644);
-    add("fatpkg-1.0.data/platlib/fatpkg_ext/libfeat.so", std::fs::read(fixture("corpus/libaxpy_feat.so")).unwrap(), 0o755);
-    add("fatpkg-1.0.data/scripts/fatpkg-info", b"#!/bin/sh\necho fatpkg\n".to_vec(), 0o755);
-    add(&format!("{HOST_DI}/METADATA"), b"Metadata-Version: 2.1\nName: fatpkg\nVersion: 1.0\nSummary: a fat test package\n".to_vec(), 0o644);
+    add(
+        &format!("{db}/TensileLibrary_gfx90a.co"),
+        co[&(0, "gfx90a".into())].clone(),
+        0o644,
+    );
+    add(
+        &format!("{db}/TensileLibrary_gfx1030.co"),
+        co[&(0, "gfx1030".into())].clone(),
+        0o644,
+    );
+    add(
+        &format!("{db}/TensileLibrary_gfx90a.dat"),
+        b"gfx90a solutions".to_vec(),
+        0o644,
+    );
+    add(
+        &format!("{db}/TensileLibrary_gfx1030.dat"),
+        b"gfx1030 solutions".to_vec(),
+        0o644,
+    );
+    add(
+        &format!("{db}/TensileLibrary.dat"),
+        b"fallback solutions".to_vec(),
+        0o644,
+    );
+    add(
+        "fatpkg-1.0.data/platlib/fatpkg_ext/libfeat.so",
+        std::fs::read(fixture("corpus/libaxpy_feat.so")).unwrap(),
+        0o755,
+    );
+    add(
+        "fatpkg-1.0.data/scripts/fatpkg-info",
+        b"#!/bin/sh\necho fatpkg\n".to_vec(),
+        0o755,
+    );
+    add(
+        &format!("{HOST_DI}/METADATA"),
+        b"Metadata-Version: 2.1\nName: fatpkg\nVersion: 1.0\nSummary: a fat test package\n"
+            .to_vec(),
+        0o644,
+    );
     add(
         &format!("{HOST_DI}/WHEEL"),
         b"Wheel-Version: 1.0\nGenerator: kpack-tests\nRoot-Is-Purelib: false\nTag: py3-none-linux_x86_64\n".to_vec(),
@@ -101,7 +163,8 @@ fn build_fat_wheel(dir: &Path, files: &BTreeMap<String, (Vec<u8>, u32)>) -> Path
         record.push_str(&record_line(p, b));
     }
     record.push_str(&format!("{HOST_DI}/RECORD,,\n"));
-    z.start_file(format!("{HOST_DI}/RECORD"), opts(0o644)).unwrap();
+    z.start_file(format!("{HOST_DI}/RECORD"), opts(0o644))
+        .unwrap();
     z.write_all(record.as_bytes()).unwrap();
     z.finish().unwrap();
     path
@@ -124,8 +187,13 @@ fn read_wheel(path: &Path) -> BTreeMap<String, (Vec<u8>, u32)> {
         out.insert(e.name().to_string(), (b, e.unix_mode().unwrap() & 0o777));
     }
     let record_name = order.last().unwrap().clone();
-    assert!(record_name.ends_with(".dist-info/RECORD"), "{}: RECORD is not the last entry", path.display());
-    let rows = kpack_wheel::parse_record(std::str::from_utf8(&out[&record_name].0).unwrap()).unwrap();
+    assert!(
+        record_name.ends_with(".dist-info/RECORD"),
+        "{}: RECORD is not the last entry",
+        path.display()
+    );
+    let rows =
+        kpack_wheel::parse_record(std::str::from_utf8(&out[&record_name].0).unwrap()).unwrap();
     let mut listed: Vec<&str> = rows.iter().map(|r| r.path.as_str()).collect();
     listed.sort();
     let mut present: Vec<&str> = out.keys().map(String::as_str).collect();
@@ -137,18 +205,44 @@ fn read_wheel(path: &Path) -> BTreeMap<String, (Vec<u8>, u32)> {
             continue;
         }
         let b = &out[&r.path].0;
-        assert_eq!(r.hash, kpack_wheel::record_hash(b), "{}: {}", path.display(), r.path);
-        assert_eq!(r.size, Some(b.len() as u64), "{}: {}", path.display(), r.path);
+        assert_eq!(
+            r.hash,
+            kpack_wheel::record_hash(b),
+            "{}: {}",
+            path.display(),
+            r.path
+        );
+        assert_eq!(
+            r.size,
+            Some(b.len() as u64),
+            "{}: {}",
+            path.display(),
+            r.path
+        );
     }
     out
 }
 
 fn split(input: &Path, out: &Path, extra: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
-    let mut args: Vec<String> = vec!["wheel".into(), "split".into(), input.display().to_string(), "-o".into(), out.display().to_string()];
-    args.extend(["--split-databases".into(), "rocblas".into(), "--json".into()]);
+    let mut args: Vec<String> = vec![
+        "wheel".into(),
+        "split".into(),
+        input.display().to_string(),
+        "-o".into(),
+        out.display().to_string(),
+    ];
+    args.extend([
+        "--split-databases".into(),
+        "rocblas".into(),
+        "--json".into(),
+    ]);
     args.extend(extra.iter().map(|s| s.to_string()));
     let o = kpack_env(&args, env);
-    assert!(o.status.success(), "kpack wheel split failed:\n{}", stderr(&o));
+    assert!(
+        o.status.success(),
+        "kpack wheel split failed:\n{}",
+        stderr(&o)
+    );
     serde_json::from_str(&stdout(&o)).unwrap()
 }
 
@@ -157,7 +251,10 @@ fn dir_bytes(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         .unwrap()
         .map(|e| {
             let e = e.unwrap();
-            (e.file_name().into_string().unwrap(), std::fs::read(e.path()).unwrap())
+            (
+                e.file_name().into_string().unwrap(),
+                std::fs::read(e.path()).unwrap(),
+            )
         })
         .collect()
 }
@@ -172,10 +269,27 @@ fn splits_a_fat_wheel_into_host_and_device_wheels() {
 
     assert_eq!(report["schema_version"], 1);
     assert_eq!(report["device_code"], true);
-    let archs: Vec<&str> = report["devices"].as_array().unwrap().iter().map(|d| d["arch"].as_str().unwrap()).collect();
+    let archs: Vec<&str> = report["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["arch"].as_str().unwrap())
+        .collect();
     assert_eq!(archs, ["gfx1030", "gfx908", "gfx90a"]);
-    let bins: Vec<&str> = report["binaries"].as_array().unwrap().iter().map(|b| b["path"].as_str().unwrap()).collect();
-    assert_eq!(bins, ["fatpkg-1.0.data/platlib/fatpkg_ext/libfeat.so", "fatpkg/lib/lib2tu.so", "fatpkg/lib/libaxpy.so"]);
+    let bins: Vec<&str> = report["binaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        bins,
+        [
+            "fatpkg-1.0.data/platlib/fatpkg_ext/libfeat.so",
+            "fatpkg/lib/lib2tu.so",
+            "fatpkg/lib/libaxpy.so"
+        ]
+    );
     assert_eq!(report["databases"]["rocblas"]["gfx90a"], 2, "{report:#}");
     assert_eq!(report["databases"]["rocblas"]["generic"], 1, "{report:#}");
 
@@ -191,7 +305,13 @@ fn splits_a_fat_wheel_into_host_and_device_wheels() {
         "no staging left behind"
     );
     for (k, w) in [("host", &report["host"]), ("gfx90a", &report["devices"][2])] {
-        assert_eq!(w["bytes"].as_u64().unwrap(), std::fs::metadata(out.join(w["file"].as_str().unwrap())).unwrap().len(), "{k}");
+        assert_eq!(
+            w["bytes"].as_u64().unwrap(),
+            std::fs::metadata(out.join(w["file"].as_str().unwrap()))
+                .unwrap()
+                .len(),
+            "{k}"
+        );
     }
 
     // Host wheel: same name, device code gone, everything else unchanged.
@@ -228,10 +348,18 @@ fn splits_a_fat_wheel_into_host_and_device_wheels() {
     for i in 0..z.len() {
         let e = z.by_index(i).unwrap();
         let t = e.last_modified().unwrap();
-        assert_eq!((t.year(), t.month(), t.day(), t.hour(), t.minute()), (1980, 1, 1, 0, 0), "{}", e.name());
+        assert_eq!(
+            (t.year(), t.month(), t.day(), t.hour(), t.minute()),
+            (1980, 1, 1, 0, 0),
+            "{}",
+            e.name()
+        );
     }
     let first_di = names.iter().position(|n| n.starts_with(HOST_DI)).unwrap();
-    assert!(names[first_di..].iter().all(|n| n.starts_with(HOST_DI)), "{names:?}");
+    assert!(
+        names[first_di..].iter().all(|n| n.starts_with(HOST_DI)),
+        "{names:?}"
+    );
 
     // Device wheel: only gfx90a archives and gfx90a database files, overlaying the host.
     let dev = read_wheel(&out.join("fatpkg_device_gfx90a-1.0-py3-none-linux_x86_64.whl"));
@@ -249,17 +377,33 @@ fn splits_a_fat_wheel_into_host_and_device_wheels() {
             "fatpkg_device_gfx90a-1.0.dist-info/WHEEL",
         ]
     );
-    let meta = String::from_utf8(dev["fatpkg_device_gfx90a-1.0.dist-info/METADATA"].0.clone()).unwrap();
-    assert!(meta.contains("Name: fatpkg-device-gfx90a\n") && meta.contains("Version: 1.0\n"), "{meta}");
+    let meta =
+        String::from_utf8(dev["fatpkg_device_gfx90a-1.0.dist-info/METADATA"].0.clone()).unwrap();
+    assert!(
+        meta.contains("Name: fatpkg-device-gfx90a\n") && meta.contains("Version: 1.0\n"),
+        "{meta}"
+    );
     assert!(meta.contains("Requires-Dist: fatpkg == 1.0\n"), "{meta}");
-    let wheel = String::from_utf8(dev["fatpkg_device_gfx90a-1.0.dist-info/WHEEL"].0.clone()).unwrap();
-    assert!(wheel.contains("Root-Is-Purelib: false\n") && wheel.contains("Tag: py3-none-linux_x86_64\n"), "{wheel}");
+    let wheel =
+        String::from_utf8(dev["fatpkg_device_gfx90a-1.0.dist-info/WHEEL"].0.clone()).unwrap();
+    assert!(
+        wheel.contains("Root-Is-Purelib: false\n")
+            && wheel.contains("Tag: py3-none-linux_x86_64\n"),
+        "{wheel}"
+    );
     let db = "fatpkg/lib/rocblas/library/TensileLibrary_gfx90a.dat";
     assert_eq!(dev[db].0, files[db].0);
     // Device wheels never share a path.
     let other = read_wheel(&out.join("fatpkg_device_gfx1030-1.0-py3-none-linux_x86_64.whl"));
     assert!(other.keys().all(|p| !dev.contains_key(p)));
-    assert!(other.keys().filter(|p| !p.contains(".dist-info/")).all(|p| p.contains("gfx1030")), "{:?}", other.keys());
+    assert!(
+        other
+            .keys()
+            .filter(|p| !p.contains(".dist-info/"))
+            .all(|p| p.contains("gfx1030")),
+        "{:?}",
+        other.keys()
+    );
 
     // Byte-identical on a second run, whatever the thread count.
     let out2 = tmp.path().join("out2");
@@ -270,7 +414,17 @@ fn splits_a_fat_wheel_into_host_and_device_wheels() {
     split(&input, &out3, &[], &[("SOURCE_DATE_EPOCH", "1700000000")]);
     let mut z = zip::ZipArchive::new(std::fs::File::open(out3.join(WHEEL)).unwrap()).unwrap();
     let t = z.by_index(0).unwrap().last_modified().unwrap();
-    assert_eq!((t.year(), t.month(), t.day(), t.hour(), t.minute(), t.second()), (2023, 11, 14, 22, 13, 20));
+    assert_eq!(
+        (
+            t.year(),
+            t.month(),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second()
+        ),
+        (2023, 11, 14, 22, 13, 20)
+    );
 
     // --dry-run reports the same and writes nothing.
     let dry = tmp.path().join("dry");
@@ -281,7 +435,11 @@ fn splits_a_fat_wheel_into_host_and_device_wheels() {
         .iter()
         .map(|d| {
             let mut d = d.clone();
-            d["path"] = dry.join(d["file"].as_str().unwrap()).display().to_string().into();
+            d["path"] = dry
+                .join(d["file"].as_str().unwrap())
+                .display()
+                .to_string()
+                .into();
             d
         })
         .collect();
@@ -295,23 +453,63 @@ fn splits_a_fat_wheel_into_host_and_device_wheels() {
 /// every kernel resolves for gfx90a through the installed markers, none for gfx1030.
 fn install_and_resolve(tmp: &Path, out: &Path) {
     let venv = tmp.join("venv");
-    let o = Command::new("python3").args(["-m", "venv"]).arg(&venv).output().expect("python3");
-    assert!(o.status.success(), "python3 -m venv failed (install python3-venv):\n{}", stderr(&o));
+    let o = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .output()
+        .expect("python3");
+    assert!(
+        o.status.success(),
+        "python3 -m venv failed (install python3-venv):\n{}",
+        stderr(&o)
+    );
     let py = venv.join("bin/python");
     let pip = |args: &[&str]| {
-        Command::new(&py).args(["-m", "pip"]).args(args).env("PIP_DISABLE_PIP_VERSION_CHECK", "1").output().unwrap()
+        Command::new(&py)
+            .args(["-m", "pip"])
+            .args(args)
+            .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+            .output()
+            .unwrap()
     };
     let host = out.join(WHEEL);
     let dev = out.join("fatpkg_device_gfx90a-1.0-py3-none-linux_x86_64.whl");
-    let o = pip(&["install", "--no-index", "--no-deps", host.to_str().unwrap(), dev.to_str().unwrap()]);
-    assert!(o.status.success(), "pip install failed:\n{}\n{}", stdout(&o), stderr(&o));
+    let o = pip(&[
+        "install",
+        "--no-index",
+        "--no-deps",
+        host.to_str().unwrap(),
+        dev.to_str().unwrap(),
+    ]);
+    assert!(
+        o.status.success(),
+        "pip install failed:\n{}\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
     let o = pip(&["check"]);
     assert!(o.status.success(), "pip check:\n{}", stdout(&o));
-    let o = Command::new(&py).args(["-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"]).output().unwrap();
+    let o = Command::new(&py)
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['platlib'])",
+        ])
+        .output()
+        .unwrap();
     let site = PathBuf::from(stdout(&o).trim());
-    assert!(site.join("fatpkg/lib/rocblas/library/TensileLibrary_gfx90a.co").is_file());
-    assert!(site.join("fatpkg/lib/rocblas/library/TensileLibrary.dat").is_file());
-    assert!(!site.join("fatpkg/lib/rocblas/library/TensileLibrary_gfx1030.co").exists());
+    assert!(
+        site.join("fatpkg/lib/rocblas/library/TensileLibrary_gfx90a.co")
+            .is_file()
+    );
+    assert!(
+        site.join("fatpkg/lib/rocblas/library/TensileLibrary.dat")
+            .is_file()
+    );
+    assert!(
+        !site
+            .join("fatpkg/lib/rocblas/library/TensileLibrary_gfx1030.co")
+            .exists()
+    );
 
     let cache = Cache::new(Config::default());
     let mut resolved = 0;
@@ -322,7 +520,10 @@ fn install_and_resolve(tmp: &Path, out: &Path) {
     ] {
         let bin = site.join(installed);
         let fat = kpack_elf::read_fat_binary(&bin, WalkOptions { verify_hash: true }).unwrap();
-        assert!(fat.is_transformed() && fat.bundles.is_empty(), "{installed}: not offloaded");
+        assert!(
+            fat.is_transformed() && fat.bundles.is_empty(),
+            "{installed}: not offloaded"
+        );
         let sec = fat.marker.unwrap();
         let mut bytes = vec![0u8; sec.size as usize];
         fat.source.read_exact_at(sec.offset, &mut bytes).unwrap();
@@ -338,22 +539,43 @@ fn install_and_resolve(tmp: &Path, out: &Path) {
                 let isa = format!("amdgcn-amd-amdhsa--{target}");
                 let got = cache.load(&marker, &bin, co, &[isa.as_str()]);
                 if target.starts_with("gfx90a") {
-                    assert_eq!(got.as_deref().ok(), Some(code.as_slice()), "{installed} co {co} {target}: {:?}", got.as_ref().err());
+                    assert_eq!(
+                        got.as_deref().ok(),
+                        Some(code.as_slice()),
+                        "{installed} co {co} {target}: {:?}",
+                        got.as_ref().err()
+                    );
                     gfx90a += 1;
                     resolved += 1;
                 } else {
-                    assert!(got.is_err(), "{installed} co {co} {target} resolved without its device wheel");
+                    assert!(
+                        got.is_err(),
+                        "{installed} co {co} {target} resolved without its device wheel"
+                    );
                 }
             }
-            assert!(gfx90a > 0, "{installed} co {co}: no gfx90a code object to check");
+            assert!(
+                gfx90a > 0,
+                "{installed} co {co}: no gfx90a code object to check"
+            );
         }
     }
     // libaxpy 1 + lib2tu 2 + libfeat (xnack+ and xnack-) 2.
     assert_eq!(resolved, 5);
 
     // `kpack verify` on the installed tree reaches the same verdict.
-    let o = Command::new(kpack_bin()).args(["verify", "--json"]).arg(&site).output().unwrap();
-    assert!(o.status.success(), "kpack verify {}:\n{}{}", site.display(), stdout(&o), stderr(&o));
+    let o = Command::new(kpack_bin())
+        .args(["verify", "--json"])
+        .arg(&site)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "kpack verify {}:\n{}{}",
+        site.display(),
+        stdout(&o),
+        stderr(&o)
+    );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["report"]["resolved"], 5, "{v}");
     assert_eq!(v["report"]["binaries"], 3, "{v}");
@@ -363,16 +585,28 @@ fn install_and_resolve(tmp: &Path, out: &Path) {
             std::fs::remove_file(&e).unwrap();
         }
     }
-    let o = Command::new(kpack_bin()).args(["verify"]).arg(&site).output().unwrap();
+    let o = Command::new(kpack_bin())
+        .args(["verify"])
+        .arg(&site)
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
-    assert!(stdout(&o).contains("no archive in") && stdout(&o).contains("fatpkg/lib/libaxpy.so"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("no archive in") && stdout(&o).contains("fatpkg/lib/libaxpy.so"),
+        "{}",
+        stdout(&o)
+    );
 }
 
 fn walk_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
-        if p.is_dir() && !p.is_symlink() { out.extend(walk_files(&p)) } else { out.push(p) }
+        if p.is_dir() && !p.is_symlink() {
+            out.extend(walk_files(&p))
+        } else {
+            out.push(p)
+        }
     }
     out
 }
@@ -381,16 +615,40 @@ fn walk_files(dir: &Path) -> Vec<PathBuf> {
 fn wheel_without_device_code_is_copied_unchanged() {
     let tmp = tempfile::tempdir().unwrap();
     let mut files = fat_files();
-    files.retain(|p, _| p.contains(".dist-info/") || p.ends_with(".py") || p.ends_with("TensileLibrary.dat"));
-    files.insert("fatpkg/lib/libhostonly.so".into(), (std::fs::read(fixture("corpus/libhostonly.so")).unwrap(), 0o755));
+    files.retain(|p, _| {
+        p.contains(".dist-info/") || p.ends_with(".py") || p.ends_with("TensileLibrary.dat")
+    });
+    files.insert(
+        "fatpkg/lib/libhostonly.so".into(),
+        (
+            std::fs::read(fixture("corpus/libhostonly.so")).unwrap(),
+            0o755,
+        ),
+    );
     let input = build_fat_wheel(tmp.path(), &files);
     let out = tmp.path().join("out");
     let report = split(&input, &out, &[], &[]);
     assert_eq!(report["device_code"], false);
     assert_eq!(report["devices"].as_array().unwrap().len(), 0);
-    assert_eq!(std::fs::read(out.join(WHEEL)).unwrap(), std::fs::read(&input).unwrap());
-    let o = kpack_env(&["wheel", "split", input.to_str().unwrap(), "-o", out.to_str().unwrap()], &[]);
-    assert!(o.status.success() && stdout(&o).contains("no device code"), "{}", stdout(&o));
+    assert_eq!(
+        std::fs::read(out.join(WHEEL)).unwrap(),
+        std::fs::read(&input).unwrap()
+    );
+    let o = kpack_env(
+        &[
+            "wheel",
+            "split",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(
+        o.status.success() && stdout(&o).contains("no device code"),
+        "{}",
+        stdout(&o)
+    );
 }
 
 #[test]
@@ -413,17 +671,40 @@ fn refuses_a_wheel_whose_record_does_not_match() {
         if e.is_dir() {
             continue;
         }
-        z.start_file(e.name(), SimpleFileOptions::default()).unwrap();
+        z.start_file(e.name(), SimpleFileOptions::default())
+            .unwrap();
         z.write_all(&b).unwrap();
     }
     z.finish().unwrap();
     let out = tmp.path().join("out");
-    let o = kpack_env(&["wheel", "split", bad.to_str().unwrap(), "-o", out.to_str().unwrap()], &[]);
+    let o = kpack_env(
+        &[
+            "wheel",
+            "split",
+            bad.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("fatpkg/__init__.py does not match its RECORD hash"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("fatpkg/__init__.py does not match its RECORD hash"),
+        "{}",
+        stderr(&o)
+    );
     assert!(!out.join(WHEEL).exists());
     // The output directory may not be the input's (the host wheel has its name).
-    let o = kpack_env(&["wheel", "split", input.to_str().unwrap(), "-o", tmp.path().to_str().unwrap()], &[]);
+    let o = kpack_env(
+        &[
+            "wheel",
+            "split",
+            input.to_str().unwrap(),
+            "-o",
+            tmp.path().to_str().unwrap(),
+        ],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("holds the input"), "{}", stderr(&o));
 }

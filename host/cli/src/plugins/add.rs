@@ -27,21 +27,42 @@ pub struct Args {
 /// Run `kpack plugins add`.
 pub fn run(args: Args) -> CliResult {
     let HandlerSpec::Name { name, req } = HandlerSpec::parse(&args.spec)? else {
-        return Err(anyhow::anyhow!("`plugins add` takes NAME[@REQ], not a file: {}", args.spec).into());
+        return Err(
+            anyhow::anyhow!("`plugins add` takes NAME[@REQ], not a file: {}", args.spec).into(),
+        );
     };
     let registry = Registry::new(&args.registry)?;
-    let dest = args.plugin_dir.or_else(default_install_dir).context("no install directory: set XDG_DATA_HOME or HOME")?;
+    let dest = args
+        .plugin_dir
+        .or_else(default_install_dir)
+        .context("no install directory: set XDG_DATA_HOME or HOME")?;
     let req = req.unwrap_or(VersionReq::STAR);
     let entry = registry.resolve(&name, &req)?;
     // Check it loads before installing: a blob that fails must not shadow a working one.
     let staged = tempfile::tempdir()?;
     let (_, path) = registry.install(&name, &req, staged.path())?;
-    let set = HandlerSet::load(&[HandlerSpec::File(path.clone())], &LoadOptions::standard(&[]))?;
+    let set = HandlerSet::load(
+        &[HandlerSpec::File(path.clone())],
+        &LoadOptions::standard(&[]),
+    )?;
     let meta = set.handlers().next().context("no handler loaded")?;
     if meta.name != entry.name || meta.version.to_string() != entry.vers {
-        return Err(anyhow::anyhow!("registry entry {} {} contains handler {} {}", entry.name, entry.vers, meta.name, meta.version).into());
+        return Err(anyhow::anyhow!(
+            "registry entry {} {} contains handler {} {}",
+            entry.name,
+            entry.vers,
+            meta.name,
+            meta.version
+        )
+        .into());
     }
     let (entry, installed) = registry.install(&name, &req, &dest)?;
-    println!("installed {} {} (kpack:handler@{}) to {}", entry.name, entry.vers, entry.wit, installed.display());
+    println!(
+        "installed {} {} (kpack:handler@{}) to {}",
+        entry.name,
+        entry.vers,
+        entry.wit,
+        installed.display()
+    );
     Ok(())
 }

@@ -37,29 +37,39 @@ pub fn run(mut args: Args) -> CliResult {
     }
     let dir = args.dir.context("missing the directory to classify")?;
     if args.handlers.is_empty() {
-        return Err(anyhow::anyhow!("no handlers chosen: pass --split-databases NAME... and/or --plugin FILE.wasm").into());
+        return Err(anyhow::anyhow!(
+            "no handlers chosen: pass --split-databases NAME... and/or --plugin FILE.wasm"
+        )
+        .into());
     }
     let set = args.handlers.load()?;
-    let files = set.classify_tree(&dir).with_context(|| format!("classifying {}", dir.display()))?;
+    let files = set
+        .classify_tree(&dir)
+        .with_context(|| format!("classifying {}", dir.display()))?;
     for line in set.take_logs() {
         eprintln!("{}: {:?}: {}", line.handler, line.level, line.message);
     }
     if args.json {
         let handlers: Vec<_> = set
             .handlers()
-            .map(|h| json!({"name": h.name, "version": h.version.to_string(), "wit": h.wit.to_string(),
-                            "origin": h.origin.to_string(), "sha256": h.sha256}))
+            .map(|h| {
+                json!({"name": h.name, "version": h.version.to_string(), "wit": h.wit.to_string(),
+                            "origin": h.origin.to_string(), "sha256": h.sha256})
+            })
             .collect();
         let files: Vec<_> = files
             .iter()
             .filter(|(_, c)| args.all || c.is_some())
             .map(|(path, claim)| match claim {
-                Some(c) => json!({"path": path, "handler": c.handler, "key": c.classification.to_string(),
-                                  "generic": c.classification == Classification::Generic}),
+                Some(c) => {
+                    json!({"path": path, "handler": c.handler, "key": c.classification.to_string(),
+                                  "generic": c.classification == Classification::Generic})
+                }
                 None => json!({"path": path, "handler": null, "key": null, "generic": null}),
             })
             .collect();
-        let doc = json!({"schema": "kpack.plugins.classify/1", "handlers": handlers, "files": files});
+        let doc =
+            json!({"schema": "kpack.plugins.classify/1", "handlers": handlers, "files": files});
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
     }

@@ -23,7 +23,11 @@ pub fn run(args: Args) -> CliResult {
     let mut specs: Vec<HandlerSpec> = if args.handlers.split_databases.is_empty() {
         discover(&options).into_iter().map(|(_, s)| s).collect()
     } else {
-        args.handlers.specs()?.into_iter().filter(|s| matches!(s, HandlerSpec::Name { .. })).collect()
+        args.handlers
+            .specs()?
+            .into_iter()
+            .filter(|s| matches!(s, HandlerSpec::Name { .. }))
+            .collect()
     };
     specs.extend(args.handlers.plugins.iter().cloned().map(HandlerSpec::File));
     let set = HandlerSet::load(&specs, &options)?;
@@ -40,11 +44,23 @@ pub fn run(args: Args) -> CliResult {
         return Ok(());
     }
     if set.handlers().len() == 0 {
-        eprintln!("no handlers found; build them with scripts/build-plugins.sh or pass --plugin-dir");
+        eprintln!(
+            "no handlers found; build them with scripts/build-plugins.sh or pass --plugin-dir"
+        );
     }
-    println!("{:<20} {:<10} {:<8} {:<64} ORIGIN", "NAME", "VERSION", "WIT", "SHA256");
+    println!(
+        "{:<20} {:<10} {:<8} {:<64} ORIGIN",
+        "NAME", "VERSION", "WIT", "SHA256"
+    );
     for h in set.handlers() {
-        println!("{:<20} {:<10} {:<8} {:<64} {}", h.name, h.version.to_string(), h.wit.to_string(), h.sha256, h.origin);
+        println!(
+            "{:<20} {:<10} {:<8} {:<64} {}",
+            h.name,
+            h.version.to_string(),
+            h.wit.to_string(),
+            h.sha256,
+            h.origin
+        );
     }
     Ok(())
 }

@@ -25,14 +25,31 @@ pub struct Args {
 /// Run `kpack plugins publish`.
 pub fn run(args: Args) -> CliResult {
     let registry = Registry::new(&args.registry)?;
-    let set = HandlerSet::load(&[HandlerSpec::File(args.file.clone())], &LoadOptions::standard(&[]))?;
+    let set = HandlerSet::load(
+        &[HandlerSpec::File(args.file.clone())],
+        &LoadOptions::standard(&[]),
+    )?;
     let meta = set.handlers().next().context("no handler loaded")?.clone();
     if args.dry_run {
-        eprintln!("would publish {} {} (kpack:handler@{}) to {}", meta.name, meta.version, meta.wit, registry.location());
+        eprintln!(
+            "would publish {} {} (kpack:handler@{}) to {}",
+            meta.name,
+            meta.version,
+            meta.wit,
+            registry.location()
+        );
         return Ok(());
     }
-    let wasm = std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let wasm =
+        std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
     let entry = registry.publish(&wasm, &meta)?;
-    println!("published {} {} (kpack:handler@{}) sha256 {} to {}", entry.name, entry.vers, entry.wit, entry.cksum, registry.location());
+    println!(
+        "published {} {} (kpack:handler@{}) sha256 {} to {}",
+        entry.name,
+        entry.vers,
+        entry.wit,
+        entry.cksum,
+        registry.location()
+    );
     Ok(())
 }

@@ -23,6 +23,9 @@ pub fn run(args: Args) -> CliResult {
         return Err(anyhow::anyhow!("expected NAME@VERSION, got {:?}", args.spec).into());
     };
     Registry::new(&args.registry)?.yank(name, vers, !args.undo)?;
-    println!("{} {name} {vers}", if args.undo { "un-yanked" } else { "yanked" });
+    println!(
+        "{} {name} {vers}",
+        if args.undo { "un-yanked" } else { "yanked" }
+    );
     Ok(())
 }

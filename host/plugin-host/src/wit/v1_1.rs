@@ -30,10 +30,15 @@ impl host::Host for HostState {
 pub(crate) struct Linked(HandlerWorldPre<HostState>);
 
 impl Linked {
-    pub(crate) fn new(linker: &mut Linker<HostState>, component: &Component) -> wasmtime::Result<Self> {
+    pub(crate) fn new(
+        linker: &mut Linker<HostState>,
+        component: &Component,
+    ) -> wasmtime::Result<Self> {
         HandlerWorld::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)?;
         super::sandbox_imports(linker, component)?;
-        Ok(Linked(HandlerWorldPre::new(linker.instantiate_pre(component)?)?))
+        Ok(Linked(HandlerWorldPre::new(
+            linker.instantiate_pre(component)?,
+        )?))
     }
 }
 
@@ -48,7 +53,11 @@ struct Instance(HandlerWorld);
 impl Guest for Instance {
     fn info(&self, store: &mut Store<HostState>) -> wasmtime::Result<RawInfo> {
         let i = self.0.kpack_handler_handler().call_info(store)?;
-        Ok(RawInfo { name: i.name, version: i.version, prefix_bytes: i.prefix_bytes })
+        Ok(RawInfo {
+            name: i.name,
+            version: i.version,
+            prefix_bytes: i.prefix_bytes,
+        })
     }
 
     fn path_hints(&self, store: &mut Store<HostState>) -> wasmtime::Result<Vec<String>> {
@@ -66,20 +75,30 @@ impl Guest for Instance {
             .map(|f| wit::FileEntry {
                 path: f.path.clone(),
                 size: f.size,
-                prefix: f.prefix.get(..prefix_bytes.min(f.prefix.len())).unwrap_or_default().to_vec(),
+                prefix: f
+                    .prefix
+                    .get(..prefix_bytes.min(f.prefix.len()))
+                    .unwrap_or_default()
+                    .to_vec(),
             })
             .collect();
-        Ok(match self.0.kpack_handler_handler().call_classify(store, &entries)? {
-            Ok(out) => Ok(out
-                .into_iter()
-                .map(|c| match c {
-                    wit::Classification::NotMine => None,
-                    wit::Classification::Generic => Some(Classification::Generic),
-                    wit::Classification::ArchSpecific(k) => Some(Classification::Arch(k)),
-                })
-                .collect()),
-            Err(wit::HandlerError::InvalidInput(m)) => Err(GuestError::InvalidInput(m)),
-            Err(wit::HandlerError::Internal(m)) => Err(GuestError::Internal(m)),
-        })
+        Ok(
+            match self
+                .0
+                .kpack_handler_handler()
+                .call_classify(store, &entries)?
+            {
+                Ok(out) => Ok(out
+                    .into_iter()
+                    .map(|c| match c {
+                        wit::Classification::NotMine => None,
+                        wit::Classification::Generic => Some(Classification::Generic),
+                        wit::Classification::ArchSpecific(k) => Some(Classification::Arch(k)),
+                    })
+                    .collect()),
+                Err(wit::HandlerError::InvalidInput(m)) => Err(GuestError::InvalidInput(m)),
+                Err(wit::HandlerError::Internal(m)) => Err(GuestError::Internal(m)),
+            },
+        )
     }
 }
