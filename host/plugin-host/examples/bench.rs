@@ -8,7 +8,8 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use kpack_plugin_host::{DirKind, FileInfo, HandlerSet, HandlerSpec, LoadOptions, SearchDir};
+use kpack_plugin_host::{DirKind, HandlerSet, HandlerSpec, LoadOptions, SearchDir};
+use kpack_split::FileInfo;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 

@@ -19,15 +19,23 @@
 //! * `cache`: compiled components cached on disk by wasm sha256 and engine
 //!   compatibility hash, so a warm start costs well under a millisecond
 //!   per handler (see [`default_cache_dir`]).
-//! * [`HandlerSet`]: resolution of [`HandlerSpec`]s (name, `NAME@REQ`,
-//!   file) through [`LoadOptions`] (search path, [`Registry`]), loading,
-//!   and batched classification sized to the memory cap.
+//! * `spec`, `search`: how a handler is asked for ([`HandlerSpec`]: name,
+//!   `NAME@REQ`, file) and where names are looked up ([`SearchDir`]s).
+//! * `load`: [`HandlerSet::load`] resolves specs through [`LoadOptions`]
+//!   (search path, [`Registry`]), compiles or fetches from the cache, links
+//!   by WIT version and checks the handler's `info` ([`HandlerMeta`]).
+//! * `run`: [`HandlerSet::classify`], batched and sized to the memory cap.
+//!   [`HandlerSet`] implements `kpack_split::Databases`, the trait through
+//!   which split asks for classifications; the values it passes
+//!   ([`FileInfo`](kpack_split::FileInfo), [`Claim`](kpack_split::Claim),
+//!   [`Classification`](kpack_split::Classification)) are split's.
 //! * [`Registry`]: a cargo-style sparse index of published handlers.
 //!
 //! # Example
 //!
 //! ```no_run
-//! use kpack_plugin_host::{Classification, FileInfo, HandlerSet, HandlerSpec, LoadOptions};
+//! use kpack_plugin_host::{HandlerSet, HandlerSpec, LoadOptions};
+//! use kpack_split::FileInfo;
 //!
 //! # fn main() -> Result<(), kpack_plugin_host::Error> {
 //! let specs = ["rocblas", "hipblaslt@^0.1"].map(HandlerSpec::parse).into_iter().collect::<Result<Vec<_>, _>>()?;
@@ -44,23 +52,28 @@
 //! ```
 //!
 //! Files whose name may not tell the target should carry their first
-//! [`HandlerSet::prefix_bytes_for`] bytes in [`FileInfo::prefix`]
-//! ([`FileInfo::read`] does that); [`HandlerSet::classify_tree`] walks a
-//! directory and does it all.
+//! [`HandlerSet::prefix_bytes_for`] bytes in
+//! [`FileInfo::prefix`](kpack_split::FileInfo::prefix);
+//! [`HandlerSet::classify_tree`] walks a directory and does it all.
 
 mod cache;
 mod error;
+mod load;
 mod registry;
+mod run;
 mod sandbox;
-mod set;
+mod search;
+mod spec;
+mod types;
 mod wit;
 
 pub use cache::default_cache_dir;
 pub use error::{Error, ErrorKind, Result};
+pub use load::LoadOptions;
 pub use registry::{IndexEntry, Registry};
+pub use run::HandlerSet;
 pub use sandbox::{Limits, LogLevel, LogLine};
-pub use set::{
-    Claim, Classification, DirKind, FileInfo, HandlerMeta, HandlerSet, HandlerSpec, LoadOptions,
-    Origin, SearchDir, default_install_dir, discover,
-};
+pub use search::{DirKind, SearchDir, default_install_dir, discover};
+pub use spec::HandlerSpec;
+pub use types::{HandlerMeta, Origin};
 pub use wit::{RELEASED_WIT, SUPPORTED_WIT};

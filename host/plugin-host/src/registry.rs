@@ -17,8 +17,8 @@ use semver::{Version, VersionReq};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::set::check_name;
-use crate::{Error, ErrorKind, HandlerMeta, Result};
+use crate::spec::check_name;
+use crate::{Error, ErrorKind, Result};
 
 /// One published version: a line of an index file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,12 +163,20 @@ impl Registry {
         Ok(bytes)
     }
 
-    /// Publish `wasm`, described by `meta` (from loading it), as a new version.
-    pub fn publish(&self, wasm: &[u8], meta: &HandlerMeta) -> Result<IndexEntry> {
+    /// Publish `wasm` as version `version` of handler `name`, built against
+    /// `kpack:handler@{wit}`. Callers take these from loading the component
+    /// (`HandlerSet::handlers`), which checks that it is a handler.
+    pub fn publish(
+        &self,
+        name: &str,
+        version: &Version,
+        wit: &Version,
+        wasm: &[u8],
+    ) -> Result<IndexEntry> {
         let entry = IndexEntry {
-            name: meta.name.clone(),
-            vers: meta.version.to_string(),
-            wit: meta.wit.to_string(),
+            name: name.to_string(),
+            vers: version.to_string(),
+            wit: wit.to_string(),
             cksum: hex::encode(Sha256::digest(wasm)),
             yanked: false,
         };
@@ -324,6 +332,25 @@ mod tests {
         let err = reg.fetch(&entry("1.2.0", false)).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Registry);
         assert!(err.to_string().contains("refusing"), "{err}");
+    }
+
+    #[test]
+    fn publishes_once_and_fetches_what_was_published() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = Registry::new(dir.path().to_str().unwrap()).unwrap();
+        let (v, wit) = (Version::new(1, 2, 0), Version::new(1, 1, 0));
+        let entry = reg.publish("demo", &v, &wit, b"wasm bytes").unwrap();
+        assert_eq!(
+            (entry.vers.as_str(), entry.wit.as_str()),
+            ("1.2.0", "1.1.0")
+        );
+        let found = reg.resolve("demo", &VersionReq::STAR).unwrap();
+        assert_eq!(found, entry);
+        assert_eq!(reg.fetch(&found).unwrap(), b"wasm bytes");
+        let again = reg.publish("demo", &v, &wit, b"other").unwrap_err();
+        assert_eq!(again.kind(), ErrorKind::Registry);
+        let bad = reg.publish("Demo", &v, &wit, b"x").unwrap_err();
+        assert_eq!(bad.kind(), ErrorKind::Usage);
     }
 
     #[test]

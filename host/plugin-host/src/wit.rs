@@ -4,16 +4,22 @@
 //! A guest's version is read from the name of its exported interface
 //! (`kpack:handler/handler@1.0.0`) before instantiation, so an incompatible
 //! guest gets a readable message instead of a type-mismatch error.
+//!
+//! The newest version's module (`v1_1`) holds the one implementation of the
+//! `host` interface and the conversions to and from kpack's types; older
+//! modules reuse its `host` bindings (bindgen's `with:`) and adapt their
+//! own export types to the newest ones, as Zed's extension host does.
 
 mod v1_0;
 mod v1_1;
 
+use kpack_split::{Classification, FileInfo};
 use semver::Version;
 use wasmtime::Store;
 use wasmtime::component::{Component, Linker};
 
 use crate::sandbox::HostState;
-use crate::{Classification, Error, ErrorKind, FileInfo, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// The newest `kpack:handler` version this host implements.
 pub const SUPPORTED_WIT: &str = "1.1.0";

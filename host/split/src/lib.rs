@@ -10,8 +10,8 @@
 //!   tree per arch, described by a [`PrefixLayout`]. Fat binaries are
 //!   offloaded (host-only binary with a `.rocm_kpack_ref` marker in the
 //!   generic tree, code objects in archives in the arch trees); database
-//!   files claimed by a [`Databases`] classifier (the WASM handlers, via
-//!   [`kpack_plugin_host::HandlerSet`]) go to their arch; bare
+//!   files claimed by a [`Databases`] classifier (the WASM handlers:
+//!   `kpack_plugin_host::HandlerSet` implements it) go to their arch; bare
 //!   single-processor bundle files too; everything else is copied (symlinks
 //!   stay symlinks, modes kept). Files are processed in parallel on the
 //!   current rayon pool; the bytes written do not depend on the pool size.
@@ -72,6 +72,7 @@
 #![forbid(unsafe_code)]
 
 mod artifact;
+mod databases;
 mod error;
 mod manifest;
 mod prefix;
@@ -81,11 +82,12 @@ mod verify;
 pub use artifact::{
     ArtifactInput, ArtifactReport, batch_inputs, component_from_dir_name, split_artifacts,
 };
+pub use databases::{Claim, Classification, Databases, FileInfo};
 pub use error::{Error, ErrorKind, Result};
 pub use manifest::{MANIFEST, read_manifest, write_manifest};
 pub use prefix::{
-    ArchiveReport, BinaryReport, Databases, PrefixLayout, PrefixReport, Progress, SplitOptions,
-    arch_dir_name, archive_stem, split_prefix,
+    ArchiveReport, BinaryReport, PrefixLayout, PrefixReport, Progress, SplitOptions, arch_dir_name,
+    archive_stem, split_prefix,
 };
 pub use recombine::{
     ArchGroup, RecombineConfig, RecombineReport, Validation, parse_artifact_name, recombine,

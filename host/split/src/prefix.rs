@@ -10,31 +10,11 @@ use kpack_format::{Compression, WriterOptions};
 use kpack_offload::{
     ArchiveSet, OffloadOptions, add_code_objects, transform_checked, write_atomically,
 };
-use kpack_plugin_host::{Claim, Classification, FileInfo, HandlerSet};
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::databases::{Claim, Classification, Databases, FileInfo};
 use crate::error::{Error, ErrorKind, Result};
-
-/// Classifies database files (kernel libraries that are not fat binaries).
-/// Implemented by [`kpack_plugin_host::HandlerSet`]; tests and other tools
-/// may provide their own.
-pub trait Databases: Sync {
-    /// How many leading bytes of the file at `path` (relative to the prefix,
-    /// `/`-separated) the classifier wants to see.
-    fn prefix_bytes_for(&self, path: &str) -> usize;
-    /// For each file, the claiming handler and its verdict, or `None`.
-    fn classify(&self, files: &[FileInfo]) -> std::result::Result<Vec<Option<Claim>>, String>;
-}
-
-impl Databases for HandlerSet {
-    fn prefix_bytes_for(&self, path: &str) -> usize {
-        HandlerSet::prefix_bytes_for(self, path)
-    }
-    fn classify(&self, files: &[FileInfo]) -> std::result::Result<Vec<Option<Claim>>, String> {
-        HandlerSet::classify(self, files).map_err(|e| e.to_string())
-    }
-}
 
 /// A progress event, for a progress bar.
 #[derive(Debug, Clone, Copy)]

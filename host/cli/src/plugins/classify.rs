@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use kpack_plugin_host::Classification;
+use kpack_split::Classification;
 use serde_json::json;
 
 use crate::exit::CliResult;

@@ -21,7 +21,10 @@ pub struct Args {
 pub fn run(args: Args) -> CliResult {
     let options = args.handlers.options()?;
     let mut specs: Vec<HandlerSpec> = if args.handlers.split_databases.is_empty() {
-        discover(&options).into_iter().map(|(_, s)| s).collect()
+        discover(&options.search)
+            .into_iter()
+            .map(|(_, s)| s)
+            .collect()
     } else {
         args.handlers
             .specs()?

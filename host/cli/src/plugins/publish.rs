@@ -42,7 +42,7 @@ pub fn run(args: Args) -> CliResult {
     }
     let wasm =
         std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
-    let entry = registry.publish(&wasm, &meta)?;
+    let entry = registry.publish(&meta.name, &meta.version, &meta.wit, &wasm)?;
     println!(
         "published {} {} (kpack:handler@{}) sha256 {} to {}",
         entry.name,

@@ -1,29 +1,51 @@
-//! Bindings for `wit/handler@1.0.0` (frozen, like the directory).
+//! Bindings for `wit/handler@1.0.0` (frozen, like the directory), adapted
+//! to the newest version: the `host` interface is the newest one's (it has
+//! not changed), and the export types convert to and from the newest ones.
 
+use kpack_split::{Classification, FileInfo};
 use wasmtime::Store;
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, Linker};
 
+use super::v1_1::{self, wit as latest};
 use super::{Bindings, Guest, GuestError, RawInfo};
 use crate::sandbox::HostState;
-use crate::{Classification, FileInfo};
 
 wasmtime::component::bindgen!({
     path: "../../wit/handler@1.0.0",
     world: "handler-world",
+    with: {
+        "kpack:handler/host@1.0.0": super::v1_1::kpack::handler::host,
+    },
 });
 
 use exports::kpack::handler::handler as wit;
-use kpack::handler::host;
 
-impl host::Host for HostState {
-    fn log(&mut self, level: host::Level, message: String) {
-        let level = match level {
-            host::Level::Error => crate::LogLevel::Error,
-            host::Level::Warn => crate::LogLevel::Warn,
-            host::Level::Info => crate::LogLevel::Info,
-            host::Level::Debug => crate::LogLevel::Debug,
-        };
-        self.log(level, message);
+impl From<latest::FileEntry> for wit::FileEntry {
+    fn from(e: latest::FileEntry) -> Self {
+        wit::FileEntry {
+            path: e.path,
+            size: e.size,
+            prefix: e.prefix,
+        }
+    }
+}
+
+impl From<wit::Classification> for latest::Classification {
+    fn from(c: wit::Classification) -> Self {
+        match c {
+            wit::Classification::NotMine => latest::Classification::NotMine,
+            wit::Classification::Generic => latest::Classification::Generic,
+            wit::Classification::ArchSpecific(k) => latest::Classification::ArchSpecific(k),
+        }
+    }
+}
+
+impl From<wit::HandlerError> for latest::HandlerError {
+    fn from(e: wit::HandlerError) -> Self {
+        match e {
+            wit::HandlerError::InvalidInput(m) => latest::HandlerError::InvalidInput(m),
+            wit::HandlerError::Internal(m) => latest::HandlerError::Internal(m),
+        }
     }
 }
 
@@ -34,7 +56,7 @@ impl Linked {
         linker: &mut Linker<HostState>,
         component: &Component,
     ) -> wasmtime::Result<Self> {
-        HandlerWorld::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)?;
+        v1_1::add_host(linker, "1.0.0")?;
         super::sandbox_imports(linker, component)?;
         Ok(Linked(HandlerWorldPre::new(
             linker.instantiate_pre(component)?,
@@ -71,35 +93,18 @@ impl Guest for Instance {
         files: &[&FileInfo],
         prefix_bytes: usize,
     ) -> wasmtime::Result<Result<Vec<Option<Classification>>, GuestError>> {
-        let entries: Vec<wit::FileEntry> = files
-            .iter()
-            .map(|f| wit::FileEntry {
-                path: f.path.clone(),
-                size: f.size,
-                prefix: f
-                    .prefix
-                    .get(..prefix_bytes.min(f.prefix.len()))
-                    .unwrap_or_default()
-                    .to_vec(),
-            })
+        let entries: Vec<wit::FileEntry> = v1_1::file_entries(files, prefix_bytes)
+            .into_iter()
+            .map(Into::into)
             .collect();
-        Ok(
-            match self
-                .0
-                .kpack_handler_handler()
-                .call_classify(store, &entries)?
-            {
-                Ok(out) => Ok(out
-                    .into_iter()
-                    .map(|c| match c {
-                        wit::Classification::NotMine => None,
-                        wit::Classification::Generic => Some(Classification::Generic),
-                        wit::Classification::ArchSpecific(k) => Some(Classification::Arch(k)),
-                    })
-                    .collect()),
-                Err(wit::HandlerError::InvalidInput(m)) => Err(GuestError::InvalidInput(m)),
-                Err(wit::HandlerError::Internal(m)) => Err(GuestError::Internal(m)),
-            },
-        )
+        let answer = self
+            .0
+            .kpack_handler_handler()
+            .call_classify(store, &entries)?;
+        Ok(v1_1::verdicts(
+            answer
+                .map(|v| v.into_iter().map(Into::into).collect())
+                .map_err(Into::into),
+        ))
     }
 }

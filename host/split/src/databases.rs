@@ -1,0 +1,67 @@
+//! What split needs from a database classifier: the [`Databases`] trait and
+//! the values it passes across. Split owns them (as ripgrep's searcher owns
+//! its `Matcher`) so that it does not depend on the WebAssembly runtime;
+//! `kpack-plugin-host` implements the trait for its handlers.
+
+use std::fmt;
+
+/// Classifies database files (kernel libraries that are not fat binaries).
+/// Implemented by `kpack_plugin_host::HandlerSet`; tests and other tools
+/// may provide their own.
+pub trait Databases: Sync {
+    /// How many leading bytes of the file at `path` (relative to the prefix,
+    /// `/`-separated) the classifier wants to see.
+    fn prefix_bytes_for(&self, path: &str) -> usize;
+    /// For each file, the claiming handler and its verdict, or `None`.
+    fn classify(&self, files: &[FileInfo]) -> std::result::Result<Vec<Option<Claim>>, String>;
+}
+
+/// One file to classify.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileInfo {
+    /// Path relative to the install prefix, `/`-separated, no leading `/`.
+    pub path: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// The file's first bytes: at least [`Databases::prefix_bytes_for`] of
+    /// them when the file is that long (more is fine; fewer hides content).
+    pub prefix: Vec<u8>,
+}
+
+impl FileInfo {
+    /// A file with no content prefix.
+    pub fn new(path: impl Into<String>, size: u64) -> Self {
+        FileInfo {
+            path: path.into(),
+            size,
+            prefix: Vec::new(),
+        }
+    }
+}
+
+/// A handler's verdict on a file it claims.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Classification {
+    /// Needed on every GPU target.
+    Generic,
+    /// Needed only for this bundle key (`gfx942`, `gfx90a:xnack+`, `gfx11`).
+    Arch(String),
+}
+
+impl fmt::Display for Classification {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Classification::Generic => f.write_str("generic"),
+            Classification::Arch(k) => f.write_str(k),
+        }
+    }
+}
+
+/// Which handler claimed a file, and its verdict.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Claim {
+    /// Name of the claiming handler.
+    pub handler: String,
+    /// Its verdict.
+    pub classification: Classification,
+}
