@@ -123,7 +123,11 @@ fn run() -> Result<(), String> {
         println!("cargo:rerun-if-changed={}", p.display());
     }
 
-    let code = generate(&guests, &wasm_target.join(TARGET).join(PROFILE), test_guests)?;
+    let code = generate(
+        &guests,
+        &wasm_target.join(TARGET).join(PROFILE),
+        test_guests,
+    )?;
     std::fs::write(out_dir.join("guests.rs"), code)
         .map_err(|e| format!("cannot write {}: {e}", out_dir.join("guests.rs").display()))
 }

@@ -290,11 +290,7 @@ fn json_output_names_handler_versions_and_wit() {
     );
     for h in hs {
         assert_eq!(h["wit"], "1.1.0");
-        let path = HANDLERS
-            .iter()
-            .find(|g| g.name == h["name"])
-            .unwrap()
-            .path;
+        let path = HANDLERS.iter().find(|g| g.name == h["name"]).unwrap().path;
         assert_eq!(
             h["sha256"].as_str().unwrap(),
             sha256_hex(&std::fs::read(path).unwrap())
