@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Run every kpack test on a fresh machine: installs what the tests need
-# (the wasm32-wasip2 target, Debian's binutils/patchelf/cc), builds the
-# WebAssembly handler plugins and test guests, then runs the whole suite.
+# (the wasm32-wasip2 target, Debian's binutils/patchelf/cc), then runs the
+# whole suite. The WebAssembly handlers and test guests are built from source
+# by kpack-guests' build script (host/guests/build.rs), into
+# <target>/wasm-guests.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -23,12 +25,8 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends gcc binutils patchelf python3 python3-venv >/dev/null
 fi
 
-# RUSTUP_AUTO_INSTALL=0 on these machines: add the wasm target explicitly.
+# RUSTUP_AUTO_INSTALL=0 on these machines: add the wasm target explicitly
+# (kpack-guests' build script needs it and says so when it is missing).
 rustup target add wasm32-wasip2 >/dev/null 2>&1 || rustup target add wasm32-wasip2
-
-if [ -x scripts/build-plugins.sh ]; then
-  scripts/build-plugins.sh
-  export KPACK_PLUGIN_DIR="${CARGO_TARGET_DIR:-$PWD/target}/wasm32-wasip2/plugin"
-fi
 
 cargo test --workspace --locked "$@"

@@ -1,5 +1,10 @@
-//! Shared helpers for kpack's integration tests: where the fixtures are, and
-//! how to run the `kpack` binary built from this workspace.
+//! Shared helpers for kpack's integration tests: where the fixtures are,
+//! what clang-offload-bundler found in them (the oracle), tree digests, and
+//! the stub HIP runtime the offloaded fixtures run under.
+//!
+//! Running the `kpack` binary is the tests' own business: they sit next to
+//! the CLI crate and use the binary cargo built for them
+//! (`env!("CARGO_BIN_EXE_kpack")`), so nothing here builds or guesses it.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -23,57 +28,6 @@ pub fn fixture(rel: &str) -> PathBuf {
     p
 }
 
-/// The cargo target directory these tests were built into.
-pub fn target_dir() -> PathBuf {
-    // .../target/debug/deps/it-HASH -> .../target
-    let exe = std::env::current_exe().unwrap();
-    exe.parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// Path of the `kpack` binary, built once per test process.
-///
-/// `KPACK_BIN` overrides; otherwise `cargo build -p kpack-cli` runs into the
-/// same target directory (cargo releases its lock before running tests).
-pub fn kpack_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Some(p) = std::env::var_os("KPACK_BIN") {
-            return p.into();
-        }
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let out = Command::new(cargo)
-            .current_dir(workspace_root())
-            .args(["build", "-q", "-p", "kpack-cli", "--bin", "kpack"])
-            .env("CARGO_TARGET_DIR", target_dir())
-            .output()
-            .expect("run cargo build");
-        assert!(
-            out.status.success(),
-            "building kpack failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        target_dir().join("debug/kpack")
-    })
-}
-
-/// Run `kpack ARGS...` and return its output.
-pub fn kpack<I, S>(args: I) -> Output
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<std::ffi::OsStr>,
-{
-    Command::new(kpack_bin())
-        .args(args)
-        .output()
-        .expect("run kpack")
-}
-
 /// SHA-256 of bytes, as lowercase hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
@@ -88,28 +42,6 @@ pub fn stdout(o: &Output) -> String {
 /// stderr of a run as text.
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Directory holding the built handler plugins (`kpack_handler_*.wasm`):
-/// `$KPACK_PLUGIN_DIR` (set by scripts/test.sh), else
-/// scripts/build-plugins.sh is run once into this target directory.
-pub fn plugin_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        if let Some(d) = std::env::var_os("KPACK_PLUGIN_DIR") {
-            return d.into();
-        }
-        let out = Command::new(workspace_root().join("scripts/build-plugins.sh"))
-            .env("CARGO_TARGET_DIR", target_dir())
-            .output()
-            .expect("run scripts/build-plugins.sh");
-        assert!(
-            out.status.success(),
-            "building plugins failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        target_dir().join("wasm32-wasip2/plugin")
-    })
 }
 
 /// Every entry below `root`, sorted: relative path → `dir`,
@@ -204,16 +136,20 @@ pub fn oracle() -> &'static [OracleEntry] {
 }
 
 /// The stub HIP runtime (`libamdhip64.so.5` from tests/stub-hip) and the
-/// `dlopen_host`, built once per process with `cc`. With `loading`, the stub
-/// also loads every HIPK wrapper's code object through a private copy of
-/// this workspace's `librocm_kpack.so` (built with cargo first).
-pub fn stub_hip(loading: bool) -> &'static Path {
+/// `dlopen_host`, built once per process with `cc` into a directory under
+/// `scratch`. With `capi` (the path of the built `librocm_kpack.so`), the
+/// stub also loads every HIPK wrapper's code object through a private copy
+/// of that library.
+pub fn stub_hip(scratch: &Path, capi: Option<&Path>) -> &'static Path {
     static PLAIN: OnceLock<PathBuf> = OnceLock::new();
     static LOADING: OnceLock<PathBuf> = OnceLock::new();
-    let cell = if loading { &LOADING } else { &PLAIN };
+    let cell = if capi.is_some() { &LOADING } else { &PLAIN };
     cell.get_or_init(|| {
-        let target = target_dir();
-        let dir = target.join(if loading { "stub-hip-load" } else { "stub-hip" });
+        let dir = scratch.join(if capi.is_some() {
+            "stub-hip-load"
+        } else {
+            "stub-hip"
+        });
         std::fs::create_dir_all(&dir).unwrap();
         let s = |p: PathBuf| p.to_str().unwrap().to_owned();
         let src = workspace_root().join("tests/stub-hip");
@@ -229,25 +165,10 @@ pub fn stub_hip(loading: bool) -> &'static Path {
             "-Wl,-soname,libamdhip64.so.5".into(),
             format!("-Wl,--version-script={}", s(src.join("hip.map"))),
         ];
-        if loading {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let out = Command::new(cargo)
-                .current_dir(workspace_root())
-                .args(["build", "-q", "-p", "kpack-capi", "--lib"])
-                .env("CARGO_TARGET_DIR", &target)
-                .output()
-                .expect("run cargo build");
-            assert!(
-                out.status.success(),
-                "building kpack-capi failed:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+        if let Some(capi) = capi {
             // A private copy so a later rebuild cannot swap it under a running test.
-            std::fs::copy(
-                target.join("debug/librocm_kpack.so"),
-                dir.join("librocm_kpack.so"),
-            )
-            .unwrap();
+            std::fs::copy(capi, dir.join("librocm_kpack.so"))
+                .unwrap_or_else(|e| panic!("copy {}: {e}", capi.display()));
             lib_args.extend([
                 "-DKPACK_LOAD".into(),
                 format!("-I{}", s(workspace_root().join("host/capi/include"))),

@@ -3,41 +3,47 @@
 //! cargo-style external subcommands. Everything goes through the built
 //! `kpack` binary (`kpack plugins ...`).
 //!
-//! Components come from `$KPACK_PLUGIN_DIR` (set by scripts/test.sh after
-//! scripts/build-plugins.sh); when unset, the script is run once into this
-//! test's target directory.
+//! Components are built from source by kpack-guests' build script and named
+//! by its constants; `KPACK_PLUGIN_DIR` points the binary at them.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-use kpack_tests::{kpack_bin, plugin_dir, sha256_hex, stderr, stdout, target_dir, workspace_root};
+use kpack_guests::{
+    GUEST_ALLOC_4G, GUEST_DEMO_1_2, GUEST_DEMO_1_3, GUEST_DEMO_2_0, GUEST_LOOP_FOREVER,
+    GUEST_OPEN_FILE, GUEST_PINNED_1_0, GUEST_TRAP, GUEST_WIT_2, HANDLER_ROCBLAS, HANDLERS,
+};
+use kpack_tests::{sha256_hex, stderr, stdout};
 
-fn guest(name: &str) -> PathBuf {
-    let p = plugin_dir().join(format!("kpack_guest_{}.wasm", name.replace('-', "_")));
-    assert!(
-        p.is_file(),
-        "{} missing: run scripts/build-plugins.sh",
-        p.display()
-    );
-    p
+use crate::util::{KPACK, component_cache, scratch};
+
+/// Every test guest names the test that runs it: with
+/// `foreach_test_guest!`, a guest in tests/guests without one is a compile
+/// error.
+mod guest_tests {
+    pub(super) use super::guest_built_for_a_newer_wit_major_is_refused as wit_2;
+    pub(super) use super::guest_pinned_to_wit_1_0_keeps_working_next_to_1_1 as pinned_1_0;
+    pub(super) use super::guest_that_allocates_4gb_hits_the_memory_cap as alloc_4g;
+    pub(super) use super::guest_that_loops_forever_times_out as loop_forever;
+    pub(super) use super::guest_that_panics_is_reported_with_its_message as trap;
+    pub(super) use super::guest_that_writes_a_file_is_stopped_before_writing as open_file;
+    pub(super) use super::registry_resolves_semver_skips_yanked_and_verifies_checksums as demo_1_2;
+    pub(super) use super::registry_resolves_semver_skips_yanked_and_verifies_checksums as demo_1_3;
+    pub(super) use super::registry_resolves_semver_skips_yanked_and_verifies_checksums as demo_2_0;
 }
+
+macro_rules! guest_has_a_test {
+    ($name:ident) => {
+        #[allow(unused_imports, reason = "the import is the compile-time check")]
+        use guest_tests::$name as _;
+    };
+}
+kpack_guests::foreach_test_guest!(guest_has_a_test);
 
 /// The standard handlers: one per `plugins/*` crate.
 fn standard_handlers() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(workspace_root().join("plugins"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| {
-            workspace_root()
-                .join("plugins")
-                .join(n)
-                .join("Cargo.toml")
-                .is_file()
-        })
-        .collect();
-    names.sort();
-    names
+    HANDLERS.iter().map(|h| h.name.to_string()).collect()
 }
 
 /// A sandboxed environment for one `kpack` run: plugins from the build,
@@ -56,10 +62,10 @@ impl Env {
     }
 
     fn run<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Output {
-        let mut cmd = Command::new(kpack_bin());
+        let mut cmd = Command::new(KPACK);
         cmd.args(args)
-            .env("KPACK_PLUGIN_DIR", plugin_dir())
-            .env("XDG_CACHE_HOME", target_dir().join("kpack-test-cache"))
+            .env("KPACK_PLUGIN_DIR", kpack_guests::DIR)
+            .env("XDG_CACHE_HOME", component_cache())
             .env("XDG_DATA_HOME", self.data.path());
         if let Some(p) = &self.path {
             cmd.env("PATH", p);
@@ -284,10 +290,7 @@ fn json_output_names_handler_versions_and_wit() {
     );
     for h in hs {
         assert_eq!(h["wit"], "1.1.0");
-        let path = plugin_dir().join(format!(
-            "kpack_handler_{}.wasm",
-            h["name"].as_str().unwrap()
-        ));
+        let path = HANDLERS.iter().find(|g| g.name == h["name"]).unwrap().path;
         assert_eq!(
             h["sha256"].as_str().unwrap(),
             sha256_hex(&std::fs::read(path).unwrap())
@@ -392,7 +395,7 @@ fn plugins_list_shows_every_standard_handler() {
     let out = stdout(&text);
     assert!(out.starts_with("NAME"), "{out}");
     let rocblas = out.lines().find(|l| l.starts_with("rocblas ")).unwrap();
-    let sha = sha256_hex(&std::fs::read(plugin_dir().join("kpack_handler_rocblas.wasm")).unwrap());
+    let sha = sha256_hex(&std::fs::read(HANDLER_ROCBLAS).unwrap());
     assert!(
         rocblas.contains(&sha) && rocblas.contains("1.1.0") && rocblas.contains("KPACK_PLUGIN_DIR"),
         "{rocblas}"
@@ -413,16 +416,16 @@ fn unknown_handler_names_what_is_available() {
 
 /// Run one sandbox guest on a small tree; it must fail with exit 2, print
 /// nothing on stdout, and explain itself on stderr.
-fn stopped(guest_name: &str, tree: &Path) -> String {
+fn stopped(guest: &str, tree: &Path) -> String {
     let o = Env::new().run(&[
         "plugins".as_ref(),
         "classify".as_ref(),
         "--plugin".as_ref(),
-        guest(guest_name).as_os_str(),
+        guest.as_ref(),
         tree.as_os_str(),
     ]);
-    assert_eq!(o.status.code(), Some(2), "{guest_name}: {}", stderr(&o));
-    assert_eq!(stdout(&o), "", "{guest_name} must not produce output");
+    assert_eq!(o.status.code(), Some(2), "{guest}: {}", stderr(&o));
+    assert_eq!(stdout(&o), "", "{guest} must not produce output");
     stderr(&o)
 }
 
@@ -434,7 +437,7 @@ fn small_tree() -> tempfile::TempDir {
 
 #[test]
 fn guest_that_loops_forever_times_out() {
-    let err = stopped("loop-forever", small_tree().path());
+    let err = stopped(GUEST_LOOP_FOREVER, small_tree().path());
     assert!(
         err.contains("handler loop-forever 0.1.0 (kpack:handler@1.1.0) timed out"),
         "{err}"
@@ -443,7 +446,7 @@ fn guest_that_loops_forever_times_out() {
 
 #[test]
 fn guest_that_allocates_4gb_hits_the_memory_cap() {
-    let err = stopped("alloc-4g", small_tree().path());
+    let err = stopped(GUEST_ALLOC_4G, small_tree().path());
     assert!(
         err.contains("handler alloc-4g 0.1.0 (kpack:handler@1.1.0) ran out of memory"),
         "{err}"
@@ -453,7 +456,7 @@ fn guest_that_allocates_4gb_hits_the_memory_cap() {
 
 #[test]
 fn guest_that_panics_is_reported_with_its_message() {
-    let err = stopped("trap", small_tree().path());
+    let err = stopped(GUEST_TRAP, small_tree().path());
     assert!(
         err.contains("handler trap 0.1.0 (kpack:handler@1.1.0) trapped"),
         "{err}"
@@ -471,7 +474,7 @@ fn guest_that_writes_a_file_is_stopped_before_writing() {
     write(tree.path(), &name, b"x");
     let escape = Path::new("/tmp").join(&name);
     let _ = std::fs::remove_file(&escape);
-    let err = stopped("open-file", tree.path());
+    let err = stopped(GUEST_OPEN_FILE, tree.path());
     assert!(
         err.contains("handler open-file 0.1.0 (kpack:handler@1.1.0) was stopped"),
         "{err}"
@@ -485,7 +488,7 @@ fn guest_that_writes_a_file_is_stopped_before_writing() {
 
 #[test]
 fn guest_built_for_a_newer_wit_major_is_refused() {
-    let err = stopped("wit-2", small_tree().path());
+    let err = stopped(GUEST_WIT_2, small_tree().path());
     assert!(
         err.contains("built against kpack:handler@2.0.0; this kpack supports up to 1.1.0"),
         "{err}"
@@ -498,7 +501,7 @@ fn guest_pinned_to_wit_1_0_keeps_working_next_to_1_1() {
     write(tree.path(), "pinned/gfx942/a.bin", b"data");
     write(tree.path(), "pinned/b.bin", b"data");
     write(tree.path(), "pinned/c.bin", &amdgpu_elf(0x4c));
-    let pinned = guest("pinned-1-0");
+    let pinned = Path::new(GUEST_PINNED_1_0);
     let mut args = classify_args(&["rocblas"], tree.path(), &["--json"]);
     args.extend(["--plugin".to_string(), pinned.display().to_string()]);
     let o = Env::new().run(&args);
@@ -557,12 +560,12 @@ fn publish(env: &Env, wasm: &Path, registry: &Path) -> Output {
 fn registry_resolves_semver_skips_yanked_and_verifies_checksums() {
     let env = Env::new();
     let reg = tempfile::tempdir().unwrap();
-    for v in ["1-2", "1-3", "2-0"] {
-        let o = publish(&env, &guest(&format!("demo-{v}")), reg.path());
+    for wasm in [GUEST_DEMO_1_2, GUEST_DEMO_1_3, GUEST_DEMO_2_0] {
+        let o = publish(&env, Path::new(wasm), reg.path());
         assert!(o.status.success(), "{}", stderr(&o));
     }
     // Published versions are immutable.
-    let again = publish(&env, &guest("demo-1-3"), reg.path());
+    let again = publish(&env, Path::new(GUEST_DEMO_1_3), reg.path());
     assert_eq!(again.status.code(), Some(2));
     assert!(
         stderr(&again).contains("already published"),
@@ -644,19 +647,13 @@ fn registry_resolves_semver_skips_yanked_and_verifies_checksums() {
 #[test]
 fn every_standard_handler_resolves_from_a_registry_in_the_build_dir() {
     let env = Env::new();
-    std::fs::create_dir_all(target_dir()).unwrap();
     let reg = tempfile::Builder::new()
         .prefix("kpack-registry-")
-        .tempdir_in(target_dir())
+        .tempdir_in(scratch())
         .unwrap();
-    let names = standard_handlers();
-    for name in &names {
-        let o = publish(
-            &env,
-            &plugin_dir().join(format!("kpack_handler_{name}.wasm")),
-            reg.path(),
-        );
-        assert!(o.status.success(), "{name}: {}", stderr(&o));
+    for h in HANDLERS {
+        let o = publish(&env, Path::new(h.path), reg.path());
+        assert!(o.status.success(), "{}: {}", h.name, stderr(&o));
     }
     let reqs: Vec<String> = SEED_HANDLERS
         .iter()
@@ -683,9 +680,9 @@ fn every_standard_handler_resolves_from_a_registry_in_the_build_dir() {
 fn compiled_components_are_cached() {
     let cache = tempfile::tempdir().unwrap();
     let run = || {
-        Command::new(kpack_bin())
+        Command::new(KPACK)
             .args(["plugins", "list"])
-            .env("KPACK_PLUGIN_DIR", plugin_dir())
+            .env("KPACK_PLUGIN_DIR", kpack_guests::DIR)
             .env("XDG_CACHE_HOME", cache.path())
             .output()
             .unwrap()

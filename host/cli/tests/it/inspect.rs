@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use kpack_tests::{fixture, kpack, sha256_hex, stderr, stdout};
+use kpack_tests::{fixture, sha256_hex, stderr, stdout};
+
+use crate::util::kpack;
 
 /// (file, bundle, target as in file names) -> (size, sha256), as LLVM's bundler unbundled them.
 fn oracle() -> BTreeMap<(String, usize, String), (u64, String)> {

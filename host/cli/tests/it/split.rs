@@ -10,7 +10,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use kpack_tests::{fixture, kpack, kpack_bin, plugin_dir, stderr, stdout, target_dir, tree_digest};
+use kpack_tests::{fixture, stderr, stdout, tree_digest};
+
+use crate::util::{KPACK, component_cache, kpack};
 
 struct Shard {
     name: &'static str,
@@ -121,10 +123,10 @@ fn make_shard(root: &Path, s: &Shard) {
 }
 
 fn run_kpack(args: &[&str]) -> Output {
-    std::process::Command::new(kpack_bin())
+    std::process::Command::new(KPACK)
         .args(args)
-        .env("KPACK_PLUGIN_DIR", plugin_dir())
-        .env("XDG_CACHE_HOME", target_dir().join("kpack-test-cache"))
+        .env("KPACK_PLUGIN_DIR", kpack_guests::DIR)
+        .env("XDG_CACHE_HOME", component_cache())
         .output()
         .unwrap()
 }

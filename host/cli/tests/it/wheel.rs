@@ -15,17 +15,19 @@ use std::process::{Command, Output};
 use kpack_bundle::{ReadAt, WalkOptions};
 use kpack_format::Marker;
 use kpack_runtime::{Cache, Config};
-use kpack_tests::{fixture, kpack_bin, plugin_dir, stderr, stdout, target_dir};
+use kpack_tests::{fixture, stderr, stdout};
 use zip::write::SimpleFileOptions;
+
+use crate::util::{KPACK, component_cache};
 
 const WHEEL: &str = "fatpkg-1.0-py3-none-linux_x86_64.whl";
 const HOST_DI: &str = "fatpkg-1.0.dist-info";
 
 fn kpack_env<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(kpack_bin());
+    let mut cmd = Command::new(KPACK);
     cmd.args(args)
-        .env("KPACK_PLUGIN_DIR", plugin_dir())
-        .env("XDG_CACHE_HOME", target_dir().join("kpack-test-cache"))
+        .env("KPACK_PLUGIN_DIR", kpack_guests::DIR)
+        .env("XDG_CACHE_HOME", component_cache())
         .env_remove("SOURCE_DATE_EPOCH");
     for (k, v) in env {
         cmd.env(k, v);
@@ -36,7 +38,7 @@ fn kpack_env<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> Out
 /// Code objects `kpack extract --all` writes for `binary`: (co_index, target) → bytes.
 fn extracted(binary: &Path) -> BTreeMap<(u32, String), Vec<u8>> {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(kpack_bin())
+    let out = Command::new(KPACK)
         .arg("extract")
         .arg("--all")
         .arg("-o")
@@ -564,7 +566,7 @@ fn install_and_resolve(tmp: &Path, out: &Path) {
     assert_eq!(resolved, 5);
 
     // `kpack verify` on the installed tree reaches the same verdict.
-    let o = Command::new(kpack_bin())
+    let o = Command::new(KPACK)
         .args(["verify", "--json"])
         .arg(&site)
         .output()
@@ -585,7 +587,7 @@ fn install_and_resolve(tmp: &Path, out: &Path) {
             std::fs::remove_file(&e).unwrap();
         }
     }
-    let o = Command::new(kpack_bin())
+    let o = Command::new(KPACK)
         .args(["verify"])
         .arg(&site)
         .output()

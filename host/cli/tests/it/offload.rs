@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kpack_tests::{
-    FAT_FIXTURES, fixture, kpack, oracle, sha256_hex, stderr, stub_command, stub_hip,
-};
+use kpack_tests::{FAT_FIXTURES, fixture, oracle, sha256_hex, stderr, stub_command};
+
+use crate::util::{kpack, stub_hip};
 
 /// What a run under the stub registered: (exit code, log lines).
 fn run_under_stub(binary: &Path) -> (Option<i32>, Vec<String>) {

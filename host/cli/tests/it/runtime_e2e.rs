@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use kpack_tests::{FAT_FIXTURES, fixture, kpack, stderr, stub_command, stub_hip};
+use kpack_tests::{FAT_FIXTURES, fixture, stderr, stub_command};
+
+use crate::util::{kpack, stub_hip};
 
 const KPACK_ERROR_NOT_IMPLEMENTED: i32 = 8;
 const KPACK_ERROR_ARCHIVE_NOT_FOUND: i32 = 13;

@@ -1,4 +1,5 @@
-//! kpack's integration tests: one binary, one module per area.
+//! kpack's integration tests: one binary, one module per area, running the
+//! `kpack` binary cargo built for this test run (`CARGO_BIN_EXE_kpack`).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -12,4 +13,5 @@ mod offload;
 mod plugins;
 mod runtime_e2e;
 mod split;
+mod util;
 mod wheel;

@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 
 use kpack_format::Archive;
-use kpack_tests::{kpack, stderr, stdout, workspace_root};
+use kpack_tests::{stderr, stdout, workspace_root};
+
+use crate::util::kpack;
 
 fn vector(name: &str) -> PathBuf {
     workspace_root()

@@ -1,0 +1,42 @@
+//! How the tests run the `kpack` binary cargo built for them, and where
+//! they keep scratch files.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The `kpack` binary of this build (debug or release, as cargo built it).
+pub const KPACK: &str = env!("CARGO_BIN_EXE_kpack");
+
+/// Run `kpack ARGS...` and return its output.
+pub fn kpack<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    Command::new(KPACK).args(args).output().expect("run kpack")
+}
+
+/// Cargo's scratch directory for integration tests, shared by every test
+/// binary of this target directory.
+pub fn scratch() -> &'static Path {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+}
+
+/// `XDG_CACHE_HOME` for runs that load handlers: shared between tests so
+/// each component is compiled by wasmtime once.
+pub fn component_cache() -> PathBuf {
+    scratch().join("kpack-test-cache")
+}
+
+/// The stub HIP runtime (see [`kpack_tests::stub_hip`]); with `loading`,
+/// it loads code objects through this build's `librocm_kpack.so`.
+pub fn stub_hip(loading: bool) -> &'static Path {
+    // kpack-capi is a dev-dependency: cargo writes its cdylib into the
+    // directory it writes this test binary to.
+    let capi = loading.then(|| {
+        let exe = std::env::current_exe().expect("test binary path");
+        exe.with_file_name("librocm_kpack.so")
+    });
+    kpack_tests::stub_hip(scratch(), capi.as_deref())
+}
