@@ -4,7 +4,8 @@
 //! name an offset.
 #![no_main]
 
-use kpack_bundle::{EntryId, TargetId, WalkOptions, walk};
+use kpack_amdgpu::TargetId;
+use kpack_bundle::{EntryId, WalkOptions, walk};
 use libfuzzer_sys::fuzz_target;
 
 fn walk_all(data: &Vec<u8>, verify_hash: bool) {

@@ -12,7 +12,8 @@
 //!   `gfx90a-xnack+` and `gfx90a:xnack+` spellings, `-strict`),
 //!   [`split_processor`] (processor grammar, for names with glued suffixes),
 //!   [`family_key`] (AMD's family bundle keys), [`sniff`] (AMDGPU ELF /
-//!   offload bundle from the first bytes), and [`tensile::classify`];
+//!   offload bundle from the first bytes), and [`tensile::classify`]; the
+//!   target-id helpers are `kpack_amdgpu`'s, re-exported;
 //! * [`log`], the only output channel a handler has.
 //!
 //! # Example: a complete handler
@@ -54,14 +55,16 @@ extern crate self as kpack_sdk;
 
 #[doc(hidden)]
 pub mod __bindings;
+mod family;
 mod sniff;
-mod target;
 pub mod tensile;
 
-pub use sniff::{Content, SNIFF_BYTES, mach_name, sniff};
-pub use target::{
-    Target, family_key, find_target, parse_sanitized_target, parse_target, split_processor,
+pub use family::family_key;
+pub use kpack_amdgpu::{
+    TargetId as Target, find_target, parse_sanitized_target, parse_target,
+    processor_for_mach as mach_name, split_processor,
 };
+pub use sniff::{Content, SNIFF_BYTES, sniff};
 
 #[doc(hidden)]
 pub use wit_bindgen::rt as __rt;

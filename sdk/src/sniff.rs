@@ -1,7 +1,9 @@
 //! Recognise device code from a file's first bytes: an AMDGPU ELF code
 //! object (and its target, from `e_flags`), an uncompressed clang offload
 //! bundle (and its device targets, from the entry ids), or a compressed
-//! `CCOB` bundle.
+//! `CCOB` bundle. What an ELF header means is `kpack_amdgpu`'s.
+
+use kpack_amdgpu::{Header, HeaderError};
 
 use crate::Target;
 
@@ -44,7 +46,6 @@ impl Content {
     }
 }
 
-const EM_AMDGPU: u16 = 224;
 const BUNDLE_MAGIC: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
 
 /// Classify the first bytes of a file. Never panics, whatever the bytes.
@@ -67,105 +68,18 @@ pub fn sniff(prefix: &[u8]) -> Content {
     Content::Other
 }
 
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
 fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
 fn sniff_elf(b: &[u8]) -> Content {
-    // ELFCLASS64, little-endian, EM_AMDGPU.
-    if b.get(4) != Some(&2) || b.get(5) != Some(&1) || u16_at(b, 18) != Some(EM_AMDGPU) {
-        return Content::Other;
+    match Header::parse(b) {
+        Ok(h) => Content::AmdgpuElf(h.target_id()),
+        // Magic, class, byte order and e_machine sit in the first 20 bytes
+        // and passed; only e_flags is cut off: device code, target unknown.
+        Err(HeaderError::Truncated) if b.len() >= 20 => Content::AmdgpuElf(None),
+        Err(_) => Content::Other,
     }
-    let target = u32_at(b, 48).and_then(|flags| {
-        let abi_version = b.get(8).copied().unwrap_or(0);
-        let name = mach_name(flags & 0xff)?;
-        let (xnack, sramecc) = match abi_version {
-            // Code object V3: a set bit means on; off is not recorded.
-            1 => (
-                (flags & 0x100 != 0).then_some(true),
-                (flags & 0x200 != 0).then_some(true),
-            ),
-            // V4 and later: two-bit fields, 0b10 off, 0b11 on.
-            v if v >= 2 => (feature(flags, 8), feature(flags, 10)),
-            _ => (None, None),
-        };
-        Some(Target::new(name).with_xnack(xnack).with_sramecc(sramecc))
-    });
-    Content::AmdgpuElf(target)
-}
-
-fn feature(flags: u32, shift: u32) -> Option<bool> {
-    match (flags >> shift) & 3 {
-        2 => Some(false),
-        3 => Some(true),
-        _ => None,
-    }
-}
-
-/// `EF_AMDGPU_MACH` values (LLVM's AMDGPUUsage), kept as data.
-const MACH: &[(u32, &str)] = &[
-    (0x02c, "gfx900"),
-    (0x02d, "gfx902"),
-    (0x02e, "gfx904"),
-    (0x02f, "gfx906"),
-    (0x030, "gfx908"),
-    (0x031, "gfx909"),
-    (0x032, "gfx90c"),
-    (0x03f, "gfx90a"),
-    (0x040, "gfx940"),
-    (0x04b, "gfx941"),
-    (0x04c, "gfx942"),
-    (0x04f, "gfx950"),
-    (0x033, "gfx1010"),
-    (0x034, "gfx1011"),
-    (0x035, "gfx1012"),
-    (0x042, "gfx1013"),
-    (0x036, "gfx1030"),
-    (0x037, "gfx1031"),
-    (0x038, "gfx1032"),
-    (0x039, "gfx1033"),
-    (0x03e, "gfx1034"),
-    (0x03d, "gfx1035"),
-    (0x045, "gfx1036"),
-    (0x041, "gfx1100"),
-    (0x046, "gfx1101"),
-    (0x047, "gfx1102"),
-    (0x044, "gfx1103"),
-    (0x043, "gfx1150"),
-    (0x04a, "gfx1151"),
-    (0x055, "gfx1152"),
-    (0x058, "gfx1153"),
-    (0x057, "gfx1154"),
-    (0x05d, "gfx1170"),
-    (0x05e, "gfx1171"),
-    (0x05c, "gfx1172"),
-    (0x048, "gfx1200"),
-    (0x04e, "gfx1201"),
-    (0x049, "gfx1250"),
-    (0x05a, "gfx1251"),
-    (0x050, "gfx1310"),
-    (0x051, "gfx9-generic"),
-    (0x05f, "gfx9-4-generic"),
-    (0x052, "gfx10-1-generic"),
-    (0x053, "gfx10-3-generic"),
-    (0x054, "gfx11-generic"),
-    (0x059, "gfx12-generic"),
-    (0x05b, "gfx12-5-generic"),
-    (0x062, "gfx11-7-generic"),
-    (0x063, "gfx13-generic"),
-];
-
-/// The processor name for an `EF_AMDGPU_MACH` value; `None` when unknown.
-pub fn mach_name(mach: u32) -> Option<&'static str> {
-    MACH.iter().find(|(m, _)| *m == mach).map(|(_, n)| *n)
 }
 
 fn bundle_targets(b: &[u8]) -> Vec<Target> {
@@ -200,6 +114,7 @@ fn bundle_targets(b: &[u8]) -> Vec<Target> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kpack_amdgpu::EM_AMDGPU;
 
     fn elf(abi: u8, flags: u32, machine: u16) -> Vec<u8> {
         let mut b = vec![0u8; 64];
@@ -237,6 +152,23 @@ mod tests {
             c.single_target().map(|t| t.to_string()).as_deref(),
             Some("gfx90a:xnack+")
         );
+    }
+
+    #[test]
+    fn names_gfx803() {
+        // The SDK's own table used to stop at gfx900.
+        let c = sniff(&elf(2, 0x02a, EM_AMDGPU));
+        assert_eq!(
+            c.single_target().map(|t| t.to_string()).as_deref(),
+            Some("gfx803")
+        );
+    }
+
+    #[test]
+    fn elf_cut_before_e_flags_is_device_code_of_unknown_target() {
+        let e = elf(3, 0x04c, EM_AMDGPU);
+        assert_eq!(sniff(&e[..30]), Content::AmdgpuElf(None));
+        assert_eq!(sniff(&e[..19]), Content::Other);
     }
 
     #[test]

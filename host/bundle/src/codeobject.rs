@@ -1,9 +1,9 @@
 //! AMDGPU code objects: read the ELF header and metadata note (through
 //! `object`'s ELF definitions, a few small reads, never the whole image) and
-//! cross-check them against the bundle entry id.
+//! cross-check them against the bundle entry id. What the header's bytes
+//! mean (mach table, feature bits, versions) is `kpack_amdgpu`'s.
 
-use std::sync::OnceLock;
-
+use kpack_amdgpu::{ELFOSABI_AMDGPU_HSA, EM_AMDGPU, FeatureState, TARGET_PREFIX, TargetId};
 use object::LittleEndian as LE;
 use object::elf::{FileHeader64, SectionHeader64};
 use object::read::elf::{FileHeader as _, NoteIterator, SectionHeader as _};
@@ -11,28 +11,15 @@ use object::read::elf::{FileHeader as _, NoteIterator, SectionHeader as _};
 use crate::bundle::Entry;
 use crate::error::{Error, ErrorKind};
 use crate::source::{ReadAt, read_vec};
-use crate::target::{EntryId, Feature, TargetId};
+use crate::target::EntryId;
 
-/// `e_machine` of AMDGPU code objects.
-pub const EM_AMDGPU: u16 = 224;
-/// `EI_OSABI` of HSA code objects (HIP).
-pub const ELFOSABI_AMDGPU_HSA: u8 = 64;
 const NT_AMDGPU_METADATA: u32 = 32;
 /// Metadata notes larger than this are not read (real ones are a few MB at most).
 const MAX_NOTE_SECTION: u64 = 256 << 20;
 
-/// State of a target feature as the code object's `e_flags` record it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FeatureState {
-    /// The processor does not have the feature.
-    Unsupported,
-    /// Built to run either way.
-    Any,
-    /// Built for the feature off (`-`).
-    Off,
-    /// Built for the feature on (`+`).
-    On,
+/// `FeatureState` as JSON: its lowercase name (`"on"`, `"any"`).
+fn feature_state<S: serde::Serializer>(state: &FeatureState, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(state.as_str())
 }
 
 /// What a code object says about itself.
@@ -49,8 +36,10 @@ pub struct CodeObjectInfo {
     /// The processor named by `EF_AMDGPU_MACH`, or `"unknown"`.
     pub processor: String,
     /// xnack as recorded in `e_flags`.
+    #[serde(serialize_with = "feature_state")]
     pub xnack: FeatureState,
     /// sramecc as recorded in `e_flags`.
+    #[serde(serialize_with = "feature_state")]
     pub sramecc: FeatureState,
     /// Generic version (bits 24..31), for code-object v6 and later.
     pub generic_version: Option<u8>,
@@ -64,21 +53,9 @@ impl CodeObjectInfo {
     /// The target id the header describes (`gfx90a:xnack+`): the processor
     /// and every feature that is on or off.
     pub fn target_id(&self) -> TargetId {
-        let mut features = Vec::new();
-        for (name, state) in [("sramecc", self.sramecc), ("xnack", self.xnack)] {
-            match state {
-                FeatureState::On => features.push(Feature {
-                    name: name.into(),
-                    on: true,
-                }),
-                FeatureState::Off => features.push(Feature {
-                    name: name.into(),
-                    on: false,
-                }),
-                _ => {}
-            }
-        }
-        TargetId::new(self.processor.clone(), features)
+        TargetId::bare(self.processor.clone())
+            .with_sramecc(self.sramecc.requested())
+            .with_xnack(self.xnack.requested())
     }
 
     /// Differences between this code object and the target its bundle
@@ -143,27 +120,9 @@ fn describe(f: Option<bool>) -> &'static str {
     }
 }
 
-/// The processor name for an `EF_AMDGPU_MACH` value, if known.
-pub fn processor_for_mach(mach: u32) -> Option<&'static str> {
-    static TABLE: OnceLock<Vec<(u32, &'static str)>> = OnceLock::new();
-    let table = TABLE.get_or_init(|| {
-        include_str!("amdgpu_mach.tsv")
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-            .filter_map(|l| {
-                let (m, name) = l.split_once('\t')?;
-                Some((
-                    u32::from_str_radix(m.trim_start_matches("0x"), 16).ok()?,
-                    name.trim(),
-                ))
-            })
-            .collect()
-    });
-    table.iter().find(|(m, _)| *m == mach).map(|(_, n)| *n)
-}
-
 struct Header {
     hdr: FileHeader64<LE>,
+    amdgpu: kpack_amdgpu::Header,
 }
 
 fn read_header(src: &dyn ReadAt, base: u64, len: u64) -> Result<Header, Error> {
@@ -185,7 +144,11 @@ fn read_header(src: &dyn ReadAt, base: u64, len: u64) -> Result<Header, Error> {
             ),
         ));
     }
-    Ok(Header { hdr: *hdr })
+    // `object` checked magic, class and byte order, and e_machine is
+    // AMDGPU, so this cannot fail; map the error anyway rather than unwrap.
+    let amdgpu = kpack_amdgpu::Header::parse(&bytes)
+        .map_err(|e| Error::at(ErrorKind::NotCodeObject, base, e.to_string()))?;
+    Ok(Header { hdr: *hdr, amdgpu })
 }
 
 fn section_headers(
@@ -223,51 +186,16 @@ fn section_headers(
 /// Inspect the code object at `[base, base+len)` of `src`.
 pub fn inspect(src: &dyn ReadAt, base: u64, len: u64) -> Result<CodeObjectInfo, Error> {
     let h = read_header(src, base, len)?;
-    let ident = &h.hdr.e_ident;
-    let (osabi, abi_version) = (ident.os_abi, ident.abi_version);
-    let code_object_version = match (osabi, abi_version) {
-        (ELFOSABI_AMDGPU_HSA, v @ 0..=4) => Some(v + 2),
-        _ => None,
-    };
-    let e_flags = h.hdr.e_flags.get(LE);
-    let mach = e_flags & 0xff;
-    let processor = processor_for_mach(mach).unwrap_or("unknown").to_string();
-    let (xnack, sramecc) = match code_object_version {
-        Some(2) => (
-            if e_flags & 1 != 0 {
-                FeatureState::On
-            } else {
-                FeatureState::Any
-            },
-            FeatureState::Unsupported,
-        ),
-        Some(3) => (
-            if e_flags & 0x100 != 0 {
-                FeatureState::On
-            } else {
-                FeatureState::Any
-            },
-            if e_flags & 0x200 != 0 {
-                FeatureState::On
-            } else {
-                FeatureState::Any
-            },
-        ),
-        _ => (state4(e_flags, 0x300, 8), state4(e_flags, 0xc00, 10)),
-    };
-    let generic_version = match code_object_version {
-        Some(v) if v >= 6 => Some((e_flags >> 24) as u8).filter(|&g| g != 0),
-        _ => None,
-    };
+    let a = h.amdgpu;
     let mut info = CodeObjectInfo {
-        osabi,
-        abi_version,
-        code_object_version,
-        e_flags,
-        processor,
-        xnack,
-        sramecc,
-        generic_version,
+        osabi: a.osabi,
+        abi_version: a.abi_version,
+        code_object_version: a.code_object_version,
+        e_flags: a.e_flags,
+        processor: a.processor().unwrap_or("unknown").to_string(),
+        xnack: a.xnack,
+        sramecc: a.sramecc,
+        generic_version: a.generic_version,
         metadata_target: None,
         kernels: Vec::new(),
     };
@@ -303,15 +231,6 @@ pub fn inspect(src: &dyn ReadAt, base: u64, len: u64) -> Result<CodeObjectInfo, 
         }
     }
     Ok(info)
-}
-
-fn state4(flags: u32, mask: u32, shift: u32) -> FeatureState {
-    match (flags & mask) >> shift {
-        1 => FeatureState::Any,
-        2 => FeatureState::Off,
-        3 => FeatureState::On,
-        _ => FeatureState::Unsupported,
-    }
 }
 
 /// Pull `amdhsa.target` and kernel names out of the msgpack metadata; a
@@ -374,7 +293,7 @@ pub(crate) fn bare_elf_entry(
         ));
     }
     let info = inspect(src, pos, end)?;
-    let id = EntryId::parse(&format!("hipv4-amdgcn-amd-amdhsa--{}", info.target_id()))?;
+    let id = EntryId::parse(&format!("hipv4-{TARGET_PREFIX}{}", info.target_id()))?;
     Ok((
         end,
         Entry {
@@ -390,11 +309,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn mach_table_is_data_and_unknown_is_not_an_error() {
-        assert_eq!(processor_for_mach(0x3f), Some("gfx90a"));
-        assert_eq!(processor_for_mach(0x5f), Some("gfx9-4-generic"));
-        assert_eq!(processor_for_mach(0x2a), Some("gfx803"));
-        assert_eq!(processor_for_mach(0xfe), None);
+    fn unknown_mach_is_not_an_error() {
+        let mut b = bare_header(64);
+        b[48..52].copy_from_slice(&0x5feu32.to_le_bytes());
+        let info = inspect(&b, 0, 64).unwrap();
+        assert_eq!(info.processor, "unknown");
+        assert_eq!(info.target_id().to_string(), "unknown");
+        let mut b = bare_header(64);
+        b[48..52].copy_from_slice(&0x52au32.to_le_bytes());
+        assert_eq!(inspect(&b, 0, 64).unwrap().processor, "gfx803");
     }
 
     /// A bare AMDGPU ELF header (HSA, gfx90a) of `len` bytes, no tables.
@@ -435,14 +358,5 @@ mod tests {
         // The same header with sane tables is accepted.
         let b = bare_header(128);
         assert_eq!(bare_elf_entry(&b, 0, 128).unwrap().0, 64);
-    }
-
-    #[test]
-    fn decodes_v4_feature_bits() {
-        assert_eq!(state4(0x53f, 0x300, 8), FeatureState::Any);
-        assert_eq!(state4(0x33f, 0x300, 8), FeatureState::On);
-        assert_eq!(state4(0x23f, 0x300, 8), FeatureState::Off);
-        assert_eq!(state4(0x83f, 0xc00, 10), FeatureState::Off);
-        assert_eq!(state4(0x036, 0x300, 8), FeatureState::Unsupported);
     }
 }

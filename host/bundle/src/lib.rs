@@ -3,12 +3,14 @@
 //! Layers, bottom up:
 //! - [`ReadAt`]: positioned reads over a file or memory, so a 1 GB section
 //!   is never loaded whole;
-//! - [`target`](TargetId): target ids and bundle-entry ids per LLVM's grammar;
+//! - [`EntryId`]: bundle-entry ids per LLVM's grammar (their target ids
+//!   are [`kpack_amdgpu::TargetId`]);
 //! - plain bundles ([`parse_bundle`], [`write_bundle`]) and compressed
 //!   `CCOB` v1/v2/v3 with zlib or zstd ([`inflate`], [`deflate`]), MD5 checked;
 //! - [`walk`]: every bundle, compressed bundle and bare AMDGPU ELF in a
 //!   region, zero padding skipped, nothing deduplicated;
-//! - [`CodeObjectInfo`]: what an AMDGPU code object says about itself, and
+//! - [`CodeObjectInfo`]: what an AMDGPU code object says about itself (its
+//!   header decoded by [`kpack_amdgpu::Header`], its metadata note), and
 //!   where that disagrees with its bundle id.
 //!
 //! ```
@@ -31,11 +33,8 @@ mod walk;
 
 pub use bundle::{BUNDLE_MAGIC, BundleHeader, Entry, parse_bundle, write_bundle};
 pub use ccob::{CCOB_MAGIC, CcobHeader, Inflated, Method, deflate, inflate, md5_low, parse_header};
-pub use codeobject::{
-    CodeObjectInfo, ELFOSABI_AMDGPU_HSA, EM_AMDGPU, FeatureState, inspect as inspect_code_object,
-    processor_for_mach,
-};
+pub use codeobject::{CodeObjectInfo, inspect as inspect_code_object};
 pub use error::{Error, ErrorKind};
 pub use source::{ReadAt, SizedFile};
-pub use target::{EntryId, Feature, OffloadKind, TargetId};
+pub use target::{EntryId, OffloadKind};
 pub use walk::{Format, Item, WalkOptions, Walker, walk};

@@ -1,114 +1,11 @@
-//! Target ids (`gfx90a:sramecc+:xnack-`) and bundle-entry ids
-//! (`hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+`), per LLVM's grammar.
+//! Bundle-entry ids (`hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+`), per LLVM's
+//! grammar; the target-id part is [`kpack_amdgpu::TargetId`].
 
 use std::fmt;
 
+use kpack_amdgpu::TargetId;
+
 use crate::error::{Error, ErrorKind};
-
-/// One target feature with its requested state, e.g. `xnack+`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-pub struct Feature {
-    /// Feature name, such as `xnack` or `sramecc`.
-    pub name: String,
-    /// `true` for `+`, `false` for `-`.
-    pub on: bool,
-}
-
-/// A GPU target id: a processor and optional features, kept in canonical
-/// (alphabetical) feature order.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TargetId {
-    processor: String,
-    features: Vec<Feature>,
-}
-
-impl TargetId {
-    /// Parse `processor(:feature(+|-))*`. Features are stored in canonical
-    /// order; a feature given twice is an error.
-    pub fn parse(text: &str) -> Result<TargetId, Error> {
-        let bad =
-            |why: &str| Error::new(ErrorKind::BadTargetId, format!("target id {text:?}: {why}"));
-        let mut parts = text.split(':');
-        let processor = parts.next().unwrap_or_default();
-        if processor.is_empty()
-            || !processor
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        {
-            return Err(bad("bad processor name"));
-        }
-        let mut features = Vec::new();
-        for part in parts {
-            let (name, on) = match part.as_bytes().last() {
-                Some(b'+') => (&part[..part.len() - 1], true),
-                Some(b'-') => (&part[..part.len() - 1], false),
-                _ => return Err(bad("a feature must end in + or -")),
-            };
-            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric()) {
-                return Err(bad("bad feature name"));
-            }
-            if features.iter().any(|f: &Feature| f.name == name) {
-                return Err(bad("feature given twice"));
-            }
-            features.push(Feature {
-                name: name.to_string(),
-                on,
-            });
-        }
-        features.sort();
-        Ok(TargetId {
-            processor: processor.to_string(),
-            features,
-        })
-    }
-
-    /// Build a target id from parts (features are put in canonical order).
-    pub fn new(processor: impl Into<String>, mut features: Vec<Feature>) -> TargetId {
-        features.sort();
-        TargetId {
-            processor: processor.into(),
-            features,
-        }
-    }
-
-    /// The processor, e.g. `gfx90a` or `gfx9-4-generic`.
-    pub fn processor(&self) -> &str {
-        &self.processor
-    }
-
-    /// The features in canonical order.
-    pub fn features(&self) -> &[Feature] {
-        &self.features
-    }
-
-    /// State of one feature: `Some(true)` for `+`, `Some(false)` for `-`,
-    /// `None` when the target does not state it ("any").
-    pub fn feature(&self, name: &str) -> Option<bool> {
-        self.features.iter().find(|f| f.name == name).map(|f| f.on)
-    }
-
-    /// A spelling safe in file and directory names on every platform:
-    /// `:` becomes `_`, `+` and `-` stay (`gfx90a_xnack+`).
-    pub fn file_name(&self) -> String {
-        self.to_string().replace(':', "_")
-    }
-}
-
-impl fmt::Display for TargetId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.processor)?;
-        for feat in &self.features {
-            write!(f, ":{}{}", feat.name, if feat.on { '+' } else { '-' })?;
-        }
-        Ok(())
-    }
-}
-
-impl serde::Serialize for TargetId {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
 
 /// The offload kind at the start of a bundle-entry id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
@@ -160,7 +57,7 @@ impl EntryId {
         let triple = triple_parts.join("-").trim_end_matches('-').to_string();
         let target = match (kind == OffloadKind::Host, parts.get(5)) {
             (false, Some(t)) if !t.is_empty() => {
-                Some(TargetId::parse(t).map_err(|e| bad(e.message()))?)
+                Some(TargetId::parse(t).map_err(|e| bad(&e.to_string()))?)
             }
             _ => None,
         };
@@ -213,28 +110,6 @@ impl serde::Serialize for EntryId {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn canonicalizes_feature_order() {
-        let t = TargetId::parse("gfx908:xnack-:sramecc+").unwrap();
-        assert_eq!(t.to_string(), "gfx908:sramecc+:xnack-");
-        assert_eq!(t.feature("xnack"), Some(false));
-        assert_eq!(t.feature("sramecc"), Some(true));
-        assert_eq!(t.file_name(), "gfx908_sramecc+_xnack-");
-    }
-
-    #[test]
-    fn rejects_bad_target_ids() {
-        for bad in [
-            "",
-            "gfx90a:xnack",
-            "gfx90a:xnack+:xnack-",
-            "gfx 90a",
-            "gfx90a::xnack+",
-        ] {
-            assert!(TargetId::parse(bad).is_err(), "{bad:?} accepted");
-        }
-    }
 
     #[test]
     fn parses_hip_and_hipv4_as_one_kind() {

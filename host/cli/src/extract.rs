@@ -7,7 +7,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use kpack_bundle::{TargetId, WalkOptions};
+use kpack_amdgpu::TargetId;
+use kpack_bundle::WalkOptions;
 use kpack_elf::read_fat_binary;
 use rayon::prelude::*;
 
@@ -44,7 +45,7 @@ pub fn run(args: Args) -> CliResult {
     let wanted: Vec<TargetId> = args
         .target
         .iter()
-        .map(|t| TargetId::parse(t.strip_prefix("amdgcn-amd-amdhsa--").unwrap_or(t)))
+        .map(|t| TargetId::parse(t.strip_prefix(kpack_amdgpu::TARGET_PREFIX).unwrap_or(t)))
         .collect::<Result<_, _>>()?;
     let fat = read_fat_binary(
         &args.file,

@@ -181,12 +181,9 @@ pub fn read_fat_binary(path: &Path, opts: WalkOptions) -> Result<FatBinary, Erro
         .read_exact_at(0, &mut head[..n])
         .map_err(|e| Error::io(path, "cannot read", e))?;
     let head = &head[..n];
-    let amdgpu_elf = n >= 20
-        && head.starts_with(b"\x7fELF")
-        && u16::from_le_bytes([head[18], head[19]]) == kpack_bundle::EM_AMDGPU;
     if head.starts_with(kpack_bundle::BUNDLE_MAGIC)
         || head.starts_with(kpack_bundle::CCOB_MAGIC)
-        || amdgpu_elf
+        || kpack_amdgpu::is_amdgpu_elf(head)
     {
         let mut bundles = Vec::new();
         for item in walk(&source, 0, source.size(), opts) {

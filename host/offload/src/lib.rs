@@ -28,7 +28,8 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use kpack_bundle::{TargetId, WalkOptions};
+use kpack_amdgpu::TargetId;
+use kpack_bundle::WalkOptions;
 use kpack_elf::{FatBinary, TransformReport, read_fat_binary, transform, verify_image};
 use kpack_format::{ArchiveWriter, Marker, WriterOptions, Written};
 use rayon::prelude::*;

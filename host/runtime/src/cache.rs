@@ -14,11 +14,12 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
+use kpack_amdgpu::strip_target_prefix;
 use kpack_format::{Archive, Marker};
 
 use crate::config::Config;
 use crate::error::{Error, ErrorKind, Result};
-use crate::isa::{compatible_targets, strip_target_prefix};
+use crate::isa::compatible_targets;
 
 /// The placeholder expanded with each compatible target.
 pub const GFXARCH: &str = "@GFXARCH@";

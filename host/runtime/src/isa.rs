@@ -1,15 +1,10 @@
-//! ISA target matching with feature flags (spec §11).
+//! ISA target matching with feature flags (spec §11). The target prefix
+//! and its stripping are `kpack_amdgpu`'s; the candidate order is AMD's
+//! loader's, and deliberately looser than [`kpack_amdgpu::TargetId`]'s
+//! grammar (features kept in the order the agent reports them, empty ones
+//! skipped), because it must match what ROCr reports byte for byte.
 
-/// The prefix AMD's loader strips from device arch strings.
-pub const TARGET_PREFIX: &str = "amdgcn-amd-amdhsa--";
-
-/// Drop a leading `amdgcn-amd-amdhsa--` when something follows it.
-pub fn strip_target_prefix(s: &str) -> &str {
-    match s.strip_prefix(TARGET_PREFIX) {
-        Some(rest) if !rest.is_empty() => rest,
-        _ => s,
-    }
-}
+use kpack_amdgpu::strip_target_prefix;
 
 /// Targets an archive may be named for to serve device `agent_isa`, most
 /// specific first, in AMD's order: with `n` features, masks from `2^n − 1`

@@ -51,7 +51,8 @@ pub use cache::{Cache, GFXARCH};
 pub use config::{Config, PATH_SEPARATOR};
 pub use discover::{discover_binary_path, find_in_maps};
 pub use error::{Error, ErrorKind, Result};
-pub use isa::{TARGET_PREFIX, compatible_targets, strip_target_prefix};
+pub use isa::compatible_targets;
+pub use kpack_amdgpu::{TARGET_PREFIX, strip_target_prefix};
 pub use kpack_format::{Archive, MARKER_MAX_LEN, Marker, MarkerProblem};
 
 /// Parse marker bytes with AMD's rules; failures are

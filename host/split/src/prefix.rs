@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use kpack_bundle::{TargetId, WalkOptions};
+use kpack_amdgpu::TargetId;
+use kpack_bundle::WalkOptions;
 use kpack_elf::{ElfKind, read_fat_binary};
 use kpack_format::{Compression, WriterOptions};
 use kpack_offload::{
@@ -464,7 +465,7 @@ fn process_file(
     };
     let device_file = head.starts_with(kpack_bundle::BUNDLE_MAGIC)
         || head.starts_with(kpack_bundle::CCOB_MAGIC)
-        || (is_elf && machine == kpack_bundle::EM_AMDGPU);
+        || kpack_amdgpu::is_amdgpu_elf(head);
     if is_elf && machine == EM_X86_64 {
         return host_elf(layout, opts, rel, &src, r);
     }

@@ -440,29 +440,6 @@ fn check_host_files(
     Ok(marked)
 }
 
-/// `gfx` tokens in a path, AMD's `gfx\d+[a-z]*` rule.
-fn gfx_tokens(s: &str) -> Vec<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while let Some(pos) = s[i..].find("gfx") {
-        let start = i + pos;
-        let mut j = start + 3;
-        let d0 = j;
-        while j < b.len() && b[j].is_ascii_digit() {
-            j += 1;
-        }
-        if j > d0 {
-            while j < b.len() && b[j].is_ascii_lowercase() {
-                j += 1;
-            }
-            out.push(s[start..j].to_string());
-        }
-        i = start + 3;
-    }
-    out
-}
-
 /// Whether `arch` names one processor (`gfx90a`), not a group (`gfx90X`).
 fn is_processor_name(arch: &str) -> bool {
     arch.strip_prefix("gfx").is_some_and(|r| {
@@ -497,7 +474,7 @@ fn check_arch(
                 continue;
             }
             if exact {
-                for t in gfx_tokens(&rel) {
+                for t in kpack_amdgpu::gfx_tokens(&rel) {
                     // MIOpen glues the CU count to the arch (gfx90878 = gfx908, 78 CUs).
                     let ok = t == arch
                         || t.strip_prefix(arch)
@@ -653,14 +630,6 @@ fn check_resolution(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn gfx_tokens_follow_amds_rule() {
-        assert_eq!(gfx_tokens("TensileLibrary_gfx90a.co"), ["gfx90a"]);
-        assert_eq!(gfx_tokens("gfx90878.db.txt"), ["gfx90878"]);
-        assert_eq!(gfx_tokens("amd-gfx942/x_gfx1100.co"), ["gfx942", "gfx1100"]);
-        assert!(gfx_tokens("gfx.txt").is_empty());
-    }
 
     #[test]
     fn group_names_are_not_processors() {
