@@ -221,7 +221,10 @@ impl Image {
     /// The section called `name` (the first, as the loader would not care
     /// and AMD's tools take the first).
     pub fn section(&self, name: &str) -> Option<(usize, &Section)> {
-        self.sections.iter().enumerate().find(|(_, s)| s.name == name)
+        self.sections
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.name == name)
     }
 
     /// Data directory `i`, if present and nonzero.

@@ -173,9 +173,13 @@ pub fn is_pe_file(path: &Path) -> Result<bool, Error> {
     if lfanew.checked_add(4).is_none_or(|e| e > source.size()) {
         return Ok(false);
     }
-    source
-        .read_exact_at(lfanew, &mut sig)
-        .map_err(|e| Error::io(path, format!("cannot read the PE signature at {lfanew:#x}"), e))?;
+    source.read_exact_at(lfanew, &mut sig).map_err(|e| {
+        Error::io(
+            path,
+            format!("cannot read the PE signature at {lfanew:#x}"),
+            e,
+        )
+    })?;
     Ok(&sig == b"PE\0\0")
 }
 
@@ -267,7 +271,9 @@ fn read_image<'d, R: object::ReadRef<'d>>(
             return Err(Error::new(
                 ErrorKind::Offload,
                 path,
-                format!("section {SEGMENT_SECTION} is {len:#x} bytes, not a multiple of {WRAPPER_SIZE}"),
+                format!(
+                    "section {SEGMENT_SECTION} is {len:#x} bytes, not a multiple of {WRAPPER_SIZE}"
+                ),
             ));
         }
         for (i, w) in bytes.chunks_exact(WRAPPER_SIZE as usize).enumerate() {
@@ -301,9 +307,7 @@ fn read_image<'d, R: object::ReadRef<'d>>(
             };
             let pointer = u64_at(8);
             let bundle = fat.as_ref().and_then(|(fb, s)| {
-                let bundle_off = pointer
-                    .checked_sub(base)?
-                    .checked_sub(u64::from(fb.rva))?;
+                let bundle_off = pointer.checked_sub(base)?.checked_sub(u64::from(fb.rva))?;
                 if bundle_off >= s.file_range().1 {
                     return None;
                 }

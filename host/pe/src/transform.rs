@@ -228,7 +228,10 @@ pub fn transform(
     out.extend_from_slice(marker);
     out.resize(out.len() + (plan.marker_raw as usize - marker.len()), 0);
     out.extend_from_slice(at(plan.insert_at, file_len));
-    debug_assert_eq!(plan.map(plan.insert_at), Some(marker_offset + plan.marker_raw));
+    debug_assert_eq!(
+        plan.map(plan.insert_at),
+        Some(marker_offset + plan.marker_raw)
+    );
 
     let mapped = |x: u64, what: &str| {
         plan.map(x).ok_or_else(|| {
@@ -260,7 +263,8 @@ pub fn transform(
         );
     }
     // Optional header.
-    let init = u64::from(image.size_of_initialized_data).saturating_sub(u64::from(fat_sec.raw_size))
+    let init = u64::from(image.size_of_initialized_data)
+        .saturating_sub(u64::from(fat_sec.raw_size))
         + plan.marker_raw;
     put(
         &mut out,
@@ -343,7 +347,11 @@ pub fn transform(
             if p != ptr {
                 debug_entries_moved += 1;
             }
-            put(&mut out, mapped(old, "debug directory")? + 24, &p.to_le_bytes());
+            put(
+                &mut out,
+                mapped(old, "debug directory")? + 24,
+                &p.to_le_bytes(),
+            );
         }
     }
     // Wrappers: HIPK, the marker's VA (the DIR64 base relocation of the slot,
@@ -426,7 +434,9 @@ fn plan(
     if !fa.is_power_of_two() || !sa.is_power_of_two() || fa > sa {
         return Err(fail(
             ErrorKind::Malformed,
-            format!("FileAlignment {fa:#x} / SectionAlignment {sa:#x} are not powers of two with FileAlignment <= SectionAlignment"),
+            format!(
+                "FileAlignment {fa:#x} / SectionAlignment {sa:#x} are not powers of two with FileAlignment <= SectionAlignment"
+            ),
         ));
     }
     let file_len = image.file_len;
@@ -436,13 +446,17 @@ fn plan(
     if raw_end > file_len {
         return Err(fail(
             ErrorKind::Malformed,
-            format!("section raw data ends at {raw_end:#x}, past the end of the file ({file_len:#x})"),
+            format!(
+                "section raw data ends at {raw_end:#x}, past the end of the file ({file_len:#x})"
+            ),
         ));
     }
     if !raw_end.is_multiple_of(fa) {
         return Err(fail(
             ErrorKind::Layout,
-            format!("section raw data ends at {raw_end:#x}, not a multiple of FileAlignment {fa:#x}"),
+            format!(
+                "section raw data ends at {raw_end:#x}, not a multiple of FileAlignment {fa:#x}"
+            ),
         ));
     }
     let removed = if fat.raw_size == 0 {
@@ -487,8 +501,7 @@ fn plan(
         }
     }
     // Room for one more section header.
-    let table_end =
-        image.section_table_offset + image.sections.len() as u64 * SECTION_HEADER_SIZE;
+    let table_end = image.section_table_offset + image.sections.len() as u64 * SECTION_HEADER_SIZE;
     let need = table_end + SECTION_HEADER_SIZE;
     if table_end > old_headers || table_end > file_len {
         return Err(fail(

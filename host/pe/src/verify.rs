@@ -12,9 +12,22 @@ use crate::read::{FATBIN_SECTION, MARKER_CHARACTERISTICS, MARKER_SECTION, SEGMEN
 
 /// Names of the data directories, for messages.
 const DIR_NAMES: [&str; 16] = [
-    "export", "import", "resource", "exception", "certificate", "base relocation", "debug",
-    "architecture", "global pointer", "TLS", "load config", "bound import", "IAT",
-    "delay import", "CLR runtime", "reserved",
+    "export",
+    "import",
+    "resource",
+    "exception",
+    "certificate",
+    "base relocation",
+    "debug",
+    "architecture",
+    "global pointer",
+    "TLS",
+    "load config",
+    "bound import",
+    "IAT",
+    "delay import",
+    "CLR runtime",
+    "reserved",
 ];
 
 /// Check the PE image `data` (the whole file). Returns one sentence per
@@ -171,9 +184,11 @@ pub fn verify_image(data: &[u8]) -> Vec<String> {
     {
         for k in 0..u64::from(d.size) / DEBUG_ENTRY_SIZE {
             let e = dir_off + k * DEBUG_ENTRY_SIZE;
-            let (Some(size), Some(rva), Some(ptr)) =
-                (u32_at(data, e + 16), u32_at(data, e + 20), u32_at(data, e + 24))
-            else {
+            let (Some(size), Some(rva), Some(ptr)) = (
+                u32_at(data, e + 16),
+                u32_at(data, e + 20),
+                u32_at(data, e + 24),
+            ) else {
                 f.push(format!(
                     "debug directory entry {k} at {e:#x} runs past the end of the file"
                 ));
@@ -203,7 +218,11 @@ pub fn verify_image(data: &[u8]) -> Vec<String> {
 
     // Base relocations: every site inside a section.
     for &(rva, typ) in &image.base_relocs {
-        let width = if typ == pe::IMAGE_REL_BASED_DIR64 { 8 } else { 4 };
+        let width = if typ == pe::IMAGE_REL_BASED_DIR64 {
+            8
+        } else {
+            4
+        };
         match image.section_at(u64::from(rva)) {
             Some((_, s)) if u64::from(rva) + width <= s.rva_end() => {}
             _ => f.push(format!(
@@ -294,9 +313,7 @@ fn kpack_checks(image: &Image, data: &[u8], f: &mut Vec<String>) {
                         "wrapper {i} at {at:#x} is HIPK but there is no {MARKER_SECTION} section"
                     )),
                     Some(m) => {
-                        let va = image
-                            .image_base
-                            .wrapping_add(u64::from(m.virtual_address));
+                        let va = image.image_base.wrapping_add(u64::from(m.virtual_address));
                         if pointer != va {
                             f.push(format!(
                                 "wrapper {i} at {at:#x} points at {pointer:#x}, not at the marker ({va:#x})"
@@ -323,7 +340,10 @@ fn kpack_checks(image: &Image, data: &[u8], f: &mut Vec<String>) {
             if typ != pe::IMAGE_REL_BASED_DIR64 {
                 continue;
             }
-            let Some(v) = image.offset_of(u64::from(rva)).and_then(|o| u64_at(data, o)) else {
+            let Some(v) = image
+                .offset_of(u64::from(rva))
+                .and_then(|o| u64_at(data, o))
+            else {
                 continue;
             };
             let t = v.wrapping_sub(image.image_base);
