@@ -318,7 +318,14 @@ pub fn add_code_objects(
     keep: &(dyn Fn(&str) -> bool + Sync),
     archives: &mut ArchiveSet,
 ) -> Result<Added, Error> {
-    add_items(input, &fat.bundles, &fat.source, kernel_name, keep, archives)
+    add_items(
+        input,
+        &fat.bundles,
+        &fat.source,
+        kernel_name,
+        keep,
+        archives,
+    )
 }
 
 /// [`add_code_objects`] for the bundles of any host binary format.
