@@ -47,15 +47,20 @@ pub fn run(args: Args) -> CliResult {
         .iter()
         .map(|t| TargetId::parse(t.strip_prefix(kpack_amdgpu::TARGET_PREFIX).unwrap_or(t)))
         .collect::<Result<_, _>>()?;
-    let fat = read_fat_binary(
-        &args.file,
-        WalkOptions {
-            verify_hash: !args.no_verify_hash,
-        },
-    )?;
+    let walk = WalkOptions {
+        verify_hash: !args.no_verify_hash,
+    };
+    // PE (DLL, EXE) by magic, else ELF or bundle file.
+    let (bundles, source) = if kpack_pe::is_pe_file(&args.file)? {
+        let f = kpack_pe::read_fat_binary(&args.file, walk)?;
+        (f.bundles, f.source)
+    } else {
+        let f = read_fat_binary(&args.file, walk)?;
+        (f.bundles, f.source)
+    };
     let mut jobs = Vec::new();
     let mut found = BTreeSet::new();
-    for (b, item) in fat.bundles.iter().enumerate() {
+    for (b, item) in bundles.iter().enumerate() {
         let mut seen = std::collections::HashMap::<String, usize>::new();
         for (i, entry) in item.entries.iter().enumerate() {
             let Some(target) = entry.id.target() else {
@@ -92,7 +97,7 @@ pub fn run(args: Args) -> CliResult {
             .into());
         }
     }
-    if fat.bundles.is_empty() {
+    if bundles.is_empty() {
         return Err(anyhow::anyhow!("{}: no device code", args.file.display()).into());
     }
     std::fs::create_dir_all(&args.output)
@@ -114,8 +119,8 @@ pub fn run(args: Args) -> CliResult {
             std::fs::File::create(&path)
                 .with_context(|| format!("cannot create {}", path.display()))?,
         );
-        fat.bundles[job.bundle]
-            .copy_entry(&fat.source, job.entry, &mut out)
+        bundles[job.bundle]
+            .copy_entry(&source, job.entry, &mut out)
             .with_context(|| {
                 format!(
                     "{}: bundle {} entry {}",

@@ -106,6 +106,31 @@ pub fn run(args: Args) -> CliResult {
             "{}: already offloaded by kpack; copied unchanged",
             args.input.display()
         ),
+        Outcome::OffloadedPe {
+            transform,
+            code_objects,
+            targets,
+            ..
+        } => {
+            if transform.signature_invalidated {
+                eprintln!(
+                    "warning: {}: the Authenticode signature is kept but no longer valid; re-sign the output",
+                    args.input.display()
+                );
+            }
+            println!(
+                "{} -> {}: {} -> {} bytes ({} bytes of device code removed), {} wrapper(s) HIPK, marker .kpackrf at {:#x}",
+                args.input.display(),
+                args.output.display(),
+                transform.input_size,
+                transform.output_size,
+                transform.bytes_removed,
+                transform.wrappers,
+                transform.marker_addr
+            );
+            println!("  {code_objects} code objects for {}", targets.join(", "));
+            print_archives(&written);
+        }
         Outcome::Offloaded {
             transform,
             code_objects,
@@ -134,4 +159,17 @@ pub fn run(args: Args) -> CliResult {
         }
     }
     Ok(())
+}
+
+/// One line per archive written, paths relative to the current directory.
+fn print_archives(written: &[(String, kpack_format::Written)]) {
+    for (_, w) in written {
+        let shown = relative_path(&std::env::current_dir().unwrap_or_default(), &w.path);
+        println!(
+            "  {}\t{} entries\t{} bytes",
+            shown.display(),
+            w.entries,
+            w.file_size
+        );
+    }
 }

@@ -1,6 +1,7 @@
 //! `kpack verify-elf FILE...`: structural checks of host binaries (segment
 //! coverage, program headers, marker, wrappers, relocations into removed
-//! bytes), plus `readelf -lSW` when it is installed. Exit 1 on findings.
+//! bytes), plus `readelf -lSW` when it is installed. PE images (DLL, EXE)
+//! get kpack-pe's checks instead. Exit 1 on findings.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -28,6 +29,13 @@ pub struct Args {
 pub fn run(args: Args) -> CliResult {
     let mut all = Vec::new();
     for path in &args.files {
+        // PE images (DLL, EXE), told by magic: kpack-pe's structural checks.
+        if kpack_pe::is_pe_file(path)? {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            all.push((path.clone(), kpack_pe::verify_image(&bytes)));
+            continue;
+        }
         let file =
             std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         let cache = ReadCache::new(file);

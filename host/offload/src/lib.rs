@@ -24,6 +24,8 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod pe;
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -40,6 +42,9 @@ pub enum Error {
     /// Reading or transforming the binary failed.
     #[error(transparent)]
     Elf(#[from] kpack_elf::Error),
+    /// Reading or transforming a PE image (DLL, EXE) failed.
+    #[error(transparent)]
+    Pe(#[from] kpack_pe::Error),
     /// Writing an archive failed.
     #[error(transparent)]
     Archive(#[from] kpack_format::Error),
@@ -90,6 +95,18 @@ pub enum Outcome {
     Offloaded {
         /// The ELF transform's report.
         transform: TransformReport,
+        /// Code objects added to archives.
+        code_objects: usize,
+        /// Target ids found.
+        targets: Vec<String>,
+    },
+    /// A PE image (DLL, EXE): device code moved to archives, image rewritten.
+    #[serde(rename = "offloaded")]
+    OffloadedPe {
+        /// Always `"pe"`.
+        format: &'static str,
+        /// The PE transform's report.
+        transform: kpack_pe::TransformReport,
         /// Code objects added to archives.
         code_objects: usize,
         /// Target ids found.
@@ -227,6 +244,10 @@ pub fn offload_binary(
     opts: &OffloadOptions,
     archives: &mut ArchiveSet,
 ) -> Result<Outcome, Error> {
+    // By magic, never by extension.
+    if kpack_pe::is_pe_file(input)? {
+        return pe::offload_binary(input, output, opts, archives);
+    }
     let fat = read_fat_binary(
         input,
         WalkOptions {
@@ -298,9 +319,28 @@ pub fn add_code_objects(
     keep: &(dyn Fn(&str) -> bool + Sync),
     archives: &mut ArchiveSet,
 ) -> Result<Added, Error> {
+    add_items(
+        input,
+        &fat.bundles,
+        &fat.source,
+        kernel_name,
+        keep,
+        archives,
+    )
+}
+
+/// [`add_code_objects`] for the bundles of any host binary format.
+fn add_items(
+    input: &Path,
+    bundles: &[kpack_bundle::Item],
+    source: &kpack_bundle::SizedFile,
+    kernel_name: &str,
+    keep: &(dyn Fn(&str) -> bool + Sync),
+    archives: &mut ArchiveSet,
+) -> Result<Added, Error> {
     let mut jobs: Vec<Job<'_>> = Vec::new();
     let mut excluded = Vec::new();
-    for (b, item) in fat.bundles.iter().enumerate() {
+    for (b, item) in bundles.iter().enumerate() {
         for (i, entry) in item.entries.iter().enumerate() {
             if let Some(target) = entry.id.target().filter(|_| !entry.id.is_host()) {
                 let name = target.to_string();
@@ -329,8 +369,8 @@ pub fn add_code_objects(
                 .map(Vec::as_slice)
                 .unwrap_or_default()
             {
-                let data = fat.bundles[*b]
-                    .read_entry(&fat.source, *i)
+                let data = bundles[*b]
+                    .read_entry(source, *i)
                     .map_err(|source| Error::Bundle {
                         path: input.to_path_buf(),
                         bundle: *b,
