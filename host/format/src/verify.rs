@@ -106,3 +106,117 @@ impl Archive {
         findings
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic, reason = "tests")]
+
+    use super::*;
+    use crate::{ArchiveWriter, Compression, WriterOptions};
+
+    /// Write one archive holding `entries` (key, arch) of a fixed kernel.
+    fn write(dir: &Path, entries: &[(&str, &str)], compression: Compression) -> Vec<u8> {
+        let path = dir.join("a.kpack");
+        let options = WriterOptions {
+            group_name: "g".into(),
+            gfx_arch_family: "fam".into(),
+            compression,
+            ..Default::default()
+        };
+        let mut writer = ArchiveWriter::create(&path, options).unwrap();
+        for (key, arch) in entries {
+            writer.add(key, arch, &[0x5a; 300]).unwrap();
+        }
+        writer.finish().unwrap();
+        std::fs::read(&path).unwrap()
+    }
+
+    fn findings(bytes: Vec<u8>) -> Vec<String> {
+        Archive::from_bytes(bytes)
+            .unwrap()
+            .verify()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn a_well_formed_archive_has_no_findings() {
+        let dir = tempfile::tempdir().unwrap();
+        for compression in [Compression::None, Compression::Zstd { level: 3 }] {
+            let bytes = write(dir.path(), &[("lib/a.so#0", "gfx1100")], compression);
+            assert_eq!(findings(bytes), Vec::<String>::new());
+        }
+    }
+
+    #[test]
+    fn reports_a_key_without_co_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = write(
+            dir.path(),
+            &[("lib/a.so", "gfx1100"), ("lib/b.so#", "gfx1100")],
+            Compression::None,
+        );
+        assert_eq!(
+            findings(bytes),
+            [
+                "key \"lib/a.so\" has no #<co_index> suffix; the current loader cannot look it up",
+                "key \"lib/b.so#\" has no #<co_index> suffix; the current loader cannot look it up",
+            ]
+        );
+    }
+
+    #[test]
+    fn reports_an_arch_missing_from_gfx_arches() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut bytes = write(dir.path(), &[("a#0", "gfx1100")], Compression::None);
+        // gfx_arches is the only one-element array of "gfx1100"; rename
+        // its element so the TOC arch is no longer listed.
+        let listed = b"\x91\xa7gfx1100";
+        let at = bytes
+            .windows(listed.len())
+            .position(|w| w == listed)
+            .unwrap();
+        bytes[at + listed.len() - 1] = b'1';
+        assert_eq!(
+            findings(bytes),
+            ["TOC arch \"gfx1100\" is missing from gfx_arches, so AMD's loader never finds it"]
+        );
+    }
+
+    #[test]
+    fn reports_an_entry_that_does_not_decode() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut bytes = write(
+            dir.path(),
+            &[("a#0", "gfx1100")],
+            Compression::Zstd { level: 3 },
+        );
+        let archive = Archive::from_bytes(bytes.clone()).unwrap();
+        let entry = archive.entries().next().unwrap();
+        // Corrupt the last byte of the frame (inside its compressed data).
+        let last = (entry.stored_offset() + entry.stored_size() - 1) as usize;
+        bytes[last] ^= 0xff;
+        let found = findings(bytes);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with("entry \"a#0\" \"gfx1100\": "),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn an_archive_that_does_not_open_is_a_finding_and_a_missing_file_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = write(dir.path(), &[("a#0", "gfx1100")], Compression::None);
+        let truncated = dir.path().join("truncated.kpack");
+        std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+        let found = verify(&truncated).unwrap();
+        assert!(matches!(found[..], [Finding::Invalid(_)]), "{found:?}");
+        let missing = verify(dir.path().join("missing.kpack")).unwrap_err();
+        assert_eq!(missing.kind(), ErrorKind::FileNotFound);
+        let empty = dir.path().join("empty.kpack");
+        std::fs::write(&empty, b"").unwrap();
+        assert_eq!(verify(&empty).unwrap_err().kind(), ErrorKind::Io);
+    }
+}
