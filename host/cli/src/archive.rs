@@ -7,12 +7,11 @@
 //! Keys that would escape `DIR` (absolute, `..`, empty components) are
 //! refused.
 
-use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, bail};
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
-use kpack_format::{Archive, ArchiveWriter, Compression, ErrorKind, WriterOptions};
+use kpack_format::{Archive, ArchiveWriter, Compression, WriterOptions};
 use serde_json::json;
 
 use crate::exit::{CliError, CliResult};
@@ -349,41 +348,11 @@ fn pack(
     Ok(())
 }
 
-/// Problems `verify` reports for one archive (empty: fine).
+/// Problems `verify` reports for one archive (empty: fine); the rules are
+/// `kpack_format`'s, shared with `kpack verify`.
 fn check(file: &Path) -> anyhow::Result<Vec<String>> {
-    let a = match Archive::open(file) {
-        Ok(a) => a,
-        Err(e) if matches!(e.kind(), ErrorKind::FileNotFound | ErrorKind::Io) => {
-            return Err(e.into());
-        }
-        Err(e) => return Ok(vec![e.to_string()]),
-    };
-    let mut findings = Vec::new();
-    let mut toc_arches: BTreeMap<&str, usize> = BTreeMap::new();
-    for e in a.entries() {
-        *toc_arches.entry(e.arch()).or_default() += 1;
-        if let Err(err) = a.read(e) {
-            findings.push(format!("entry {:?} {:?}: {err}", e.key(), e.arch()));
-        }
-    }
-    for arch in toc_arches.keys() {
-        if !a.has_arch(arch) {
-            findings.push(format!(
-                "TOC arch {arch:?} is missing from gfx_arches, so AMD's loader never finds it"
-            ));
-        }
-    }
-    for key in a.binaries() {
-        let indexed = key
-            .rsplit_once('#')
-            .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-        if !indexed {
-            findings.push(format!(
-                "key {key:?} has no #<co_index> suffix; the current loader cannot look it up"
-            ));
-        }
-    }
-    Ok(findings)
+    let findings = kpack_format::verify(file)?;
+    Ok(findings.iter().map(ToString::to_string).collect())
 }
 
 fn verify(files: &[PathBuf], json: bool) -> CliResult {

@@ -28,6 +28,9 @@
 //!   `has_arch(a)`, `binaries()` / `binary(i)` / `binary_count()` (byte-wise
 //!   sorted keys), `entries()` (sorted by key, arch), `entry(key, arch)`,
 //!   `get(key, arch) -> Result<Cow<[u8]>>`, `read(&Entry)`, `dump() -> String`.
+//! - `verify(path) -> Result<Vec<Finding>>` / `Archive::verify()`: the strict
+//!   checks of `kpack archive verify` and `kpack verify` (every kernel
+//!   decodes, every TOC arch listed in `gfx_arches`, every key indexed).
 //! - `ArchiveWriter::create(path, WriterOptions)`; `add(key, arch, &[u8])`,
 //!   `add_with_metadata(.., &[(k, v)])`, `add_from_reader(..)`;
 //!   `finish() -> Written`.
@@ -64,11 +67,13 @@ mod marker;
 mod mmap;
 mod msgpack;
 mod read;
+mod verify;
 mod write;
 
 pub use error::{Error, ErrorKind, Result};
 pub use marker::{MARKER_MAX_LEN, Marker, MarkerProblem};
 pub use read::{Archive, Entry, Scheme};
+pub use verify::{Finding, verify};
 pub use write::{ArchiveWriter, Compression, EntryOrder, WriterOptions, Written};
 
 /// The four magic bytes at offset 0: `"KPAK"`.

@@ -7,6 +7,8 @@
 
 use std::fmt;
 
+use crate::error::{Error, Result};
+
 /// Deepest nesting accepted. The TOC needs 4 levels, the marker 2.
 pub(crate) const MAX_DEPTH: usize = 32;
 
@@ -209,6 +211,107 @@ impl<'a> Decoder<'a> {
             items.push((k, v));
         }
         Ok(Data::Map(items))
+    }
+}
+
+// Typed accessors over decoded values for the TOC reader: each failure is a
+// format error naming the value's offset and what was expected there.
+
+/// A msgpack map with string keys, checked for duplicates.
+pub(crate) struct Fields<'v, 'a, 'w> {
+    pub(crate) items: Vec<(&'a str, &'v Value<'a>)>,
+    offset: u64,
+    what: &'w str,
+}
+
+impl<'v, 'a, 'w> Fields<'v, 'a, 'w> {
+    pub(crate) fn new(
+        items: &'v [(Value<'a>, Value<'a>)],
+        offset: u64,
+        what: &'w str,
+    ) -> Result<Self> {
+        let mut out: Vec<(&'a str, &'v Value<'a>)> = Vec::with_capacity(items.len());
+        for (k, v) in items {
+            let key = match k.data {
+                Data::Str(_) => as_str(k, "map key")?,
+                _ => as_str(k, &format!("key in {what}"))?,
+            };
+            if items.len() < 64 && out.iter().any(|(seen, _)| *seen == key) {
+                return Err(Error::format(
+                    k.offset,
+                    format!("duplicate key {key:?} in {what}"),
+                ));
+            }
+            out.push((key, v));
+        }
+        if out.len() >= 64 {
+            // Large maps (the TOC's binaries): check duplicates by sorting.
+            let mut keys: Vec<(&str, u64)> = items
+                .iter()
+                .zip(&out)
+                .map(|((k, _), (s, _))| (*s, k.offset))
+                .collect();
+            keys.sort_unstable();
+            if let Some(w) = keys.windows(2).find(|w| w[0].0 == w[1].0) {
+                return Err(Error::format(
+                    w[1].1,
+                    format!("duplicate key {:?} in {what}", w[1].0),
+                ));
+            }
+        }
+        Ok(Fields {
+            items: out,
+            offset,
+            what,
+        })
+    }
+
+    pub(crate) fn get(&self, key: &str) -> Option<&'v Value<'a>> {
+        self.items.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+    }
+
+    pub(crate) fn require(&self, key: &str) -> Result<&'v Value<'a>> {
+        self.get(key)
+            .ok_or_else(|| Error::format(self.offset, format!("{} has no {key:?} key", self.what)))
+    }
+}
+
+fn wrong_type(v: &Value<'_>, what: &str, want: &str) -> Error {
+    Error::format(
+        v.offset,
+        format!(
+            "{what} is a msgpack {}, expected {want}",
+            v.data.type_name()
+        ),
+    )
+}
+
+pub(crate) fn as_str<'a>(v: &Value<'a>, what: &str) -> Result<&'a str> {
+    match v.data {
+        Data::Str(s) => std::str::from_utf8(s)
+            .map_err(|_| Error::format(v.offset, format!("{what} is not valid UTF-8"))),
+        _ => Err(wrong_type(v, what, "str")),
+    }
+}
+
+pub(crate) fn as_uint(v: &Value<'_>, what: &str) -> Result<u64> {
+    match v.data {
+        Data::UInt(n) => Ok(n),
+        _ => Err(wrong_type(v, what, "a non-negative int")),
+    }
+}
+
+pub(crate) fn as_array<'v, 'a>(v: &'v Value<'a>, what: &str) -> Result<&'v [Value<'a>]> {
+    match &v.data {
+        Data::Array(items) => Ok(items),
+        _ => Err(wrong_type(v, what, "array")),
+    }
+}
+
+pub(crate) fn as_map<'v, 'a>(v: &'v Value<'a>, what: &str) -> Result<&'v [(Value<'a>, Value<'a>)]> {
+    match &v.data {
+        Data::Map(items) => Ok(items),
+        _ => Err(wrong_type(v, what, "map")),
     }
 }
 

@@ -1,0 +1,356 @@
+//! Parsing the header and the msgpack TOC of a KPAK file into a [`Toc`]:
+//! every field, blob range and ordinal is checked here, once, so the
+//! reader above never meets an inconsistent archive.
+
+use std::collections::HashMap;
+
+use super::{Entry, Scheme};
+use crate::error::{Error, ErrorKind, Result};
+use crate::msgpack::{self, Data, Fields, Value, as_array, as_map, as_str, as_uint};
+use crate::{BLOB_START, HEADER_SIZE, MAGIC, VERSION};
+
+/// AMD's loader refuses zstd blobs larger than this (§2.6 step 10).
+const MAX_ZSTD_BLOB: u64 = 1 << 32;
+/// AMD's loader refuses more frames than this.
+const MAX_FRAMES: u64 = 1 << 20;
+
+/// One binary key and its entries.
+#[derive(Debug)]
+pub(super) struct Binary {
+    pub(super) key: String,
+    /// Sorted by arch, byte-wise.
+    pub(super) entries: Vec<Entry>,
+}
+
+/// Everything the header and the TOC say, checked against the file: the
+/// parsed state an [`Archive`](super::Archive) serves from.
+#[derive(Debug)]
+pub(super) struct Toc {
+    pub(super) scheme: Scheme,
+    pub(super) format_version: u64,
+    pub(super) group_name: String,
+    pub(super) gfx_arch_family: String,
+    pub(super) gfx_arches: Vec<String>,
+    pub(super) toc_offset: u64,
+    /// Bytes of msgpack the TOC takes.
+    pub(super) toc_len: u64,
+    /// Sorted by key, byte-wise (AMD's `std::map` order).
+    pub(super) binaries: Vec<Binary>,
+    /// Key → position in `binaries`.
+    pub(super) index: HashMap<String, usize>,
+    pub(super) blob_count: u64,
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
+    let b = bytes.get(at..at.checked_add(4)?)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+impl Toc {
+    /// Parse and check the header and TOC of the archive `bytes`.
+    pub(super) fn parse(bytes: &[u8]) -> Result<Toc> {
+        let len = bytes.len() as u64;
+        if bytes.len() < HEADER_SIZE {
+            return Err(Error::format(
+                0,
+                format!("file is {len} bytes, shorter than the 16-byte header"),
+            ));
+        }
+        if bytes[0..4] != MAGIC {
+            return Err(Error::format(
+                0,
+                format!("bad magic {:02x?}, expected \"KPAK\"", &bytes[0..4]),
+            ));
+        }
+        let version = u32_at(bytes, 4).unwrap_or(0);
+        if version != VERSION {
+            return Err(Error::at(
+                ErrorKind::UnsupportedVersion,
+                4,
+                format!("header version {version}, only 1 is supported"),
+            ));
+        }
+        let mut raw = [0u8; 8];
+        raw.copy_from_slice(&bytes[8..16]);
+        let toc_offset = u64::from_le_bytes(raw);
+        if toc_offset >= len {
+            return Err(Error::format(
+                8,
+                format!("toc_offset {toc_offset:#x} is not inside the {len}-byte file"),
+            ));
+        }
+        if toc_offset < BLOB_START {
+            return Err(Error::format(
+                8,
+                format!("toc_offset {toc_offset:#x} points into the 64-byte header"),
+            ));
+        }
+        // toc_offset < len, so it fits in usize.
+        let toc_bytes = &bytes[toc_offset as usize..];
+        let (root, used) = msgpack::decode(toc_bytes, toc_offset).map_err(|e| {
+            Error::at(
+                ErrorKind::MsgpackParseFailed,
+                e.offset,
+                format!("TOC is not valid msgpack: {e}"),
+            )
+        })?;
+        let root_offset = root.offset;
+        let Data::Map(root_items) = root.data else {
+            return Err(Error::at(
+                ErrorKind::MsgpackParseFailed,
+                root.offset,
+                format!("TOC root is a {}, not a map", root.data.type_name()),
+            ));
+        };
+        let root = Fields::new(&root_items, root_offset, "TOC")?;
+
+        let fv = root.require("format_version")?;
+        let format_version = as_uint(fv, "format_version")?;
+        if format_version != 1 {
+            return Err(Error::at(
+                ErrorKind::UnsupportedVersion,
+                fv.offset,
+                format!("TOC format_version {format_version}, only 1 is supported"),
+            ));
+        }
+        let group_name = as_str(root.require("group_name")?, "group_name")?.to_owned();
+        let gfx_arch_family =
+            as_str(root.require("gfx_arch_family")?, "gfx_arch_family")?.to_owned();
+        let arches_v = root.require("gfx_arches")?;
+        let gfx_arches = as_array(arches_v, "gfx_arches")?
+            .iter()
+            .map(|v| as_str(v, "gfx_arches element").map(str::to_owned))
+            .collect::<Result<Vec<_>>>()?;
+        let scheme = match root.get("compression_scheme") {
+            // Both AMD readers default a missing scheme to "none".
+            None => Scheme::None,
+            Some(v) => match as_str(v, "compression_scheme")? {
+                "none" => Scheme::None,
+                "zstd-per-kernel" => Scheme::ZstdPerKernel,
+                other => {
+                    return Err(Error::at(
+                        ErrorKind::NotImplemented,
+                        v.offset,
+                        format!("unknown compression_scheme {other:?}"),
+                    ));
+                }
+            },
+        };
+
+        let blobs = match scheme {
+            Scheme::None => noop_blobs(&root, toc_offset)?,
+            Scheme::ZstdPerKernel => zstd_frames(&root, bytes, toc_offset)?,
+        };
+
+        let toc_v = root.require("toc")?;
+        let toc = Fields::new(as_map(toc_v, "toc")?, toc_v.offset, "toc")?;
+        let mut binaries = Vec::with_capacity(toc.items.len());
+        for (key, arches_v) in &toc.items {
+            let arch_map =
+                Fields::new(as_map(arches_v, "toc value")?, arches_v.offset, "toc value")?;
+            let mut entries = Vec::with_capacity(arch_map.items.len());
+            for (arch, ev) in &arch_map.items {
+                entries.push(parse_entry(key, arch, ev, &blobs, scheme)?);
+            }
+            entries.sort_by(|a, b| a.arch.cmp(&b.arch));
+            binaries.push(Binary {
+                key: (*key).to_owned(),
+                entries,
+            });
+        }
+        binaries.sort_by(|a, b| a.key.cmp(&b.key));
+
+        let index = binaries
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.key.clone(), i))
+            .collect();
+        Ok(Toc {
+            scheme,
+            format_version,
+            group_name,
+            gfx_arch_family,
+            gfx_arches,
+            toc_offset,
+            toc_len: used as u64,
+            binaries,
+            index,
+            blob_count: blobs.len() as u64,
+        })
+    }
+}
+
+/// (absolute offset, size) of each ordinal's stored bytes.
+type Blobs = Vec<(u64, u64)>;
+
+fn noop_blobs(root: &Fields<'_, '_, '_>, toc_offset: u64) -> Result<Blobs> {
+    let blobs_v = root.require("blobs")?;
+    let items = as_array(blobs_v, "blobs")?;
+    let mut blobs = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let f = Fields::new(as_map(item, "blobs element")?, item.offset, "blobs element")?;
+        let off_v = f.require("offset")?;
+        let offset = as_uint(off_v, "blob offset")?;
+        let size = as_uint(f.require("size")?, "blob size")?;
+        let end = offset.checked_add(size);
+        if offset < BLOB_START || end.is_none_or(|e| e > toc_offset) {
+            return Err(Error::format(
+                off_v.offset,
+                format!(
+                    "blobs[{i}] [{offset:#x}, +{size}) is outside the blob area [0x40, {toc_offset:#x})"
+                ),
+            ));
+        }
+        blobs.push((offset, size));
+    }
+    // Blobs are distinct storage; overlap means a corrupt or forged TOC.
+    let mut sorted: Vec<(u64, u64, usize)> = blobs
+        .iter()
+        .enumerate()
+        .map(|(i, &(o, s))| (o, s, i))
+        .collect();
+    sorted.sort_unstable();
+    for w in sorted.windows(2) {
+        let ((o1, s1, i1), (o2, _, i2)) = (w[0], w[1]);
+        if o1 + s1 > o2 && s1 > 0 {
+            return Err(Error::format(
+                o2,
+                format!("blobs[{i2}] at {o2:#x} overlaps blobs[{i1}] at {o1:#x}+{s1}"),
+            ));
+        }
+    }
+    Ok(blobs)
+}
+
+fn zstd_frames(root: &Fields<'_, '_, '_>, bytes: &[u8], toc_offset: u64) -> Result<Blobs> {
+    let off_v = root.require("zstd_offset")?;
+    let start = as_uint(off_v, "zstd_offset")?;
+    let size_v = root.require("zstd_size")?;
+    let size = as_uint(size_v, "zstd_size")?;
+    if size > MAX_ZSTD_BLOB {
+        return Err(Error::format(
+            size_v.offset,
+            format!("zstd_size {size} exceeds 4 GiB"),
+        ));
+    }
+    let end = start.checked_add(size);
+    if start < BLOB_START || end.is_none_or(|e| e > toc_offset) {
+        return Err(Error::format(
+            off_v.offset,
+            format!(
+                "zstd blob [{start:#x}, +{size}) is outside the blob area [0x40, {toc_offset:#x})"
+            ),
+        ));
+    }
+    if size < 4 {
+        return Err(Error::format(
+            start,
+            format!("zstd blob of {size} bytes has no frame count"),
+        ));
+    }
+    // In range of the file, so these fit in usize.
+    let (start_u, end_u) = (start as usize, (start + size) as usize);
+    let count = u64::from(u32_at(bytes, start_u).unwrap_or(0));
+    if count > MAX_FRAMES {
+        return Err(Error::format(
+            start,
+            format!("zstd blob announces {count} frames, more than {MAX_FRAMES}"),
+        ));
+    }
+    // Each frame needs at least its 4-byte size word.
+    if count.saturating_mul(4) > size - 4 {
+        return Err(Error::format(
+            start,
+            format!("zstd blob of {size} bytes cannot hold {count} frames"),
+        ));
+    }
+    let mut frames = Vec::with_capacity(count as usize);
+    let mut pos = start_u + 4;
+    for i in 0..count {
+        let word = pos;
+        let len = match u32_at(bytes, pos) {
+            Some(n) if pos + 4 <= end_u => n as usize,
+            _ => {
+                return Err(Error::format(
+                    word as u64,
+                    format!("size word of frame {i} runs past the zstd blob end {end_u:#x}"),
+                ));
+            }
+        };
+        pos += 4;
+        if len > end_u - pos {
+            return Err(Error::format(
+                word as u64,
+                format!(
+                    "frame {i} of {len} bytes at {pos:#x} runs past the zstd blob end {end_u:#x}"
+                ),
+            ));
+        }
+        frames.push((pos as u64, len as u64));
+        pos += len;
+    }
+    if pos != end_u {
+        return Err(Error::format(
+            pos as u64,
+            format!(
+                "{} bytes after the last of {count} frames inside zstd_size",
+                end_u - pos
+            ),
+        ));
+    }
+    Ok(frames)
+}
+
+fn parse_entry(
+    key: &str,
+    arch: &str,
+    v: &Value<'_>,
+    blobs: &Blobs,
+    scheme: Scheme,
+) -> Result<Entry> {
+    let f = Fields::new(as_map(v, "toc entry")?, v.offset, "toc entry")?;
+    let what = || format!("toc[{key:?}][{arch:?}]");
+    if let Some(t) = f.get("type") {
+        as_str(t, "entry type")?;
+    }
+    let ord_v = f.require("ordinal")?;
+    let ordinal = as_uint(ord_v, "ordinal")?;
+    let original_size = as_uint(f.require("original_size")?, "original_size")?;
+    let Some(&(stored_offset, stored_size)) =
+        usize::try_from(ordinal).ok().and_then(|i| blobs.get(i))
+    else {
+        return Err(Error::format(
+            ord_v.offset,
+            format!(
+                "{}: ordinal {ordinal} but the archive has {} blobs",
+                what(),
+                blobs.len()
+            ),
+        ));
+    };
+    if scheme == Scheme::None && stored_size != original_size {
+        return Err(Error::format(
+            ord_v.offset,
+            format!(
+                "{}: blob {ordinal} is {stored_size} bytes but original_size is {original_size}",
+                what()
+            ),
+        ));
+    }
+    let mut metadata = Vec::new();
+    if let Some(m) = f.get("metadata") {
+        let mf = Fields::new(as_map(m, "metadata")?, m.offset, "metadata")?;
+        for (k, mv) in &mf.items {
+            metadata.push(((*k).to_owned(), as_str(mv, "metadata value")?.to_owned()));
+        }
+    }
+    Ok(Entry {
+        key: key.to_owned(),
+        arch: arch.to_owned(),
+        ordinal,
+        original_size,
+        stored_offset,
+        stored_size,
+        metadata,
+    })
+}

@@ -1,0 +1,222 @@
+//! Strict archive checks: what `kpack archive verify` and the split tools'
+//! `verify` report about a `.kpack` file, beyond what [`Archive::open`]
+//! already refuses. One set of rules, so the two commands cannot disagree.
+
+use std::fmt;
+use std::path::Path;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::read::Archive;
+
+/// One problem [`verify`] or [`Archive::verify`] found in an archive.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Finding {
+    /// The archive does not open: its header or TOC is invalid.
+    Invalid(Error),
+    /// An entry's stored bytes do not decode to its code object.
+    Entry {
+        /// The entry's binary key.
+        key: String,
+        /// The entry's architecture.
+        arch: String,
+        /// Why it does not decode.
+        error: Error,
+    },
+    /// An architecture with TOC entries is missing from `gfx_arches`:
+    /// AMD's loader decides from that list alone, so it never finds them.
+    ArchNotListed {
+        /// The architecture.
+        arch: String,
+    },
+    /// A binary key without the `#<co_index>` suffix the loader looks up.
+    KeyWithoutIndex {
+        /// The key.
+        key: String,
+    },
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Finding::Invalid(error) => write!(f, "{error}"),
+            Finding::Entry { key, arch, error } => write!(f, "entry {key:?} {arch:?}: {error}"),
+            Finding::ArchNotListed { arch } => write!(
+                f,
+                "TOC arch {arch:?} is missing from gfx_arches, so AMD's loader never finds it"
+            ),
+            Finding::KeyWithoutIndex { key } => write!(
+                f,
+                "key {key:?} has no #<co_index> suffix; the current loader cannot look it up"
+            ),
+        }
+    }
+}
+
+/// Open the archive at `path` and check it with [`Archive::verify`].
+///
+/// An archive that does not open is a [`Finding::Invalid`]; only a file
+/// that cannot be read at all ([`ErrorKind::FileNotFound`],
+/// [`ErrorKind::Io`], which includes an empty file) is an error.
+pub fn verify(path: impl AsRef<Path>) -> Result<Vec<Finding>> {
+    match Archive::open(path) {
+        Ok(archive) => Ok(archive.verify()),
+        Err(e) if matches!(e.kind(), ErrorKind::FileNotFound | ErrorKind::Io) => Err(e),
+        Err(e) => Ok(vec![Finding::Invalid(e)]),
+    }
+}
+
+impl Archive {
+    /// Check what opening does not: decode every entry (zstd frames to
+    /// their `original_size`), every TOC architecture listed in
+    /// `gfx_arches`, every key ending in `#<co_index>`. Findings come in
+    /// that order; entries and keys in sorted order, architectures sorted.
+    pub fn verify(&self) -> Vec<Finding> {
+        let mut findings = Vec::new();
+        let mut toc_arches: Vec<&str> = Vec::new();
+        for entry in self.entries() {
+            toc_arches.push(entry.arch());
+            if let Err(error) = self.read(entry) {
+                findings.push(Finding::Entry {
+                    key: entry.key().to_owned(),
+                    arch: entry.arch().to_owned(),
+                    error,
+                });
+            }
+        }
+        toc_arches.sort_unstable();
+        toc_arches.dedup();
+        for arch in toc_arches {
+            if !self.has_arch(arch) {
+                findings.push(Finding::ArchNotListed {
+                    arch: arch.to_owned(),
+                });
+            }
+        }
+        for key in self.binaries() {
+            let indexed = key
+                .rsplit_once('#')
+                .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            if !indexed {
+                findings.push(Finding::KeyWithoutIndex {
+                    key: key.to_owned(),
+                });
+            }
+        }
+        findings
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic, reason = "tests")]
+
+    use super::*;
+    use crate::{ArchiveWriter, Compression, WriterOptions};
+
+    /// Write one archive holding `entries` (key, arch) of a fixed kernel.
+    fn write(dir: &Path, entries: &[(&str, &str)], compression: Compression) -> Vec<u8> {
+        let path = dir.join("a.kpack");
+        let options = WriterOptions {
+            group_name: "g".into(),
+            gfx_arch_family: "fam".into(),
+            compression,
+            ..Default::default()
+        };
+        let mut writer = ArchiveWriter::create(&path, options).unwrap();
+        for (key, arch) in entries {
+            writer.add(key, arch, &[0x5a; 300]).unwrap();
+        }
+        writer.finish().unwrap();
+        std::fs::read(&path).unwrap()
+    }
+
+    fn findings(bytes: Vec<u8>) -> Vec<String> {
+        Archive::from_bytes(bytes)
+            .unwrap()
+            .verify()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn a_well_formed_archive_has_no_findings() {
+        let dir = tempfile::tempdir().unwrap();
+        for compression in [Compression::None, Compression::Zstd { level: 3 }] {
+            let bytes = write(dir.path(), &[("lib/a.so#0", "gfx1100")], compression);
+            assert_eq!(findings(bytes), Vec::<String>::new());
+        }
+    }
+
+    #[test]
+    fn reports_a_key_without_co_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = write(
+            dir.path(),
+            &[("lib/a.so", "gfx1100"), ("lib/b.so#", "gfx1100")],
+            Compression::None,
+        );
+        assert_eq!(
+            findings(bytes),
+            [
+                "key \"lib/a.so\" has no #<co_index> suffix; the current loader cannot look it up",
+                "key \"lib/b.so#\" has no #<co_index> suffix; the current loader cannot look it up",
+            ]
+        );
+    }
+
+    #[test]
+    fn reports_an_arch_missing_from_gfx_arches() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut bytes = write(dir.path(), &[("a#0", "gfx1100")], Compression::None);
+        // gfx_arches is the only one-element array of "gfx1100"; rename
+        // its element so the TOC arch is no longer listed.
+        let listed = b"\x91\xa7gfx1100";
+        let at = bytes
+            .windows(listed.len())
+            .position(|w| w == listed)
+            .unwrap();
+        bytes[at + listed.len() - 1] = b'1';
+        assert_eq!(
+            findings(bytes),
+            ["TOC arch \"gfx1100\" is missing from gfx_arches, so AMD's loader never finds it"]
+        );
+    }
+
+    #[test]
+    fn reports_an_entry_that_does_not_decode() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut bytes = write(
+            dir.path(),
+            &[("a#0", "gfx1100")],
+            Compression::Zstd { level: 3 },
+        );
+        let archive = Archive::from_bytes(bytes.clone()).unwrap();
+        let entry = archive.entries().next().unwrap();
+        // Corrupt the last byte of the frame (inside its compressed data).
+        let last = (entry.stored_offset() + entry.stored_size() - 1) as usize;
+        bytes[last] ^= 0xff;
+        let found = findings(bytes);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with("entry \"a#0\" \"gfx1100\": "),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn an_archive_that_does_not_open_is_a_finding_and_a_missing_file_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = write(dir.path(), &[("a#0", "gfx1100")], Compression::None);
+        let truncated = dir.path().join("truncated.kpack");
+        std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+        let found = verify(&truncated).unwrap();
+        assert!(matches!(found[..], [Finding::Invalid(_)]), "{found:?}");
+        let missing = verify(dir.path().join("missing.kpack")).unwrap_err();
+        assert_eq!(missing.kind(), ErrorKind::FileNotFound);
+        let empty = dir.path().join("empty.kpack");
+        std::fs::write(&empty, b"").unwrap();
+        assert_eq!(verify(&empty).unwrap_err().kind(), ErrorKind::Io);
+    }
+}
