@@ -15,7 +15,7 @@ use clap::{Args as ClapArgs, Subcommand, ValueEnum};
 use kpack_format::{Archive, ArchiveWriter, Compression, ErrorKind, WriterOptions};
 use serde_json::json;
 
-use crate::exit::{CliError, CliResult};
+use crate::exit::{CliError, CliResult, one_line};
 
 /// Version of the `--json` output of `archive list` and `archive verify`.
 const SCHEMA_VERSION: u32 = 1;
@@ -356,14 +356,14 @@ fn check(file: &Path) -> anyhow::Result<Vec<String>> {
         Err(e) if matches!(e.kind(), ErrorKind::FileNotFound | ErrorKind::Io) => {
             return Err(e.into());
         }
-        Err(e) => return Ok(vec![e.to_string()]),
+        Err(e) => return Ok(vec![one_line(&e)]),
     };
     let mut findings = Vec::new();
     let mut toc_arches: BTreeMap<&str, usize> = BTreeMap::new();
     for e in a.entries() {
         *toc_arches.entry(e.arch()).or_default() += 1;
         if let Err(err) = a.read(e) {
-            findings.push(format!("entry {:?} {:?}: {err}", e.key(), e.arch()));
+            findings.push(format!("entry {:?} {:?}: {}", e.key(), e.arch(), one_line(&err)));
         }
     }
     for arch in toc_arches.keys() {

@@ -159,8 +159,9 @@ impl Cache {
             Err(e) => {
                 // Once an archive lists the target its answer is final (AMD e348328).
                 let msg = format!(
-                    "archive {} lists target {target:?} but loading {key:?} failed: {e}\n{}",
+                    "archive {} lists target {target:?} but loading {key:?} failed: {}\n{}",
                     path.display(),
+                    crate::error::chain(&e),
                     res.diagnostic
                 );
                 self.debug(|| msg.clone());
@@ -392,7 +393,7 @@ impl Cache {
             }
             Err(e) => return Err(format!("cannot stat: {e}")),
         }
-        let archive = Arc::new(Archive::open(&key).map_err(|e| format!("cannot open: {e}"))?);
+        let archive = Arc::new(Archive::open(&key).map_err(|e| format!("cannot open: {}", crate::error::chain(&e)))?);
         self.debug(|| {
             format!(
                 "opened {} with arches {:?}",

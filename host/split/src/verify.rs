@@ -13,7 +13,7 @@ use kpack_format::{Archive, Marker};
 use kpack_runtime::{Cache, Config};
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, chain};
 use crate::manifest::{MANIFEST, read_manifest};
 use crate::prefix::arch_dir_name;
 use crate::recombine::parse_artifact_name;
@@ -167,7 +167,7 @@ fn verify_installed(root: &Path, rep: &mut VerifyReport) -> Result<()> {
                         Severity::Error,
                         "marker",
                         &bin,
-                        format!("{key} for {t} does not resolve: {e}"),
+                        format!("{key} for {t} does not resolve: {}", chain(&e)),
                     ),
                 }
             }
@@ -204,7 +204,7 @@ fn verify_group(arts: &[PathBuf], rep: &mut VerifyReport) -> Result<()> {
         let prefixes = match read_manifest(a) {
             Ok(p) => p,
             Err(e) => {
-                finding(rep, Severity::Error, "manifest", a, e.to_string());
+                finding(rep, Severity::Error, "manifest", a, chain(&e));
                 continue;
             }
         };
@@ -356,7 +356,7 @@ fn check_host_files(
                         Severity::Error,
                         "generic",
                         &path,
-                        format!("unreadable host binary: {e}"),
+                        format!("unreadable host binary: {}", chain(&e)),
                     );
                     continue;
                 }
@@ -524,7 +524,7 @@ fn scan_archive(path: &Path, only: Option<&str>, info: &mut ArchInfo, rep: &mut 
     let archive = match Archive::open(path) {
         Ok(x) => x,
         Err(e) => {
-            finding(rep, Severity::Error, "archive", path, e.to_string());
+            finding(rep, Severity::Error, "archive", path, chain(&e));
             return;
         }
     };
@@ -549,7 +549,7 @@ fn scan_archive(path: &Path, only: Option<&str>, info: &mut ArchInfo, rep: &mut 
                 Severity::Error,
                 "archive",
                 path,
-                format!("entry {} {}: {err}", e.key(), e.arch()),
+                format!("entry {} {}: {}", e.key(), e.arch(), chain(&err)),
             );
             continue;
         }
@@ -619,7 +619,7 @@ fn check_resolution(
                 if !have.is_some_and(|s| s.iter().any(|t| arch_dir_name(t) == *p)) {
                     let why = match cache.load(&b.marker, &bin, k, &[p.as_str()]) {
                         Ok(_) => "the runtime found it elsewhere".to_string(),
-                        Err(e) => e.to_string(),
+                        Err(e) => chain(&e),
                     };
                     finding(
                         rep,
@@ -639,8 +639,9 @@ fn check_resolution(
                         "marker",
                         &shown,
                         format!(
-                            "{key} for {t} does not resolve with {}: {e}",
-                            adir.display()
+                            "{key} for {t} does not resolve with {}: {}",
+                            adir.display(),
+                            chain(&e)
                         ),
                     ),
                 }
