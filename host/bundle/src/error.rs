@@ -121,6 +121,9 @@ mod tests {
     fn read_failure_names_offset_and_leaves_cause_to_source() {
         let e = Error::io(0x40, std::io::Error::other("disk on fire"));
         assert_eq!(e.to_string(), "at offset 0x40: read failed");
-        assert_eq!(e.source().map(|s| s.to_string()).as_deref(), Some("disk on fire"));
+        assert_eq!(
+            e.source().map(|s| s.to_string()).as_deref(),
+            Some("disk on fire")
+        );
     }
 }

@@ -675,16 +675,36 @@ mod tests {
         (ErrorKind::InvalidArgument, KPACK_ERROR_INVALID_ARGUMENT, 1),
         (ErrorKind::FileNotFound, KPACK_ERROR_FILE_NOT_FOUND, 2),
         (ErrorKind::InvalidFormat, KPACK_ERROR_INVALID_FORMAT, 3),
-        (ErrorKind::UnsupportedVersion, KPACK_ERROR_UNSUPPORTED_VERSION, 4),
+        (
+            ErrorKind::UnsupportedVersion,
+            KPACK_ERROR_UNSUPPORTED_VERSION,
+            4,
+        ),
         (ErrorKind::KernelNotFound, KPACK_ERROR_KERNEL_NOT_FOUND, 5),
-        (ErrorKind::DecompressionFailed, KPACK_ERROR_DECOMPRESSION_FAILED, 6),
+        (
+            ErrorKind::DecompressionFailed,
+            KPACK_ERROR_DECOMPRESSION_FAILED,
+            6,
+        ),
         (ErrorKind::OutOfMemory, KPACK_ERROR_OUT_OF_MEMORY, 7),
         (ErrorKind::NotImplemented, KPACK_ERROR_NOT_IMPLEMENTED, 8),
         (ErrorKind::Io, KPACK_ERROR_IO_ERROR, 9),
-        (ErrorKind::MsgpackParseFailed, KPACK_ERROR_MSGPACK_PARSE_FAILED, 10),
-        (ErrorKind::PathDiscoveryFailed, KPACK_ERROR_PATH_DISCOVERY_FAILED, 11),
+        (
+            ErrorKind::MsgpackParseFailed,
+            KPACK_ERROR_MSGPACK_PARSE_FAILED,
+            10,
+        ),
+        (
+            ErrorKind::PathDiscoveryFailed,
+            KPACK_ERROR_PATH_DISCOVERY_FAILED,
+            11,
+        ),
         (ErrorKind::InvalidMetadata, KPACK_ERROR_INVALID_METADATA, 12),
-        (ErrorKind::ArchiveNotFound, KPACK_ERROR_ARCHIVE_NOT_FOUND, 13),
+        (
+            ErrorKind::ArchiveNotFound,
+            KPACK_ERROR_ARCHIVE_NOT_FOUND,
+            13,
+        ),
         (ErrorKind::ArchNotFound, KPACK_ERROR_ARCH_NOT_FOUND, 14),
     ];
 

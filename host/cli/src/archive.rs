@@ -363,7 +363,12 @@ fn check(file: &Path) -> anyhow::Result<Vec<String>> {
     for e in a.entries() {
         *toc_arches.entry(e.arch()).or_default() += 1;
         if let Err(err) = a.read(e) {
-            findings.push(format!("entry {:?} {:?}: {}", e.key(), e.arch(), one_line(&err)));
+            findings.push(format!(
+                "entry {:?} {:?}: {}",
+                e.key(),
+                e.arch(),
+                one_line(&err)
+            ));
         }
     }
     for arch in toc_arches.keys() {

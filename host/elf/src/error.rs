@@ -100,6 +100,9 @@ mod tests {
             std::io::Error::other("disk on fire"),
         );
         assert_eq!(e.to_string(), "libx.so: cannot open");
-        assert_eq!(e.source().map(|s| s.to_string()).as_deref(), Some("disk on fire"));
+        assert_eq!(
+            e.source().map(|s| s.to_string()).as_deref(),
+            Some("disk on fire")
+        );
     }
 }

@@ -155,6 +155,9 @@ mod tests {
         let e = Error::io("cannot open archive", std::io::Error::other("disk on fire"))
             .with_path(Path::new("a.kpack"));
         assert_eq!(e.to_string(), "a.kpack: cannot open archive");
-        assert_eq!(e.source().map(|s| s.to_string()).as_deref(), Some("disk on fire"));
+        assert_eq!(
+            e.source().map(|s| s.to_string()).as_deref(),
+            Some("disk on fire")
+        );
     }
 }

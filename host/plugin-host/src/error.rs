@@ -89,8 +89,14 @@ mod tests {
 
     #[test]
     fn io_message_names_the_file_and_leaves_the_cause_to_source() {
-        let e = Error::io("registry index idx.json", std::io::Error::other("disk on fire"));
+        let e = Error::io(
+            "registry index idx.json",
+            std::io::Error::other("disk on fire"),
+        );
         assert_eq!(e.to_string(), "registry index idx.json");
-        assert_eq!(e.source().map(|s| s.to_string()).as_deref(), Some("disk on fire"));
+        assert_eq!(
+            e.source().map(|s| s.to_string()).as_deref(),
+            Some("disk on fire")
+        );
     }
 }

@@ -393,7 +393,9 @@ impl Cache {
             }
             Err(e) => return Err(format!("cannot stat: {e}")),
         }
-        let archive = Arc::new(Archive::open(&key).map_err(|e| format!("cannot open: {}", crate::error::chain(&e)))?);
+        let archive = Arc::new(
+            Archive::open(&key).map_err(|e| format!("cannot open: {}", crate::error::chain(&e)))?,
+        );
         self.debug(|| {
             format!(
                 "opened {} with arches {:?}",

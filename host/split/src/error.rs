@@ -87,7 +87,10 @@ mod tests {
     fn io_message_names_the_file_and_leaves_the_cause_to_source() {
         let e = Error::io("a/b", "cannot read", std::io::Error::other("disk on fire"));
         assert_eq!(e.to_string(), "a/b: cannot read");
-        assert_eq!(e.source().map(|s| s.to_string()).as_deref(), Some("disk on fire"));
+        assert_eq!(
+            e.source().map(|s| s.to_string()).as_deref(),
+            Some("disk on fire")
+        );
         assert_eq!(chain(&e), "a/b: cannot read: disk on fire");
     }
 }

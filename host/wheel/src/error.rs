@@ -44,7 +44,10 @@ impl Error {
         }
     }
 
-    pub(crate) fn with_source(mut self, e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    pub(crate) fn with_source(
+        mut self,
+        e: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
         self.source = Some(Box::new(e));
         self
     }
@@ -67,8 +70,12 @@ impl Error {
 
     /// Splitting the unpacked `input` failed with `e`.
     pub(crate) fn split(input: impl Into<PathBuf>, e: kpack_split::Error) -> Error {
-        Error::new(ErrorKind::Split, Some(input.into()), "cannot split the unpacked wheel")
-            .with_source(e)
+        Error::new(
+            ErrorKind::Split,
+            Some(input.into()),
+            "cannot split the unpacked wheel",
+        )
+        .with_source(e)
     }
 
     /// The kind of failure.
@@ -98,6 +105,9 @@ mod tests {
         assert_eq!(e.to_string(), "a.whl: entry #3");
         let zip = e.source().expect("the zip error is the source");
         assert!(zip.downcast_ref::<zip::result::ZipError>().is_some());
-        assert_eq!(zip.source().map(|s| s.to_string()).as_deref(), Some("disk on fire"));
+        assert_eq!(
+            zip.source().map(|s| s.to_string()).as_deref(),
+            Some("disk on fire")
+        );
     }
 }
