@@ -29,6 +29,9 @@ pub enum ErrorKind {
 }
 
 /// An error with the offset (in the input being parsed) where it was found.
+///
+/// `Display` is the message and offset only; an underlying I/O error is
+/// reported by [`std::error::Error::source`], never repeated in the message.
 #[derive(Debug)]
 pub struct Error {
     kind: ErrorKind,
@@ -99,9 +102,6 @@ impl fmt::Display for Error {
             Some(off) => write!(f, "at offset {off:#x}: {}", self.message)?,
             None => f.write_str(&self.message)?,
         }
-        if let Some(src) = &self.source {
-            write!(f, ": {src}")?;
-        }
         Ok(())
     }
 }
@@ -109,5 +109,21 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.source.as_ref().map(|e| e as _)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn read_failure_names_offset_and_leaves_cause_to_source() {
+        let e = Error::io(0x40, std::io::Error::other("disk on fire"));
+        assert_eq!(e.to_string(), "at offset 0x40: read failed");
+        assert_eq!(
+            e.source().map(|s| s.to_string()).as_deref(),
+            Some("disk on fire")
+        );
     }
 }

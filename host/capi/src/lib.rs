@@ -82,24 +82,26 @@ pub enum kpack_compression_scheme_t {
     KPACK_COMPRESSION_ZSTD_PER_KERNEL = 1,
 }
 
+// By name, exhaustively: the numbers are declared once above for the C
+// header, and `kpack_runtime::ErrorKind::code` holds the same table for Rust;
+// the crate's tests check both against the spec.
 impl From<ErrorKind> for kpack_error_t {
     fn from(k: ErrorKind) -> Self {
-        match k.code() {
-            1 => KPACK_ERROR_INVALID_ARGUMENT,
-            2 => KPACK_ERROR_FILE_NOT_FOUND,
-            3 => KPACK_ERROR_INVALID_FORMAT,
-            4 => KPACK_ERROR_UNSUPPORTED_VERSION,
-            5 => KPACK_ERROR_KERNEL_NOT_FOUND,
-            6 => KPACK_ERROR_DECOMPRESSION_FAILED,
-            7 => KPACK_ERROR_OUT_OF_MEMORY,
-            8 => KPACK_ERROR_NOT_IMPLEMENTED,
-            9 => KPACK_ERROR_IO_ERROR,
-            10 => KPACK_ERROR_MSGPACK_PARSE_FAILED,
-            11 => KPACK_ERROR_PATH_DISCOVERY_FAILED,
-            12 => KPACK_ERROR_INVALID_METADATA,
-            13 => KPACK_ERROR_ARCHIVE_NOT_FOUND,
-            14 => KPACK_ERROR_ARCH_NOT_FOUND,
-            _ => KPACK_ERROR_INVALID_FORMAT,
+        match k {
+            ErrorKind::InvalidArgument => KPACK_ERROR_INVALID_ARGUMENT,
+            ErrorKind::FileNotFound => KPACK_ERROR_FILE_NOT_FOUND,
+            ErrorKind::InvalidFormat => KPACK_ERROR_INVALID_FORMAT,
+            ErrorKind::UnsupportedVersion => KPACK_ERROR_UNSUPPORTED_VERSION,
+            ErrorKind::KernelNotFound => KPACK_ERROR_KERNEL_NOT_FOUND,
+            ErrorKind::DecompressionFailed => KPACK_ERROR_DECOMPRESSION_FAILED,
+            ErrorKind::OutOfMemory => KPACK_ERROR_OUT_OF_MEMORY,
+            ErrorKind::NotImplemented => KPACK_ERROR_NOT_IMPLEMENTED,
+            ErrorKind::Io => KPACK_ERROR_IO_ERROR,
+            ErrorKind::MsgpackParseFailed => KPACK_ERROR_MSGPACK_PARSE_FAILED,
+            ErrorKind::PathDiscoveryFailed => KPACK_ERROR_PATH_DISCOVERY_FAILED,
+            ErrorKind::InvalidMetadata => KPACK_ERROR_INVALID_METADATA,
+            ErrorKind::ArchiveNotFound => KPACK_ERROR_ARCHIVE_NOT_FOUND,
+            ErrorKind::ArchNotFound => KPACK_ERROR_ARCH_NOT_FOUND,
         }
     }
 }
@@ -668,27 +670,51 @@ pub unsafe extern "C" fn kpack_cache_last_diagnostic(
 mod tests {
     use super::*;
 
+    /// AMD's `kpack_error_t`, copied from the spec (rocm-kpack.md §10.2).
+    const SPEC: [(ErrorKind, kpack_error_t, u32); 14] = [
+        (ErrorKind::InvalidArgument, KPACK_ERROR_INVALID_ARGUMENT, 1),
+        (ErrorKind::FileNotFound, KPACK_ERROR_FILE_NOT_FOUND, 2),
+        (ErrorKind::InvalidFormat, KPACK_ERROR_INVALID_FORMAT, 3),
+        (
+            ErrorKind::UnsupportedVersion,
+            KPACK_ERROR_UNSUPPORTED_VERSION,
+            4,
+        ),
+        (ErrorKind::KernelNotFound, KPACK_ERROR_KERNEL_NOT_FOUND, 5),
+        (
+            ErrorKind::DecompressionFailed,
+            KPACK_ERROR_DECOMPRESSION_FAILED,
+            6,
+        ),
+        (ErrorKind::OutOfMemory, KPACK_ERROR_OUT_OF_MEMORY, 7),
+        (ErrorKind::NotImplemented, KPACK_ERROR_NOT_IMPLEMENTED, 8),
+        (ErrorKind::Io, KPACK_ERROR_IO_ERROR, 9),
+        (
+            ErrorKind::MsgpackParseFailed,
+            KPACK_ERROR_MSGPACK_PARSE_FAILED,
+            10,
+        ),
+        (
+            ErrorKind::PathDiscoveryFailed,
+            KPACK_ERROR_PATH_DISCOVERY_FAILED,
+            11,
+        ),
+        (ErrorKind::InvalidMetadata, KPACK_ERROR_INVALID_METADATA, 12),
+        (
+            ErrorKind::ArchiveNotFound,
+            KPACK_ERROR_ARCHIVE_NOT_FOUND,
+            13,
+        ),
+        (ErrorKind::ArchNotFound, KPACK_ERROR_ARCH_NOT_FOUND, 14),
+    ];
+
     #[test]
-    fn error_values_are_amds() {
-        assert_eq!(KPACK_ERROR_ARCH_NOT_FOUND as i32, 14);
-        for code in 1..=14u32 {
-            let k = [
-                ErrorKind::InvalidArgument,
-                ErrorKind::FileNotFound,
-                ErrorKind::InvalidFormat,
-                ErrorKind::UnsupportedVersion,
-                ErrorKind::KernelNotFound,
-                ErrorKind::DecompressionFailed,
-                ErrorKind::OutOfMemory,
-                ErrorKind::NotImplemented,
-                ErrorKind::Io,
-                ErrorKind::MsgpackParseFailed,
-                ErrorKind::PathDiscoveryFailed,
-                ErrorKind::InvalidMetadata,
-                ErrorKind::ArchiveNotFound,
-                ErrorKind::ArchNotFound,
-            ][code as usize - 1];
-            assert_eq!(kpack_error_t::from(k) as u32, code);
+    fn error_values_are_the_spec_table() {
+        assert_eq!(KPACK_SUCCESS as u32, 0);
+        for (kind, c, number) in SPEC {
+            assert_eq!(c as u32, number, "{c:?}");
+            assert_eq!(kpack_error_t::from(kind), c, "{kind:?}");
+            assert_eq!(kind.code(), number, "{kind:?}");
         }
     }
 

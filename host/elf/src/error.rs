@@ -23,6 +23,9 @@ pub enum ErrorKind {
 }
 
 /// An error naming the file and, where known, the offset.
+///
+/// `Display` is `path: message`; the underlying I/O or bundle error is the
+/// [`std::error::Error::source`] and is not repeated in the message.
 #[derive(Debug)]
 pub struct Error {
     kind: ErrorKind,
@@ -58,7 +61,7 @@ impl Error {
     }
 
     pub(crate) fn bundle(path: &std::path::Path, what: &str, e: kpack_bundle::Error) -> Error {
-        Error::new(ErrorKind::Offload, path, format!("{what}: {e}"))
+        Error::new(ErrorKind::Offload, path, what.to_string()).with_source(e)
     }
 
     /// What went wrong.
@@ -74,16 +77,32 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path.display(), self.message)?;
-        if let Some(src) = &self.source {
-            write!(f, ": {src}")?;
-        }
-        Ok(())
+        write!(f, "{}: {}", self.path.display(), self.message)
     }
 }
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.source.as_deref().map(|e| e as _)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn message_names_the_file_and_leaves_the_cause_to_source() {
+        let e = Error::io(
+            std::path::Path::new("libx.so"),
+            "cannot open",
+            std::io::Error::other("disk on fire"),
+        );
+        assert_eq!(e.to_string(), "libx.so: cannot open");
+        assert_eq!(
+            e.source().map(|s| s.to_string()).as_deref(),
+            Some("disk on fire")
+        );
     }
 }

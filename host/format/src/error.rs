@@ -6,55 +6,47 @@ use std::path::{Path, PathBuf};
 
 /// What went wrong, in the categories of AMD's `kpack_error_t`.
 ///
-/// The C ABI maps each kind to AMD's numeric code with [`ErrorKind::code`].
+/// AMD's numbers live in one place, `kpack_runtime::ErrorKind::code`; the
+/// runtime maps each of these kinds to its own with an exhaustive `match`.
+/// That is why this enum is not `#[non_exhaustive]`: a new kind must break
+/// that mapping at compile time instead of falling through to a default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum ErrorKind {
     /// A caller passed something unusable (writer misuse, empty key, duplicate
-    /// entry). AMD code 1.
+    /// entry). `KPACK_ERROR_INVALID_ARGUMENT`.
     InvalidArgument,
-    /// The archive file does not exist. AMD code 2.
+    /// The archive file does not exist. `KPACK_ERROR_FILE_NOT_FOUND`.
     FileNotFound,
-    /// The archive's bytes are inconsistent (header, TOC shape, ranges). AMD code 3.
+    /// The archive's bytes are inconsistent (header, TOC shape, ranges).
+    /// `KPACK_ERROR_INVALID_FORMAT`.
     InvalidFormat,
-    /// Header version or TOC `format_version` is not 1. AMD code 4.
+    /// Header version or TOC `format_version` is not 1.
+    /// `KPACK_ERROR_UNSUPPORTED_VERSION`.
     UnsupportedVersion,
-    /// No entry for the requested binary key and architecture. AMD code 5.
+    /// No entry for the requested binary key and architecture.
+    /// `KPACK_ERROR_KERNEL_NOT_FOUND`.
     KernelNotFound,
-    /// A zstd frame failed to decode or decoded to the wrong size. AMD code 6.
+    /// A zstd frame failed to decode or decoded to the wrong size.
+    /// `KPACK_ERROR_DECOMPRESSION_FAILED`.
     DecompressionFailed,
-    /// An allocation for a kernel's bytes failed. AMD code 7.
+    /// An allocation for a kernel's bytes failed. `KPACK_ERROR_OUT_OF_MEMORY`.
     OutOfMemory,
-    /// The archive uses a feature this reader does not implement. AMD code 8.
+    /// The archive uses a feature this reader does not implement.
+    /// `KPACK_ERROR_NOT_IMPLEMENTED`.
     NotImplemented,
-    /// Reading or writing the file failed (including an empty file, as AMD). AMD code 9.
+    /// Reading or writing the file failed (including an empty file, as AMD).
+    /// `KPACK_ERROR_IO_ERROR`.
     Io,
-    /// The TOC is not valid msgpack, or its root is not a map. AMD code 10.
+    /// The TOC is not valid msgpack, or its root is not a map.
+    /// `KPACK_ERROR_MSGPACK_PARSE_FAILED`.
     MsgpackParseFailed,
-}
-
-impl ErrorKind {
-    /// AMD's numeric `kpack_error_t` value for this kind.
-    pub fn code(self) -> u32 {
-        match self {
-            ErrorKind::InvalidArgument => 1,
-            ErrorKind::FileNotFound => 2,
-            ErrorKind::InvalidFormat => 3,
-            ErrorKind::UnsupportedVersion => 4,
-            ErrorKind::KernelNotFound => 5,
-            ErrorKind::DecompressionFailed => 6,
-            ErrorKind::OutOfMemory => 7,
-            ErrorKind::NotImplemented => 8,
-            ErrorKind::Io => 9,
-            ErrorKind::MsgpackParseFailed => 10,
-        }
-    }
 }
 
 /// An error reading or writing a KPAK archive.
 ///
 /// The message names what failed and where: the file (when known) and the
-/// byte offset in hex (when the failure is tied to one).
+/// byte offset in hex (when the failure is tied to one). An underlying I/O
+/// error is the [`std::error::Error::source`], not part of the message.
 #[derive(Debug, thiserror::Error)]
 pub struct Error {
     kind: ErrorKind,
@@ -133,16 +125,26 @@ impl fmt::Display for Error {
         if let Some(offset) = self.offset {
             write!(f, "at offset {offset:#x}: ")?;
         }
-        f.write_str(&self.message)?;
-        if let Some(source) = &self.source {
-            write!(f, ": {source}")?;
-        }
-        Ok(())
+        f.write_str(&self.message)
     }
 }
 
 /// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `e` and every cause under it on one line, joined by `": "`: for reports
+/// that hold a problem as text (split and verify findings, runtime
+/// diagnostics, archive checks), where no caller walks `source()` later.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
+}
 
 #[cfg(test)]
 mod tests {
@@ -153,13 +155,42 @@ mod tests {
         let e = Error::format(0x23a, "bad thing").with_path(Path::new("a.kpack"));
         assert_eq!(e.to_string(), "a.kpack: at offset 0x23a: bad thing");
         assert_eq!(e.kind(), ErrorKind::InvalidFormat);
-        assert_eq!(e.kind().code(), 3);
     }
 
     #[test]
     fn missing_file_maps_to_file_not_found() {
         let e = Error::io("open", std::io::Error::from(std::io::ErrorKind::NotFound));
         assert_eq!(e.kind(), ErrorKind::FileNotFound);
-        assert_eq!(e.kind().code(), 2);
+    }
+
+    #[test]
+    fn io_cause_is_the_source_and_not_in_the_message() {
+        use std::error::Error as _;
+        let e = Error::io("cannot open archive", std::io::Error::other("disk on fire"))
+            .with_path(Path::new("a.kpack"));
+        assert_eq!(e.to_string(), "a.kpack: cannot open archive");
+        assert_eq!(
+            e.source().map(|s| s.to_string()).as_deref(),
+            Some("disk on fire")
+        );
+    }
+
+    #[derive(Debug)]
+    struct Outer(std::io::Error);
+    impl std::fmt::Display for Outer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a: cannot read")
+        }
+    }
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn error_chain_joins_each_cause_once_with_colons() {
+        let e = Outer(std::io::Error::other("disk on fire"));
+        assert_eq!(error_chain(&e), "a: cannot read: disk on fire");
     }
 }

@@ -19,8 +19,8 @@
 //!   deterministic: entries sorted by (key, arch), ordinals in that order,
 //!   fixed zstd level ([`EntryOrder::Insertion`] reproduces AMD's Python
 //!   writer's order instead).
-//! - [`Error`] with [`ErrorKind`], whose [`ErrorKind::code`] is AMD's
-//!   `kpack_error_t` number.
+//! - [`Error`] with [`ErrorKind`], AMD's `kpack_error_t` categories (the
+//!   numbers are `kpack_runtime::ErrorKind::code`).
 //!
 //! API at a glance:
 //! - `Archive::open(path)` / `from_bytes(Vec<u8>)` / `from_reader(impl Read)`;
@@ -39,7 +39,7 @@
 //!   order: EntryOrder::{Sorted (default), Insertion} }`.
 //! - `Marker::parse(&[u8])` / `Marker::to_bytes()`: the `.rocm_kpack_ref`
 //!   marker (`kernel_name`, `search_paths`), AMD's parsing rules.
-//! - `Error::kind() -> ErrorKind` (`.code()` = AMD's number), `offset()`, `path()`.
+//! - `Error::kind() -> ErrorKind` (AMD's categories), `offset()`, `path()`.
 //!
 //! ```
 //! use kpack_format::{Archive, ArchiveWriter, Compression, WriterOptions};
@@ -70,7 +70,7 @@ mod read;
 mod verify;
 mod write;
 
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, Result, error_chain};
 pub use marker::{MARKER_MAX_LEN, Marker, MarkerProblem};
 pub use read::{Archive, Entry, Scheme};
 pub use verify::{Finding, verify};

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::path::Path;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result, error_chain};
 use crate::read::Archive;
 
 /// One problem [`verify`] or [`Archive::verify`] found in an archive.
@@ -39,8 +39,10 @@ pub enum Finding {
 impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Finding::Invalid(error) => write!(f, "{error}"),
-            Finding::Entry { key, arch, error } => write!(f, "entry {key:?} {arch:?}: {error}"),
+            Finding::Invalid(error) => write!(f, "{}", error_chain(error)),
+            Finding::Entry { key, arch, error } => {
+                write!(f, "entry {key:?} {arch:?}: {}", error_chain(error))
+            }
             Finding::ArchNotListed { arch } => write!(
                 f,
                 "TOC arch {arch:?} is missing from gfx_arches, so AMD's loader never finds it"

@@ -37,6 +37,9 @@ use kpack_format::{ArchiveWriter, Marker, WriterOptions, Written};
 use rayon::prelude::*;
 
 /// What went wrong while offloading.
+///
+/// Each message names the file; the underlying error is the
+/// [`std::error::Error::source`] and is not repeated in the message.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Reading or transforming the binary failed.
@@ -49,7 +52,7 @@ pub enum Error {
     #[error(transparent)]
     Archive(#[from] kpack_format::Error),
     /// Reading a code object failed.
-    #[error("{path}: bundle {bundle}: {source}")]
+    #[error("{path}: bundle {bundle}")]
     Bundle {
         /// The binary.
         path: PathBuf,
@@ -67,10 +70,12 @@ pub enum Error {
         findings: Vec<String>,
     },
     /// Writing the output failed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {what}")]
     Io {
         /// The file.
         path: PathBuf,
+        /// What was being done (`cannot write`, ...).
+        what: &'static str,
         /// The cause.
         source: std::io::Error,
     },
@@ -202,7 +207,11 @@ impl ArchiveSet {
     fn writer(&mut self, processor: &str) -> Result<&mut ArchiveWriter, Error> {
         if !self.writers.contains_key(processor) {
             let dir = self.dir(processor);
-            std::fs::create_dir_all(&dir).map_err(|source| Error::Io { path: dir, source })?;
+            std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
+                path: dir,
+                what: "cannot create",
+                source,
+            })?;
             let mut options = self.options.clone();
             if options.group_name.is_empty() {
                 options.group_name = self.name.clone();
@@ -215,6 +224,7 @@ impl ArchiveSet {
         }
         self.writers.get_mut(processor).ok_or_else(|| Error::Io {
             path: self.dir.clone(),
+            what: "internal error",
             source: std::io::Error::other("archive writer vanished"),
         })
     }
@@ -395,6 +405,7 @@ fn add_items(
 pub fn write_atomically(path: &Path, bytes: &[u8], mode_from: &Path) -> Result<(), Error> {
     let io = |source| Error::Io {
         path: path.to_path_buf(),
+        what: "cannot write",
         source,
     };
     let dir = path
@@ -419,6 +430,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8], mode_from: &Path) -> Result<(
 fn copy_atomically(input: &Path, output: &Path) -> Result<(), Error> {
     let bytes = std::fs::read(input).map_err(|source| Error::Io {
         path: input.to_path_buf(),
+        what: "cannot read",
         source,
     })?;
     write_atomically(output, &bytes, input)

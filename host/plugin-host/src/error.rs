@@ -33,7 +33,8 @@ pub enum ErrorKind {
 }
 
 /// An error from loading, running or publishing handlers. The message names
-/// the handler (name, version, WIT version) or the file involved.
+/// the handler (name, version, WIT version) or the file involved; an I/O
+/// cause is the [`std::error::Error::source`], not part of the message.
 #[derive(Debug)]
 pub struct Error {
     kind: ErrorKind,
@@ -53,7 +54,7 @@ impl Error {
     pub(crate) fn io(what: impl fmt::Display, e: std::io::Error) -> Self {
         Error {
             kind: ErrorKind::Io,
-            message: format!("{what}: {e}"),
+            message: what.to_string(),
             source: Some(Box::new(e)),
         }
     }
@@ -80,3 +81,22 @@ impl std::error::Error for Error {
 
 /// Result with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn io_message_names_the_file_and_leaves_the_cause_to_source() {
+        let e = Error::io(
+            "registry index idx.json",
+            std::io::Error::other("disk on fire"),
+        );
+        assert_eq!(e.to_string(), "registry index idx.json");
+        assert_eq!(
+            e.source().map(|s| s.to_string()).as_deref(),
+            Some("disk on fire")
+        );
+    }
+}

@@ -160,8 +160,9 @@ impl Cache {
             Err(e) => {
                 // Once an archive lists the target its answer is final (AMD e348328).
                 let msg = format!(
-                    "archive {} lists target {target:?} but loading {key:?} failed: {e}\n{}",
+                    "archive {} lists target {target:?} but loading {key:?} failed: {}\n{}",
                     path.display(),
+                    crate::error::error_chain(&e),
                     res.diagnostic
                 );
                 self.debug(|| msg.clone());
@@ -393,7 +394,10 @@ impl Cache {
             }
             Err(e) => return Err(format!("cannot stat: {e}")),
         }
-        let archive = Arc::new(Archive::open(&key).map_err(|e| format!("cannot open: {e}"))?);
+        let archive = Arc::new(
+            Archive::open(&key)
+                .map_err(|e| format!("cannot open: {}", crate::error::error_chain(&e)))?,
+        );
         self.debug(|| {
             format!(
                 "opened {} with arches {:?}",

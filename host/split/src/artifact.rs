@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result, error_chain};
 use crate::manifest::{MANIFEST, read_manifest, write_manifest};
 use crate::prefix::{PrefixLayout, PrefixReport, SplitOptions, split_prefix};
 
@@ -149,7 +149,7 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     let prefixes = match read_manifest(&input.dir) {
         Ok(p) => p,
         Err(e) => {
-            rep.errors.push(e.to_string());
+            rep.errors.push(error_chain(&e));
             return Ok(rep);
         }
     };
@@ -203,7 +203,7 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
                 }
                 rep.prefixes.push(p);
             }
-            Err(e) => rep.errors.push(e.to_string()),
+            Err(e) => rep.errors.push(error_chain(&e)),
         }
         processed.push(prefix.clone());
     }

@@ -17,12 +17,17 @@ pub enum ErrorKind {
 }
 
 /// A failure of split, recombine or verify, naming the file involved.
+///
+/// `Display` is `path: message`; the underlying error (an I/O error, ...)
+/// is the [`std::error::Error::source`] and is not repeated in the message.
 #[derive(Debug, thiserror::Error)]
 #[error("{}{message}", path.as_ref().map(|p| format!("{}: ", p.display())).unwrap_or_default())]
 pub struct Error {
     kind: ErrorKind,
     path: Option<PathBuf>,
     message: String,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
 impl Error {
@@ -31,11 +36,15 @@ impl Error {
             kind,
             path,
             message: message.into(),
+            source: None,
         }
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, what: &str, e: std::io::Error) -> Error {
-        Error::new(ErrorKind::Io, Some(path.into()), format!("{what}: {e}"))
+        Error {
+            source: Some(Box::new(e)),
+            ..Error::new(ErrorKind::Io, Some(path.into()), what)
+        }
     }
 
     pub(crate) fn invalid(path: impl Into<PathBuf>, message: impl Into<String>) -> Error {
@@ -55,3 +64,22 @@ impl Error {
 
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub(crate) use kpack_format::error_chain;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn io_message_names_the_file_and_leaves_the_cause_to_source() {
+        let e = Error::io("a/b", "cannot read", std::io::Error::other("disk on fire"));
+        assert_eq!(e.to_string(), "a/b: cannot read");
+        assert_eq!(
+            e.source().map(|s| s.to_string()).as_deref(),
+            Some("disk on fire")
+        );
+        assert_eq!(error_chain(&e), "a/b: cannot read: disk on fire");
+    }
+}

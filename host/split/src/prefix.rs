@@ -15,7 +15,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::databases::{Claim, Classification, Databases, FileInfo};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result, error_chain};
 
 /// A progress event, for a progress bar.
 #[derive(Debug, Clone, Copy)]
@@ -516,7 +516,7 @@ fn host_elf(
             r.generic_bytes = copy(src, &layout.generic.join(rel))?;
             return Ok(r);
         }
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(error_chain(&e)),
     };
     let targets = || fat.targets();
     let copy_generic = |r: &mut FileResult| -> std::result::Result<(), String> {
@@ -585,7 +585,7 @@ fn host_elf(
         search_paths: vec![search_path.clone()],
         verify_hash: opts.verify_hash,
     };
-    let (image, _transform) = transform_checked(src, &fat, &oo).map_err(|e| e.to_string())?;
+    let (image, _transform) = transform_checked(src, &fat, &oo).map_err(|e| error_chain(&e))?;
 
     let exclude = &opts.exclude_arches;
     let added = add_code_objects(
@@ -595,10 +595,10 @@ fn host_elf(
         &|t| !excluded(exclude, t),
         &mut archives,
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| error_chain(&e))?;
     r.excluded.extend(added.excluded);
     let (moved, count) = (added.targets, added.count);
-    for (processor, written) in archives.finish().map_err(|e| e.to_string())? {
+    for (processor, written) in archives.finish().map_err(|e| error_chain(&e))? {
         r.arch_bytes.push((processor.clone(), written.file_size));
         r.archives.push(ArchiveReport {
             arch: processor.clone(),
@@ -608,7 +608,7 @@ fn host_elf(
         });
     }
     let out = layout.generic.join(rel);
-    write_atomically(&out, &image, src).map_err(|e| e.to_string())?;
+    write_atomically(&out, &image, src).map_err(|e| error_chain(&e))?;
     r.generic_bytes = image.len() as u64;
     r.binary = Some(BinaryReport {
         path: rel.to_string(),
@@ -635,7 +635,7 @@ fn bundle_file(
             verify_hash: opts.verify_hash,
         },
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| error_chain(&e))?;
     let targets = fat.targets();
     let kept: Vec<&String> = targets.iter().filter(|t| !opts.is_excluded(t)).collect();
     let mut processors: Vec<String> = kept.iter().map(|t| arch_dir_name(t)).collect();

@@ -13,7 +13,7 @@ use kpack_format::{Archive, Marker};
 use kpack_runtime::{Cache, Config};
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, error_chain};
 use crate::manifest::{MANIFEST, read_manifest};
 use crate::prefix::arch_dir_name;
 use crate::recombine::parse_artifact_name;
@@ -167,7 +167,7 @@ fn verify_installed(root: &Path, rep: &mut VerifyReport) -> Result<()> {
                         Severity::Error,
                         "marker",
                         &bin,
-                        format!("{key} for {t} does not resolve: {e}"),
+                        format!("{key} for {t} does not resolve: {}", error_chain(&e)),
                     ),
                 }
             }
@@ -204,7 +204,7 @@ fn verify_group(arts: &[PathBuf], rep: &mut VerifyReport) -> Result<()> {
         let prefixes = match read_manifest(a) {
             Ok(p) => p,
             Err(e) => {
-                finding(rep, Severity::Error, "manifest", a, e.to_string());
+                finding(rep, Severity::Error, "manifest", a, error_chain(&e));
                 continue;
             }
         };
@@ -356,7 +356,7 @@ fn check_host_files(
                         Severity::Error,
                         "generic",
                         &path,
-                        format!("unreadable host binary: {e}"),
+                        format!("unreadable host binary: {}", error_chain(&e)),
                     );
                     continue;
                 }
@@ -501,7 +501,7 @@ fn scan_archive(path: &Path, only: Option<&str>, info: &mut ArchInfo, rep: &mut 
     let archive = match Archive::open(path) {
         Ok(x) => x,
         Err(e) => {
-            finding(rep, Severity::Error, "archive", path, e.to_string());
+            finding(rep, Severity::Error, "archive", path, error_chain(&e));
             return;
         }
     };
@@ -602,7 +602,7 @@ fn check_resolution(
                 if !have.is_some_and(|s| s.iter().any(|t| arch_dir_name(t) == *p)) {
                     let why = match cache.load(&b.marker, &bin, k, &[p.as_str()]) {
                         Ok(_) => "the runtime found it elsewhere".to_string(),
-                        Err(e) => e.to_string(),
+                        Err(e) => error_chain(&e),
                     };
                     finding(
                         rep,
@@ -622,8 +622,9 @@ fn check_resolution(
                         "marker",
                         &shown,
                         format!(
-                            "{key} for {t} does not resolve with {}: {e}",
-                            adir.display()
+                            "{key} for {t} does not resolve with {}: {}",
+                            adir.display(),
+                            error_chain(&e)
                         ),
                     ),
                 }

@@ -104,10 +104,7 @@ fn read_small(zip: &mut zip::ZipArchive<File>, input: &Path, name: &str) -> Resu
         .map_err(|e| Error::zip(input, &format!("entry {name}"), e))?;
     let mut text = String::new();
     f.read_to_string(&mut text).map_err(|e| {
-        Error::invalid(
-            input,
-            format!("entry {name}: cannot read as UTF-8 text: {e}"),
-        )
+        Error::invalid(input, format!("entry {name}: cannot read as UTF-8 text")).with_source(e)
     })?;
     Ok(text)
 }
@@ -176,7 +173,7 @@ pub(crate) fn unpack(input: &Path, dir: &Path) -> Result<Unpacked> {
 
     let wheel_text = read_small(&mut zip, input, &format!("{dist_info}/WHEEL"))?;
     let wheel = Headers::parse(&wheel_text)
-        .map_err(|e| Error::invalid(input, format!("{dist_info}/WHEEL: {e}")))?;
+        .map_err(|e| Error::invalid(input, format!("{dist_info}/WHEEL")).with_source(e))?;
     let version = wheel
         .get("Wheel-Version")
         .ok_or_else(|| Error::invalid(input, format!("{dist_info}/WHEEL has no Wheel-Version")))?;
@@ -188,7 +185,7 @@ pub(crate) fn unpack(input: &Path, dir: &Path) -> Result<Unpacked> {
     }
     let metadata_text = read_small(&mut zip, input, &format!("{dist_info}/METADATA"))?;
     let metadata = Headers::parse(&metadata_text)
-        .map_err(|e| Error::invalid(input, format!("{dist_info}/METADATA: {e}")))?;
+        .map_err(|e| Error::invalid(input, format!("{dist_info}/METADATA")).with_source(e))?;
     for field in ["Name", "Version"] {
         if metadata.get(field).is_none() {
             return Err(Error::invalid(
@@ -199,7 +196,8 @@ pub(crate) fn unpack(input: &Path, dir: &Path) -> Result<Unpacked> {
     }
     let record_name = format!("{dist_info}/RECORD");
     let record_text = read_small(&mut zip, input, &record_name)?;
-    let record = parse_record(&record_text).map_err(|e| Error::invalid(input, e.to_string()))?;
+    let record = parse_record(&record_text)
+        .map_err(|e| Error::invalid(input, record_name.as_str()).with_source(e))?;
     let mut expected: BTreeMap<String, (String, Option<u64>)> = BTreeMap::new();
     for r in record {
         if expected.insert(r.path.clone(), (r.hash, r.size)).is_some() {
@@ -260,7 +258,7 @@ pub(crate) fn unpack(input: &Path, dir: &Path) -> Result<Unpacked> {
         let mut size = 0u64;
         loop {
             let n = entry.read(&mut buf).map_err(|e| {
-                Error::invalid(input, format!("entry {path}: cannot decompress: {e}"))
+                Error::invalid(input, format!("entry {path}: cannot decompress")).with_source(e)
             })?;
             if n == 0 {
                 break;

@@ -261,8 +261,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
             generic: &generic,
             arch: &arch,
         };
-        let report = split_prefix(&layout, &so)
-            .map_err(|e| Error::new(ErrorKind::Split, Some(input.to_path_buf()), e.to_string()))?;
+        let report = split_prefix(&layout, &so).map_err(|e| Error::split(input, e))?;
         if !report.errors.is_empty() {
             return Err(Error::new(
                 ErrorKind::Split,

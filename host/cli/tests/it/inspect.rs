@@ -371,3 +371,19 @@ fn a_corrupt_ccob_hash_is_an_error_unless_hash_checks_are_off() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+#[test]
+fn missing_file_names_the_path_once_and_the_os_error_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nonexistent");
+    let out = kpack(["inspect".as_ref(), missing.as_os_str()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    let path = missing.display().to_string();
+    assert_eq!(err.matches(path.as_str()).count(), 1, "{err}");
+    // The OS error, "No such file or directory (os error 2)", exactly once.
+    let os_line = std::fs::File::open(&missing).unwrap_err().to_string();
+    assert!(os_line.contains("os error"), "{os_line}");
+    assert_eq!(err.matches(os_line.as_str()).count(), 1, "{err}");
+    assert!(err.starts_with("error: "), "{err}");
+}
