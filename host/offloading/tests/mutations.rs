@@ -319,3 +319,29 @@ fn a_compressed_size_over_the_limit_is_refused_before_inflating() {
     assert_eq!(e.kind(), kpack_offloading::ErrorKind::Decompress);
     assert!(e.to_string().contains("over the limit"), "{e}");
 }
+
+/// Seeds of the `offloading` fuzz target: the clang sections and their
+/// rewrites, each of which must read. `KPACK_FUZZ_SEEDS=<dir>` keeps them
+/// there (see `fuzz/seed.sh`); otherwise they go to a temporary directory.
+#[test]
+fn writes_fuzz_seeds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = std::env::var_os("KPACK_FUZZ_SEEDS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| tmp.path().to_path_buf());
+    std::fs::create_dir_all(&out).unwrap();
+    for (what, data) in sections() {
+        assert!(read_section(&data, &what) >= 2, "{what}");
+        let name: String = format!("section-{what}")
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        std::fs::write(out.join(name), &data).unwrap();
+    }
+}
