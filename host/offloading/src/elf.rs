@@ -115,6 +115,32 @@ impl<'data> DeviceCode<'data> {
     }
 }
 
+/// `true` if `data` is an ELF file with an `SHT_LLVM_OFFLOADING` section.
+/// Reads only the ELF and section headers, so `data` may be a
+/// [`object::ReadCache`] over a large file.
+pub fn has_offloading_section<'data, R: object::ReadRef<'data>>(data: R) -> bool {
+    fn any<'data, Elf: FileHeader<Endian = Endianness>, R: object::ReadRef<'data>>(
+        data: R,
+    ) -> bool {
+        let Ok(header) = Elf::parse(data) else {
+            return false;
+        };
+        let Ok(endian) = header.endian() else {
+            return false;
+        };
+        header.sections(endian, data).is_ok_and(|table| {
+            table
+                .iter()
+                .any(|sh| sh.sh_type(endian) == SHT_LLVM_OFFLOADING)
+        })
+    }
+    match FileKind::parse(data) {
+        Ok(FileKind::Elf64) => any::<object::elf::FileHeader64<Endianness>, R>(data),
+        Ok(FileKind::Elf32) => any::<object::elf::FileHeader32<Endianness>, R>(data),
+        _ => false,
+    }
+}
+
 /// `ReadAt` over a byte slice, for the bundle walker.
 struct Bytes<'a>(&'a [u8]);
 

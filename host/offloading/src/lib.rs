@@ -51,6 +51,8 @@ pub use binary::{
     ALIGNMENT, Binaries, Binary, CompressionFormat, Entry, ImageKind, LATEST_VERSION, MAGIC,
     OffloadKind, ReadOptions, Reader, SECTION_NAME, SHT_LLVM_OFFLOADING,
 };
-pub use elf::{DeviceCode, FATBIN_SECTION, FatbinSection, OffloadingSection};
+pub use elf::{
+    DeviceCode, FATBIN_SECTION, FatbinSection, OffloadingSection, has_offloading_section,
+};
 pub use error::{Error, ErrorKind};
 pub use write::{Compression, Image, WriteOptions, Writer, write_binary};

@@ -427,3 +427,26 @@ fn mixed_archive_has_old_and_new_driver_members() {
         assert_eq!(m.data_offset() % 2, 0, "ar members are 2-aligned");
     }
 }
+
+#[test]
+fn offloading_sections_are_found_from_the_headers_alone() {
+    for (name, want) in [
+        ("nd_kern_axpy.o", true),
+        ("nd_kern_reduce.o", true),
+        ("kern_axpy_old.o", false),
+        ("libaxpy_small.so", false),
+        ("libnd_kernels.a", false),
+    ] {
+        assert_eq!(
+            kpack_offloading::has_offloading_section(&read(name)[..]),
+            want,
+            "{name}"
+        );
+        let cache = object::ReadCache::new(std::fs::File::open(dir().join(name)).unwrap());
+        assert_eq!(
+            kpack_offloading::has_offloading_section(&cache),
+            want,
+            "{name} (ReadCache)"
+        );
+    }
+}
