@@ -9,6 +9,7 @@
 mod archive;
 mod inspect;
 mod offload;
+mod offloading;
 mod plugins;
 mod runtime_e2e;
 mod split;
