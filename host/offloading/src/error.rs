@@ -1,5 +1,5 @@
-//! The error type of this crate: one opaque [`Error`] with a [`kind`]
-//! (Error::kind) to branch on. Context is layered the thiserror way: an
+//! The error type of this crate: one opaque [`Error`] with a
+//! [`kind`](Error::kind) to branch on. Context is layered the thiserror way: an
 //! outer error ("archive member `a.o`") has the inner one ("offload binary
 //! at 0x0: ...") as its `source`, and no message repeats its source.
 
