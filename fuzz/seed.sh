@@ -22,4 +22,12 @@ for f in "$fixtures"/*; do
         177ELF | __CL | CCOB) cp "$f" "$here/corpus/elf_offload/" ;;
     esac
 done
-echo "seeds: $(ls "$here/corpus/bundle" | wc -l) bundle, $(ls "$here/corpus/elf_offload" | wc -l) elf_offload"
+# offloading: the clang-19 .llvm.offloading sections and v2/v3/compressed
+# rewrites (host/offloading/tests/mutations.rs); static_archive: the
+# clang-19 archives and objects.
+mkdir -p "$here/corpus/offloading" "$here/corpus/static_archive"
+(cd "$root" && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target-fuzz-seeds}" \
+    KPACK_FUZZ_SEEDS="$here/corpus/offloading" \
+    cargo test -q -p kpack-offloading --test mutations writes_fuzz_seeds)
+cp "$root"/tests/fixtures/clang19/*.a "$root"/tests/fixtures/clang19/*.o "$here/corpus/static_archive/"
+echo "seeds: $(ls "$here/corpus/bundle" | wc -l) bundle, $(ls "$here/corpus/elf_offload" | wc -l) elf_offload, $(ls "$here/corpus/offloading" | wc -l) offloading, $(ls "$here/corpus/static_archive" | wc -l) static_archive"

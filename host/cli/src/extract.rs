@@ -47,6 +47,16 @@ pub fn run(args: Args) -> CliResult {
         .iter()
         .map(|t| TargetId::parse(t.strip_prefix(kpack_amdgpu::TARGET_PREFIX).unwrap_or(t)))
         .collect::<Result<_, _>>()?;
+    if let Some(input) = crate::offloading::detect(&args.file)? {
+        return crate::offloading::extract(
+            &args.file,
+            input,
+            args.all,
+            &wanted,
+            &args.output,
+            !args.no_verify_hash,
+        );
+    }
     let walk = WalkOptions {
         verify_hash: !args.no_verify_hash,
     };

@@ -36,7 +36,15 @@ pub struct Args {
 #[derive(Serialize)]
 struct Report {
     schema_version: u32,
-    files: Vec<FileReport>,
+    files: Vec<AnyReport>,
+}
+
+/// A fat binary, or an archive / new-driver object (`format: "ar"|"elf"`).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum AnyReport {
+    Fat(FileReport),
+    Offloading(crate::offloading::Report),
 }
 
 #[derive(Serialize)]
@@ -90,6 +98,14 @@ pub fn run(args: Args) -> CliResult {
     let mut files = Vec::new();
     let mut warned = false;
     for path in &args.files {
+        if let Some(input) = crate::offloading::detect(path)? {
+            files.push(AnyReport::Offloading(crate::offloading::inspect(
+                path,
+                input,
+                opts.verify_hash,
+            )?));
+            continue;
+        }
         let fat = read_fat_binary(path, opts)?;
         let report = file_report(path, &fat, args.kernels)?;
         for b in &report.bundles {
@@ -105,7 +121,7 @@ pub fn run(args: Args) -> CliResult {
                 }
             }
         }
-        files.push(report);
+        files.push(AnyReport::Fat(report));
     }
     if args.json {
         let report = Report {
@@ -115,7 +131,10 @@ pub fn run(args: Args) -> CliResult {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         for f in &files {
-            print_text(f, args.kernels);
+            match f {
+                AnyReport::Fat(f) => print_text(f, args.kernels),
+                AnyReport::Offloading(r) => r.print_text(),
+            }
         }
     }
     if warned && args.strict {

@@ -13,6 +13,7 @@ mod extract;
 mod handlers;
 mod inspect;
 mod offload;
+mod offloading;
 mod plugins;
 mod recombine;
 mod split;

@@ -10,6 +10,7 @@
 mod archive;
 mod inspect;
 mod offload;
+mod offloading;
 mod pe;
 mod plugins;
 mod runtime_e2e;

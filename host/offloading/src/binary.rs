@@ -1,0 +1,731 @@
+//! Reading LLVM `OffloadBinary` data: the contents of a `.llvm.offloading`
+//! section, one or more binaries back to back, each starting at a multiple
+//! of [`ALIGNMENT`] from the start of the section.
+//!
+//! Layout (little-endian; `LLVM:llvm/include/llvm/Object/OffloadBinary.h`):
+//!
+//! | version | header | 4th header field | string entry |
+//! |---|---|---|---|
+//! | 1 (clang 19, 20) | 32 bytes | size of the one entry (40) | `{key, value}` offsets, NUL-terminated |
+//! | 2 | 32 bytes | entry count | `{key, value, value_size}` |
+//! | 3 | 40 bytes: `+ u64 inflated_size` | entry count | as v2 |
+//!
+//! A v3 binary with `inflated_size != 0` is compressed: everything after
+//! `entries_offset` is one zstd frame (sniffed by magic) or else zlib.
+//! All offsets inside a binary are from the binary's first byte (of the
+//! inflated binary, when compressed).
+
+use std::borrow::Cow;
+use std::io::Read;
+use std::ops::Range;
+
+use crate::error::{Error, ErrorKind};
+
+/// The first four bytes of every OffloadBinary (`0x10FF10AD` big-endian).
+pub const MAGIC: [u8; 4] = [0x10, 0xFF, 0x10, 0xAD];
+/// Binaries in one section start at multiples of this, counted from the
+/// start of the section.
+pub const ALIGNMENT: u64 = 8;
+/// The newest version this crate reads and writes.
+pub const LATEST_VERSION: u32 = 3;
+/// ELF section type of `.llvm.offloading`.
+pub const SHT_LLVM_OFFLOADING: u32 = 0x6fff_4c0b;
+/// The usual name of the section.
+pub const SECTION_NAME: &str = ".llvm.offloading";
+
+/// Size of one entry record.
+pub(crate) const ENTRY_SIZE: u64 = 40;
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+
+/// Header size of a version.
+pub(crate) fn header_size(version: u32) -> u64 {
+    if version >= 3 { 40 } else { 32 }
+}
+
+/// Size of one string-map record of a version.
+pub(crate) fn string_entry_size(version: u32) -> u64 {
+    if version == 1 { 16 } else { 24 }
+}
+
+/// What an image holds (`ImageKind`). Unknown values are kept as they are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ImageKind(pub u16);
+
+impl ImageKind {
+    /// No image.
+    pub const NONE: ImageKind = ImageKind(0);
+    /// A native object (for AMDGPU: an ELF code object).
+    pub const OBJECT: ImageKind = ImageKind(1);
+    /// LLVM bitcode (what `-fgpu-rdc --offload-new-driver -c` stores).
+    pub const BITCODE: ImageKind = ImageKind(2);
+    /// A CUDA cubin.
+    pub const CUBIN: ImageKind = ImageKind(3);
+    /// A CUDA fatbinary.
+    pub const FATBINARY: ImageKind = ImageKind(4);
+    /// PTX text.
+    pub const PTX: ImageKind = ImageKind(5);
+    /// SPIR-V.
+    pub const SPIRV: ImageKind = ImageKind(6);
+
+    /// A name for reports: `bitcode`, `object`, ..., or `unknown-<n>`.
+    pub fn name(self) -> Cow<'static, str> {
+        Cow::Borrowed(match self {
+            ImageKind::NONE => "none",
+            ImageKind::OBJECT => "object",
+            ImageKind::BITCODE => "bitcode",
+            ImageKind::CUBIN => "cubin",
+            ImageKind::FATBINARY => "fatbinary",
+            ImageKind::PTX => "ptx",
+            ImageKind::SPIRV => "spirv",
+            ImageKind(n) => return Cow::Owned(format!("unknown-{n}")),
+        })
+    }
+
+    /// The file extension LLVM uses for the kind (`getImageKindName`:
+    /// `bc`, `o`, `cubin`, `fatbin`, `s`, `spv`), `bin` otherwise.
+    pub fn extension(self) -> &'static str {
+        match self {
+            ImageKind::OBJECT => "o",
+            ImageKind::BITCODE => "bc",
+            ImageKind::CUBIN => "cubin",
+            ImageKind::FATBINARY => "fatbin",
+            ImageKind::PTX => "s",
+            ImageKind::SPIRV => "spv",
+            _ => "bin",
+        }
+    }
+
+    /// What `llvm-objdump --offloading` prints as `kind`.
+    pub fn objdump_name(self) -> &'static str {
+        match self {
+            ImageKind::OBJECT => "elf",
+            ImageKind::BITCODE => "llvm ir",
+            ImageKind::CUBIN => "cubin",
+            ImageKind::FATBINARY => "fatbinary",
+            ImageKind::PTX => "ptx",
+            _ => "<none>",
+        }
+    }
+}
+
+impl serde::Serialize for ImageKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.name())
+    }
+}
+
+/// Which programming model produced an image (`OffloadKind`). The raw
+/// value is kept for writing back: LLVM up to 20 numbered the kinds
+/// (1 OpenMP, 2 CUDA, 3 HIP), LLVM 21+ made them bits (1, 2, 4 HIP, 8 SYCL).
+/// The two agree on 1 and 2, and 3 and 4 are each valid in only one of
+/// them, so [`name`](OffloadKind::name) decodes either without the version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OffloadKind(pub u16);
+
+impl OffloadKind {
+    /// HIP as clang 19 and 20 write it.
+    pub const HIP_V1: OffloadKind = OffloadKind(3);
+    /// HIP as LLVM 21 and later write it.
+    pub const HIP: OffloadKind = OffloadKind(4);
+
+    /// `openmp`, `cuda`, `hip`, `sycl`, `none`, or `unknown-<n>`.
+    pub fn name(self) -> Cow<'static, str> {
+        Cow::Borrowed(match self.0 {
+            0 => "none",
+            1 => "openmp",
+            2 => "cuda",
+            3 | 4 => "hip",
+            8 => "sycl",
+            n => return Cow::Owned(format!("unknown-{n}")),
+        })
+    }
+}
+
+impl serde::Serialize for OffloadKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.name())
+    }
+}
+
+/// How a compressed (v3) binary's body is compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CompressionFormat {
+    /// A zstd frame.
+    Zstd,
+    /// RFC 1950 zlib.
+    Zlib,
+}
+
+/// How to read.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadOptions {
+    /// Refuse a compressed binary that declares more inflated bytes than
+    /// this (the declared size is untrusted; nothing is allocated for it
+    /// up front either way).
+    pub max_inflated_size: u64,
+    /// Check the MD5 of compressed clang offload bundles in `.hip_fatbin`.
+    pub verify_hash: bool,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            max_inflated_size: 4 << 30,
+            verify_hash: true,
+        }
+    }
+}
+
+/// A key and its value in an entry's string map.
+type StringPair<'data> = (Cow<'data, [u8]>, Cow<'data, [u8]>);
+
+/// One image of a binary, with its metadata.
+#[derive(Debug, Clone)]
+pub struct Entry<'data> {
+    image_kind: ImageKind,
+    offload_kind: OffloadKind,
+    flags: u32,
+    strings: Vec<StringPair<'data>>,
+    image: Cow<'data, [u8]>,
+    image_range: Option<Range<u64>>,
+}
+
+impl<'data> Entry<'data> {
+    /// What the image holds.
+    pub fn image_kind(&self) -> ImageKind {
+        self.image_kind
+    }
+
+    /// Who produced it.
+    pub fn offload_kind(&self) -> OffloadKind {
+        self.offload_kind
+    }
+
+    /// The flags word (`OIF_Metadata = 1`: metadata only, no image).
+    pub fn flags(&self) -> u32 {
+        self.flags
+    }
+
+    /// The string map in file order, duplicates included.
+    pub fn strings(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.strings.iter().map(|(k, v)| (&k[..], &v[..]))
+    }
+
+    /// The value of `key` as UTF-8; the last one wins, as in LLVM's map.
+    pub fn string(&self, key: &str) -> Option<&str> {
+        self.strings
+            .iter()
+            .rev()
+            .find(|(k, _)| &k[..] == key.as_bytes())
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+    }
+
+    /// The `triple` string, e.g. `amdgcn-amd-amdhsa`.
+    pub fn triple(&self) -> Option<&str> {
+        self.string("triple")
+    }
+
+    /// The `arch` string: for AMDGPU a target id such as `gfx90a:xnack+`.
+    pub fn arch(&self) -> Option<&str> {
+        self.string("arch")
+    }
+
+    /// The image bytes.
+    pub fn image(&self) -> &[u8] {
+        &self.image
+    }
+
+    /// Where the image is in the data given to [`Reader`], or `None` when
+    /// the binary is compressed.
+    pub fn image_range(&self) -> Option<Range<u64>> {
+        self.image_range.clone()
+    }
+
+    /// An owned copy for [`Writer`](crate::Writer).
+    pub fn to_image(&self) -> crate::Image {
+        crate::Image {
+            image_kind: self.image_kind,
+            offload_kind: self.offload_kind,
+            flags: self.flags,
+            strings: self
+                .strings
+                .iter()
+                .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                .collect(),
+            image: self.image.to_vec(),
+        }
+    }
+}
+
+/// One OffloadBinary: a header and its entries.
+#[derive(Debug, Clone)]
+pub struct Binary<'data> {
+    offset: u64,
+    version: u32,
+    size: u64,
+    compression: Option<CompressionFormat>,
+    inflated_size: u64,
+    entries: Vec<Entry<'data>>,
+}
+
+impl<'data> Binary<'data> {
+    /// Offset of the binary in the data given to [`Reader`].
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Format version (1, 2 or 3).
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// Bytes the binary takes in the section, padding to the next binary
+    /// not included.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The compression of a compressed v3 binary.
+    pub fn compression(&self) -> Option<CompressionFormat> {
+        self.compression
+    }
+
+    /// Declared size after inflation (0 unless compressed).
+    pub fn inflated_size(&self) -> u64 {
+        self.inflated_size
+    }
+
+    /// The entries, in file order.
+    pub fn entries(&self) -> &[Entry<'data>] {
+        &self.entries
+    }
+}
+
+/// A reader over the contents of one `.llvm.offloading` section (or any
+/// buffer of back-to-back OffloadBinaries).
+#[derive(Debug, Clone, Copy)]
+pub struct Reader<'data> {
+    data: &'data [u8],
+    options: ReadOptions,
+}
+
+impl<'data> Reader<'data> {
+    /// A reader with [`ReadOptions::default`].
+    pub fn new(data: &'data [u8]) -> Reader<'data> {
+        Reader::with_options(data, ReadOptions::default())
+    }
+
+    /// A reader with `options`.
+    pub fn with_options(data: &'data [u8], options: ReadOptions) -> Reader<'data> {
+        Reader { data, options }
+    }
+
+    /// The binaries, in order; iteration stops after the first error.
+    pub fn binaries(&self) -> Binaries<'data> {
+        Binaries {
+            data: self.data,
+            options: self.options,
+            pos: 0,
+            failed: false,
+        }
+    }
+
+    /// Every binary, or the first error.
+    pub fn read_all(&self) -> Result<Vec<Binary<'data>>, Error> {
+        self.binaries().collect()
+    }
+}
+
+/// Iterator over the binaries of a [`Reader`].
+#[derive(Debug, Clone)]
+pub struct Binaries<'data> {
+    data: &'data [u8],
+    options: ReadOptions,
+    pos: u64,
+    failed: bool,
+}
+
+impl<'data> Iterator for Binaries<'data> {
+    type Item = Result<Binary<'data>, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.pos >= self.data.len() as u64 {
+            return None;
+        }
+        match parse_binary(self.data, self.pos, &self.options) {
+            Ok(b) => {
+                // LLVM steps by the declared size rounded up to the
+                // alignment; a last binary may lack its padding.
+                self.pos = align_up(self.pos + b.size);
+                Some(Ok(b))
+            }
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+pub(crate) fn align_up(n: u64) -> u64 {
+    n.div_ceil(ALIGNMENT).saturating_mul(ALIGNMENT)
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    let mut v = [0u8; 2];
+    v.copy_from_slice(&b[at..at + 2]);
+    u16::from_le_bytes(v)
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut v = [0u8; 4];
+    v.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(v)
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut v = [0u8; 8];
+    v.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(v)
+}
+
+/// Parse the binary at `base` in `data`.
+fn parse_binary<'data>(
+    data: &'data [u8],
+    base: u64,
+    options: &ReadOptions,
+) -> Result<Binary<'data>, Error> {
+    let at = |kind, msg: String| Error::new(kind, format!("offload binary at {base:#x}: {msg}"));
+    // `base < data.len()` holds: the iterator checks it.
+    let rest = &data[base as usize..];
+    let avail = rest.len() as u64;
+    if rest.len() < 8 || rest[..4] != MAGIC {
+        if rest.len() >= 4 && rest[..4] != MAGIC {
+            return Err(at(
+                ErrorKind::BadMagic,
+                format!(
+                    "magic is {:02x?}, expected {MAGIC:02x?} (0x10FF10AD)",
+                    &rest[..4]
+                ),
+            ));
+        }
+        return Err(at(
+            ErrorKind::Truncated,
+            format!("{avail:#x} bytes left, a header needs at least 0x20"),
+        ));
+    }
+    let version = u32_at(rest, 4);
+    if version == 0 || version > LATEST_VERSION {
+        return Err(at(
+            ErrorKind::UnsupportedVersion,
+            format!("version {version}; versions 1 to {LATEST_VERSION} are known"),
+        ));
+    }
+    let hsize = header_size(version);
+    if avail < hsize {
+        return Err(at(
+            ErrorKind::Truncated,
+            format!("{avail:#x} bytes left, a version {version} header needs {hsize:#x}"),
+        ));
+    }
+    let size = u64_at(rest, 8);
+    let entries_offset = u64_at(rest, 16);
+    let fourth = u64_at(rest, 24);
+    let inflated_size = if version >= 3 { u64_at(rest, 32) } else { 0 };
+    if size < hsize || size > avail {
+        return Err(at(
+            if size > avail {
+                ErrorKind::Truncated
+            } else {
+                ErrorKind::BadRange
+            },
+            format!(
+                "size {size:#x} is not between the header size {hsize:#x} and the {avail:#x} bytes left"
+            ),
+        ));
+    }
+    let on_disk = &rest[..size as usize];
+
+    if inflated_size != 0 {
+        let (format, inflated) = inflate(on_disk, entries_offset, inflated_size, options)
+            .map_err(|m| at(ErrorKind::Decompress, m))?;
+        let raw = parse_entries(&inflated, version, entries_offset, fourth)
+            .map_err(|(k, m)| at(k, format!("(inflated) {m}")))?;
+        let entries = raw
+            .into_iter()
+            .map(|r| r.owned(&inflated))
+            .collect::<Vec<_>>();
+        return Ok(Binary {
+            offset: base,
+            version,
+            size,
+            compression: Some(format),
+            inflated_size,
+            entries,
+        });
+    }
+
+    let raw = parse_entries(on_disk, version, entries_offset, fourth).map_err(|(k, m)| at(k, m))?;
+    let entries = raw
+        .into_iter()
+        .map(|r| r.borrowed(on_disk, base))
+        .collect::<Vec<_>>();
+    Ok(Binary {
+        offset: base,
+        version,
+        size,
+        compression: None,
+        inflated_size: 0,
+        entries,
+    })
+}
+
+/// Inflate a compressed v3 binary: the first `entries_offset` bytes as
+/// they are, then the inflated body; checked to be `inflated_size` long.
+fn inflate(
+    on_disk: &[u8],
+    entries_offset: u64,
+    inflated_size: u64,
+    options: &ReadOptions,
+) -> Result<(CompressionFormat, Vec<u8>), String> {
+    let size = on_disk.len() as u64;
+    if entries_offset < header_size(3) || entries_offset > size {
+        return Err(format!(
+            "compressed body offset {entries_offset:#x} is not between the header end 0x28 and the size {size:#x}"
+        ));
+    }
+    if inflated_size < entries_offset {
+        return Err(format!(
+            "inflated size {inflated_size:#x} is smaller than the body offset {entries_offset:#x}"
+        ));
+    }
+    if inflated_size > options.max_inflated_size {
+        return Err(format!(
+            "inflated size {inflated_size:#x} is over the limit {:#x}",
+            options.max_inflated_size
+        ));
+    }
+    let body = &on_disk[entries_offset as usize..];
+    let want = inflated_size - entries_offset;
+    let mut out = on_disk[..entries_offset as usize].to_vec();
+    // One byte more than declared, to notice a body that inflates longer.
+    let limit = want.saturating_add(1);
+    let format = if body.starts_with(&ZSTD_MAGIC) {
+        CompressionFormat::Zstd
+    } else {
+        CompressionFormat::Zlib
+    };
+    let result = match format {
+        CompressionFormat::Zstd => zstd::stream::read::Decoder::with_buffer(body)
+            .and_then(|d| d.take(limit).read_to_end(&mut out)),
+        CompressionFormat::Zlib => flate2::read::ZlibDecoder::new(body)
+            .take(limit)
+            .read_to_end(&mut out),
+    };
+    result.map_err(|e| format!("{format:?} body at {entries_offset:#x} does not inflate: {e}"))?;
+    let got = out.len() as u64 - entries_offset;
+    if got != want {
+        return Err(format!(
+            "{format:?} body at {entries_offset:#x} inflates to {got:#x} bytes{}, the header declares {want:#x}",
+            if got > want { " or more" } else { "" }
+        ));
+    }
+    Ok((format, out))
+}
+
+/// An entry as ranges into its binary.
+struct RawEntry {
+    image_kind: u16,
+    offload_kind: u16,
+    flags: u32,
+    strings: Vec<(Range<usize>, Range<usize>)>,
+    image: Range<usize>,
+}
+
+impl RawEntry {
+    fn borrowed<'data>(self, bin: &'data [u8], base: u64) -> Entry<'data> {
+        Entry {
+            image_kind: ImageKind(self.image_kind),
+            offload_kind: OffloadKind(self.offload_kind),
+            flags: self.flags,
+            strings: self
+                .strings
+                .into_iter()
+                .map(|(k, v)| (Cow::Borrowed(&bin[k]), Cow::Borrowed(&bin[v])))
+                .collect(),
+            image_range: Some(base + self.image.start as u64..base + self.image.end as u64),
+            image: Cow::Borrowed(&bin[self.image]),
+        }
+    }
+
+    fn owned(self, bin: &[u8]) -> Entry<'static> {
+        Entry {
+            image_kind: ImageKind(self.image_kind),
+            offload_kind: OffloadKind(self.offload_kind),
+            flags: self.flags,
+            strings: self
+                .strings
+                .into_iter()
+                .map(|(k, v)| (Cow::Owned(bin[k].to_vec()), Cow::Owned(bin[v].to_vec())))
+                .collect(),
+            image_range: None,
+            image: Cow::Owned(bin[self.image].to_vec()),
+        }
+    }
+}
+
+type ParseError = (ErrorKind, String);
+
+/// `start..start+len` if it lies within `0..size`.
+fn range_in(start: u64, len: u64, size: u64) -> Option<Range<usize>> {
+    let end = start.checked_add(len)?;
+    (end <= size).then_some(start as usize..end as usize)
+}
+
+/// A NUL-terminated string at `off` in `bin`, without the NUL.
+fn c_string(bin: &[u8], off: u64) -> Option<Range<usize>> {
+    if off >= bin.len() as u64 {
+        return None;
+    }
+    let start = off as usize;
+    let len = bin[start..].iter().position(|&b| b == 0)?;
+    Some(start..start + len)
+}
+
+/// The entries of an (uncompressed or inflated) binary `bin`.
+fn parse_entries(
+    bin: &[u8],
+    version: u32,
+    entries_offset: u64,
+    fourth: u64,
+) -> Result<Vec<RawEntry>, ParseError> {
+    let size = bin.len() as u64;
+    let count = if version == 1 {
+        // v1 has one entry; the field is its size.
+        if fourth != ENTRY_SIZE {
+            return Err((
+                ErrorKind::BadRange,
+                format!("version 1 entry size is {fourth:#x}, expected {ENTRY_SIZE:#x}"),
+            ));
+        }
+        1
+    } else {
+        fourth
+    };
+    let table = count
+        .checked_mul(ENTRY_SIZE)
+        .and_then(|len| range_in(entries_offset, len, size))
+        .ok_or_else(|| {
+            (
+                ErrorKind::BadRange,
+                format!(
+                    "{count} entries at {entries_offset:#x} do not fit in the binary's {size:#x} bytes"
+                ),
+            )
+        })?;
+    let sentry = string_entry_size(version);
+    // `count * 40` fits in `bin`, so this allocation is bounded by the input.
+    let mut out = Vec::with_capacity(count as usize);
+    for (i, rec) in bin[table].chunks_exact(ENTRY_SIZE as usize).enumerate() {
+        let here = entries_offset + i as u64 * ENTRY_SIZE;
+        let err = |kind, m: String| (kind, format!("entry {i} (at {here:#x}): {m}"));
+        let string_offset = u64_at(rec, 8);
+        let num_strings = u64_at(rec, 16);
+        let image_offset = u64_at(rec, 24);
+        let image_size = u64_at(rec, 32);
+        let map = num_strings
+            .checked_mul(sentry)
+            .and_then(|len| range_in(string_offset, len, size))
+            .ok_or_else(|| {
+                err(
+                    ErrorKind::BadRange,
+                    format!(
+                        "{num_strings} strings at {string_offset:#x} do not fit in {size:#x} bytes"
+                    ),
+                )
+            })?;
+        let mut strings = Vec::with_capacity(num_strings as usize);
+        for (j, s) in bin[map.clone()].chunks_exact(sentry as usize).enumerate() {
+            let at = map.start as u64 + j as u64 * sentry;
+            let key_off = u64_at(s, 0);
+            let val_off = u64_at(s, 8);
+            let key = c_string(bin, key_off).ok_or_else(|| {
+                err(
+                    ErrorKind::BadRange,
+                    format!("string {j} (at {at:#x}): key at {key_off:#x} is not a NUL-terminated string in the binary"),
+                )
+            })?;
+            let value = if version == 1 {
+                c_string(bin, val_off)
+            } else {
+                range_in(val_off, u64_at(s, 16), size)
+            }
+            .ok_or_else(|| {
+                err(
+                    ErrorKind::BadRange,
+                    format!("string {j} (at {at:#x}): value at {val_off:#x} runs past the binary's {size:#x} bytes"),
+                )
+            })?;
+            strings.push((key, value));
+        }
+        let image = range_in(image_offset, image_size, size).ok_or_else(|| {
+            err(
+                ErrorKind::BadRange,
+                format!(
+                    "image {image_offset:#x}+{image_size:#x} runs past the binary's {size:#x} bytes"
+                ),
+            )
+        })?;
+        out.push(RawEntry {
+            image_kind: u16_at(rec, 0),
+            offload_kind: u16_at(rec, 2),
+            flags: u32_at(rec, 4),
+            strings,
+            image,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offload_kind_names_both_numberings_of_hip() {
+        assert_eq!(OffloadKind::HIP_V1.name(), "hip");
+        assert_eq!(OffloadKind::HIP.name(), "hip");
+        assert_eq!(OffloadKind(16).name(), "unknown-16");
+    }
+
+    #[test]
+    fn rejects_wrong_magic_with_its_offset() {
+        let e = Reader::new(&[0u8; 40]).read_all().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BadMagic);
+        assert!(e.to_string().starts_with("offload binary at 0x0:"), "{e}");
+    }
+
+    #[test]
+    fn rejects_unknown_version() {
+        let mut d = [0u8; 40];
+        d[..4].copy_from_slice(&MAGIC);
+        d[4] = 4;
+        let e = Reader::new(&d).read_all().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::UnsupportedVersion);
+    }
+
+    #[test]
+    fn rejects_short_header() {
+        let mut d = [0u8; 20];
+        d[..4].copy_from_slice(&MAGIC);
+        d[4] = 1;
+        let e = Reader::new(&d).read_all().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Truncated);
+    }
+
+    #[test]
+    fn empty_input_has_no_binaries() {
+        assert!(Reader::new(&[]).read_all().unwrap().is_empty());
+    }
+}
