@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Run every kpack test on a fresh machine: installs what the tests need
-# (the wasm32-wasip2 target, Debian's binutils/patchelf/cc), then runs the
-# whole suite. The WebAssembly handlers and test guests are built from source
+# (the wasm32-wasip2 target; Debian's binutils, patchelf, cc, llvm-19), checks
+# formatting and clippy, then runs the whole suite. The WebAssembly handlers and test guests are built from source
 # by kpack-guests' build script (host/guests/build.rs), into
 # <target>/wasm-guests.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Tools the tests call: cc (stub HIP runtime, C ABI test), strip/objcopy/readelf
-# (packaging steps applied to offloaded binaries), patchelf.
+# (packaging steps applied to offloaded binaries), patchelf, llvm-readobj-19
+# and llvm-objdump-19 (second opinion on rewritten PE images).
 need=()
-for tool in cc strip objcopy readelf patchelf python3; do
+for tool in cc strip objcopy readelf patchelf python3 llvm-readobj-19; do
   command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
 done
 # The wheel test pip-installs into a fresh venv: Debian splits venv/ensurepip out.
@@ -22,11 +23,16 @@ if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends gcc binutils patchelf python3 python3-venv >/dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends gcc binutils patchelf python3 python3-venv llvm-19 >/dev/null
 fi
 
 # RUSTUP_AUTO_INSTALL=0 on these machines: add the wasm target explicitly
 # (kpack-guests' build script needs it and says so when it is missing).
 rustup target add wasm32-wasip2 >/dev/null 2>&1 || rustup target add wasm32-wasip2
+rustup component add rustfmt clippy >/dev/null 2>&1 || rustup component add rustfmt clippy
+
+# Formatting and lints are part of the suite.
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
 
 cargo test --workspace --locked "$@"
