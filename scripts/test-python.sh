@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# `pip install kpack` end to end: build the wheel with maturin (from PyPI, in
+# a venv under the target directory), install it into a fresh venv, and run
+# the Python API (python/tests/test_api.py) with a clean environment: the
+# wheel's binary and its embedded handlers split a TheRock artifact with
+# rocBLAS databases.
+#
+# The wheel is built with the dev profile (`--profile dev`) into the
+# workspace's target directory, so it reuses `cargo test`'s dependencies and
+# wasm handler build instead of a release build from scratch; `pip wheel .`
+# (what users run) builds the same wheel in release.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
+target=${CARGO_TARGET_DIR:-$root/target}
+work=$target/python
+maturin_version=1.9.6
+
+python=${PYTHON:-python3}
+mkdir -p "$work"
+if [ ! -x "$work/build-venv/bin/maturin" ]; then
+  "$python" -m venv "$work/build-venv"
+  "$work/build-venv/bin/pip" install -q --disable-pip-version-check "maturin==$maturin_version"
+fi
+
+rm -rf "$work/wheels"
+"$work/build-venv/bin/maturin" build --profile dev --strip --locked \
+  --compatibility linux --out "$work/wheels" >&2
+wheel=$(ls "$work"/wheels/kpack-*.whl)
+
+# A fresh venv with the wheel and nothing else.
+rm -rf "$work/test-venv"
+"$python" -m venv "$work/test-venv"
+"$work/test-venv/bin/pip" install -q --disable-pip-version-check --no-index "$wheel"
+test -x "$work/test-venv/bin/kpack"
+
+home=$(mktemp -d)
+trap 'rm -rf "$home"' EXIT
+env -i HOME="$home" PATH=/usr/bin:/bin \
+  "$work/test-venv/bin/python" "$root/python/tests/test_api.py" "$root/tests/fixtures"
