@@ -169,7 +169,7 @@ fn resolve(spec: &HandlerSpec, options: &LoadOptions) -> Result<Candidate> {
         ErrorKind::NotFound,
         format!(
             "no database handler named {name:?}{} (looked in: {}); available: {}. \
-             Build the standard ones with scripts/build-plugins.sh, or pass --plugin FILE.wasm",
+             pass --plugin FILE.wasm, --plugin-dir DIR or --registry",
             req.as_ref()
                 .map(|r| format!(" matching {r}"))
                 .unwrap_or_default(),
@@ -268,5 +268,39 @@ mod tests {
         };
         assert_eq!(err.kind(), ErrorKind::NotFound);
         assert!(err.to_string().contains("available: rocblas"), "{err}");
+    }
+
+    #[test]
+    fn embedded_handler_is_the_fallback_after_every_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = LoadOptions {
+            search: vec![SearchDir {
+                path: dir.path().into(),
+                kind: DirKind::Flag,
+            }],
+            embedded: vec![EmbeddedHandler {
+                name: "rocblas",
+                wasm: b"embedded",
+            }],
+            ..LoadOptions::default()
+        };
+        let spec = HandlerSpec::parse("rocblas").unwrap();
+        let Ok(c) = resolve(&spec, &options) else {
+            panic!("not resolved")
+        };
+        assert_eq!(c.origin, Origin::Embedded);
+        assert_eq!(&*c.wasm, b"embedded");
+        assert_eq!(options.available().len(), 1);
+
+        let on_disk = dir.path().join("kpack_handler_rocblas.wasm");
+        std::fs::write(&on_disk, b"disk").unwrap();
+        let Ok(c) = resolve(&spec, &options) else {
+            panic!("not resolved")
+        };
+        assert_eq!(c.origin, Origin::Dir(options.search[0].clone(), on_disk));
+
+        // A registry replaces the search, embedded handlers included.
+        options.registry = Some(Registry::new(dir.path().to_str().unwrap()).unwrap());
+        assert!(resolve(&spec, &options).is_err());
     }
 }
