@@ -21,11 +21,7 @@ pub struct Args {
 pub fn run(args: Args) -> CliResult {
     let options = args.handlers.options()?;
     let mut specs: Vec<HandlerSpec> = if args.handlers.split_databases.is_empty() {
-        options
-            .available()
-            .into_iter()
-            .map(|(_, s)| s)
-            .collect()
+        options.available().into_iter().map(|(_, s)| s).collect()
     } else {
         args.handlers
             .specs()?

@@ -31,7 +31,10 @@ fn rocblas_artifact(root: &Path) {
         &std::fs::read(fixture("corpus/libaxpy_2arch.so")).unwrap(),
     );
     let lib = rb.join("lib/rocblas/library");
-    write(&lib.join("TensileLibrary_gfx90a.co"), b"tensile code gfx90a");
+    write(
+        &lib.join("TensileLibrary_gfx90a.co"),
+        b"tensile code gfx90a",
+    );
     write(&lib.join("TensileLibrary_Type_gfx90a.dat"), b"tensile data");
     write(&lib.join("TensileLibrary.dat"), b"generic tensile index");
 }
