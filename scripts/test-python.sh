@@ -15,13 +15,18 @@ root=$PWD
 target=${CARGO_TARGET_DIR:-$root/target}
 work=$target/python
 maturin_version=1.9.6
+mypy_version=2.4.1
 
 python=${PYTHON:-python3}
 mkdir -p "$work"
-if [ ! -x "$work/build-venv/bin/maturin" ]; then
+if [ ! -x "$work/build-venv/bin/maturin" ] || [ ! -x "$work/build-venv/bin/mypy" ]; then
   "$python" -m venv "$work/build-venv"
-  "$work/build-venv/bin/pip" install -q --disable-pip-version-check "maturin==$maturin_version"
+  "$work/build-venv/bin/pip" install -q --disable-pip-version-check \
+    "maturin==$maturin_version" "mypy==$mypy_version"
 fi
+
+# The API is typed: hold it to that.
+"$work/build-venv/bin/mypy" --strict python/kpack python/tests/test_api.py >&2
 
 rm -rf "$work/wheels"
 "$work/build-venv/bin/maturin" build --profile dev --strip --locked \
