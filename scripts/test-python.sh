@@ -43,3 +43,7 @@ home=$(mktemp -d)
 trap 'rm -rf "$home"' EXIT
 env -i HOME="$home" PATH=/usr/bin:/bin \
   "$work/test-venv/bin/python" "$root/python/tests/test_api.py" "$root/tests/fixtures"
+# `python -m kpack` runs the same binary and passes its exit status through.
+status=0
+env -i HOME="$home" PATH=/usr/bin:/bin "$work/test-venv/bin/python" -m kpack inspect "$home/missing" 2>/dev/null || status=$?
+[ "$status" -eq 2 ] || { echo "python -m kpack: exit $status, want 2" >&2; exit 1; }
