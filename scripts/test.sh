@@ -36,3 +36,7 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 cargo test --workspace --locked "$@"
+
+# `pip install kpack`: the wheel built with maturin, installed into a fresh
+# venv, its Python API run on a fixture (reuses the dev build above).
+scripts/test-python.sh

@@ -76,6 +76,7 @@ fn run() -> Result<(), String> {
     let outer_target = outer_target_dir(&out_dir);
     let wasm_target = outer_target.join("wasm-guests");
     let test_guests = std::env::var_os("CARGO_FEATURE_TEST_GUESTS").is_some();
+    let embed = std::env::var_os("CARGO_FEATURE_EMBED").is_some();
 
     let mut kinds = vec![Kind::Handler];
     if test_guests {
@@ -127,6 +128,7 @@ fn run() -> Result<(), String> {
         &guests,
         &wasm_target.join(TARGET).join(PROFILE),
         test_guests,
+        embed,
     )?;
     std::fs::write(out_dir.join("guests.rs"), code)
         .map_err(|e| format!("cannot write {}: {e}", out_dir.join("guests.rs").display()))
@@ -321,7 +323,12 @@ fn dep_info(path: &Path) -> Result<Vec<PathBuf>, String> {
 
 /// `$OUT_DIR/guests.rs`: a constant per guest, the lists, and the
 /// `foreach_*!` macros.
-fn generate(guests: &[Guest], dir: &Path, test_guests: bool) -> Result<String, String> {
+fn generate(
+    guests: &[Guest],
+    dir: &Path,
+    test_guests: bool,
+    embed: bool,
+) -> Result<String, String> {
     let utf8 = |p: &Path| {
         p.to_str()
             .map(str::to_owned)
@@ -387,6 +394,26 @@ fn generate(guests: &[Guest], dir: &Path, test_guests: bool) -> Result<String, S
             let _ = writeln!(w, "        $mac!({});", g.name.replace('-', "_"));
         }
         let _ = writeln!(w, "    }};\n}}\n");
+    }
+    if embed {
+        // `include_bytes!` takes a literal, not a constant: repeat the path.
+        // It also makes the component an input of this crate, so a rebuilt
+        // handler recompiles whatever embeds it.
+        let _ = writeln!(
+            w,
+            "/// Every standard database handler's component, `(name, bytes)`, \
+             sorted by name: what the `kpack` binary carries inside itself.\n\
+             pub const EMBEDDED: &[(&str, &[u8])] = &["
+        );
+        for g in guests.iter().filter(|g| g.kind == Kind::Handler) {
+            let _ = writeln!(
+                w,
+                "    ({:?}, include_bytes!({:?})),",
+                g.name,
+                utf8(&g.wasm)?
+            );
+        }
+        let _ = writeln!(w, "];\n");
     }
     Ok(code)
 }

@@ -7,13 +7,16 @@
 //! `--plugin-dir` directories, `$KPACK_PLUGIN_DIR` (`:`-separated), the
 //! install directory of `kpack plugins add` (`$XDG_DATA_HOME/kpack/plugins`),
 //! `<exe dir>/plugins`, and `<exe dir>/../wasm32-wasip2/plugin` (what
-//! `scripts/build-plugins.sh` produces in the cargo target directory). With
-//! `--registry`, names resolve from that registry instead.
+//! `scripts/build-plugins.sh` produces in the cargo target directory), and
+//! last the standard handlers embedded in the binary (origin `embedded`),
+//! so a copied `kpack` needs no file beside it and a handler on disk
+//! overrides the embedded one. With `--registry`, names resolve from that
+//! registry instead.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
-use kpack_plugin_host::{HandlerSet, HandlerSpec, LoadOptions, Registry};
+use kpack_plugin_host::{EmbeddedHandler, HandlerSet, HandlerSpec, LoadOptions, Registry};
 
 /// Database-handler selection flags; `#[command(flatten)]` them.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -53,6 +56,10 @@ impl HandlerArgs {
     /// Where to look, per the search order above.
     pub fn options(&self) -> anyhow::Result<LoadOptions> {
         let mut options = LoadOptions::standard(&self.plugin_dirs);
+        options.embedded = kpack_guests::EMBEDDED
+            .iter()
+            .map(|&(name, wasm)| EmbeddedHandler { name, wasm })
+            .collect();
         if let Some(r) = &self.registry {
             options.registry = Some(Registry::new(r)?);
         }

@@ -16,7 +16,10 @@
 //!   `KPACK_PLUGIN_DIR` points at);
 //! - `foreach_handler!(mac)` and `foreach_test_guest!(mac)`, which call
 //!   `mac!(name)` once per guest, so a test suite can make a guest without
-//!   a test a compile error.
+//!   a test a compile error;
+//! - with the `embed` feature, `EMBEDDED`: `(name, bytes)` of every standard
+//!   handler, included in the binary with `include_bytes!` (what the `kpack`
+//!   CLI loads as origin `embedded`).
 //!
 //! ```
 //! let rocblas = kpack_guests::HANDLERS

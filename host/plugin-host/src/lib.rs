@@ -20,7 +20,8 @@
 //!   compatibility hash, so a warm start costs well under a millisecond
 //!   per handler (see [`default_cache_dir`]).
 //! * `spec`, `search`: how a handler is asked for ([`HandlerSpec`]: name,
-//!   `NAME@REQ`, file) and where names are looked up ([`SearchDir`]s).
+//!   `NAME@REQ`, file) and where names are looked up ([`SearchDir`]s, then
+//!   the [`EmbeddedHandler`]s the executable carries).
 //! * `load`: [`HandlerSet::load`] resolves specs through [`LoadOptions`]
 //!   (search path, [`Registry`]), compiles or fetches from the cache, links
 //!   by WIT version and checks the handler's `info` ([`HandlerMeta`]).
@@ -75,5 +76,5 @@ pub use run::HandlerSet;
 pub use sandbox::{Limits, LogLevel, LogLine};
 pub use search::{DirKind, SearchDir, default_install_dir, discover};
 pub use spec::HandlerSpec;
-pub use types::{HandlerMeta, Origin};
+pub use types::{EmbeddedHandler, HandlerMeta, Origin};
 pub use wit::{RELEASED_WIT, SUPPORTED_WIT};

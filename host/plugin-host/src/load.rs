@@ -2,6 +2,8 @@
 //! search path, or a registry), compile or fetch from the cache, link by
 //! WIT version, and check what the handler says about itself.
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -14,7 +16,7 @@ use crate::run::{HandlerSet, Loaded};
 use crate::sandbox::{self, Limits};
 use crate::search::{self, SearchDir};
 use crate::spec::{HandlerSpec, check_name};
-use crate::types::{HandlerMeta, Origin};
+use crate::types::{EmbeddedHandler, HandlerMeta, Origin};
 use crate::{Error, ErrorKind, Result, cache, wit};
 
 /// Where handlers are looked for, and how they run.
@@ -28,6 +30,10 @@ pub struct LoadOptions {
     pub cache_dir: Option<PathBuf>,
     /// Sandbox limits for every call.
     pub limits: Limits,
+    /// Handlers compiled into the executable: used for a name no search
+    /// directory holds (a handler on disk overrides one of these; with
+    /// [`registry`](Self::registry) set, names resolve there instead).
+    pub embedded: Vec<EmbeddedHandler>,
 }
 
 impl LoadOptions {
@@ -43,13 +49,31 @@ impl LoadOptions {
             registry: None,
             cache_dir: cache::default_cache_dir(),
             limits: Limits::default(),
+            embedded: Vec::new(),
         }
+    }
+
+    /// Handlers findable by name: `(name, spec)` per name, sorted by name,
+    /// from the search directories and the embedded handlers.
+    pub fn available(&self) -> Vec<(String, HandlerSpec)> {
+        let mut all: BTreeMap<String, HandlerSpec> =
+            search::discover(&self.search).into_iter().collect();
+        for e in &self.embedded {
+            if check_name(e.name).is_ok() {
+                all.entry(e.name.to_string())
+                    .or_insert_with(|| HandlerSpec::Name {
+                        name: e.name.to_string(),
+                        req: None,
+                    });
+            }
+        }
+        all.into_iter().collect()
     }
 }
 
 /// A component's bytes and how they were found, before loading.
 struct Candidate {
-    wasm: Vec<u8>,
+    wasm: Cow<'static, [u8]>,
     origin: Origin,
     expect_name: Option<String>,
     req: Option<VersionReq>,
@@ -97,7 +121,7 @@ fn resolve(spec: &HandlerSpec, options: &LoadOptions) -> Result<Candidate> {
     let (name, req) = match spec {
         HandlerSpec::File(p) => {
             return Ok(Candidate {
-                wasm: read(p)?,
+                wasm: Cow::Owned(read(p)?),
                 origin: Origin::File(p.clone()),
                 expect_name: None,
                 req: None,
@@ -109,7 +133,7 @@ fn resolve(spec: &HandlerSpec, options: &LoadOptions) -> Result<Candidate> {
         let entry = reg.resolve(name, req.as_ref().unwrap_or(&VersionReq::STAR))?;
         let wasm = reg.fetch(&entry)?;
         return Ok(Candidate {
-            wasm,
+            wasm: Cow::Owned(wasm),
             origin: Origin::Registry(reg.location().to_string()),
             expect_name: Some(name.clone()),
             req: req.clone(),
@@ -117,8 +141,16 @@ fn resolve(spec: &HandlerSpec, options: &LoadOptions) -> Result<Candidate> {
     }
     if let Some((dir, path)) = search::find(&options.search, name, req.as_ref()) {
         return Ok(Candidate {
-            wasm: read(&path)?,
+            wasm: Cow::Owned(read(&path)?),
             origin: Origin::Dir(dir, path),
+            expect_name: Some(name.clone()),
+            req: req.clone(),
+        });
+    }
+    if let Some(e) = options.embedded.iter().find(|e| e.name == name) {
+        return Ok(Candidate {
+            wasm: Cow::Borrowed(e.wasm),
+            origin: Origin::Embedded,
             expect_name: Some(name.clone()),
             req: req.clone(),
         });
@@ -128,7 +160,8 @@ fn resolve(spec: &HandlerSpec, options: &LoadOptions) -> Result<Candidate> {
         .iter()
         .map(|d| d.path.display().to_string())
         .collect();
-    let available = search::discover(&options.search)
+    let available = options
+        .available()
         .into_iter()
         .map(|(n, _)| n)
         .collect::<Vec<_>>();
@@ -136,7 +169,7 @@ fn resolve(spec: &HandlerSpec, options: &LoadOptions) -> Result<Candidate> {
         ErrorKind::NotFound,
         format!(
             "no database handler named {name:?}{} (looked in: {}); available: {}. \
-             Build the standard ones with scripts/build-plugins.sh, or pass --plugin FILE.wasm",
+             pass --plugin FILE.wasm, --plugin-dir DIR or --registry",
             req.as_ref()
                 .map(|r| format!(" matching {r}"))
                 .unwrap_or_default(),
@@ -235,5 +268,39 @@ mod tests {
         };
         assert_eq!(err.kind(), ErrorKind::NotFound);
         assert!(err.to_string().contains("available: rocblas"), "{err}");
+    }
+
+    #[test]
+    fn embedded_handler_is_the_fallback_after_every_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = LoadOptions {
+            search: vec![SearchDir {
+                path: dir.path().into(),
+                kind: DirKind::Flag,
+            }],
+            embedded: vec![EmbeddedHandler {
+                name: "rocblas",
+                wasm: b"embedded",
+            }],
+            ..LoadOptions::default()
+        };
+        let spec = HandlerSpec::parse("rocblas").unwrap();
+        let Ok(c) = resolve(&spec, &options) else {
+            panic!("not resolved")
+        };
+        assert_eq!(c.origin, Origin::Embedded);
+        assert_eq!(&*c.wasm, b"embedded");
+        assert_eq!(options.available().len(), 1);
+
+        let on_disk = dir.path().join("kpack_handler_rocblas.wasm");
+        std::fs::write(&on_disk, b"disk").unwrap();
+        let Ok(c) = resolve(&spec, &options) else {
+            panic!("not resolved")
+        };
+        assert_eq!(c.origin, Origin::Dir(options.search[0].clone(), on_disk));
+
+        // A registry replaces the search, embedded handlers included.
+        options.registry = Some(Registry::new(dir.path().to_str().unwrap()).unwrap());
+        assert!(resolve(&spec, &options).is_err());
     }
 }

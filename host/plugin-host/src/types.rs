@@ -17,6 +17,29 @@ pub enum Origin {
     Dir(SearchDir, PathBuf),
     /// Resolved from a registry (its location).
     Registry(String),
+    /// Carried inside the executable ([`LoadOptions::embedded`](crate::LoadOptions::embedded)):
+    /// the fallback after every search directory.
+    Embedded,
+}
+
+/// A handler component compiled into the executable, asked for by `name`
+/// when no search directory has one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct EmbeddedHandler {
+    /// The name it is asked for by (`rocblas`).
+    pub name: &'static str,
+    /// The component's bytes.
+    pub wasm: &'static [u8],
+}
+
+impl fmt::Debug for EmbeddedHandler {
+    // The bytes are megabytes of wasm: show their size only.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EmbeddedHandler")
+            .field("name", &self.name)
+            .field("wasm_len", &self.wasm.len())
+            .finish()
+    }
 }
 
 impl fmt::Display for Origin {
@@ -34,6 +57,7 @@ impl fmt::Display for Origin {
                 write!(f, "{how} {}", p.display())
             }
             Origin::Registry(r) => write!(f, "registry {r}"),
+            Origin::Embedded => f.write_str("embedded"),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! `kpack plugins list`: every handler findable by name, plus `--plugin`
 //! files, with name, version, WIT version, origin and sha256.
 
-use kpack_plugin_host::{HandlerSet, HandlerSpec, SUPPORTED_WIT, discover};
+use kpack_plugin_host::{HandlerSet, HandlerSpec, SUPPORTED_WIT};
 use serde_json::json;
 
 use crate::exit::CliResult;
@@ -21,10 +21,7 @@ pub struct Args {
 pub fn run(args: Args) -> CliResult {
     let options = args.handlers.options()?;
     let mut specs: Vec<HandlerSpec> = if args.handlers.split_databases.is_empty() {
-        discover(&options.search)
-            .into_iter()
-            .map(|(_, s)| s)
-            .collect()
+        options.available().into_iter().map(|(_, s)| s).collect()
     } else {
         args.handlers
             .specs()?

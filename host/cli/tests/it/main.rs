@@ -8,6 +8,7 @@
 )]
 
 mod archive;
+mod embedded;
 mod inspect;
 mod offload;
 mod offloading;

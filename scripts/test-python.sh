@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# `pip install kpack` end to end: build the wheel with maturin (from PyPI, in
+# a venv under the target directory), install it into a fresh venv, and run
+# the Python API (python/tests/test_api.py) with a clean environment: the
+# wheel's binary and its embedded handlers split a TheRock artifact with
+# rocBLAS databases.
+#
+# The wheel is built with the dev profile (`--profile dev`) into the
+# workspace's target directory, so it reuses `cargo test`'s dependencies and
+# wasm handler build instead of a release build from scratch; `pip wheel .`
+# (what users run) builds the same wheel in release.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
+target=${CARGO_TARGET_DIR:-$root/target}
+work=$target/python
+maturin_version=1.9.6
+mypy_version=2.4.1
+
+python=${PYTHON:-python3}
+mkdir -p "$work"
+if [ ! -x "$work/build-venv/bin/maturin" ] || [ ! -x "$work/build-venv/bin/mypy" ]; then
+  "$python" -m venv "$work/build-venv"
+  "$work/build-venv/bin/pip" install -q --disable-pip-version-check \
+    "maturin==$maturin_version" "mypy==$mypy_version"
+fi
+
+# The API is typed: hold it to that.
+"$work/build-venv/bin/mypy" --strict python/kpack python/tests/test_api.py >&2
+
+rm -rf "$work/wheels"
+"$work/build-venv/bin/maturin" build --profile dev --strip --locked \
+  --compatibility linux --out "$work/wheels" >&2
+wheel=$(ls "$work"/wheels/kpack-*.whl)
+
+# A fresh venv with the wheel and nothing else.
+rm -rf "$work/test-venv"
+"$python" -m venv "$work/test-venv"
+"$work/test-venv/bin/pip" install -q --disable-pip-version-check --no-index "$wheel"
+test -x "$work/test-venv/bin/kpack"
+
+home=$(mktemp -d)
+trap 'rm -rf "$home"' EXIT
+env -i HOME="$home" PATH=/usr/bin:/bin \
+  "$work/test-venv/bin/python" "$root/python/tests/test_api.py" "$root/tests/fixtures"
+# `python -m kpack` runs the same binary and passes its exit status through.
+status=0
+env -i HOME="$home" PATH=/usr/bin:/bin "$work/test-venv/bin/python" -m kpack inspect "$home/missing" 2>/dev/null || status=$?
+[ "$status" -eq 2 ] || { echo "python -m kpack: exit $status, want 2" >&2; exit 1; }
