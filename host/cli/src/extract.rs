@@ -114,7 +114,7 @@ pub fn run(args: Args) -> CliResult {
         .with_context(|| format!("cannot create {}", args.output.display()))?;
     // Stage everything, then move into place: no partial output on failure.
     let stage = tempfile::Builder::new()
-        .prefix(".kpack-extract-")
+        .prefix(&kpack_format::temp_prefix("extract"))
         .tempdir_in(&args.output)
         .with_context(|| {
             format!(

@@ -498,7 +498,7 @@ pub fn extract(
     std::fs::create_dir_all(output)
         .with_context(|| format!("cannot create {}", output.display()))?;
     let stage = tempfile::Builder::new()
-        .prefix(".kpack-extract-")
+        .prefix(&kpack_format::temp_prefix("extract"))
         .tempdir_in(output)
         .with_context(|| format!("cannot create a staging directory in {}", output.display()))?;
     let chosen: Vec<&Image> = images.iter().filter(|i| matches(&i.arch)).collect();

@@ -414,7 +414,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8], mode_from: &Path) -> Result<(
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(io)?;
     let mut tmp = tempfile::Builder::new()
-        .prefix(".kpack-")
+        .prefix(&kpack_format::temp_prefix("host"))
         .tempfile_in(dir)
         .map_err(io)?;
     tmp.write_all(bytes).map_err(io)?;

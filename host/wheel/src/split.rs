@@ -195,7 +195,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         out_dir.to_path_buf()
     };
     let staging = tempfile::Builder::new()
-        .prefix(".kpack-wheel-")
+        .prefix(&kpack_format::temp_prefix("wheel"))
         .tempdir_in(&staging_in)
         .map_err(|e| Error::io(&staging_in, "cannot create a staging directory", e))?;
     let src = staging.path().join("src");
