@@ -20,7 +20,8 @@ use anyhow::{Context, bail};
 /// Refuse anything but a regular file as an input (exit 2), before it is
 /// opened: opening a FIFO blocks until a writer comes.
 pub fn regular_file(path: &Path) -> anyhow::Result<()> {
-    let meta = std::fs::metadata(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("{}: cannot open", path.display()))?;
     if !meta.is_file() {
         bail!("{}: not a regular file ({})", path.display(), kind(&meta));
     }
@@ -75,11 +76,7 @@ pub fn not_existing(path: &Path, force: bool) -> anyhow::Result<()> {
 
 /// `flag`'s value must be a plain file name: no separator, not `.`/`..`.
 pub fn plain_name(flag: &str, value: &str) -> anyhow::Result<()> {
-    if value.is_empty()
-        || value.contains(['/', '\\', '\0'])
-        || value == "."
-        || value == ".."
-    {
+    if value.is_empty() || value.contains(['/', '\\', '\0']) || value == "." || value == ".." {
         bail!("{flag} {value:?}: must be a plain name (no '/', not '.' or '..')");
     }
     Ok(())
@@ -94,7 +91,9 @@ pub fn inside_root(flag: &str, value: &str) -> anyhow::Result<()> {
         || !p.components().all(|c| matches!(c, Component::Normal(_)))
         || value.split('/').any(|part| part == "..")
     {
-        bail!("{flag} {value:?}: must be a relative path inside the output (no '..', not absolute)");
+        bail!(
+            "{flag} {value:?}: must be a relative path inside the output (no '..', not absolute)"
+        );
     }
     Ok(())
 }
@@ -194,7 +193,10 @@ impl Drop for CreatedDir {
 /// Remove stale temp files of dead kpack processes in `dir`, saying so.
 pub fn clean_stale_temps(dir: &Path) {
     for p in kpack_format::remove_stale_temps(dir) {
-        eprintln!("note: removed {}, left by a kpack run that died", p.display());
+        eprintln!(
+            "note: removed {}, left by a kpack run that died",
+            p.display()
+        );
     }
 }
 

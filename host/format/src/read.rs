@@ -373,5 +373,9 @@ fn file_kind(meta: &std::fs::Metadata) -> &'static str {
             return "a device";
         }
     }
-    if meta.is_dir() { "a directory" } else { "not a file" }
+    if meta.is_dir() {
+        "a directory"
+    } else {
+        "not a file"
+    }
 }
