@@ -100,7 +100,10 @@ pub fn run(args: Args) -> CliResult {
             return Err(e.into());
         }
     };
-    created.keep();
+    // A host-only input writes no archive: leave no empty directory either.
+    if !written.is_empty() {
+        created.keep();
+    }
     if args.json {
         let archives: Vec<_> = written
             .iter()

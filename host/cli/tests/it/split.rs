@@ -209,6 +209,8 @@ fn extracted(fixture_name: &str, target: &str, tmp: &Path) -> Vec<u8> {
         target,
         "-o",
         out.to_str().unwrap(),
+        // Called more than once for one (fixture, target).
+        "--force",
     ]);
     assert!(r.status.success(), "{}", stderr(&r));
     std::fs::read(out.join(format!("bundle0-{}.hsaco", target.replace(':', "_")))).unwrap()
