@@ -320,6 +320,16 @@ fn stale_temp_files_of_dead_processes_are_removed() {
     assert_eq!(code(&o), Some(0), "{}", stderr(&o));
     assert!(!stale_file.exists() && !stale_dir.exists());
     assert!(stderr(&o).contains("left by a kpack run that died"));
+    // `kpack verify` flags (and keeps) one.
+    let artifact = d.join("blas_gfx90a");
+    std::fs::create_dir_all(artifact.join("stage")).unwrap();
+    std::fs::write(artifact.join("artifact_manifest.txt"), "stage\n").unwrap();
+    let stale = artifact.join("stage/.kpack-tmp-99999999-split-abc");
+    std::fs::write(&stale, b"x").unwrap();
+    let o = kpack(["verify".as_ref(), artifact.as_os_str()]);
+    assert_eq!(code(&o), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("[stale-temp]"), "{}", stderr(&o));
+    assert!(stale.exists());
     // Every temp name this build uses is recognisable.
     assert!(kpack_format::temp_prefix("x").starts_with(kpack_format::TEMP_PREFIX));
 }
