@@ -54,6 +54,9 @@ enum Action {
         /// Only this architecture (exact).
         #[arg(long)]
         arch: Option<String>,
+        /// Replace existing files in the output directory.
+        #[arg(long)]
+        force: bool,
     },
     /// Build an archive from DIR/<arch>/<key>.hsaco files.
     Pack {
@@ -77,6 +80,9 @@ enum Action {
         /// Show what would be packed without writing.
         #[arg(long)]
         dry_run: bool,
+        /// Replace an existing output archive.
+        #[arg(long)]
+        force: bool,
     },
     /// Check archives strictly and decode every kernel; exit 1 on findings.
     Verify {
@@ -106,7 +112,8 @@ pub fn run(args: Args) -> CliResult {
             output,
             key,
             arch,
-        } => extract(&file, &output, key.as_deref(), arch.as_deref()),
+            force,
+        } => extract(&file, &output, key.as_deref(), arch.as_deref(), force),
         Action::Pack {
             dir,
             output,
@@ -115,6 +122,7 @@ pub fn run(args: Args) -> CliResult {
             compression,
             level,
             dry_run,
+            force,
         } => {
             let compression = match compression {
                 Scheme::None => Compression::None,
@@ -127,6 +135,7 @@ pub fn run(args: Args) -> CliResult {
                 gfx_arch_family,
                 compression,
                 dry_run,
+                force,
             )
         }
         Action::Verify { files, json } => verify(&files, json),
@@ -134,6 +143,7 @@ pub fn run(args: Args) -> CliResult {
 }
 
 fn open(file: &Path) -> anyhow::Result<Archive> {
+    crate::safety::regular_file(file)?;
     Ok(Archive::open(file)?)
 }
 
@@ -213,23 +223,57 @@ fn entry_path(dir: &Path, key: &str, arch: &str) -> anyhow::Result<PathBuf> {
     Ok(dir.join(arch).join(format!("{key}{SUFFIX}")))
 }
 
-fn extract(file: &Path, out: &Path, key: Option<&str>, arch: Option<&str>) -> CliResult {
+fn extract(
+    file: &Path,
+    out: &Path,
+    key: Option<&str>,
+    arch: Option<&str>,
+    force: bool,
+) -> CliResult {
     let a = open(file)?;
-    let mut written = 0usize;
+    let mut chosen = Vec::new();
     for e in a.entries() {
         if key.is_some_and(|k| k != e.key()) || arch.is_some_and(|ar| ar != e.arch()) {
             continue;
         }
-        let path = entry_path(out, e.key(), e.arch())?;
-        let bytes = a.read(e)?;
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("cannot create {}", parent.display()))?;
+        let rel = entry_path(Path::new(""), e.key(), e.arch())?;
+        crate::safety::not_existing(&out.join(&rel), force)?;
+        chosen.push((e, rel));
+    }
+    let written = chosen.len();
+    if written > 0 {
+        // Every entry is decoded into a staging directory first: a corrupt
+        // entry leaves nothing behind, not the entries before it.
+        let created = crate::safety::CreatedDir::create(out)?;
+        crate::safety::clean_stale_temps(out);
+        let stage = tempfile::Builder::new()
+            .prefix(&kpack_format::temp_prefix("extract"))
+            .tempdir_in(out)
+            .with_context(|| format!("cannot create a staging directory in {}", out.display()))?;
+        let mut sizes = Vec::new();
+        for (e, rel) in &chosen {
+            let bytes = a.read(e)?;
+            let path = stage.path().join(rel);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .with_context(|| format!("cannot create {}", parent.display()))?;
+            }
+            std::fs::write(&path, &bytes)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            sizes.push(bytes.len());
         }
-        std::fs::write(&path, &bytes)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        println!("{}\t{}", path.display(), bytes.len());
-        written += 1;
+        for ((_, rel), size) in chosen.iter().zip(sizes) {
+            let dest = out.join(rel);
+            if let Some(parent) = dest.parent() {
+                std::fs::create_dir_all(parent)
+                    .with_context(|| format!("cannot create {}", parent.display()))?;
+            }
+            std::fs::rename(stage.path().join(rel), &dest)
+                .with_context(|| format!("cannot move into {}", dest.display()))?;
+            println!("{}\t{size}", dest.display());
+        }
+        drop(stage);
+        created.keep();
     }
     if written == 0 {
         let mut hint = String::new();
@@ -301,8 +345,15 @@ fn pack(
     family: Option<String>,
     compression: Compression,
     dry_run: bool,
+    force: bool,
 ) -> CliResult {
     let files = scan_pack_dir(dir)?;
+    for (_, _, path) in &files {
+        crate::safety::not_same_file(path, out)?;
+    }
+    if !dry_run {
+        crate::safety::not_existing(out, force)?;
+    }
     let mut arches: Vec<&str> = files.iter().map(|(_, a, _)| a.as_str()).collect();
     arches.dedup();
     let gfx_arch_family = match (family, arches.as_slice()) {
@@ -351,6 +402,7 @@ fn pack(
 /// Problems `verify` reports for one archive (empty: fine); the rules are
 /// `kpack_format`'s, shared with `kpack verify`.
 fn check(file: &Path) -> anyhow::Result<Vec<String>> {
+    crate::safety::regular_file(file)?;
     let findings = kpack_format::verify(file)?;
     Ok(findings.iter().map(ToString::to_string).collect())
 }

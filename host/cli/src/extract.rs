@@ -31,6 +31,9 @@ pub struct Args {
     /// Do not check the MD5 of compressed bundles.
     #[arg(long)]
     no_verify_hash: bool,
+    /// Replace existing files in the output directory.
+    #[arg(long)]
+    force: bool,
 }
 
 /// One file to write.
@@ -47,6 +50,7 @@ pub fn run(args: Args) -> CliResult {
         .iter()
         .map(|t| TargetId::parse(t.strip_prefix(kpack_amdgpu::TARGET_PREFIX).unwrap_or(t)))
         .collect::<Result<_, _>>()?;
+    crate::safety::regular_file(&args.file)?;
     if let Some(input) = crate::offloading::detect(&args.file)? {
         return crate::offloading::extract(
             &args.file,
@@ -55,6 +59,7 @@ pub fn run(args: Args) -> CliResult {
             &wanted,
             &args.output,
             !args.no_verify_hash,
+            args.force,
         );
     }
     let walk = WalkOptions {
@@ -110,11 +115,14 @@ pub fn run(args: Args) -> CliResult {
     if bundles.is_empty() {
         return Err(anyhow::anyhow!("{}: no device code", args.file.display()).into());
     }
-    std::fs::create_dir_all(&args.output)
-        .with_context(|| format!("cannot create {}", args.output.display()))?;
+    for job in &jobs {
+        crate::safety::not_existing(&args.output.join(&job.name), args.force)?;
+    }
+    let created = crate::safety::CreatedDir::create(&args.output)?;
+    crate::safety::clean_stale_temps(&args.output);
     // Stage everything, then move into place: no partial output on failure.
     let stage = tempfile::Builder::new()
-        .prefix(".kpack-extract-")
+        .prefix(&kpack_format::temp_prefix("extract"))
         .tempdir_in(&args.output)
         .with_context(|| {
             format!(
@@ -151,6 +159,8 @@ pub fn run(args: Args) -> CliResult {
         let size = std::fs::metadata(&dest).map(|m| m.len()).unwrap_or(0);
         println!("{}\t{size}", display(&dest));
     }
+    drop(stage);
+    created.keep();
     Ok(())
 }
 

@@ -97,6 +97,10 @@ pub fn run(args: Args) -> CliResult {
     };
     let mut files = Vec::new();
     let mut warned = false;
+    // Checked up front: a FIFO among the inputs would block the run.
+    for path in &args.files {
+        crate::safety::regular_file(path)?;
+    }
     for path in &args.files {
         if let Some(input) = crate::offloading::detect(path)? {
             files.push(AnyReport::Offloading(crate::offloading::inspect(

@@ -16,6 +16,7 @@ mod offload;
 mod offloading;
 mod plugins;
 mod recombine;
+mod safety;
 mod split;
 mod verify;
 mod verify_elf;
@@ -62,6 +63,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    safety::quiet_on_broken_pipe();
     if std::env::args_os().nth(1).is_some_and(|a| a == "--list") {
         return exit::finish(
             external::list(&<Cli as clap::CommandFactory>::command()).map_err(Into::into),

@@ -9,6 +9,7 @@ use kpack_offload::{ArchiveSet, OffloadOptions, Outcome, offload_binary, relativ
 
 use crate::archive_args::ArchiveArgs;
 use crate::exit::CliResult;
+use crate::safety;
 
 /// Arguments of `kpack offload`.
 #[derive(clap::Args)]
@@ -34,12 +35,29 @@ pub struct Args {
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
+    /// Replace an existing OUTPUT and existing archives.
+    #[arg(long)]
+    force: bool,
     #[command(flatten)]
     archive: ArchiveArgs,
 }
 
 /// Run `kpack offload`.
 pub fn run(args: Args) -> CliResult {
+    safety::regular_file(&args.input)?;
+    if let Some(n) = &args.name {
+        safety::plain_name("--name", n)?;
+    }
+    safety::not_same_file(&args.input, &args.output)?;
+    safety::not_existing(&args.output, args.force)?;
+    let created = safety::CreatedDir::create(&args.archives)?;
+    // Two offloads into one archive directory take turns, so a host binary
+    // never ends up beside the other run's archives.
+    let _lock = safety::lock_dir(&args.archives)?;
+    safety::clean_stale_temps(&args.archives);
+    if let Some(dir) = args.output.parent().filter(|d| !d.as_os_str().is_empty()) {
+        safety::clean_stale_temps(dir);
+    }
     let file_name = |p: &PathBuf| {
         p.file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -59,6 +77,7 @@ pub fn run(args: Args) -> CliResult {
             ..Default::default()
         },
     );
+    archives.set_no_clobber(!args.force);
     let out_dir = args.output.parent().map(PathBuf::from).unwrap_or_default();
     let search_paths = if args.search_paths.is_empty() {
         vec![archives.search_path_from(&out_dir)]
@@ -81,6 +100,10 @@ pub fn run(args: Args) -> CliResult {
             return Err(e.into());
         }
     };
+    // A host-only input writes no archive: leave no empty directory either.
+    if !written.is_empty() {
+        created.keep();
+    }
     if args.json {
         let archives: Vec<_> = written
             .iter()

@@ -468,6 +468,7 @@ pub fn extract(
     targets: &[TargetId],
     output: &Path,
     verify_hash: bool,
+    force: bool,
 ) -> crate::exit::CliResult {
     let (_, images) = walk(path, input, verify_hash, true)?;
     if images.is_empty() {
@@ -495,13 +496,16 @@ pub fn extract(
             .into());
         }
     }
-    std::fs::create_dir_all(output)
-        .with_context(|| format!("cannot create {}", output.display()))?;
+    let chosen: Vec<&Image> = images.iter().filter(|i| matches(&i.arch)).collect();
+    for img in &chosen {
+        crate::safety::not_existing(&output.join(&img.file_name), force)?;
+    }
+    let created = crate::safety::CreatedDir::create(output)?;
+    crate::safety::clean_stale_temps(output);
     let stage = tempfile::Builder::new()
-        .prefix(".kpack-extract-")
+        .prefix(&kpack_format::temp_prefix("extract"))
         .tempdir_in(output)
         .with_context(|| format!("cannot create a staging directory in {}", output.display()))?;
-    let chosen: Vec<&Image> = images.iter().filter(|i| matches(&i.arch)).collect();
     for img in &chosen {
         let p = stage.path().join(&img.file_name);
         std::fs::write(&p, &img.bytes).with_context(|| format!("cannot write {}", p.display()))?;
@@ -512,5 +516,7 @@ pub fn extract(
             .with_context(|| format!("cannot move into {}", dest.display()))?;
         println!("{}\t{}", dest.display(), img.bytes.len());
     }
+    drop(stage);
+    created.keep();
     Ok(())
 }

@@ -24,6 +24,7 @@ pub struct Args {
 /// Run `kpack verify`.
 pub fn run(args: Args) -> CliResult {
     let rep = verify(&args.dirs)?;
+    let stale = stale_temps(&args.dirs);
     if args.json {
         let v = serde_json::json!({ "schema_version": 1, "errors": rep.errors(), "report": rep });
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
@@ -44,8 +45,33 @@ pub fn run(args: Args) -> CliResult {
             rep.errors()
         );
     }
-    if rep.errors() > 0 {
+    // Flagged, not removed: verify only reads.
+    for p in &stale {
+        eprintln!(
+            "error: [stale-temp] {}: left by a kpack run that died; remove it",
+            p.display()
+        );
+    }
+    if rep.errors() > 0 || !stale.is_empty() {
         return Err(CliError::Findings);
     }
     Ok(())
+}
+
+/// Temp files and staging directories of dead kpack runs anywhere under
+/// `dirs` (not descending into them), sorted.
+fn stale_temps(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo: Vec<PathBuf> = dirs.to_vec();
+    while let Some(d) = todo.pop() {
+        out.extend(kpack_format::stale_temps(&d));
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            if is_dir && !kpack_format::is_stale_temp(&e.file_name()) {
+                todo.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
 }

@@ -29,6 +29,7 @@ pub struct Args {
 pub fn run(args: Args) -> CliResult {
     let mut all = Vec::new();
     for path in &args.files {
+        crate::safety::regular_file(path)?;
         // PE images (DLL, EXE), told by magic: kpack-pe's structural checks.
         if kpack_pe::is_pe_file(path)? {
             let bytes =

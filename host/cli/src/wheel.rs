@@ -46,6 +46,9 @@ struct SplitArgs {
     /// Split in a staging directory and report, but write no wheel.
     #[arg(long)]
     dry_run: bool,
+    /// Replace wheels that already exist in the output directory.
+    #[arg(long)]
+    force: bool,
     #[command(flatten)]
     handlers: HandlerArgs,
 }
@@ -71,9 +74,7 @@ fn source_date_epoch() -> anyhow::Result<u64> {
 }
 
 fn split(args: SplitArgs) -> CliResult {
-    if !args.input.is_file() {
-        return Err(anyhow::anyhow!("{}: no such file", args.input.display()).into());
-    }
+    crate::safety::regular_file(&args.input)?;
     let handlers = if args.handlers.is_empty() {
         None
     } else {
@@ -90,10 +91,22 @@ fn split(args: SplitArgs) -> CliResult {
     opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
     opts.mtime = source_date_epoch()?;
     opts.dry_run = args.dry_run;
+    opts.force = args.force;
+    // A failed split leaves no output folder it created behind.
+    let created = if args.dry_run {
+        None
+    } else {
+        let c = crate::safety::CreatedDir::create(&args.output)?;
+        crate::safety::clean_stale_temps(&args.output);
+        Some(c)
+    };
 
     let start = std::time::Instant::now();
     let pool = args.archive.thread_pool()?;
     let report = pool.install(|| split_wheel(&args.input, &args.output, &opts))?;
+    if let Some(c) = created {
+        c.keep();
+    }
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }

@@ -116,6 +116,16 @@ impl Archive {
     pub fn open(path: impl AsRef<Path>) -> Result<Archive> {
         let path = path.as_ref();
         let inner = || -> Result<Archive> {
+            // Opening a FIFO blocks until a writer comes, and a device or
+            // directory is no archive: refuse anything but a regular file
+            // before opening it.
+            let meta = std::fs::metadata(path).map_err(|e| Error::io("cannot open archive", e))?;
+            if !meta.is_file() {
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    format!("not a regular file ({})", file_kind(&meta)),
+                ));
+            }
             let file = File::open(path).map_err(|e| Error::io("cannot open archive", e))?;
             let len = file
                 .metadata()
@@ -345,4 +355,27 @@ fn decompress(frame: &[u8], entry: &Entry) -> Result<Vec<u8>> {
         )));
     }
     Ok(out)
+}
+
+/// What kind of file `meta` describes, for messages.
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+        if t.is_block_device() || t.is_char_device() {
+            return "a device";
+        }
+    }
+    if meta.is_dir() {
+        "a directory"
+    } else {
+        "not a file"
+    }
 }

@@ -119,8 +119,7 @@ impl ArchiveWriter {
             _ => PathBuf::from("."),
         };
         let mut spool = tempfile::Builder::new()
-            .prefix(".kpack-")
-            .suffix(".tmp")
+            .prefix(&crate::temp_prefix("spool"))
             .tempfile_in(&dir)
             .map_err(|e| {
                 Error::io(
@@ -300,7 +299,9 @@ impl ArchiveWriter {
             set_readable(self.spool.as_file())?;
             let spool = std::mem::replace(
                 &mut self.spool,
-                tempfile::NamedTempFile::new_in(&self.dir)
+                tempfile::Builder::new()
+                    .prefix(&crate::temp_prefix("spool"))
+                    .tempfile_in(&self.dir)
                     .map_err(|e| Error::io("temp file", e))?,
             );
             spool
@@ -314,8 +315,7 @@ impl ArchiveWriter {
         }
 
         let mut out = tempfile::Builder::new()
-            .prefix(".kpack-")
-            .suffix(".tmp")
+            .prefix(&crate::temp_prefix("archive"))
             .tempfile_in(&self.dir)
             .map_err(|e| {
                 Error::io(

@@ -133,6 +133,7 @@ pub struct ArchiveSet {
     name: String,
     options: WriterOptions,
     writers: BTreeMap<String, ArchiveWriter>,
+    no_clobber: bool,
 }
 
 impl ArchiveSet {
@@ -145,6 +146,7 @@ impl ArchiveSet {
             name,
             options,
             writers: BTreeMap::new(),
+            no_clobber: false,
         }
     }
 
@@ -161,7 +163,13 @@ impl ArchiveSet {
             name,
             options,
             writers: BTreeMap::new(),
+            no_clobber: false,
         }
+    }
+
+    /// Refuse (instead of replacing) an archive that already exists.
+    pub fn set_no_clobber(&mut self, yes: bool) {
+        self.no_clobber = yes;
     }
 
     /// The archive directory for a processor.
@@ -219,7 +227,15 @@ impl ArchiveSet {
             if options.gfx_arch_family.is_empty() {
                 options.gfx_arch_family = processor.to_string();
             }
-            let w = ArchiveWriter::create(self.path_for(processor), options)?;
+            let path = self.path_for(processor);
+            if self.no_clobber && std::fs::symlink_metadata(&path).is_ok() {
+                return Err(Error::Io {
+                    path,
+                    what: "already exists; pass --force to overwrite",
+                    source: std::io::ErrorKind::AlreadyExists.into(),
+                });
+            }
+            let w = ArchiveWriter::create(path, options)?;
             self.writers.insert(processor.to_string(), w);
         }
         self.writers.get_mut(processor).ok_or_else(|| Error::Io {
@@ -414,7 +430,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8], mode_from: &Path) -> Result<(
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(io)?;
     let mut tmp = tempfile::Builder::new()
-        .prefix(".kpack-")
+        .prefix(&kpack_format::temp_prefix("host"))
         .tempfile_in(dir)
         .map_err(io)?;
     tmp.write_all(bytes).map_err(io)?;

@@ -154,7 +154,7 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
         }
     };
     let stage = tempfile::Builder::new()
-        .prefix(".kpack-split-")
+        .prefix(&kpack_format::temp_prefix("split"))
         .tempdir_in(out)
         .map_err(|e| Error::io(out, "cannot create a staging directory", e))?;
     let generic_name = format!("{c}_generic");

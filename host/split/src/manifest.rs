@@ -12,6 +12,15 @@ pub const MANIFEST: &str = "artifact_manifest.txt";
 /// `..`, `\`, or repeats.
 pub fn read_manifest(artifact: &Path) -> Result<Vec<String>> {
     let path = artifact.join(MANIFEST);
+    // A manifest that is a symlink (to /etc/passwd, say) is not read through.
+    let meta = std::fs::symlink_metadata(&path)
+        .map_err(|e| Error::io(&path, "cannot read the artifact manifest", e))?;
+    if !meta.is_file() {
+        return Err(Error::invalid(
+            &path,
+            "the artifact manifest is not a regular file (a symlink is not followed)",
+        ));
+    }
     let text = std::fs::read_to_string(&path)
         .map_err(|e| Error::io(&path, "cannot read the artifact manifest", e))?;
     let mut out: Vec<String> = Vec::new();
@@ -35,6 +44,22 @@ pub fn read_manifest(artifact: &Path) -> Result<Vec<String>> {
                 &path,
                 format!("line {}: prefix {p:?} is listed twice", n + 1),
             ));
+        }
+        // A prefix reached through a symlink could lead out of the
+        // artifact: its files would be read (and copied) from elsewhere.
+        let mut at = artifact.to_path_buf();
+        for part in p.split('/') {
+            at.push(part);
+            if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(Error::invalid(
+                    &path,
+                    format!(
+                        "line {}: prefix {p:?} goes through the symlink {}; links are not followed",
+                        n + 1,
+                        at.display()
+                    ),
+                ));
+            }
         }
         out.push(p.to_string());
     }

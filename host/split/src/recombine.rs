@@ -336,7 +336,7 @@ pub fn recombine(shards: &Path, config: &RecombineConfig, out: &Path) -> Result<
 
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, "cannot create", e))?;
     let stage = tempfile::Builder::new()
-        .prefix(".kpack-recombine-")
+        .prefix(&kpack_format::temp_prefix("recombine"))
         .tempdir_in(out)
         .map_err(|e| Error::io(out, "cannot stage", e))?;
     let mut outputs = Vec::new();

@@ -42,6 +42,9 @@ pub struct WheelOptions<'a> {
     /// Do everything in the staging directory, report, and write nothing
     /// to the output directory.
     pub dry_run: bool,
+    /// Replace wheels that already exist in the output directory (else
+    /// they are refused before anything is moved into place).
+    pub force: bool,
 }
 
 impl std::fmt::Debug for WheelOptions<'_> {
@@ -54,6 +57,7 @@ impl std::fmt::Debug for WheelOptions<'_> {
             .field("databases", &self.databases.is_some())
             .field("mtime", &self.mtime)
             .field("dry_run", &self.dry_run)
+            .field("force", &self.force)
             .finish()
     }
 }
@@ -76,6 +80,7 @@ impl WheelOptions<'_> {
             databases: None,
             mtime: ZIP_EPOCH,
             dry_run: false,
+            force: false,
         }
     }
 }
@@ -167,6 +172,19 @@ fn entry_order(dist_info: &str, path: &str) -> (bool, String) {
 }
 
 /// Split `input` into `out_dir` (created if missing; must not be the
+/// An existing output wheel is refused unless `force` (one policy for every
+/// kpack command that writes).
+fn refuse_existing(dest: &Path, force: bool) -> Result<()> {
+    if !force && std::fs::symlink_metadata(dest).is_ok() {
+        return Err(Error::new(
+            ErrorKind::Exists,
+            Some(dest.to_path_buf()),
+            "already exists; pass --force to overwrite",
+        ));
+    }
+    Ok(())
+}
+
 /// input's directory, since the host wheel has the input's file name).
 pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Result<WheelReport> {
     if !opts.dry_run {
@@ -195,7 +213,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         out_dir.to_path_buf()
     };
     let staging = tempfile::Builder::new()
-        .prefix(".kpack-wheel-")
+        .prefix(&kpack_format::temp_prefix("wheel"))
         .tempdir_in(&staging_in)
         .map_err(|e| Error::io(&staging_in, "cannot create a staging directory", e))?;
     let src = staging.path().join("src");
@@ -322,6 +340,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
             .map_err(|e| Error::io(&staged, "cannot copy the input", e))?;
         let dest = out_dir.join(&input_file);
         if !opts.dry_run {
+            refuse_existing(&dest, opts.force)?;
             std::fs::rename(&staged, &dest)
                 .map_err(|e| Error::io(&dest, "cannot move into place", e))?;
         }
@@ -497,6 +516,9 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
                 });
             }
         }
+    }
+    for job in jobs.iter().filter(|_| !opts.dry_run) {
+        refuse_existing(&out_dir.join(&job.file), opts.force)?;
     }
     for job in jobs.iter().filter(|_| !opts.dry_run) {
         let dest = out_dir.join(&job.file);

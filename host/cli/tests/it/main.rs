@@ -15,6 +15,7 @@ mod offloading;
 mod pe;
 mod plugins;
 mod runtime_e2e;
+mod safety;
 mod split;
 mod util;
 mod wheel;

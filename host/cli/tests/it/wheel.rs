@@ -636,16 +636,24 @@ fn wheel_without_device_code_is_copied_unchanged() {
         std::fs::read(out.join(WHEEL)).unwrap(),
         std::fs::read(&input).unwrap()
     );
-    let o = kpack_env(
-        &[
+    let run = |force: bool| {
+        let mut args = vec![
             "wheel",
             "split",
             input.to_str().unwrap(),
             "-o",
             out.to_str().unwrap(),
-        ],
-        &[],
-    );
+        ];
+        if force {
+            args.push("--force");
+        }
+        kpack_env(&args, &[])
+    };
+    // The host wheel is there from the first run: refused without --force.
+    let o = run(false);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
+    let o = run(true);
     assert!(
         o.status.success() && stdout(&o).contains("no device code"),
         "{}",

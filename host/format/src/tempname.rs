@@ -1,0 +1,100 @@
+//! Names of the temp files and staging directories every kpack command
+//! creates beside its outputs: `.kpack-tmp-<pid>-<what>-<random>`.
+//!
+//! The process id is in the name so that a later run (and `kpack verify`)
+//! can tell a temp file left by a process that died (`kill -9`, power loss)
+//! from one that a concurrent run is still writing, and remove or flag only
+//! the stale ones.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+/// Every kpack temp file or staging directory name starts with this.
+pub const TEMP_PREFIX: &str = ".kpack-tmp-";
+
+/// The name prefix for a temp file or staging directory of this process:
+/// `.kpack-tmp-<pid>-<what>-` (`tempfile` appends random characters).
+pub fn temp_prefix(what: &str) -> String {
+    format!("{TEMP_PREFIX}{}-{what}-", std::process::id())
+}
+
+/// The process id in a kpack temp name, or `None` for any other name.
+pub fn temp_owner(name: &OsStr) -> Option<u32> {
+    let rest = name.to_str()?.strip_prefix(TEMP_PREFIX)?;
+    rest.split('-').next()?.parse().ok()
+}
+
+/// `true` when `name` is a kpack temp name whose process is gone. Only
+/// decided where `/proc` shows processes (Linux); elsewhere nothing is stale,
+/// so a live run's files are never taken for stale ones.
+pub fn is_stale_temp(name: &OsStr) -> bool {
+    let Some(pid) = temp_owner(name) else {
+        return false;
+    };
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() {
+        return false;
+    }
+    pid != std::process::id() && !proc.join(pid.to_string()).exists()
+}
+
+/// Stale kpack temp files and directories directly in `dir`, sorted.
+/// An unreadable `dir` has none.
+pub fn stale_temps(dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = rd
+        .flatten()
+        .filter(|e| is_stale_temp(&e.file_name()))
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
+}
+
+/// Remove the stale kpack temp files and directories directly in `dir`;
+/// returns what was removed. Removal is best effort: what cannot be removed
+/// is left for the next run.
+pub fn remove_stale_temps(dir: &Path) -> Vec<PathBuf> {
+    stale_temps(dir)
+        .into_iter()
+        .filter(|p| {
+            let is_dir = std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+            if is_dir {
+                std::fs::remove_dir_all(p).is_ok()
+            } else {
+                std::fs::remove_file(p).is_ok()
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recognises_names_of_dead_and_live_processes() {
+        let own = temp_prefix("x");
+        assert_eq!(temp_owner(OsStr::new(&own)), Some(std::process::id()));
+        assert!(!is_stale_temp(OsStr::new(&format!("{own}abc"))));
+        assert_eq!(temp_owner(OsStr::new(".kpack-abc.tmp")), None);
+        // pid_max is at most 2^22 on Linux, so this process cannot exist.
+        assert!(is_stale_temp(OsStr::new(".kpack-tmp-99999999-archive-abc")));
+    }
+
+    #[test]
+    fn removes_only_stale_temps() {
+        let dir = tempfile::tempdir().unwrap();
+        let stale = dir.path().join(".kpack-tmp-99999999-split-abc");
+        std::fs::create_dir(&stale).unwrap();
+        std::fs::write(stale.join("f"), b"x").unwrap();
+        let live = dir.path().join(format!("{}abc", temp_prefix("x")));
+        std::fs::write(&live, b"x").unwrap();
+        let other = dir.path().join("keep.kpack");
+        std::fs::write(&other, b"x").unwrap();
+        assert_eq!(remove_stale_temps(dir.path()), vec![stale.clone()]);
+        assert!(!stale.exists() && live.exists() && other.exists());
+    }
+}
