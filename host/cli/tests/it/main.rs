@@ -8,6 +8,7 @@
 )]
 
 mod archive;
+mod independent_reader;
 mod inspect;
 mod offload;
 mod offloading;
