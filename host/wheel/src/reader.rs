@@ -547,7 +547,6 @@ mod tests {
         assert!(check_path("pkg/lib/").is_ok());
     }
 
-    use std::io::Write as _;
     use zip::write::SimpleFileOptions;
 
     const WHEEL_FILE: &str = "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n";
