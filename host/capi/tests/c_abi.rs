@@ -115,3 +115,42 @@ fn c_program_exercises_every_function_with_shared_and_static_library() {
         work.path(),
     );
 }
+
+/// `tests/c/amd_abi.c` declares the API exactly as AMD's header does (spec
+/// §10), not through our generated header, and links the shared library.
+#[test]
+fn c_program_with_amds_own_declarations_links_and_runs() {
+    let work = tempfile::tempdir().unwrap();
+    let lib = lib_dir();
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let vectors = crate_dir.join("../format/tests/vectors");
+    let noop = std::fs::canonicalize(vectors.join("amd_test_noop.kpack")).unwrap();
+    let zstd = std::fs::canonicalize(vectors.join("amd_test_zstd.kpack")).unwrap();
+    let empty = work.path().join("empty.kpack");
+    std::fs::write(&empty, b"").unwrap();
+    let exe = work.path().join("amd_abi");
+    let status = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror"])
+        .arg(crate_dir.join("tests/c/amd_abi.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-lrocm_kpack")
+        .status()
+        .expect("run cc");
+    assert!(status.success(), "cc failed");
+    let out = Command::new(&exe)
+        .args([&noop, &zstd, &empty])
+        .env_remove("ROCM_KPACK_PATH")
+        .env_remove("ROCM_KPACK_PATH_PREFIX")
+        .env_remove("ROCM_KPACK_DISABLE")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains(" passed, 0 failed"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

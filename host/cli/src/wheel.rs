@@ -49,6 +49,10 @@ struct SplitArgs {
     /// Replace wheels that already exist in the output directory.
     #[arg(long)]
     force: bool,
+    /// Most bytes the wheel may inflate to (suffixes K, M, G, T; default
+    /// 64G); entries over 16 MiB that inflate more than 200x are refused too.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    max_unpacked_size: Option<u64>,
     #[command(flatten)]
     handlers: HandlerArgs,
 }
@@ -71,6 +75,28 @@ fn source_date_epoch() -> anyhow::Result<u64> {
         Ok(_) | Err(std::env::VarError::NotPresent) => Ok(ZIP_EPOCH),
         Err(e) => bail!("SOURCE_DATE_EPOCH: {e}"),
     }
+}
+
+/// `123`, `4K`, `2G` (binary multiples).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, shift) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return Err(format!("{s:?}: unknown suffix (K, M, G or T)")),
+            };
+            (&t[..i], shift)
+        }
+        _ => (t, 0),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1u64 << shift))
+        .ok_or_else(|| format!("{s:?} is not a size in bytes"))
 }
 
 fn split(args: SplitArgs) -> CliResult {
@@ -100,6 +126,12 @@ fn split(args: SplitArgs) -> CliResult {
         crate::safety::clean_stale_temps(&args.output);
         Some(c)
     };
+    if let Some(max) = args.max_unpacked_size {
+        opts.limits.max_unpacked_size = max;
+        // Raising the total is how a user says "this wheel is really that
+        // big": the ratio guard follows it.
+        opts.limits.max_ratio = u64::MAX;
+    }
 
     let start = std::time::Instant::now();
     let pool = args.archive.thread_pool()?;

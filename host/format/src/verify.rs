@@ -34,6 +34,19 @@ pub enum Finding {
         /// The key.
         key: String,
     },
+    /// An architecture (in the TOC or `gfx_arches`) that is not a target id
+    /// (`gfx90a`, `gfx942:xnack+`): it names a file (`@GFXARCH@` paths,
+    /// `archive extract`'s directories), so `../../x` would escape.
+    BadArch {
+        /// The architecture as stored.
+        arch: String,
+    },
+    /// A binary key that is not a plain relative path (`..`, `.` or empty
+    /// components, a leading `/`, a NUL): `archive extract` refuses it.
+    UnsafeKey {
+        /// The key as stored.
+        key: String,
+    },
 }
 
 impl fmt::Display for Finding {
@@ -50,6 +63,14 @@ impl fmt::Display for Finding {
             Finding::KeyWithoutIndex { key } => write!(
                 f,
                 "key {key:?} has no #<co_index> suffix; the current loader cannot look it up"
+            ),
+            Finding::BadArch { arch } => write!(
+                f,
+                "arch {arch:?} is not an AMDGPU target id; a reader would build paths from it"
+            ),
+            Finding::UnsafeKey { key } => write!(
+                f,
+                "key {key:?} is not a plain relative path; it would escape an extraction directory"
             ),
         }
     }
@@ -72,7 +93,9 @@ impl Archive {
     /// Check what opening does not: decode every entry (zstd frames to
     /// their `original_size`), every TOC architecture listed in
     /// `gfx_arches`, every key ending in `#<co_index>`. Findings come in
-    /// that order; entries and keys in sorted order, architectures sorted.
+    /// that order; entries and keys in sorted order, architectures sorted;
+    /// then every architecture (TOC and `gfx_arches`) a target id and every
+    /// key a plain relative path.
     pub fn verify(&self) -> Vec<Finding> {
         let mut findings = Vec::new();
         let mut toc_arches: Vec<&str> = Vec::new();
@@ -101,6 +124,32 @@ impl Archive {
                 .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
             if !indexed {
                 findings.push(Finding::KeyWithoutIndex {
+                    key: key.to_owned(),
+                });
+            }
+        }
+        let mut all_arches: Vec<&str> = self
+            .entries()
+            .map(|e| e.arch())
+            .chain(self.arches().iter().map(String::as_str))
+            .collect();
+        all_arches.sort_unstable();
+        all_arches.dedup();
+        for arch in all_arches {
+            if kpack_amdgpu::TargetId::parse(arch).is_err() {
+                findings.push(Finding::BadArch {
+                    arch: arch.to_owned(),
+                });
+            }
+        }
+        for key in self.binaries() {
+            let plain = !key.contains('\0')
+                && !key.starts_with('/')
+                && key
+                    .split('/')
+                    .all(|part| !part.is_empty() && part != "." && part != "..");
+            if !plain {
+                findings.push(Finding::UnsafeKey {
                     key: key.to_owned(),
                 });
             }
@@ -184,6 +233,49 @@ mod tests {
             findings(bytes),
             ["TOC arch \"gfx1100\" is missing from gfx_arches, so AMD's loader never finds it"]
         );
+    }
+
+    /// Replace every `from` in `bytes` by `to` (same length).
+    fn patch(bytes: &mut [u8], from: &[u8], to: &[u8]) {
+        assert_eq!(from.len(), to.len());
+        let mut hits = 0;
+        for i in 0..=bytes.len() - from.len() {
+            if &bytes[i..i + from.len()] == from {
+                bytes[i..i + from.len()].copy_from_slice(to);
+                hits += 1;
+            }
+        }
+        assert!(hits > 0);
+    }
+
+    #[test]
+    fn reports_arches_that_are_not_target_ids_and_keys_that_escape() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = write(dir.path(), &[("lib/a.so#0", "gfx1100")], Compression::None);
+        let mut arch = bytes.clone();
+        patch(&mut arch, b"gfx1100", b"../../X");
+        assert_eq!(
+            findings(arch),
+            ["arch \"../../X\" is not an AMDGPU target id; a reader would build paths from it"]
+        );
+        for bad in [
+            &b"../a.so#0X"[..],
+            b"lib/\0.so#0",
+            b"/lb/a.so#0",
+            b"lib//a.s#0",
+        ] {
+            let mut key = bytes.clone();
+            patch(&mut key, b"lib/a.so#0", bad);
+            let found = match Archive::from_bytes(key) {
+                Ok(a) => a.verify().iter().map(ToString::to_string).collect(),
+                Err(e) => vec![format!("refused on open: {e}")],
+            };
+            let want = format!(
+                "key {:?} is not a plain relative path; it would escape an extraction directory",
+                std::str::from_utf8(bad).unwrap()
+            );
+            assert!(found.contains(&want), "{bad:?}: {found:?}");
+        }
     }
 
     #[test]

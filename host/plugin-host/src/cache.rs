@@ -7,6 +7,16 @@
 //! temporary name and renamed, so readers never see half a file; failures
 //! to write are ignored (the cache is an optimisation). The directory is
 //! `$XDG_CACHE_HOME/kpack` or `~/.cache/kpack`.
+//!
+//! A compiled component is native code that wasmtime maps and runs without
+//! checking it, so the cache trusts a file only when (1) the cache
+//! directory, its `components/` directory and the file are owned by the
+//! current user and not writable by group or others, and (2) the file
+//! starts with an HMAC-SHA256 of the rest under a per-user random key kept
+//! in `cache-key` (mode 0600, same checks). A file that fails (2) is
+//! recompiled and replaced; a directory that fails (1) is not used at all,
+//! with a warning on stderr. The bytes checked are the bytes loaded (read
+//! into memory once, never mapped from the file).
 
 use std::hash::{Hash, Hasher};
 use std::io::Write;
@@ -48,6 +58,145 @@ fn key(engine: &Engine, wasm_sha256: &[u8; 32]) -> String {
     hex::encode(d.finalize())
 }
 
+/// The MAC at the start of every cache file.
+const MAC_LEN: usize = 32;
+
+type Mac = hmac::Hmac<Sha256>;
+
+/// Why a cache path is not trusted, or what failed while checking it.
+fn untrusted(path: &Path, why: impl std::fmt::Display) -> String {
+    format!("{}: {why}", path.display())
+}
+
+/// `meta` (of `path`) is owned by the current user and not writable by
+/// group or others.
+#[cfg(unix)]
+fn check_owner(path: &Path, meta: &std::fs::Metadata) -> std::result::Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(untrusted(
+            path,
+            format!(
+                "owned by uid {}, not by the current user ({me})",
+                meta.uid()
+            ),
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(untrusted(
+            path,
+            format!(
+                "writable by group or others (mode {:o})",
+                meta.mode() & 0o7777
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_owner(_path: &Path, _meta: &std::fs::Metadata) -> std::result::Result<(), String> {
+    Ok(())
+}
+
+/// A private directory: created 0700 if missing, else checked.
+fn private_dir(dir: &Path) -> std::result::Result<(), String> {
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+    b.create(dir).map_err(|e| untrusted(dir, e))?;
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| untrusted(dir, e))?;
+    if !meta.is_dir() {
+        return Err(untrusted(dir, "not a directory"));
+    }
+    check_owner(dir, &meta)
+}
+
+/// The cache's HMAC key, `dir/cache-key`: created with fresh random bytes
+/// and mode 0600 if missing; otherwise it must be a regular file owned by
+/// the current user that nobody else can read or write.
+fn cache_key(dir: &Path) -> std::result::Result<Vec<u8>, String> {
+    use std::io::Read;
+    let path = dir.join("cache-key");
+    if std::fs::symlink_metadata(&path).is_err() {
+        let mut key = [0u8; 32];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut key))
+            .map_err(|e| untrusted(Path::new("/dev/urandom"), e))?;
+        // NamedTempFile is created 0600; persist_noclobber keeps a key
+        // another process wrote first.
+        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| untrusted(dir, e))?;
+        tmp.write_all(&key).map_err(|e| untrusted(dir, e))?;
+        let _ = tmp.persist_noclobber(&path);
+    }
+    let mut f = std::fs::File::open(&path).map_err(|e| untrusted(&path, e))?;
+    let meta = f.metadata().map_err(|e| untrusted(&path, e))?;
+    let link = std::fs::symlink_metadata(&path).map_err(|e| untrusted(&path, e))?;
+    if !meta.is_file() || !link.is_file() {
+        return Err(untrusted(&path, "not a regular file"));
+    }
+    check_owner(&path, &meta)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if meta.mode() & 0o077 != 0 {
+            return Err(untrusted(
+                &path,
+                format!(
+                    "readable by group or others (mode {:o})",
+                    meta.mode() & 0o7777
+                ),
+            ));
+        }
+    }
+    let mut key = Vec::new();
+    f.read_to_end(&mut key).map_err(|e| untrusted(&path, e))?;
+    if key.len() != 32 {
+        return Err(untrusted(&path, "not a 32-byte key"));
+    }
+    Ok(key)
+}
+
+/// The trusted components directory of cache `dir` and its key, or why
+/// the cache may not be used.
+fn open_cache(dir: &Path) -> std::result::Result<(PathBuf, Vec<u8>), String> {
+    private_dir(dir)?;
+    let key = cache_key(dir)?;
+    let components = dir.join("components");
+    private_dir(&components)?;
+    Ok((components, key))
+}
+
+fn mac(key: &[u8]) -> Mac {
+    // HMAC takes keys of any length; 32 bytes is checked above.
+    <Mac as hmac::Mac>::new_from_slice(key)
+        .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"))
+}
+
+/// The compiled bytes of cache file `path` if it is ours and its MAC is
+/// right; `None` otherwise (missing, foreign, tampered).
+fn read_verified(path: &Path, key: &[u8]) -> Option<Vec<u8>> {
+    use hmac::Mac as _;
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).ok()?;
+    let meta = f.metadata().ok()?;
+    if !meta.is_file() || check_owner(path, &meta).is_err() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes).ok()?;
+    if bytes.len() < MAC_LEN {
+        return None;
+    }
+    let code = bytes.split_off(MAC_LEN);
+    let mut m = mac(key);
+    m.update(&code);
+    m.verify_slice(&bytes).ok()?;
+    Some(code)
+}
+
 /// Load `wasm` as a component, through the cache in `dir` when given.
 pub(crate) fn load(
     engine: &Engine,
@@ -56,15 +205,29 @@ pub(crate) fn load(
     dir: Option<&Path>,
     origin: &str,
 ) -> Result<(Component, Source)> {
-    let path = dir.map(|d| {
-        d.join("components")
-            .join(format!("{}.cwasm", key(engine, wasm_sha256)))
+    let cache = dir.and_then(|d| match open_cache(d) {
+        Ok(c) => Some(c),
+        Err(why) => {
+            // Once per directory and process: a run loads several handlers.
+            static WARNED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+            let mut warned = WARNED
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if !warned.iter().any(|w| w == d) {
+                warned.push(d.to_path_buf());
+                eprintln!("warning: compiled-handler cache not used: {why}");
+            }
+            None
+        }
     });
-    if let Some(path) = &path
-        && path.is_file()
+    let path = cache
+        .as_ref()
+        .map(|(c, _)| c.join(format!("{}.cwasm", key(engine, wasm_sha256))));
+    if let (Some(path), Some((_, k))) = (&path, &cache)
+        && let Some(code) = read_verified(path, k)
     {
-        // A stale or foreign file fails to deserialize: fall through and recompile.
-        if let Ok(c) = trusted::deserialize_file(engine, path) {
+        // A stale file fails to deserialize: fall through and recompile.
+        if let Ok(c) = trusted::deserialize(engine, &code) {
             return Ok((c, Source::Cache));
         }
     }
@@ -74,21 +237,24 @@ pub(crate) fn load(
             format!("{origin}: not a valid WebAssembly component: {e:#}"),
         )
     })?;
-    if let Some(path) = &path {
-        let _ = store(&component, path);
+    if let (Some(path), Some((_, k))) = (&path, &cache) {
+        let _ = store(&component, path, k);
     }
     Ok((component, Source::Compiled))
 }
 
-fn store(component: &Component, path: &Path) -> std::io::Result<()> {
+fn store(component: &Component, path: &Path, key: &[u8]) -> std::io::Result<()> {
+    use hmac::Mac as _;
     let bytes = component
         .serialize()
         .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
     let dir = path
         .parent()
         .ok_or_else(|| std::io::Error::other("cache path has no parent"))?;
-    std::fs::create_dir_all(dir)?;
+    let mut m = mac(key);
+    m.update(&bytes);
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(&m.finalize().into_bytes())?;
     tmp.write_all(&bytes)?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
@@ -99,19 +265,99 @@ fn store(component: &Component, path: &Path) -> std::io::Result<()> {
     reason = "wasmtime offers no safe way to load a compiled component"
 )]
 mod trusted {
-    use std::path::Path;
-
     use wasmtime::Engine;
     use wasmtime::component::Component;
 
-    /// Load a compiled component written by [`super::store`].
-    pub(super) fn deserialize_file(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
-        // SAFETY: `deserialize_file` maps native code and trusts it. The only
-        // files read here are ones this module wrote itself (`store`), into
-        // the user's own cache directory, under a name that hashes the wasm
-        // and the engine configuration; wasmtime additionally checks the
-        // header's engine and version and rejects mismatches with an error.
-        // kpack never loads a `.cwasm` from a registry or a user argument.
-        unsafe { Component::deserialize_file(engine, path) }
+    /// Load a compiled component whose bytes [`super::read_verified`]
+    /// checked.
+    pub(super) fn deserialize(engine: &Engine, code: &[u8]) -> wasmtime::Result<Component> {
+        // SAFETY: `deserialize` trusts `code` as native code. It reaches
+        // here only from `read_verified`: the file is owned by this user,
+        // not writable by others, in a directory with the same checks, and
+        // carries an HMAC-SHA256 under this user's 0600 key that only
+        // `store` (this module's writer) computes, so these are bytes this
+        // user's kpack compiled. They are checked in memory and loaded from
+        // the same buffer (no re-read of the file). wasmtime additionally
+        // checks the header's engine and version.
+        unsafe { Component::deserialize(engine, code) }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    /// The empty component: magic, component-model version, layer 1.
+    const EMPTY: &[u8] = b"\0asm\x0d\0\x01\0";
+
+    fn load_empty(dir: &Path) -> Source {
+        let engine = crate::sandbox::engine().unwrap();
+        let sha: [u8; 32] = Sha256::digest(EMPTY).into();
+        load(&engine, EMPTY, &sha, Some(dir), "empty").unwrap().1
+    }
+
+    fn cwasm(dir: &Path) -> PathBuf {
+        let mut files: Vec<_> = std::fs::read_dir(dir.join("components"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+            .collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        files.pop().unwrap()
+    }
+
+    #[test]
+    fn a_tampered_artifact_is_recompiled_not_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("kpack");
+        assert_eq!(load_empty(&dir), Source::Compiled);
+        assert_eq!(load_empty(&dir), Source::Cache);
+        // Overwrite code bytes (after the MAC) with int3.
+        let file = cwasm(&dir);
+        let mut bytes = std::fs::read(&file).unwrap();
+        let n = bytes.len();
+        for b in &mut bytes[MAC_LEN + 64..n.min(MAC_LEN + 4096)] {
+            *b = 0xcc;
+        }
+        std::fs::write(&file, &bytes).unwrap();
+        assert_eq!(load_empty(&dir), Source::Compiled);
+        // Replaced by a good one.
+        assert_eq!(load_empty(&dir), Source::Cache);
+        // A different key (another user's, or a lost one) also recompiles.
+        std::fs::remove_file(dir.join("cache-key")).unwrap();
+        assert_eq!(load_empty(&dir), Source::Compiled);
+        assert_eq!(load_empty(&dir), Source::Cache);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_world_writable_cache_dir_is_not_used() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("kpack");
+        assert_eq!(load_empty(&dir), Source::Compiled);
+        assert_eq!(load_empty(&dir), Source::Cache);
+        for d in [dir.clone(), dir.join("components")] {
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+            assert!(
+                open_cache(&dir)
+                    .unwrap_err()
+                    .contains("writable by group or others")
+            );
+            assert_eq!(load_empty(&dir), Source::Compiled);
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        // A key others can read is no secret.
+        let key = dir.join("cache-key");
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(
+            open_cache(&dir)
+                .unwrap_err()
+                .contains("readable by group or others")
+        );
+        assert_eq!(load_empty(&dir), Source::Compiled);
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(load_empty(&dir), Source::Cache);
     }
 }

@@ -137,6 +137,14 @@ impl Cache {
         if arches.is_empty() {
             return Err(Error::new(ErrorKind::InvalidArgument, "empty arch list"));
         }
+        // An arch is substituted into `@GFXARCH@` paths: `../../x` would
+        // name a file anywhere. Only a target id may get there.
+        if let Some(bad) = arches.iter().find(|a| !is_agent_isa(a)) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("arch {bad:?} is not an AMDGPU target id (gfx<processor>[:feature±]...)"),
+            ));
+        }
         if self.config.disabled {
             return Err(Error::new(
                 ErrorKind::NotImplemented,
@@ -445,6 +453,15 @@ pub(crate) fn weakly_canonical(path: &Path) -> Option<PathBuf> {
     None
 }
 
+/// `arch` (an agent ISA name, prefix optional) follows the target-id
+/// grammar with a `gfx` processor, as loosely as [`compatible_targets`]
+/// reads it (empty features skipped).
+fn is_agent_isa(arch: &str) -> bool {
+    let s = strip_target_prefix(arch);
+    let canonical: Vec<&str> = s.split(':').filter(|p| !p.is_empty()).collect();
+    s.starts_with("gfx") && kpack_amdgpu::TargetId::parse(&canonical.join(":")).is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -475,6 +492,36 @@ mod tests {
         }
         assert_eq!(cache.resolutions.read().unwrap().len(), MAX_MEMOISED);
         assert_eq!(cache.open_archive_count(), 1);
+    }
+
+    #[test]
+    fn refuses_arches_that_are_not_target_ids() {
+        let cache = Cache::new(Config::default());
+        let marker = Marker {
+            kernel_name: "k".into(),
+            search_paths: vec!["../.kpack/x_@GFXARCH@.kpack".into()],
+        };
+        for bad in [
+            "../../../../etc/x",
+            "gfx90a/../x",
+            "gfx90a:xnack",
+            "x86_64",
+            "gfx90a\0",
+        ] {
+            let e = cache
+                .load(&marker, Path::new("/nonexistent/lib/a.so"), 0, &[bad])
+                .unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{bad:?}: {e}");
+            assert!(e.to_string().contains("is not an AMDGPU target id"), "{e}");
+        }
+        for good in [
+            "gfx90a",
+            "amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-",
+            "gfx9-4-generic",
+            "gfx90a::xnack+",
+        ] {
+            assert!(is_agent_isa(good), "{good}");
+        }
     }
 
     #[test]

@@ -109,11 +109,43 @@ fn read_small(zip: &mut zip::ZipArchive<File>, input: &Path, name: &str) -> Resu
     Ok(text)
 }
 
+/// Limits on what unpacking a wheel may inflate, so a small crafted zip
+/// (a 2 MB wheel holding a 2 GiB entry of zeros) cannot fill the disk or
+/// spend minutes inflating. Raise them for genuinely huge wheels
+/// (`kpack wheel split --max-unpacked-size`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most bytes all entries together may inflate to (default 64 GiB).
+    pub max_unpacked_size: u64,
+    /// Most an entry larger than [`Limits::RATIO_FLOOR`] may inflate per
+    /// byte stored (default 200: real libraries and data compress far
+    /// less; deflate's own ceiling is about 1030).
+    pub max_ratio: u64,
+}
+
+impl Limits {
+    /// Entries up to this size are never refused for their ratio (a small
+    /// file of zeros is harmless).
+    pub const RATIO_FLOOR: u64 = 16 << 20;
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_unpacked_size: 64 << 30,
+            max_ratio: 200,
+        }
+    }
+}
+
 /// A wheel path that is safe and canonical: relative, `/`-separated, no
-/// empty, `.` or `..` components, no backslashes or NULs.
+/// empty, `.` or `..` components, no backslashes, NULs or drive letters
+/// (`C:/x` is absolute on Windows).
 fn check_path(name: &str) -> std::result::Result<(), String> {
     let trimmed = name.strip_suffix('/').unwrap_or(name);
+    let drive = trimmed.split('/').next().is_some_and(|c| c.contains(':'));
     if trimmed.is_empty()
+        || drive
         || trimmed.starts_with('/')
         || trimmed.contains(['\\', '\0'])
         || trimmed
@@ -126,7 +158,7 @@ fn check_path(name: &str) -> std::result::Result<(), String> {
 }
 
 /// Open and unpack `input` into `dir` (which must exist and be empty).
-pub(crate) fn unpack(input: &Path, dir: &Path) -> Result<Unpacked> {
+pub(crate) fn unpack(input: &Path, dir: &Path, limits: &Limits) -> Result<Unpacked> {
     let file_name = input
         .file_name()
         .and_then(|n| n.to_str())
@@ -138,7 +170,20 @@ pub(crate) fn unpack(input: &Path, dir: &Path) -> Result<Unpacked> {
         .map_err(|e| Error::io(input, "cannot stat", e))?
         .len();
     let mut zip = zip::ZipArchive::new(file).map_err(|e| Error::zip(input, "not a zip file", e))?;
-
+    // The zip crate indexes entries by name, so of two entries with one
+    // name it keeps the last; which one an installer unpacks is undefined.
+    // Compare with the count the central directory itself declares.
+    let declared = declared_entries(input)?;
+    if declared != Some(zip.len() as u64) {
+        return Err(Error::invalid(
+            input,
+            format!(
+                "the central directory declares {} entries but holds {} distinct names: duplicate entry names",
+                declared.map_or_else(|| "?".to_string(), |n| n.to_string()),
+                zip.len()
+            ),
+        ));
+    }
     // The one top-level `.dist-info` directory.
     let mut dist_infos: Vec<String> = zip
         .file_names()
@@ -223,12 +268,24 @@ pub(crate) fn unpack(input: &Path, dir: &Path) -> Result<Unpacked> {
         bytes,
     };
     let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
     for i in 0..zip.len() {
         let mut entry = zip
             .by_index(i)
             .map_err(|e| Error::zip(input, &format!("entry #{i}"), e))?;
         let path = entry.name().to_string();
         check_path(&path).map_err(|e| Error::invalid(input, e))?;
+        // A symlink entry would become a regular file holding the target's
+        // name; installers disagree on them, so a wheel may not hold any.
+        if entry
+            .unix_mode()
+            .is_some_and(|m| m & 0o170_000 == 0o120_000)
+        {
+            return Err(Error::invalid(
+                input,
+                format!("entry {path} is a symbolic link"),
+            ));
+        }
         let mode = entry
             .unix_mode()
             .map(|m| m & 0o777)
@@ -255,7 +312,13 @@ pub(crate) fn unpack(input: &Path, dir: &Path) -> Result<Unpacked> {
             None => None,
         };
         let mut hasher = sha2::Sha256::new();
+        let mut crc = crc32fast::Hasher::new();
         let mut size = 0u64;
+        let (want_size, want_crc) = (entry.size(), entry.crc32());
+        let max_entry = limits
+            .max_ratio
+            .saturating_mul(entry.compressed_size())
+            .max(Limits::RATIO_FLOOR);
         loop {
             let n = entry.read(&mut buf).map_err(|e| {
                 Error::invalid(input, format!("entry {path}: cannot decompress")).with_source(e)
@@ -264,11 +327,45 @@ pub(crate) fn unpack(input: &Path, dir: &Path) -> Result<Unpacked> {
                 break;
             }
             hasher.update(&buf[..n]);
+            crc.update(&buf[..n]);
+            size += n as u64;
+            total += n as u64;
+            // Checked while inflating, before anything more is written.
+            if total > limits.max_unpacked_size {
+                return Err(Error::invalid(
+                    input,
+                    format!(
+                        "entry {path}: the wheel inflates to more than {} bytes (raise the limit with --max-unpacked-size)",
+                        limits.max_unpacked_size
+                    ),
+                ));
+            }
+            if size > max_entry {
+                return Err(Error::invalid(
+                    input,
+                    format!(
+                        "entry {path} inflates to more than {} times its {} stored bytes: a zip bomb?",
+                        limits.max_ratio,
+                        entry.compressed_size()
+                    ),
+                ));
+            }
             if let (Some(out), Some(d)) = (&mut out, &dest) {
                 out.write_all(&buf[..n])
                     .map_err(|e| Error::io(d, "cannot write", e))?;
             }
-            size += n as u64;
+        }
+        // Kept entries are copied as raw compressed bytes with the input's
+        // size and CRC fields: they must describe what the bytes inflate to,
+        // or the host wheel is one that `zipfile` refuses ("Bad CRC-32").
+        let got_crc = crc.finalize();
+        if size != want_size || got_crc != want_crc {
+            return Err(Error::invalid(
+                input,
+                format!(
+                    "entry {path} inflates to {size} bytes with CRC-32 {got_crc:08x}, its header says {want_size} bytes with {want_crc:08x}"
+                ),
+            ));
         }
         drop(out);
         if let Some(d) = &dest {
@@ -326,6 +423,52 @@ pub(crate) fn unpack(input: &Path, dir: &Path) -> Result<Unpacked> {
         return Err(Error::invalid(input, format!("no {record_name}")));
     }
     Ok(un)
+}
+
+/// The entry count the end-of-central-directory record (or its zip64
+/// twin) declares; `None` if it cannot be found (the zip crate, which
+/// found it, would have failed first).
+fn declared_entries(input: &Path) -> Result<Option<u64>> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = File::open(input).map_err(|e| Error::io(input, "cannot open", e))?;
+    let len = f
+        .seek(SeekFrom::End(0))
+        .map_err(|e| Error::io(input, "cannot seek", e))?;
+    // The record is 22 bytes plus a comment of at most 65535.
+    let tail_len = len.min(22 + 65_535);
+    let mut tail = vec![0u8; tail_len as usize];
+    f.seek(SeekFrom::Start(len - tail_len))
+        .and_then(|_| f.read_exact(&mut tail))
+        .map_err(|e| Error::io(input, "cannot read the end of central directory", e))?;
+    let u16_at = |b: &[u8], o: usize| b.get(o..o + 2).map(|x| u16::from_le_bytes([x[0], x[1]]));
+    let Some(eocd) = (0..tail.len().saturating_sub(21))
+        .rev()
+        .find(|&i| tail[i..].starts_with(b"PK\x05\x06"))
+    else {
+        return Ok(None);
+    };
+    let count = u16_at(&tail, eocd + 10);
+    if count != Some(0xFFFF) {
+        return Ok(count.map(u64::from));
+    }
+    // Zip64: the locator sits just before the record and points at the
+    // zip64 record, whose total entry count is at +32.
+    let loc = eocd.checked_sub(20).and_then(|l| tail.get(l..l + 20));
+    let Some(loc) = loc.filter(|l| l.starts_with(b"PK\x06\x07")) else {
+        return Ok(None);
+    };
+    let mut off = [0u8; 8];
+    off.copy_from_slice(&loc[8..16]);
+    let mut rec = [0u8; 40];
+    f.seek(SeekFrom::Start(u64::from_le_bytes(off)))
+        .and_then(|_| f.read_exact(&mut rec))
+        .map_err(|e| Error::io(input, "cannot read the zip64 end of central directory", e))?;
+    if !rec.starts_with(b"PK\x06\x06") {
+        return Ok(None);
+    }
+    let mut n = [0u8; 8];
+    n.copy_from_slice(&rec[32..40]);
+    Ok(Some(u64::from_le_bytes(n)))
 }
 
 /// The sha384 / sha512 digest of entry `name` (RECORDs may use them; rare
@@ -395,10 +538,184 @@ mod tests {
 
     #[test]
     fn refuses_unsafe_paths() {
-        for bad in ["../x", "/abs", "a/../b", "a//b", "a\\b", "./a", ""] {
+        for bad in [
+            "../x", "/abs", "a/../b", "a//b", "a\\b", "./a", "", "C:/x", "c:x", "C:",
+        ] {
             assert!(check_path(bad).is_err(), "{bad:?}");
         }
         assert!(check_path("pkg/lib/x.so").is_ok());
         assert!(check_path("pkg/lib/").is_ok());
+    }
+
+    use zip::write::SimpleFileOptions;
+
+    const WHEEL_FILE: &str = "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n";
+    const METADATA: &str = "Metadata-Version: 2.1\nName: p\nVersion: 1\n";
+
+    /// A wheel `p-1-py3-none-any.whl` in `dir` holding `files` (name,
+    /// content, unix mode) plus a correct dist-info; `big` adds an entry of
+    /// `big` zero bytes at `p/zeros`, written streaming.
+    fn wheel(dir: &Path, files: &[(&str, &[u8], u32)], big: u64) -> PathBuf {
+        let path = dir.join("p-1-py3-none-any.whl");
+        let mut z = zip::ZipWriter::new(File::create(&path).unwrap());
+        let mut record = String::new();
+        let opts =
+            SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+        for (name, bytes, mode) in files {
+            if *mode == 0o120_777 {
+                let target = std::str::from_utf8(bytes).unwrap();
+                z.add_symlink(*name, target, opts).unwrap();
+            } else {
+                z.start_file(*name, opts.unix_permissions(*mode)).unwrap();
+                z.write_all(bytes).unwrap();
+            }
+            record += &format!(
+                "{name},{},{}\n",
+                crate::record::record_hash(bytes),
+                bytes.len()
+            );
+        }
+        if big > 0 {
+            z.start_file("p/zeros", opts.large_file(big > u32::MAX as u64))
+                .unwrap();
+            let chunk = vec![0u8; 1 << 20];
+            let mut h = sha2::Sha256::new();
+            let mut left = big;
+            while left > 0 {
+                let n = left.min(chunk.len() as u64) as usize;
+                z.write_all(&chunk[..n]).unwrap();
+                h.update(&chunk[..n]);
+                left -= n as u64;
+            }
+            let d: [u8; 32] = h.finalize().into();
+            record += &format!("p/zeros,{},{big}\n", format_sha256(&d));
+        }
+        for (name, text) in [
+            ("p-1.dist-info/WHEEL", WHEEL_FILE),
+            ("p-1.dist-info/METADATA", METADATA),
+        ] {
+            z.start_file(name, opts).unwrap();
+            z.write_all(text.as_bytes()).unwrap();
+            record += &format!(
+                "{name},{},{}\n",
+                crate::record::record_hash(text.as_bytes()),
+                text.len()
+            );
+        }
+        record += "p-1.dist-info/RECORD,,\n";
+        z.start_file("p-1.dist-info/RECORD", opts).unwrap();
+        z.write_all(record.as_bytes()).unwrap();
+        z.finish().unwrap();
+        path
+    }
+
+    fn unpack_err(input: &Path, limits: &Limits) -> String {
+        let out = tempfile::tempdir().unwrap();
+        let e = unpack(input, out.path(), limits).expect_err("must be refused");
+        assert_eq!(e.kind(), crate::ErrorKind::Invalid, "{e}");
+        e.to_string()
+    }
+
+    #[test]
+    fn unpacks_a_plain_wheel() {
+        let tmp = tempfile::tempdir().unwrap();
+        let w = wheel(tmp.path(), &[("p/__init__.py", b"x = 1\n", 0o644)], 0);
+        let out = tempfile::tempdir().unwrap();
+        let un = unpack(&w, out.path(), &Limits::default()).unwrap();
+        assert!(un.files.contains_key("p/__init__.py"));
+    }
+
+    #[test]
+    fn refuses_a_wheel_over_the_unpacked_size_limit() {
+        let tmp = tempfile::tempdir().unwrap();
+        // 40 MiB of zeros: under the ratio floor's reach only if the ratio
+        // guard is off, so the total limit is what refuses it here.
+        let w = wheel(tmp.path(), &[], 40 << 20);
+        let limits = Limits {
+            max_unpacked_size: 8 << 20,
+            max_ratio: u64::MAX,
+        };
+        let e = unpack_err(&w, &limits);
+        assert!(
+            e.contains("inflates to more than 8388608 bytes") && e.contains("--max-unpacked-size"),
+            "{e}"
+        );
+        // The default limits refuse it for its ratio (about 1000:1).
+        let e = unpack_err(&w, &Limits::default());
+        assert!(e.contains("p/zeros inflates to more than 200 times"), "{e}");
+        // Raised, it unpacks.
+        let out = tempfile::tempdir().unwrap();
+        let limits = Limits {
+            max_unpacked_size: 64 << 20,
+            max_ratio: u64::MAX,
+        };
+        unpack(&w, out.path(), &limits).unwrap();
+    }
+
+    /// Rewrite every `from` in `bytes` to `to` (same length).
+    fn patch(bytes: &mut [u8], from: &[u8], to: &[u8]) -> usize {
+        assert_eq!(from.len(), to.len());
+        let mut n = 0;
+        let mut i = 0;
+        while i + from.len() <= bytes.len() {
+            if &bytes[i..i + from.len()] == from {
+                bytes[i..i + from.len()].copy_from_slice(to);
+                n += 1;
+            }
+            i += 1;
+        }
+        n
+    }
+
+    #[test]
+    fn refuses_an_entry_whose_header_size_is_not_what_it_inflates_to() {
+        let tmp = tempfile::tempdir().unwrap();
+        let body = vec![b'a'; 3000];
+        let w = wheel(tmp.path(), &[("p-1.dist-info/big.txt", &body, 0o644)], 0);
+        // The size fields (local and central) say 1000, the data inflates
+        // to 3000 (a kept dist-info entry, copied as raw bytes).
+        let mut bytes = std::fs::read(&w).unwrap();
+        assert_eq!(
+            patch(&mut bytes, &3000u32.to_le_bytes(), &1000u32.to_le_bytes()),
+            2
+        );
+        std::fs::write(&w, &bytes).unwrap();
+        let e = unpack_err(&w, &Limits::default());
+        assert!(
+            e.contains("big.txt")
+                && (e.contains("header says 1000 bytes") || e.contains("cannot decompress")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn refuses_duplicate_entries() {
+        let tmp = tempfile::tempdir().unwrap();
+        let w = wheel(
+            tmp.path(),
+            &[("p/a.py", b"1", 0o644), ("p/b.py", b"1", 0o644)],
+            0,
+        );
+        let mut bytes = std::fs::read(&w).unwrap();
+        // Both names (local headers, central directory, RECORD) become p/a.py.
+        assert!(patch(&mut bytes, b"p/b.py", b"p/a.py") >= 2);
+        std::fs::write(&w, &bytes).unwrap();
+        let e = unpack_err(&w, &Limits::default());
+        assert!(
+            e.contains("declares 5 entries but holds 4 distinct names"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn refuses_symlink_entries_and_drive_letter_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let w = wheel(tmp.path(), &[("p/link", b"/etc/passwd", 0o120_777)], 0);
+        let e = unpack_err(&w, &Limits::default());
+        assert!(e.contains("p/link is a symbolic link"), "{e}");
+        let tmp = tempfile::tempdir().unwrap();
+        let w = wheel(tmp.path(), &[("C:/x", b"1", 0o644)], 0);
+        let e = unpack_err(&w, &Limits::default());
+        assert!(e.contains("unsafe or non-canonical path \"C:/x\""), "{e}");
     }
 }

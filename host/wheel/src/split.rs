@@ -13,7 +13,7 @@ use zip::DateTime;
 use crate::error::{Error, ErrorKind, Result};
 use crate::headers::Headers;
 use crate::name::{escape, is_valid_name, normalize};
-use crate::reader::{Route, SPLIT_SCHEMES, Unpacked, list_files, unpack};
+use crate::reader::{Limits, Route, SPLIT_SCHEMES, Unpacked, list_files, unpack};
 use crate::writer::{WheelWriter, ZIP_EPOCH, zip_time};
 
 /// How to split a wheel. Build it with [`WheelOptions::new`] and adjust fields.
@@ -45,6 +45,8 @@ pub struct WheelOptions<'a> {
     /// Replace wheels that already exist in the output directory (else
     /// they are refused before anything is moved into place).
     pub force: bool,
+    /// How much the input may inflate to (zip-bomb guards).
+    pub limits: Limits,
 }
 
 impl std::fmt::Debug for WheelOptions<'_> {
@@ -58,6 +60,7 @@ impl std::fmt::Debug for WheelOptions<'_> {
             .field("mtime", &self.mtime)
             .field("dry_run", &self.dry_run)
             .field("force", &self.force)
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -81,6 +84,7 @@ impl WheelOptions<'_> {
             mtime: ZIP_EPOCH,
             dry_run: false,
             force: false,
+            limits: Limits::default(),
         }
     }
 }
@@ -218,7 +222,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         .map_err(|e| Error::io(&staging_in, "cannot create a staging directory", e))?;
     let src = staging.path().join("src");
     std::fs::create_dir_all(&src).map_err(|e| Error::io(&src, "cannot create", e))?;
-    let un = unpack(input, &src)?;
+    let un = unpack(input, &src, &opts.limits)?;
 
     let host_name = un
         .metadata

@@ -9,6 +9,7 @@
 
 mod archive;
 mod embedded;
+mod independent_reader;
 mod inspect;
 mod offload;
 mod offloading;

@@ -515,8 +515,7 @@ fn verify_reports_a_marker_that_does_not_resolve() {
     assert_eq!(r.status.code(), Some(1), "{}", stdout(&r));
     let o = stdout(&r);
     assert!(
-        o.contains("rocblas-bench#0: no gfx90a code")
-            && o.contains("blas_lib.bin.rocblas-bench_gfx90a.kpack"),
+        o.contains("rocblas-bench#0: no arch artifact of blas_lib holds code for it"),
         "{o}"
     );
 
@@ -542,4 +541,66 @@ fn verify_reports_a_marker_that_does_not_resolve() {
             && o.contains("names gfx1030 in the gfx90a artifact"),
         "{o}"
     );
+}
+
+#[test]
+fn verify_accepts_binaries_with_different_target_sets_in_one_artifact() {
+    // libaxpy_2arch (gfx90a + gfx1030) and libaxpy_gfx1030 in one artifact:
+    // the gfx90a artifact holds nothing of the second, and that is right.
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let a = t.join("in/blas_lib_gfx94X");
+    write(&a.join("artifact_manifest.txt"), b"lib/stage\n");
+    copy(
+        &fixture("corpus/libaxpy_2arch.so"),
+        &a.join("lib/stage/lib/libtwo.so"),
+    );
+    copy(
+        &fixture("corpus/libaxpy_gfx1030.so"),
+        &a.join("lib/stage/lib/libone.so"),
+    );
+    copy(
+        &fixture("corpus/libaxpy_wide.so"),
+        &a.join("lib/stage/lib/libwide.so"),
+    );
+    let r = run_kpack(&[
+        "split",
+        t.join("in").to_str().unwrap(),
+        "-o",
+        t.join("out").to_str().unwrap(),
+        "--batch",
+    ]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    assert!(t.join("out/blas_lib_gfx90a").is_dir() && t.join("out/blas_lib_gfx1030").is_dir());
+    let v = verify_ok(&t.join("out"));
+    assert_eq!(v["report"]["binaries"], 3, "{v}");
+    assert!(v["report"]["resolved"].as_u64().unwrap() >= 4, "{v}");
+
+    // Removing every archive of one binary is still found.
+    for e in walk(&t.join("out")) {
+        let name = e.file_name().unwrap().to_str().unwrap();
+        if name.contains("libone") && name.ends_with(".kpack") {
+            std::fs::remove_file(&e).unwrap();
+        }
+    }
+    let r = kpack(["verify", t.join("out").to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(1), "{}", stdout(&r));
+    assert!(
+        stdout(&r).contains("no arch artifact of blas_lib holds code for it"),
+        "{}",
+        stdout(&r)
+    );
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() && !p.is_symlink() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }

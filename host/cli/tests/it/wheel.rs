@@ -718,3 +718,34 @@ fn refuses_a_wheel_whose_record_does_not_match() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("holds the input"), "{}", stderr(&o));
 }
+
+#[test]
+fn max_unpacked_size_limits_what_a_wheel_may_inflate_to() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = build_fat_wheel(tmp.path(), &fat_files());
+    let out = tmp.path().join("out");
+    let args = |max: &'static str| {
+        [
+            "wheel".to_string(),
+            "split".into(),
+            input.to_str().unwrap().into(),
+            "-o".into(),
+            out.to_str().unwrap().into(),
+            "--max-unpacked-size".into(),
+            max.into(),
+        ]
+    };
+    let o = kpack_env(&args("1K"), &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "inflates to more than 1024 bytes (raise the limit with --max-unpacked-size)"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.join(WHEEL).exists());
+    let o = kpack_env(&args("1G"), &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(out.join(WHEEL).exists());
+}
