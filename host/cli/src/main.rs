@@ -17,6 +17,7 @@ mod offloading;
 mod plugins;
 mod recombine;
 mod split;
+mod target_args;
 mod verify;
 mod verify_elf;
 mod wheel;

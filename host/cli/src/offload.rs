@@ -5,10 +5,11 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use kpack_format::WriterOptions;
-use kpack_offload::{ArchiveSet, OffloadOptions, Outcome, offload_binary, relative_path};
+use kpack_offload::{ArchiveSet, OffloadOptions, Outcome, offload_binary_filtered, relative_path};
 
 use crate::archive_args::ArchiveArgs;
 use crate::exit::CliResult;
+use crate::target_args::TargetArgs;
 
 /// Arguments of `kpack offload`.
 #[derive(clap::Args)]
@@ -36,10 +37,13 @@ pub struct Args {
     json: bool,
     #[command(flatten)]
     archive: ArchiveArgs,
+    #[command(flatten)]
+    targets: TargetArgs,
 }
 
 /// Run `kpack offload`.
 pub fn run(args: Args) -> CliResult {
+    let filter = args.targets.filter()?;
     let file_name = |p: &PathBuf| {
         p.file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -70,10 +74,9 @@ pub fn run(args: Args) -> CliResult {
         search_paths: search_paths.clone(),
         verify_hash: args.archive.verify_hash(),
     };
-    let outcome = args
-        .archive
-        .thread_pool()?
-        .install(|| offload_binary(&args.input, &args.output, &opts, &mut archives))?;
+    let outcome = args.archive.thread_pool()?.install(|| {
+        offload_binary_filtered(&args.input, &args.output, &opts, &filter, &mut archives)
+    })?;
     let written = match archives.finish() {
         Ok(w) => w,
         Err(e) => {
@@ -110,6 +113,7 @@ pub fn run(args: Args) -> CliResult {
             transform,
             code_objects,
             targets,
+            excluded,
             ..
         } => {
             if transform.signature_invalidated {
@@ -129,12 +133,14 @@ pub fn run(args: Args) -> CliResult {
                 transform.marker_addr
             );
             println!("  {code_objects} code objects for {}", targets.join(", "));
+            print_excluded(excluded);
             print_archives(&written);
         }
         Outcome::Offloaded {
             transform,
             code_objects,
             targets,
+            excluded,
         } => {
             println!(
                 "{} -> {}: {} -> {} bytes ({} bytes of device code removed), {} wrapper(s) HIPK, marker at {:#x}",
@@ -147,6 +153,7 @@ pub fn run(args: Args) -> CliResult {
                 transform.marker_addr
             );
             println!("  {code_objects} code objects for {}", targets.join(", "));
+            print_excluded(excluded);
             for (_, w) in &written {
                 let shown = relative_path(&std::env::current_dir().unwrap_or_default(), &w.path);
                 println!(
@@ -171,5 +178,17 @@ fn print_archives(written: &[(String, kpack_format::Written)]) {
             w.entries,
             w.file_size
         );
+    }
+}
+
+/// What the target filter left out: `  excluded T: N` per target, the
+/// format `kpack split` uses.
+fn print_excluded(excluded: &[String]) {
+    let mut counts = std::collections::BTreeMap::new();
+    for t in excluded {
+        *counts.entry(t.as_str()).or_insert(0u64) += 1;
+    }
+    for (t, n) in counts {
+        println!("  excluded {t}: {n}");
     }
 }

@@ -11,6 +11,7 @@ use kpack_wheel::{WheelOptions, WheelReport, ZIP_EPOCH, split_wheel};
 use crate::archive_args::ArchiveArgs;
 use crate::exit::CliResult;
 use crate::handlers::HandlerArgs;
+use crate::target_args::TargetArgs;
 
 /// Arguments of `kpack wheel`.
 #[derive(clap::Args)]
@@ -48,6 +49,8 @@ struct SplitArgs {
     dry_run: bool,
     #[command(flatten)]
     handlers: HandlerArgs,
+    #[command(flatten)]
+    targets: TargetArgs,
 }
 
 /// Run `kpack wheel`.
@@ -71,6 +74,7 @@ fn source_date_epoch() -> anyhow::Result<u64> {
 }
 
 fn split(args: SplitArgs) -> CliResult {
+    let targets = args.targets.filter()?;
     if !args.input.is_file() {
         return Err(anyhow::anyhow!("{}: no such file", args.input.display()).into());
     }
@@ -90,6 +94,7 @@ fn split(args: SplitArgs) -> CliResult {
     opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
     opts.mtime = source_date_epoch()?;
     opts.dry_run = args.dry_run;
+    opts.targets = targets;
 
     let start = std::time::Instant::now();
     let pool = args.archive.thread_pool()?;
@@ -184,5 +189,8 @@ fn print_table(r: &WheelReport) {
     for (h, m) in &r.databases {
         let parts: Vec<String> = m.iter().map(|(v, n)| format!("{v}: {n}")).collect();
         println!("database {h}: {}", parts.join(", "));
+    }
+    for (t, n) in &r.excluded {
+        println!("excluded {t}: {n}");
     }
 }

@@ -54,7 +54,7 @@
 //! use std::path::Path;
 //!
 //! let mut opts = SplitOptions::new("torch");
-//! opts.exclude_arches = vec!["gfx906".into()];
+//! opts.targets = kpack_amdgpu::TargetFilter::new("", "gfx906").unwrap();
 //! let arch = |a: &str| Path::new("out").join(format!("torch_{a}"));
 //! let layout = PrefixLayout {
 //!     source: Path::new("wheel-unpacked"),

@@ -42,6 +42,8 @@ pub struct WheelOptions<'a> {
     /// Do everything in the staging directory, report, and write nothing
     /// to the output directory.
     pub dry_run: bool,
+    /// Which GPU targets to keep (`--gpu-targets`, `--exclude-arch`).
+    pub targets: kpack_amdgpu::TargetFilter,
 }
 
 impl std::fmt::Debug for WheelOptions<'_> {
@@ -54,6 +56,7 @@ impl std::fmt::Debug for WheelOptions<'_> {
             .field("databases", &self.databases.is_some())
             .field("mtime", &self.mtime)
             .field("dry_run", &self.dry_run)
+            .field("targets", &self.targets)
             .finish()
     }
 }
@@ -76,6 +79,7 @@ impl WheelOptions<'_> {
             databases: None,
             mtime: ZIP_EPOCH,
             dry_run: false,
+            targets: kpack_amdgpu::TargetFilter::default(),
         }
     }
 }
@@ -131,6 +135,9 @@ pub struct WheelReport {
     pub databases: BTreeMap<String, BTreeMap<String, u64>>,
     /// Problems that did not stop the split.
     pub warnings: Vec<String>,
+    /// Code objects and database files the target filter dropped, per target.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub excluded: BTreeMap<String, u64>,
 }
 
 impl WheelReport {
@@ -252,6 +259,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         so.compression = opts.compression;
         so.verify_hash = opts.verify_hash;
         so.databases = opts.databases;
+        so.targets = opts.targets.clone();
         let dev_root = staging.path().join("dev");
         let arch = move |a: &str| dev_root.join(a).join(scheme);
         let generic = staging.path().join("host").join(scheme);
@@ -279,7 +287,11 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     let mut binaries = Vec::new();
     let mut databases: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     let mut archs: BTreeSet<String> = BTreeSet::new();
+    let mut excluded: BTreeMap<String, u64> = BTreeMap::new();
     for (scheme, r) in &reports {
+        for (t, n) in &r.excluded {
+            *excluded.entry(t.clone()).or_default() += n;
+        }
         for b in &r.binaries {
             let mut b = b.clone();
             b.path = Unpacked::wheel_path(&un.data_dir, scheme, &b.path);
@@ -339,6 +351,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
             binaries,
             databases,
             warnings,
+            excluded,
         });
     }
 
@@ -515,6 +528,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         binaries,
         databases,
         warnings,
+        excluded,
     })
 }
 
