@@ -17,4 +17,5 @@ mod runtime_e2e;
 mod split;
 mod targets;
 mod util;
+mod verify_gpu;
 mod wheel;
