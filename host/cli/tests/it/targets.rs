@@ -286,3 +286,43 @@ fn wheel_split_filters_targets_and_refuses_an_empty_result() {
     );
     assert_eq!(walk(&out_dir), Vec::<PathBuf>::new());
 }
+
+#[test]
+fn pe_images_are_filtered_the_same_way() {
+    let input = fixture("pe/dll_1tu.dll");
+    let run = |dir: &Path, targets: &str| {
+        kpack([
+            "offload".as_ref(),
+            input.as_os_str(),
+            "-o".as_ref(),
+            dir.join("x.dll").as_os_str(),
+            "--archives".as_ref(),
+            dir.join("kpack").as_os_str(),
+            "--gpu-targets".as_ref(),
+            targets.as_ref(),
+            "--json".as_ref(),
+        ])
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), "gfx1100");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["result"]["format"], "pe");
+    assert_eq!(v["result"]["excluded"], serde_json::json!(["gfx90a"]));
+    assert_eq!(
+        archived(&dir.path().join("kpack")),
+        BTreeSet::from([("dll_1tu_gfx1100.kpack".into(), "gfx1100".into())])
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), "gfx942");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(
+            "dll_1tu.dll: the target filter removes every code object (targets gfx1100, gfx90a)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(walk(dir.path()), Vec::<PathBuf>::new());
+}
