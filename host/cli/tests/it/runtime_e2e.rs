@@ -539,6 +539,21 @@ fn feature_overlay_archives_fall_through_to_the_base() {
         loaded(&run),
         BTreeMap::from([(0, sha(0, "gfx90a")), (1, sha(1, "gfx940"))])
     );
+    // ROCM_KPACK_DEBUG says where a fall-through found the kernel.
+    let run = run_loading(&bin, "gfx90a:xnack+", &[("ROCM_KPACK_DEBUG", "1".as_ref())]);
+    assert!(
+        run.log.contains(&format!(
+            "found in {}",
+            std::fs::canonicalize(&kdir)
+                .unwrap()
+                .join(format!("{name}_gfx90a.kpack"))
+                .display()
+        )) && run
+            .log
+            .contains("after 1 archive/target pair(s) lacking it"),
+        "{}",
+        run.log
+    );
     // A device without xnack+ never sees the overlay.
     let run = run_loading(&bin, "gfx90a:xnack-", &[]);
     assert_eq!(
