@@ -660,6 +660,49 @@ mod tests {
     }
 
     #[test]
+    fn a_listed_entry_that_fails_to_decode_does_not_fall_through() {
+        let (dir, marker, binary) = overlay_tree();
+        let overlay = dir.path().join("torch_gfx90a:xnack+.kpack");
+        let mut w = kpack_format::ArchiveWriter::create(
+            &overlay,
+            kpack_format::WriterOptions {
+                compression: kpack_format::Compression::Zstd { level: 3 },
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        w.add("k#1", "gfx90a:xnack+", &[7u8; 4096]).unwrap();
+        w.finish().unwrap();
+        // Damage the frame's payload (after its 4-byte size word and the
+        // zstd magic); the TOC still lists the entry.
+        let a = Archive::open(&overlay).unwrap();
+        let off = a.entry("k#1", "gfx90a:xnack+").unwrap().stored_offset() as usize;
+        drop(a);
+        let mut bytes = std::fs::read(&overlay).unwrap();
+        for b in &mut bytes[off + 8..off + 16] {
+            *b ^= 0xff;
+        }
+        std::fs::write(&overlay, bytes).unwrap();
+        let cache = Cache::new(Config::default());
+        let err = cache
+            .load(&marker, &binary, 1, &["gfx90a:xnack+"])
+            .unwrap_err();
+        assert_ne!(err.kind(), ErrorKind::KernelNotFound, "{err}");
+        assert!(
+            cache
+                .last_diagnostic()
+                .unwrap()
+                .contains("but reading it failed"),
+            "{err}"
+        );
+        // The base still serves what the overlay does not list.
+        assert_eq!(
+            cache.load(&marker, &binary, 0, &["gfx90a:xnack+"]).unwrap(),
+            b"base0"
+        );
+    }
+
+    #[test]
     fn one_archive_per_processor_falls_through_its_targets() {
         // kpack's own layout: one archive per processor, variants as TOC
         // arches inside it.
