@@ -10,6 +10,8 @@
 //!   variants, the processor grammar ([`split_processor`]);
 //! - [`name`](find_target): target ids as spelled in file names (Tensile's
 //!   `gfx90a-xnack+`, CK's sanitized `gfx950_xnackp`, AMD's `gfx` tokens);
+//! - [`filter`](TargetFilter): which targets `--gpu-targets` and
+//!   `--exclude-arch` keep;
 //! - [`code_object`](Header): what a code object's ELF header says, from
 //!   its first 52 bytes.
 //!
@@ -33,6 +35,7 @@
 #![forbid(unsafe_code)]
 
 mod code_object;
+mod filter;
 mod generic;
 mod mach;
 mod name;
@@ -42,6 +45,7 @@ pub use code_object::{
     EF_AMDGPU_GENERIC_VERSION, EF_AMDGPU_GENERIC_VERSION_OFFSET, ELFOSABI_AMDGPU_HSA, EM_AMDGPU,
     FeatureState, HEADER_BYTES, Header, HeaderError, is_amdgpu_elf,
 };
+pub use filter::{TargetFilter, TargetPattern};
 pub use generic::{GENERIC_TABLE, covered_by, generic_for, is_generic};
 pub use mach::{EF_AMDGPU_MACH, MACH_TABLE, mach_for_processor, processor_for_mach};
 pub use name::{find_target, gfx_tokens, parse_sanitized_target, parse_target};

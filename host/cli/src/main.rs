@@ -18,6 +18,7 @@ mod plugins;
 mod recombine;
 mod safety;
 mod split;
+mod target_args;
 mod verify;
 mod verify_elf;
 mod wheel;

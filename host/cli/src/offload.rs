@@ -5,11 +5,12 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use kpack_format::WriterOptions;
-use kpack_offload::{ArchiveSet, OffloadOptions, Outcome, offload_binary, relative_path};
+use kpack_offload::{ArchiveSet, OffloadOptions, Outcome, offload_binary_filtered, relative_path};
 
 use crate::archive_args::ArchiveArgs;
 use crate::exit::CliResult;
 use crate::safety;
+use crate::target_args::TargetArgs;
 
 /// Arguments of `kpack offload`.
 #[derive(clap::Args)]
@@ -40,10 +41,13 @@ pub struct Args {
     force: bool,
     #[command(flatten)]
     archive: ArchiveArgs,
+    #[command(flatten)]
+    targets: TargetArgs,
 }
 
 /// Run `kpack offload`.
 pub fn run(args: Args) -> CliResult {
+    let filter = args.targets.filter()?;
     safety::regular_file(&args.input)?;
     if let Some(n) = &args.name {
         safety::plain_name("--name", n)?;
@@ -89,10 +93,9 @@ pub fn run(args: Args) -> CliResult {
         search_paths: search_paths.clone(),
         verify_hash: args.archive.verify_hash(),
     };
-    let outcome = args
-        .archive
-        .thread_pool()?
-        .install(|| offload_binary(&args.input, &args.output, &opts, &mut archives))?;
+    let outcome = args.archive.thread_pool()?.install(|| {
+        offload_binary_filtered(&args.input, &args.output, &opts, &filter, &mut archives)
+    })?;
     let written = match archives.finish() {
         Ok(w) => w,
         Err(e) => {
@@ -133,6 +136,7 @@ pub fn run(args: Args) -> CliResult {
             transform,
             code_objects,
             targets,
+            excluded,
             ..
         } => {
             if transform.signature_invalidated {
@@ -152,12 +156,14 @@ pub fn run(args: Args) -> CliResult {
                 transform.marker_addr
             );
             println!("  {code_objects} code objects for {}", targets.join(", "));
+            print_excluded(excluded);
             print_archives(&written);
         }
         Outcome::Offloaded {
             transform,
             code_objects,
             targets,
+            excluded,
         } => {
             println!(
                 "{} -> {}: {} -> {} bytes ({} bytes of device code removed), {} wrapper(s) HIPK, marker at {:#x}",
@@ -170,6 +176,7 @@ pub fn run(args: Args) -> CliResult {
                 transform.marker_addr
             );
             println!("  {code_objects} code objects for {}", targets.join(", "));
+            print_excluded(excluded);
             for (_, w) in &written {
                 let shown = relative_path(&std::env::current_dir().unwrap_or_default(), &w.path);
                 println!(
@@ -194,5 +201,17 @@ fn print_archives(written: &[(String, kpack_format::Written)]) {
             w.entries,
             w.file_size
         );
+    }
+}
+
+/// What the target filter left out: `  excluded T: N` per target, the
+/// format `kpack split` uses.
+fn print_excluded(excluded: &[String]) {
+    let mut counts = std::collections::BTreeMap::new();
+    for t in excluded {
+        *counts.entry(t.as_str()).or_insert(0u64) += 1;
+    }
+    for (t, n) in counts {
+        println!("  excluded {t}: {n}");
     }
 }

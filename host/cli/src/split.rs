@@ -14,6 +14,7 @@ use kpack_split::{
 use crate::archive_args::ArchiveArgs;
 use crate::exit::{CliError, CliResult};
 use crate::handlers::HandlerArgs;
+use crate::target_args::TargetArgs;
 
 /// Arguments of `kpack split`.
 #[derive(clap::Args)]
@@ -31,9 +32,6 @@ pub struct Args {
     /// Component name [default: the artifact directory's name without its last `_` part].
     #[arg(long)]
     component: Option<String>,
-    /// Drop device code and database files of these targets or processors (reported).
-    #[arg(long = "exclude-arch", value_name = "ARCH", value_delimiter = ',')]
-    exclude_arch: Vec<String>,
     /// Archive directory inside each prefix.
     #[arg(long, default_value = "lib/.kpack")]
     archive_dir: String,
@@ -44,10 +42,13 @@ pub struct Args {
     archive: ArchiveArgs,
     #[command(flatten)]
     handlers: HandlerArgs,
+    #[command(flatten)]
+    targets: TargetArgs,
 }
 
 /// Run `kpack split`.
 pub fn run(args: Args) -> CliResult {
+    let targets = args.targets.filter()?;
     let mut inputs = Vec::new();
     if args.batch {
         if args.component.is_some() {
@@ -105,7 +106,7 @@ pub fn run(args: Args) -> CliResult {
     };
     let mut opts = SplitOptions::new("");
     opts.archive_dir = args.archive_dir.trim_matches('/').to_string();
-    opts.exclude_arches = args.exclude_arch.clone();
+    opts.targets = targets;
     opts.verify_hash = args.archive.verify_hash();
     opts.compression = args.archive.compression();
     opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);

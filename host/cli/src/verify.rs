@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use kpack_split::{Severity, verify};
+use kpack_split::{GpuOutcome, Severity, explain_gpu, verify};
 
 use crate::exit::{CliError, CliResult};
 
@@ -19,10 +19,18 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Instead of the layout checks: for this GPU (`gfx1101`,
+    /// `gfx90a:xnack+`), which archive and target every kernel would load
+    /// from, as the runtime resolves it, or what is missing (exit 1).
+    #[arg(long, value_name = "GPU")]
+    gpu: Option<String>,
 }
 
 /// Run `kpack verify`.
 pub fn run(args: Args) -> CliResult {
+    if let Some(gpu) = &args.gpu {
+        return run_gpu(&args, gpu);
+    }
     let rep = verify(&args.dirs)?;
     let stale = stale_temps(&args.dirs);
     if args.json {
@@ -74,4 +82,55 @@ fn stale_temps(dirs: &[PathBuf]) -> Vec<PathBuf> {
     }
     out.sort();
     out
+}
+
+/// `kpack verify --gpu GPU DIR...`.
+fn run_gpu(args: &Args, gpu: &str) -> CliResult {
+    kpack_amdgpu::TargetId::parse(kpack_amdgpu::strip_target_prefix(gpu))
+        .with_context(|| format!("--gpu {gpu:?}"))?;
+    let rep = explain_gpu(&args.dirs, gpu)?;
+    if args.json {
+        let v = serde_json::json!({ "schema_version": 1, "missing": rep.missing(), "report": rep });
+        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+    } else {
+        println!("GPU {gpu}: loader arch list {}", rep.arch_list.join(", "));
+        let mut total = 0;
+        for b in &rep.binaries {
+            println!("{}", b.path);
+            for k in &b.kernels {
+                total += 1;
+                match &k.outcome {
+                    GpuOutcome::Loads {
+                        archive,
+                        target,
+                        lacking,
+                    } => {
+                        println!("  {}: {archive} as {target}", k.key);
+                        for (a, t) in lacking {
+                            println!("    (tried first: {a} as {t}, lacks it)");
+                        }
+                    }
+                    GpuOutcome::Missing {
+                        error,
+                        code,
+                        diagnostic,
+                    } => {
+                        println!("  {}: MISSING ({error}, kpack error {code})", k.key);
+                        for line in diagnostic.lines() {
+                            println!("    {}", line.trim_start());
+                        }
+                    }
+                }
+            }
+        }
+        println!(
+            "{} binaries, {total} kernels, {} missing for {gpu}",
+            rep.binaries.len(),
+            rep.missing()
+        );
+    }
+    if rep.missing() > 0 {
+        return Err(CliError::Findings);
+    }
+    Ok(())
 }

@@ -11,6 +11,7 @@ use kpack_wheel::{WheelOptions, WheelReport, ZIP_EPOCH, split_wheel};
 use crate::archive_args::ArchiveArgs;
 use crate::exit::CliResult;
 use crate::handlers::HandlerArgs;
+use crate::target_args::TargetArgs;
 
 /// Arguments of `kpack wheel`.
 #[derive(clap::Args)]
@@ -55,6 +56,8 @@ struct SplitArgs {
     max_unpacked_size: Option<u64>,
     #[command(flatten)]
     handlers: HandlerArgs,
+    #[command(flatten)]
+    targets: TargetArgs,
 }
 
 /// Run `kpack wheel`.
@@ -100,6 +103,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 fn split(args: SplitArgs) -> CliResult {
+    let targets = args.targets.filter()?;
     crate::safety::regular_file(&args.input)?;
     let handlers = if args.handlers.is_empty() {
         None
@@ -132,6 +136,7 @@ fn split(args: SplitArgs) -> CliResult {
         // big": the ratio guard follows it.
         opts.limits.max_ratio = u64::MAX;
     }
+    opts.targets = targets;
 
     let start = std::time::Instant::now();
     let pool = args.archive.thread_pool()?;
@@ -229,5 +234,8 @@ fn print_table(r: &WheelReport) {
     for (h, m) in &r.databases {
         let parts: Vec<String> = m.iter().map(|(v, n)| format!("{v}: {n}")).collect();
         println!("database {h}: {}", parts.join(", "));
+    }
+    for (t, n) in &r.excluded {
+        println!("excluded {t}: {n}");
     }
 }

@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use kpack_amdgpu::TargetId;
+use kpack_amdgpu::{TargetFilter, TargetId};
 use kpack_bundle::WalkOptions;
 use kpack_elf::{FatBinary, TransformReport, read_fat_binary, transform, verify_image};
 use kpack_format::{ArchiveWriter, Marker, WriterOptions, Written};
@@ -69,6 +69,19 @@ pub enum Error {
         /// The findings.
         findings: Vec<String>,
     },
+    /// The target filter (`--gpu-targets`, `--exclude-arch`) removes
+    /// every code object: refused rather than writing a binary with no
+    /// device code (AMD since #7957).
+    #[error(
+        "{path}: the target filter removes every code object (targets {}); nothing written",
+        targets.join(", ")
+    )]
+    AllTargetsFiltered {
+        /// The binary.
+        path: PathBuf,
+        /// The targets the binary carries, sorted, each once.
+        targets: Vec<String>,
+    },
     /// Writing the output failed.
     #[error("{path}: {what}")]
     Io {
@@ -104,6 +117,9 @@ pub enum Outcome {
         code_objects: usize,
         /// Target ids found.
         targets: Vec<String>,
+        /// Target ids the filter left out, one per code object left out.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        excluded: Vec<String>,
     },
     /// A PE image (DLL, EXE): device code moved to archives, image rewritten.
     #[serde(rename = "offloaded")]
@@ -116,6 +132,9 @@ pub enum Outcome {
         code_objects: usize,
         /// Target ids found.
         targets: Vec<String>,
+        /// Target ids the filter left out, one per code object left out.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        excluded: Vec<String>,
     },
     /// No device code: copied unchanged.
     HostOnly,
@@ -270,9 +289,22 @@ pub fn offload_binary(
     opts: &OffloadOptions,
     archives: &mut ArchiveSet,
 ) -> Result<Outcome, Error> {
+    offload_binary_filtered(input, output, opts, &TargetFilter::default(), archives)
+}
+
+/// [`offload_binary`] keeping only the code objects whose target `filter`
+/// keeps ([`Error::AllTargetsFiltered`], nothing written, when it keeps
+/// none of a fat binary's).
+pub fn offload_binary_filtered(
+    input: &Path,
+    output: &Path,
+    opts: &OffloadOptions,
+    filter: &TargetFilter,
+    archives: &mut ArchiveSet,
+) -> Result<Outcome, Error> {
     // By magic, never by extension.
     if kpack_pe::is_pe_file(input)? {
-        return pe::offload_binary(input, output, opts, archives);
+        return pe::offload_binary(input, output, opts, filter, archives);
     }
     let fat = read_fat_binary(
         input,
@@ -288,13 +320,44 @@ pub fn offload_binary(
         copy_atomically(input, output)?;
         return Ok(Outcome::HostOnly);
     }
+    check_filter(input, &fat.bundles, filter)?;
     let (image, transform) = transform_checked(input, &fat, opts)?;
-    let added = add_code_objects(input, &fat, &opts.kernel_name, &|_| true, archives)?;
+    let keep = |t: &str| filter.keeps(t);
+    let added = add_code_objects(input, &fat, &opts.kernel_name, &keep, archives)?;
     write_atomically(output, &image, input)?;
     Ok(Outcome::Offloaded {
         transform,
         code_objects: added.count,
         targets: added.targets,
+        excluded: added.excluded,
+    })
+}
+
+/// [`Error::AllTargetsFiltered`] when `bundles` hold device code and
+/// `filter` keeps none of it. Checked before anything is written.
+pub fn check_filter(
+    input: &Path,
+    bundles: &[kpack_bundle::Item],
+    filter: &TargetFilter,
+) -> Result<(), Error> {
+    if filter.is_empty() {
+        return Ok(());
+    }
+    let mut targets: Vec<String> = bundles
+        .iter()
+        .flat_map(|b| &b.entries)
+        .filter(|e| !e.id.is_host())
+        .filter_map(|e| e.id.target())
+        .map(|t| t.to_string())
+        .collect();
+    targets.sort();
+    targets.dedup();
+    if targets.is_empty() || targets.iter().any(|t| filter.keeps(t)) {
+        return Ok(());
+    }
+    Err(Error::AllTargetsFiltered {
+        path: input.to_path_buf(),
+        targets,
     })
 }
 

@@ -3,11 +3,13 @@
 
 use std::path::Path;
 
+use kpack_amdgpu::TargetFilter;
 use kpack_bundle::WalkOptions;
 use kpack_format::Marker;
 
 use crate::{
-    ArchiveSet, Error, OffloadOptions, Outcome, add_items, copy_atomically, write_atomically,
+    ArchiveSet, Error, OffloadOptions, Outcome, add_items, check_filter, copy_atomically,
+    write_atomically,
 };
 
 /// [`crate::offload_binary`] for a PE image.
@@ -15,6 +17,7 @@ pub(crate) fn offload_binary(
     input: &Path,
     output: &Path,
     opts: &OffloadOptions,
+    filter: &TargetFilter,
     archives: &mut ArchiveSet,
 ) -> Result<Outcome, Error> {
     let fat = kpack_pe::read_fat_binary(
@@ -31,6 +34,7 @@ pub(crate) fn offload_binary(
         copy_atomically(input, output)?;
         return Ok(Outcome::HostOnly);
     }
+    check_filter(input, &fat.bundles, filter)?;
     let marker = Marker {
         kernel_name: opts.kernel_name.clone(),
         search_paths: opts.search_paths.clone(),
@@ -49,7 +53,7 @@ pub(crate) fn offload_binary(
         &fat.bundles,
         &fat.source,
         &opts.kernel_name,
-        &|_| true,
+        &|t: &str| filter.keeps(t),
         archives,
     )?;
     write_atomically(output, &image, input)?;
@@ -58,5 +62,6 @@ pub(crate) fn offload_binary(
         transform,
         code_objects: added.count,
         targets: added.targets,
+        excluded: added.excluded,
     })
 }

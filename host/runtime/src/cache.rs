@@ -1,10 +1,18 @@
 //! The loader: [`Cache`] resolves a marker to archives (spec §10.5) and
 //! keeps archives open for its lifetime.
 //!
-//! Hot path: a resolution (candidate paths → valid archives → chosen
-//! archive and target) is memoised per (binary path, search paths, arch
-//! list) once it found at least one archive, so a warm load is one hash, a
-//! read lock, one TOC lookup and one decode/copy: no syscalls, no global
+//! Order (rocm-systems #9953, which replaced e348328's "the first archive
+//! that lists a target is final"): a resolution collects every compatible
+//! (archive, target) pair — arches in list order, each arch's targets most
+//! specific first, archives in candidate order — and a load takes the key
+//! from the first pair whose archive holds it, so a feature overlay
+//! (`torch_gfx90a:xnack+.kpack`, a few kernels) falls through to its base
+//! (`torch_gfx90a.kpack`).
+//!
+//! Hot path: a resolution (candidate paths → valid archives → ordered
+//! pairs) is memoised per (binary path, search paths, arch list) once it
+//! found at least one archive, so a warm load is one hash, a read lock, one
+//! TOC lookup per pair tried and one decode/copy: no syscalls, no global
 //! mutex. Failed resolutions are recomputed every time (an archive
 //! installed later is found, as with AMD's loader).
 
@@ -42,8 +50,11 @@ struct Resolution {
     arches: Vec<String>,
     /// Archives that opened, in candidate order.
     valid: Vec<(PathBuf, Arc<Archive>)>,
-    /// (index into `valid`, target) chosen for the arch list.
-    choice: Option<(usize, String)>,
+    /// Every compatible (index into `valid`, target) pair in the order a
+    /// load tries them (rocm-systems #9953): arches in list order, targets
+    /// most specific first, archives in candidate order; each archive and
+    /// target at most once.
+    pairs: Vec<(usize, String)>,
     /// What was tried, one line each.
     diagnostic: String,
 }
@@ -55,6 +66,19 @@ impl Resolution {
             && self.arches.len() == arches.len()
             && self.arches.iter().zip(arches).all(|(a, b)| a == b)
     }
+}
+
+/// Where a code object would load from ([`Cache::locate`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// The archive holding the key.
+    pub archive: PathBuf,
+    /// The TOC target it is stored under.
+    pub target: String,
+    /// The TOC key, `<kernel_name>#<co_index>`.
+    pub key: String,
+    /// Compatible (archive, target) pairs tried first that lacked the key.
+    pub lacking: Vec<(PathBuf, String)>,
 }
 
 /// A thread-safe cache of open archives and resolutions; AMD's
@@ -111,9 +135,12 @@ impl Cache {
         }
     }
 
-    /// Load the code object for `marker`, `binary_path` and `co_index` for
-    /// the first arch of `arches` that any found archive serves, returning
-    /// a copy.
+    /// Load the code object for `marker`, `binary_path` and `co_index`,
+    /// returning a copy: from the first compatible (archive, target) pair
+    /// that holds the key (arches in order, targets most specific first,
+    /// archives in candidate order; rocm-systems #9953). `KernelNotFound`
+    /// only when no pair holds it; `ArchNotFound` when no found archive
+    /// lists any compatible target.
     pub fn load(
         &self,
         marker: &Marker,
@@ -153,22 +180,14 @@ impl Cache {
         }
         let key = format!("{}#{co_index}", marker.kernel_name);
         let res = self.resolve(marker, binary_path, arches)?;
-        let Some((i, target)) = &res.choice else {
-            let msg = format!(
-                "no archive serves any target compatible with {arches:?} (key {key:?})\n{}",
-                res.diagnostic
-            );
-            self.debug(|| msg.clone());
-            self.set_diagnostic(msg.clone());
-            return Err(Error::new(ErrorKind::ArchNotFound, msg));
-        };
-        let (path, archive) = &res.valid[*i];
-        match archive.get(&key, target) {
+        let (pair, entry) = self.pick(&res, &key, arches)?;
+        let archive = &res.valid[res.pairs[pair].0].1;
+        match archive.read(entry) {
             Ok(bytes) => Ok(f(&bytes)),
             Err(e) => {
-                // Once an archive lists the target its answer is final (AMD e348328).
+                let (path, target) = (&res.valid[res.pairs[pair].0].0, &res.pairs[pair].1);
                 let msg = format!(
-                    "archive {} lists target {target:?} but loading {key:?} failed: {}\n{}",
+                    "archive {} lists {key:?} for target {target:?} but reading it failed: {}\n{}",
                     path.display(),
                     crate::error::error_chain(&e),
                     res.diagnostic
@@ -178,6 +197,84 @@ impl Cache {
                 Err(e.into())
             }
         }
+    }
+
+    /// Where [`load`](Self::load) would take the code object from, without
+    /// decoding it: the same resolution and fall-through, so `kpack verify
+    /// --gpu` reports exactly what the loader does.
+    pub fn locate(
+        &self,
+        marker: &Marker,
+        binary_path: &Path,
+        co_index: u32,
+        arches: &[&str],
+    ) -> Result<Location> {
+        if arches.is_empty() {
+            return Err(Error::new(ErrorKind::InvalidArgument, "empty arch list"));
+        }
+        let key = format!("{}#{co_index}", marker.kernel_name);
+        let res = self.resolve(marker, binary_path, arches)?;
+        let (pair, _) = self.pick(&res, &key, arches)?;
+        let lacking = res.pairs[..pair]
+            .iter()
+            .map(|(i, t)| (res.valid[*i].0.clone(), t.clone()))
+            .collect();
+        let (i, target) = &res.pairs[pair];
+        Ok(Location {
+            archive: res.valid[*i].0.clone(),
+            target: target.clone(),
+            key,
+            lacking,
+        })
+    }
+
+    /// The first (archive, target) pair of `res` whose archive holds `key`
+    /// for that target: index into `res.pairs` and the entry. Lock-free:
+    /// one TOC lookup per pair tried.
+    fn pick<'r>(
+        &self,
+        res: &'r Resolution,
+        key: &str,
+        arches: &[&str],
+    ) -> Result<(usize, &'r kpack_format::Entry)> {
+        if res.pairs.is_empty() {
+            let msg = format!(
+                "no archive serves any target compatible with {arches:?} (key {key:?})\n{}",
+                res.diagnostic
+            );
+            self.debug(|| msg.clone());
+            self.set_diagnostic(msg.clone());
+            return Err(Error::new(ErrorKind::ArchNotFound, msg));
+        }
+        for (n, (i, target)) in res.pairs.iter().enumerate() {
+            let (path, archive) = &res.valid[*i];
+            if let Some(entry) = archive.entry(key, target) {
+                if n > 0 {
+                    // An overlay lacking the key is normal (a base archive
+                    // holds the rest); only worth a line when debugging.
+                    self.debug(|| {
+                        format!(
+                            "{key:?}: found in {} as target {target:?} after {n} archive/target pair(s) lacking it",
+                            path.display()
+                        )
+                    });
+                }
+                return Ok((n, entry));
+            }
+        }
+        let mut msg =
+            format!("no compatible archive holds {key:?} for {arches:?}; tried in order:\n");
+        for (i, target) in &res.pairs {
+            let _ = writeln!(
+                msg,
+                "  {} target {target:?}: no such key",
+                res.valid[*i].0.display()
+            );
+        }
+        msg.push_str(&res.diagnostic);
+        self.debug(|| msg.clone());
+        self.set_diagnostic(msg.clone());
+        Err(Error::new(ErrorKind::KernelNotFound, msg))
     }
 
     fn resolve(
@@ -249,17 +346,24 @@ impl Cache {
             return Err(Error::new(ErrorKind::ArchiveNotFound, msg));
         }
 
-        let mut choice = None;
-        'arch: for arch in arches {
+        let mut pairs: Vec<(usize, String)> = Vec::new();
+        for arch in arches {
             for target in compatible_targets(arch) {
-                if let Some(i) = valid.iter().position(|(_, a)| a.has_arch(&target)) {
-                    let _ = writeln!(
-                        diag,
-                        "  chose {} for device arch {arch:?} as target {target:?}",
-                        valid[i].0.display()
-                    );
-                    choice = Some((i, target));
-                    break 'arch;
+                for (i, (path, a)) in valid.iter().enumerate() {
+                    // The same archive reached twice (two search paths, a
+                    // symlink) is tried once per target.
+                    let dup = pairs
+                        .iter()
+                        .any(|(j, t)| *t == target && Arc::ptr_eq(&valid[*j].1, a));
+                    if a.has_arch(&target) && !dup {
+                        let _ = writeln!(
+                            diag,
+                            "  candidate {}: {} as target {target:?} (device arch {arch:?})",
+                            pairs.len() + 1,
+                            path.display()
+                        );
+                        pairs.push((i, target.clone()));
+                    }
                 }
             }
         }
@@ -276,7 +380,7 @@ impl Cache {
             search_paths: marker.search_paths.clone(),
             arches: arches.iter().map(|a| (*a).to_owned()).collect(),
             valid,
-            choice,
+            pairs,
             diagnostic: diag,
         });
         if let Ok(mut map) = self.resolutions.write() {
@@ -492,6 +596,176 @@ mod tests {
         }
         assert_eq!(cache.resolutions.read().unwrap().len(), MAX_MEMOISED);
         assert_eq!(cache.open_archive_count(), 1);
+    }
+
+    fn archive(path: &Path, entries: &[(&str, &str, &[u8])]) {
+        let mut w =
+            kpack_format::ArchiveWriter::create(path, kpack_format::WriterOptions::default())
+                .unwrap();
+        for (k, t, b) in entries {
+            w.add(k, t, b).unwrap();
+        }
+        w.finish().unwrap();
+    }
+
+    /// AMD's overlay layout: a base archive for the bare processor and a
+    /// feature archive holding a few kernels on top.
+    fn overlay_tree() -> (tempfile::TempDir, Marker, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        archive(
+            &dir.path().join("torch_gfx90a.kpack"),
+            &[("k#0", "gfx90a", b"base0"), ("k#1", "gfx90a", b"base1")],
+        );
+        archive(
+            &dir.path().join("torch_gfx90a:xnack+.kpack"),
+            &[
+                ("k#1", "gfx90a:xnack+", b"over1"),
+                ("k#2", "gfx90a:xnack+", b"over2"),
+            ],
+        );
+        let marker = Marker {
+            kernel_name: "k".into(),
+            search_paths: vec!["torch_@GFXARCH@.kpack".into()],
+        };
+        let binary = dir.path().join("libtorch.so");
+        (dir, marker, binary)
+    }
+
+    #[test]
+    fn overlay_falls_through_to_base() {
+        let (_dir, marker, binary) = overlay_tree();
+        let cache = Cache::new(Config::default());
+        let dev = ["amdgcn-amd-amdhsa--gfx90a:xnack+"];
+        // Only in the base: the overlay lacks it, the base serves it.
+        assert_eq!(cache.load(&marker, &binary, 0, &dev).unwrap(), b"base0");
+        // In both: the overlay (more specific target) wins.
+        assert_eq!(cache.load(&marker, &binary, 1, &dev).unwrap(), b"over1");
+        // Only in the overlay.
+        assert_eq!(cache.load(&marker, &binary, 2, &dev).unwrap(), b"over2");
+        // Warm (memoised) loads give the same answers.
+        assert_eq!(cache.load(&marker, &binary, 0, &dev).unwrap(), b"base0");
+        assert_eq!(cache.load(&marker, &binary, 1, &dev).unwrap(), b"over1");
+        let loc = cache.locate(&marker, &binary, 0, &dev).unwrap();
+        assert!(loc.archive.ends_with("torch_gfx90a.kpack"));
+        assert_eq!(loc.target, "gfx90a");
+        assert_eq!(loc.lacking.len(), 1);
+        assert!(loc.lacking[0].0.ends_with("torch_gfx90a:xnack+.kpack"));
+        // A device without xnack+ never sees the overlay.
+        let plain = ["gfx90a:xnack-"];
+        assert_eq!(cache.load(&marker, &binary, 1, &plain).unwrap(), b"base1");
+        let err = cache.load(&marker, &binary, 2, &plain).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::KernelNotFound);
+    }
+
+    #[test]
+    fn kernel_missing_everywhere_names_every_archive_tried() {
+        let (_dir, marker, binary) = overlay_tree();
+        let cache = Cache::new(Config::default());
+        let err = cache
+            .load(&marker, &binary, 7, &["gfx90a:xnack+"])
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::KernelNotFound);
+        let diag = cache.last_diagnostic().unwrap();
+        assert!(
+            diag.contains("torch_gfx90a:xnack+.kpack target \"gfx90a:xnack+\": no such key"),
+            "{diag}"
+        );
+        assert!(
+            diag.contains("torch_gfx90a.kpack target \"gfx90a\": no such key"),
+            "{diag}"
+        );
+    }
+
+    #[test]
+    fn a_listed_entry_that_fails_to_decode_does_not_fall_through() {
+        let (dir, marker, binary) = overlay_tree();
+        let overlay = dir.path().join("torch_gfx90a:xnack+.kpack");
+        let mut w = kpack_format::ArchiveWriter::create(
+            &overlay,
+            kpack_format::WriterOptions {
+                compression: kpack_format::Compression::Zstd { level: 3 },
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        w.add("k#1", "gfx90a:xnack+", &[7u8; 4096]).unwrap();
+        w.finish().unwrap();
+        // Damage the frame's payload (after its 4-byte size word and the
+        // zstd magic); the TOC still lists the entry.
+        let a = Archive::open(&overlay).unwrap();
+        let off = a.entry("k#1", "gfx90a:xnack+").unwrap().stored_offset() as usize;
+        drop(a);
+        let mut bytes = std::fs::read(&overlay).unwrap();
+        for b in &mut bytes[off + 8..off + 16] {
+            *b ^= 0xff;
+        }
+        std::fs::write(&overlay, bytes).unwrap();
+        let cache = Cache::new(Config::default());
+        let err = cache
+            .load(&marker, &binary, 1, &["gfx90a:xnack+"])
+            .unwrap_err();
+        assert_ne!(err.kind(), ErrorKind::KernelNotFound, "{err}");
+        assert!(
+            cache
+                .last_diagnostic()
+                .unwrap()
+                .contains("but reading it failed"),
+            "{err}"
+        );
+        // The base still serves what the overlay does not list.
+        assert_eq!(
+            cache.load(&marker, &binary, 0, &["gfx90a:xnack+"]).unwrap(),
+            b"base0"
+        );
+    }
+
+    #[test]
+    fn one_archive_per_processor_falls_through_its_targets() {
+        // kpack's own layout: one archive per processor, variants as TOC
+        // arches inside it.
+        let dir = tempfile::tempdir().unwrap();
+        archive(
+            &dir.path().join("x_gfx90a.kpack"),
+            &[
+                ("k#0", "gfx90a", b"bare0"),
+                ("k#1", "gfx90a", b"bare1"),
+                ("k#1", "gfx90a:xnack+", b"plus1"),
+            ],
+        );
+        let marker = Marker {
+            kernel_name: "k".into(),
+            search_paths: vec!["x_@GFXARCH@.kpack".into()],
+        };
+        let binary = dir.path().join("bin");
+        let cache = Cache::new(Config::default());
+        let dev = ["gfx90a:xnack+"];
+        assert_eq!(cache.load(&marker, &binary, 0, &dev).unwrap(), b"bare0");
+        assert_eq!(cache.load(&marker, &binary, 1, &dev).unwrap(), b"plus1");
+    }
+
+    #[test]
+    fn later_arch_in_the_list_serves_a_key_the_first_lacks() {
+        let dir = tempfile::tempdir().unwrap();
+        archive(
+            &dir.path().join("x_gfx1101.kpack"),
+            &[("k#0", "gfx1101", b"native")],
+        );
+        archive(
+            &dir.path().join("x_gfx11-generic.kpack"),
+            &[
+                ("k#0", "gfx11-generic", b"g0"),
+                ("k#1", "gfx11-generic", b"g1"),
+            ],
+        );
+        let marker = Marker {
+            kernel_name: "k".into(),
+            search_paths: vec!["x_@GFXARCH@.kpack".into()],
+        };
+        let binary = dir.path().join("bin");
+        let cache = Cache::new(Config::default());
+        let dev = ["gfx1101", "gfx11-generic"];
+        assert_eq!(cache.load(&marker, &binary, 0, &dev).unwrap(), b"native");
+        assert_eq!(cache.load(&marker, &binary, 1, &dev).unwrap(), b"g1");
     }
 
     #[test]

@@ -47,7 +47,7 @@ mod discover;
 mod error;
 mod isa;
 
-pub use cache::{Cache, GFXARCH};
+pub use cache::{Cache, GFXARCH, Location};
 pub use config::{Config, PATH_SEPARATOR};
 pub use discover::{discover_binary_path, find_in_maps};
 pub use error::{Error, ErrorKind, Result};

@@ -205,12 +205,17 @@ fn archive_not_found_names_the_targets_that_are_shipped() {
 }
 
 #[test]
-fn matching_archive_without_the_key_is_final_kernel_not_found() {
+fn key_missing_from_every_compatible_archive_is_kernel_not_found() {
     let tree = split_tree(&["gfx942", "gfx9-4-generic"]);
     let cache = Cache::new(Config::default());
     let err = load(&cache, tree.path(), 999, &["gfx942", "gfx9-4-generic"]).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::KernelNotFound);
-    assert!(cache.last_diagnostic().unwrap().contains("lib/libx.so#999"));
+    let diag = cache.last_diagnostic().unwrap();
+    assert!(diag.contains("lib/libx.so#999"), "{diag}");
+    // Both archives were tried, in arch-list order.
+    let a = diag.find("x_gfx942.kpack target \"gfx942\": no such key");
+    let b = diag.find("x_gfx9-4-generic.kpack target \"gfx9-4-generic\": no such key");
+    assert!(a.is_some() && b.is_some() && a < b, "{diag}");
 }
 
 #[test]

@@ -85,7 +85,7 @@ pub struct ArtifactReport {
     pub code_objects: usize,
     /// Database files per handler and verdict.
     pub databases: BTreeMap<String, BTreeMap<String, u64>>,
-    /// What `exclude_arches` dropped, per target.
+    /// What the target filter dropped, per target.
     pub excluded: BTreeMap<String, u64>,
     /// Warnings (device code kept as is, missing prefixes).
     pub warnings: Vec<String>,

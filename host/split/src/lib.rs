@@ -54,7 +54,7 @@
 //! use std::path::Path;
 //!
 //! let mut opts = SplitOptions::new("torch");
-//! opts.exclude_arches = vec!["gfx906".into()];
+//! opts.targets = kpack_amdgpu::TargetFilter::new("", "gfx906").unwrap();
 //! let arch = |a: &str| Path::new("out").join(format!("torch_{a}"));
 //! let layout = PrefixLayout {
 //!     source: Path::new("wheel-unpacked"),
@@ -74,6 +74,7 @@
 mod artifact;
 mod databases;
 mod error;
+mod gpu;
 mod manifest;
 mod prefix;
 mod recombine;
@@ -84,6 +85,7 @@ pub use artifact::{
 };
 pub use databases::{Claim, Classification, Databases, FileInfo};
 pub use error::{Error, ErrorKind, Result};
+pub use gpu::{GpuBinary, GpuKernel, GpuOutcome, GpuReport, explain_gpu, gpu_arch_list};
 pub use manifest::{MANIFEST, read_manifest, write_manifest};
 pub use prefix::{
     ArchiveReport, BinaryReport, PrefixLayout, PrefixReport, Progress, SplitOptions, arch_dir_name,

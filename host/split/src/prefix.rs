@@ -4,12 +4,12 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use kpack_amdgpu::TargetId;
+use kpack_amdgpu::{TargetFilter, TargetId};
 use kpack_bundle::WalkOptions;
 use kpack_elf::{ElfKind, read_fat_binary};
 use kpack_format::{Compression, WriterOptions};
 use kpack_offload::{
-    ArchiveSet, OffloadOptions, add_code_objects, transform_checked, write_atomically,
+    ArchiveSet, OffloadOptions, add_code_objects, check_filter, transform_checked, write_atomically,
 };
 use rayon::prelude::*;
 use serde::Serialize;
@@ -50,9 +50,10 @@ pub struct SplitOptions<'a> {
     pub archive_dir: String,
     /// Archive storage (default zstd level 3; AMD writes uncompressed).
     pub compression: Compression,
-    /// Target ids or processors to drop (`gfx906` drops `gfx906` and
-    /// `gfx906:xnack-`); what was dropped is reported.
-    pub exclude_arches: Vec<String>,
+    /// Which targets to keep (`--gpu-targets`, `--exclude-arch`): device
+    /// code and database files of other targets are dropped and reported;
+    /// a fat binary that would keep no code object is an error.
+    pub targets: TargetFilter,
     /// Check the MD5 of compressed bundles.
     pub verify_hash: bool,
     /// Database classifier (the `--split-databases` handlers), if any.
@@ -67,7 +68,7 @@ impl std::fmt::Debug for SplitOptions<'_> {
             .field("component", &self.component)
             .field("archive_dir", &self.archive_dir)
             .field("compression", &self.compression)
-            .field("exclude_arches", &self.exclude_arches)
+            .field("targets", &self.targets)
             .field("databases", &self.databases.is_some())
             .finish()
     }
@@ -81,25 +82,18 @@ impl SplitOptions<'_> {
             component: component.into(),
             archive_dir: "lib/.kpack".into(),
             compression: Compression::default(),
-            exclude_arches: Vec::new(),
+            targets: TargetFilter::default(),
             verify_hash: true,
             databases: None,
             progress: None,
         }
     }
 
-    /// Whether `target` (a target id or bundle key) is excluded.
+    /// Whether `target` (a target id or bundle key) is dropped by
+    /// [`targets`](Self::targets).
     pub fn is_excluded(&self, target: &str) -> bool {
-        excluded(&self.exclude_arches, target)
+        !self.targets.keeps(target)
     }
-}
-
-/// Whether `target` is named by `list` (exactly, by processor, or in the
-/// file-name spelling with `_` for `:`).
-fn excluded(list: &[String], target: &str) -> bool {
-    let processor = target.split(':').next().unwrap_or(target);
-    list.iter()
-        .any(|e| e == target || e == processor || *e == target.replace(':', "_"))
 }
 
 /// Where one prefix is read from and written to.
@@ -544,6 +538,7 @@ fn host_elf(
             return Ok(r);
         }
     }
+    check_filter(src, &fat.bundles, &opts.targets).map_err(|e| error_chain(&e))?;
     let kernel_name = if layout.prefix.is_empty() {
         rel.to_string()
     } else {
@@ -587,12 +582,11 @@ fn host_elf(
     };
     let (image, _transform) = transform_checked(src, &fat, &oo).map_err(|e| error_chain(&e))?;
 
-    let exclude = &opts.exclude_arches;
     let added = add_code_objects(
         src,
         &fat,
         &kernel_name,
-        &|t| !excluded(exclude, t),
+        &|t| opts.targets.keeps(t),
         &mut archives,
     )
     .map_err(|e| error_chain(&e))?;
@@ -676,7 +670,7 @@ mod tests {
     #[test]
     fn exclusion_matches_processor_and_exact_id() {
         let mut o = SplitOptions::new("c");
-        o.exclude_arches = vec!["gfx906".into(), "gfx90a:xnack+".into()];
+        o.targets = TargetFilter::new("", "gfx906,gfx90a:xnack+").unwrap();
         assert!(o.is_excluded("gfx906"));
         assert!(o.is_excluded("gfx906:xnack-"));
         assert!(o.is_excluded("gfx90a:xnack+"));

@@ -69,10 +69,10 @@ impl VerifyReport {
 /// (arch, directory, prefixes, archive contents) of an arch artifact.
 type ArchArtifact = (String, PathBuf, Vec<String>, ArchInfo);
 
-struct Marked {
-    rel: String,
-    marker: Marker,
-    indices: BTreeSet<u32>,
+pub(crate) struct Marked {
+    pub(crate) rel: String,
+    pub(crate) marker: Marker,
+    pub(crate) indices: BTreeSet<u32>,
 }
 
 #[derive(Default)]
@@ -115,7 +115,7 @@ pub fn verify(dirs: &[PathBuf]) -> Result<VerifyReport> {
 
 /// A directory that is neither an artifact nor holds artifacts: an install
 /// prefix or site-packages tree.
-fn is_installed_tree(d: &Path) -> bool {
+pub(crate) fn is_installed_tree(d: &Path) -> bool {
     if d.join(MANIFEST).is_file() {
         return false;
     }
@@ -302,7 +302,7 @@ fn verify_group(arts: &[PathBuf], rep: &mut VerifyReport) -> Result<()> {
     Ok(())
 }
 
-fn files_of(root: &Path) -> Vec<(PathBuf, String)> {
+pub(crate) fn files_of(root: &Path) -> Vec<(PathBuf, String)> {
     walkdir::WalkDir::new(root)
         .sort_by_file_name()
         .follow_links(false)
@@ -336,7 +336,7 @@ fn is_host_elf(h: &[u8]) -> bool {
 
 /// Host binaries with markers under `a`'s prefixes; fat binaries left
 /// behind are errors, and so are archives unless `archives_allowed`.
-fn check_host_files(
+pub(crate) fn check_host_files(
     a: &Path,
     prefixes: &[String],
     archives_allowed: bool,

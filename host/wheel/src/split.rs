@@ -47,6 +47,8 @@ pub struct WheelOptions<'a> {
     pub force: bool,
     /// How much the input may inflate to (zip-bomb guards).
     pub limits: Limits,
+    /// Which GPU targets to keep (`--gpu-targets`, `--exclude-arch`).
+    pub targets: kpack_amdgpu::TargetFilter,
 }
 
 impl std::fmt::Debug for WheelOptions<'_> {
@@ -61,6 +63,7 @@ impl std::fmt::Debug for WheelOptions<'_> {
             .field("dry_run", &self.dry_run)
             .field("force", &self.force)
             .field("limits", &self.limits)
+            .field("targets", &self.targets)
             .finish()
     }
 }
@@ -85,6 +88,7 @@ impl WheelOptions<'_> {
             dry_run: false,
             force: false,
             limits: Limits::default(),
+            targets: kpack_amdgpu::TargetFilter::default(),
         }
     }
 }
@@ -140,6 +144,9 @@ pub struct WheelReport {
     pub databases: BTreeMap<String, BTreeMap<String, u64>>,
     /// Problems that did not stop the split.
     pub warnings: Vec<String>,
+    /// Code objects and database files the target filter dropped, per target.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub excluded: BTreeMap<String, u64>,
 }
 
 impl WheelReport {
@@ -274,6 +281,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         so.compression = opts.compression;
         so.verify_hash = opts.verify_hash;
         so.databases = opts.databases;
+        so.targets = opts.targets.clone();
         let dev_root = staging.path().join("dev");
         let arch = move |a: &str| dev_root.join(a).join(scheme);
         let generic = staging.path().join("host").join(scheme);
@@ -301,7 +309,11 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     let mut binaries = Vec::new();
     let mut databases: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     let mut archs: BTreeSet<String> = BTreeSet::new();
+    let mut excluded: BTreeMap<String, u64> = BTreeMap::new();
     for (scheme, r) in &reports {
+        for (t, n) in &r.excluded {
+            *excluded.entry(t.clone()).or_default() += n;
+        }
         for b in &r.binaries {
             let mut b = b.clone();
             b.path = Unpacked::wheel_path(&un.data_dir, scheme, &b.path);
@@ -362,6 +374,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
             binaries,
             databases,
             warnings,
+            excluded,
         });
     }
 
@@ -541,6 +554,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         binaries,
         databases,
         warnings,
+        excluded,
     })
 }
 

@@ -18,5 +18,7 @@ mod plugins;
 mod runtime_e2e;
 mod safety;
 mod split;
+mod targets;
 mod util;
+mod verify_gpu;
 mod wheel;

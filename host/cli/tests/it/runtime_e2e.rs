@@ -469,3 +469,131 @@ fn relocated_and_symlinked_binaries_still_find_their_archives() {
         [0, 1]
     );
 }
+
+/// Rewrite `path` as an archive of `entries` (key, target, bytes).
+fn write_archive(path: &Path, entries: &[(String, &str, Vec<u8>)]) {
+    let mut w =
+        kpack_format::ArchiveWriter::create(path, kpack_format::WriterOptions::default()).unwrap();
+    for (key, target, data) in entries {
+        w.add(key, target, data).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// The code object `kpack extract` writes for bundle `co`, target `target`.
+fn extracted(name: &str, co: u32, target: &str, dir: &Path) -> Vec<u8> {
+    let out = dir.join(format!("x-{co}-{target}"));
+    let input = fixture(&format!("corpus/{name}"));
+    let res = kpack([
+        "extract".as_ref(),
+        input.as_os_str(),
+        "--target".as_ref(),
+        target.as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert!(res.status.success(), "extract: {}", stderr(&res));
+    std::fs::read(out.join(format!("bundle{co}-{target}.hsaco"))).unwrap()
+}
+
+#[test]
+fn feature_overlay_archives_fall_through_to_the_base() {
+    // AMD's torch layout (rocm-systems #9953): `<p>_gfx90a.kpack` holds every
+    // kernel for bare gfx90a, `<p>_gfx90a:xnack+.kpack` a few on top. The
+    // overlay's object is gfx940's (any distinct object will do: the stub
+    // only hashes what it is given).
+    let name = "exe_2tu_wide";
+    let dir = tempfile::tempdir().unwrap();
+    let bin = offload(name, dir.path());
+    let kdir = dir.path().join(".kpack");
+    let base_path = kdir.join(format!("{name}_gfx90a.kpack"));
+    let base = kpack_format::Archive::open(&base_path).unwrap();
+    let key = |co: u32| {
+        base.entries()
+            .map(|e| e.key().to_owned())
+            .find(|k| k.ends_with(&format!("#{co}")))
+            .unwrap()
+    };
+    let (k0, k1) = (key(0), key(1));
+    drop(base);
+    let g90a = |co| extracted(name, co, "gfx90a", dir.path());
+    let over1 = extracted(name, 1, "gfx940", dir.path());
+    let overlay = kdir.join(format!("{name}_gfx90a:xnack+.kpack"));
+    let sha = |co, t| want(name, co, t).0.clone();
+    let loaded = |run: &Run| -> BTreeMap<u32, String> {
+        assert_eq!(run.code, Some(0), "{}", run.log);
+        run.loads
+            .iter()
+            .map(|l| match l {
+                Load::Ok { co, sha, .. } => (*co, sha.clone()),
+                other => panic!("{other:?}\n{}", run.log),
+            })
+            .collect()
+    };
+
+    // Base holds both kernels, the overlay only #1: #0 comes from the base
+    // (only there), #1 from the overlay (in both: most specific wins).
+    write_archive(&overlay, &[(k1.clone(), "gfx90a:xnack+", over1.clone())]);
+    let run = run_loading(&bin, "gfx90a:xnack+", &[]);
+    assert_eq!(
+        loaded(&run),
+        BTreeMap::from([(0, sha(0, "gfx90a")), (1, sha(1, "gfx940"))])
+    );
+    // ROCM_KPACK_DEBUG says where a fall-through found the kernel.
+    let run = run_loading(&bin, "gfx90a:xnack+", &[("ROCM_KPACK_DEBUG", "1".as_ref())]);
+    assert!(
+        run.log.contains(&format!(
+            "found in {}",
+            std::fs::canonicalize(&kdir)
+                .unwrap()
+                .join(format!("{name}_gfx90a.kpack"))
+                .display()
+        )) && run
+            .log
+            .contains("after 1 archive/target pair(s) lacking it"),
+        "{}",
+        run.log
+    );
+    // A device without xnack+ never sees the overlay.
+    let run = run_loading(&bin, "gfx90a:xnack-", &[]);
+    assert_eq!(
+        loaded(&run),
+        BTreeMap::from([(0, sha(0, "gfx90a")), (1, sha(1, "gfx90a"))])
+    );
+
+    // #1 only in the overlay.
+    write_archive(&base_path, &[(k0.clone(), "gfx90a", g90a(0))]);
+    let run = run_loading(&bin, "gfx90a:xnack+", &[]);
+    assert_eq!(
+        loaded(&run),
+        BTreeMap::from([(0, sha(0, "gfx90a")), (1, sha(1, "gfx940"))])
+    );
+
+    // In neither: KERNEL_NOT_FOUND (5), naming both archives tried.
+    write_archive(&overlay, &[(k0, "gfx90a:xnack+", g90a(0))]);
+    let run = run_loading(&bin, "gfx90a:xnack+", &[]);
+    let diag = run
+        .loads
+        .iter()
+        .find_map(|l| match l {
+            Load::Err {
+                co: 1,
+                code: 5,
+                diagnostic,
+            } => Some(diagnostic.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("#1 must fail with 5\n{}", run.log));
+    assert!(
+        diag.contains(&format!(
+            "{name}_gfx90a:xnack+.kpack target \"gfx90a:xnack+\": no such key"
+        )),
+        "{diag}"
+    );
+    assert!(
+        diag.contains(&format!(
+            "{name}_gfx90a.kpack target \"gfx90a\": no such key"
+        )),
+        "{diag}"
+    );
+}

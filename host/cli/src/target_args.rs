@@ -1,0 +1,28 @@
+//! `--gpu-targets` and `--exclude-arch`, shared by the commands that split
+//! device code (`offload`, `split`, `wheel split`): raw flags into one
+//! validated [`TargetFilter`] before any I/O.
+
+use anyhow::Context;
+use kpack_amdgpu::TargetFilter;
+
+/// Which GPU targets to keep.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct TargetArgs {
+    /// Keep only these GPU targets, comma-separated (AMD's flag for
+    /// sharded builds): `gfx90a` keeps every gfx90a variant,
+    /// `gfx90a:xnack+` only that one; `gfx90a-xnack+` is accepted;
+    /// `-strict` and generic targets are targets of their own.
+    #[arg(long = "gpu-targets", value_name = "T,...", value_delimiter = ',')]
+    gpu_targets: Vec<String>,
+    /// Drop these GPU targets (same spelling; the inverse of --gpu-targets).
+    #[arg(long = "exclude-arch", value_name = "ARCH", value_delimiter = ',')]
+    exclude_arch: Vec<String>,
+}
+
+impl TargetArgs {
+    /// The validated filter.
+    pub fn filter(&self) -> anyhow::Result<TargetFilter> {
+        TargetFilter::from_lists(&self.gpu_targets, &self.exclude_arch)
+            .context("invalid --gpu-targets or --exclude-arch")
+    }
+}

@@ -1,0 +1,328 @@
+//! `--gpu-targets` and `--exclude-arch` on `offload`, `split` and
+//! `wheel split`: what is kept, what is reported as dropped, and exit 2
+//! with nothing written when the filter removes every code object.
+//! `libaxpy_feat.so` carries gfx1030, gfx908:sramecc+:xnack-,
+//! gfx90a:xnack+ and gfx90a:xnack-.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use kpack_tests::{fixture, stderr, stdout};
+
+use crate::util::kpack;
+
+const FEAT: &str = "corpus/libaxpy_feat.so";
+
+/// Every (archive file name, TOC arch) under `dir`.
+fn archived(dir: &Path) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    for entry in walk(dir) {
+        if entry.extension().is_some_and(|e| e == "kpack") {
+            let a = kpack_format::Archive::open(&entry).unwrap();
+            let name = entry.file_name().unwrap().to_string_lossy().into_owned();
+            for arch in a.arches() {
+                out.insert((name.clone(), arch.clone()));
+            }
+        }
+    }
+    out
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd {
+        let p = e.unwrap().path();
+        if p.is_dir() && !p.is_symlink() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+fn offload(dir: &Path, extra: &[&str]) -> Output {
+    let input = fixture(FEAT);
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "offload".into(),
+        input.into(),
+        "-o".into(),
+        dir.join("libaxpy.so").into(),
+        "--archives".into(),
+        dir.join("kpack").into(),
+    ];
+    args.extend(extra.iter().map(Into::into));
+    kpack(args)
+}
+
+#[test]
+fn offload_keeps_only_the_named_targets_and_reports_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = offload(dir.path(), &["--gpu-targets", "gfx90a"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        archived(&dir.path().join("kpack")),
+        BTreeSet::from([
+            ("libaxpy_feat_gfx90a.kpack".into(), "gfx90a:xnack+".into()),
+            ("libaxpy_feat_gfx90a.kpack".into(), "gfx90a:xnack-".into()),
+        ])
+    );
+    let text = stdout(&out);
+    assert!(text.contains("  excluded gfx1030: 1\n"), "{text}");
+    assert!(
+        text.contains("  excluded gfx908:sramecc+:xnack-: 1\n"),
+        "{text}"
+    );
+
+    // AMD's folded spelling names exactly one variant; --json lists the rest.
+    let dir = tempfile::tempdir().unwrap();
+    let out = offload(dir.path(), &["--gpu-targets", "gfx90a-xnack-", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        archived(&dir.path().join("kpack")),
+        BTreeSet::from([("libaxpy_feat_gfx90a.kpack".into(), "gfx90a:xnack-".into())])
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        v["result"]["excluded"],
+        serde_json::json!(["gfx1030", "gfx908:sramecc+:xnack-", "gfx90a:xnack+"])
+    );
+}
+
+#[test]
+fn offload_exclude_arch_is_the_inverse() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = offload(dir.path(), &["--exclude-arch", "gfx90a:xnack+,gfx1030"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        archived(&dir.path().join("kpack")),
+        BTreeSet::from([
+            (
+                "libaxpy_feat_gfx908.kpack".into(),
+                "gfx908:sramecc+:xnack-".into()
+            ),
+            ("libaxpy_feat_gfx90a.kpack".into(), "gfx90a:xnack-".into()),
+        ])
+    );
+}
+
+#[test]
+fn offload_json_has_no_excluded_field_without_a_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = offload(dir.path(), &["--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(v["result"].get("excluded").is_none(), "{v}");
+}
+
+#[test]
+fn offload_fails_writing_nothing_when_the_filter_removes_everything() {
+    for extra in [
+        &["--gpu-targets", "gfx942"][..],
+        &["--gpu-targets", "gfx90a:sramecc+:xnack+"],
+        &["--exclude-arch", "gfx90a,gfx908,gfx1030"],
+        &["--gpu-targets", "gfx90a", "--exclude-arch", "gfx90a"],
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = offload(dir.path(), extra);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("libaxpy_feat.so: the target filter removes every code object (targets gfx1030, gfx908:sramecc+:xnack-, gfx90a:xnack+, gfx90a:xnack-); nothing written"),
+            "{extra:?}: {err}"
+        );
+        assert_eq!(walk(dir.path()), Vec::<PathBuf>::new(), "{extra:?}");
+    }
+}
+
+#[test]
+fn bad_target_patterns_are_refused_before_any_io() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = offload(dir.path(), &["--gpu-targets", "gfx942,gfx90a:xnack"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("invalid --gpu-targets or --exclude-arch"),
+        "{err}"
+    );
+    assert!(err.contains("\"gfx90a:xnack\""), "{err}");
+    assert_eq!(walk(dir.path()), Vec::<PathBuf>::new());
+}
+
+/// A TheRock-style artifact `blas_lib_gfx90a` with one fat library.
+fn artifact(root: &Path) -> PathBuf {
+    let a = root.join("blas_lib_gfx90a");
+    std::fs::create_dir_all(a.join("stage/lib")).unwrap();
+    std::fs::write(a.join("artifact_manifest.txt"), "stage\n").unwrap();
+    std::fs::copy(fixture(FEAT), a.join("stage/lib/libaxpy.so")).unwrap();
+    a
+}
+
+#[test]
+fn split_filters_targets_and_refuses_a_binary_left_without_device_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = artifact(dir.path());
+    let out_dir = dir.path().join("out");
+    let run = |out: &Path, extra: &[&str]| {
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "split".into(),
+            input.clone().into(),
+            "-o".into(),
+            out.into(),
+            "--json".into(),
+        ];
+        args.extend(extra.iter().map(Into::into));
+        kpack(args)
+    };
+    let out = run(&out_dir, &["--gpu-targets", "gfx90a:xnack+,gfx1030"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let a = &v["artifacts"][0];
+    assert_eq!(
+        a["excluded"],
+        serde_json::json!({"gfx908:sramecc+:xnack-": 1, "gfx90a:xnack-": 1})
+    );
+    let arches: BTreeSet<String> = archived(&out_dir).into_iter().map(|(_, t)| t).collect();
+    assert_eq!(
+        arches,
+        BTreeSet::from(["gfx1030".into(), "gfx90a:xnack+".into()])
+    );
+
+    let out_dir = dir.path().join("out2");
+    let out = run(&out_dir, &["--gpu-targets", "gfx942"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("the target filter removes every code object"),
+        "{err}"
+    );
+    assert_eq!(archived(&out_dir), BTreeSet::new());
+    let written: Vec<PathBuf> = walk(&out_dir);
+    assert!(written.is_empty(), "nothing may be written: {written:?}");
+}
+
+/// A wheel holding one fat library, with a correct RECORD.
+fn wheel(dir: &Path) -> PathBuf {
+    let path = dir.join("fatpkg-1.0-py3-none-linux_x86_64.whl");
+    let di = "fatpkg-1.0.dist-info";
+    let files: Vec<(String, Vec<u8>)> = vec![
+        ("fatpkg/libaxpy.so".into(), std::fs::read(fixture(FEAT)).unwrap()),
+        (
+            format!("{di}/METADATA"),
+            b"Metadata-Version: 2.1\nName: fatpkg\nVersion: 1.0\n".to_vec(),
+        ),
+        (
+            format!("{di}/WHEEL"),
+            b"Wheel-Version: 1.0\nGenerator: kpack-tests\nRoot-Is-Purelib: false\nTag: py3-none-linux_x86_64\n".to_vec(),
+        ),
+    ];
+    let mut z = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+    let opts = zip::write::SimpleFileOptions::default().unix_permissions(0o644);
+    let mut record = String::new();
+    for (p, b) in &files {
+        z.start_file(p.as_str(), opts).unwrap();
+        z.write_all(b).unwrap();
+        record.push_str(&format!(
+            "{p},{},{}\n",
+            kpack_wheel::record_hash(b),
+            b.len()
+        ));
+    }
+    record.push_str(&format!("{di}/RECORD,,\n"));
+    z.start_file(format!("{di}/RECORD"), opts).unwrap();
+    z.write_all(record.as_bytes()).unwrap();
+    z.finish().unwrap();
+    path
+}
+
+#[test]
+fn wheel_split_filters_targets_and_refuses_an_empty_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = wheel(dir.path());
+    let out_dir = dir.path().join("out");
+    let run = |out: &Path, extra: &[&str]| {
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "wheel".into(),
+            "split".into(),
+            input.clone().into(),
+            "-o".into(),
+            out.into(),
+            "--json".into(),
+        ];
+        args.extend(extra.iter().map(Into::into));
+        kpack(args)
+    };
+    let out = run(
+        &out_dir,
+        &["--gpu-targets", "gfx90a", "--exclude-arch", "gfx90a-xnack+"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let archs: Vec<&str> = v["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["arch"].as_str().unwrap())
+        .collect();
+    assert_eq!(archs, ["gfx90a"]);
+    assert_eq!(
+        v["excluded"],
+        serde_json::json!({"gfx1030": 1, "gfx908:sramecc+:xnack-": 1, "gfx90a:xnack+": 1})
+    );
+
+    let out_dir = dir.path().join("out2");
+    let out = run(&out_dir, &["--gpu-targets", "gfx1100"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("the target filter removes every code object"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(walk(&out_dir), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn pe_images_are_filtered_the_same_way() {
+    let input = fixture("pe/dll_1tu.dll");
+    let run = |dir: &Path, targets: &str| {
+        kpack([
+            "offload".as_ref(),
+            input.as_os_str(),
+            "-o".as_ref(),
+            dir.join("x.dll").as_os_str(),
+            "--archives".as_ref(),
+            dir.join("kpack").as_os_str(),
+            "--gpu-targets".as_ref(),
+            targets.as_ref(),
+            "--json".as_ref(),
+        ])
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), "gfx1100");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["result"]["format"], "pe");
+    assert_eq!(v["result"]["excluded"], serde_json::json!(["gfx90a"]));
+    assert_eq!(
+        archived(&dir.path().join("kpack")),
+        BTreeSet::from([("dll_1tu_gfx1100.kpack".into(), "gfx1100".into())])
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), "gfx942");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(
+            "dll_1tu.dll: the target filter removes every code object (targets gfx1100, gfx90a)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(walk(dir.path()), Vec::<PathBuf>::new());
+}

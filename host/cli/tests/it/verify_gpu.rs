@@ -1,0 +1,161 @@
+//! `kpack verify --gpu GPU PATH`: which archive and target each kernel
+//! would load from (the runtime's own resolution), or what is missing.
+//! `clang19/libaxpy_generic.so` carries gfx1100, gfx9-generic,
+//! gfx10-3-generic, gfx11-generic and gfx12-generic.
+
+use std::path::Path;
+use std::process::Output;
+
+use kpack_tests::{fixture, stderr, stdout};
+
+use crate::util::kpack;
+
+/// An install prefix: `lib/libaxpy.so` offloaded, archives in `lib/.kpack`.
+fn installed(root: &Path) {
+    let out = kpack([
+        "offload".as_ref(),
+        fixture("clang19/libaxpy_generic.so").as_os_str(),
+        "-o".as_ref(),
+        root.join("lib/libaxpy.so").as_os_str(),
+        "--archives".as_ref(),
+        root.join("lib/.kpack").as_os_str(),
+        "--name".as_ref(),
+        "axpy".as_ref(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+fn verify_gpu(gpu: &str, path: &Path, json: bool) -> Output {
+    let mut args = vec![
+        "verify".as_ref(),
+        "--gpu".as_ref(),
+        gpu.as_ref(),
+        path.as_os_str(),
+    ];
+    if json {
+        args.push("--json".as_ref());
+    }
+    kpack(args)
+}
+
+#[test]
+fn names_the_archive_and_target_each_kernel_loads_from() {
+    let dir = tempfile::tempdir().unwrap();
+    installed(dir.path());
+    // gfx1101 has no native code: CLR's arch list falls back to gfx11-generic.
+    let out = verify_gpu("gfx1101", dir.path(), false);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("GPU gfx1101: loader arch list gfx1101, gfx11-generic\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  libaxpy.so#0: lib/.kpack/axpy_gfx11-generic.kpack as gfx11-generic\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("1 binaries, 1 kernels, 0 missing for gfx1101"),
+        "{text}"
+    );
+
+    let out = verify_gpu("gfx1100", dir.path(), true);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let k = &v["report"]["binaries"][0]["kernels"][0];
+    assert_eq!(k["status"], "loads");
+    assert_eq!(k["archive"], "lib/.kpack/axpy_gfx1100.kpack");
+    assert_eq!(k["target"], "gfx1100");
+    assert_eq!(v["missing"], 0);
+}
+
+#[test]
+fn an_archive_lacking_the_key_is_shown_as_tried_first() {
+    let dir = tempfile::tempdir().unwrap();
+    installed(dir.path());
+    let mut w = kpack_format::ArchiveWriter::create(
+        dir.path().join("lib/.kpack/axpy_gfx1101.kpack"),
+        kpack_format::WriterOptions::default(),
+    )
+    .unwrap();
+    w.add("other.so#0", "gfx1101", b"x").unwrap();
+    w.finish().unwrap();
+    let out = verify_gpu("gfx1101", dir.path(), false);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "  libaxpy.so#0: lib/.kpack/axpy_gfx11-generic.kpack as gfx11-generic\n    (tried first: lib/.kpack/axpy_gfx1101.kpack as gfx1101, lacks it)\n"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn says_exactly_what_is_missing_with_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    installed(dir.path());
+    // gfx942 has no generic target and nothing was built for it.
+    let out = verify_gpu("gfx942", dir.path(), false);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("  libaxpy.so#0: MISSING (ArchiveNotFound, kpack error 13)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(": gfx10-3-generic, gfx11-generic, gfx1100, gfx12-generic, gfx9-generic"),
+        "{text}"
+    );
+    assert!(text.contains("1 missing for gfx942"), "{text}");
+
+    // The generic archive removed: gfx1101 has nothing left.
+    std::fs::remove_file(dir.path().join("lib/.kpack/axpy_gfx11-generic.kpack")).unwrap();
+    let out = verify_gpu("gfx1101", dir.path(), true);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let k = &v["report"]["binaries"][0]["kernels"][0];
+    assert_eq!(k["status"], "missing");
+    assert_eq!(k["code"], 13);
+    assert!(
+        k["diagnostic"]
+            .as_str()
+            .unwrap()
+            .contains("axpy_gfx11-generic.kpack"),
+        "{k}"
+    );
+}
+
+#[test]
+fn resolves_across_split_artifacts_and_rejects_a_bad_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("blas_lib_gfx110X");
+    std::fs::create_dir_all(a.join("stage/lib")).unwrap();
+    std::fs::write(a.join("artifact_manifest.txt"), "stage\n").unwrap();
+    std::fs::copy(
+        fixture("clang19/libaxpy_generic.so"),
+        a.join("stage/lib/libaxpy.so"),
+    )
+    .unwrap();
+    let out_dir = dir.path().join("out");
+    let out = kpack([
+        "split".as_ref(),
+        a.as_os_str(),
+        "-o".as_ref(),
+        out_dir.as_os_str(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = verify_gpu("gfx1151", &out_dir, false);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(text.contains("as gfx11-generic\n"), "{text}");
+    assert!(text.contains("0 missing for gfx1151"), "{text}");
+
+    let out = verify_gpu("gfx90a:xnack", &out_dir, false);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--gpu \"gfx90a:xnack\""),
+        "{}",
+        stderr(&out)
+    );
+}

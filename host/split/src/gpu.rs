@@ -1,0 +1,244 @@
+//! `kpack verify --gpu`: for one GPU, where every kernel of every offloaded
+//! binary would load from, answered by `kpack-runtime`'s own resolution
+//! ([`Cache::locate`]), or what is missing.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use kpack_amdgpu::{TargetId, generic_for, strip_target_prefix};
+use kpack_runtime::{Cache, Config};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::manifest::{MANIFEST, read_manifest};
+use crate::recombine::parse_artifact_name;
+use crate::verify::{Marked, VerifyReport, check_host_files, files_of, is_installed_tree};
+
+/// What [`explain_gpu`] found.
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuReport {
+    /// The GPU as given.
+    pub gpu: String,
+    /// The arch list handed to the loader, as CLR builds it: the device's
+    /// target, then its LLVM generic target with the same features.
+    pub arch_list: Vec<String>,
+    /// Every binary with a marker, sorted by path.
+    pub binaries: Vec<GpuBinary>,
+}
+
+impl GpuReport {
+    /// Kernels that would not load.
+    pub fn missing(&self) -> usize {
+        self.binaries
+            .iter()
+            .flat_map(|b| &b.kernels)
+            .filter(|k| matches!(k.outcome, GpuOutcome::Missing { .. }))
+            .count()
+    }
+}
+
+/// One offloaded binary.
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuBinary {
+    /// The binary, as found under the directory given.
+    pub path: String,
+    /// One entry per code object index its wrappers name.
+    pub kernels: Vec<GpuKernel>,
+}
+
+/// One kernel lookup (`<kernel_name>#<co_index>`).
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuKernel {
+    /// The TOC key.
+    pub key: String,
+    /// Where it loads from, or why not.
+    #[serde(flatten)]
+    pub outcome: GpuOutcome,
+}
+
+/// The loader's answer for one kernel.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum GpuOutcome {
+    /// It loads.
+    Loads {
+        /// The archive, relative to the directory given when inside it.
+        archive: String,
+        /// The TOC target it is stored under.
+        target: String,
+        /// Compatible (archive, target) pairs tried first that lack it.
+        lacking: Vec<(String, String)>,
+    },
+    /// It does not load.
+    Missing {
+        /// AMD's `kpack_error_t` name of the loader's answer.
+        error: String,
+        /// AMD's number.
+        code: u32,
+        /// The loader's diagnostic: every path tried and why it failed.
+        diagnostic: String,
+    },
+}
+
+/// The arch list CLR hands the loader for `gpu` (`gfx1101:xnack-` →
+/// `gfx1101:xnack-`, `gfx11-generic:xnack-`).
+pub fn gpu_arch_list(gpu: &str) -> Vec<String> {
+    let gpu = strip_target_prefix(gpu.trim());
+    let mut out = vec![gpu.to_owned()];
+    if let Ok(t) = TargetId::parse(gpu)
+        && let Some(g) = generic_for(t.processor())
+    {
+        let features = gpu.split_once(':').map(|(_, f)| f);
+        out.push(match features {
+            Some(f) => format!("{g}:{f}"),
+            None => g.to_owned(),
+        });
+    }
+    out
+}
+
+/// For each of `dirs` (an installed tree, an artifact, or a directory of
+/// artifacts: a component's generic artifact and all its arch artifacts
+/// are flattened together, as installed), where every kernel of every
+/// binary with a marker would load from on `gpu`.
+pub fn explain_gpu(dirs: &[PathBuf], gpu: &str) -> Result<GpuReport> {
+    let arch_list = gpu_arch_list(gpu);
+    let mut report = GpuReport {
+        gpu: gpu.to_owned(),
+        arch_list: arch_list.clone(),
+        binaries: Vec::new(),
+    };
+    // Layout problems are `kpack verify`'s job; here only the answers count.
+    let mut ignored = VerifyReport::default();
+    for d in dirs {
+        if is_installed_tree(d) {
+            let marked = check_host_files(d, &[String::new()], true, &mut ignored)?;
+            explain(d, d, &marked, &arch_list, &mut report);
+            continue;
+        }
+        let arts = if d.join(MANIFEST).is_file() {
+            vec![d.clone()]
+        } else {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(d)
+                .map_err(|e| Error::io(d, "cannot list", e))?
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.join(MANIFEST).is_file())
+                .collect();
+            v.sort();
+            v
+        };
+        // component -> (generic artifact, every artifact of the component)
+        let mut groups: BTreeMap<String, (Option<PathBuf>, Vec<PathBuf>)> = BTreeMap::new();
+        for a in &arts {
+            let name = a
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let Some((component, arch)) = parse_artifact_name(&name) else {
+                continue;
+            };
+            let g = groups.entry(component).or_default();
+            if arch.is_none() {
+                g.0 = Some(a.clone());
+            }
+            g.1.push(a.clone());
+        }
+        for (generic, members) in groups.values() {
+            let Some(generic) = generic else { continue };
+            let view = tempfile::Builder::new()
+                .prefix("kpack-verify-gpu-")
+                .tempdir()
+                .map_err(|e| Error::io(std::env::temp_dir(), "cannot create", e))?;
+            for a in members {
+                let prefixes = read_manifest(a)?;
+                for p in &prefixes {
+                    for (path, rel) in files_of(&a.join(p)) {
+                        let to = view.path().join(&rel);
+                        if to.exists() {
+                            continue;
+                        }
+                        if let Some(parent) = to.parent() {
+                            std::fs::create_dir_all(parent)
+                                .map_err(|e| Error::io(parent, "cannot create", e))?;
+                        }
+                        let abs = std::fs::canonicalize(&path)
+                            .map_err(|e| Error::io(&path, "cannot resolve", e))?;
+                        #[cfg(unix)]
+                        std::os::unix::fs::symlink(&abs, &to)
+                            .map_err(|e| Error::io(&to, "cannot link", e))?;
+                    }
+                }
+            }
+            let prefixes = read_manifest(generic)?;
+            let marked = check_host_files(generic, &prefixes, false, &mut ignored)?;
+            explain(view.path(), generic, &marked, &arch_list, &mut report);
+        }
+    }
+    report.binaries.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(report)
+}
+
+/// Ask the loader about every kernel of `marked` (binaries under `root`);
+/// paths are shown relative to `root` and binaries under `shown_root`.
+fn explain(
+    root: &Path,
+    shown_root: &Path,
+    marked: &[Marked],
+    arch_list: &[String],
+    report: &mut GpuReport,
+) {
+    let arches: Vec<&str> = arch_list.iter().map(String::as_str).collect();
+    let canon_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let shown = |p: &Path| -> String {
+        p.strip_prefix(&canon_root)
+            .or_else(|_| p.strip_prefix(root))
+            .map(|r| r.display().to_string())
+            .unwrap_or_else(|_| p.display().to_string())
+    };
+    // One cache per tree, as one process would have.
+    let cache = Cache::new(Config::default());
+    for b in marked {
+        let bin = root.join(&b.rel);
+        let mut kernels = Vec::new();
+        for &k in &b.indices {
+            let key = format!("{}#{k}", b.marker.kernel_name);
+            let outcome = match cache.locate(&b.marker, &bin, k, &arches) {
+                Ok(loc) => GpuOutcome::Loads {
+                    archive: shown(&loc.archive),
+                    target: loc.target,
+                    lacking: loc
+                        .lacking
+                        .iter()
+                        .map(|(p, t)| (shown(p), t.clone()))
+                        .collect(),
+                },
+                Err(e) => GpuOutcome::Missing {
+                    error: format!("{:?}", e.kind()),
+                    code: e.kind().code(),
+                    diagnostic: e.to_string(),
+                },
+            };
+            kernels.push(GpuKernel { key, outcome });
+        }
+        report.binaries.push(GpuBinary {
+            path: shown_root.join(&b.rel).display().to_string(),
+            kernels,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arch_list_is_clrs() {
+        assert_eq!(gpu_arch_list("gfx1101"), ["gfx1101", "gfx11-generic"]);
+        assert_eq!(
+            gpu_arch_list("amdgcn-amd-amdhsa--gfx1101:xnack-"),
+            ["gfx1101:xnack-", "gfx11-generic:xnack-"]
+        );
+        assert_eq!(gpu_arch_list("gfx90a:xnack+"), ["gfx90a:xnack+"]);
+    }
+}
