@@ -15,5 +15,6 @@ mod pe;
 mod plugins;
 mod runtime_e2e;
 mod split;
+mod targets;
 mod util;
 mod wheel;
