@@ -252,3 +252,65 @@ fn strict_target_keeps_its_identity_through_inspect_offload_split_and_loading() 
     let out = kpack(["verify".as_ref(), split_out.as_os_str()]);
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
 }
+
+#[test]
+fn verify_counts_a_generic_archive_as_serving_every_processor_it_covers() {
+    let dir = tempfile::tempdir().unwrap();
+    let art = dir.path().join("art/axpy_lib");
+    std::fs::create_dir_all(art.join("stage/lib")).unwrap();
+    std::fs::write(art.join("artifact_manifest.txt"), "stage\n").unwrap();
+    std::fs::copy(
+        fixture("clang19/libaxpy_generic.so"),
+        art.join("stage/lib/libaxpy.so"),
+    )
+    .unwrap();
+    let split_out = dir.path().join("split");
+    let out = kpack([
+        "split".as_ref(),
+        art.as_os_str(),
+        "-o".as_ref(),
+        split_out.as_os_str(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for g in [
+        "gfx9-generic",
+        "gfx10-3-generic",
+        "gfx11-generic",
+        "gfx12-generic",
+    ] {
+        assert!(split_out.join(format!("axpy_{g}")).is_dir(), "{g}");
+    }
+
+    // Each generic arch artifact, flattened with the generic one, serves
+    // every processor of its generic target: gfx9-generic 6, gfx10-3 7,
+    // gfx11 8, gfx12 2 (one key).
+    let out = kpack(["verify".as_ref(), split_out.as_os_str(), "--json".as_ref()]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(out.status.success(), "{v}");
+    assert_eq!(v["report"]["generic_served"], 23, "{v}");
+    let out = kpack(["verify".as_ref(), split_out.as_os_str()]);
+    assert!(
+        stdout(&out).contains("(23 more through a generic target)"),
+        "{}",
+        stdout(&out)
+    );
+
+    // Installed together, gfx1100 has its own object, so the generic
+    // gfx11 archive serves the 7 other gfx11 processors.
+    let install = dir.path().join("install");
+    for a in std::fs::read_dir(&split_out).unwrap() {
+        let st = a.unwrap().path().join("stage");
+        let cp = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", st.display()))
+            .arg(&install)
+            .status()
+            .unwrap();
+        assert!(cp.success());
+    }
+    let out = kpack(["verify".as_ref(), install.as_os_str(), "--json".as_ref()]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(out.status.success(), "{v}");
+    assert_eq!(v["report"]["generic_served"], 22, "{v}");
+    assert_eq!(v["report"]["resolved"], 5, "{v}");
+}
