@@ -653,10 +653,7 @@ fn check_resolution(
 /// processors that some target in `targets` names itself (the runtime
 /// picks those first, and they are checked as they are).
 fn generic_fallbacks(targets: &BTreeSet<String>) -> Vec<(String, String)> {
-    let own: BTreeSet<&str> = targets
-        .iter()
-        .filter_map(|t| t.split(':').next())
-        .collect();
+    let own: BTreeSet<&str> = targets.iter().filter_map(|t| t.split(':').next()).collect();
     let mut out = Vec::new();
     for t in targets {
         let Ok(id) = kpack_amdgpu::TargetId::parse(t) else {

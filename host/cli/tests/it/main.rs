@@ -13,6 +13,7 @@ mod offload;
 mod offloading;
 mod pe;
 mod plugins;
+mod rerun;
 mod runtime_e2e;
 mod split;
 mod targets;

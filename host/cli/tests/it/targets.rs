@@ -79,7 +79,9 @@ fn gfx1101_device_reaches_gfx11_generic_through_clrs_fallback_list() {
     let bin = offload(&fixture(&format!("clang19/{name}")), dir.path());
     // Stored under the generic target id itself: one archive per generic
     // processor, the TOC arch spelled as the bundle entry spells it.
-    let archive = dir.path().join(".kpack/libaxpy_generic_gfx11-generic.kpack");
+    let archive = dir
+        .path()
+        .join(".kpack/libaxpy_generic_gfx11-generic.kpack");
     let list = kpack(["archive".as_ref(), "list".as_ref(), archive.as_os_str()]);
     assert!(list.status.success(), "{}", stderr(&list));
     assert!(stdout(&list).contains("gfx11-generic"), "{}", stdout(&list));
