@@ -72,13 +72,16 @@ impl CodeObjectInfo {
             return out;
         };
         let ours = self.target_id();
-        if target.processor() != ours.processor() {
+        // `-strict` is not in e_flags: a `gfx1250-strict` object carries
+        // gfx1250's mach value, and the bundle id alone keeps it distinct.
+        if target.base_processor() != ours.processor() {
             out.push(format!(
                 "e_flags name processor {}, the bundle id says {}",
                 ours.processor(),
                 target.processor()
             ));
         }
+        out.extend(self.generic_mismatch());
         for name in ["sramecc", "xnack"] {
             let state = if name == "xnack" {
                 self.xnack
@@ -99,8 +102,10 @@ impl CodeObjectInfo {
         }
         if let Some(md) = &self.metadata_target {
             let md_target = md.rsplit("--").next().unwrap_or(md);
+            // Whether a strict object's metadata names the `-strict`
+            // variant is the compiler's business; either spelling agrees.
             if TargetId::parse(md_target)
-                .map(|t| &t != target)
+                .map(|t| t != *target && t != target.clone().with_strict(false))
                 .unwrap_or(true)
             {
                 out.push(format!(
@@ -109,6 +114,33 @@ impl CodeObjectInfo {
             }
         }
         out
+    }
+}
+
+impl CodeObjectInfo {
+    /// The generic-version rule (LLVM AMDGPUUsage, code object v6): a
+    /// generic processor's object carries a non-zero
+    /// `EF_AMDGPU_GENERIC_VERSION`, and only such objects do. A loader
+    /// refuses a generic object without one, so it is worth a warning.
+    fn generic_mismatch(&self) -> Option<String> {
+        let generic = kpack_amdgpu::is_generic(&self.processor);
+        let flag = (self.e_flags & kpack_amdgpu::EF_AMDGPU_GENERIC_VERSION)
+            >> kpack_amdgpu::EF_AMDGPU_GENERIC_VERSION_OFFSET;
+        match (generic, self.code_object_version) {
+            (true, Some(v)) if v < 6 => Some(format!(
+                "{} is a generic target, which needs code object v6 or later (this is v{v})",
+                self.processor
+            )),
+            (true, _) if self.generic_version.is_none() => Some(format!(
+                "{} is a generic target but EF_AMDGPU_GENERIC_VERSION (e_flags bits 24..31) is 0",
+                self.processor
+            )),
+            (false, Some(v)) if v >= 6 && flag != 0 => Some(format!(
+                "EF_AMDGPU_GENERIC_VERSION is {flag} on {}, which is not a generic target",
+                self.processor
+            )),
+            _ => None,
+        }
     }
 }
 
@@ -334,6 +366,46 @@ mod tests {
         b[48..52].copy_from_slice(&0x53fu32.to_le_bytes());
         b[52..54].copy_from_slice(&64u16.to_le_bytes());
         b
+    }
+
+    /// `bare_header` as code-object `version` with `e_flags`.
+    fn object(version: u8, e_flags: u32) -> CodeObjectInfo {
+        let mut b = bare_header(64);
+        b[8] = version - 2;
+        b[48..52].copy_from_slice(&e_flags.to_le_bytes());
+        inspect(&b, 0, 64).unwrap()
+    }
+
+    fn id(target: &str) -> EntryId {
+        EntryId::parse(&format!("hipv4-{TARGET_PREFIX}{target}")).unwrap()
+    }
+
+    #[test]
+    fn generic_target_needs_its_generic_version() {
+        // gfx11-generic is mach 0x054; clang-19 writes generic version 1.
+        let good = object(6, 0x0100_0054);
+        assert_eq!(good.mismatches(&id("gfx11-generic")), Vec::<String>::new());
+        let zero = object(6, 0x054);
+        let m = zero.mismatches(&id("gfx11-generic"));
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(m[0].contains("EF_AMDGPU_GENERIC_VERSION"), "{m:?}");
+        let v5 = object(5, 0x054);
+        let m = v5.mismatches(&id("gfx11-generic"));
+        assert!(m[0].contains("needs code object v6"), "{m:?}");
+        // A specific processor must not claim a generic version.
+        let m = object(6, 0x0200_0041).mismatches(&id("gfx1100"));
+        assert!(m[0].contains("not a generic target"), "{m:?}");
+        assert!(object(6, 0x041).mismatches(&id("gfx1100")).is_empty());
+    }
+
+    #[test]
+    fn strict_target_carries_its_base_processors_mach() {
+        // gfx1250 is mach 0x049; the bundle id alone says -strict.
+        let o = object(6, 0x049);
+        assert!(o.mismatches(&id("gfx1250-strict")).is_empty());
+        assert!(o.mismatches(&id("gfx1250")).is_empty());
+        let m = o.mismatches(&id("gfx1251-strict"));
+        assert!(m[0].contains("processor gfx1250"), "{m:?}");
     }
 
     #[test]

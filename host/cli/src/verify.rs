@@ -44,8 +44,14 @@ pub fn run(args: Args) -> CliResult {
             };
             println!("{sev}: [{}] {}: {}", f.check, f.path, f.message);
         }
+        // Said only when a generic archive served someone, so reports of
+        // trees without generic targets read as before.
+        let generic = match rep.generic_served {
+            0 => String::new(),
+            n => format!(" ({n} more through a generic target)"),
+        };
         println!(
-            "{} artifacts, {} binaries with markers, {} archives, {} lookups resolved, {} errors",
+            "{} artifacts, {} binaries with markers, {} archives, {} lookups resolved{generic}, {} errors",
             rep.artifacts.len(),
             rep.binaries,
             rep.archives,

@@ -79,6 +79,16 @@ mod tests {
     }
 
     #[test]
+    fn strict_targets_never_fall_back_to_their_base_processor() {
+        // AMD keeps gfx1250-strict distinct from gfx1250, both ways.
+        assert_eq!(
+            compatible_targets("gfx1250-strict:xnack+"),
+            ["gfx1250-strict:xnack+", "gfx1250-strict"]
+        );
+        assert_eq!(compatible_targets("gfx1250"), ["gfx1250"]);
+    }
+
+    #[test]
     fn empty_inputs_give_nothing() {
         assert!(compatible_targets("").is_empty());
         assert!(compatible_targets(":xnack+").is_empty());

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::error::{Error, ErrorKind, Result, error_chain};
 use crate::manifest::{MANIFEST, read_manifest, write_manifest};
-use crate::prefix::{PrefixLayout, PrefixReport, SplitOptions, split_prefix};
+use crate::prefix::{PrefixLayout, PrefixReport, SplitOptions, refuse_split_output, split_prefix};
 
 /// One artifact to split.
 #[derive(Debug, Clone)]
@@ -106,6 +106,14 @@ pub fn split_artifacts(
     out: &Path,
     opts: &SplitOptions<'_>,
 ) -> Result<Vec<ArtifactReport>> {
+    // Split output (arch artifacts hold archives) is refused before
+    // anything is written, and before the duplicate-component check a
+    // directory of split output would otherwise fail with.
+    for i in inputs {
+        for prefix in read_manifest(&i.dir).unwrap_or_default() {
+            refuse_split_output(&i.dir.join(prefix))?;
+        }
+    }
     let mut seen = BTreeSet::new();
     for i in inputs {
         if !seen.insert(i.component.as_str()) {

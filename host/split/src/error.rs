@@ -14,6 +14,9 @@ pub enum ErrorKind {
     Files,
     /// A destination already exists.
     Exists,
+    /// The input is already kpack split output (it holds a kpack archive
+    /// or a binary kpack offloaded): splitting it again is refused.
+    AlreadySplit,
 }
 
 /// A failure of split, recombine or verify, naming the file involved.

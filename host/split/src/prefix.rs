@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use kpack_amdgpu::{TargetFilter, TargetId};
 use kpack_bundle::WalkOptions;
-use kpack_elf::{ElfKind, read_fat_binary};
+use kpack_elf::{ElfKind, MARKER_SECTION, read_fat_binary};
 use kpack_format::{Compression, WriterOptions};
 use kpack_offload::{
     ArchiveSet, OffloadOptions, add_code_objects, check_filter, transform_checked, write_atomically,
@@ -162,7 +162,9 @@ pub struct PrefixReport {
     pub binaries: Vec<BinaryReport>,
     /// Host ELF files without device code.
     pub host_only: u64,
-    /// Binaries that were already offloaded (copied unchanged).
+    /// Binaries that were already offloaded. Always 0 now: a tree holding
+    /// one is split output and refused ([`crate::ErrorKind::AlreadySplit`]);
+    /// kept so the JSON report keeps its fields.
     pub already_offloaded: u64,
     /// Archives written, sorted.
     pub archives: Vec<ArchiveReport>,
@@ -235,6 +237,7 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
         ..Default::default()
     };
     let nodes = walk(layout.source)?;
+    refuse_archives(layout.source, &nodes)?;
     std::fs::create_dir_all(layout.generic)
         .map_err(|e| Error::io(layout.generic, "cannot create", e))?;
     let mut files = Vec::new();
@@ -276,6 +279,21 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
         })
         .collect();
 
+    // A binary kpack already offloaded means this tree is split output:
+    // its archives are elsewhere, and a second split would only copy it
+    // under new artifact names, so say so instead (nothing is kept).
+    if let Some((rel, _)) = results
+        .iter()
+        .find(|(_, r)| r.as_ref().is_ok_and(|r| r.already))
+    {
+        return Err(Error::new(
+            ErrorKind::AlreadySplit,
+            Some(layout.source.join(rel)),
+            format!(
+                "already offloaded by kpack (HIPK wrappers, {MARKER_SECTION} marker): {SPLIT_OUTPUT}"
+            ),
+        ));
+    }
     for (rel, r) in results {
         report.files += 1;
         let r = match r {
@@ -327,6 +345,46 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
         .archives
         .sort_by(|a, b| (&a.arch, &a.path).cmp(&(&b.arch, &b.path)));
     Ok(report)
+}
+
+/// The end of the message refusing split output.
+const SPLIT_OUTPUT: &str =
+    "this is the output of a split; split the original tree (or wheel) instead";
+
+/// Refuse a tree holding a kpack archive (KPAK magic, whatever its name):
+/// it is split output, and a second split would file the archive as
+/// generic content. Reads 4 bytes of each file, before anything is written.
+pub(crate) fn refuse_split_output(root: &Path) -> Result<()> {
+    match walk(root) {
+        Ok(nodes) => refuse_archives(root, &nodes),
+        // Unreadable trees are reported by the split itself.
+        Err(_) => Ok(()),
+    }
+}
+
+/// [`refuse_split_output`] over an already walked tree.
+fn refuse_archives(root: &Path, nodes: &[Node]) -> Result<()> {
+    for node in nodes {
+        let Node::File(rel, size) = node else {
+            continue;
+        };
+        if *size < kpack_format::MAGIC.len() as u64 {
+            continue;
+        }
+        let p = root.join(rel);
+        let mut head = [0u8; 4];
+        std::fs::File::open(&p)
+            .and_then(|mut f| f.read_exact(&mut head))
+            .map_err(|e| Error::io(&p, "cannot read", e))?;
+        if head == kpack_format::MAGIC {
+            return Err(Error::new(
+                ErrorKind::AlreadySplit,
+                Some(p),
+                format!("a kpack archive: {SPLIT_OUTPUT}"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn walk(root: &Path) -> Result<Vec<Node>> {

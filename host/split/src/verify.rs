@@ -52,6 +52,11 @@ pub struct VerifyReport {
     pub archives: u64,
     /// Marker lookups that resolved (binary × co_index × target).
     pub resolved: u64,
+    /// Lookups for processors a generic target covers and no archive has a
+    /// target of its own for (binary × co_index × processor), resolved as
+    /// CLR asks: the processor first, then the generic target. A generic
+    /// archive serves every processor of its generic target.
+    pub generic_served: u64,
     /// Problems, sorted.
     pub findings: Vec<Finding>,
 }
@@ -171,6 +176,7 @@ fn verify_installed(root: &Path, rep: &mut VerifyReport) -> Result<()> {
                     ),
                 }
             }
+            check_generic_coverage(&cache, b, &bin, &bin, k, targets, rep);
         }
     }
     Ok(())
@@ -466,8 +472,13 @@ pub(crate) fn check_host_files(
     Ok(marked)
 }
 
-/// Whether `arch` names one processor (`gfx90a`), not a group (`gfx90X`).
+/// Whether `arch` names one processor (`gfx90a`, `gfx11-generic`,
+/// `gfx1250-strict`), not a group (`gfx90X`, `gfx110X-dgpu`).
 fn is_processor_name(arch: &str) -> bool {
+    if kpack_amdgpu::is_generic(arch) {
+        return true;
+    }
+    let arch = arch.strip_suffix("-strict").unwrap_or(arch);
     arch.strip_prefix("gfx").is_some_and(|r| {
         !r.is_empty()
             && r.bytes()
@@ -627,6 +638,9 @@ fn check_resolution(
         for &k in &b.indices {
             let key = format!("{}#{k}", b.marker.kernel_name);
             let have = info.keys.get(&key);
+            if let Some(targets) = have {
+                check_generic_coverage(&cache, b, &bin, &shown, k, targets, rep);
+            }
             for t in have.into_iter().flatten() {
                 match cache.load(&b.marker, &bin, k, &[t.as_str()]) {
                     Ok(_) => rep.resolved += 1,
@@ -648,6 +662,58 @@ fn check_resolution(
     Ok(())
 }
 
+/// Every processor a generic target in `targets` covers, with the
+/// generic target's features: `(device, generic target)`, leaving out
+/// processors that some target in `targets` names itself (the runtime
+/// picks those first, and they are checked as they are).
+fn generic_fallbacks(targets: &BTreeSet<String>) -> Vec<(String, String)> {
+    let own: BTreeSet<&str> = targets.iter().filter_map(|t| t.split(':').next()).collect();
+    let mut out = Vec::new();
+    for t in targets {
+        let Ok(id) = kpack_amdgpu::TargetId::parse(t) else {
+            continue;
+        };
+        let Some(covered) = kpack_amdgpu::covered_by(id.processor()) else {
+            continue;
+        };
+        for p in covered.iter().filter(|p| !own.contains(**p)) {
+            let device = kpack_amdgpu::TargetId::new(*p, id.features().to_vec());
+            out.push((device.to_string(), t.clone()));
+        }
+    }
+    out
+}
+
+/// Resolve a marker's key for each processor a generic archive serves
+/// (see [`generic_fallbacks`]) with the arch list CLR passes: the device's
+/// own target, then its generic fallback.
+fn check_generic_coverage(
+    cache: &Cache,
+    b: &Marked,
+    bin: &Path,
+    shown: &Path,
+    k: u32,
+    targets: &BTreeSet<String>,
+    rep: &mut VerifyReport,
+) {
+    for (device, generic) in generic_fallbacks(targets) {
+        match cache.load(&b.marker, bin, k, &[device.as_str(), generic.as_str()]) {
+            Ok(_) => rep.generic_served += 1,
+            Err(e) => finding(
+                rep,
+                Severity::Error,
+                "marker",
+                shown,
+                format!(
+                    "{}#{k} for a {device} device (fallback {generic}) does not resolve: {}",
+                    b.marker.kernel_name,
+                    error_chain(&e)
+                ),
+            ),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -657,5 +723,19 @@ mod tests {
         assert!(is_processor_name("gfx90a"));
         assert!(!is_processor_name("gfx90X"));
         assert!(!is_processor_name("gfx110X-dgpu"));
+        assert!(is_processor_name("gfx11-generic"));
+        assert!(is_processor_name("gfx1250-strict"));
+        assert!(!is_processor_name("gfx11-dgpu"));
+    }
+
+    #[test]
+    fn a_generic_target_serves_the_processors_it_covers() {
+        let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        let f = generic_fallbacks(&set(&["gfx12-generic", "gfx1201"]));
+        assert_eq!(f, [("gfx1200".to_string(), "gfx12-generic".to_string())]);
+        let f = generic_fallbacks(&set(&["gfx9-generic:xnack-"]));
+        assert_eq!(f.len(), 6);
+        assert_eq!(f[0], ("gfx900:xnack-".into(), "gfx9-generic:xnack-".into()));
+        assert!(generic_fallbacks(&set(&["gfx1100", "gfx1250-strict"])).is_empty());
     }
 }

@@ -14,6 +14,9 @@ pub enum ErrorKind {
     /// source), or some files in it could not be processed; nothing was
     /// written.
     Split,
+    /// The input is kpack's own output (a host wheel with offloaded
+    /// binaries, or a device wheel): splitting it again is refused.
+    AlreadySplit,
     /// The output would replace the input.
     Exists,
 }

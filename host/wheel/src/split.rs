@@ -261,6 +261,22 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
             format!("archive directory {archive_dir:?} is not a plain relative path"),
         ));
     }
+    // A device wheel is marked by the WHEEL file wheel split writes for it;
+    // refused before anything is split (it may hold no archive at all,
+    // only database files).
+    if let Some(g) = un
+        .wheel
+        .get("Generator")
+        .filter(|g| g.starts_with("kpack-wheel "))
+    {
+        return Err(Error::new(
+            ErrorKind::AlreadySplit,
+            Some(input.to_path_buf()),
+            format!(
+                "a device wheel written by kpack wheel split (WHEEL Generator: {g}): split the original fat wheel instead"
+            ),
+        ));
+    }
     let mut warnings = un.warnings.clone();
     let tags: Vec<String> = un.wheel.get_all("Tag").map(str::to_string).collect();
 
@@ -291,7 +307,33 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
             generic: &generic,
             arch: &arch,
         };
-        let report = split_prefix(&layout, &so).map_err(|e| Error::split(input, e))?;
+        let report = split_prefix(&layout, &so).map_err(|e| {
+            if e.kind() != kpack_split::ErrorKind::AlreadySplit {
+                return Error::split(input, e);
+            }
+            // Name the wheel entry, not the staging path it was unpacked to.
+            let entry = e
+                .path()
+                .and_then(|p| p.strip_prefix(&source).ok())
+                .and_then(|p| p.to_str())
+                .map(|rel| Unpacked::wheel_path(&un.data_dir, scheme, rel))
+                .unwrap_or_default();
+            // The split error names the staging path; this message says
+            // all of it with the wheel's own entry name instead.
+            let (what, why) = match e.path() {
+                Some(p) if p.extension().is_some_and(|x| x == "kpack") => {
+                    ("a device wheel", "is a kpack archive")
+                }
+                _ => ("a host wheel", "is already offloaded by kpack"),
+            };
+            Error::new(
+                ErrorKind::AlreadySplit,
+                Some(input.to_path_buf()),
+                format!(
+                    "{what} written by kpack wheel split ({entry} {why}): split the original fat wheel instead"
+                ),
+            )
+        })?;
         if !report.errors.is_empty() {
             return Err(Error::new(
                 ErrorKind::Split,

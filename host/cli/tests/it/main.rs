@@ -9,12 +9,14 @@
 
 mod archive;
 mod embedded;
+mod generic_strict;
 mod independent_reader;
 mod inspect;
 mod offload;
 mod offloading;
 mod pe;
 mod plugins;
+mod rerun;
 mod runtime_e2e;
 mod safety;
 mod split;

@@ -16,12 +16,12 @@ use kpack_tests::{FAT_FIXTURES, fixture, stderr, stub_command};
 use crate::util::{kpack, stub_hip};
 
 const KPACK_ERROR_NOT_IMPLEMENTED: i32 = 8;
-const KPACK_ERROR_ARCHIVE_NOT_FOUND: i32 = 13;
-const KPACK_ERROR_ARCH_NOT_FOUND: i32 = 14;
+pub(crate) const KPACK_ERROR_ARCHIVE_NOT_FOUND: i32 = 13;
+pub(crate) const KPACK_ERROR_ARCH_NOT_FOUND: i32 = 14;
 
 /// One `load` line of the stub's log.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Load {
+pub(crate) enum Load {
     Ok {
         co: u32,
         sha: String,
@@ -43,14 +43,14 @@ impl Load {
 }
 
 /// A run under the loading stub: exit code, number of HIPK registrations, loads.
-struct Run {
-    code: Option<i32>,
-    fatbins: usize,
-    loads: Vec<Load>,
-    log: String,
+pub(crate) struct Run {
+    pub(crate) code: Option<i32>,
+    pub(crate) fatbins: usize,
+    pub(crate) loads: Vec<Load>,
+    pub(crate) log: String,
 }
 
-fn run_loading(binary: &Path, archs: &str, env: &[(&str, &std::ffi::OsStr)]) -> Run {
+pub(crate) fn run_loading(binary: &Path, archs: &str, env: &[(&str, &std::ffi::OsStr)]) -> Run {
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut cmd = stub_command(stub_hip(true), binary);
     for var in [

@@ -749,3 +749,50 @@ fn max_unpacked_size_limits_what_a_wheel_may_inflate_to() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(out.join(WHEEL).exists());
 }
+
+/// Re-running the split on its own output is refused (exit 2, nothing
+/// written): a host wheel by its offloaded binaries, a device wheel by the
+/// WHEEL file wheel split writes for it.
+#[test]
+fn refuses_to_split_its_own_host_and_device_wheels() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = build_fat_wheel(tmp.path(), &fat_files());
+    let out = tmp.path().join("out");
+    split(&input, &out, &[], &[]);
+    let host = out.join(WHEEL);
+    let device = dir_bytes(&out)
+        .into_keys()
+        .find(|n| n.contains("device_gfx90a"))
+        .map(|n| out.join(n))
+        .unwrap();
+    for (wheel, what, names) in [
+        (
+            &host,
+            "a host wheel",
+            "(fatpkg/lib/lib2tu.so is already offloaded by kpack)",
+        ),
+        (&device, "a device wheel", "WHEEL Generator: kpack-wheel"),
+    ] {
+        let again = tmp.path().join("again");
+        let o = kpack_env(
+            &[
+                "wheel",
+                "split",
+                wheel.to_str().unwrap(),
+                "-o",
+                again.to_str().unwrap(),
+            ],
+            &[],
+        );
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains(&format!("{what} written by kpack wheel split")) && err.contains(names),
+            "{err}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&again)
+            .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "{left:?}");
+    }
+}
