@@ -27,5 +27,5 @@ pub use read::{
     ElfKind, FATBIN_SECTION, FatBinary, HIPF, HIPK, MARKER_SECTION, Magic, PointerVia,
     SEGMENT_SECTION, SectionInfo, WRAPPER_SIZE, Wrapper, looks_like_elf, read_fat_binary,
 };
-pub use transform::{TransformReport, transform};
+pub use transform::{Layout, TransformReport, transform};
 pub use verify::verify_image;

@@ -9,7 +9,7 @@ use object::LittleEndian as LE;
 use object::elf::{self, FileHeader64, ProgramHeader64, SectionHeader64};
 
 use super::source::{Headers, check_range};
-use super::{PAD_SECTION, PAGE, PHDR_SIZE, SHDR_SIZE};
+use super::{Layout, PAD_SECTION, PAGE, PHDR_SIZE, SHDR_SIZE};
 use crate::error::{Error, ErrorKind};
 use crate::read::{MARKER_SECTION, SectionInfo};
 
@@ -19,8 +19,13 @@ use crate::read::{MARKER_SECTION, SectionInfo};
 /// `cut.end` on move down by `cut.end - cut.start` ([`Plan::shift`]).
 #[derive(Debug)]
 pub(super) struct Plan {
+    /// Which layout the plan took.
+    pub(super) layout: Layout,
     /// File offset of the kpack page, the same in input and output.
     pub(super) kpack_page_offset: u64,
+    /// Length of the kpack page: one page in place, the rest of
+    /// `.hip_fatbin` when it shares its page with its neighbours.
+    pub(super) kpack_page_len: u64,
     /// Input bytes that leave the file: whole pages of device code after
     /// the kpack page, a multiple of every later segment's alignment.
     pub(super) cut: Range<u64>,
@@ -54,8 +59,11 @@ struct Cut {
     segment_index: usize,
     /// That `PT_LOAD`, the template of the pieces that replace it.
     segment: ProgramHeader64<LE>,
+    layout: Layout,
     kpack_page_addr: u64,
     kpack_page_offset: u64,
+    /// Bytes of the kpack page (see [`Plan::kpack_page_len`]).
+    kpack_page_len: u64,
     /// Whether `.hip_fatbin` runs to the end of the segment's file bytes
     /// (then the segment has no piece after the kpack page).
     fatbin_is_last: bool,
@@ -119,11 +127,19 @@ impl Plan {
             .p_filesz
             .set(LE, table_len + marker_len);
         let marker_offset_in_page = table_len;
-        if marker_offset_in_page + marker_len > PAGE {
-            return Err(layout(format!(
-                "{} program headers and a {marker_len}-byte marker do not fit in one page",
-                program_headers.len(),
-            )));
+        if marker_offset_in_page + marker_len > cut.kpack_page_len {
+            return Err(layout(match cut.layout {
+                Layout::InPlace => format!(
+                    "{} program headers and a {marker_len}-byte marker do not fit in one page",
+                    program_headers.len(),
+                ),
+                Layout::SharedPage => format!(
+                    "{} program headers and a {marker_len}-byte marker do not fit in the {} bytes of .hip_fatbin at {:#x}",
+                    program_headers.len(),
+                    cut.kpack_page_len,
+                    cut.kpack_page_offset,
+                ),
+            }));
         }
         let marker_addr = cut.kpack_page_addr + marker_offset_in_page;
 
@@ -171,7 +187,8 @@ impl Plan {
         }
         let kept_tail = cut.range.end..tail_end;
         // Output: [0, kpack page) + kpack page + kept tail + .shstrtab + SHT.
-        let shstrtab_offset = cut.kpack_page_offset + PAGE + (kept_tail.end - kept_tail.start);
+        let shstrtab_offset =
+            cut.kpack_page_offset + cut.kpack_page_len + (kept_tail.end - kept_tail.start);
         let section_table_offset = (shstrtab_offset + shstrtab_len).next_multiple_of(8);
         section_headers[shstrndx].sh_offset.set(LE, shstrtab_offset);
         section_headers[shstrndx].sh_size.set(LE, shstrtab_len);
@@ -192,7 +209,9 @@ impl Plan {
         );
 
         Ok(Plan {
+            layout: cut.layout,
             kpack_page_offset: cut.kpack_page_offset,
+            kpack_page_len: cut.kpack_page_len,
             cut: cut.range,
             kept_tail,
             program_headers,
@@ -282,21 +301,32 @@ fn plan_cut(
         ));
     }
     let fatbin_end = fatbin_addr + fatbin_size;
-    let kpack_page_addr = fatbin_addr
+    let page_addr = fatbin_addr
         .checked_next_multiple_of(PAGE)
         .unwrap_or(u64::MAX);
-    if kpack_page_addr
+    let (layout, kpack_page_addr, kpack_page_len) = if page_addr
         .checked_add(PAGE)
-        .is_none_or(|page_end| page_end > fatbin_end)
+        .is_some_and(|page_end| page_end <= fatbin_end)
     {
-        return Err(Error::new(
-            ErrorKind::Layout,
-            path,
-            format!(
-                ".hip_fatbin ({fatbin_size} bytes at {fatbin_addr:#x}) holds no whole page for the program headers and marker"
-            ),
-        ));
-    }
+        (Layout::InPlace, page_addr, PAGE)
+    } else {
+        // No whole page of device code: the table and marker take the
+        // section's own bytes (8-aligned for Elf64_Phdr), and the kpack
+        // segment shares its first and last page with its neighbours.
+        // They all keep the segment's p_vaddr - p_offset, so the shared
+        // pages map the same file bytes whichever segment maps them last.
+        let start = fatbin_addr.checked_next_multiple_of(8).unwrap_or(u64::MAX);
+        if start >= fatbin_end {
+            return Err(Error::new(
+                ErrorKind::Layout,
+                path,
+                format!(
+                    ".hip_fatbin ({fatbin_size} bytes at {fatbin_addr:#x}) has no room for the program headers and marker"
+                ),
+            ));
+        }
+        (Layout::SharedPage, start, fatbin_end - start)
+    };
     let kpack_page_offset = fatbin_offset + (kpack_page_addr - fatbin_addr);
     // The cut must keep every later segment's (and the post piece's)
     // p_offset ≡ p_vaddr (mod p_align).
@@ -313,21 +343,23 @@ fn plan_cut(
         ));
     }
     let fatbin_is_last = fatbin_offset + fatbin_size >= seg_offset + seg_filesz;
-    let cut_start = kpack_page_offset + PAGE;
-    let cuttable = if fatbin_is_last {
-        seg_offset + seg_filesz - cut_start
-    } else {
-        (fatbin_end & !(PAGE - 1)).saturating_sub(kpack_page_addr + PAGE)
+    let cut_start = kpack_page_offset + kpack_page_len;
+    let cuttable = match layout {
+        Layout::SharedPage => 0,
+        Layout::InPlace if fatbin_is_last => seg_offset + seg_filesz - cut_start,
+        Layout::InPlace => (fatbin_end & !(PAGE - 1)).saturating_sub(kpack_page_addr + PAGE),
     };
     let removed = cuttable / align * align;
     Ok(Cut {
         segment_index,
         segment,
+        layout,
         kpack_page_addr,
         kpack_page_offset,
+        kpack_page_len,
         fatbin_is_last,
         range: cut_start..cut_start + removed,
-        post_addr: kpack_page_addr + PAGE + removed,
+        post_addr: kpack_page_addr + kpack_page_len + removed,
     })
 }
 
@@ -444,7 +476,7 @@ fn plan_moved_sections(
     cut: &Cut,
 ) -> Result<Vec<SectionHeader64<LE>>, Error> {
     let mut moved = sections.to_vec();
-    let nobits_start = cut.kpack_page_addr + PAGE;
+    let nobits_start = cut.kpack_page_addr + cut.kpack_page_len;
     for (index, header) in moved.iter_mut().enumerate() {
         if index == fatbin.index {
             let nobits_end = if cut.fatbin_is_last {
@@ -458,7 +490,13 @@ fn plan_moved_sections(
             header
                 .sh_size
                 .set(LE, nobits_end.saturating_sub(nobits_start));
-            header.sh_addralign.set(LE, PAGE);
+            header.sh_addralign.set(
+                LE,
+                match cut.layout {
+                    Layout::InPlace => PAGE,
+                    Layout::SharedPage => 1,
+                },
+            );
             continue;
         }
         let offset = header.sh_offset.get(LE);

@@ -7,14 +7,16 @@ use object::pod;
 
 use super::plan::Plan;
 use super::source::Source;
-use super::{PAGE, PHDR_SIZE, R_X86_64_RELATIVE, WrapperPatch};
+use super::{PHDR_SIZE, R_X86_64_RELATIVE, WrapperPatch};
 use crate::error::{Error, ErrorKind};
 use crate::read::HIPK;
 
 /// The kpack page: the new program header table, then the marker, then
 /// zeros.
 pub(super) fn kpack_page(plan: &Plan, marker: &[u8]) -> Vec<u8> {
-    let mut page = vec![0u8; PAGE as usize];
+    // The rest of the page is zeros: in the shared-page layout these are
+    // the device-code bytes that stay in the file.
+    let mut page = vec![0u8; plan.kpack_page_len as usize];
     for (index, header) in plan.program_headers.iter().enumerate() {
         let at = index * PHDR_SIZE as usize;
         page[at..at + PHDR_SIZE as usize].copy_from_slice(pod::bytes_of(header));
@@ -132,6 +134,7 @@ mod tests {
 
     use kpack_bundle::ReadAt;
 
+    use super::super::PAGE;
     use super::super::source::Headers;
     use super::*;
     use crate::read::read_fat_binary;
