@@ -43,7 +43,6 @@ const PAGE: u64 = 4096;
 const PHDR_SIZE: u64 = 56;
 const SHDR_SIZE: u64 = 64;
 const EHDR_SIZE: u64 = 64;
-const R_X86_64_RELATIVE: u64 = 8;
 /// Section kpack adds over the padding before the kpack page.
 pub const PAD_SECTION: &str = ".kpack.pad";
 
@@ -110,11 +109,18 @@ pub fn transform(
     marker: &[u8],
 ) -> Result<(Vec<u8>, TransformReport), Error> {
     let (fatbin, patches) = offloadable(input, fat)?;
+    let machine = fat.machine.ok_or_else(|| {
+        Error::new(
+            ErrorKind::Unsupported,
+            input,
+            "only x86-64 and aarch64 host binaries can be offloaded",
+        )
+    })?;
     let source = Source::new(input, &fat.source);
     let headers = Headers::read(&source)?;
     let plan = Plan::new(input, &headers, fatbin, marker.len() as u64, source.len())?;
     let mut image = write::assemble(&source, &plan, marker)?;
-    let relocations = write::patch(input, &mut image, &plan, &patches)?;
+    let relocations = write::patch(input, &mut image, &plan, machine, &patches)?;
     let report = TransformReport {
         layout: plan.layout,
         input_size: source.len(),

@@ -126,6 +126,15 @@ impl Plan {
         program_headers[kpack_segment]
             .p_filesz
             .set(LE, table_len + marker_len);
+        if cut.layout == Layout::SharedPage {
+            // Nothing to zero-fill: the rest of the section's bytes stay in
+            // the file (as zeros) and no address depends on them. Without
+            // a zero-fill the loader never writes into a page it shares
+            // with the next segment.
+            program_headers[kpack_segment]
+                .p_memsz
+                .set(LE, table_len + marker_len);
+        }
         let marker_offset_in_page = table_len;
         if marker_offset_in_page + marker_len > cut.kpack_page_len {
             return Err(layout(match cut.layout {

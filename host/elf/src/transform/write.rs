@@ -7,8 +7,9 @@ use object::pod;
 
 use super::plan::Plan;
 use super::source::Source;
-use super::{PHDR_SIZE, R_X86_64_RELATIVE, WrapperPatch};
+use super::{PHDR_SIZE, WrapperPatch};
 use crate::error::{Error, ErrorKind};
+use crate::machine::Machine;
 use crate::read::HIPK;
 
 /// The kpack page: the new program header table, then the marker, then
@@ -64,14 +65,17 @@ pub(super) fn assemble(source: &Source<'_>, plan: &Plan, marker: &[u8]) -> Resul
 }
 
 /// Turn every wrapper into HIPK pointing at the marker with its co_index,
-/// and its relocation (if any) into `R_X86_64_RELATIVE` to the marker.
+/// and its relocation (if any) into the machine's `R_*_RELATIVE` to the
+/// marker.
 /// Returns the number of relocations rewritten.
 pub(super) fn patch(
     input: &Path,
     image: &mut [u8],
     plan: &Plan,
+    machine: Machine,
     patches: &[WrapperPatch],
 ) -> Result<usize, Error> {
+    let r_info = u64::from(machine.relative());
     let layout = |message: String| Error::new(ErrorKind::Layout, input, message);
     // Patches land on bytes kept from the input; never on the kpack page or
     // the removed device code.
@@ -105,7 +109,7 @@ pub(super) fn patch(
             write(
                 image,
                 at.saturating_add(8),
-                &R_X86_64_RELATIVE.to_le_bytes(),
+                &r_info.to_le_bytes(),
             )?;
             write(image, at.saturating_add(16), &marker_addr)?;
             relocations += 1;
@@ -189,7 +193,7 @@ mod tests {
             co_index: 0,
             rela_entry: None,
         };
-        let error = patch(&path, &mut image, &plan, &[inside]).unwrap_err();
+        let error = patch(&path, &mut image, &plan, Machine::X86_64, &[inside]).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Layout);
         assert!(error.to_string().contains("lies inside"), "{error}");
     }
