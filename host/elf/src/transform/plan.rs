@@ -803,20 +803,75 @@ mod tests {
         assert_eq!(plan.kept(plan.cut.end), Some(plan.cut.start));
     }
 
+    /// A clang-19 fixture (`tests/fixtures/clang19`).
+    fn clang19(name: &str) -> (PathBuf, FatBinary, Headers, u64) {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/clang19")
+            .join(name);
+        let fat = read_fat_binary(&path, Default::default()).unwrap();
+        let source = Source::new(&path, &fat.source);
+        let headers = Headers::read(&source).unwrap();
+        let len = source.len();
+        (path, fat, headers, len)
+    }
+
     #[test]
-    fn fat_binary_without_a_whole_page_is_a_layout_error() {
-        let (path, fat, headers, len) = open("libaxpy_2arch.so");
-        let mut fatbin = fat.fatbin.unwrap();
-        // Start just past a page boundary so the first whole page ends
-        // after the section.
-        fatbin.size = PAGE;
-        if fatbin.addr % PAGE == 0 {
-            fatbin.addr += 1;
-            fatbin.offset += 1;
+    fn corpus_fixtures_take_the_in_place_layout() {
+        for name in ["libaxpy_2arch.so", "exe_axpy_2arch", "libaxpy_2arch_align64k.so"] {
+            assert_eq!(plan(name).2.layout, Layout::InPlace, "{name}");
         }
+    }
+
+    #[test]
+    fn fat_binary_smaller_than_a_page_shares_its_page() {
+        // 1578 bytes of CCOB at 0x3000: no whole page of device code.
+        let (path, fat, headers, len) = clang19("libaxpy_small.so");
+        let fatbin = fat.fatbin.unwrap();
+        let plan = Plan::new(&path, &headers, fatbin, MARKER_LEN, len).unwrap();
+        assert_eq!(plan.layout, Layout::SharedPage);
+        assert_eq!(plan.bytes_removed(), 0);
+        assert_eq!(plan.kpack_page_offset, fatbin.offset.next_multiple_of(8));
+        assert_eq!(
+            plan.kpack_page_offset + plan.kpack_page_len,
+            fatbin.offset + fatbin.size
+        );
+        // Growth: only the new .shstrtab names and two section headers.
+        assert!(plan.output_size > len && plan.output_size - len < PAGE);
+        let table_len = plan.program_headers.len() as u64 * PHDR_SIZE;
+        let kpack = plan
+            .program_headers
+            .iter()
+            .find(|p| p.p_offset.get(LE) == plan.kpack_page_offset)
+            .unwrap();
+        // Its own PT_LOAD, starting with the table, same p_vaddr - p_offset
+        // as the segment it came from, no zero-fill.
+        assert_eq!(kpack.p_type.get(LE), elf::PT_LOAD);
+        assert_eq!(kpack.p_vaddr.get(LE) - kpack.p_offset.get(LE), fatbin.addr - fatbin.offset);
+        assert_eq!(kpack.p_filesz.get(LE), table_len + MARKER_LEN);
+        assert_eq!(kpack.p_memsz.get(LE), kpack.p_filesz.get(LE));
+        // Every address after it is unchanged: the next PT_LOAD starts
+        // where the section ended.
+        let loads: Vec<_> = plan
+            .program_headers
+            .iter()
+            .filter(|p| p.p_type.get(LE) == elf::PT_LOAD)
+            .collect();
+        let at = loads
+            .iter()
+            .position(|p| p.p_offset.get(LE) == plan.kpack_page_offset)
+            .unwrap();
+        assert_eq!(loads[at + 1].p_vaddr.get(LE), fatbin.addr + fatbin.size);
+        assert_eq!(loads[at + 1].p_offset.get(LE), fatbin.offset + fatbin.size);
+    }
+
+    #[test]
+    fn fat_binary_too_small_for_table_and_marker_is_a_layout_error() {
+        let (path, fat, headers, len) = clang19("libaxpy_small.so");
+        let mut fatbin = fat.fatbin.unwrap();
+        fatbin.size = 64;
         let error = Plan::new(&path, &headers, fatbin, MARKER_LEN, len).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Layout);
-        assert!(error.to_string().contains("holds no whole page"), "{error}");
+        assert!(error.to_string().contains("do not fit in the 64 bytes"), "{error}");
     }
 
     #[test]
