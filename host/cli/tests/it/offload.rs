@@ -251,6 +251,17 @@ fn offload_loop(set: &FixtureSet, name: &str, layout: Option<&str>) {
         );
     }
 
+    if DISTRO_SUBSET.contains(&name) {
+        distro_steps(name, &input, &out_bin, dir.path(), &|copy: &Path, step: &str| {
+            verify_ok(copy);
+            if runs {
+                let (code, log) = run_under_stub(copy);
+                assert_eq!(code, code_in, "{name} after {step}: {log:?}");
+                assert_eq!(names(&log), names(&log_in), "{name} after {step}");
+            }
+        });
+    }
+
     for (step, args) in packaging_steps(machine) {
         let copy = dir.path().join(format!("{name}.{step}"));
         std::fs::copy(&out_bin, &copy).unwrap();
@@ -264,6 +275,82 @@ fn offload_loop(set: &FixtureSet, name: &str, layout: Option<&str>) {
             assert_eq!(names(&log), names(&log_in), "{name} after {step}");
         }
     }
+}
+
+/// Fixtures that also go through the tools Debian's and Fedora's packaging
+/// runs after the build: both layouts, a library and an executable, and
+/// one with DWARF (`lib2tu_2arch_debug.so`).
+const DISTRO_SUBSET: &[&str] = &[
+    "lib2tu_2arch_debug.so",
+    "exe_axpy_2arch",
+    "libaxpy_small.so",
+    "exe_axpy_ccob",
+];
+
+/// `objcopy --only-keep-debug` + `--strip-debug --add-gnu-debuglink`
+/// (dh_strip, find-debuginfo), `dwz`, `debugedit`, each on a fresh copy of
+/// `out_bin`; `check` runs on the result. `dwz` must do on the output what
+/// it does on the input (Debian's dwz 0.15 rejects clang-15's DWARF 5 and
+/// leaves the file alone; without DWARF it has nothing to do).
+fn distro_steps(name: &str, input: &Path, out_bin: &Path, dir: &Path, check: &dyn Fn(&Path, &str)) {
+    let copy_of = |step: &str| {
+        let step_dir = dir.join(format!("distro-{step}"));
+        std::fs::create_dir_all(&step_dir).unwrap();
+        let copy = step_dir.join(name);
+        std::fs::copy(out_bin, &copy).unwrap();
+        copy
+    };
+
+    let copy = copy_of("debuglink");
+    let debug = copy.with_extension("debug");
+    tool(
+        "objcopy",
+        &["--only-keep-debug".as_ref(), copy.as_os_str(), debug.as_os_str()],
+    );
+    let link = format!("--add-gnu-debuglink={}", debug.display());
+    tool(
+        "objcopy",
+        &["--strip-debug".as_ref(), link.as_ref(), copy.as_os_str()],
+    );
+    check(&copy, "objcopy --only-keep-debug + --add-gnu-debuglink");
+    // The debug file keeps every section at its address (what gdb reads).
+    let addrs = |p: &Path| {
+        use object::{Object, ObjectSection};
+        let bytes = std::fs::read(p).unwrap();
+        let file = object::File::parse(&*bytes).unwrap();
+        file.sections()
+            .filter(|s| s.address() != 0)
+            .map(|s| (s.name().unwrap().to_owned(), s.address()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    assert_eq!(addrs(&debug), addrs(out_bin), "{name}: debug file addresses");
+
+    let dwz = |p: &Path| {
+        Command::new("dwz")
+            .arg(p)
+            .output()
+            .unwrap_or_else(|e| panic!("dwz is required for these tests: {e}"))
+            .status
+            .success()
+    };
+    let original = dir.join(format!("distro-dwz-input-{name}"));
+    std::fs::copy(input, &original).unwrap();
+    let copy = copy_of("dwz");
+    assert_eq!(dwz(&copy), dwz(&original), "{name}: dwz on output vs input");
+    check(&copy, "dwz");
+
+    let copy = copy_of("debugedit");
+    tool(
+        "debugedit",
+        &[
+            "-b".as_ref(),
+            dir.as_os_str(),
+            "-d".as_ref(),
+            "/usr/src/debug".as_ref(),
+            copy.as_os_str(),
+        ],
+    );
+    check(&copy, "debugedit");
 }
 
 #[test]
