@@ -621,3 +621,35 @@ fn verify_elf_reports_an_untransformed_fat_binary_and_a_broken_marker() {
         kpack_tests::stdout(&out)
     );
 }
+
+/// elfutils' libelf (eu-strip 0.188) fills every gap between sections with
+/// zeros when it writes a file, and a program header table that is not
+/// right after the ELF header sits in such a gap: eu-strip zeroes it, in
+/// both layouts. Until elfutils leaves the table alone, `verify-elf` must
+/// catch the broken result rather than pass it on.
+#[test]
+fn verify_elf_catches_the_program_headers_eu_strip_zeroes() {
+    for (set, name) in [("corpus", "libaxpy_2arch.so"), ("clang19", "libaxpy_small.so")] {
+        let dir = tempfile::tempdir().unwrap();
+        let input = fixture(&format!("{set}/{name}"));
+        let out_bin = dir.path().join(name);
+        let archives = dir.path().join(".kpack");
+        let out = kpack([
+            "offload".as_ref(),
+            input.as_os_str(),
+            "-o".as_ref(),
+            out_bin.as_os_str(),
+            "--archives".as_ref(),
+            archives.as_os_str(),
+        ]);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        tool("eu-strip", &[out_bin.as_os_str()]);
+        let out = kpack(["verify-elf".as_ref(), out_bin.as_os_str()]);
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", kpack_tests::stdout(&out));
+        assert!(
+            kpack_tests::stdout(&out).contains("program header table at 0x"),
+            "{name}: {}",
+            kpack_tests::stdout(&out)
+        );
+    }
+}
