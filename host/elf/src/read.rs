@@ -28,7 +28,6 @@ pub const HIPK: u32 = 0x4B50_4948;
 /// Size of one wrapper on 64-bit targets.
 pub const WRAPPER_SIZE: u64 = 24;
 
-
 /// What kind of file holds the device code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]

@@ -11,7 +11,6 @@ use object::{Object, ObjectSection, ReadRef};
 use crate::machine::Machine;
 use crate::read::{FATBIN_SECTION, HIPF, HIPK, MARKER_SECTION, SEGMENT_SECTION, WRAPPER_SIZE};
 
-
 /// Check the ELF image `data` (the whole file). Returns one sentence per
 /// problem; empty means the file passed. `Err` only when the bytes are not
 /// a 64-bit little-endian ELF at all.

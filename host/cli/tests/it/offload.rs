@@ -135,11 +135,19 @@ fn offload_loop(set: &FixtureSet, name: &str, layout: Option<&str>) {
         let file = format!("bundle{bundle}-{}.hsaco", target.replace(':', "_"));
         let bytes = std::fs::read(extracted.join(&file))
             .unwrap_or_else(|e| panic!("{name}: extract wrote no {file}: {e}"));
-        assert_eq!(&sha256_hex(&bytes), sha, "{name}: {file} differs from the oracle");
+        assert_eq!(
+            &sha256_hex(&bytes),
+            sha,
+            "{name}: {file} differs from the oracle"
+        );
         files += 1;
     }
     assert!(files > 0, "{name}: not in the oracle");
-    assert_eq!(std::fs::read_dir(&extracted).unwrap().count(), files, "{name}");
+    assert_eq!(
+        std::fs::read_dir(&extracted).unwrap().count(),
+        files,
+        "{name}"
+    );
 
     let out_bin = dir.path().join(name);
     let archives = dir.path().join(".kpack");
@@ -252,14 +260,20 @@ fn offload_loop(set: &FixtureSet, name: &str, layout: Option<&str>) {
     }
 
     if DISTRO_SUBSET.contains(&name) {
-        distro_steps(name, &input, &out_bin, dir.path(), &|copy: &Path, step: &str| {
-            verify_ok(copy);
-            if runs {
-                let (code, log) = run_under_stub(copy);
-                assert_eq!(code, code_in, "{name} after {step}: {log:?}");
-                assert_eq!(names(&log), names(&log_in), "{name} after {step}");
-            }
-        });
+        distro_steps(
+            name,
+            &input,
+            &out_bin,
+            dir.path(),
+            &|copy: &Path, step: &str| {
+                verify_ok(copy);
+                if runs {
+                    let (code, log) = run_under_stub(copy);
+                    assert_eq!(code, code_in, "{name} after {step}: {log:?}");
+                    assert_eq!(names(&log), names(&log_in), "{name} after {step}");
+                }
+            },
+        );
     }
 
     for (step, args) in packaging_steps(machine) {
@@ -305,7 +319,11 @@ fn distro_steps(name: &str, input: &Path, out_bin: &Path, dir: &Path, check: &dy
     let debug = copy.with_extension("debug");
     tool(
         "objcopy",
-        &["--only-keep-debug".as_ref(), copy.as_os_str(), debug.as_os_str()],
+        &[
+            "--only-keep-debug".as_ref(),
+            copy.as_os_str(),
+            debug.as_os_str(),
+        ],
     );
     let link = format!("--add-gnu-debuglink={}", debug.display());
     tool(
@@ -323,7 +341,11 @@ fn distro_steps(name: &str, input: &Path, out_bin: &Path, dir: &Path, check: &dy
             .map(|s| (s.name().unwrap().to_owned(), s.address()))
             .collect::<BTreeMap<_, _>>()
     };
-    assert_eq!(addrs(&debug), addrs(out_bin), "{name}: debug file addresses");
+    assert_eq!(
+        addrs(&debug),
+        addrs(out_bin),
+        "{name}: debug file addresses"
+    );
 
     let dwz = |p: &Path| {
         Command::new("dwz")
@@ -629,7 +651,10 @@ fn verify_elf_reports_an_untransformed_fat_binary_and_a_broken_marker() {
 /// catch the broken result rather than pass it on.
 #[test]
 fn verify_elf_catches_the_program_headers_eu_strip_zeroes() {
-    for (set, name) in [("corpus", "libaxpy_2arch.so"), ("clang19", "libaxpy_small.so")] {
+    for (set, name) in [
+        ("corpus", "libaxpy_2arch.so"),
+        ("clang19", "libaxpy_small.so"),
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let input = fixture(&format!("{set}/{name}"));
         let out_bin = dir.path().join(name);
@@ -645,7 +670,12 @@ fn verify_elf_catches_the_program_headers_eu_strip_zeroes() {
         assert!(out.status.success(), "{name}: {}", stderr(&out));
         tool("eu-strip", &[out_bin.as_os_str()]);
         let out = kpack(["verify-elf".as_ref(), out_bin.as_os_str()]);
-        assert_eq!(out.status.code(), Some(1), "{name}: {}", kpack_tests::stdout(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{name}: {}",
+            kpack_tests::stdout(&out)
+        );
         assert!(
             kpack_tests::stdout(&out).contains("program header table at 0x"),
             "{name}: {}",

@@ -817,7 +817,11 @@ mod tests {
 
     #[test]
     fn corpus_fixtures_take_the_in_place_layout() {
-        for name in ["libaxpy_2arch.so", "exe_axpy_2arch", "libaxpy_2arch_align64k.so"] {
+        for name in [
+            "libaxpy_2arch.so",
+            "exe_axpy_2arch",
+            "libaxpy_2arch_align64k.so",
+        ] {
             assert_eq!(plan(name).2.layout, Layout::InPlace, "{name}");
         }
     }
@@ -846,7 +850,10 @@ mod tests {
         // Its own PT_LOAD, starting with the table, same p_vaddr - p_offset
         // as the segment it came from, no zero-fill.
         assert_eq!(kpack.p_type.get(LE), elf::PT_LOAD);
-        assert_eq!(kpack.p_vaddr.get(LE) - kpack.p_offset.get(LE), fatbin.addr - fatbin.offset);
+        assert_eq!(
+            kpack.p_vaddr.get(LE) - kpack.p_offset.get(LE),
+            fatbin.addr - fatbin.offset
+        );
         assert_eq!(kpack.p_filesz.get(LE), table_len + MARKER_LEN);
         assert_eq!(kpack.p_memsz.get(LE), kpack.p_filesz.get(LE));
         // Every address after it is unchanged: the next PT_LOAD starts
@@ -871,7 +878,10 @@ mod tests {
         fatbin.size = 64;
         let error = Plan::new(&path, &headers, fatbin, MARKER_LEN, len).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Layout);
-        assert!(error.to_string().contains("do not fit in the 64 bytes"), "{error}");
+        assert!(
+            error.to_string().contains("do not fit in the 64 bytes"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -106,11 +106,7 @@ pub(super) fn patch(
                 put(image, at, bytes).map_err(|m| layout(format!("relocation: {m}")))
             };
             // Elf64_Rela: r_offset stays; r_info = RELATIVE, no symbol; addend = marker.
-            write(
-                image,
-                at.saturating_add(8),
-                &r_info.to_le_bytes(),
-            )?;
+            write(image, at.saturating_add(8), &r_info.to_le_bytes())?;
             write(image, at.saturating_add(16), &marker_addr)?;
             relocations += 1;
         }
