@@ -401,8 +401,18 @@ fn every_clang19_fixture_offloads_verifies_survives_packaging_and_still_runs() {
 #[test]
 fn no_virtual_address_moves_except_the_removed_pages() {
     use object::{Object, ObjectSection, ObjectSymbol};
-    for name in ["exe_2tu_wide", "librdc_2arch.so", "exe_axpy_2arch_nopie"] {
-        let input = fixture(&format!("corpus/{name}"));
+    for name in [
+        "corpus/exe_2tu_wide",
+        "corpus/librdc_2arch.so",
+        "corpus/exe_axpy_2arch_nopie",
+        // Shared-page layout: an executable, an -fgpu-rdc library, aarch64.
+        "clang19/exe_axpy_ccob",
+        "clang19/librdc_ccob.so",
+        "clang19/libaxpy_aarch64_ccob.so",
+        "clang19/exe_axpy_aarch64",
+    ] {
+        let input = fixture(name);
+        let name = name.split_once('/').unwrap().1;
         let dir = tempfile::tempdir().unwrap();
         let out_bin = dir.path().join(name);
         let out = kpack([
