@@ -872,6 +872,40 @@ mod tests {
     }
 
     #[test]
+    fn unaligned_small_fat_binary_shares_its_first_page_with_the_piece_before() {
+        // As if .hip_fatbin started 0x14 bytes into its page (the new
+        // driver aligns it to 16 only): the table starts at the next
+        // 8-aligned byte and the piece before ends there.
+        let (path, fat, headers, len) = clang19("libaxpy_small.so");
+        let mut fatbin = fat.fatbin.unwrap();
+        fatbin.addr += 0x14;
+        fatbin.offset += 0x14;
+        fatbin.size -= 0x14;
+        let plan = Plan::new(&path, &headers, fatbin, MARKER_LEN, len).unwrap();
+        assert_eq!(plan.layout, Layout::SharedPage);
+        assert_eq!(plan.kpack_page_offset, fatbin.offset + 4);
+        let loads: Vec<_> = plan
+            .program_headers
+            .iter()
+            .filter(|p| p.p_type.get(LE) == elf::PT_LOAD)
+            .collect();
+        let at = loads
+            .iter()
+            .position(|p| p.p_offset.get(LE) == plan.kpack_page_offset)
+            .unwrap();
+        let (pre, kpack) = (loads[at - 1], loads[at]);
+        assert_eq!(
+            pre.p_vaddr.get(LE) + pre.p_memsz.get(LE),
+            kpack.p_vaddr.get(LE)
+        );
+        assert_eq!(
+            pre.p_vaddr.get(LE) - pre.p_offset.get(LE),
+            kpack.p_vaddr.get(LE) - kpack.p_offset.get(LE)
+        );
+        assert_eq!(plan.file_header.e_phoff.get(LE) % 8, 0);
+    }
+
+    #[test]
     fn fat_binary_too_small_for_table_and_marker_is_a_layout_error() {
         let (path, fat, headers, len) = clang19("libaxpy_small.so");
         let mut fatbin = fat.fatbin.unwrap();
