@@ -9,9 +9,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Tools the tests call: cc (stub HIP runtime, C ABI test), strip/objcopy/readelf
 # (packaging steps applied to offloaded binaries), patchelf, llvm-readobj-19
-# and llvm-objdump-19 (second opinion on rewritten PE images).
+# and llvm-objdump-19 (second opinion on rewritten PE images; llvm-strip-19 and
+# llvm-objcopy-19 package the aarch64 fixtures), eu-strip/dwz/debugedit (the
+# tools distributions' packaging runs after us).
 need=()
-for tool in cc strip objcopy readelf patchelf python3 llvm-readobj-19; do
+for tool in cc strip objcopy readelf patchelf python3 llvm-readobj-19 eu-strip dwz debugedit; do
   command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
 done
 # The wheel test pip-installs into a fresh venv: Debian splits venv/ensurepip out.
@@ -23,7 +25,8 @@ if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends gcc binutils patchelf python3 python3-venv llvm-19 >/dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends gcc binutils patchelf python3 python3-venv llvm-19 \
+    elfutils dwz debugedit >/dev/null
 fi
 
 # RUSTUP_AUTO_INSTALL=0 on these machines: add the wasm target explicitly

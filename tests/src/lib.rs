@@ -98,6 +98,39 @@ pub const FAT_FIXTURES: &[&str] = &[
     "exe_2tu_2arch_lld",
 ];
 
+/// Executables and shared libraries with device code among the clang-19
+/// fixtures (`tests/fixtures/clang19`, see its README), with the layout
+/// `kpack offload` takes for each: `shared-page` where `.hip_fatbin`
+/// holds no whole page (compressed bundles are a few KiB).
+pub const CLANG19_FAT_FIXTURES: &[(&str, &str)] = &[
+    ("libaxpy_plain.so", "in-place"),
+    ("libaxpy_ccob.so", "shared-page"),
+    ("libaxpy_ccob_l19.so", "shared-page"),
+    ("libaxpy_ccob_lld.so", "shared-page"),
+    ("libaxpy_cov6.so", "in-place"),
+    ("libaxpy_cov6_ccob.so", "shared-page"),
+    ("libaxpy_feat_ccob.so", "shared-page"),
+    ("libaxpy_xnack.so", "in-place"),
+    ("libaxpy_generic.so", "in-place"),
+    ("libaxpy_generic_ccob.so", "shared-page"),
+    ("libaxpy_small.so", "shared-page"),
+    ("exe_axpy_ccob", "shared-page"),
+    ("exe_axpy_plain", "in-place"),
+    ("lib2tu_ccob.so", "in-place"),
+    ("lib2tu_plain.so", "in-place"),
+    ("librdc_ccob.so", "shared-page"),
+    ("exe_rdc_plain", "in-place"),
+    ("exe_newdriver", "in-place"),
+    ("libaxpy_aarch64_ccob.so", "shared-page"),
+    ("exe_axpy_aarch64", "in-place"),
+];
+
+/// `e_machine` of the ELF file at `path` (62 x86-64, 183 aarch64).
+pub fn e_machine(path: &Path) -> u16 {
+    let bytes = std::fs::read(path).unwrap();
+    u16::from_le_bytes([bytes[18], bytes[19]])
+}
+
 /// One code object as clang-offload-bundler unbundled it (ORACLE.tsv).
 #[derive(Debug, Clone)]
 pub struct OracleEntry {
@@ -116,8 +149,19 @@ pub struct OracleEntry {
 /// Every code object of every fixture, from `tests/fixtures/corpus/ORACLE.tsv`.
 pub fn oracle() -> &'static [OracleEntry] {
     static O: OnceLock<Vec<OracleEntry>> = OnceLock::new();
-    O.get_or_init(|| {
-        std::fs::read_to_string(fixture("corpus/ORACLE.tsv"))
+    O.get_or_init(|| read_oracle("corpus"))
+}
+
+/// Every code object of every clang-19 fixture, from
+/// `tests/fixtures/clang19/ORACLE.tsv` (same columns).
+pub fn clang19_oracle() -> &'static [OracleEntry] {
+    static O: OnceLock<Vec<OracleEntry>> = OnceLock::new();
+    O.get_or_init(|| read_oracle("clang19"))
+}
+
+fn read_oracle(set: &str) -> Vec<OracleEntry> {
+    {
+        std::fs::read_to_string(fixture(&format!("{set}/ORACLE.tsv")))
             .unwrap()
             .lines()
             .skip(1)
@@ -132,7 +176,7 @@ pub fn oracle() -> &'static [OracleEntry] {
                 }
             })
             .collect()
-    })
+    }
 }
 
 /// The stub HIP runtime (`libamdhip64.so.5` from tests/stub-hip) and the

@@ -83,7 +83,8 @@ void **__hipRegisterFatBinary(const void *data) {
   const char *magic = w->magic == HIPF ? "HIPF" : w->magic == HIPK ? "HIPK" : "other";
   fprintf(f, "fatbin %s %u %llu", magic, w->version, (unsigned long long)w->reserved1);
   if (w->magic == HIPK) log_marker(f, w->binary);
-  if (w->magic == HIPF && memcmp(w->binary, "__CLANG_OFFLOAD_BUNDLE__", 24) != 0)
+  if (w->magic == HIPF && memcmp(w->binary, "__CLANG_OFFLOAD_BUNDLE__", 24) != 0 &&
+      memcmp(w->binary, "CCOB", 4) != 0)
     fprintf(f, " <HIPF pointer is not at a bundle>");
   fprintf(f, "\n");
 #ifdef KPACK_LOAD

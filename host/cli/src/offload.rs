@@ -166,14 +166,15 @@ pub fn run(args: Args) -> CliResult {
             excluded,
         } => {
             println!(
-                "{} -> {}: {} -> {} bytes ({} bytes of device code removed), {} wrapper(s) HIPK, marker at {:#x}",
+                "{} -> {}: {} -> {} bytes ({} bytes of device code removed), {} wrapper(s) HIPK, marker at {:#x}, layout {}",
                 args.input.display(),
                 args.output.display(),
                 transform.input_size,
                 transform.output_size,
                 transform.bytes_removed,
                 transform.wrappers,
-                transform.marker_addr
+                transform.marker_addr,
+                transform.layout.name()
             );
             println!("  {code_objects} code objects for {}", targets.join(", "));
             print_excluded(excluded);

@@ -2,8 +2,9 @@
 //!
 //! - [`read_fat_binary`]: find `.hip_fatbin` and `.hipFatBinSegment`,
 //!   decode every wrapper, resolve its pointer through the relocations
-//!   (`R_X86_64_RELATIVE`, or `R_X86_64_64` against `__hip_fatbin` in
-//!   `-fgpu-rdc` builds, or the section relocations of an object file) and
+//!   (`R_X86_64_RELATIVE` / `R_AARCH64_RELATIVE`, or `R_X86_64_64` /
+//!   `R_AARCH64_ABS64` against `__hip_fatbin` in `-fgpu-rdc` builds, or the
+//!   section relocations of an object file; see [`Machine`]) and
 //!   match it to the bundle it lands on;
 //! - [`transform`]: the host-only image (device pages removed, marker and
 //!   program headers in a kpack page, wrappers HIPK), planned in one pass;
@@ -18,14 +19,16 @@
 #![forbid(unsafe_code)]
 
 mod error;
+mod machine;
 mod read;
 mod transform;
 mod verify;
 
 pub use error::{Error, ErrorKind};
+pub use machine::Machine;
 pub use read::{
     ElfKind, FATBIN_SECTION, FatBinary, HIPF, HIPK, MARKER_SECTION, Magic, PointerVia,
     SEGMENT_SECTION, SectionInfo, WRAPPER_SIZE, Wrapper, looks_like_elf, read_fat_binary,
 };
-pub use transform::{TransformReport, transform};
+pub use transform::{Layout, TransformReport, transform};
 pub use verify::verify_image;

@@ -13,6 +13,7 @@ use object::{
 };
 
 use crate::error::{Error, ErrorKind};
+use crate::machine::Machine;
 
 /// Name of the section holding the device code.
 pub const FATBIN_SECTION: &str = ".hip_fatbin";
@@ -26,9 +27,6 @@ pub const HIPF: u32 = 0x4849_5046;
 pub const HIPK: u32 = 0x4B50_4948;
 /// Size of one wrapper on 64-bit targets.
 pub const WRAPPER_SIZE: u64 = 24;
-
-const R_X86_64_64: u32 = 1;
-const R_X86_64_RELATIVE: u32 = 8;
 
 /// What kind of file holds the device code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -66,12 +64,14 @@ pub struct SectionInfo {
 pub enum PointerVia {
     /// The value stored in the file is used as is (`ET_EXEC`).
     Inline,
-    /// An `R_X86_64_RELATIVE` dynamic relocation; the addend is the target.
+    /// An `R_X86_64_RELATIVE` / `R_AARCH64_RELATIVE` dynamic relocation;
+    /// the addend is the target.
     Relative {
         /// File offset of the relocation entry.
         rela_entry: u64,
     },
-    /// An `R_X86_64_64` relocation against a symbol (`-fgpu-rdc` builds).
+    /// An `R_X86_64_64` / `R_AARCH64_ABS64` relocation against a symbol
+    /// (`-fgpu-rdc` builds).
     Symbol {
         /// File offset of the relocation entry.
         rela_entry: u64,
@@ -125,6 +125,8 @@ pub struct Wrapper {
 pub struct FatBinary {
     /// Type of ELF.
     pub kind: ElfKind,
+    /// Host architecture (`None` for a bundle file or a bare code object).
+    pub machine: Option<Machine>,
     /// `.hip_fatbin`, if present.
     pub fatbin: Option<SectionInfo>,
     /// `.hipFatBinSegment`, if present.
@@ -191,6 +193,7 @@ pub fn read_fat_binary(path: &Path, opts: WalkOptions) -> Result<FatBinary, Erro
         }
         return Ok(FatBinary {
             kind: ElfKind::BundleFile,
+            machine: None,
             fatbin: None,
             segment: None,
             marker: None,
@@ -220,16 +223,16 @@ fn read_elf(path: &Path, source: SizedFile, opts: WalkOptions) -> Result<FatBina
         )
     })?;
     let hdr = obj.elf_header();
-    if hdr.e_machine(LE) != elf::EM_X86_64 {
+    let Some(machine) = Machine::from_e_machine(hdr.e_machine(LE)) else {
         return Err(Error::new(
             ErrorKind::Unsupported,
             path,
             format!(
-                "e_machine {} is not x86-64; only x86-64 host binaries are supported",
+                "e_machine {} is neither x86-64 nor aarch64; only those host binaries are supported",
                 hdr.e_machine(LE)
             ),
         ));
-    }
+    };
     let kind = match hdr.e_type(LE) {
         elf::ET_EXEC => ElfKind::Exec,
         elf::ET_DYN => ElfKind::Dyn,
@@ -302,7 +305,7 @@ fn read_elf(path: &Path, source: SizedFile, opts: WalkOptions) -> Result<FatBina
                 ),
             ));
         }
-        let relocs = pointer_relocations(&obj, kind, seg, path)?;
+        let relocs = pointer_relocations(&obj, machine, kind, seg, path)?;
         for (i, w) in data.chunks_exact(WRAPPER_SIZE as usize).enumerate() {
             let u32_at = |k: usize| u32::from_le_bytes(w[k..k + 4].try_into().unwrap_or_default());
             let u64_at = |k: usize| u64::from_le_bytes(w[k..k + 8].try_into().unwrap_or_default());
@@ -351,6 +354,7 @@ fn read_elf(path: &Path, source: SizedFile, opts: WalkOptions) -> Result<FatBina
     }
     Ok(FatBinary {
         kind,
+        machine: Some(machine),
         fatbin,
         segment,
         marker,
@@ -369,6 +373,7 @@ struct SlotReloc {
 
 fn pointer_relocations<'d, R: object::ReadRef<'d>>(
     obj: &ElfFile64<'d, LE, R>,
+    machine: Machine,
     kind: ElfKind,
     seg: SectionInfo,
     path: &Path,
@@ -393,14 +398,14 @@ fn pointer_relocations<'d, R: object::ReadRef<'d>>(
             continue;
         }
         match rela.r_type {
-            R_X86_64_RELATIVE => out.push(SlotReloc {
+            t if t == machine.relative() => out.push(SlotReloc {
                 slot,
                 value: rela.addend as u64,
                 via: PointerVia::Relative {
                     rela_entry: rela.file_offset,
                 },
             }),
-            R_X86_64_64 => {
+            t if t == machine.abs64() => {
                 let (base, symbol) = symbol_value(obj, rela.symtab, rela.r_sym);
                 out.push(SlotReloc {
                     slot,

@@ -43,13 +43,39 @@ const PAGE: u64 = 4096;
 const PHDR_SIZE: u64 = 56;
 const SHDR_SIZE: u64 = 64;
 const EHDR_SIZE: u64 = 64;
-const R_X86_64_RELATIVE: u64 = 8;
 /// Section kpack adds over the padding before the kpack page.
 pub const PAD_SECTION: &str = ".kpack.pad";
+
+/// Where the transform put the program headers and the marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layout {
+    /// On the first whole page of `.hip_fatbin`, which gets a `PT_LOAD` of
+    /// its own; the whole pages after it leave the file.
+    InPlace,
+    /// `.hip_fatbin` holds no whole page (small, compressed bundles): the
+    /// table and marker overwrite the section's own bytes, in a `PT_LOAD`
+    /// that shares its first and last page with the segments around it.
+    /// Nothing leaves the file and nothing is added to it but two section
+    /// headers.
+    SharedPage,
+}
+
+impl Layout {
+    /// The name `offload` prints and puts in its JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::InPlace => "in-place",
+            Layout::SharedPage => "shared-page",
+        }
+    }
+}
 
 /// What the transform did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct TransformReport {
+    /// The layout taken.
+    pub layout: Layout,
     /// Input size in bytes.
     pub input_size: u64,
     /// Output size in bytes.
@@ -83,12 +109,20 @@ pub fn transform(
     marker: &[u8],
 ) -> Result<(Vec<u8>, TransformReport), Error> {
     let (fatbin, patches) = offloadable(input, fat)?;
+    let machine = fat.machine.ok_or_else(|| {
+        Error::new(
+            ErrorKind::Unsupported,
+            input,
+            "only x86-64 and aarch64 host binaries can be offloaded",
+        )
+    })?;
     let source = Source::new(input, &fat.source);
     let headers = Headers::read(&source)?;
     let plan = Plan::new(input, &headers, fatbin, marker.len() as u64, source.len())?;
     let mut image = write::assemble(&source, &plan, marker)?;
-    let relocations = write::patch(input, &mut image, &plan, &patches)?;
+    let relocations = write::patch(input, &mut image, &plan, machine, &patches)?;
     let report = TransformReport {
+        layout: plan.layout,
         input_size: source.len(),
         output_size: image.len() as u64,
         bytes_removed: plan.bytes_removed(),

@@ -8,10 +8,8 @@ use object::elf;
 use object::read::elf::{ElfFile64, FileHeader as _, ProgramHeader as _};
 use object::{Object, ObjectSection, ReadRef};
 
+use crate::machine::Machine;
 use crate::read::{FATBIN_SECTION, HIPF, HIPK, MARKER_SECTION, SEGMENT_SECTION, WRAPPER_SIZE};
-
-const R_X86_64_64: u32 = 1;
-const R_X86_64_RELATIVE: u32 = 8;
 
 /// Check the ELF image `data` (the whole file). Returns one sentence per
 /// problem; empty means the file passed. `Err` only when the bytes are not
@@ -215,6 +213,10 @@ fn end(start: u64, len: u64) -> u128 {
 fn relocation_targets<'d, R: ReadRef<'d>>(obj: &ElfFile64<'d, LE, R>) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     let dynsyms = obj.dynamic_symbol_table();
+    // An unknown machine has no wrapper relocations kpack understands.
+    let Some(machine) = Machine::from_e_machine(obj.elf_header().e_machine(LE)) else {
+        return out;
+    };
     for s in obj.sections() {
         let sh = s.elf_section_header();
         if sh.sh_type.get(LE) != elf::SHT_RELA || sh.sh_info.get(LE) != 0 {
@@ -228,8 +230,8 @@ fn relocation_targets<'d, R: ReadRef<'d>>(obj: &ElfFile64<'d, LE, R>) -> Vec<(u6
             let info = r.r_info.get(LE);
             let (ty, sym) = ((info & 0xffff_ffff) as u32, (info >> 32) as usize);
             let value = match ty {
-                R_X86_64_RELATIVE => r.r_addend.get(LE) as u64,
-                R_X86_64_64 => {
+                t if t == machine.relative() => r.r_addend.get(LE) as u64,
+                t if t == machine.abs64() => {
                     use object::{ObjectSymbol, ObjectSymbolTable};
                     let base = dynsyms
                         .as_ref()

@@ -110,8 +110,10 @@ type Oracle = BTreeMap<(String, u32, String), (String, usize)>;
 fn oracle() -> &'static Oracle {
     static O: OnceLock<Oracle> = OnceLock::new();
     O.get_or_init(|| {
+        // File names differ between the two sets, so one map holds both.
         kpack_tests::oracle()
             .iter()
+            .chain(kpack_tests::clang19_oracle())
             .map(|e| {
                 (
                     (e.file.clone(), e.bundle as u32, e.target.clone()),
@@ -132,7 +134,15 @@ fn want(file: &str, co: u32, target: &str) -> &'static (String, usize) {
 fn offload(name: &str, dir: &Path) -> PathBuf {
     let out_bin = dir.join(name);
     let archives = dir.join(".kpack");
-    let input = fixture(&format!("corpus/{name}"));
+    let set = if kpack_tests::CLANG19_FAT_FIXTURES
+        .iter()
+        .any(|(f, _)| f == &name)
+    {
+        "clang19"
+    } else {
+        "corpus"
+    };
+    let input = fixture(&format!("{set}/{name}"));
     let out = kpack([
         "offload".as_ref(),
         input.as_os_str(),
@@ -246,6 +256,42 @@ fn every_shipped_target_loads_the_object_clang_offload_bundler_extracts() {
                 _ => vec![0],
             };
             assert_eq!(cos, expect, "{name} {target}: co_index of the wrappers");
+        }
+    }
+}
+
+#[test]
+fn every_clang19_x86_64_fixture_loads_the_oracle_object_for_each_target() {
+    // aarch64 fixtures do not run here (no emulator); generic targets are
+    // loaded under their own id like any other.
+    for (name, _) in kpack_tests::CLANG19_FAT_FIXTURES {
+        if kpack_tests::e_machine(&fixture(&format!("clang19/{name}"))) != 62 {
+            continue;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let bin = offload(name, dir.path());
+        let targets: Vec<&String> = oracle()
+            .keys()
+            .filter(|(f, co, _)| f == name && *co == 0)
+            .map(|(_, _, t)| t)
+            .collect();
+        assert!(!targets.is_empty(), "{name}: not in the oracle");
+        let two_tu = name.starts_with("lib2tu");
+        let rdc = name.contains("rdc");
+        let expect_wrappers: &[u64] = match (two_tu, rdc) {
+            (true, _) => &[0, 1],
+            (_, true) => &[0, 0],
+            _ => &[0],
+        };
+        assert_eq!(
+            wrapper_co_indices(&bin),
+            expect_wrappers,
+            "{name}: wrappers' co_index"
+        );
+        for target in targets {
+            let cos = assert_loads(name, &bin, target, target);
+            let expect: Vec<u32> = if two_tu { vec![0, 1] } else { vec![0] };
+            assert_eq!(cos, expect, "{name} {target}: co_index of the loads");
         }
     }
 }

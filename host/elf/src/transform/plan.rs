@@ -9,7 +9,7 @@ use object::LittleEndian as LE;
 use object::elf::{self, FileHeader64, ProgramHeader64, SectionHeader64};
 
 use super::source::{Headers, check_range};
-use super::{PAD_SECTION, PAGE, PHDR_SIZE, SHDR_SIZE};
+use super::{Layout, PAD_SECTION, PAGE, PHDR_SIZE, SHDR_SIZE};
 use crate::error::{Error, ErrorKind};
 use crate::read::{MARKER_SECTION, SectionInfo};
 
@@ -19,8 +19,13 @@ use crate::read::{MARKER_SECTION, SectionInfo};
 /// `cut.end` on move down by `cut.end - cut.start` ([`Plan::shift`]).
 #[derive(Debug)]
 pub(super) struct Plan {
+    /// Which layout the plan took.
+    pub(super) layout: Layout,
     /// File offset of the kpack page, the same in input and output.
     pub(super) kpack_page_offset: u64,
+    /// Length of the kpack page: one page in place, the rest of
+    /// `.hip_fatbin` when it shares its page with its neighbours.
+    pub(super) kpack_page_len: u64,
     /// Input bytes that leave the file: whole pages of device code after
     /// the kpack page, a multiple of every later segment's alignment.
     pub(super) cut: Range<u64>,
@@ -54,8 +59,11 @@ struct Cut {
     segment_index: usize,
     /// That `PT_LOAD`, the template of the pieces that replace it.
     segment: ProgramHeader64<LE>,
+    layout: Layout,
     kpack_page_addr: u64,
     kpack_page_offset: u64,
+    /// Bytes of the kpack page (see [`Plan::kpack_page_len`]).
+    kpack_page_len: u64,
     /// Whether `.hip_fatbin` runs to the end of the segment's file bytes
     /// (then the segment has no piece after the kpack page).
     fatbin_is_last: bool,
@@ -118,12 +126,29 @@ impl Plan {
         program_headers[kpack_segment]
             .p_filesz
             .set(LE, table_len + marker_len);
+        if cut.layout == Layout::SharedPage {
+            // Nothing to zero-fill: the rest of the section's bytes stay in
+            // the file (as zeros) and no address depends on them. Without
+            // a zero-fill the loader never writes into a page it shares
+            // with the next segment.
+            program_headers[kpack_segment]
+                .p_memsz
+                .set(LE, table_len + marker_len);
+        }
         let marker_offset_in_page = table_len;
-        if marker_offset_in_page + marker_len > PAGE {
-            return Err(layout(format!(
-                "{} program headers and a {marker_len}-byte marker do not fit in one page",
-                program_headers.len(),
-            )));
+        if marker_offset_in_page + marker_len > cut.kpack_page_len {
+            return Err(layout(match cut.layout {
+                Layout::InPlace => format!(
+                    "{} program headers and a {marker_len}-byte marker do not fit in one page",
+                    program_headers.len(),
+                ),
+                Layout::SharedPage => format!(
+                    "{} program headers and a {marker_len}-byte marker do not fit in the {} bytes of .hip_fatbin at {:#x}",
+                    program_headers.len(),
+                    cut.kpack_page_len,
+                    cut.kpack_page_offset,
+                ),
+            }));
         }
         let marker_addr = cut.kpack_page_addr + marker_offset_in_page;
 
@@ -171,7 +196,8 @@ impl Plan {
         }
         let kept_tail = cut.range.end..tail_end;
         // Output: [0, kpack page) + kpack page + kept tail + .shstrtab + SHT.
-        let shstrtab_offset = cut.kpack_page_offset + PAGE + (kept_tail.end - kept_tail.start);
+        let shstrtab_offset =
+            cut.kpack_page_offset + cut.kpack_page_len + (kept_tail.end - kept_tail.start);
         let section_table_offset = (shstrtab_offset + shstrtab_len).next_multiple_of(8);
         section_headers[shstrndx].sh_offset.set(LE, shstrtab_offset);
         section_headers[shstrndx].sh_size.set(LE, shstrtab_len);
@@ -192,7 +218,9 @@ impl Plan {
         );
 
         Ok(Plan {
+            layout: cut.layout,
             kpack_page_offset: cut.kpack_page_offset,
+            kpack_page_len: cut.kpack_page_len,
             cut: cut.range,
             kept_tail,
             program_headers,
@@ -282,21 +310,32 @@ fn plan_cut(
         ));
     }
     let fatbin_end = fatbin_addr + fatbin_size;
-    let kpack_page_addr = fatbin_addr
+    let page_addr = fatbin_addr
         .checked_next_multiple_of(PAGE)
         .unwrap_or(u64::MAX);
-    if kpack_page_addr
+    let (layout, kpack_page_addr, kpack_page_len) = if page_addr
         .checked_add(PAGE)
-        .is_none_or(|page_end| page_end > fatbin_end)
+        .is_some_and(|page_end| page_end <= fatbin_end)
     {
-        return Err(Error::new(
-            ErrorKind::Layout,
-            path,
-            format!(
-                ".hip_fatbin ({fatbin_size} bytes at {fatbin_addr:#x}) holds no whole page for the program headers and marker"
-            ),
-        ));
-    }
+        (Layout::InPlace, page_addr, PAGE)
+    } else {
+        // No whole page of device code: the table and marker take the
+        // section's own bytes (8-aligned for Elf64_Phdr), and the kpack
+        // segment shares its first and last page with its neighbours.
+        // They all keep the segment's p_vaddr - p_offset, so the shared
+        // pages map the same file bytes whichever segment maps them last.
+        let start = fatbin_addr.checked_next_multiple_of(8).unwrap_or(u64::MAX);
+        if start >= fatbin_end {
+            return Err(Error::new(
+                ErrorKind::Layout,
+                path,
+                format!(
+                    ".hip_fatbin ({fatbin_size} bytes at {fatbin_addr:#x}) has no room for the program headers and marker"
+                ),
+            ));
+        }
+        (Layout::SharedPage, start, fatbin_end - start)
+    };
     let kpack_page_offset = fatbin_offset + (kpack_page_addr - fatbin_addr);
     // The cut must keep every later segment's (and the post piece's)
     // p_offset ≡ p_vaddr (mod p_align).
@@ -313,21 +352,23 @@ fn plan_cut(
         ));
     }
     let fatbin_is_last = fatbin_offset + fatbin_size >= seg_offset + seg_filesz;
-    let cut_start = kpack_page_offset + PAGE;
-    let cuttable = if fatbin_is_last {
-        seg_offset + seg_filesz - cut_start
-    } else {
-        (fatbin_end & !(PAGE - 1)).saturating_sub(kpack_page_addr + PAGE)
+    let cut_start = kpack_page_offset + kpack_page_len;
+    let cuttable = match layout {
+        Layout::SharedPage => 0,
+        Layout::InPlace if fatbin_is_last => seg_offset + seg_filesz - cut_start,
+        Layout::InPlace => (fatbin_end & !(PAGE - 1)).saturating_sub(kpack_page_addr + PAGE),
     };
     let removed = cuttable / align * align;
     Ok(Cut {
         segment_index,
         segment,
+        layout,
         kpack_page_addr,
         kpack_page_offset,
+        kpack_page_len,
         fatbin_is_last,
         range: cut_start..cut_start + removed,
-        post_addr: kpack_page_addr + PAGE + removed,
+        post_addr: kpack_page_addr + kpack_page_len + removed,
     })
 }
 
@@ -444,7 +485,7 @@ fn plan_moved_sections(
     cut: &Cut,
 ) -> Result<Vec<SectionHeader64<LE>>, Error> {
     let mut moved = sections.to_vec();
-    let nobits_start = cut.kpack_page_addr + PAGE;
+    let nobits_start = cut.kpack_page_addr + cut.kpack_page_len;
     for (index, header) in moved.iter_mut().enumerate() {
         if index == fatbin.index {
             let nobits_end = if cut.fatbin_is_last {
@@ -458,7 +499,13 @@ fn plan_moved_sections(
             header
                 .sh_size
                 .set(LE, nobits_end.saturating_sub(nobits_start));
-            header.sh_addralign.set(LE, PAGE);
+            header.sh_addralign.set(
+                LE,
+                match cut.layout {
+                    Layout::InPlace => PAGE,
+                    Layout::SharedPage => 1,
+                },
+            );
             continue;
         }
         let offset = header.sh_offset.get(LE);
@@ -756,20 +803,119 @@ mod tests {
         assert_eq!(plan.kept(plan.cut.end), Some(plan.cut.start));
     }
 
+    /// A clang-19 fixture (`tests/fixtures/clang19`).
+    fn clang19(name: &str) -> (PathBuf, FatBinary, Headers, u64) {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/clang19")
+            .join(name);
+        let fat = read_fat_binary(&path, Default::default()).unwrap();
+        let source = Source::new(&path, &fat.source);
+        let headers = Headers::read(&source).unwrap();
+        let len = source.len();
+        (path, fat, headers, len)
+    }
+
     #[test]
-    fn fat_binary_without_a_whole_page_is_a_layout_error() {
-        let (path, fat, headers, len) = open("libaxpy_2arch.so");
-        let mut fatbin = fat.fatbin.unwrap();
-        // Start just past a page boundary so the first whole page ends
-        // after the section.
-        fatbin.size = PAGE;
-        if fatbin.addr % PAGE == 0 {
-            fatbin.addr += 1;
-            fatbin.offset += 1;
+    fn corpus_fixtures_take_the_in_place_layout() {
+        for name in [
+            "libaxpy_2arch.so",
+            "exe_axpy_2arch",
+            "libaxpy_2arch_align64k.so",
+        ] {
+            assert_eq!(plan(name).2.layout, Layout::InPlace, "{name}");
         }
+    }
+
+    #[test]
+    fn fat_binary_smaller_than_a_page_shares_its_page() {
+        // 1578 bytes of CCOB at 0x3000: no whole page of device code.
+        let (path, fat, headers, len) = clang19("libaxpy_small.so");
+        let fatbin = fat.fatbin.unwrap();
+        let plan = Plan::new(&path, &headers, fatbin, MARKER_LEN, len).unwrap();
+        assert_eq!(plan.layout, Layout::SharedPage);
+        assert_eq!(plan.bytes_removed(), 0);
+        assert_eq!(plan.kpack_page_offset, fatbin.offset.next_multiple_of(8));
+        assert_eq!(
+            plan.kpack_page_offset + plan.kpack_page_len,
+            fatbin.offset + fatbin.size
+        );
+        // Growth: only the new .shstrtab names and two section headers.
+        assert!(plan.output_size > len && plan.output_size - len < PAGE);
+        let table_len = plan.program_headers.len() as u64 * PHDR_SIZE;
+        let kpack = plan
+            .program_headers
+            .iter()
+            .find(|p| p.p_offset.get(LE) == plan.kpack_page_offset)
+            .unwrap();
+        // Its own PT_LOAD, starting with the table, same p_vaddr - p_offset
+        // as the segment it came from, no zero-fill.
+        assert_eq!(kpack.p_type.get(LE), elf::PT_LOAD);
+        assert_eq!(
+            kpack.p_vaddr.get(LE) - kpack.p_offset.get(LE),
+            fatbin.addr - fatbin.offset
+        );
+        assert_eq!(kpack.p_filesz.get(LE), table_len + MARKER_LEN);
+        assert_eq!(kpack.p_memsz.get(LE), kpack.p_filesz.get(LE));
+        // Every address after it is unchanged: the next PT_LOAD starts
+        // where the section ended.
+        let loads: Vec<_> = plan
+            .program_headers
+            .iter()
+            .filter(|p| p.p_type.get(LE) == elf::PT_LOAD)
+            .collect();
+        let at = loads
+            .iter()
+            .position(|p| p.p_offset.get(LE) == plan.kpack_page_offset)
+            .unwrap();
+        assert_eq!(loads[at + 1].p_vaddr.get(LE), fatbin.addr + fatbin.size);
+        assert_eq!(loads[at + 1].p_offset.get(LE), fatbin.offset + fatbin.size);
+    }
+
+    #[test]
+    fn unaligned_small_fat_binary_shares_its_first_page_with_the_piece_before() {
+        // As if .hip_fatbin started 0x14 bytes into its page (the new
+        // driver aligns it to 16 only): the table starts at the next
+        // 8-aligned byte and the piece before ends there.
+        let (path, fat, headers, len) = clang19("libaxpy_small.so");
+        let mut fatbin = fat.fatbin.unwrap();
+        fatbin.addr += 0x14;
+        fatbin.offset += 0x14;
+        fatbin.size -= 0x14;
+        let plan = Plan::new(&path, &headers, fatbin, MARKER_LEN, len).unwrap();
+        assert_eq!(plan.layout, Layout::SharedPage);
+        assert_eq!(plan.kpack_page_offset, fatbin.offset + 4);
+        let loads: Vec<_> = plan
+            .program_headers
+            .iter()
+            .filter(|p| p.p_type.get(LE) == elf::PT_LOAD)
+            .collect();
+        let at = loads
+            .iter()
+            .position(|p| p.p_offset.get(LE) == plan.kpack_page_offset)
+            .unwrap();
+        let (pre, kpack) = (loads[at - 1], loads[at]);
+        assert_eq!(
+            pre.p_vaddr.get(LE) + pre.p_memsz.get(LE),
+            kpack.p_vaddr.get(LE)
+        );
+        assert_eq!(
+            pre.p_vaddr.get(LE) - pre.p_offset.get(LE),
+            kpack.p_vaddr.get(LE) - kpack.p_offset.get(LE)
+        );
+        assert_eq!(plan.file_header.e_phoff.get(LE) % 8, 0);
+    }
+
+    #[test]
+    fn fat_binary_too_small_for_table_and_marker_is_a_layout_error() {
+        let (path, fat, headers, len) = clang19("libaxpy_small.so");
+        let mut fatbin = fat.fatbin.unwrap();
+        fatbin.size = 64;
         let error = Plan::new(&path, &headers, fatbin, MARKER_LEN, len).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Layout);
-        assert!(error.to_string().contains("holds no whole page"), "{error}");
+        assert!(
+            error.to_string().contains("do not fit in the 64 bytes"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -7,14 +7,17 @@ use object::pod;
 
 use super::plan::Plan;
 use super::source::Source;
-use super::{PAGE, PHDR_SIZE, R_X86_64_RELATIVE, WrapperPatch};
+use super::{PHDR_SIZE, WrapperPatch};
 use crate::error::{Error, ErrorKind};
+use crate::machine::Machine;
 use crate::read::HIPK;
 
 /// The kpack page: the new program header table, then the marker, then
 /// zeros.
 pub(super) fn kpack_page(plan: &Plan, marker: &[u8]) -> Vec<u8> {
-    let mut page = vec![0u8; PAGE as usize];
+    // The rest of the page is zeros: in the shared-page layout these are
+    // the device-code bytes that stay in the file.
+    let mut page = vec![0u8; plan.kpack_page_len as usize];
     for (index, header) in plan.program_headers.iter().enumerate() {
         let at = index * PHDR_SIZE as usize;
         page[at..at + PHDR_SIZE as usize].copy_from_slice(pod::bytes_of(header));
@@ -62,14 +65,17 @@ pub(super) fn assemble(source: &Source<'_>, plan: &Plan, marker: &[u8]) -> Resul
 }
 
 /// Turn every wrapper into HIPK pointing at the marker with its co_index,
-/// and its relocation (if any) into `R_X86_64_RELATIVE` to the marker.
+/// and its relocation (if any) into the machine's `R_*_RELATIVE` to the
+/// marker.
 /// Returns the number of relocations rewritten.
 pub(super) fn patch(
     input: &Path,
     image: &mut [u8],
     plan: &Plan,
+    machine: Machine,
     patches: &[WrapperPatch],
 ) -> Result<usize, Error> {
+    let r_info = u64::from(machine.relative());
     let layout = |message: String| Error::new(ErrorKind::Layout, input, message);
     // Patches land on bytes kept from the input; never on the kpack page or
     // the removed device code.
@@ -100,11 +106,7 @@ pub(super) fn patch(
                 put(image, at, bytes).map_err(|m| layout(format!("relocation: {m}")))
             };
             // Elf64_Rela: r_offset stays; r_info = RELATIVE, no symbol; addend = marker.
-            write(
-                image,
-                at.saturating_add(8),
-                &R_X86_64_RELATIVE.to_le_bytes(),
-            )?;
+            write(image, at.saturating_add(8), &r_info.to_le_bytes())?;
             write(image, at.saturating_add(16), &marker_addr)?;
             relocations += 1;
         }
@@ -132,6 +134,7 @@ mod tests {
 
     use kpack_bundle::ReadAt;
 
+    use super::super::PAGE;
     use super::super::source::Headers;
     use super::*;
     use crate::read::read_fat_binary;
@@ -186,7 +189,7 @@ mod tests {
             co_index: 0,
             rela_entry: None,
         };
-        let error = patch(&path, &mut image, &plan, &[inside]).unwrap_err();
+        let error = patch(&path, &mut image, &plan, Machine::X86_64, &[inside]).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Layout);
         assert!(error.to_string().contains("lies inside"), "{error}");
     }
