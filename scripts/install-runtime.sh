@@ -93,7 +93,7 @@ EOF
 
 # CMake package: rocm::rocm_kpack as AMD's (shared by default); static with
 # -DROCM_KPACK_STATIC=ON, then with its link dependencies attached.
-cmake_static_libs="$(printf '%s' "$static_libs" | sed 's/-l//g')"
+cmake_static_libs="$(printf '%s' "$static_libs" | sed 's/-l//g; s/ /;/g')"
 cat >"$stage/lib/cmake/rocm-kpack/rocm-kpackConfig.cmake" <<EOF
 # rocm-kpack CMake package: find_package(rocm-kpack REQUIRED), then
 # target_link_libraries(app PRIVATE rocm::rocm_kpack).
