@@ -27,7 +27,11 @@ fn lib_dir() -> PathBuf {
         .env("CARGO_TARGET_DIR", &target)
         .output()
         .expect("run cargo build");
-    assert!(out.status.success(), "building librocm_kpack failed:\n{}", text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "building librocm_kpack failed:\n{}",
+        text(&out.stderr)
+    );
     target.join("debug")
 }
 
@@ -37,7 +41,9 @@ fn text(bytes: &[u8]) -> String {
 
 /// Run a command, fail the test with its output unless it succeeds.
 fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     assert!(
         out.status.success(),
         "{cmd:?} failed ({}):\n{}{}",
@@ -67,8 +73,16 @@ fn installed() -> &'static Installed {
         std::fs::create_dir_all(&work).unwrap();
         let prefix = work.join("prefix");
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/install-runtime.sh");
-        run(Command::new("bash").arg(script).arg("--from").arg(&built).arg(&prefix));
-        Installed { built, prefix, work }
+        run(Command::new("bash")
+            .arg(script)
+            .arg("--from")
+            .arg(&built)
+            .arg(&prefix));
+        Installed {
+            built,
+            prefix,
+            work,
+        }
     })
 }
 
@@ -128,7 +142,10 @@ fn installs_the_layout_distributions_expect() {
         assert!(p.join(file).is_file(), "{file} not installed");
     }
     let link = |name: &str| std::fs::read_link(p.join("lib").join(name)).unwrap();
-    assert_eq!(link("librocm_kpack.so.0"), Path::new("librocm_kpack.so.0.1.0"));
+    assert_eq!(
+        link("librocm_kpack.so.0"),
+        Path::new("librocm_kpack.so.0.1.0")
+    );
     assert_eq!(link("librocm_kpack.so"), Path::new("librocm_kpack.so.0"));
 }
 
@@ -138,11 +155,21 @@ fn exports_only_kpack_symbols() {
     let shared = defined_globals(&lib.join("librocm_kpack.so.0.1.0"), true);
     let archive = defined_globals(&lib.join("librocm_kpack.a"), false);
     for (what, symbols) in [("shared", &shared), ("static", &archive)] {
-        assert!(symbols.iter().any(|s| s == "kpack_open"), "{what}: no kpack_open");
-        let foreign: Vec<_> = symbols.iter().filter(|s| !s.starts_with("kpack_")).collect();
+        assert!(
+            symbols.iter().any(|s| s == "kpack_open"),
+            "{what}: no kpack_open"
+        );
+        let foreign: Vec<_> = symbols
+            .iter()
+            .filter(|s| !s.starts_with("kpack_"))
+            .collect();
         assert!(foreign.is_empty(), "{what} library exports {foreign:?}");
     }
-    assert_eq!(shared.len(), archive.len(), "shared {shared:?}\nstatic {archive:?}");
+    assert_eq!(
+        shared.len(),
+        archive.len(),
+        "shared {shared:?}\nstatic {archive:?}"
+    );
 }
 
 /// Both archives linked whole (as when folding static libraries into one
@@ -153,7 +180,10 @@ fn static_library_links_beside_debian_libzstd() {
     let inst = installed();
     let zstd = text(&run(Command::new("cc").arg("-print-file-name=libzstd.a")).stdout);
     let zstd = PathBuf::from(zstd.trim());
-    assert!(zstd.is_absolute(), "libzstd.a not found (Debian: apt-get install libzstd-dev)");
+    assert!(
+        zstd.is_absolute(),
+        "libzstd.a not found (Debian: apt-get install libzstd-dev)"
+    );
     let exe = inst.work.join("zstd_coexist");
     let libs = pkg_config(&["--static", "--libs-only-l", "rocm-kpack"]);
     run(Command::new("cc")
@@ -171,13 +201,21 @@ fn static_library_links_beside_debian_libzstd() {
     let version = text(&run(Command::new("pkg-config").args(["--modversion", "libzstd"])).stdout);
     assert_eq!(
         text(&out.stdout),
-        format!("kernel 1018 bytes, libzstd {} round trip ok\n", version.trim())
+        format!(
+            "kernel 1018 bytes, libzstd {} round trip ok\n",
+            version.trim()
+        )
     );
 }
 
 fn pkg_config(args: &[&str]) -> String {
     let dir = installed().prefix.join("lib/pkgconfig");
-    text(&run(Command::new("pkg-config").env("PKG_CONFIG_PATH", dir).args(args)).stdout)
+    text(
+        &run(Command::new("pkg-config")
+            .env("PKG_CONFIG_PATH", dir)
+            .args(args))
+        .stdout,
+    )
 }
 
 fn consumer_source() -> PathBuf {
@@ -219,7 +257,25 @@ fn pkg_config_consumer_builds_and_runs() {
         .arg(&exe)
         .args(flags.split_whitespace())
         .arg(format!("-Wl,-rpath,{}", inst.prefix.join("lib").display())));
-    assert!(needed(&exe), "pkg-config consumer does not record the SONAME");
+    assert!(
+        needed(&exe),
+        "pkg-config consumer does not record the SONAME"
+    );
     let out = run(Command::new(&exe).arg(zstd_vector()));
     assert_eq!(text(&out.stdout), CONSUMER_OUTPUT);
+}
+
+#[test]
+fn third_party_notices_are_current() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/notices.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg("--check")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "host/capi/THIRD-PARTY-NOTICES.md: {}",
+        text(&out.stderr)
+    );
 }
