@@ -92,7 +92,8 @@ Cflags: -I\${includedir}
 EOF
 
 # CMake package: rocm::rocm_kpack as AMD's (shared by default); static with
-# -DROCM_KPACK_STATIC=ON, then with its link dependencies attached.
+# -DROCM_KPACK_STATIC=ON, then with its link dependencies attached and, as
+# AMD's static target does, ROCM_KPACK_STATIC defined for consumers.
 cmake_static_libs="$(printf '%s' "$static_libs" | sed 's/-l//g; s/ /;/g')"
 cat >"$stage/lib/cmake/rocm-kpack/rocm-kpackConfig.cmake" <<EOF
 # rocm-kpack CMake package: find_package(rocm-kpack REQUIRED), then
@@ -117,6 +118,7 @@ if(NOT TARGET rocm::rocm_kpack_static)
     IMPORTED_LOCATION "\${_rocm_kpack_prefix}/lib/librocm_kpack.a"
     IMPORTED_LINK_INTERFACE_LANGUAGES "C"
     INTERFACE_INCLUDE_DIRECTORIES "\${_rocm_kpack_prefix}/include"
+    INTERFACE_COMPILE_DEFINITIONS "ROCM_KPACK_STATIC"
     INTERFACE_LINK_LIBRARIES "$cmake_static_libs")
 endif()
 

@@ -28,7 +28,13 @@ int main(int argc, char **argv) {
   void *kernel = nullptr;
   size_t size = 0;
   kpack_error_t err = kpack_get_kernel(archive, "bin/hiptest#0", "gfx1100", &kernel, &size);
-  std::printf("arches %s kernel %zu bytes (error %d)\n", arches.c_str(), size, static_cast<int>(err));
+#ifdef ROCM_KPACK_STATIC
+  const char *linkage = "static";  // defined by the CMake package's static target, as AMD's
+#else
+  const char *linkage = "shared";
+#endif
+  std::printf("%s: arches %s kernel %zu bytes (error %d)\n", linkage, arches.c_str(), size,
+              static_cast<int>(err));
   kpack_free_kernel(kernel);
   kpack_close(archive);
   return err == KPACK_SUCCESS ? 0 : 1;
