@@ -20,13 +20,21 @@ done
 if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
   need+=(python3-venv)
 fi
+# The C library's install test: C++ consumers built with CMake and pkg-config,
+# and a program linking librocm_kpack.a beside Debian's libzstd.a.
+for tool in c++ cmake pkg-config; do
+  command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
+done
+if ! command -v cc >/dev/null 2>&1 || [ ! -f "$(cc -print-file-name=libzstd.a)" ]; then
+  need+=(libzstd-dev)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing Debian packages for: ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends gcc binutils patchelf python3 python3-venv llvm-19 \
-    elfutils dwz debugedit >/dev/null
+    elfutils dwz debugedit g++ cmake pkg-config libzstd-dev >/dev/null
 fi
 
 # RUSTUP_AUTO_INSTALL=0 on these machines: add the wasm target explicitly

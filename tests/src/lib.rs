@@ -213,6 +213,12 @@ pub fn stub_hip(scratch: &Path, capi: Option<&Path>) -> &'static Path {
             // A private copy so a later rebuild cannot swap it under a running test.
             std::fs::copy(capi, dir.join("librocm_kpack.so"))
                 .unwrap_or_else(|e| panic!("copy {}: {e}", capi.display()));
+            // The stub records the library's SONAME, librocm_kpack.so.0, as
+            // NEEDED: that name must exist too, as in an installed prefix.
+            let soname = dir.join("librocm_kpack.so.0");
+            let _ = std::fs::remove_file(&soname);
+            std::os::unix::fs::symlink("librocm_kpack.so", &soname)
+                .unwrap_or_else(|e| panic!("symlink {}: {e}", soname.display()));
             lib_args.extend([
                 "-DKPACK_LOAD".into(),
                 format!("-I{}", s(workspace_root().join("host/capi/include"))),

@@ -100,7 +100,16 @@ fn c_program_exercises_every_function_with_shared_and_static_library() {
     ];
     let dir = lib_dir();
     let so = format!("-L{}", dir.display());
-    let rpath = format!("-Wl,-rpath,{}", dir.display());
+    // The program records the SONAME, librocm_kpack.so.0, as NEEDED; cargo
+    // writes only librocm_kpack.so, so give the loader the versioned name.
+    let soname_dir = work.path().join("lib");
+    std::fs::create_dir(&soname_dir).unwrap();
+    std::os::unix::fs::symlink(
+        dir.join("librocm_kpack.so"),
+        soname_dir.join("librocm_kpack.so.0"),
+    )
+    .unwrap();
+    let rpath = format!("-Wl,-rpath,{}", soname_dir.display());
     compile_and_run(
         &[&so, &rpath, "-lrocm_kpack"],
         "test_kpack_shared",
