@@ -39,6 +39,22 @@ fn lib_dir() -> PathBuf {
     target.join("debug")
 }
 
+/// A directory under `work` holding `librocm_kpack.so.0` (a link to
+/// cargo's library): programs record the SONAME as NEEDED, and cargo writes
+/// only `librocm_kpack.so`.
+fn soname_dir(work: &Path) -> PathBuf {
+    let dir = work.join("soname");
+    if !dir.exists() {
+        std::fs::create_dir(&dir).unwrap();
+        std::os::unix::fs::symlink(
+            lib_dir().join("librocm_kpack.so"),
+            dir.join("librocm_kpack.so.0"),
+        )
+        .unwrap();
+    }
+    dir
+}
+
 fn compile_and_run(link: &[&str], name: &str, args: &[PathBuf], work: &Path) {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let exe = work.join(name);
@@ -100,16 +116,7 @@ fn c_program_exercises_every_function_with_shared_and_static_library() {
     ];
     let dir = lib_dir();
     let so = format!("-L{}", dir.display());
-    // The program records the SONAME, librocm_kpack.so.0, as NEEDED; cargo
-    // writes only librocm_kpack.so, so give the loader the versioned name.
-    let soname_dir = work.path().join("lib");
-    std::fs::create_dir(&soname_dir).unwrap();
-    std::os::unix::fs::symlink(
-        dir.join("librocm_kpack.so"),
-        soname_dir.join("librocm_kpack.so.0"),
-    )
-    .unwrap();
-    let rpath = format!("-Wl,-rpath,{}", soname_dir.display());
+    let rpath = format!("-Wl,-rpath,{}", soname_dir(work.path()).display());
     compile_and_run(
         &[&so, &rpath, "-lrocm_kpack"],
         "test_kpack_shared",
@@ -144,7 +151,7 @@ fn c_program_with_amds_own_declarations_links_and_runs() {
         .arg("-o")
         .arg(&exe)
         .arg(format!("-L{}", lib.display()))
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", soname_dir(work.path()).display()))
         .arg("-lrocm_kpack")
         .status()
         .expect("run cc");
