@@ -528,7 +528,10 @@ fn write_archive(path: &Path, entries: &[(String, &str, Vec<u8>)]) {
 
 /// The code object `kpack extract` writes for bundle `co`, target `target`.
 fn extracted(name: &str, co: u32, target: &str, dir: &Path) -> Vec<u8> {
-    let out = dir.join(format!("x-{co}-{target}"));
+    // A fresh directory per call: the same object may be asked for twice,
+    // and extract refuses to overwrite without --force.
+    let scratch = tempfile::tempdir_in(dir).unwrap();
+    let out = scratch.path().join(format!("x-{co}-{target}"));
     let input = fixture(&format!("corpus/{name}"));
     let res = kpack([
         "extract".as_ref(),
