@@ -16,7 +16,7 @@ use serde::Serialize;
 use crate::error::{Error, Result, error_chain};
 use crate::manifest::{MANIFEST, read_manifest};
 use crate::prefix::arch_dir_name;
-use crate::recombine::parse_artifact_name;
+use crate::recombine::{RECORD, parse_artifact_name, read_record};
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -99,6 +99,26 @@ pub fn verify(dirs: &[PathBuf]) -> Result<VerifyReport> {
             verify_installed(d, &mut rep)?;
             continue;
         }
+        // A recombine output says what its artifacts are: groups may have
+        // any name (`blas_lib_rdna3`). A single artifact looks beside itself.
+        let record_dir = if d.join(MANIFEST).is_file() {
+            d.parent().map(Path::to_path_buf).unwrap_or_default()
+        } else {
+            d.clone()
+        };
+        let record = match read_record(&record_dir) {
+            Ok(r) => r,
+            Err(e) => {
+                finding(
+                    &mut rep,
+                    Severity::Error,
+                    "manifest",
+                    record_dir.join(RECORD),
+                    format!("unreadable: {e}; artifact names read as arches"),
+                );
+                BTreeMap::new()
+            }
+        };
         let arts = if d.join(MANIFEST).is_file() {
             vec![d.clone()]
         } else {
@@ -112,7 +132,7 @@ pub fn verify(dirs: &[PathBuf]) -> Result<VerifyReport> {
             v.sort();
             v
         };
-        verify_group(&arts, &mut rep)?;
+        verify_group(&arts, &record, &mut rep)?;
     }
     rep.findings.sort();
     Ok(rep)
@@ -197,7 +217,11 @@ fn finding(
     });
 }
 
-fn verify_group(arts: &[PathBuf], rep: &mut VerifyReport) -> Result<()> {
+fn verify_group(
+    arts: &[PathBuf],
+    record: &BTreeMap<String, (String, Option<String>)>,
+    rep: &mut VerifyReport,
+) -> Result<()> {
     // component -> generic (dir, prefixes, marked binaries)
     let mut generics: BTreeMap<String, (PathBuf, Vec<String>, Vec<Marked>)> = BTreeMap::new();
     let mut arches: BTreeMap<String, Vec<ArchArtifact>> = BTreeMap::new();
@@ -225,7 +249,11 @@ fn verify_group(arts: &[PathBuf], rep: &mut VerifyReport) -> Result<()> {
                 );
             }
         }
-        match parse_artifact_name(&name) {
+        let parsed = record
+            .get(&name)
+            .cloned()
+            .or_else(|| parse_artifact_name(&name));
+        match parsed {
             Some((c, None)) => {
                 let marked = check_host_files(a, &prefixes, false, rep)?;
                 generics.insert(c, (a.clone(), prefixes, marked));
