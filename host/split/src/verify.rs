@@ -161,9 +161,21 @@ fn verify_installed(root: &Path, rep: &mut VerifyReport) -> Result<()> {
     rep.artifacts.push(root.display().to_string());
     let marked = check_host_files(root, &[String::new()], true, rep)?;
     let mut info = ArchInfo::default();
+    let mut scanned = BTreeSet::new();
     for (path, rel) in files_of(root) {
         if rel.ends_with(".kpack") {
+            scanned.insert(std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone()));
             scan_archive(&path, None, &mut info, rep);
+        }
+    }
+    // A package directory (`site-packages/torch`) has its archives beside
+    // it (`site-packages/_torch_kpack/`): follow every marker from the
+    // binary's real location, as the runtime does.
+    for b in &marked {
+        for path in archives_named_by(&b.marker, &root.join(&b.rel)) {
+            if scanned.insert(path.clone()) {
+                scan_archive(&path, None, &mut info, rep);
+            }
         }
     }
     let cache = Cache::new(Config::default());
@@ -200,6 +212,50 @@ fn verify_installed(root: &Path, rep: &mut VerifyReport) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Every existing archive a marker's search paths can name, resolved from
+/// the binary's real directory (symlinks followed): a path with
+/// `@GFXARCH@` in its file name matches every file in that directory with
+/// the same text around it. Canonical paths, sorted.
+fn archives_named_by(marker: &Marker, bin: &Path) -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    let Some(dir) = std::fs::canonicalize(bin)
+        .ok()
+        .and_then(|b| b.parent().map(Path::to_path_buf))
+    else {
+        return out;
+    };
+    for sp in &marker.search_paths {
+        let path = dir.join(sp);
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            continue;
+        };
+        let Ok(parent) = std::fs::canonicalize(parent) else {
+            continue;
+        };
+        let name = name.to_string_lossy();
+        let Some((pre, post)) = name.split_once(kpack_runtime::GFXARCH) else {
+            if let Ok(p) = std::fs::canonicalize(parent.join(&*name))
+                && p.is_file()
+            {
+                out.insert(p);
+            }
+            continue;
+        };
+        for e in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
+            let file = e.file_name();
+            let file = file.to_string_lossy();
+            let is_match = file
+                .strip_prefix(pre)
+                .and_then(|r| r.strip_suffix(post))
+                .is_some_and(|t| !t.is_empty());
+            if is_match && e.path().is_file() {
+                out.insert(e.path());
+            }
+        }
+    }
+    out
 }
 
 fn finding(
