@@ -34,7 +34,12 @@ pub struct Args {
     #[arg(long, alias = "artifact-prefix")]
     component: Option<String>,
     /// AMD's single-artifact input (with --artifact-prefix): one more input.
-    #[arg(long, value_name = "DIR", hide = true, conflicts_with = "batch_artifact_parent_dir")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        hide = true,
+        conflicts_with = "batch_artifact_parent_dir"
+    )]
     artifact_dir: Option<PathBuf>,
     /// AMD's --batch: one more shard directory, and --batch.
     #[arg(long, value_name = "DIR", hide = true)]

@@ -72,7 +72,10 @@ fn amds_invocations_run_unchanged() {
         stderr(&r)
     );
     for a in ["blas_lib_generic", "blas_lib_gfx90a", "blas_lib_gfx1030"] {
-        assert!(single.join(a).join("artifact_manifest.txt").is_file(), "{a}");
+        assert!(
+            single.join(a).join("artifact_manifest.txt").is_file(),
+            "{a}"
+        );
     }
     // Same run again: the output directory is fine, its artifacts are not replaced.
     let r = run(&[
@@ -104,7 +107,11 @@ fn amds_invocations_run_unchanged() {
     // --artifact-dir D --artifact-prefix P is `D --component P`, and batch
     // mode splits the same artifact the same way.
     for a in ["blas_lib_generic", "blas_lib_gfx90a", "blas_lib_gfx1030"] {
-        assert_eq!(tree_digest(&single.join(a)), tree_digest(&batch.join(a)), "{a}");
+        assert_eq!(
+            tree_digest(&single.join(a)),
+            tree_digest(&batch.join(a)),
+            "{a}"
+        );
     }
     assert!(batch.join("support_dev_generic").is_dir());
 
@@ -191,10 +198,12 @@ fn amds_invocations_run_unchanged() {
     let rec: serde_json::Value =
         serde_json::from_slice(&std::fs::read(packages.join("kpack_recombine.json")).unwrap())
             .unwrap();
-    assert_eq!(rec["artifacts"]["blas_lib_rdna2"]["group"], "rdna2", "{rec}");
     assert_eq!(
-        rec["artifacts"]["support_dev_generic"]["component"],
-        "support_dev",
+        rec["artifacts"]["blas_lib_rdna2"]["group"], "rdna2",
+        "{rec}"
+    );
+    assert_eq!(
+        rec["artifacts"]["support_dev_generic"]["component"], "support_dev",
         "{rec}"
     );
     ok(&["verify", s(&packages)]);
@@ -211,7 +220,11 @@ fn amds_invocations_run_unchanged() {
         "nope",
     ]);
     assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
-    assert!(stderr(&r).contains("\"nope\" is in no shard"), "{}", stderr(&r));
+    assert!(
+        stderr(&r).contains("\"nope\" is in no shard"),
+        "{}",
+        stderr(&r)
+    );
 
     // kpack_tool list --summary.
     let archive = single
@@ -239,7 +252,10 @@ fn amds_flags_are_hidden_but_explained() {
         let mut args = cmd.to_vec();
         args.push("-h");
         let short = stdout(&ok(&args));
-        assert!(!short.contains(hidden), "{cmd:?} -h shows {hidden}:\n{short}");
+        assert!(
+            !short.contains(hidden),
+            "{cmd:?} -h shows {hidden}:\n{short}"
+        );
         args.pop();
         args.push("--help");
         let long = stdout(&ok(&args));
