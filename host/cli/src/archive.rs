@@ -31,6 +31,10 @@ pub struct Args {
 #[derive(Subcommand)]
 enum Action {
     /// List the entries of an archive (key, arch, sizes).
+    #[command(after_long_help = "\
+Compatibility with AMD's rocm-kpack flags (kpack_tool list): also accepted, hidden \
+from this list: --summary/-s (name, group, arch family, binary and kernel counts, \
+total uncompressed bytes).")]
     List {
         /// The .kpack file.
         file: PathBuf,
@@ -40,6 +44,9 @@ enum Action {
         /// Print the full deterministic text dump instead of the table.
         #[arg(long, conflicts_with = "json")]
         dump: bool,
+        /// AMD's `kpack_tool list --summary`: totals instead of the table.
+        #[arg(short, long, hide = true, conflicts_with_all = ["json", "dump"])]
+        summary: bool,
     },
     /// Write code objects to DIR/<arch>/<key>.hsaco.
     Extract {
@@ -106,7 +113,18 @@ enum Scheme {
 /// Run `kpack archive`.
 pub fn run(args: Args) -> CliResult {
     match args.action {
-        Action::List { file, json, dump } => list(&file, json, dump),
+        Action::List {
+            file,
+            json,
+            dump,
+            summary,
+        } => {
+            if summary {
+                summarise(&file)
+            } else {
+                list(&file, json, dump)
+            }
+        }
         Action::Extract {
             file,
             output,
@@ -145,6 +163,26 @@ pub fn run(args: Args) -> CliResult {
 fn open(file: &Path) -> anyhow::Result<Archive> {
     crate::safety::regular_file(file)?;
     Ok(Archive::open(file)?)
+}
+
+/// AMD's `list --summary` lines; sizes from the TOC (what decoding yields:
+/// `archive verify` is the command that decodes and checks every entry).
+fn summarise(file: &Path) -> CliResult {
+    let a = open(file)?;
+    let binaries: std::collections::BTreeSet<&str> = a
+        .entries()
+        .map(|e| e.key().split_once('#').map_or(e.key(), |(b, _)| b))
+        .collect();
+    let total: u64 = a.entries().map(|e| e.original_size()).sum();
+    let name = file.file_name().unwrap_or_default().to_string_lossy();
+    println!("Kpack: {name}");
+    println!("Group: {}", a.group_name());
+    println!("Arch family: {}", a.gfx_arch_family());
+    println!("Arches: {}", a.arches().join(", "));
+    println!("Binaries: {}", binaries.len());
+    println!("Total kernels: {}", a.entry_count());
+    println!("Total size: {total} bytes");
+    Ok(())
 }
 
 fn list(file: &Path, json: bool, dump: bool) -> CliResult {

@@ -5,6 +5,7 @@
 //! config before doing any I/O. Data goes to stdout, logs to stderr.
 //! Exit codes: 0 success, 1 "checked and found problems", 2 error.
 
+mod amd_compat;
 mod archive;
 mod archive_args;
 mod exit;

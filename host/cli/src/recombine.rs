@@ -5,21 +5,34 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use kpack_split::{RecombineConfig, recombine};
+use kpack_split::{RecombineConfig, RecombineOptions, recombine_with};
 
 use crate::exit::{CliError, CliResult};
 
 /// Arguments of `kpack recombine`.
 #[derive(clap::Args)]
+#[command(after_long_help = crate::amd_compat::RECOMBINE_HELP)]
 pub struct Args {
     /// Directory whose subdirectories are shards (split outputs).
-    shards: PathBuf,
+    #[arg(
+        required_unless_present = "input_shards_dir",
+        conflicts_with = "input_shards_dir"
+    )]
+    shards: Option<PathBuf>,
+    /// AMD's name for SHARDS.
+    #[arg(long, value_name = "DIR", hide = true)]
+    input_shards_dir: Option<PathBuf>,
     /// Packaging config (primary_shard, architecture_groups, validation).
     #[arg(long)]
     config: PathBuf,
-    /// Output directory.
-    #[arg(short, long)]
+    /// Output directory (may exist; existing artifacts in it are never replaced).
+    #[arg(short, long, alias = "output-dir")]
     output: PathBuf,
+    /// Recombine only this component (AMD's --component).
+    #[arg(long, hide = true)]
+    component: Option<String>,
+    #[command(flatten)]
+    amd: crate::amd_compat::Ignored,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -27,8 +40,15 @@ pub struct Args {
 
 /// Run `kpack recombine`.
 pub fn run(args: Args) -> CliResult {
+    args.amd.note();
+    let Some(shards) = args.shards.as_ref().or(args.input_shards_dir.as_ref()) else {
+        return Err(anyhow::anyhow!("no shards directory given").into());
+    };
     let config = RecombineConfig::load(&args.config)?;
-    let rep = recombine(&args.shards, &config, &args.output)?;
+    let opts = RecombineOptions {
+        component: args.component.clone(),
+    };
+    let rep = recombine_with(shards, &config, &args.output, &opts)?;
     if args.json {
         let v = serde_json::json!({ "schema_version": 1, "config": config, "result": rep });
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);

@@ -18,20 +18,34 @@ use crate::target_args::TargetArgs;
 
 /// Arguments of `kpack split`.
 #[derive(clap::Args)]
+#[command(after_long_help = crate::amd_compat::SPLIT_HELP)]
 pub struct Args {
     /// Artifact directories (each with artifact_manifest.txt), or with
     /// --batch, shard directories holding such artifacts. Never modified.
-    #[arg(required = true)]
+    #[arg(required_unless_present_any = ["artifact_dir", "batch_artifact_parent_dir"])]
     inputs: Vec<PathBuf>,
     /// Output directory (created; existing artifact directories are never overwritten).
-    #[arg(short, long)]
+    #[arg(short, long, alias = "output-dir")]
     output: PathBuf,
     /// Inputs are shard directories: split every `<component>_<family>` artifact in them.
     #[arg(long)]
     batch: bool,
     /// Component name [default: the artifact directory's name without its last `_` part].
-    #[arg(long)]
+    #[arg(long, alias = "artifact-prefix")]
     component: Option<String>,
+    /// AMD's single-artifact input (with --artifact-prefix): one more input.
+    #[arg(
+        long,
+        value_name = "DIR",
+        hide = true,
+        conflicts_with = "batch_artifact_parent_dir"
+    )]
+    artifact_dir: Option<PathBuf>,
+    /// AMD's --batch: one more shard directory, and --batch.
+    #[arg(long, value_name = "DIR", hide = true)]
+    batch_artifact_parent_dir: Option<PathBuf>,
+    #[command(flatten)]
+    amd: crate::amd_compat::Ignored,
     /// Archive directory inside each prefix.
     #[arg(long, default_value = "lib/.kpack")]
     archive_dir: String,
@@ -47,8 +61,17 @@ pub struct Args {
 }
 
 /// Run `kpack split`.
-pub fn run(args: Args) -> CliResult {
+pub fn run(mut args: Args) -> CliResult {
     let targets = args.targets.filter()?;
+    args.amd.note();
+    // AMD's spellings become ours before anything else looks at the flags.
+    if let Some(d) = args.artifact_dir.take() {
+        args.inputs.push(d);
+    }
+    if let Some(d) = args.batch_artifact_parent_dir.take() {
+        args.inputs.push(d);
+        args.batch = true;
+    }
     let mut inputs = Vec::new();
     if args.batch {
         if args.component.is_some() {

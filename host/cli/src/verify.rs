@@ -12,10 +12,16 @@ use crate::exit::{CliError, CliResult};
 
 /// Arguments of `kpack verify`.
 #[derive(clap::Args)]
+#[command(after_long_help = crate::amd_compat::VERIFY_HELP)]
 pub struct Args {
     /// Artifact directories, or directories of artifacts.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "artifacts_dir")]
     dirs: Vec<PathBuf>,
+    /// AMD's name for DIR.
+    #[arg(long, value_name = "DIR", hide = true)]
+    artifacts_dir: Vec<PathBuf>,
+    #[command(flatten)]
+    amd: crate::amd_compat::Ignored,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -27,7 +33,10 @@ pub struct Args {
 }
 
 /// Run `kpack verify`.
-pub fn run(args: Args) -> CliResult {
+pub fn run(mut args: Args) -> CliResult {
+    args.amd.note();
+    let extra = std::mem::take(&mut args.artifacts_dir);
+    args.dirs.extend(extra);
     if let Some(gpu) = &args.gpu {
         return run_gpu(&args, gpu);
     }

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::manifest::{MANIFEST, read_manifest};
-use crate::recombine::parse_artifact_name;
+use crate::recombine::{parse_artifact_name, read_record};
 use crate::verify::{Marked, VerifyReport, check_host_files, files_of, is_installed_tree};
 
 /// What [`explain_gpu`] found.
@@ -128,6 +128,14 @@ pub fn explain_gpu(dirs: &[PathBuf], gpu: &str) -> Result<GpuReport> {
             v.sort();
             v
         };
+        // Recombined groups of any name (`blas_lib_rdna3`) are known from
+        // recombine's record; an unreadable one is `verify`'s to report.
+        let record_dir = if d.join(MANIFEST).is_file() {
+            d.parent().map(Path::to_path_buf).unwrap_or_default()
+        } else {
+            d.clone()
+        };
+        let record = read_record(&record_dir).unwrap_or_default();
         // component -> (generic artifact, every artifact of the component)
         let mut groups: BTreeMap<String, (Option<PathBuf>, Vec<PathBuf>)> = BTreeMap::new();
         for a in &arts {
@@ -135,7 +143,11 @@ pub fn explain_gpu(dirs: &[PathBuf], gpu: &str) -> Result<GpuReport> {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let Some((component, arch)) = parse_artifact_name(&name) else {
+            let parsed = record
+                .get(&name)
+                .cloned()
+                .or_else(|| parse_artifact_name(&name));
+            let Some((component, arch)) = parsed else {
                 continue;
             };
             let g = groups.entry(component).or_default();

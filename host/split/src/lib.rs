@@ -92,6 +92,7 @@ pub use prefix::{
     archive_stem, split_prefix,
 };
 pub use recombine::{
-    ArchGroup, RecombineConfig, RecombineReport, Validation, parse_artifact_name, recombine,
+    ArchGroup, RECORD, RecombineConfig, RecombineOptions, RecombineReport, Validation,
+    parse_artifact_name, recombine, recombine_with,
 };
 pub use verify::{Finding, Severity, VerifyReport, verify};

@@ -183,11 +183,35 @@ pub fn parse_artifact_name(name: &str) -> Option<(String, Option<String>)> {
     (arch.starts_with("gfx") && !c.is_empty()).then(|| (c.to_string(), Some(arch.to_string())))
 }
 
+/// File beside recombined artifacts recording what each artifact is
+/// (component and group), so `verify` knows groups of any name
+/// (`blas_lib_rdna3`), not only names that look like an arch.
+pub const RECORD: &str = "kpack_recombine.json";
+
+/// Options of [`recombine_with`] beyond AMD's config.
+#[derive(Debug, Clone, Default)]
+pub struct RecombineOptions {
+    /// Recombine only this component (AMD's `--component`); the others in
+    /// the shards are neither validated nor written.
+    pub component: Option<String>,
+}
+
 /// Recombine the shards below `shards` into `out` per `config`. Validation
 /// failures are returned in the report (nothing written); I/O failures and
 /// an unusable layout are errors. Outputs are staged and renamed at the end;
 /// existing output directories are an error.
 pub fn recombine(shards: &Path, config: &RecombineConfig, out: &Path) -> Result<RecombineReport> {
+    recombine_with(shards, config, out, &RecombineOptions::default())
+}
+
+/// [`recombine`] with [`RecombineOptions`]. Besides the artifacts it
+/// writes (or extends) [`RECORD`] in `out`.
+pub fn recombine_with(
+    shards: &Path,
+    config: &RecombineConfig,
+    out: &Path,
+    opts: &RecombineOptions,
+) -> Result<RecombineReport> {
     let mut rep = RecombineReport::default();
     let mut shard_names = Vec::new();
     for e in std::fs::read_dir(shards)
@@ -227,7 +251,13 @@ pub fn recombine(shards: &Path, config: &RecombineConfig, out: &Path) -> Result<
         }
         names.sort();
         for n in names {
-            match parse_artifact_name(&n) {
+            let parsed = parse_artifact_name(&n);
+            if let (Some(want), Some((c, _))) = (&opts.component, &parsed)
+                && c != want
+            {
+                continue;
+            }
+            match parsed {
                 Some((c, None)) => generics
                     .entry(c)
                     .or_default()
@@ -239,6 +269,15 @@ pub fn recombine(shards: &Path, config: &RecombineConfig, out: &Path) -> Result<
                 None => {}
             }
         }
+    }
+    if let Some(c) = &opts.component
+        && !generics.contains_key(c)
+        && !arches.keys().any(|(ac, _)| ac == c)
+    {
+        return Err(Error::invalid(
+            shards,
+            format!("component {c:?} is in no shard"),
+        ));
     }
     let primary_generic = |c: &str| {
         generics
@@ -340,11 +379,14 @@ pub fn recombine(shards: &Path, config: &RecombineConfig, out: &Path) -> Result<
         .tempdir_in(out)
         .map_err(|e| Error::io(out, "cannot stage", e))?;
     let mut outputs = Vec::new();
+    // artifact name -> (component, group or None for generic, arches)
+    let mut made: BTreeMap<String, (String, Option<String>, Vec<String>)> = BTreeMap::new();
     for c in &components {
         let Some(src) = primary_generic(c) else {
             continue;
         };
         let name = format!("{c}_generic");
+        made.insert(name.clone(), (c.clone(), None, Vec::new()));
         let dst = stage.path().join(&name);
         let prefixes = read_manifest(&src)?;
         let mut kept = Vec::new();
@@ -378,6 +420,10 @@ pub fn recombine(shards: &Path, config: &RecombineConfig, out: &Path) -> Result<
             prefixes.dedup();
             write_manifest(&dst, &prefixes)?;
             outputs.push(format!("{c}_{}", g.name));
+            made.insert(
+                format!("{c}_{}", g.name),
+                (c.clone(), Some(g.name.clone()), g.architectures.clone()),
+            );
         }
     }
     outputs.sort();
@@ -394,8 +440,73 @@ pub fn recombine(shards: &Path, config: &RecombineConfig, out: &Path) -> Result<
         std::fs::rename(stage.path().join(o), out.join(o))
             .map_err(|e| Error::io(out.join(o), "cannot move into place", e))?;
     }
+    write_record(out, &made)?;
     rep.outputs = outputs;
     Ok(rep)
+}
+
+/// Add `made` to [`RECORD`] in `out` (a second run with another
+/// `--component` extends it), written to a temp file and renamed.
+fn write_record(
+    out: &Path,
+    made: &BTreeMap<String, (String, Option<String>, Vec<String>)>,
+) -> Result<()> {
+    let path = out.join(RECORD);
+    let mut artifacts = serde_json::Map::new();
+    if let Ok(text) = std::fs::read_to_string(&path)
+        && let Ok(Value::Object(mut doc)) = serde_json::from_str::<Value>(&text)
+        && let Some(Value::Object(old)) = doc.remove("artifacts")
+    {
+        artifacts = old;
+    }
+    for (name, (component, group, arches)) in made {
+        artifacts.insert(
+            name.clone(),
+            serde_json::json!({ "component": component, "group": group, "architectures": arches }),
+        );
+    }
+    let doc = serde_json::json!({ "schema_version": 1, "artifacts": artifacts });
+    let mut text = serde_json::to_string_pretty(&doc)
+        .map_err(|e| Error::invalid(&path, format!("cannot encode: {e}")))?;
+    text.push('\n');
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&kpack_format::temp_prefix("record"))
+        .tempfile_in(out)
+        .map_err(|e| Error::io(out, "cannot create a temp file", e))?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes())
+        .map_err(|e| Error::io(&path, "cannot write", e))?;
+    tmp.persist(&path)
+        .map_err(|e| Error::io(&path, "cannot move into place", e.error))?;
+    Ok(())
+}
+
+/// What [`RECORD`] in `dir` says each artifact is: name → (component,
+/// group; `None` for the generic artifact). Empty when there is no record;
+/// an unreadable one is an error for the caller to report.
+pub(crate) fn read_record(
+    dir: &Path,
+) -> std::result::Result<BTreeMap<String, (String, Option<String>)>, String> {
+    let path = dir.join(RECORD);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(BTreeMap::new());
+    };
+    let doc: Value = serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))?;
+    let Some(arts) = doc.get("artifacts").and_then(Value::as_object) else {
+        return Err("no \"artifacts\" object".into());
+    };
+    let mut out = BTreeMap::new();
+    for (name, a) in arts {
+        let Some(component) = a.get("component").and_then(Value::as_str) else {
+            return Err(format!("artifact {name:?}: no \"component\" string"));
+        };
+        let group = match a.get("group") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(g)) => Some(g.clone()),
+            Some(_) => return Err(format!("artifact {name:?}: \"group\" is not a string")),
+        };
+        out.insert(name.clone(), (component.to_string(), group));
+    }
+    Ok(out)
 }
 
 /// Copy `src` into `dst` (symlinks as symlinks, modes kept). A file that

@@ -16,7 +16,7 @@ use serde::Serialize;
 use crate::error::{Error, Result, error_chain};
 use crate::manifest::{MANIFEST, read_manifest};
 use crate::prefix::arch_dir_name;
-use crate::recombine::parse_artifact_name;
+use crate::recombine::{RECORD, parse_artifact_name, read_record};
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -99,6 +99,26 @@ pub fn verify(dirs: &[PathBuf]) -> Result<VerifyReport> {
             verify_installed(d, &mut rep)?;
             continue;
         }
+        // A recombine output says what its artifacts are: groups may have
+        // any name (`blas_lib_rdna3`). A single artifact looks beside itself.
+        let record_dir = if d.join(MANIFEST).is_file() {
+            d.parent().map(Path::to_path_buf).unwrap_or_default()
+        } else {
+            d.clone()
+        };
+        let record = match read_record(&record_dir) {
+            Ok(r) => r,
+            Err(e) => {
+                finding(
+                    &mut rep,
+                    Severity::Error,
+                    "manifest",
+                    record_dir.join(RECORD),
+                    format!("unreadable: {e}; artifact names read as arches"),
+                );
+                BTreeMap::new()
+            }
+        };
         let arts = if d.join(MANIFEST).is_file() {
             vec![d.clone()]
         } else {
@@ -112,7 +132,7 @@ pub fn verify(dirs: &[PathBuf]) -> Result<VerifyReport> {
             v.sort();
             v
         };
-        verify_group(&arts, &mut rep)?;
+        verify_group(&arts, &record, &mut rep)?;
     }
     rep.findings.sort();
     Ok(rep)
@@ -141,9 +161,21 @@ fn verify_installed(root: &Path, rep: &mut VerifyReport) -> Result<()> {
     rep.artifacts.push(root.display().to_string());
     let marked = check_host_files(root, &[String::new()], true, rep)?;
     let mut info = ArchInfo::default();
+    let mut scanned = BTreeSet::new();
     for (path, rel) in files_of(root) {
         if rel.ends_with(".kpack") {
+            scanned.insert(std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone()));
             scan_archive(&path, None, &mut info, rep);
+        }
+    }
+    // A package directory (`site-packages/torch`) has its archives beside
+    // it (`site-packages/_torch_kpack/`): follow every marker from the
+    // binary's real location, as the runtime does.
+    for b in &marked {
+        for path in archives_named_by(&b.marker, &root.join(&b.rel)) {
+            if scanned.insert(path.clone()) {
+                scan_archive(&path, None, &mut info, rep);
+            }
         }
     }
     let cache = Cache::new(Config::default());
@@ -182,6 +214,50 @@ fn verify_installed(root: &Path, rep: &mut VerifyReport) -> Result<()> {
     Ok(())
 }
 
+/// Every existing archive a marker's search paths can name, resolved from
+/// the binary's real directory (symlinks followed): a path with
+/// `@GFXARCH@` in its file name matches every file in that directory with
+/// the same text around it. Canonical paths, sorted.
+fn archives_named_by(marker: &Marker, bin: &Path) -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    let Some(dir) = std::fs::canonicalize(bin)
+        .ok()
+        .and_then(|b| b.parent().map(Path::to_path_buf))
+    else {
+        return out;
+    };
+    for sp in &marker.search_paths {
+        let path = dir.join(sp);
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            continue;
+        };
+        let Ok(parent) = std::fs::canonicalize(parent) else {
+            continue;
+        };
+        let name = name.to_string_lossy();
+        let Some((pre, post)) = name.split_once(kpack_runtime::GFXARCH) else {
+            if let Ok(p) = std::fs::canonicalize(parent.join(&*name))
+                && p.is_file()
+            {
+                out.insert(p);
+            }
+            continue;
+        };
+        for e in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
+            let file = e.file_name();
+            let file = file.to_string_lossy();
+            let is_match = file
+                .strip_prefix(pre)
+                .and_then(|r| r.strip_suffix(post))
+                .is_some_and(|t| !t.is_empty());
+            if is_match && e.path().is_file() {
+                out.insert(e.path());
+            }
+        }
+    }
+    out
+}
+
 fn finding(
     rep: &mut VerifyReport,
     severity: Severity,
@@ -197,7 +273,11 @@ fn finding(
     });
 }
 
-fn verify_group(arts: &[PathBuf], rep: &mut VerifyReport) -> Result<()> {
+fn verify_group(
+    arts: &[PathBuf],
+    record: &BTreeMap<String, (String, Option<String>)>,
+    rep: &mut VerifyReport,
+) -> Result<()> {
     // component -> generic (dir, prefixes, marked binaries)
     let mut generics: BTreeMap<String, (PathBuf, Vec<String>, Vec<Marked>)> = BTreeMap::new();
     let mut arches: BTreeMap<String, Vec<ArchArtifact>> = BTreeMap::new();
@@ -225,7 +305,11 @@ fn verify_group(arts: &[PathBuf], rep: &mut VerifyReport) -> Result<()> {
                 );
             }
         }
-        match parse_artifact_name(&name) {
+        let parsed = record
+            .get(&name)
+            .cloned()
+            .or_else(|| parse_artifact_name(&name));
+        match parsed {
             Some((c, None)) => {
                 let marked = check_host_files(a, &prefixes, false, rep)?;
                 generics.insert(c, (a.clone(), prefixes, marked));

@@ -7,6 +7,7 @@
     reason = "tests"
 )]
 
+mod amd_flags;
 mod archive;
 mod embedded;
 mod generic_strict;

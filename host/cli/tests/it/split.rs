@@ -14,7 +14,7 @@ use kpack_tests::{fixture, stderr, stdout, tree_digest};
 
 use crate::util::{KPACK, component_cache, kpack};
 
-struct Shard {
+pub(crate) struct Shard {
     name: &'static str,
     family: &'static str,
     arch: &'static str,
@@ -23,7 +23,7 @@ struct Shard {
     exclude: &'static str,
 }
 
-const SHARDS: [Shard; 3] = [
+pub(crate) const SHARDS: [Shard; 3] = [
     Shard {
         name: "gfx1030_build",
         family: "gfx103X",
@@ -54,7 +54,7 @@ const ROCBLAS: &str = "math-libs/BLAS/rocBLAS/stage";
 const HIPBLASLT: &str = "math-libs/BLAS/hipBLASLt/stage";
 const SUPPORT: &str = "base/support/stage";
 
-fn write(path: &Path, bytes: &[u8]) {
+pub(crate) fn write(path: &Path, bytes: &[u8]) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, bytes).unwrap();
 }
@@ -65,7 +65,7 @@ fn copy(from: &Path, to: &Path) {
 }
 
 /// One shard's build artifacts, TheRock style.
-fn make_shard(root: &Path, s: &Shard) {
+pub(crate) fn make_shard(root: &Path, s: &Shard) {
     let blas = root.join(format!("blas_lib_{}", s.family));
     write(
         &blas.join("artifact_manifest.txt"),
@@ -369,6 +369,7 @@ fn splits_three_shards_recombines_and_every_kernel_loads() {
             "blas_lib_generic",
             "blas_lib_gfx103X",
             "blas_lib_gfx90X",
+            "kpack_recombine.json",
             "support_dev_generic"
         ]
     );

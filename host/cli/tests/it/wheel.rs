@@ -581,6 +581,30 @@ fn install_and_resolve(tmp: &Path, out: &Path) {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["report"]["resolved"], 5, "{v}");
     assert_eq!(v["report"]["binaries"], 3, "{v}");
+    // One installed package: its archives are outside it (in
+    // `_fatpkg_kpack/`), reached by following the markers.
+    assert!(
+        walk_files(&site.join("fatpkg"))
+            .iter()
+            .all(|f| f.extension().is_none_or(|x| x != "kpack")),
+        "archives inside the package directory: the check below proves nothing"
+    );
+    let o = Command::new(KPACK)
+        .args(["verify", "--json"])
+        .arg(site.join("fatpkg"))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "kpack verify {}/fatpkg:\n{}{}",
+        site.display(),
+        stdout(&o),
+        stderr(&o)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // libaxpy 1 + lib2tu 2.
+    assert_eq!(v["report"]["resolved"], 3, "{v}");
+    assert_eq!(v["report"]["binaries"], 2, "{v}");
     // Without the device wheel's archives every marker is a miss.
     for e in walk_files(&site) {
         if e.extension().is_some_and(|x| x == "kpack") {
