@@ -16,6 +16,7 @@ mod offload;
 mod offloading;
 mod pe;
 mod plugins;
+mod prune;
 mod rerun;
 mod runtime_e2e;
 mod safety;
