@@ -81,7 +81,8 @@ pub fn run(args: Args) -> CliResult {
             "{input}: has no code object for {} (it has {})",
             missing.join(", "),
             targets.join(", ")
-        ).into());
+        )
+        .into());
     }
     let (kept, dropped): (Vec<String>, Vec<String>) =
         targets.iter().cloned().partition(|t| filter.keeps(t));
@@ -90,7 +91,8 @@ pub fn run(args: Args) -> CliResult {
             "{input}: --keep {} matches none of its targets ({}): pruning would keep nothing",
             keep.join(","),
             targets.join(", ")
-        ).into());
+        )
+        .into());
     }
     for t in &missing {
         eprintln!("warning: {input}: has no code object for {t}");

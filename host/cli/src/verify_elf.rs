@@ -49,8 +49,8 @@ pub fn run(args: Args) -> CliResult {
         } else {
             kpack_elf::verify_image
         };
-        let mut findings = verify(&cache)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let mut findings =
+            verify(&cache).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         if !args.no_readelf {
             findings.extend(readelf_complaints(path));
         }

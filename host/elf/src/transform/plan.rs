@@ -158,13 +158,7 @@ impl Plan {
         {
             return Ok(None);
         }
-        let plan = Plan::build(
-            path,
-            headers,
-            fatbin,
-            Purpose::Prune { kept_len },
-            file_len,
-        )?;
+        let plan = Plan::build(path, headers, fatbin, Purpose::Prune { kept_len }, file_len)?;
         Ok((plan.layout == Layout::InPlace && plan.bytes_removed() > 0).then_some(plan))
     }
 
