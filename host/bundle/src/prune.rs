@@ -117,7 +117,10 @@ mod tests {
     const A: &str = "hipv4-amdgcn-amd-amdhsa--gfx90a";
     const B: &str = "hipv4-amdgcn-amd-amdhsa--gfx1100";
 
-    #[allow(clippy::ptr_arg, reason = "Vec<u8> is what implements ReadAt in memory")]
+    #[allow(
+        clippy::ptr_arg,
+        reason = "Vec<u8> is what implements ReadAt in memory"
+    )]
     fn only_first(bytes: &Vec<u8>) -> Item {
         walk(bytes, 0, bytes.len() as u64, WalkOptions::default())
             .next()

@@ -8,7 +8,10 @@ use std::path::Path;
 
 use kpack_amdgpu::TargetFilter;
 use kpack_bundle::{WalkOptions, walk};
-use kpack_tests::{FAT_FIXTURES, fixture, oracle, sha256_hex, stderr, stdout, stub_command};
+use kpack_tests::{
+    CLANG19_FAT_FIXTURES, FAT_FIXTURES, OracleEntry, clang19_oracle, fixture, oracle, sha256_hex,
+    stderr, stdout, stub_command,
+};
 
 use crate::util::{kpack, stub_hip};
 
@@ -65,10 +68,25 @@ fn registrations(log: &[String]) -> Vec<String> {
 
 #[test]
 fn every_fixture_pruned_to_one_target_runs_with_only_that_code() {
+    prune_and_run("corpus", FAT_FIXTURES, oracle());
+}
+
+#[test]
+fn clang19_fixtures_pruned_to_one_target_run_with_only_that_code() {
+    // The aarch64 ones cannot run here (no emulator).
+    let names: Vec<&str> = CLANG19_FAT_FIXTURES
+        .iter()
+        .map(|(n, _)| *n)
+        .filter(|n| !n.contains("aarch64"))
+        .collect();
+    prune_and_run("clang19", &names, clang19_oracle());
+}
+
+fn prune_and_run(set: &str, names: &[&str], oracle: &[OracleEntry]) {
     let dir = tempfile::tempdir().unwrap();
-    for name in FAT_FIXTURES {
-        let input = fixture(&format!("corpus/{name}"));
-        let mine: Vec<_> = oracle().iter().filter(|e| e.file == *name).collect();
+    for name in names {
+        let input = fixture(&format!("{set}/{name}"));
+        let mine: Vec<_> = oracle.iter().filter(|e| e.file == *name).collect();
         let all: BTreeSet<_> = mine
             .iter()
             .map(|e| (e.target.clone(), e.sha256.clone()))
