@@ -9,7 +9,10 @@
  *   launch
  * For HIPK wrappers it decodes the marker msgpack map the wrapper points at.
  * When built with -DKPACK_LOAD and linked with librocm_kpack, it also loads
- * every code object through the marker (see kpack_load.c). */
+ * every code object through the marker (see kpack_load.c).
+ * With $KPACK_STUB_DUMP set to a directory, every HIPF wrapper's bundle
+ * (plain, or CCOB v2/v3, which carry their size) is written there as
+ * <n>.bundle, n counting registrations: what a HIP runtime receives. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -77,6 +80,48 @@ static void log_marker(FILE *f, const uint8_t *p) {
 void kpack_stub_load(const fatbin_wrapper *w, FILE *f);
 #endif
 
+/* The length of the bundle at p: a plain bundle ends with its furthest
+ * code object (or its header); a CCOB v2/v3 stores its total size. 0 when
+ * unknown (CCOB v1). */
+static uint64_t bundle_len(const uint8_t *p) {
+  uint64_t v;
+  if (!memcmp(p, "__CLANG_OFFLOAD_BUNDLE__", 24)) {
+    uint64_t n, end, pos = 32;
+    memcpy(&n, p + 24, 8);
+    end = pos;
+    for (uint64_t i = 0; i < n; i++) {
+      uint64_t off, size, id_len;
+      memcpy(&off, p + pos, 8);
+      memcpy(&size, p + pos + 8, 8);
+      memcpy(&id_len, p + pos + 16, 8);
+      pos += 24 + id_len;
+      if (off + size > end) end = off + size;
+    }
+    return pos > end ? pos : end;
+  }
+  if (!memcmp(p, "CCOB", 4)) {
+    uint16_t version;
+    memcpy(&version, p + 4, 2);
+    if (version == 2) { uint32_t t; memcpy(&t, p + 8, 4); return t; }
+    if (version == 3) { memcpy(&v, p + 8, 8); return v; }
+  }
+  return 0;
+}
+
+static void dump_bundle(const void *binary) {
+  static unsigned n;
+  const char *dir = getenv("KPACK_STUB_DUMP");
+  uint64_t len;
+  char path[4096];
+  FILE *out;
+  if (!dir) return;
+  len = bundle_len(binary);
+  snprintf(path, sizeof path, "%s/%u.bundle", dir, n++);
+  if (!len || !(out = fopen(path, "wb"))) return;
+  fwrite(binary, 1, len, out);
+  fclose(out);
+}
+
 void **__hipRegisterFatBinary(const void *data) {
   const fatbin_wrapper *w = data;
   FILE *f = log_file();
@@ -86,6 +131,8 @@ void **__hipRegisterFatBinary(const void *data) {
   if (w->magic == HIPF && memcmp(w->binary, "__CLANG_OFFLOAD_BUNDLE__", 24) != 0 &&
       memcmp(w->binary, "CCOB", 4) != 0)
     fprintf(f, " <HIPF pointer is not at a bundle>");
+  else if (w->magic == HIPF)
+    dump_bundle(w->binary);
   fprintf(f, "\n");
 #ifdef KPACK_LOAD
   if (w->magic == HIPK) kpack_stub_load(w, f);

@@ -7,6 +7,7 @@
 //!   are [`kpack_amdgpu::TargetId`]);
 //! - plain bundles ([`parse_bundle`], [`write_bundle`]) and compressed
 //!   `CCOB` v1/v2/v3 with zlib or zstd ([`inflate`], [`deflate`]), MD5 checked;
+//! - [`prune_item`]: one bundle rewritten with fewer entries (`kpack prune`);
 //! - [`walk`]: every bundle, compressed bundle and bare AMDGPU ELF in a
 //!   region, zero padding skipped, nothing deduplicated;
 //! - [`CodeObjectInfo`]: what an AMDGPU code object says about itself (its
@@ -27,6 +28,7 @@ mod bundle;
 mod ccob;
 mod codeobject;
 mod error;
+mod prune;
 mod source;
 mod target;
 mod walk;
@@ -35,6 +37,7 @@ pub use bundle::{BUNDLE_MAGIC, BundleHeader, Entry, parse_bundle, write_bundle};
 pub use ccob::{CCOB_MAGIC, CcobHeader, Inflated, Method, deflate, inflate, md5_low, parse_header};
 pub use codeobject::{CodeObjectInfo, inspect as inspect_code_object};
 pub use error::{Error, ErrorKind};
+pub use prune::prune_item;
 pub use source::{ReadAt, SizedFile};
 pub use target::{EntryId, OffloadKind};
 pub use walk::{Format, Item, WalkOptions, Walker, walk};

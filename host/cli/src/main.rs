@@ -16,6 +16,7 @@ mod inspect;
 mod offload;
 mod offloading;
 mod plugins;
+mod prune;
 mod recombine;
 mod safety;
 mod split;
@@ -45,6 +46,8 @@ enum Command {
     Extract(extract::Args),
     /// Move a fat binary's device code into per-arch .kpack archives; write a host-only binary.
     Offload(offload::Args),
+    /// Keep only the chosen GPU targets inside a fat executable or shared library.
+    Prune(prune::Args),
     /// Check host binaries: segments, program headers, marker, wrappers, relocations.
     VerifyElf(verify_elf::Args),
     /// List, extract, pack and verify .kpack archives.
@@ -82,6 +85,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => inspect::run(args),
         Command::Extract(args) => extract::run(args),
         Command::Offload(args) => offload::run(args),
+        Command::Prune(args) => prune::run(args),
         Command::VerifyElf(args) => verify_elf::run(args),
         Command::Archive(args) => archive::run(args),
         Command::Plugins(args) => plugins::run(args),

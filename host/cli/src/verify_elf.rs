@@ -23,6 +23,10 @@ pub struct Args {
     /// Print findings as JSON.
     #[arg(long)]
     json: bool,
+    /// The files are outputs of `kpack prune`: wrappers stay HIPF and
+    /// must point into `.hip_fatbin`'s file bytes; no marker.
+    #[arg(long)]
+    pruned: bool,
 }
 
 /// Run `kpack verify-elf`.
@@ -40,8 +44,13 @@ pub fn run(args: Args) -> CliResult {
         let file =
             std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         let cache = ReadCache::new(file);
-        let mut findings = kpack_elf::verify_image(&cache)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let verify = if args.pruned {
+            kpack_elf::verify_pruned_image
+        } else {
+            kpack_elf::verify_image
+        };
+        let mut findings =
+            verify(&cache).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         if !args.no_readelf {
             findings.extend(readelf_complaints(path));
         }

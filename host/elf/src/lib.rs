@@ -8,6 +8,8 @@
 //!   match it to the bundle it lands on;
 //! - [`transform`]: the host-only image (device pages removed, marker and
 //!   program headers in a kpack page, wrappers HIPK), planned in one pass;
+//! - [`prune`]: the same file with fewer device targets in every bundle,
+//!   each bundle at its address, freed whole pages out of the file;
 //! - [`verify_image`]: the structural checks every output must pass.
 //!
 //! ```no_run
@@ -30,5 +32,5 @@ pub use read::{
     ElfKind, FATBIN_SECTION, FatBinary, HIPF, HIPK, MARKER_SECTION, Magic, PointerVia,
     SEGMENT_SECTION, SectionInfo, WRAPPER_SIZE, Wrapper, looks_like_elf, read_fat_binary,
 };
-pub use transform::{Layout, TransformReport, transform};
-pub use verify::verify_image;
+pub use transform::{Layout, PruneReport, TransformReport, prune, transform};
+pub use verify::{verify_image, verify_pruned_image};

@@ -34,7 +34,9 @@ mod write;
 use std::path::Path;
 
 use crate::error::{Error, ErrorKind};
-use crate::read::{ElfKind, FatBinary, MARKER_SECTION, Magic, PointerVia, SectionInfo};
+use crate::read::{
+    ElfKind, FATBIN_SECTION, FatBinary, MARKER_SECTION, Magic, PointerVia, SectionInfo,
+};
 
 use plan::Plan;
 use source::{Headers, Source};
@@ -129,6 +131,102 @@ pub fn transform(
         marker_addr: plan.marker_addr,
         wrappers: patches.len(),
         relocations,
+    };
+    Ok((image, report))
+}
+
+/// What [`prune`] did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PruneReport {
+    /// The layout taken: `in-place` when whole pages left the file (the
+    /// program header table then sits on the first free page of
+    /// `.hip_fatbin`), `None` when the file kept its layout and only the
+    /// section's bytes changed.
+    pub layout: Option<Layout>,
+    /// Input size in bytes.
+    pub input_size: u64,
+    /// Output size in bytes.
+    pub output_size: u64,
+    /// Bytes that left the file.
+    pub bytes_removed: u64,
+    /// Bytes of `.hip_fatbin` the pruned bundles take, from its start.
+    pub bundle_bytes: u64,
+    /// Bundles rewritten.
+    pub bundles: usize,
+}
+
+/// Rewrite the fat binary at `input` (already read as `fat`) keeping, in
+/// every bundle, the host entry and the device entries `keep` accepts.
+///
+/// Each bundle stays at its address (rewritten by
+/// [`kpack_bundle::prune_item`], never longer), so no wrapper pointer or
+/// relocation changes and any HIP runtime loads the result. The space the
+/// bundles free is zeros; when it holds whole pages after the last bundle,
+/// they leave the file as in [`transform`]'s in-place layout (the program
+/// header table on the first free page, a zero-filling `PT_LOAD` over the
+/// rest, no virtual address moves). Returns the new file bytes; nothing is
+/// written.
+pub fn prune(
+    input: &Path,
+    fat: &FatBinary,
+    keep: &dyn Fn(&kpack_bundle::EntryId) -> bool,
+) -> Result<(Vec<u8>, PruneReport), Error> {
+    let (fatbin, _) = offloadable(input, fat)?;
+    let source = Source::new(input, &fat.source);
+    let headers = Headers::read(&source)?;
+    // The new bytes of .hip_fatbin: every pruned bundle at its old offset,
+    // zeros around them.
+    let mut region = vec![0u8; usize::try_from(fatbin.size).unwrap_or(usize::MAX)];
+    let mut kept_len = 0u64;
+    for (index, item) in fat.bundles.iter().enumerate() {
+        let bytes = kpack_bundle::prune_item(item, &fat.source, keep).map_err(|e| {
+            Error::bundle(
+                input,
+                &format!(
+                    "bundle {index} at {:#x} in {FATBIN_SECTION}",
+                    fatbin.offset + item.offset
+                ),
+                e,
+            )
+        })?;
+        let at = item.offset as usize;
+        // prune_item never returns more than the item's bytes, which the
+        // walk found inside the section.
+        region
+            .get_mut(at..at + bytes.len())
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Malformed,
+                    input,
+                    format!("bundle {index} runs past the end of {FATBIN_SECTION}"),
+                )
+            })?
+            .copy_from_slice(&bytes);
+        kept_len = kept_len.max(item.offset + bytes.len() as u64);
+    }
+    let plan = Plan::prune(input, &headers, fatbin, kept_len, source.len())?;
+    let (mut image, layout, bytes_removed) = match &plan {
+        Some(plan) => (
+            write::assemble(&source, plan, &[])?,
+            Some(plan.layout),
+            plan.bytes_removed(),
+        ),
+        None => (source.read(0, source.len())?, None, 0),
+    };
+    // Everything of .hip_fatbin before the kpack page (all of it when the
+    // layout stays) is still in the output at its input offset.
+    let keep_end = plan
+        .as_ref()
+        .map_or(fatbin.size, |plan| plan.kpack_page_offset - fatbin.offset);
+    let start = fatbin.offset as usize;
+    image[start..start + keep_end as usize].copy_from_slice(&region[..keep_end as usize]);
+    let report = PruneReport {
+        layout,
+        input_size: source.len(),
+        output_size: image.len() as u64,
+        bytes_removed,
+        bundle_bytes: kept_len,
+        bundles: fat.bundles.len(),
     };
     Ok((image, report))
 }

@@ -15,6 +15,18 @@ use crate::read::{FATBIN_SECTION, HIPF, HIPK, MARKER_SECTION, SEGMENT_SECTION, W
 /// problem; empty means the file passed. `Err` only when the bytes are not
 /// a 64-bit little-endian ELF at all.
 pub fn verify_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<String>, String> {
+    verify(data, false)
+}
+
+/// The checks of [`verify_image`] for the output of [`crate::prune`]: the
+/// same structure, but the device code stays, so every wrapper must still
+/// be HIPF and point into `.hip_fatbin`'s file bytes (at a bundle the
+/// HIP runtime reads as before), and there is no marker.
+pub fn verify_pruned_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<String>, String> {
+    verify(data, true)
+}
+
+fn verify<'d, R: ReadRef<'d>>(data: R, pruned: bool) -> Result<Vec<String>, String> {
     let obj = ElfFile64::<LE, R>::parse(data)
         .map_err(|e| format!("not a 64-bit little-endian ELF: {e}"))?;
     let mut f = Vec::new();
@@ -171,16 +183,34 @@ pub fn verify_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<String>, String> 
                 (HIPK, Some((ma, _))) => f.push(format!(
                     "wrapper {i} is HIPK but points at {ptr:#x}, not the marker at {ma:#x}"
                 )),
+                (HIPK, _) if pruned => f.push(format!(
+                    "wrapper {i} is HIPK in a pruned file (it was offloaded, not pruned)"
+                )),
                 (HIPK, None) => f.push(format!(
                     "wrapper {i} is HIPK but there is no {MARKER_SECTION}"
                 )),
                 (HIPF, Some(_)) => {
                     f.push(format!("wrapper {i} is still HIPF in a file with a marker"))
                 }
+                (HIPF, None) if pruned => {
+                    let inside = fatbin.as_ref().is_some_and(|fb| {
+                        fb.elf_section_header().sh_type.get(LE) != elf::SHT_NOBITS
+                            && ptr >= fb.address()
+                            && u128::from(ptr) < end(fb.address(), fb.size())
+                    });
+                    if !inside {
+                        f.push(format!(
+                            "wrapper {i} points at {ptr:#x}, outside {FATBIN_SECTION}'s file bytes"
+                        ));
+                    }
+                }
                 (HIPF, None) => f.push(format!("wrapper {i} is HIPF: device code not offloaded")),
                 (other, _) => f.push(format!("wrapper {i} has unknown magic {other:#x}")),
             }
         }
+    }
+    if pruned && marker.is_some() {
+        f.push(format!("a pruned file has a {MARKER_SECTION} section"));
     }
     if let Some(fb) = &fatbin {
         let sh = fb.elf_section_header();

@@ -17,6 +17,7 @@ mod offload;
 mod offloading;
 mod pe;
 mod plugins;
+mod prune;
 mod rerun;
 mod runtime_e2e;
 mod safety;

@@ -53,6 +53,16 @@ pub(super) struct Plan {
     pub(super) output_size: u64,
 }
 
+/// What a plan is for.
+#[derive(Debug, Clone, Copy)]
+enum Purpose {
+    /// `offload`: all of `.hip_fatbin` goes, a marker of `marker_len`
+    /// bytes comes after the program header table.
+    Offload { marker_len: u64 },
+    /// `prune`: the first `kept_len` bytes of `.hip_fatbin` stay; no marker.
+    Prune { kept_len: u64 },
+}
+
 /// Where the device code is cut out of the `PT_LOAD` that holds it.
 struct Cut {
     /// Index of that `PT_LOAD` in the input table.
@@ -115,8 +125,67 @@ impl Plan {
         marker_len: u64,
         file_len: u64,
     ) -> Result<Plan, Error> {
+        Plan::build(
+            path,
+            headers,
+            fatbin,
+            Purpose::Offload { marker_len },
+            file_len,
+        )
+    }
+
+    /// Plan the output of `kpack prune`: the first `kept_len` bytes of
+    /// `fatbin` (the pruned bundles, each at its old address) stay, and the
+    /// rest of the section is laid out as `offload` lays out a whole one:
+    /// its first whole page holds the new program header table, the whole
+    /// pages after it leave the file. `None` when no page can leave (the
+    /// shared-page case, or a cut that `p_align` rounds to nothing): then
+    /// the file keeps its layout and only the section's bytes change.
+    pub(super) fn prune(
+        path: &Path,
+        headers: &Headers,
+        fatbin: SectionInfo,
+        kept_len: u64,
+        file_len: u64,
+    ) -> Result<Option<Plan>, Error> {
+        let kept_len = kept_len.min(fatbin.size);
+        let free_addr = fatbin.addr.saturating_add(kept_len);
+        let fatbin_end = fatbin.addr.saturating_add(fatbin.size);
+        if free_addr
+            .checked_next_multiple_of(PAGE)
+            .and_then(|page| page.checked_add(PAGE))
+            .is_none_or(|page_end| page_end > fatbin_end)
+        {
+            return Ok(None);
+        }
+        let plan = Plan::build(path, headers, fatbin, Purpose::Prune { kept_len }, file_len)?;
+        Ok((plan.layout == Layout::InPlace && plan.bytes_removed() > 0).then_some(plan))
+    }
+
+    fn build(
+        path: &Path,
+        headers: &Headers,
+        fatbin: SectionInfo,
+        purpose: Purpose,
+        file_len: u64,
+    ) -> Result<Plan, Error> {
         let layout = |message: String| Error::new(ErrorKind::Layout, path, message);
-        let cut = plan_cut(path, &headers.program, fatbin, file_len)?;
+        // The region the kpack page and the cut come from: all of
+        // .hip_fatbin, or what the pruned bundles left of it.
+        let (region, marker_len, kept_len) = match purpose {
+            Purpose::Offload { marker_len } => (fatbin, marker_len, None),
+            Purpose::Prune { kept_len } => (
+                SectionInfo {
+                    addr: fatbin.addr + kept_len,
+                    offset: fatbin.offset + kept_len,
+                    size: fatbin.size - kept_len,
+                    ..fatbin
+                },
+                0,
+                Some(kept_len),
+            ),
+        };
+        let cut = plan_cut(path, &headers.program, region, file_len)?;
         let (mut program_headers, kpack_segment) =
             plan_program_headers(path, &headers.program, &cut)?;
         let table_len = program_headers.len() as u64 * PHDR_SIZE;
@@ -159,7 +228,8 @@ impl Plan {
         check_range(path, old_shstrtab_offset, old_shstrtab_size, file_len)?;
         let old_shstrtab = old_shstrtab_offset..old_shstrtab_offset + old_shstrtab_size;
 
-        let mut section_headers = plan_moved_sections(path, &headers.sections, fatbin, &cut)?;
+        let mut section_headers =
+            plan_moved_sections(path, &headers.sections, fatbin, kept_len, &cut)?;
         // Section 0 is the all-zero NULL header: a clean template.
         let template = section_headers[0];
         // Names are appended to the old .shstrtab in the order the
@@ -181,12 +251,14 @@ impl Plan {
                 cut.kpack_page_addr - pad_start,
             ));
         }
-        added_sections.push(add_section(
-            MARKER_SECTION,
-            marker_addr,
-            cut.kpack_page_offset + marker_offset_in_page,
-            marker_len,
-        ));
+        if let Purpose::Offload { .. } = purpose {
+            added_sections.push(add_section(
+                MARKER_SECTION,
+                marker_addr,
+                cut.kpack_page_offset + marker_offset_in_page,
+                marker_len,
+            ));
+        }
 
         let tail_end = kept_tail_end(&headers.file, &old_shstrtab, file_len);
         if tail_end < cut.range.end {
@@ -476,17 +548,25 @@ fn plan_program_headers(
 }
 
 /// The old section headers in the output: `.hip_fatbin` becomes
-/// `SHT_NOBITS` over the cut pages, every other section moves with the cut
-/// (no index changes).
+/// `SHT_NOBITS` over the cut pages (or, pruned, shrinks to its `kept_len`
+/// bytes of bundles), every other section moves with the cut (no index
+/// changes).
 fn plan_moved_sections(
     path: &Path,
     sections: &[SectionHeader64<LE>],
     fatbin: SectionInfo,
+    kept_len: Option<u64>,
     cut: &Cut,
 ) -> Result<Vec<SectionHeader64<LE>>, Error> {
     let mut moved = sections.to_vec();
     let nobits_start = cut.kpack_page_addr + cut.kpack_page_len;
     for (index, header) in moved.iter_mut().enumerate() {
+        if let (true, Some(kept_len)) = (index == fatbin.index, kept_len) {
+            // The bundles stay where they were; the section ends with
+            // them, before the kpack page (`.kpack.pad` covers the rest).
+            header.sh_size.set(LE, kept_len);
+            continue;
+        }
         if index == fatbin.index {
             let nobits_end = if cut.fatbin_is_last {
                 (fatbin.addr + fatbin.size).min(cut.segment_mem_end())

@@ -1,0 +1,169 @@
+//! One bundle rewritten to hold fewer entries, for `kpack prune`.
+
+use crate::bundle::write_bundle;
+use crate::ccob::{Method, deflate};
+use crate::error::{Error, ErrorKind};
+use crate::source::{ReadAt, read_vec};
+use crate::target::EntryId;
+use crate::walk::{Format, Item};
+
+/// Largest entry alignment inferred from a bundle: clang aligns HIP code
+/// objects to 4096.
+const MAX_ALIGN: u64 = 4096;
+
+/// Zstd levels tried in turn for a recompressed bundle: a fast one, then
+/// the strongest, for the rare bundle whose original used a stronger level
+/// than the first try and would otherwise not fit its old place.
+const ZSTD_LEVELS: [i32; 2] = [9, 19];
+/// The zlib level (zlib's strongest; it is fast enough).
+const ZLIB_LEVEL: i32 = 9;
+
+/// The bytes of `item` (a bundle walked from `src`) rewritten to hold its
+/// host entries and the device entries `keep` accepts, in their order,
+/// each code object byte-identical.
+///
+/// A plain bundle gets a new header and offsets, with the alignment the
+/// original's code objects had; a compressed one is recompressed with the
+/// same CCOB version and method and a fresh MD5. The result is never
+/// longer than the original (`item.len`), so it fits where the original
+/// was: an error says so otherwise. A bare code object (no bundle) is
+/// returned unchanged when kept and is an error when not, because nothing
+/// can stand in for it.
+pub fn prune_item(
+    item: &Item,
+    src: &dyn ReadAt,
+    keep: &dyn Fn(&EntryId) -> bool,
+) -> Result<Vec<u8>, Error> {
+    let kept: Vec<usize> = (0..item.entries.len())
+        .filter(|&i| item.entries[i].id.is_host() || keep(&item.entries[i].id))
+        .collect();
+    if let Format::Elf = item.format {
+        if kept.is_empty() {
+            return Err(Error::new(
+                ErrorKind::BadRange,
+                format!(
+                    "bare code object at {:#x} cannot be pruned: it is not in a bundle",
+                    item.offset
+                ),
+            ));
+        }
+        let (s, base) = item.entry_source(src);
+        return read_vec(s, base, item.len);
+    }
+    let mut objects = Vec::with_capacity(kept.len());
+    for &i in &kept {
+        objects.push((item.entries[i].id.raw(), item.read_entry(src, i)?));
+    }
+    let entries: Vec<(&str, &[u8])> = objects.iter().map(|(id, b)| (*id, &b[..])).collect();
+    let plain = write_bundle(&entries, entry_align(item));
+    let bytes = match item.format {
+        Format::Compressed(header) => {
+            let levels: &[i32] = match header.method {
+                Method::Zstd => &ZSTD_LEVELS,
+                Method::Zlib => &[ZLIB_LEVEL],
+            };
+            let mut best = None;
+            for &level in levels {
+                let bytes = deflate(&plain, header.version, header.method, level)?;
+                let fits = bytes.len() as u64 <= item.len;
+                best = Some(bytes);
+                if fits {
+                    break;
+                }
+            }
+            best.unwrap_or_default()
+        }
+        _ => plain,
+    };
+    if bytes.len() as u64 > item.len {
+        return Err(Error::new(
+            ErrorKind::BadRange,
+            format!(
+                "pruned bundle at {:#x} takes {} bytes, more than the original's {}",
+                item.offset,
+                bytes.len(),
+                item.len
+            ),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// The alignment of the original's code objects: the largest power of two
+/// up to 4096 that divides every non-empty entry's offset.
+fn entry_align(item: &Item) -> u64 {
+    item.entries
+        .iter()
+        .filter(|e| e.size > 0)
+        .map(|e| {
+            if e.offset == 0 {
+                MAX_ALIGN
+            } else {
+                (1u64 << e.offset.trailing_zeros().min(12)).min(MAX_ALIGN)
+            }
+        })
+        .min()
+        .unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+    use crate::walk::{WalkOptions, walk};
+
+    const HOST: &str = "host-x86_64-unknown-linux";
+    const A: &str = "hipv4-amdgcn-amd-amdhsa--gfx90a";
+    const B: &str = "hipv4-amdgcn-amd-amdhsa--gfx1100";
+
+    #[allow(
+        clippy::ptr_arg,
+        reason = "Vec<u8> is what implements ReadAt in memory"
+    )]
+    fn only_first(bytes: &Vec<u8>) -> Item {
+        walk(bytes, 0, bytes.len() as u64, WalkOptions::default())
+            .next()
+            .unwrap()
+            .unwrap()
+    }
+
+    fn keep_gfx90a(id: &EntryId) -> bool {
+        id.raw().ends_with("gfx90a")
+    }
+
+    #[test]
+    fn prunes_a_plain_bundle_keeping_host_and_chosen_entries() {
+        let code_a = vec![7u8; 5000];
+        let code_b = vec![9u8; 3000];
+        let original = write_bundle(&[(HOST, b""), (A, &code_a), (B, &code_b)], 4096);
+        let item = only_first(&original);
+        let pruned = prune_item(&item, &original, &keep_gfx90a).unwrap();
+        assert!(pruned.len() < original.len());
+        let back = only_first(&pruned);
+        let ids: Vec<_> = back.entries.iter().map(|e| e.id.raw().to_owned()).collect();
+        assert_eq!(ids, [HOST, A]);
+        assert_eq!(back.read_entry(&pruned, 1).unwrap(), code_a);
+        assert_eq!(back.entries[1].offset % 4096, 0);
+    }
+
+    #[test]
+    fn prunes_a_compressed_bundle_with_its_version_and_method() {
+        let code_a: Vec<u8> = (0..6000u32).map(|i| (i % 251) as u8).collect();
+        let code_b: Vec<u8> = (0..6000u32).map(|i| (i % 241) as u8).collect();
+        let plain = write_bundle(&[(HOST, b""), (A, &code_a), (B, &code_b)], 4096);
+        for (version, method) in [(2, Method::Zstd), (3, Method::Zlib), (1, Method::Zstd)] {
+            let original = deflate(&plain, version, method, 3).unwrap();
+            let item = only_first(&original);
+            let pruned = prune_item(&item, &original, &keep_gfx90a).unwrap();
+            // Walking checks the fresh MD5.
+            let back = only_first(&pruned);
+            let Format::Compressed(header) = back.format else {
+                panic!("not compressed")
+            };
+            assert_eq!((header.version, header.method), (version, method));
+            assert_eq!(back.entries.len(), 2);
+            assert_eq!(back.read_entry(&pruned, 1).unwrap(), code_a);
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! `kpack prune INPUT -o OUTPUT --keep T...`: keep only the chosen GPU
+//! targets inside a fat executable or shared library, so any HIP runtime
+//! (with or without kpack support) loads the smaller file unchanged.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, anyhow};
+use kpack_amdgpu::{TargetFilter, TargetPattern};
+use kpack_bundle::WalkOptions;
+
+use crate::exit::CliResult;
+use crate::safety;
+
+/// Arguments of `kpack prune`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// ELF executable or shared library with device code (never modified).
+    input: PathBuf,
+    /// Pruned binary to write.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// GPU targets to keep, repeatable and comma-separated, matched as
+    /// `--gpu-targets`: `gfx90a` keeps every gfx90a variant,
+    /// `gfx90a:xnack+` only that one; generic and `-strict` ids are
+    /// targets of their own.
+    #[arg(long, value_name = "T,...", value_delimiter = ',', required = true)]
+    keep: Vec<String>,
+    /// A requested target the input lacks is an error, not a warning.
+    #[arg(long)]
+    strict: bool,
+    /// Replace an existing OUTPUT.
+    #[arg(long)]
+    force: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Run `kpack prune`.
+pub fn run(args: Args) -> CliResult {
+    let keep: Vec<String> = args
+        .keep
+        .iter()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+        .collect();
+    if keep.is_empty() {
+        return Err(anyhow!("--keep names no target: pruning would keep nothing").into());
+    }
+    // One filter per requested target, to tell which of them the input
+    // lacks; a comma inside an item was split by clap already.
+    let singles = keep
+        .iter()
+        .map(|t| {
+            TargetPattern::parse(t)
+                .and_then(|_| TargetFilter::new(t, ""))
+                .with_context(|| format!("invalid --keep target {t:?}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let filter = TargetFilter::from_lists(&keep, &[]).context("invalid --keep")?;
+    safety::regular_file(&args.input)?;
+    safety::not_same_file(&args.input, &args.output)?;
+    safety::not_existing(&args.output, args.force)?;
+    if let Some(dir) = args.output.parent().filter(|d| !d.as_os_str().is_empty()) {
+        safety::clean_stale_temps(dir);
+    }
+
+    let fat = kpack_elf::read_fat_binary(&args.input, WalkOptions::default())?;
+    let targets = fat.targets();
+    let input = args.input.display();
+    // Each requested target the binary lacks: a warning, or with --strict
+    // an error before anything is written.
+    let mut missing = Vec::new();
+    for (text, single) in keep.iter().zip(&singles) {
+        if !targets.iter().any(|t| single.keeps(t)) {
+            missing.push(text.clone());
+        }
+    }
+    if args.strict && !missing.is_empty() {
+        return Err(anyhow!(
+            "{input}: has no code object for {} (it has {})",
+            missing.join(", "),
+            targets.join(", ")
+        )
+        .into());
+    }
+    let (kept, dropped): (Vec<String>, Vec<String>) =
+        targets.iter().cloned().partition(|t| filter.keeps(t));
+    if kept.is_empty() {
+        return Err(anyhow!(
+            "{input}: --keep {} matches none of its targets ({}): pruning would keep nothing",
+            keep.join(","),
+            targets.join(", ")
+        )
+        .into());
+    }
+    for t in &missing {
+        eprintln!("warning: {input}: has no code object for {t}");
+    }
+    let (image, report) = kpack_elf::prune(&args.input, &fat, &|id| {
+        id.target().is_some_and(|t| filter.keeps_id(t))
+    })?;
+    kpack_offload::write_atomically(&args.output, &image, &args.input)?;
+
+    let layout = report.layout.map_or("unchanged", |l| l.name());
+    if args.json {
+        let v = serde_json::json!({
+            "schema_version": 1,
+            "input": args.input,
+            "output": args.output,
+            "kept": kept,
+            "dropped": dropped,
+            "missing": missing,
+            "layout": layout,
+            "result": report,
+        });
+        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+        return Ok(());
+    }
+    println!(
+        "{input} -> {}: {} -> {} bytes ({} bytes left the file), {} bundle(s) rewritten, layout {layout}",
+        args.output.display(),
+        report.input_size,
+        report.output_size,
+        report.bytes_removed,
+        report.bundles,
+    );
+    println!("  kept {}", kept.join(", "));
+    if !dropped.is_empty() {
+        println!("  dropped {}", dropped.join(", "));
+    }
+    Ok(())
+}
