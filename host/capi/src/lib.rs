@@ -579,7 +579,8 @@ mod windows {
         // module; UNCHANGED_REFCOUNT means nothing has to be released.
         let ok = unsafe {
             GetModuleHandleExW(
-                GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
+                GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS
+                    | GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
                 address.cast(),
                 &mut module,
             )
@@ -634,7 +635,10 @@ mod windows {
         // SAFETY: as above: NumberOfSections and SizeOfOptionalHeader.
         let (sections, opt) = unsafe {
             let w = u32_at(base, lfanew + 4);
-            ((w >> 16) as usize, u32_at(base, lfanew + 20) as usize & 0xffff)
+            (
+                (w >> 16) as usize,
+                u32_at(base, lfanew + 20) as usize & 0xffff,
+            )
         };
         let table = lfanew + 24 + opt;
         for i in 0..sections {

@@ -189,18 +189,18 @@ pub fn run(args: Args) -> CliResult {
 fn warn(path: &std::path::Path, bundles: &[BundleReport]) -> bool {
     let mut warned = false;
     for b in bundles {
-            for e in &b.entries {
-                for w in &e.warnings {
-                    warned = true;
-                    eprintln!(
-                        "warning: {}: bundle {} entry {}: {w}",
-                        path.display(),
-                        b.index,
-                        e.entry.id
-                    );
-                }
+        for e in &b.entries {
+            for w in &e.warnings {
+                warned = true;
+                eprintln!(
+                    "warning: {}: bundle {} entry {}: {w}",
+                    path.display(),
+                    b.index,
+                    e.entry.id
+                );
             }
         }
+    }
     warned
 }
 
@@ -281,7 +281,11 @@ fn print_pe_text(f: &PeReport, with_names: bool) {
         kpack_pe::PeKind::Dll => "PE32+ DLL",
         kpack_pe::PeKind::Exe => "PE32+ executable",
     };
-    println!("{}: {kind}, image base {:#x}", f.path.display(), f.image_base);
+    println!(
+        "{}: {kind}, image base {:#x}",
+        f.path.display(),
+        f.image_base
+    );
     if f.signed {
         println!("  certificate table present (signed: a rewrite invalidates the signature)");
     }
@@ -307,7 +311,11 @@ fn print_pe_text(f: &PeReport, with_names: bool) {
                 s.offset,
                 s.raw_size,
                 s.size,
-                if s.in_file { "" } else { " (not all in the file)" }
+                if s.in_file {
+                    ""
+                } else {
+                    " (not all in the file)"
+                }
             );
         }
     }

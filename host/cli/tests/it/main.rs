@@ -15,6 +15,7 @@ mod inspect;
 mod offload;
 mod offloading;
 mod pe;
+mod pe_split;
 mod plugins;
 mod rerun;
 mod runtime_e2e;
