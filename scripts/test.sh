@@ -25,6 +25,8 @@ fi
 for tool in c++ cmake pkg-config; do
   command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
 done
+# Links the Windows build of librocm_kpack (below).
+command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-x86-64)
 if ! command -v cc >/dev/null 2>&1 || [ ! -f "$(cc -print-file-name=libzstd.a)" ]; then
   need+=(libzstd-dev)
 fi
@@ -34,7 +36,7 @@ if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends gcc binutils patchelf python3 python3-venv llvm-19 \
-    elfutils dwz debugedit g++ cmake pkg-config libzstd-dev >/dev/null
+    elfutils dwz debugedit g++ cmake pkg-config libzstd-dev gcc-mingw-w64-x86-64 >/dev/null
 fi
 
 # RUSTUP_AUTO_INSTALL=0 on these machines: add the wasm target explicitly
@@ -47,6 +49,11 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 cargo test --workspace --locked "$@"
+
+# librocm_kpack and the runtime build for Windows (GetModuleHandleExW path
+# discovery, `;`-separated ROCM_KPACK_PATH); no Windows machine runs it here.
+rustup target add x86_64-pc-windows-gnu >/dev/null 2>&1 || rustup target add x86_64-pc-windows-gnu
+cargo build --locked --target x86_64-pc-windows-gnu -p kpack-capi
 
 # `pip install kpack`: the wheel built with maturin, installed into a fresh
 # venv, its Python API run on a fixture (reuses the dev build above).

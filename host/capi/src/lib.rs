@@ -28,6 +28,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::ffi::{CStr, CString, c_char, c_void};
+#[cfg(unix)]
 use std::os::unix::ffi::OsStrExt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
@@ -155,7 +156,12 @@ unsafe fn c_path<'a>(p: *const c_char) -> Option<&'a Path> {
     }
     // SAFETY: the caller promises a NUL-terminated string.
     let s = unsafe { CStr::from_ptr(p) };
-    Some(Path::new(std::ffi::OsStr::from_bytes(s.to_bytes())))
+    #[cfg(unix)]
+    return Some(Path::new(std::ffi::OsStr::from_bytes(s.to_bytes())));
+    // Elsewhere (Windows) paths cross the C ABI as UTF-8; a path that is
+    // not UTF-8 names no file.
+    #[cfg(not(unix))]
+    return Some(Path::new(s.to_str().unwrap_or("\u{fffd}")));
 }
 
 /// A C string argument as UTF-8 (non-UTF-8 strings never match a TOC key).
@@ -440,8 +446,10 @@ unsafe fn copy_out(s: &[u8], buf: *mut c_char, size: usize) -> bool {
     true
 }
 
-/// The file mapped at `address` (Linux: `/proc/self/maps`) and, if
-/// `offset_out` is not NULL, the file offset `address` corresponds to.
+/// The file mapped at `address` (Linux: `/proc/self/maps`; Windows: the
+/// module holding it, via `GetModuleHandleExW` + `GetModuleFileNameW`, as
+/// UTF-8) and, if `offset_out` is not NULL, the file offset `address`
+/// corresponds to.
 ///
 /// # Safety
 /// `path_out` writable for `path_out_size` bytes; `offset_out` NULL or writable.
@@ -456,7 +464,12 @@ pub unsafe extern "C" fn kpack_discover_binary_path(
         if address.is_null() || path_out.is_null() || path_out_size == 0 {
             return KPACK_ERROR_INVALID_ARGUMENT;
         }
-        let (path, offset) = match kpack_runtime::discover_binary_path(address as usize) {
+        #[cfg(windows)]
+        // SAFETY: any address may be asked about; see `windows::discover`.
+        let found = unsafe { windows::discover(address) };
+        #[cfg(not(windows))]
+        let found = kpack_runtime::discover_binary_path(address as usize);
+        let (path, offset) = match found {
             Ok(found) => found,
             Err(e) => return e.kind().into(),
         };
@@ -480,10 +493,15 @@ pub unsafe extern "C" fn kpack_discover_binary_path(
 /// # Safety
 /// `p` must point to readable memory (at least its first byte).
 unsafe fn parse_marker_at(p: *const u8) -> Result<Marker, kpack_error_t> {
+    #[cfg(windows)]
+    // SAFETY: `p` points to readable memory, per this function's contract.
+    let in_page = unsafe { windows::readable_from(p) }.min(MARKER_MAX_LEN);
+    #[cfg(not(windows))]
     // SAFETY: sysconf has no preconditions.
     let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
         .unwrap_or(4096)
         .max(1);
+    #[cfg(not(windows))]
     let in_page = (page - (p as usize % page)).min(MARKER_MAX_LEN);
     // SAFETY: [p, p + in_page) lies in the page holding p, which is mapped.
     let head = unsafe { std::slice::from_raw_parts(p, in_page) };
@@ -493,6 +511,22 @@ unsafe fn parse_marker_at(p: *const u8) -> Result<Marker, kpack_error_t> {
         Err(_) => return Err(KPACK_ERROR_INVALID_METADATA),
     };
     drop(err);
+    // Windows: `in_page` already reaches the end of the committed region.
+    #[cfg(windows)]
+    return Marker::parse(head).map_err(|_| KPACK_ERROR_INVALID_METADATA);
+    #[cfg(not(windows))]
+    // SAFETY: per this function's contract; `head` is `p`'s first `in_page` bytes.
+    return unsafe { parse_marker_beyond_page(p, head) };
+}
+
+/// The rest of [`parse_marker_at`] on Linux: up to 64 KiB through
+/// `process_vm_readv`.
+///
+/// # Safety
+/// `p` must point to readable memory; `head` is its first bytes.
+#[cfg(not(windows))]
+unsafe fn parse_marker_beyond_page(p: *const u8, head: &[u8]) -> Result<Marker, kpack_error_t> {
+    let in_page = head.len();
     let mut buf = vec![0u8; MARKER_MAX_LEN];
     let local = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
@@ -511,6 +545,141 @@ unsafe fn parse_marker_at(p: *const u8) -> Result<Marker, kpack_error_t> {
         buf[..in_page].copy_from_slice(head);
     }
     Marker::parse(&buf[..n]).map_err(|_| KPACK_ERROR_INVALID_METADATA)
+}
+
+/// The Windows pieces of the C ABI: module lookup and memory queries.
+#[cfg(windows)]
+mod windows {
+    use std::ffi::c_void;
+
+    use kpack_runtime::{Error, ErrorKind};
+    use windows_sys::Win32::Foundation::HMODULE;
+    use windows_sys::Win32::System::LibraryLoader::{
+        GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS, GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
+        GetModuleFileNameW, GetModuleHandleExW,
+    };
+    use windows_sys::Win32::System::Memory::{MEM_COMMIT, MEMORY_BASIC_INFORMATION, VirtualQuery};
+
+    /// The module (DLL or EXE) holding `address`, as a UTF-8 path, and the
+    /// file offset `address` corresponds to (its RVA mapped through the
+    /// module's section table; the RVA itself in the headers).
+    ///
+    /// # Safety
+    /// None beyond `address` being any value: the loader is asked, nothing
+    /// is read at `address` itself.
+    pub(crate) unsafe fn discover(address: *const c_void) -> Result<(String, u64), Error> {
+        let failed = |what: &str| {
+            Error::new(
+                ErrorKind::PathDiscoveryFailed,
+                format!("{what} failed for address {:#x}", address as usize),
+            )
+        };
+        let mut module: HMODULE = std::ptr::null_mut();
+        // SAFETY: with FROM_ADDRESS the "name" is an address inside the
+        // module; UNCHANGED_REFCOUNT means nothing has to be released.
+        let ok = unsafe {
+            GetModuleHandleExW(
+                GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS
+                    | GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
+                address.cast(),
+                &mut module,
+            )
+        };
+        if ok == 0 || module.is_null() {
+            return Err(failed("GetModuleHandleExW"));
+        }
+        // Long paths (\\?\...) exceed MAX_PATH: grow until it fits.
+        let mut buf = vec![0u16; 260];
+        let len = loop {
+            let size = u32::try_from(buf.len()).unwrap_or(u32::MAX);
+            // SAFETY: `buf` is writable for `size` UTF-16 units.
+            let n = unsafe { GetModuleFileNameW(module, buf.as_mut_ptr(), size) };
+            if n == 0 {
+                return Err(failed("GetModuleFileNameW"));
+            }
+            if n < size {
+                break n as usize;
+            }
+            if buf.len() >= 1 << 16 {
+                return Err(failed("GetModuleFileNameW (path too long)"));
+            }
+            buf.resize(buf.len() * 2, 0);
+        };
+        let path = String::from_utf16(&buf[..len])
+            .map_err(|_| failed("UTF-8 conversion of the module path"))?;
+        let base = module as usize;
+        let rva = (address as usize).wrapping_sub(base) as u64;
+        // SAFETY: `module` is the base of a loaded image, whose headers
+        // stay mapped while it is loaded.
+        let offset = unsafe { rva_to_offset(base as *const u8, rva) }.unwrap_or(rva);
+        Ok((path, offset))
+    }
+
+    /// Read a little-endian u32 at `p + at`.
+    ///
+    /// # Safety
+    /// `p + at .. p + at + 4` must be readable.
+    unsafe fn u32_at(p: *const u8, at: usize) -> u32 {
+        // SAFETY: per the contract; unaligned read.
+        u32::from_le(unsafe { p.add(at).cast::<u32>().read_unaligned() })
+    }
+
+    /// Map an RVA to a file offset through the section table of the image
+    /// mapped at `base`.
+    ///
+    /// # Safety
+    /// `base` must be the base of a loaded PE image.
+    unsafe fn rva_to_offset(base: *const u8, rva: u64) -> Option<u64> {
+        // SAFETY: the DOS and NT headers of a loaded image are mapped.
+        let lfanew = unsafe { u32_at(base, 0x3c) } as usize;
+        // SAFETY: as above: NumberOfSections and SizeOfOptionalHeader.
+        let (sections, opt) = unsafe {
+            let w = u32_at(base, lfanew + 4);
+            (
+                (w >> 16) as usize,
+                u32_at(base, lfanew + 20) as usize & 0xffff,
+            )
+        };
+        let table = lfanew + 24 + opt;
+        for i in 0..sections {
+            let h = table + i * 40;
+            // SAFETY: the section table is part of the mapped headers.
+            let (vsize, va, raw_size, raw_ptr) = unsafe {
+                (
+                    u64::from(u32_at(base, h + 8)),
+                    u64::from(u32_at(base, h + 12)),
+                    u64::from(u32_at(base, h + 16)),
+                    u64::from(u32_at(base, h + 20)),
+                )
+            };
+            if rva >= va && rva < va + vsize.max(raw_size) && rva - va < raw_size {
+                return Some(raw_ptr + (rva - va));
+            }
+        }
+        None
+    }
+
+    /// How many bytes from `p` on are committed memory (`VirtualQuery`).
+    ///
+    /// # Safety
+    /// None: only the memory manager is asked.
+    pub(crate) unsafe fn readable_from(p: *const u8) -> usize {
+        // SAFETY: MEMORY_BASIC_INFORMATION is plain data.
+        let mut info: MEMORY_BASIC_INFORMATION = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is writable and its size is passed.
+        let n = unsafe {
+            VirtualQuery(
+                p.cast(),
+                &mut info,
+                std::mem::size_of::<MEMORY_BASIC_INFORMATION>(),
+            )
+        };
+        if n == 0 || info.State != MEM_COMMIT {
+            return 1;
+        }
+        let end = (info.BaseAddress as usize).saturating_add(info.RegionSize);
+        end.saturating_sub(p as usize).max(1)
+    }
 }
 
 /// Load the code object for a HIPK wrapper (spec §10.5) into a `malloc`

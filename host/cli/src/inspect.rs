@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use kpack_bundle::{CodeObjectInfo, Entry, Format, WalkOptions};
+use kpack_bundle::{CodeObjectInfo, Entry, Format, Item, ReadAt, WalkOptions};
 use kpack_elf::{ElfKind, FatBinary, Wrapper, read_fat_binary};
 use serde::Serialize;
 
@@ -16,7 +16,8 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// Arguments of `kpack inspect`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// ELF executables, shared libraries, objects, or bundle files (.co, .hsaco).
+    /// ELF executables, shared libraries, objects, bundle files (.co, .hsaco),
+    /// or Windows PE images (DLL, EXE; detected by magic).
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// Machine-readable output.
@@ -39,12 +40,38 @@ struct Report {
     files: Vec<AnyReport>,
 }
 
-/// A fat binary, or an archive / new-driver object (`format: "ar"|"elf"`).
+/// A fat binary, a PE image (`format: "pe"`), or an archive / new-driver
+/// object (`format: "ar"|"elf"`).
 #[derive(Serialize)]
 #[serde(untagged)]
 enum AnyReport {
     Fat(FileReport),
+    Pe(PeReport),
     Offloading(crate::offloading::Report),
+}
+
+/// A Windows PE image (DLL, EXE): the same shape as [`FileReport`] with
+/// PE's sections (RVA, raw size) and wrappers (base relocations), plus
+/// `format: "pe"` so consumers tell the two apart.
+#[derive(Serialize)]
+struct PeReport {
+    path: PathBuf,
+    format: &'static str,
+    kind: kpack_pe::PeKind,
+    image_base: u64,
+    device_code: bool,
+    transformed: bool,
+    /// A certificate table is present: any rewrite invalidates the signature.
+    signed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fatbin: Option<kpack_pe::SectionInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    segment: Option<kpack_pe::SectionInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    marker: Option<kpack_pe::SectionInfo>,
+    wrappers: Vec<kpack_pe::Wrapper>,
+    bundles: Vec<BundleReport>,
+    totals: BTreeMap<String, ArchTotal>,
 }
 
 #[derive(Serialize)]
@@ -110,21 +137,31 @@ pub fn run(args: Args) -> CliResult {
             )?));
             continue;
         }
+        // By magic, never by extension.
+        if kpack_pe::is_pe_file(path)? {
+            let fat = kpack_pe::read_fat_binary(path, opts)?;
+            let (bundles, totals) = bundle_reports(&fat.bundles, &fat.source, args.kernels);
+            warned |= warn(path, &bundles);
+            files.push(AnyReport::Pe(PeReport {
+                path: path.to_path_buf(),
+                format: "pe",
+                kind: fat.kind,
+                image_base: fat.image_base,
+                device_code: !fat.bundles.is_empty(),
+                transformed: fat.is_transformed(),
+                signed: fat.signed,
+                fatbin: fat.fatbin.clone(),
+                segment: fat.segment.clone(),
+                marker: fat.marker.clone(),
+                wrappers: fat.wrappers.clone(),
+                bundles,
+                totals,
+            }));
+            continue;
+        }
         let fat = read_fat_binary(path, opts)?;
         let report = file_report(path, &fat, args.kernels)?;
-        for b in &report.bundles {
-            for e in &b.entries {
-                for w in &e.warnings {
-                    warned = true;
-                    eprintln!(
-                        "warning: {}: bundle {} entry {}: {w}",
-                        path.display(),
-                        b.index,
-                        e.entry.id
-                    );
-                }
-            }
-        }
+        warned |= warn(path, &report.bundles);
         files.push(AnyReport::Fat(report));
     }
     if args.json {
@@ -137,6 +174,7 @@ pub fn run(args: Args) -> CliResult {
         for f in &files {
             match f {
                 AnyReport::Fat(f) => print_text(f, args.kernels),
+                AnyReport::Pe(f) => print_pe_text(f, args.kernels),
                 AnyReport::Offloading(r) => r.print_text(),
             }
         }
@@ -147,20 +185,59 @@ pub fn run(args: Args) -> CliResult {
     Ok(())
 }
 
+/// Print the code-object warnings of `bundles`; `true` if there were any.
+fn warn(path: &std::path::Path, bundles: &[BundleReport]) -> bool {
+    let mut warned = false;
+    for b in bundles {
+        for e in &b.entries {
+            for w in &e.warnings {
+                warned = true;
+                eprintln!(
+                    "warning: {}: bundle {} entry {}: {w}",
+                    path.display(),
+                    b.index,
+                    e.entry.id
+                );
+            }
+        }
+    }
+    warned
+}
+
 fn file_report(
     path: &std::path::Path,
     fat: &FatBinary,
     with_names: bool,
 ) -> anyhow::Result<FileReport> {
+    let (bundles, totals) = bundle_reports(&fat.bundles, &fat.source, with_names);
+    Ok(FileReport {
+        path: path.to_path_buf(),
+        kind: fat.kind,
+        device_code: !fat.bundles.is_empty(),
+        transformed: fat.is_transformed(),
+        fatbin: fat.fatbin,
+        marker: fat.marker,
+        wrappers: fat.wrappers.clone(),
+        bundles,
+        totals,
+    })
+}
+
+/// The bundles of a fat binary (ELF or PE alike) and its totals per target.
+fn bundle_reports(
+    items: &[Item],
+    source: &dyn ReadAt,
+    with_names: bool,
+) -> (Vec<BundleReport>, BTreeMap<String, ArchTotal>) {
     let mut totals: BTreeMap<String, ArchTotal> = BTreeMap::new();
     let mut bundles = Vec::new();
-    for (index, item) in fat.bundles.iter().enumerate() {
+    for (index, item) in items.iter().enumerate() {
         let mut entries = Vec::new();
         for (i, entry) in item.entries.iter().enumerate() {
             let mut warnings = Vec::new();
             let mut code_object = None;
             if !entry.id.is_host() && entry.size > 0 {
-                match item.code_object(&fat.source, i) {
+                match item.code_object(source, i) {
                     Ok(info) => {
                         warnings.extend(info.mismatches(&entry.id));
                         code_object = Some(info);
@@ -196,17 +273,67 @@ fn file_report(
             entries,
         });
     }
-    Ok(FileReport {
-        path: path.to_path_buf(),
-        kind: fat.kind,
-        device_code: !fat.bundles.is_empty(),
-        transformed: fat.is_transformed(),
-        fatbin: fat.fatbin,
-        marker: fat.marker,
-        wrappers: fat.wrappers.clone(),
-        bundles,
-        totals,
-    })
+    (bundles, totals)
+}
+
+fn print_pe_text(f: &PeReport, with_names: bool) {
+    let kind = match f.kind {
+        kpack_pe::PeKind::Dll => "PE32+ DLL",
+        kpack_pe::PeKind::Exe => "PE32+ executable",
+    };
+    println!(
+        "{}: {kind}, image base {:#x}",
+        f.path.display(),
+        f.image_base
+    );
+    if f.signed {
+        println!("  certificate table present (signed: a rewrite invalidates the signature)");
+    }
+    if !f.device_code {
+        if f.transformed {
+            println!(
+                "  device code offloaded by kpack (all {} wrappers HIPK)",
+                f.wrappers.len()
+            );
+        } else {
+            println!("  no device code");
+        }
+    }
+    for (name, s) in [
+        (kpack_pe::FATBIN_SECTION, &f.fatbin),
+        (kpack_pe::SEGMENT_SECTION, &f.segment),
+        (kpack_pe::MARKER_SECTION, &f.marker),
+    ] {
+        if let Some(s) = s {
+            println!(
+                "  {name:<10} rva {:#x}  raw {:#x}+{:#x}  virtual size {} bytes{}",
+                s.rva,
+                s.offset,
+                s.raw_size,
+                s.size,
+                if s.in_file {
+                    ""
+                } else {
+                    " (not all in the file)"
+                }
+            );
+        }
+    }
+    for w in &f.wrappers {
+        let target = match w.bundle {
+            Some(b) => format!("bundle {b}"),
+            None => "no bundle".into(),
+        };
+        let via = match w.via {
+            kpack_pe::PointerVia::Inline => "inline",
+            kpack_pe::PointerVia::BaseReloc => "IMAGE_REL_BASED_DIR64",
+        };
+        println!(
+            "  wrapper {} at {:#x}: {:?} v{} -> {:#x} ({via}) {target}, reserved {}",
+            w.index, w.addr, w.magic, w.version, w.pointer, w.reserved
+        );
+    }
+    print_bundles(&f.bundles, &f.totals, with_names);
 }
 
 fn print_text(f: &FileReport, with_names: bool) {
@@ -246,7 +373,11 @@ fn print_text(f: &FileReport, with_names: bool) {
             w.reserved
         );
     }
-    for b in &f.bundles {
+    print_bundles(&f.bundles, &f.totals, with_names);
+}
+
+fn print_bundles(bundles: &[BundleReport], totals: &BTreeMap<String, ArchTotal>, with_names: bool) {
+    for b in bundles {
         let fmt = match &b.format {
             Format::Plain => "uncompressed".to_string(),
             Format::Compressed(h) => format!(
@@ -288,9 +419,9 @@ fn print_text(f: &FileReport, with_names: bool) {
             }
         }
     }
-    if !f.totals.is_empty() {
+    if !totals.is_empty() {
         println!("  totals per target:");
-        for (arch, t) in &f.totals {
+        for (arch, t) in totals {
             println!(
                 "    {arch:<28} {:>4} code objects {:>12} bytes",
                 t.code_objects, t.bytes

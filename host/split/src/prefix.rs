@@ -9,7 +9,8 @@ use kpack_bundle::WalkOptions;
 use kpack_elf::{ElfKind, MARKER_SECTION, read_fat_binary};
 use kpack_format::{Compression, WriterOptions};
 use kpack_offload::{
-    ArchiveSet, OffloadOptions, add_code_objects, check_filter, transform_checked, write_atomically,
+    ArchiveSet, OffloadOptions, Outcome, add_code_objects, check_filter, offload_binary_filtered,
+    transform_checked, write_atomically,
 };
 use rayon::prelude::*;
 use serde::Serialize;
@@ -521,6 +522,11 @@ fn process_file(
     if is_elf && machine == EM_X86_64 {
         return host_elf(layout, opts, rel, &src, r);
     }
+    // By magic (`MZ`, then `PE\0\0` at `e_lfanew`), never by extension:
+    // `.dll`, `.exe` and `.pyd` alike.
+    if head.starts_with(b"MZ") && kpack_pe::is_pe_file(&src).map_err(|e| error_chain(&e))? {
+        return host_pe(layout, opts, rel, &src, r);
+    }
     if device_file {
         return bundle_file(layout, opts, rel, &src, r);
     }
@@ -597,6 +603,59 @@ fn host_elf(
         }
     }
     check_filter(src, &fat.bundles, &opts.targets).map_err(|e| error_chain(&e))?;
+    let Planned {
+        mut archives,
+        kernel_name,
+        stem,
+        search_path,
+        oo,
+    } = plan_archives(layout, opts, rel, &fat.bundles);
+    let (image, _transform) = transform_checked(src, &fat, &oo).map_err(|e| error_chain(&e))?;
+
+    let added = add_code_objects(
+        src,
+        &fat,
+        &kernel_name,
+        &|t| opts.targets.keeps(t),
+        &mut archives,
+    )
+    .map_err(|e| error_chain(&e))?;
+    r.excluded.extend(added.excluded);
+    let (moved, count) = (added.targets, added.count);
+    finish_archives(opts, &stem, archives, &mut r)?;
+    let out = layout.generic.join(rel);
+    write_atomically(&out, &image, src).map_err(|e| error_chain(&e))?;
+    r.generic_bytes = image.len() as u64;
+    r.binary = Some(BinaryReport {
+        path: rel.to_string(),
+        kernel_name,
+        search_path,
+        code_objects: count,
+        targets: moved,
+        bytes_in: r.bytes_in,
+        bytes_out: image.len() as u64,
+    });
+    Ok(r)
+}
+
+/// Where one binary's device code goes: its archive set (one archive per
+/// processor, in that processor's arch tree) and its marker.
+struct Planned {
+    archives: ArchiveSet,
+    kernel_name: String,
+    stem: String,
+    search_path: String,
+    oo: OffloadOptions,
+}
+
+/// Plan the archives and marker of the binary at `rel` holding `bundles`
+/// (ELF and PE alike).
+fn plan_archives(
+    layout: &PrefixLayout<'_>,
+    opts: &SplitOptions<'_>,
+    rel: &str,
+    bundles: &[kpack_bundle::Item],
+) -> Planned {
     let kernel_name = if layout.prefix.is_empty() {
         rel.to_string()
     } else {
@@ -612,8 +671,7 @@ fn host_elf(
     };
     // Each processor's archives go into its own arch output tree.
     let mut dirs = BTreeMap::new();
-    for t in fat
-        .bundles
+    for t in bundles
         .iter()
         .flat_map(|b| &b.entries)
         .filter_map(|e| e.id.target().filter(|_| !e.id.is_host()))
@@ -622,7 +680,7 @@ fn host_elf(
         dirs.entry(p.to_string())
             .or_insert_with(|| (layout.arch)(p).join(&opts.archive_dir));
     }
-    let mut archives = ArchiveSet::per_processor(stem.clone(), options, move |p| {
+    let archives = ArchiveSet::per_processor(stem.clone(), options, move |p| {
         dirs.get(p).cloned().unwrap_or_default()
     });
     // Marker search path: in the install, from the binary's directory to the archive directory.
@@ -638,18 +696,22 @@ fn host_elf(
         search_paths: vec![search_path.clone()],
         verify_hash: opts.verify_hash,
     };
-    let (image, _transform) = transform_checked(src, &fat, &oo).map_err(|e| error_chain(&e))?;
+    Planned {
+        archives,
+        kernel_name,
+        stem,
+        search_path,
+        oo,
+    }
+}
 
-    let added = add_code_objects(
-        src,
-        &fat,
-        &kernel_name,
-        &|t| opts.targets.keeps(t),
-        &mut archives,
-    )
-    .map_err(|e| error_chain(&e))?;
-    r.excluded.extend(added.excluded);
-    let (moved, count) = (added.targets, added.count);
+/// Write the archives of one binary and report them.
+fn finish_archives(
+    opts: &SplitOptions<'_>,
+    stem: &str,
+    archives: ArchiveSet,
+    r: &mut FileResult,
+) -> std::result::Result<(), String> {
     for (processor, written) in archives.finish().map_err(|e| error_chain(&e))? {
         r.arch_bytes.push((processor.clone(), written.file_size));
         r.archives.push(ArchiveReport {
@@ -659,17 +721,76 @@ fn host_elf(
             bytes: written.file_size,
         });
     }
+    Ok(())
+}
+
+/// A Windows PE image (DLL, EXE, `.pyd`): the same flow as [`host_elf`],
+/// with kpack-offload's PE path reading, transforming and verifying it.
+fn host_pe(
+    layout: &PrefixLayout<'_>,
+    opts: &SplitOptions<'_>,
+    rel: &str,
+    src: &Path,
+    mut r: FileResult,
+) -> std::result::Result<FileResult, String> {
+    let walk = WalkOptions {
+        verify_hash: opts.verify_hash,
+    };
+    let fat = match kpack_pe::read_fat_binary(src, walk) {
+        Ok(f) => f,
+        // A PE kpack cannot rewrite (PE32, another machine) has no HIP
+        // device code it could move: shipped as is, like such ELF files.
+        Err(e) if e.kind() == kpack_pe::ErrorKind::Unsupported => {
+            r.generic_bytes = copy(src, &layout.generic.join(rel))?;
+            return Ok(r);
+        }
+        Err(e) => return Err(error_chain(&e)),
+    };
+    if fat.is_transformed() {
+        r.already = true;
+        r.generic_bytes = copy(src, &layout.generic.join(rel))?;
+        return Ok(r);
+    }
+    if fat.bundles.is_empty() {
+        r.host_only = true;
+        r.generic_bytes = copy(src, &layout.generic.join(rel))?;
+        return Ok(r);
+    }
+    check_filter(src, &fat.bundles, &opts.targets).map_err(|e| error_chain(&e))?;
+    let Planned {
+        mut archives,
+        kernel_name,
+        stem,
+        search_path,
+        oo,
+    } = plan_archives(layout, opts, rel, &fat.bundles);
+    drop(fat);
     let out = layout.generic.join(rel);
-    write_atomically(&out, &image, src).map_err(|e| error_chain(&e))?;
-    r.generic_bytes = image.len() as u64;
+    let outcome = offload_binary_filtered(src, &out, &oo, &opts.targets, &mut archives)
+        .map_err(|e| error_chain(&e))?;
+    let Outcome::OffloadedPe {
+        code_objects,
+        targets,
+        excluded,
+        ..
+    } = outcome
+    else {
+        return Err(format!("PE image not offloaded: {outcome:?}"));
+    };
+    r.excluded.extend(excluded);
+    finish_archives(opts, &stem, archives, &mut r)?;
+    let bytes_out = std::fs::metadata(&out)
+        .map_err(|e| format!("cannot stat {}: {e}", out.display()))?
+        .len();
+    r.generic_bytes = bytes_out;
     r.binary = Some(BinaryReport {
         path: rel.to_string(),
         kernel_name,
         search_path,
-        code_objects: count,
-        targets: moved,
+        code_objects,
+        targets,
         bytes_in: r.bytes_in,
-        bytes_out: image.len() as u64,
+        bytes_out,
     });
     Ok(r)
 }

@@ -16,6 +16,7 @@ mod inspect;
 mod offload;
 mod offloading;
 mod pe;
+mod pe_split;
 mod plugins;
 mod prune;
 mod rerun;
