@@ -211,8 +211,10 @@ kpack_error_t kpack_cache_create(kpack_cache_t *cache_out);
 void kpack_cache_destroy(kpack_cache_t cache);
 
 /**
- * The file mapped at `address` (Linux: `/proc/self/maps`) and, if
- * `offset_out` is not NULL, the file offset `address` corresponds to.
+ * The file mapped at `address` (Linux: `/proc/self/maps`; Windows: the
+ * module holding it, via `GetModuleHandleExW` + `GetModuleFileNameW`, as
+ * UTF-8) and, if `offset_out` is not NULL, the file offset `address`
+ * corresponds to.
  *
  * # Safety
  * `path_out` writable for `path_out_size` bytes; `offset_out` NULL or writable.
