@@ -31,11 +31,18 @@ fn main() {
     }
     // Rebuild when the commit moves: HEAD itself, the branch it names, and
     // packed-refs (where the branch may live instead).
-    for path in [Some("HEAD".to_string()), git(&dir, &["symbolic-ref", "-q", "HEAD"]), Some("packed-refs".to_string())]
-        .into_iter()
-        .flatten()
+    for path in [
+        Some("HEAD".to_string()),
+        git(&dir, &["symbolic-ref", "-q", "HEAD"]),
+        Some("packed-refs".to_string()),
+    ]
+    .into_iter()
+    .flatten()
     {
-        if let Some(p) = git(&dir, &["rev-parse", "--path-format=absolute", "--git-path", &path]) {
+        if let Some(p) = git(
+            &dir,
+            &["rev-parse", "--path-format=absolute", "--git-path", &path],
+        ) {
             println!("cargo:rerun-if-changed={p}");
         }
     }

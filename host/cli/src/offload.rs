@@ -104,15 +104,15 @@ pub fn run(args: Args) -> CliResult {
     let outcome = args.archive.thread_pool()?.install(|| {
         offload_binary_filtered(&args.input, &args.output, &opts, &filter, &mut archives)
     });
-    let written = outcome.map_err(anyhow::Error::from).and_then(|o| {
-        match archives.finish() {
+    let written = outcome
+        .map_err(anyhow::Error::from)
+        .and_then(|o| match archives.finish() {
             Ok(w) => Ok((o, w)),
             Err(e) => {
                 let _ = std::fs::remove_file(&args.output);
                 Err(e.into())
             }
-        }
-    });
+        });
     if let Some(s) = &spinner {
         s.finish_and_clear();
     }

@@ -27,8 +27,14 @@ pub struct Args {
 
 /// Run `kpack recombine`.
 pub fn run(args: Args) -> CliResult {
+    crate::safety::not_stdout(&args.output, "recombine")?;
     let config = RecombineConfig::load(&args.config)?;
-    let rep = recombine(&args.shards, &config, &args.output)?;
+    let spinner = crate::ui::spinner(format!("recombining {}", args.shards.display()));
+    let rep = recombine(&args.shards, &config, &args.output);
+    if let Some(s) = &spinner {
+        s.finish_and_clear();
+    }
+    let rep = rep?;
     if args.json {
         let v = serde_json::json!({ "schema_version": 1, "config": config, "result": rep });
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
@@ -37,7 +43,7 @@ pub fn run(args: Args) -> CliResult {
             println!("{}", args.output.join(o).display());
         }
         for c in &rep.generic_only {
-            eprintln!("note: {c} is generic-only");
+            crate::ui::note(format_args!("{c} is generic-only"));
         }
     }
     for w in &rep.warnings {

@@ -193,10 +193,10 @@ impl Drop for CreatedDir {
 /// Remove stale temp files of dead kpack processes in `dir`, saying so.
 pub fn clean_stale_temps(dir: &Path) {
     for p in kpack_format::remove_stale_temps(dir) {
-        eprintln!(
-            "note: removed {}, left by a kpack run that died",
+        crate::ui::note(format_args!(
+            "removed {}, left by a kpack run that died",
             p.display()
-        );
+        ));
     }
 }
 
@@ -207,10 +207,10 @@ pub fn lock_dir(dir: &Path) -> anyhow::Result<File> {
     match f.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
-            eprintln!(
+            crate::ui::status(format_args!(
                 "waiting for the lock on {} (another kpack is writing there)",
                 dir.display()
-            );
+            ));
             f.lock()
                 .with_context(|| format!("{}: cannot lock", dir.display()))?;
         }

@@ -92,6 +92,7 @@ pub fn run(args: Args) -> CliResult {
     {
         return Err(anyhow::anyhow!("--component {c:?}: must be a plain name").into());
     }
+    crate::safety::not_stdout(&args.output, "split")?;
     crate::safety::inside_root("--archive-dir", args.archive_dir.trim_matches('/'))?;
     // Splitting into an input would read its own output (and capture its
     // own staging directory); an input inside the output could be replaced.

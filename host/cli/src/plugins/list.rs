@@ -39,7 +39,8 @@ pub fn run(args: Args) -> CliResult {
                        "origin": h.origin.to_string(), "sha256": h.sha256})
             })
             .collect();
-        let doc = json!({"schema_version": 1, "supported_wit": SUPPORTED_WIT, "handlers": handlers});
+        let doc =
+            json!({"schema_version": 1, "supported_wit": SUPPORTED_WIT, "handlers": handlers});
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
     }
