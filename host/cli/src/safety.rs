@@ -241,6 +241,33 @@ pub fn quiet_on_broken_pipe() {
     }));
 }
 
+/// Whether an output path is `-`, which means stdout where one stream is
+/// written (and is refused elsewhere, never a file named `-`).
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// Refuse `-o -` for an output that is not a single stream.
+pub fn not_stdout(path: &Path, what: &str) -> anyhow::Result<()> {
+    if is_stdout(path) {
+        anyhow::bail!(
+            "-o -: {what} writes more than one stream, so it cannot go to stdout; name a path (./- for a file named -)"
+        );
+    }
+    Ok(())
+}
+
+/// Copy `bytes` to stdout as the command's one output stream.
+pub fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        // The reader went away (`| head -c`): quiet, as for printed output.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        r => r.context("cannot write to stdout"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,32 +303,5 @@ mod tests {
         assert!(!d.path().join("x").exists());
         CreatedDir::create(&deep).unwrap().keep();
         assert!(deep.is_dir());
-    }
-}
-
-/// Whether an output path is `-`, which means stdout where one stream is
-/// written (and is refused elsewhere, never a file named `-`).
-pub fn is_stdout(path: &Path) -> bool {
-    path.as_os_str() == "-"
-}
-
-/// Refuse `-o -` for an output that is not a single stream.
-pub fn not_stdout(path: &Path, what: &str) -> anyhow::Result<()> {
-    if is_stdout(path) {
-        anyhow::bail!(
-            "-o -: {what} writes more than one stream, so it cannot go to stdout; name a path (./- for a file named -)"
-        );
-    }
-    Ok(())
-}
-
-/// Copy `bytes` to stdout as the command's one output stream.
-pub fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|()| out.flush()) {
-        // The reader went away (`| head -c`): quiet, as for printed output.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
-        r => r.context("cannot write to stdout"),
     }
 }
