@@ -60,7 +60,9 @@ class KpackError(Exception):
         exit_code: 1 for "checked and found problems", 2 for an error
             (another value if the process was killed).
         result: the ``--json`` document ``kpack`` printed on stdout before
-            failing (``verify`` reports its findings this way), else ``None``.
+            failing (``verify`` reports its findings this way; an error is
+            ``{"schema_version": 1, "error": {"message", "causes",
+            "exit_code"}}``), else ``None``.
     """
 
     def __init__(

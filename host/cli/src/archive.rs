@@ -52,7 +52,8 @@ total uncompressed bytes).")]
     Extract {
         /// The .kpack file.
         file: PathBuf,
-        /// Output directory (created if missing).
+        /// Output directory (created if missing); `-` writes the one entry
+        /// that --key/--arch select to stdout.
         #[arg(short, long)]
         output: PathBuf,
         /// Only this TOC key (exact).
@@ -274,11 +275,27 @@ fn extract(
         if key.is_some_and(|k| k != e.key()) || arch.is_some_and(|ar| ar != e.arch()) {
             continue;
         }
+        if crate::safety::is_stdout(out) {
+            chosen.push((e, PathBuf::new()));
+            continue;
+        }
         let rel = entry_path(Path::new(""), e.key(), e.arch())?;
         crate::safety::not_existing(&out.join(&rel), force)?;
         chosen.push((e, rel));
     }
     let written = chosen.len();
+    if crate::safety::is_stdout(out) && written > 0 {
+        // `-o -`: one entry's code object to stdout, for pipes.
+        let [(e, _)] = chosen.as_slice() else {
+            return Err(anyhow::anyhow!(
+                "-o -: {}: --key/--arch matched {written} entries; stdout takes exactly one",
+                file.display()
+            )
+            .into());
+        };
+        crate::safety::write_stdout(&a.read(e)?)?;
+        return Ok(());
+    }
     if written > 0 {
         // Every entry is decoded into a staging directory first: a corrupt
         // entry leaves nothing behind, not the entries before it.
@@ -385,6 +402,7 @@ fn pack(
     dry_run: bool,
     force: bool,
 ) -> CliResult {
+    crate::safety::not_stdout(out, "archive pack")?;
     let files = scan_pack_dir(dir)?;
     for (_, _, path) in &files {
         crate::safety::not_same_file(path, out)?;
@@ -406,11 +424,17 @@ fn pack(
         }
     };
     for (key, arch, path) in &files {
-        eprintln!(
+        let line = format!(
             "{}{key} {arch} <- {}",
             if dry_run { "would pack " } else { "" },
             path.display()
         );
+        // The dry run's listing is its result; a real run's is chatter.
+        if dry_run {
+            eprintln!("{line}");
+        } else {
+            crate::ui::status(line);
+        }
     }
     if dry_run {
         return Ok(());
@@ -422,10 +446,17 @@ fn pack(
         ..Default::default()
     };
     let mut w = ArchiveWriter::create(out, options)?;
+    let bar = crate::ui::progress(files.len() as u64, crate::ui::Unit::Items);
     for (key, arch, path) in &files {
         let bytes =
             std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
         w.add(key, arch, &bytes)?;
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+    }
+    if let Some(b) = &bar {
+        b.finish_and_clear();
     }
     let written = w.finish()?;
     println!(

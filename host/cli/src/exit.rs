@@ -15,6 +15,13 @@
 //!
 //! so every cause appears exactly once. The exit status is 2 (see
 //! [`finish`]).
+//!
+//! Under `--json` the same error is also printed on stdout, as the one JSON
+//! document of the run, so a script reading stdout always gets JSON:
+//!
+//! ```text
+//! {"schema_version":1,"error":{"message":"…","causes":["…"],"exit_code":2}}
+//! ```
 
 use std::process::ExitCode;
 
@@ -26,6 +33,9 @@ pub enum CliError {
     Findings,
     /// The command could not do its job (exit 2).
     Failed(anyhow::Error),
+    /// The command could not do all of its job and has already reported
+    /// each failure (on stderr, and in its `--json` document): exit 2.
+    Reported,
 }
 
 impl<E: Into<anyhow::Error>> From<E> for CliError {
@@ -42,16 +52,42 @@ pub fn finish(result: CliResult) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError::Findings) => ExitCode::from(1),
+        Err(CliError::Reported) => ExitCode::from(2),
         Err(CliError::Failed(e)) => {
             eprint!("{}", report(&e));
+            if crate::ui::json() {
+                println!("{}", json_report(&e, 2));
+            }
             ExitCode::from(2)
         }
     }
 }
 
+/// The error of a command that already printed its `--json` document
+/// (which lists the failures) and still fails: the message goes to stderr
+/// only, so stdout holds one JSON document.
+pub fn failed_after_document(e: anyhow::Error) -> CliError {
+    if crate::ui::json() {
+        eprint!("{}", report(&e));
+        CliError::Reported
+    } else {
+        CliError::Failed(e)
+    }
+}
+
+/// The JSON document [`finish`] prints on stdout under `--json` for `e`.
+pub fn json_report(e: &anyhow::Error, exit_code: u8) -> String {
+    let causes: Vec<String> = e.chain().skip(1).map(|c| c.to_string()).collect();
+    serde_json::json!({
+        "schema_version": 1,
+        "error": {"message": e.to_string(), "causes": causes, "exit_code": exit_code},
+    })
+    .to_string()
+}
+
 /// The text [`finish`] prints for `e`: `error: <message>` and one
 /// `  caused by: <cause>` line per error in its source chain.
-fn report(e: &anyhow::Error) -> String {
+pub fn report(e: &anyhow::Error) -> String {
     let mut out = format!("error: {e}\n");
     for cause in e.chain().skip(1) {
         out.push_str(&format!("  caused by: {cause}\n"));
@@ -75,5 +111,16 @@ mod tests {
                 std::io::Error::from(std::io::ErrorKind::NotFound)
             )
         );
+    }
+
+    #[test]
+    fn json_report_has_message_causes_and_exit_code() {
+        let os = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let e = anyhow::Error::new(os).context("libx.so: cannot open");
+        let v: serde_json::Value = serde_json::from_str(&json_report(&e, 2)).unwrap();
+        assert_eq!(v["schema_version"], 1);
+        assert_eq!(v["error"]["message"], "libx.so: cannot open");
+        assert_eq!(v["error"]["causes"].as_array().unwrap().len(), 1);
+        assert_eq!(v["error"]["exit_code"], 2);
     }
 }

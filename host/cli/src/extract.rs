@@ -25,7 +25,8 @@ pub struct Args {
     /// Extract only this target id (e.g. gfx90a:xnack+); repeatable.
     #[arg(long, short)]
     target: Vec<String>,
-    /// Output directory (created).
+    /// Output directory (created); `-` writes the one code object that
+    /// --target selects to stdout.
     #[arg(long, short)]
     output: PathBuf,
     /// Do not check the MD5 of compressed bundles.
@@ -51,7 +52,11 @@ pub fn run(args: Args) -> CliResult {
         .map(|t| TargetId::parse(t.strip_prefix(kpack_amdgpu::TARGET_PREFIX).unwrap_or(t)))
         .collect::<Result<_, _>>()?;
     crate::safety::regular_file(&args.file)?;
+    if args.all {
+        crate::safety::not_stdout(&args.output, "extract --all")?;
+    }
     if let Some(input) = crate::offloading::detect(&args.file)? {
+        crate::safety::not_stdout(&args.output, "extract of a new-driver object or archive")?;
         return crate::offloading::extract(
             &args.file,
             input,
@@ -115,6 +120,30 @@ pub fn run(args: Args) -> CliResult {
     if bundles.is_empty() {
         return Err(anyhow::anyhow!("{}: no device code", args.file.display()).into());
     }
+    if crate::safety::is_stdout(&args.output) {
+        // `-o -`: the one code object to stdout, for pipes (`| llvm-readelf`).
+        let [job] = jobs.as_slice() else {
+            return Err(anyhow::anyhow!(
+                "-o -: {}: --target matched {} code objects; stdout takes exactly one",
+                args.file.display(),
+                jobs.len()
+            )
+            .into());
+        };
+        let mut bytes = Vec::new();
+        bundles[job.bundle]
+            .copy_entry(&source, job.entry, &mut bytes)
+            .with_context(|| {
+                format!(
+                    "{}: bundle {} entry {}",
+                    args.file.display(),
+                    job.bundle,
+                    job.entry
+                )
+            })?;
+        crate::safety::write_stdout(&bytes)?;
+        return Ok(());
+    }
     for job in &jobs {
         crate::safety::not_existing(&args.output.join(&job.name), args.force)?;
     }
@@ -130,6 +159,7 @@ pub fn run(args: Args) -> CliResult {
                 args.output.display()
             )
         })?;
+    let bar = crate::ui::progress(jobs.len() as u64, crate::ui::Unit::Items);
     jobs.par_iter().try_for_each(|job| -> anyhow::Result<()> {
         let path = stage.path().join(&job.name);
         let mut out = std::io::BufWriter::with_capacity(
@@ -150,8 +180,14 @@ pub fn run(args: Args) -> CliResult {
         use std::io::Write;
         out.flush()
             .with_context(|| format!("cannot write {}", path.display()))?;
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
         Ok(())
     })?;
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
     for job in &jobs {
         let dest = args.output.join(&job.name);
         std::fs::rename(stage.path().join(&job.name), &dest)

@@ -35,9 +35,13 @@ pub struct Args {
 }
 
 #[derive(Serialize)]
-struct Report {
+struct Report<'a> {
     schema_version: u32,
     files: Vec<AnyReport>,
+    /// Files that could not be inspected; absent when every file was, so
+    /// a successful run's document is unchanged.
+    #[serde(skip_serializing_if = "<[FileError]>::is_empty")]
+    errors: &'a [FileError],
 }
 
 /// A fat binary, a PE image (`format: "pe"`), or an archive / new-driver
@@ -124,50 +128,27 @@ pub fn run(args: Args) -> CliResult {
     };
     let mut files = Vec::new();
     let mut warned = false;
-    // Checked up front: a FIFO among the inputs would block the run.
+    // A file that cannot be read is reported and the rest still inspected;
+    // the run then exits 2 (and `--json` lists it under `errors`).
+    let mut errors = Vec::new();
     for path in &args.files {
-        crate::safety::regular_file(path)?;
-    }
-    for path in &args.files {
-        if let Some(input) = crate::offloading::detect(path)? {
-            files.push(AnyReport::Offloading(crate::offloading::inspect(
-                path,
-                input,
-                opts.verify_hash,
-            )?));
-            continue;
+        match inspect_one(path, &opts, args.kernels, &mut warned) {
+            Ok(report) => files.push(report),
+            Err(e) => {
+                eprint!("{}", crate::exit::report(&e));
+                errors.push(FileError {
+                    path: path.clone(),
+                    message: e.to_string(),
+                    causes: e.chain().skip(1).map(|c| c.to_string()).collect(),
+                });
+            }
         }
-        // By magic, never by extension.
-        if kpack_pe::is_pe_file(path)? {
-            let fat = kpack_pe::read_fat_binary(path, opts)?;
-            let (bundles, totals) = bundle_reports(&fat.bundles, &fat.source, args.kernels);
-            warned |= warn(path, &bundles);
-            files.push(AnyReport::Pe(PeReport {
-                path: path.to_path_buf(),
-                format: "pe",
-                kind: fat.kind,
-                image_base: fat.image_base,
-                device_code: !fat.bundles.is_empty(),
-                transformed: fat.is_transformed(),
-                signed: fat.signed,
-                fatbin: fat.fatbin.clone(),
-                segment: fat.segment.clone(),
-                marker: fat.marker.clone(),
-                wrappers: fat.wrappers.clone(),
-                bundles,
-                totals,
-            }));
-            continue;
-        }
-        let fat = read_fat_binary(path, opts)?;
-        let report = file_report(path, &fat, args.kernels)?;
-        warned |= warn(path, &report.bundles);
-        files.push(AnyReport::Fat(report));
     }
     if args.json {
         let report = Report {
             schema_version: SCHEMA_VERSION,
             files,
+            errors: &errors,
         };
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -179,10 +160,65 @@ pub fn run(args: Args) -> CliResult {
             }
         }
     }
+    if !errors.is_empty() {
+        return Err(CliError::Reported);
+    }
     if warned && args.strict {
         return Err(CliError::Findings);
     }
     Ok(())
+}
+
+/// One file that could not be inspected, in the `--json` report.
+#[derive(Serialize)]
+struct FileError {
+    path: PathBuf,
+    message: String,
+    causes: Vec<String>,
+}
+
+/// Inspect one file; warnings about its code objects go to stderr (and set
+/// `warned`).
+fn inspect_one(
+    path: &std::path::Path,
+    opts: &WalkOptions,
+    kernels: bool,
+    warned: &mut bool,
+) -> anyhow::Result<AnyReport> {
+    // Checked before reading: a FIFO among the inputs would block the run.
+    crate::safety::regular_file(path)?;
+    if let Some(input) = crate::offloading::detect(path)? {
+        return Ok(AnyReport::Offloading(crate::offloading::inspect(
+            path,
+            input,
+            opts.verify_hash,
+        )?));
+    }
+    // By magic, never by extension.
+    if kpack_pe::is_pe_file(path)? {
+        let fat = kpack_pe::read_fat_binary(path, *opts)?;
+        let (bundles, totals) = bundle_reports(&fat.bundles, &fat.source, kernels);
+        *warned |= warn(path, &bundles);
+        return Ok(AnyReport::Pe(PeReport {
+            path: path.to_path_buf(),
+            format: "pe",
+            kind: fat.kind,
+            image_base: fat.image_base,
+            device_code: !fat.bundles.is_empty(),
+            transformed: fat.is_transformed(),
+            signed: fat.signed,
+            fatbin: fat.fatbin.clone(),
+            segment: fat.segment.clone(),
+            marker: fat.marker.clone(),
+            wrappers: fat.wrappers.clone(),
+            bundles,
+            totals,
+        }));
+    }
+    let fat = read_fat_binary(path, *opts)?;
+    let report = file_report(path, &fat, kernels)?;
+    *warned |= warn(path, &report.bundles);
+    Ok(AnyReport::Fat(report))
 }
 
 /// Print the code-object warnings of `bundles`; `true` if there were any.

@@ -21,6 +21,7 @@ mod recombine;
 mod safety;
 mod split;
 mod target_args;
+mod ui;
 mod verify;
 mod verify_elf;
 mod wheel;
@@ -32,10 +33,32 @@ use clap::{Parser, Subcommand};
 
 /// Split AMD GPU device code out of ROCm fat binaries, per architecture.
 #[derive(Parser)]
-#[command(name = "kpack", version, about, propagate_version = true)]
+#[command(name = "kpack", version = VERSION, about, propagate_version = true)]
 struct Cli {
+    /// Say less on stderr: warnings and errors only, no progress.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Say more on stderr about what is being done.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--version`: the crate version, and the git commit and its date when
+/// built from a checkout (see build.rs).
+const VERSION: &str = match option_env!("KPACK_GIT_DESCRIBE") {
+    Some(v) => v,
+    None => env!("CARGO_PKG_VERSION"),
+};
+
+/// Shells `kpack completions` writes a script for.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+    Powershell,
 }
 
 #[derive(Subcommand)]
@@ -62,6 +85,18 @@ enum Command {
     Verify(verify::Args),
     /// Split fat Python wheels into a host wheel and per-arch device wheels.
     Wheel(wheel::Args),
+    /// Print a shell completion script on stdout (e.g. `kpack completions bash > ~/.local/share/bash-completion/completions/kpack`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+    /// Write the man page (roff) for kpack and each subcommand.
+    Man {
+        /// Directory for kpack.1 and kpack-<command>.1 [default: print kpack.1 on stdout].
+        #[arg(short, long)]
+        output: Option<std::path::PathBuf>,
+    },
     /// `kpack foo ARGS` runs `kpack-foo ARGS` from PATH (see `kpack --list`).
     #[command(external_subcommand)]
     External(Vec<OsString>),
@@ -81,6 +116,12 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    let verbosity = match (cli.quiet, cli.verbose) {
+        (true, _) => ui::Verbosity::Quiet,
+        (false, 0) => ui::Verbosity::Normal,
+        (false, _) => ui::Verbosity::Verbose,
+    };
+    ui::init(verbosity, json_requested());
     let result = match cli.command {
         Command::Inspect(args) => inspect::run(args),
         Command::Extract(args) => extract::run(args),
@@ -93,7 +134,49 @@ fn main() -> ExitCode {
         Command::Recombine(args) => recombine::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Wheel(args) => wheel::run(args),
+        Command::Completions { shell } => completions(shell),
+        Command::Man { output } => man(output.as_deref()),
         Command::External(args) => return external::run(args),
     };
     exit::finish(result)
+}
+
+/// Whether `--json` is among the arguments (before a `--`). Read from the
+/// raw command line so that [`exit::finish`] can answer in JSON for every
+/// subcommand that has the flag, without each one reporting it.
+fn json_requested() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json")
+}
+
+fn completions(shell: Shell) -> exit::CliResult {
+    use clap_complete::Shell as S;
+    let shell = match shell {
+        Shell::Bash => S::Bash,
+        Shell::Zsh => S::Zsh,
+        Shell::Fish => S::Fish,
+        Shell::Powershell => S::PowerShell,
+    };
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    clap_complete::generate(shell, &mut cmd, "kpack", &mut std::io::stdout());
+    Ok(())
+}
+
+fn man(output: Option<&std::path::Path>) -> exit::CliResult {
+    use anyhow::Context;
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let Some(dir) = output else {
+        let mut out = Vec::new();
+        clap_mangen::Man::new(cmd).render(&mut out)?;
+        std::io::Write::write_all(&mut std::io::stdout(), &out)?;
+        return Ok(());
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    // One page per subcommand too, named as git and cargo name theirs.
+    clap_mangen::generate_to(cmd, dir)
+        .with_context(|| format!("cannot write man pages into {}", dir.display()))?;
+    println!("{}", dir.join("kpack.1").display());
+    Ok(())
 }

@@ -52,6 +52,7 @@ pub fn run(args: Args) -> CliResult {
     if let Some(n) = &args.name {
         safety::plain_name("--name", n)?;
     }
+    safety::not_stdout(&args.output, "offload")?;
     safety::not_same_file(&args.input, &args.output)?;
     safety::not_existing(&args.output, args.force)?;
     let created = safety::CreatedDir::create(&args.archives)?;
@@ -93,16 +94,29 @@ pub fn run(args: Args) -> CliResult {
         search_paths: search_paths.clone(),
         verify_hash: args.archive.verify_hash(),
     };
+    crate::ui::info(format_args!(
+        "{} -> {}, archives in {} (name {name}, key {key})",
+        args.input.display(),
+        args.output.display(),
+        args.archives.display()
+    ));
+    let spinner = crate::ui::spinner(format!("offloading {}", args.input.display()));
     let outcome = args.archive.thread_pool()?.install(|| {
         offload_binary_filtered(&args.input, &args.output, &opts, &filter, &mut archives)
-    })?;
-    let written = match archives.finish() {
-        Ok(w) => w,
-        Err(e) => {
-            let _ = std::fs::remove_file(&args.output);
-            return Err(e.into());
-        }
-    };
+    });
+    let written = outcome
+        .map_err(anyhow::Error::from)
+        .and_then(|o| match archives.finish() {
+            Ok(w) => Ok((o, w)),
+            Err(e) => {
+                let _ = std::fs::remove_file(&args.output);
+                Err(e.into())
+            }
+        });
+    if let Some(s) = &spinner {
+        s.finish_and_clear();
+    }
+    let (outcome, written) = written?;
     // A host-only input writes no archive: leave no empty directory either.
     if !written.is_empty() {
         created.keep();

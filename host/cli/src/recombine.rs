@@ -44,11 +44,17 @@ pub fn run(args: Args) -> CliResult {
     let Some(shards) = args.shards.as_ref().or(args.input_shards_dir.as_ref()) else {
         return Err(anyhow::anyhow!("no shards directory given").into());
     };
+    crate::safety::not_stdout(&args.output, "recombine")?;
     let config = RecombineConfig::load(&args.config)?;
     let opts = RecombineOptions {
         component: args.component.clone(),
     };
-    let rep = recombine_with(shards, &config, &args.output, &opts)?;
+    let spinner = crate::ui::spinner(format!("recombining {}", shards.display()));
+    let rep = recombine_with(shards, &config, &args.output, &opts);
+    if let Some(s) = &spinner {
+        s.finish_and_clear();
+    }
+    let rep = rep?;
     if args.json {
         let v = serde_json::json!({ "schema_version": 1, "config": config, "result": rep });
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
@@ -57,7 +63,7 @@ pub fn run(args: Args) -> CliResult {
             println!("{}", args.output.join(o).display());
         }
         for c in &rep.generic_only {
-            eprintln!("note: {c} is generic-only");
+            crate::ui::note(format_args!("{c} is generic-only"));
         }
     }
     for w in &rep.warnings {

@@ -193,10 +193,10 @@ impl Drop for CreatedDir {
 /// Remove stale temp files of dead kpack processes in `dir`, saying so.
 pub fn clean_stale_temps(dir: &Path) {
     for p in kpack_format::remove_stale_temps(dir) {
-        eprintln!(
-            "note: removed {}, left by a kpack run that died",
+        crate::ui::note(format_args!(
+            "removed {}, left by a kpack run that died",
             p.display()
-        );
+        ));
     }
 }
 
@@ -207,10 +207,10 @@ pub fn lock_dir(dir: &Path) -> anyhow::Result<File> {
     match f.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
-            eprintln!(
+            crate::ui::status(format_args!(
                 "waiting for the lock on {} (another kpack is writing there)",
                 dir.display()
-            );
+            ));
             f.lock()
                 .with_context(|| format!("{}: cannot lock", dir.display()))?;
         }
@@ -239,6 +239,33 @@ pub fn quiet_on_broken_pipe() {
         }
         default(info)
     }));
+}
+
+/// Whether an output path is `-`, which means stdout where one stream is
+/// written (and is refused elsewhere, never a file named `-`).
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// Refuse `-o -` for an output that is not a single stream.
+pub fn not_stdout(path: &Path, what: &str) -> anyhow::Result<()> {
+    if is_stdout(path) {
+        anyhow::bail!(
+            "-o -: {what} writes more than one stream, so it cannot go to stdout; name a path (./- for a file named -)"
+        );
+    }
+    Ok(())
+}
+
+/// Copy `bytes` to stdout as the command's one output stream.
+pub fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        // The reader went away (`| head -c`): quiet, as for printed output.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        r => r.context("cannot write to stdout"),
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! `kpack-split`'s docs for the naming scheme). `--batch` takes shard
 //! directories full of artifacts instead.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -12,7 +11,7 @@ use kpack_split::{
 };
 
 use crate::archive_args::ArchiveArgs;
-use crate::exit::{CliError, CliResult};
+use crate::exit::CliResult;
 use crate::handlers::HandlerArgs;
 use crate::target_args::TargetArgs;
 
@@ -80,7 +79,7 @@ pub fn run(mut args: Args) -> CliResult {
         for shard in &args.inputs {
             let (found, skipped) = batch_inputs(shard)?;
             for s in skipped {
-                eprintln!("note: {}: skipped {s}", shard.display());
+                crate::ui::note(format_args!("{}: skipped {s}", shard.display()));
             }
             inputs.extend(found);
         }
@@ -116,6 +115,7 @@ pub fn run(mut args: Args) -> CliResult {
     {
         return Err(anyhow::anyhow!("--component {c:?}: must be a plain name").into());
     }
+    crate::safety::not_stdout(&args.output, "split")?;
     crate::safety::inside_root("--archive-dir", args.archive_dir.trim_matches('/'))?;
     // Splitting into an input would read its own output (and capture its
     // own staging directory); an input inside the output could be replaced.
@@ -134,16 +134,7 @@ pub fn run(mut args: Args) -> CliResult {
     opts.compression = args.archive.compression();
     opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
 
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let b = indicatif::ProgressBar::new(0);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} {bytes}/{total_bytes} {wide_bar} {elapsed} {msg}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b
-    });
+    let bar = crate::ui::progress(0, crate::ui::Unit::Bytes);
     let progress = |p: Progress<'_>| {
         let Some(b) = &bar else { return };
         match p {
@@ -207,10 +198,10 @@ pub fn run(mut args: Args) -> CliResult {
                 println!("  excluded {t}: {n}");
             }
         }
-        eprintln!("done in {:.2?}", start.elapsed());
+        crate::ui::status(format_args!("done in {:.2?}", start.elapsed()));
     }
     if failed > 0 {
-        return Err(CliError::Failed(anyhow::anyhow!(
+        return Err(crate::exit::failed_after_document(anyhow::anyhow!(
             "{failed} of {} artifacts failed",
             reports.len()
         )));

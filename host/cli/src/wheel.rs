@@ -105,6 +105,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
 fn split(args: SplitArgs) -> CliResult {
     let targets = args.targets.filter()?;
     crate::safety::regular_file(&args.input)?;
+    crate::safety::not_stdout(&args.output, "wheel split")?;
     let handlers = if args.handlers.is_empty() {
         None
     } else {
@@ -140,7 +141,12 @@ fn split(args: SplitArgs) -> CliResult {
 
     let start = std::time::Instant::now();
     let pool = args.archive.thread_pool()?;
-    let report = pool.install(|| split_wheel(&args.input, &args.output, &opts))?;
+    let spinner = crate::ui::spinner(format!("splitting {}", args.input.display()));
+    let report = pool.install(|| split_wheel(&args.input, &args.output, &opts));
+    if let Some(s) = &spinner {
+        s.finish_and_clear();
+    }
+    let report = report?;
     if let Some(c) = created {
         c.keep();
     }
@@ -158,7 +164,7 @@ fn split(args: SplitArgs) -> CliResult {
         if args.dry_run {
             eprintln!("dry run: nothing written to {}", args.output.display());
         }
-        eprintln!("done in {:.2?}", start.elapsed());
+        crate::ui::status(format_args!("done in {:.2?}", start.elapsed()));
     }
     Ok(())
 }

@@ -21,7 +21,7 @@ pub struct Args {
     /// Also print files no handler claims (key `-`).
     #[arg(long)]
     all: bool,
-    /// Print JSON (schema `kpack.plugins.classify/1`).
+    /// Print JSON (`schema_version` 1).
     #[arg(long)]
     json: bool,
 }
@@ -68,8 +68,7 @@ pub fn run(mut args: Args) -> CliResult {
                 None => json!({"path": path, "handler": null, "key": null, "generic": null}),
             })
             .collect();
-        let doc =
-            json!({"schema": "kpack.plugins.classify/1", "handlers": handlers, "files": files});
+        let doc = json!({"schema_version": 1, "handlers": handlers, "files": files});
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
     }

@@ -12,7 +12,7 @@ use crate::handlers::HandlerArgs;
 pub struct Args {
     #[command(flatten)]
     handlers: HandlerArgs,
-    /// Print JSON (schema `kpack.plugins.list/1`).
+    /// Print JSON (`schema_version` 1).
     #[arg(long)]
     json: bool,
 }
@@ -39,7 +39,8 @@ pub fn run(args: Args) -> CliResult {
                        "origin": h.origin.to_string(), "sha256": h.sha256})
             })
             .collect();
-        let doc = json!({"schema": "kpack.plugins.list/1", "supported_wit": SUPPORTED_WIT, "handlers": handlers});
+        let doc =
+            json!({"schema_version": 1, "supported_wit": SUPPORTED_WIT, "handlers": handlers});
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
     }

@@ -13,6 +13,7 @@ mod embedded;
 mod generic_strict;
 mod independent_reader;
 mod inspect;
+mod manners;
 mod offload;
 mod offloading;
 mod pe;

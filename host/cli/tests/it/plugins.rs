@@ -280,7 +280,7 @@ fn json_output_names_handler_versions_and_wit() {
     ));
     assert!(o.status.success(), "{}", stderr(&o));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(doc["schema"], "kpack.plugins.classify/1");
+    assert_eq!(doc["schema_version"], 1);
     let hs = doc["handlers"].as_array().unwrap();
     assert_eq!(
         hs.iter()
