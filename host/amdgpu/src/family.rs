@@ -153,11 +153,25 @@ fn processor(target: &str) -> &str {
 
 /// The sub-family of a processor (features ignored), or of the generic
 /// target named for a sub-family (`gfx10-3-generic` → `gfx10_3`).
+///
+/// A generic target rocm-bootstrap names for no level (`gfx12-5-generic`)
+/// belongs where all the processors it covers do.
 pub fn sub_family(target: &str) -> Option<&'static SubFamily> {
     let p = processor(target);
-    SUB_FAMILIES
+    let own = |p: &str| {
+        SUB_FAMILIES
+            .iter()
+            .find(|s| s.members.contains(&p) || s.generic == Some(p))
+    };
+    if let Some(s) = own(p) {
+        return Some(s);
+    }
+    let covered = crate::covered_by(p)?;
+    let first = own(covered.first()?)?;
+    covered
         .iter()
-        .find(|s| s.members.contains(&p) || s.generic == Some(p))
+        .all(|c| own(c).is_some_and(|s| s.key == first.key))
+        .then_some(first)
 }
 
 /// The family of a processor (features ignored) or of a generic target
@@ -314,8 +328,15 @@ mod tests {
             bundle_key("gfx11-generic", Level::Family).as_deref(),
             Some("gfx11")
         );
+        assert_eq!(
+            bundle_key("gfx12-5-generic", Level::SubFamily).as_deref(),
+            Some("gfx12_5")
+        );
         assert_eq!(bundle_key("gfx803", Level::SubFamily), None);
-        assert_eq!(bundle_key("gfx803", Level::Target).as_deref(), Some("gfx803"));
+        assert_eq!(
+            bundle_key("gfx803", Level::Target).as_deref(),
+            Some("gfx803")
+        );
     }
 
     #[test]

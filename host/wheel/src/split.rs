@@ -548,7 +548,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
                 ),
             ));
         }
-        let label = if opts.group.is_some() {
+        let label = if members != std::slice::from_ref(key) {
             format!("{key} ({})", members.join(", "))
         } else {
             key.clone()
@@ -618,7 +618,11 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
                 let grouped = opts.group.is_some();
                 devices.push(DeviceWheel {
                     arch: arch.clone(),
-                    targets: if grouped { job.members.clone() } else { Vec::new() },
+                    targets: if grouped {
+                        job.members.clone()
+                    } else {
+                        Vec::new()
+                    },
                     extra: grouped.then(|| extra_name(arch)),
                     wheel: wf,
                     archives,
@@ -742,22 +746,33 @@ fn host_metadata(
         let old = name.eq_ignore_ascii_case("Metadata-Version") && value.starts_with("1.");
         h.push(name, if old { "2.1" } else { value });
     }
-    let dists: Vec<(String, String)> = groups
-        .keys()
-        .map(|k| {
-            (
-                extra_name(k),
-                format!("{device_prefix}-{}", kpack_amdgpu::dist_name(k)),
-            )
-        })
+    let dist = |k: &str| format!("{device_prefix}-{}", kpack_amdgpu::dist_name(k));
+    // A group's extra also pulls the wheels holding generic code that runs
+    // on its processors (`gfx11-generic` for `gfx110x` when grouping by
+    // sub-family): the loader falls back to it for kernels built generic only.
+    let generics: Vec<(&str, &str)> = groups
+        .iter()
+        .flat_map(|(k, ms)| ms.iter().map(move |m| (k.as_str(), m.as_str())))
+        .filter(|(_, m)| kpack_amdgpu::is_generic(m))
         .collect();
-    for (extra, dist) in &dists {
+    for (key, members) in groups {
+        let extra = extra_name(key);
+        let mut needs = BTreeSet::from([key.as_str()]);
+        for (gkey, g) in &generics {
+            let covered = kpack_amdgpu::covered_by(g).unwrap_or_default();
+            if members.iter().any(|m| covered.contains(&m.as_str())) {
+                needs.insert(gkey);
+            }
+        }
         h.push("Provides-Extra", extra.as_str());
-        h.push(
-            "Requires-Dist",
-            format!("{dist} == {version}; extra == \"{extra}\""),
-        );
+        for k in needs {
+            h.push(
+                "Requires-Dist",
+                format!("{} == {version}; extra == \"{extra}\"", dist(k)),
+            );
+        }
     }
+    let dists: Vec<(String, String)> = groups.keys().map(|k| (extra_name(k), dist(k))).collect();
     h.push("Provides-Extra", "device-all");
     for (_, dist) in &dists {
         h.push(
