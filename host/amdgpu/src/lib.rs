@@ -10,6 +10,8 @@
 //!   variants, the processor grammar ([`split_processor`]);
 //! - [`name`](find_target): target ids as spelled in file names (Tensile's
 //!   `gfx90a-xnack+`, CK's sanitized `gfx950_xnackp`, AMD's `gfx` tokens);
+//! - [`family`](bundle_key): ROCm's packaging hierarchy, target →
+//!   sub-family → family (rocm-bootstrap 0.3.0), and its dist names;
 //! - [`filter`](TargetFilter): which targets `--gpu-targets` and
 //!   `--exclude-arch` keep;
 //! - [`code_object`](Header): what a code object's ELF header says, from
@@ -35,6 +37,7 @@
 #![forbid(unsafe_code)]
 
 mod code_object;
+mod family;
 mod filter;
 mod generic;
 mod mach;
@@ -44,6 +47,10 @@ mod target;
 pub use code_object::{
     EF_AMDGPU_GENERIC_VERSION, EF_AMDGPU_GENERIC_VERSION_OFFSET, ELFOSABI_AMDGPU_HSA, EM_AMDGPU,
     FeatureState, HEADER_BYTES, Header, HeaderError, is_amdgpu_elf,
+};
+pub use family::{
+    FAMILIES, Family, Level, SUB_FAMILIES, SubFamily, bundle_key, dist_name, family, sub_family,
+    wildcard_key,
 };
 pub use filter::{TargetFilter, TargetPattern};
 pub use generic::{GENERIC_TABLE, covered_by, generic_for, is_generic};

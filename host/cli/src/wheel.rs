@@ -58,6 +58,30 @@ struct SplitArgs {
     handlers: HandlerArgs,
     #[command(flatten)]
     targets: TargetArgs,
+    /// Group device wheels by ROCm's packaging hierarchy (rocm-bootstrap
+    /// 0.3.0): `<prefix>-gfx1151`, `<prefix>-gfx115x` or `<prefix>-gfx11`;
+    /// the host wheel gets `device-<group>` and `device-all` extras.
+    /// Without it: one wheel per processor, no extras.
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    group: Option<Group>,
+}
+
+/// `--group` values.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Group {
+    Target,
+    SubFamily,
+    Family,
+}
+
+impl From<Group> for kpack_amdgpu::Level {
+    fn from(g: Group) -> Self {
+        match g {
+            Group::Target => kpack_amdgpu::Level::Target,
+            Group::SubFamily => kpack_amdgpu::Level::SubFamily,
+            Group::Family => kpack_amdgpu::Level::Family,
+        }
+    }
 }
 
 /// Run `kpack wheel`.
@@ -138,6 +162,7 @@ fn split(args: SplitArgs) -> CliResult {
         opts.limits.max_ratio = u64::MAX;
     }
     opts.targets = targets;
+    opts.group = args.group.map(Into::into);
 
     let start = std::time::Instant::now();
     let pool = args.archive.thread_pool()?;

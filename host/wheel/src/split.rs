@@ -49,6 +49,13 @@ pub struct WheelOptions<'a> {
     pub limits: Limits,
     /// Which GPU targets to keep (`--gpu-targets`, `--exclude-arch`).
     pub targets: kpack_amdgpu::TargetFilter,
+    /// Group device wheels by a level of ROCm's packaging hierarchy
+    /// (`--group`): one wheel `<device_prefix>-<dist name>` per target,
+    /// sub-family (`gfx110x`, `gfx12-5`) or family (`gfx11`), and the host
+    /// wheel's METADATA gains a `device-<dist name>` extra per device wheel
+    /// plus `device-all`. `None`: one wheel per processor and the host
+    /// METADATA unchanged (the behaviour before grouping existed).
+    pub group: Option<kpack_amdgpu::Level>,
 }
 
 impl std::fmt::Debug for WheelOptions<'_> {
@@ -64,6 +71,7 @@ impl std::fmt::Debug for WheelOptions<'_> {
             .field("force", &self.force)
             .field("limits", &self.limits)
             .field("targets", &self.targets)
+            .field("group", &self.group)
             .finish()
     }
 }
@@ -89,6 +97,7 @@ impl WheelOptions<'_> {
             force: false,
             limits: Limits::default(),
             targets: kpack_amdgpu::TargetFilter::default(),
+            group: None,
         }
     }
 }
@@ -111,8 +120,16 @@ pub struct WheelFile {
 /// One device wheel.
 #[derive(Debug, Clone, Serialize)]
 pub struct DeviceWheel {
-    /// GPU processor (`gfx90a`).
+    /// GPU processor (`gfx90a`), or the group's bundle key with
+    /// [`WheelOptions::group`] (`gfx110x`, `gfx12_5`).
     pub arch: String,
+    /// With [`WheelOptions::group`]: the processors in the wheel.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<String>,
+    /// With [`WheelOptions::group`]: the host wheel's extra that installs
+    /// it (`device-gfx110x`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra: Option<String>,
     /// The wheel.
     #[serde(flatten)]
     pub wheel: WheelFile,
@@ -475,13 +492,24 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         file: input_file.clone(),
         distribution: host_name.clone(),
         arch: None,
+        members: Vec::new(),
         dirs: host_dirs,
         entries: host_entries,
         generated: Vec::new(),
         record,
     }];
-    for arch in &archs {
-        let dist = format!("{device_prefix}-{arch}");
+    let groups = group_archs(&archs, opts.group, &mut warnings);
+    if opts.group.is_some() {
+        let path = format!("{}/METADATA", un.dist_info);
+        let text = host_metadata(&un.metadata, &groups, &device_prefix, &version).to_string();
+        let file = staging.path().join("host-METADATA");
+        std::fs::write(&file, text).map_err(|e| Error::io(&file, "cannot write", e))?;
+        if let Some(e) = jobs[0].entries.iter_mut().find(|e| e.path == path) {
+            e.src = Source::Disk(file);
+        }
+    }
+    for (key, members) in &groups {
+        let dist = format!("{device_prefix}-{}", kpack_amdgpu::dist_name(key));
         if !is_valid_name(&dist) {
             return Err(Error::invalid(
                 input,
@@ -494,22 +522,41 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         let data_dir = format!("{}.data", name.dist_stem());
         let dist_info = format!("{}.dist-info", name.dist_stem());
         let mut entries = Vec::new();
-        for scheme in SPLIT_SCHEMES {
-            for (rel, p) in list_files(&staging.path().join("dev").join(arch).join(scheme))? {
-                let host_path = Unpacked::wheel_path(&un.data_dir, scheme, &rel);
-                let mode = un.files.get(&host_path).map_or(0o644, |f| f.mode);
-                entries.push(Entry {
-                    path: Unpacked::wheel_path(&data_dir, scheme, &rel),
-                    src: Source::Disk(p),
-                    mode,
-                });
+        for arch in members {
+            for scheme in SPLIT_SCHEMES {
+                for (rel, p) in list_files(&staging.path().join("dev").join(arch).join(scheme))? {
+                    let host_path = Unpacked::wheel_path(&un.data_dir, scheme, &rel);
+                    let mode = un.files.get(&host_path).map_or(0o644, |f| f.mode);
+                    entries.push(Entry {
+                        path: Unpacked::wheel_path(&data_dir, scheme, &rel),
+                        src: Source::Disk(p),
+                        mode,
+                    });
+                }
             }
         }
         entries.sort_by_cached_key(|e| entry_order(&dist_info, &e.path));
+        // Two processors of one group writing the same path would make one
+        // silently win: refused, naming the path.
+        if let Some(w) = entries.windows(2).find(|w| w[0].path == w[1].path) {
+            return Err(Error::invalid(
+                input,
+                format!(
+                    "{} is written by two processors of device wheel {dist} ({}): group by target instead",
+                    w[0].path,
+                    members.join(", ")
+                ),
+            ));
+        }
+        let label = if members != std::slice::from_ref(key) {
+            format!("{key} ({})", members.join(", "))
+        } else {
+            key.clone()
+        };
         let generated = vec![
             (
                 format!("{dist_info}/METADATA"),
-                device_metadata(&dist, &host_name, &version, arch).to_string(),
+                device_metadata(&dist, &host_name, &version, &label).to_string(),
             ),
             (
                 format!("{dist_info}/WHEEL"),
@@ -519,7 +566,8 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         jobs.push(WheelJob {
             file: name.to_string(),
             distribution: dist,
-            arch: Some(arch.clone()),
+            arch: Some(key.clone()),
+            members: members.clone(),
             dirs: Vec::new(),
             entries,
             generated,
@@ -567,8 +615,15 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
                     .iter()
                     .map(|e| e.path.clone())
                     .partition(|p| p.ends_with(".kpack"));
+                let grouped = opts.group.is_some();
                 devices.push(DeviceWheel {
                     arch: arch.clone(),
+                    targets: if grouped {
+                        job.members.clone()
+                    } else {
+                        Vec::new()
+                    },
+                    extra: grouped.then(|| extra_name(arch)),
                     wheel: wf,
                     archives,
                     database_files,
@@ -604,6 +659,8 @@ struct WheelJob {
     file: String,
     distribution: String,
     arch: Option<String>,
+    /// Processors whose device trees go into the wheel.
+    members: Vec<String>,
     dirs: Vec<(String, u32)>,
     entries: Vec<Entry>,
     /// Generated dist-info files (already in order: METADATA, WHEEL).
@@ -643,6 +700,90 @@ impl WheelJob {
         let files = self.entries.len() + self.generated.len() + 1;
         Ok((w.finish(&self.record)?, files))
     }
+}
+
+/// Device wheels: bundle key → processors, in key order. Without grouping
+/// every processor is its own wheel. A processor rocm-bootstrap does not
+/// place (`gfx803`) keeps a wheel of its own, with a warning.
+fn group_archs(
+    archs: &BTreeSet<String>,
+    level: Option<kpack_amdgpu::Level>,
+    warnings: &mut Vec<String>,
+) -> BTreeMap<String, Vec<String>> {
+    let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for arch in archs {
+        let key = match level {
+            None => arch.clone(),
+            Some(l) => kpack_amdgpu::bundle_key(arch, l).unwrap_or_else(|| {
+                warnings.push(format!(
+                    "{arch} is in no {} of ROCm's packaging hierarchy: it gets a device wheel of its own",
+                    l.as_str()
+                ));
+                arch.clone()
+            }),
+        };
+        groups.entry(key).or_default().push(arch.clone());
+    }
+    groups
+}
+
+/// The host extra that installs the device wheel of bundle `key`.
+fn extra_name(key: &str) -> String {
+    format!("device-{}", kpack_amdgpu::dist_name(key))
+}
+
+/// The host wheel's METADATA with one `device-<dist name>` extra per
+/// device wheel and `device-all` for every one, each pinned to this
+/// release. Extras need core metadata 2.1.
+fn host_metadata(
+    metadata: &Headers,
+    groups: &BTreeMap<String, Vec<String>>,
+    device_prefix: &str,
+    version: &str,
+) -> Headers {
+    let mut h = Headers::new();
+    for (name, value) in metadata.fields() {
+        let old = name.eq_ignore_ascii_case("Metadata-Version") && value.starts_with("1.");
+        h.push(name, if old { "2.1" } else { value });
+    }
+    let dist = |k: &str| format!("{device_prefix}-{}", kpack_amdgpu::dist_name(k));
+    // A group's extra also pulls the wheels holding generic code that runs
+    // on its processors (`gfx11-generic` for `gfx110x` when grouping by
+    // sub-family): the loader falls back to it for kernels built generic only.
+    let generics: Vec<(&str, &str)> = groups
+        .iter()
+        .flat_map(|(k, ms)| ms.iter().map(move |m| (k.as_str(), m.as_str())))
+        .filter(|(_, m)| kpack_amdgpu::is_generic(m))
+        .collect();
+    for (key, members) in groups {
+        let extra = extra_name(key);
+        let mut needs = BTreeSet::from([key.as_str()]);
+        for (gkey, g) in &generics {
+            let covered = kpack_amdgpu::covered_by(g).unwrap_or_default();
+            if members.iter().any(|m| covered.contains(&m.as_str())) {
+                needs.insert(gkey);
+            }
+        }
+        h.push("Provides-Extra", extra.as_str());
+        for k in needs {
+            h.push(
+                "Requires-Dist",
+                format!("{} == {version}; extra == \"{extra}\"", dist(k)),
+            );
+        }
+    }
+    let dists: Vec<(String, String)> = groups.keys().map(|k| (extra_name(k), dist(k))).collect();
+    h.push("Provides-Extra", "device-all");
+    for (_, dist) in &dists {
+        h.push(
+            "Requires-Dist",
+            format!("{dist} == {version}; extra == \"device-all\""),
+        );
+    }
+    if let Some(b) = metadata.body() {
+        h.set_body(b);
+    }
+    h
 }
 
 /// METADATA of a device wheel: its own name, the host's version, and a

@@ -28,3 +28,4 @@ mod targets;
 mod util;
 mod verify_gpu;
 mod wheel;
+mod wheel_groups;

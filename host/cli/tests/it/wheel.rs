@@ -23,7 +23,7 @@ use crate::util::{KPACK, component_cache};
 const WHEEL: &str = "fatpkg-1.0-py3-none-linux_x86_64.whl";
 const HOST_DI: &str = "fatpkg-1.0.dist-info";
 
-fn kpack_env<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> Output {
+pub(crate) fn kpack_env<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(KPACK);
     cmd.args(args)
         .env("KPACK_PLUGIN_DIR", kpack_guests::DIR)
@@ -147,7 +147,7 @@ fn fat_files() -> BTreeMap<String, (Vec<u8>, u32)> {
 
 /// Write the fat wheel (deliberately unsorted, with real-looking mtimes and a
 /// directory entry) with a correct RECORD.
-fn build_fat_wheel(dir: &Path, files: &BTreeMap<String, (Vec<u8>, u32)>) -> PathBuf {
+pub(crate) fn build_fat_wheel(dir: &Path, files: &BTreeMap<String, (Vec<u8>, u32)>) -> PathBuf {
     let path = dir.join(WHEEL);
     let mut z = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
     let when = zip::DateTime::from_date_and_time(2024, 5, 6, 7, 8, 10).unwrap();
@@ -174,7 +174,7 @@ fn build_fat_wheel(dir: &Path, files: &BTreeMap<String, (Vec<u8>, u32)>) -> Path
 
 /// Every entry of a wheel: path → (bytes, unix mode); checks its RECORD
 /// lists exactly the entries with the right hashes and sizes.
-fn read_wheel(path: &Path) -> BTreeMap<String, (Vec<u8>, u32)> {
+pub(crate) fn read_wheel(path: &Path) -> BTreeMap<String, (Vec<u8>, u32)> {
     let mut z = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
     let mut out = BTreeMap::new();
     let mut order = Vec::new();
@@ -624,7 +624,7 @@ fn install_and_resolve(tmp: &Path, out: &Path) {
     );
 }
 
-fn walk_files(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn walk_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
