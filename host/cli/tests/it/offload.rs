@@ -46,6 +46,7 @@ fn tool(name: &str, args: &[&std::ffi::OsStr]) {
 }
 
 fn verify_ok(path: &Path) {
+    require_readelf();
     let out = kpack(["verify-elf".as_ref(), path.as_os_str()]);
     assert!(
         out.status.success(),
@@ -53,6 +54,20 @@ fn verify_ok(path: &Path) {
         path.display(),
         kpack_tests::stdout(&out),
         stderr(&out)
+    );
+}
+
+/// `verify-elf` drops its `readelf -lSW` cross-check when readelf is not
+/// installed; the suite must not pass with half the check, so a missing
+/// readelf fails (scripts/test.sh installs binutils).
+fn require_readelf() {
+    let ok = std::process::Command::new("readelf")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "readelf is required by the test suite (verify-elf's cross-check); run scripts/test.sh or install binutils"
     );
 }
 

@@ -392,6 +392,7 @@ fn plugins_list_shows_every_standard_handler() {
         );
     }
     let text = Env::new().run(&["plugins", "list"]);
+    assert!(text.status.success(), "{}", stderr(&text));
     let out = stdout(&text);
     assert!(out.starts_with("NAME"), "{out}");
     let rocblas = out.lines().find(|l| l.starts_with("rocblas ")).unwrap();
@@ -696,7 +697,9 @@ fn compiled_components_are_cached() {
         cached >= standard_handlers().len(),
         "{cached} compiled components cached"
     );
-    assert_eq!(stdout(&run()), stdout(&first));
+    let second = run();
+    assert!(second.status.success(), "{}", stderr(&second));
+    assert_eq!(stdout(&second), stdout(&first));
 }
 
 #[cfg(unix)]
@@ -724,6 +727,7 @@ fn external_subcommands_run_from_path_and_cannot_shadow_builtins() {
     assert_eq!(stdout(&o), "hello a b c\n");
 
     let o = env.run(&["plugins", "list"]);
+    assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         !stdout(&o).contains("shadowed"),
         "built-in `plugins` must win"
