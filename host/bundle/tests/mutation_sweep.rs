@@ -115,3 +115,22 @@ fn ccob_v1_zlib_survives_every_flip_and_truncation() {
     let c = deflate(&real_bundle(), 1, Method::Zlib, 6).expect("deflate");
     sweep(&c, 20, "CCOB v1 zlib");
 }
+
+/// A CCOB v2 zstd bundle as clang-19's bundler wrote it (not our writer):
+/// `libaxpy_small.so`'s `.hip_fatbin`.
+#[test]
+fn clang19_ccob_v2_survives_every_flip_and_truncation() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/clang19/libaxpy_small.so");
+    let bytes = std::fs::read(&path).expect("fixture libaxpy_small.so");
+    let obj = object::File::parse(&*bytes).expect("ELF");
+    let data = obj
+        .section_by_name(".hip_fatbin")
+        .expect(".hip_fatbin")
+        .data()
+        .expect("section data")
+        .to_vec();
+    assert_eq!(&data[..4], b"CCOB", "not a compressed bundle");
+    walk_checked(&data, "unmutated");
+    sweep(&data, 32, "clang-19 CCOB v2 zstd");
+}
