@@ -58,7 +58,12 @@ fn every_clang19_compressed_bundle_reads_as_clang_offload_bundler_unbundles_it()
     for name in ccob_fixtures() {
         let data = hip_fatbin(&name);
         let mut seen = 0;
-        let items = walk(&data, 0, data.len() as u64, WalkOptions { verify_hash: true });
+        let items = walk(
+            &data,
+            0,
+            data.len() as u64,
+            WalkOptions { verify_hash: true },
+        );
         for (bundle, item) in items.enumerate() {
             let item = item.unwrap_or_else(|e| panic!("{name}: {e}"));
             let Format::Compressed(h) = &item.format else {
@@ -73,7 +78,9 @@ fn every_clang19_compressed_bundle_reads_as_clang_offload_bundler_unbundles_it()
                 let bytes = item.read_entry(&data, i).unwrap();
                 let want = oracle
                     .get(&(name.clone(), bundle, target.clone()))
-                    .unwrap_or_else(|| panic!("{name}: bundle {bundle} {target} not in ORACLE.tsv"));
+                    .unwrap_or_else(|| {
+                        panic!("{name}: bundle {bundle} {target} not in ORACLE.tsv")
+                    });
                 assert_eq!(
                     (bytes.len() as u64, sha256_hex(&bytes)),
                     want.clone(),
@@ -89,7 +96,10 @@ fn every_clang19_compressed_bundle_reads_as_clang_offload_bundler_unbundles_it()
             }
         }
         let want = oracle.keys().filter(|(f, _, _)| *f == name).count();
-        assert_eq!(seen, want, "{name}: read {seen} code objects, the oracle has {want}");
+        assert_eq!(
+            seen, want,
+            "{name}: read {seen} code objects, the oracle has {want}"
+        );
         objects += seen;
     }
     // The entries column of INVENTORY.tsv summed over the CCOB fixtures.

@@ -120,8 +120,8 @@ fn ccob_v1_zlib_survives_every_flip_and_truncation() {
 /// `libaxpy_small.so`'s `.hip_fatbin`.
 #[test]
 fn clang19_ccob_v2_survives_every_flip_and_truncation() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/clang19/libaxpy_small.so");
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/clang19/libaxpy_small.so");
     let bytes = std::fs::read(&path).expect("fixture libaxpy_small.so");
     let obj = object::File::parse(&*bytes).expect("ELF");
     let data = obj

@@ -458,10 +458,11 @@ fn segments(bytes: &[u8]) -> Vec<Segment> {
 fn no_virtual_address_moves_except_the_removed_pages() {
     use object::elf::{PT_LOAD, PT_PHDR};
     use object::{Object, ObjectSection, ObjectSymbol};
-    let names = FAT_FIXTURES
-        .iter()
-        .map(|n| format!("corpus/{n}"))
-        .chain(CLANG19_FAT_FIXTURES.iter().map(|(n, _)| format!("clang19/{n}")));
+    let names = FAT_FIXTURES.iter().map(|n| format!("corpus/{n}")).chain(
+        CLANG19_FAT_FIXTURES
+            .iter()
+            .map(|(n, _)| format!("clang19/{n}")),
+    );
     let mut checked = 0;
     for rel in names {
         let input = fixture(&rel);
@@ -804,6 +805,107 @@ fn verify_elf_catches_the_program_headers_eu_strip_zeroes() {
             kpack_tests::stdout(&out).contains("program header table at 0x"),
             "{name}: {}",
             kpack_tests::stdout(&out)
+        );
+    }
+}
+
+/// `--compression none`, `--name`, `--key` and `--search-path`, each with
+/// its effect checked where it lands: the archives' file names and TOC
+/// scheme (read back with kpack-format), the TOC keys, and the marker as
+/// the stub HIP runtime reads it from each wrapper (what CLR would see).
+/// Against a default run on the same input, so a flag that is accepted
+/// but ignored fails.
+#[test]
+fn offload_name_key_search_path_and_compression_none_take_effect() {
+    let input = fixture("corpus/exe_axpy_2arch");
+    let run = |extra: &[&str]| {
+        let dir = tempfile::tempdir().unwrap();
+        let out_bin = dir.path().join("bin/app");
+        let archives = dir.path().join("lib/.kpack");
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "offload".as_ref(),
+            input.as_os_str(),
+            "-o".as_ref(),
+            out_bin.as_os_str(),
+            "--archives".as_ref(),
+            archives.as_os_str(),
+        ];
+        args.extend(extra.iter().map(|s| std::ffi::OsStr::new(*s)));
+        let out = kpack(args);
+        assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
+        let mut found: Vec<(String, kpack_format::Scheme, Vec<String>)> =
+            std::fs::read_dir(&archives)
+                .unwrap()
+                .map(|e| {
+                    let p = e.unwrap().path();
+                    let a = kpack_format::Archive::open(&p).unwrap();
+                    let mut keys: Vec<String> = a.entries().map(|e| e.key().to_string()).collect();
+                    keys.sort();
+                    (
+                        p.file_name().unwrap().to_string_lossy().into_owned(),
+                        a.scheme(),
+                        keys,
+                    )
+                })
+                .collect();
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        let (code, log) = run_under_stub(&out_bin);
+        assert_eq!(code, Some(0), "{extra:?}: {log:?}");
+        let markers: Vec<String> = log
+            .into_iter()
+            .filter(|l| l.starts_with("fatbin"))
+            .collect();
+        assert!(!markers.is_empty(), "{extra:?}: nothing registered");
+        (found, markers, dir)
+    };
+
+    let (default, default_markers, _d) = run(&[]);
+    let names: Vec<&str> = default.iter().map(|(n, _, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "exe_axpy_2arch_gfx1030.kpack",
+            "exe_axpy_2arch_gfx90a.kpack"
+        ]
+    );
+    for (n, scheme, keys) in &default {
+        assert_eq!(*scheme, kpack_format::Scheme::ZstdPerKernel, "{n}");
+        assert!(keys.iter().all(|k| k.starts_with("app#")), "{n}: {keys:?}");
+    }
+    for m in &default_markers {
+        assert!(
+            m.ends_with(" app ../lib/.kpack/exe_axpy_2arch_@GFXARCH@.kpack"),
+            "{m}"
+        );
+    }
+
+    let (custom, markers, _d) = run(&[
+        "--compression",
+        "none",
+        "--name",
+        "axpy",
+        "--key",
+        "libaxpy-key",
+        "--search-path",
+        "/opt/first/axpy_@GFXARCH@.kpack",
+        "--search-path",
+        "second/axpy_@GFXARCH@.kpack",
+    ]);
+    let names: Vec<&str> = custom.iter().map(|(n, _, _)| n.as_str()).collect();
+    assert_eq!(names, ["axpy_gfx1030.kpack", "axpy_gfx90a.kpack"]);
+    for ((n, scheme, keys), (_, _, default_keys)) in custom.iter().zip(&default) {
+        assert_eq!(*scheme, kpack_format::Scheme::None, "{n}");
+        let renamed: Vec<String> = default_keys
+            .iter()
+            .map(|k| k.replacen("app#", "libaxpy-key#", 1))
+            .collect();
+        assert_eq!(keys, &renamed, "{n}");
+    }
+    assert_eq!(markers.len(), default_markers.len());
+    for m in &markers {
+        assert!(
+            m.ends_with(" libaxpy-key /opt/first/axpy_@GFXARCH@.kpack second/axpy_@GFXARCH@.kpack"),
+            "{m}"
         );
     }
 }
