@@ -135,6 +135,9 @@ pub fn run(args: Args) -> CliResult {
 
     let start = std::time::Instant::now();
     let pool = args.archive.thread_pool()?;
+    // A run that fails leaves no empty output directory behind (only empty
+    // ones go: artifacts other inputs completed stay).
+    let created = crate::safety::CreatedDir::create(&args.output)?;
     let reports = pool.install(|| split_artifacts(&inputs, &args.output, &opts))?;
     if let Some(b) = &bar {
         b.finish_and_clear();
@@ -185,6 +188,9 @@ pub fn run(args: Args) -> CliResult {
             }
         }
         eprintln!("done in {:.2?}", start.elapsed());
+    }
+    if failed == 0 {
+        created.keep();
     }
     if failed > 0 {
         return Err(CliError::Failed(anyhow::anyhow!(
