@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark kpack inspect / extract --all / offload on Debian's real
-# librocsparse.so.0.1 (1.31 GB, 111 bundles x 8 targets), against `cp` of
+# librocsparse.so.0.1 (1.31 GB, 111 bundles x 7 GPU targets), against `cp` of
 # the same file. Prints wall time and peak RSS for each.
 #
 #   usage: bench/fatbin.sh [LIB]    (default: see bench/rocsparse.sh)

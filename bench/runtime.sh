@@ -4,10 +4,13 @@
 #     threads, NoOp and zstd), and cold open + first load on a synthesized
 #     >= 1 GB archive with its pages evicted from the cache.
 #  2. Real: `kpack offload` of Debian's librocsparse.so.0.1 (1.31 GB, 111
-#     wrappers, 8 targets), zstd and none, then a new cache's open + first
+#     wrappers x 7 GPU targets, 777 code objects), zstd and none, then a new cache's open + first
 #     load of the largest kernel for one device through the C ABI, page
 #     cache warm and with the archive's pages evicted.
-# Usage: bench/runtime.sh [BIG_MB]   (default 1100; needs ~3 GB free disk)
+# Usage: bench/runtime.sh [BIG_MB]   (default 1100)
+# Disk: the synthetic part needs ~1.2 GB (the BIG_MB archive, removed after);
+#      the librocsparse part ~1.4 GB at a time (the `none` archives), plus
+#      1.4 GB if the library has to be fetched: ~3 GB free covers both.
 # Env: ROCSPARSE=path to librocsparse.so.0.1 (default /work/corpus/debian/...,
 #      then the system copy, else `apt-get download librocsparse0`);
 #      BENCH_ARCH (device arch, default gfx90a:sramecc+:xnack- as an MI200 reports);

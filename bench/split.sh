@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # `kpack split` benchmark (not a test): one TheRock-style shard holding
-# Debian's librocsparse.so.0.1 (1.31 GB, 111 wrappers, 8 targets) plus a
+# Debian's librocsparse.so.0.1 (1.31 GB, 111 wrappers x 7 GPU targets,
+# 777 code objects) plus a
 # synthetic rocBLAS/hipBLASLt database tree of ~10 000 files, split with the
 # rocblas and hipblaslt handlers. Reports wall time and peak RSS
 # (/usr/bin/time -v) for zstd and uncompressed archives; AMD's Python tool
 # takes 264 s and 3.9 GB for librocsparse alone on this machine.
-# Usage: bench/split.sh            (needs ~3 GB free disk)
+# Usage: bench/split.sh            (needs ~3 GB free disk: the 1.3 GB shard,
+#      one split output at a time, and 1.4 GB more if librocsparse is fetched;
+#      the shard, outputs and any fetched package are removed on exit, the
+#      small time/json/verify reports stay in bench/out/split)
 # Env: ROCSPARSE=path (default /work/corpus/debian/librocsparse.so.0.1, then
 #      the system copy, else `apt-get download librocsparse0` + dpkg-deb -x);
 #      KPACK_BIN (a prebuilt release kpack; default: build it);
@@ -16,6 +20,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 work="${BENCH_DIR:-$PWD/bench/out/split}"
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 rm -rf "$work"; mkdir -p "$work"
+# The shard copies the 1.3 GB library: never leave it behind, also on failure.
+trap 'rm -rf "$work/shard" "$work/out-zstd" "$work/out-none" "$work/deb"' EXIT
 
 . bench/rocsparse.sh
 src=$(rocsparse_path "$work")

@@ -3,7 +3,7 @@
 # into fuzz/corpus/ (git-ignored; nothing large is committed).
 #   bundle:      the real bundle files, every fixture's .hip_fatbin, and
 #                CCOB v1/v2/v3 x zlib/zstd made with kpack_bundle::deflate
-#                (written by host/bundle/tests/mutation_sweep.rs);
+#                (written by host/bundle/examples/fuzz_seeds.rs);
 #   elf_offload: every fixture ELF / bundle file under 100 KB.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -12,8 +12,7 @@ fixtures="$root/tests/fixtures/corpus"
 
 mkdir -p "$here/corpus/bundle" "$here/corpus/elf_offload"
 (cd "$root" && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target-fuzz-seeds}" \
-    KPACK_FUZZ_SEEDS="$here/corpus/bundle" \
-    cargo test -q -p kpack-bundle --test mutation_sweep writes_fuzz_seeds)
+    cargo run -q -p kpack-bundle --example fuzz_seeds -- "$here/corpus/bundle")
 
 for f in "$fixtures"/*; do
     [ -f "$f" ] || continue

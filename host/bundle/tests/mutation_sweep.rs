@@ -4,9 +4,8 @@
 //! every error must name an offset inside the input. This keeps the
 //! fuzzers' guarantee in CI without a fuzzer.
 //!
-//! `KPACK_FUZZ_SEEDS=<dir> cargo test -p kpack-bundle --test mutation_sweep
-//! writes_fuzz_seeds` writes the `bundle` fuzz target's seed corpus
-//! (see `fuzz/seed.sh`).
+//! The `bundle` fuzz target's seed corpus is written by a tool,
+//! `cargo run -p kpack-bundle --example fuzz_seeds -- DIR` (see `fuzz/seed.sh`).
 
 #![allow(
     clippy::unwrap_used,
@@ -117,44 +116,21 @@ fn ccob_v1_zlib_survives_every_flip_and_truncation() {
     sweep(&c, 20, "CCOB v1 zlib");
 }
 
-/// Write the `bundle` fuzz target's seeds to `$KPACK_FUZZ_SEEDS` (a no-op
-/// without it): the real bundle files, each fixture's `.hip_fatbin`, and
-/// CCOB v1/v2/v3 x zlib/zstd of the real bundle.
+/// A CCOB v2 zstd bundle as clang-19's bundler wrote it (not our writer):
+/// `libaxpy_small.so`'s `.hip_fatbin`.
 #[test]
-fn writes_fuzz_seeds() {
-    let Some(dir) = std::env::var_os("KPACK_FUZZ_SEEDS") else {
-        return;
-    };
-    let dir = PathBuf::from(dir);
-    std::fs::create_dir_all(&dir).expect("seed dir");
-    let b = real_bundle();
-    std::fs::write(dir.join("kern_axpy_2arch.co"), &b).expect("write seed");
-    for version in 1..=3u16 {
-        for (method, name) in [(Method::Zlib, "zlib"), (Method::Zstd, "zstd")] {
-            let c = deflate(&b, version, method, 3).expect("deflate");
-            std::fs::write(dir.join(format!("ccob_v{version}_{name}.bin")), c).expect("write seed");
-        }
-    }
-    let mut names: Vec<_> = std::fs::read_dir(corpus())
-        .expect("corpus")
-        .map(|e| e.expect("entry").path())
-        .collect();
-    names.sort();
-    for path in names {
-        let Ok(bytes) = std::fs::read(&path) else {
-            continue;
-        };
-        let Ok(obj) = object::File::parse(&*bytes) else {
-            continue;
-        };
-        let Some(sec) = obj.section_by_name(".hip_fatbin") else {
-            continue;
-        };
-        let Ok(data) = sec.data() else { continue };
-        if data.is_empty() || data.len() > 256 << 10 {
-            continue;
-        }
-        let name = path.file_name().expect("file name").to_string_lossy();
-        std::fs::write(dir.join(format!("{name}.hip_fatbin")), data).expect("write seed");
-    }
+fn clang19_ccob_v2_survives_every_flip_and_truncation() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/clang19/libaxpy_small.so");
+    let bytes = std::fs::read(&path).expect("fixture libaxpy_small.so");
+    let obj = object::File::parse(&*bytes).expect("ELF");
+    let data = obj
+        .section_by_name(".hip_fatbin")
+        .expect(".hip_fatbin")
+        .data()
+        .expect("section data")
+        .to_vec();
+    assert_eq!(&data[..4], b"CCOB", "not a compressed bundle");
+    walk_checked(&data, "unmutated");
+    sweep(&data, 32, "clang-19 CCOB v2 zstd");
 }

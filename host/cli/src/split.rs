@@ -149,6 +149,9 @@ pub fn run(mut args: Args) -> CliResult {
 
     let start = std::time::Instant::now();
     let pool = args.archive.thread_pool()?;
+    // A run that fails leaves no empty output directory behind (only empty
+    // ones go: artifacts other inputs completed stay).
+    let created = crate::safety::CreatedDir::create(&args.output)?;
     let reports = pool.install(|| split_artifacts(&inputs, &args.output, &opts))?;
     if let Some(b) = &bar {
         b.finish_and_clear();
@@ -199,6 +202,9 @@ pub fn run(mut args: Args) -> CliResult {
             }
         }
         crate::ui::status(format_args!("done in {:.2?}", start.elapsed()));
+    }
+    if failed == 0 {
+        created.keep();
     }
     if failed > 0 {
         return Err(crate::exit::failed_after_document(anyhow::anyhow!(

@@ -387,3 +387,126 @@ fn missing_file_names_the_path_once_and_the_os_error_once() {
     assert_eq!(err.matches(os_line.as_str()).count(), 1, "{err}");
     assert!(err.starts_with("error: "), "{err}");
 }
+
+/// The real bundle's entries as (id, bytes), in file order.
+fn real_bundle_entries() -> Vec<(String, Vec<u8>)> {
+    let bytes = std::fs::read(fixture("corpus/kern_axpy_2arch.co")).unwrap();
+    let header = kpack_bundle::parse_bundle(&bytes, 0, bytes.len() as u64).unwrap();
+    header
+        .entries
+        .iter()
+        .map(|e| {
+            let (o, n) = (e.offset as usize, e.size as usize);
+            (e.id.raw().to_string(), bytes[o..o + n].to_vec())
+        })
+        .collect()
+}
+
+/// Runs `kpack inspect [--strict] FILE` on `bundle` written to a file.
+fn inspect_crafted(bundle: &[u8], strict: bool) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("crafted.co");
+    std::fs::write(&path, bundle).unwrap();
+    let mut args = vec!["inspect".as_ref(), path.as_os_str()];
+    if strict {
+        args.push("--strict".as_ref());
+    }
+    kpack(args)
+}
+
+/// Code objects whose bundle id disagrees with what they say about
+/// themselves (`e_flags`, `amdhsa.target`), crafted from the real bundle
+/// with kpack-bundle's writer: `inspect` warns naming the bundle, entry and
+/// the disagreement, exits 0, and `--strict` makes the same run exit 1. The
+/// untouched bundle, rewritten by the same writer, stays silent under
+/// `--strict` (so the writer is not what triggers the warnings).
+#[test]
+fn a_code_object_that_disagrees_with_its_bundle_id_warns_and_strict_exits_1() {
+    let entries = real_bundle_entries();
+    let ids: Vec<&str> = entries.iter().map(|(id, _)| id.as_str()).collect();
+    let co = |suffix: &str| {
+        entries
+            .iter()
+            .find(|(id, _)| id.ends_with(suffix))
+            .unwrap_or_else(|| panic!("no {suffix} in {ids:?}"))
+            .1
+            .clone()
+    };
+    let host: Vec<(String, Vec<u8>)> = entries
+        .iter()
+        .filter(|(id, _)| id.starts_with("host-"))
+        .cloned()
+        .collect();
+    let (gfx90a, gfx1030) = (co("--gfx90a"), co("--gfx1030"));
+    let write = |list: &[(&str, &[u8])]| {
+        let mut all: Vec<(&str, &[u8])> = host
+            .iter()
+            .map(|(i, b)| (i.as_str(), b.as_slice()))
+            .collect();
+        all.extend_from_slice(list);
+        kpack_bundle::write_bundle(&all, 4096)
+    };
+
+    let faithful = write(&[
+        ("hipv4-amdgcn-amd-amdhsa--gfx1030", &gfx1030),
+        ("hipv4-amdgcn-amd-amdhsa--gfx90a", &gfx90a),
+    ]);
+    let o = inspect_crafted(&faithful, true);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+
+    // amdhsa.target alone: patch the note's string in the gfx1030 object
+    // to name gfx1031 (same length, so the msgpack stays well-formed);
+    // e_flags still says gfx1030.
+    let mut patched = gfx1030.clone();
+    let needle = b"amdgcn-amd-amdhsa--gfx1030";
+    let at = patched
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("amdhsa.target in the gfx1030 object");
+    patched[at + needle.len() - 1] = b'1';
+
+    let cases: Vec<(&str, Vec<u8>, &[&str])> = vec![
+        (
+            "swapped ids",
+            write(&[
+                ("hipv4-amdgcn-amd-amdhsa--gfx1030", &gfx90a),
+                ("hipv4-amdgcn-amd-amdhsa--gfx90a", &gfx1030),
+            ]),
+            &[
+                "entry hipv4-amdgcn-amd-amdhsa--gfx1030: e_flags name processor gfx90a, the bundle id says gfx1030",
+                "entry hipv4-amdgcn-amd-amdhsa--gfx90a: e_flags name processor gfx1030, the bundle id says gfx90a",
+                "amdhsa.target is amdgcn-amd-amdhsa--gfx90a, the bundle id says gfx1030",
+            ],
+        ),
+        (
+            "xnack in the id, not in e_flags",
+            write(&[("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+", &gfx90a)]),
+            &["entry hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+: xnack is"],
+        ),
+        (
+            "amdhsa.target only",
+            write(&[("hipv4-amdgcn-amd-amdhsa--gfx1030", &patched)]),
+            &["amdhsa.target is amdgcn-amd-amdhsa--gfx1031, the bundle id says gfx1030"],
+        ),
+    ];
+    for (what, bundle, want) in cases {
+        let o = inspect_crafted(&bundle, false);
+        assert_eq!(o.status.code(), Some(0), "{what}: {}", stderr(&o));
+        let err = stderr(&o);
+        for w in want {
+            assert!(err.contains(w), "{what}: no {w:?} in\n{err}");
+        }
+        assert!(err.contains("crafted.co: bundle 0 entry "), "{what}: {err}");
+        let o = inspect_crafted(&bundle, true);
+        assert_eq!(o.status.code(), Some(1), "{what} --strict: {}", stderr(&o));
+
+        // The same bundle compressed (CCOB v2, zstd) warns the same way.
+        let ccob = kpack_bundle::deflate(&bundle, 2, kpack_bundle::Method::Zstd, 3).unwrap();
+        let o = inspect_crafted(&ccob, true);
+        assert_eq!(o.status.code(), Some(1), "{what} as CCOB: {}", stderr(&o));
+        for w in want {
+            assert!(stderr(&o).contains(w), "{what} as CCOB: no {w:?}");
+        }
+    }
+}

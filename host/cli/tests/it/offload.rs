@@ -46,6 +46,7 @@ fn tool(name: &str, args: &[&std::ffi::OsStr]) {
 }
 
 fn verify_ok(path: &Path) {
+    require_readelf();
     let out = kpack(["verify-elf".as_ref(), path.as_os_str()]);
     assert!(
         out.status.success(),
@@ -53,6 +54,20 @@ fn verify_ok(path: &Path) {
         path.display(),
         kpack_tests::stdout(&out),
         stderr(&out)
+    );
+}
+
+/// `verify-elf` drops its `readelf -lSW` cross-check when readelf is not
+/// installed; the suite must not pass with half the check, so a missing
+/// readelf fails (scripts/test.sh installs binutils).
+fn require_readelf() {
+    let ok = std::process::Command::new("readelf")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "readelf is required by the test suite (verify-elf's cross-check); run scripts/test.sh or install binutils"
     );
 }
 
@@ -398,21 +413,60 @@ fn every_clang19_fixture_offloads_verifies_survives_packaging_and_still_runs() {
     }
 }
 
+/// One program header, as compared across the transform.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Segment {
+    p_type: u32,
+    flags: u32,
+    vaddr: u64,
+    memsz: u64,
+    align: u64,
+}
+
+/// Every program header of an ELF file (32- or 64-bit, either endianness).
+fn segments(bytes: &[u8]) -> Vec<Segment> {
+    use object::read::elf::{ElfFile, FileHeader, ProgramHeader};
+    fn of<H: FileHeader>(bytes: &[u8]) -> Vec<Segment> {
+        let f = ElfFile::<H>::parse(bytes).unwrap();
+        let e = f.endian();
+        f.elf_program_headers()
+            .iter()
+            .map(|p| Segment {
+                p_type: p.p_type(e),
+                flags: p.p_flags(e),
+                vaddr: p.p_vaddr(e).into(),
+                memsz: p.p_memsz(e).into(),
+                align: p.p_align(e).into(),
+            })
+            .collect()
+    }
+    match object::FileKind::parse(bytes).unwrap() {
+        object::FileKind::Elf64 => of::<object::elf::FileHeader64<object::Endianness>>(bytes),
+        object::FileKind::Elf32 => of::<object::elf::FileHeader32<object::Endianness>>(bytes),
+        k => panic!("not ELF: {k:?}"),
+    }
+}
+
+/// The README's promise, on every fat fixture (corpus and clang-19): apart
+/// from `.hip_fatbin`'s pages, no virtual address changes. Every section
+/// keeps its address and size, every symbol (static and dynamic) its
+/// address, the entry point stays, and every program header except the
+/// moved `PT_PHDR` and the `PT_LOAD` holding `.hip_fatbin` is unchanged;
+/// that one becomes `PT_LOAD`s that start at its start, end at its end,
+/// stay inside it and grant no permission it did not.
 #[test]
 fn no_virtual_address_moves_except_the_removed_pages() {
+    use object::elf::{PT_LOAD, PT_PHDR};
     use object::{Object, ObjectSection, ObjectSymbol};
-    for name in [
-        "corpus/exe_2tu_wide",
-        "corpus/librdc_2arch.so",
-        "corpus/exe_axpy_2arch_nopie",
-        // Shared-page layout: an executable, an -fgpu-rdc library, aarch64.
-        "clang19/exe_axpy_ccob",
-        "clang19/librdc_ccob.so",
-        "clang19/libaxpy_aarch64_ccob.so",
-        "clang19/exe_axpy_aarch64",
-    ] {
-        let input = fixture(name);
-        let name = name.split_once('/').unwrap().1;
+    let names = FAT_FIXTURES.iter().map(|n| format!("corpus/{n}")).chain(
+        CLANG19_FAT_FIXTURES
+            .iter()
+            .map(|(n, _)| format!("clang19/{n}")),
+    );
+    let mut checked = 0;
+    for rel in names {
+        let input = fixture(&rel);
+        let name = rel.split_once('/').unwrap().1;
         let dir = tempfile::tempdir().unwrap();
         let out_bin = dir.path().join(name);
         let out = kpack([
@@ -423,42 +477,103 @@ fn no_virtual_address_moves_except_the_removed_pages() {
             "--archives".as_ref(),
             dir.path().as_os_str(),
         ]);
-        assert!(out.status.success(), "{}", stderr(&out));
-        let (a, b) = (
+        assert!(out.status.success(), "{rel}: {}", stderr(&out));
+        let (a_bytes, b_bytes) = (
             std::fs::read(&input).unwrap(),
             std::fs::read(&out_bin).unwrap(),
         );
         let (a, b) = (
-            object::File::parse(&*a).unwrap(),
-            object::File::parse(&*b).unwrap(),
+            object::File::parse(&*a_bytes).unwrap(),
+            object::File::parse(&*b_bytes).unwrap(),
         );
-        for s in a.sections() {
-            let name = s.name().unwrap();
-            if name == ".hip_fatbin" || s.address() == 0 {
-                continue;
-            }
-            let t = b
-                .section_by_name(name)
-                .unwrap_or_else(|| panic!("{name} lost"));
-            assert_eq!(
-                (s.address(), s.size()),
-                (t.address(), t.size()),
-                "section {name} moved"
-            );
-        }
-        let syms = |f: &object::File| {
-            f.dynamic_symbols()
-                .map(|s| (s.name().unwrap().to_string(), s.address()))
+
+        // Sections: every allocated one but .hip_fatbin, by name and index
+        // order (names such as `.text` may repeat in principle).
+        let fatbin = a.section_by_name(".hip_fatbin").unwrap();
+        let (fb_start, fb_end) = (fatbin.address(), fatbin.address() + fatbin.size());
+        let alloc = |f: &object::File| {
+            f.sections()
+                .filter(|s| s.address() != 0 && s.name() != Ok(".hip_fatbin"))
+                .filter(|s| !matches!(s.name(), Ok(".kpack.pad" | ".rocm_kpack_ref")))
+                .map(|s| (s.name().unwrap().to_string(), s.address(), s.size()))
                 .collect::<Vec<_>>()
         };
-        assert_eq!(syms(&a), syms(&b), "{name}: dynamic symbols changed");
-        assert_eq!(a.entry(), b.entry());
-        let fb = b.section_by_name(".hip_fatbin").unwrap();
-        assert!(
-            fb.file_range().is_none(),
-            "{name}: .hip_fatbin still has file bytes"
+        assert_eq!(alloc(&a), alloc(&b), "{rel}: section addresses changed");
+        assert!(!alloc(&a).is_empty(), "{rel}: no allocated sections read");
+
+        assert_eq!(a.entry(), b.entry(), "{rel}: entry point moved");
+
+        let syms = |it: &mut dyn Iterator<Item = object::Symbol<'_, '_>>| {
+            it.map(|s| (s.name().unwrap_or("").to_string(), s.address(), s.size()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            syms(&mut a.symbols()),
+            syms(&mut b.symbols()),
+            "{rel}: symbols changed"
         );
+        assert_eq!(
+            syms(&mut a.dynamic_symbols()),
+            syms(&mut b.dynamic_symbols()),
+            "{rel}: dynamic symbols changed"
+        );
+
+        // Segments.
+        let (sa, sb) = (segments(&a_bytes), segments(&b_bytes));
+        let holds_fatbin =
+            |s: &Segment| s.p_type == PT_LOAD && s.vaddr <= fb_start && fb_end <= s.vaddr + s.memsz;
+        let split: Vec<&Segment> = sa.iter().filter(|s| holds_fatbin(s)).collect();
+        assert_eq!(split.len(), 1, "{rel}: .hip_fatbin in {split:?}");
+        let split = *split[0];
+        let kept = |v: &[Segment]| {
+            v.iter()
+                .filter(|s| s.p_type != PT_PHDR)
+                .filter(|s| {
+                    !(s.p_type == PT_LOAD
+                        && split.vaddr <= s.vaddr
+                        && s.vaddr + s.memsz <= split.vaddr + split.memsz)
+                })
+                .copied()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(kept(&sa), kept(&sb), "{rel}: program headers changed");
+        let pieces: Vec<&Segment> = sb
+            .iter()
+            .filter(|s| {
+                s.p_type == PT_LOAD
+                    && split.vaddr <= s.vaddr
+                    && s.vaddr + s.memsz <= split.vaddr + split.memsz
+            })
+            .collect();
+        assert!(pieces.len() >= 2, "{rel}: {split:?} became {pieces:?}");
+        assert_eq!(pieces[0].vaddr, split.vaddr, "{rel}: {pieces:?}");
+        let last = pieces[pieces.len() - 1];
+        assert_eq!(
+            last.vaddr + last.memsz,
+            split.vaddr + split.memsz,
+            "{rel}: {pieces:?}"
+        );
+        // The pieces before and after keep the flags; the kpack segment
+        // (table and marker) may drop some (no X for data).
+        assert_eq!(pieces[0].flags, split.flags, "{rel}: {pieces:?}");
+        assert_eq!(last.flags, split.flags, "{rel}: {pieces:?}");
+        for p in &pieces {
+            assert_eq!(p.flags & !split.flags, 0, "{rel}: {p:?} from {split:?}");
+        }
+        let phdr_b: Vec<&Segment> = sb.iter().filter(|s| s.p_type == PT_PHDR).collect();
+        let phdr_a = sa.iter().filter(|s| s.p_type == PT_PHDR).count();
+        assert_eq!(phdr_b.len(), phdr_a, "{rel}: PT_PHDR count");
+        for p in phdr_b {
+            // The table moved to the start of its own PT_LOAD, inside the
+            // old segment's range.
+            assert!(
+                pieces.iter().any(|l| l.vaddr == p.vaddr),
+                "{rel}: PT_PHDR {p:?} not at the start of a PT_LOAD in {pieces:?}"
+            );
+        }
+        checked += 1;
     }
+    assert_eq!(checked, FAT_FIXTURES.len() + CLANG19_FAT_FIXTURES.len());
 }
 
 #[test]
@@ -690,6 +805,107 @@ fn verify_elf_catches_the_program_headers_eu_strip_zeroes() {
             kpack_tests::stdout(&out).contains("program header table at 0x"),
             "{name}: {}",
             kpack_tests::stdout(&out)
+        );
+    }
+}
+
+/// `--compression none`, `--name`, `--key` and `--search-path`, each with
+/// its effect checked where it lands: the archives' file names and TOC
+/// scheme (read back with kpack-format), the TOC keys, and the marker as
+/// the stub HIP runtime reads it from each wrapper (what CLR would see).
+/// Against a default run on the same input, so a flag that is accepted
+/// but ignored fails.
+#[test]
+fn offload_name_key_search_path_and_compression_none_take_effect() {
+    let input = fixture("corpus/exe_axpy_2arch");
+    let run = |extra: &[&str]| {
+        let dir = tempfile::tempdir().unwrap();
+        let out_bin = dir.path().join("bin/app");
+        let archives = dir.path().join("lib/.kpack");
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "offload".as_ref(),
+            input.as_os_str(),
+            "-o".as_ref(),
+            out_bin.as_os_str(),
+            "--archives".as_ref(),
+            archives.as_os_str(),
+        ];
+        args.extend(extra.iter().map(|s| std::ffi::OsStr::new(*s)));
+        let out = kpack(args);
+        assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
+        let mut found: Vec<(String, kpack_format::Scheme, Vec<String>)> =
+            std::fs::read_dir(&archives)
+                .unwrap()
+                .map(|e| {
+                    let p = e.unwrap().path();
+                    let a = kpack_format::Archive::open(&p).unwrap();
+                    let mut keys: Vec<String> = a.entries().map(|e| e.key().to_string()).collect();
+                    keys.sort();
+                    (
+                        p.file_name().unwrap().to_string_lossy().into_owned(),
+                        a.scheme(),
+                        keys,
+                    )
+                })
+                .collect();
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        let (code, log) = run_under_stub(&out_bin);
+        assert_eq!(code, Some(0), "{extra:?}: {log:?}");
+        let markers: Vec<String> = log
+            .into_iter()
+            .filter(|l| l.starts_with("fatbin"))
+            .collect();
+        assert!(!markers.is_empty(), "{extra:?}: nothing registered");
+        (found, markers, dir)
+    };
+
+    let (default, default_markers, _d) = run(&[]);
+    let names: Vec<&str> = default.iter().map(|(n, _, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "exe_axpy_2arch_gfx1030.kpack",
+            "exe_axpy_2arch_gfx90a.kpack"
+        ]
+    );
+    for (n, scheme, keys) in &default {
+        assert_eq!(*scheme, kpack_format::Scheme::ZstdPerKernel, "{n}");
+        assert!(keys.iter().all(|k| k.starts_with("app#")), "{n}: {keys:?}");
+    }
+    for m in &default_markers {
+        assert!(
+            m.ends_with(" app ../lib/.kpack/exe_axpy_2arch_@GFXARCH@.kpack"),
+            "{m}"
+        );
+    }
+
+    let (custom, markers, _d) = run(&[
+        "--compression",
+        "none",
+        "--name",
+        "axpy",
+        "--key",
+        "libaxpy-key",
+        "--search-path",
+        "/opt/first/axpy_@GFXARCH@.kpack",
+        "--search-path",
+        "second/axpy_@GFXARCH@.kpack",
+    ]);
+    let names: Vec<&str> = custom.iter().map(|(n, _, _)| n.as_str()).collect();
+    assert_eq!(names, ["axpy_gfx1030.kpack", "axpy_gfx90a.kpack"]);
+    for ((n, scheme, keys), (_, _, default_keys)) in custom.iter().zip(&default) {
+        assert_eq!(*scheme, kpack_format::Scheme::None, "{n}");
+        let renamed: Vec<String> = default_keys
+            .iter()
+            .map(|k| k.replacen("app#", "libaxpy-key#", 1))
+            .collect();
+        assert_eq!(keys, &renamed, "{n}");
+    }
+    assert_eq!(markers.len(), default_markers.len());
+    for m in &markers {
+        assert!(
+            m.ends_with(" libaxpy-key /opt/first/axpy_@GFXARCH@.kpack second/axpy_@GFXARCH@.kpack"),
+            "{m}"
         );
     }
 }

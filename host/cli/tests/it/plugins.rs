@@ -11,8 +11,9 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use kpack_guests::{
-    GUEST_ALLOC_4G, GUEST_DEMO_1_2, GUEST_DEMO_1_3, GUEST_DEMO_2_0, GUEST_LOOP_FOREVER,
-    GUEST_OPEN_FILE, GUEST_PINNED_1_0, GUEST_TRAP, GUEST_WIT_2, HANDLER_ROCBLAS, HANDLERS,
+    GUEST_ALLOC_4G, GUEST_AMBIENT, GUEST_DEMO_1_2, GUEST_DEMO_1_3, GUEST_DEMO_2_0,
+    GUEST_LOOP_FOREVER, GUEST_OPEN_FILE, GUEST_PINNED_1_0, GUEST_TRAP, GUEST_WIT_2,
+    HANDLER_ROCBLAS, HANDLERS,
 };
 use kpack_tests::{sha256_hex, stderr, stdout};
 
@@ -27,6 +28,7 @@ mod guest_tests {
     pub(super) use super::guest_that_allocates_4gb_hits_the_memory_cap as alloc_4g;
     pub(super) use super::guest_that_loops_forever_times_out as loop_forever;
     pub(super) use super::guest_that_panics_is_reported_with_its_message as trap;
+    pub(super) use super::guest_that_reads_the_clock_is_stopped as ambient;
     pub(super) use super::guest_that_writes_a_file_is_stopped_before_writing as open_file;
     pub(super) use super::registry_resolves_semver_skips_yanked_and_verifies_checksums as demo_1_2;
     pub(super) use super::registry_resolves_semver_skips_yanked_and_verifies_checksums as demo_1_3;
@@ -392,6 +394,7 @@ fn plugins_list_shows_every_standard_handler() {
         );
     }
     let text = Env::new().run(&["plugins", "list"]);
+    assert!(text.status.success(), "{}", stderr(&text));
     let out = stdout(&text);
     assert!(out.starts_with("NAME"), "{out}");
     let rocblas = out.lines().find(|l| l.starts_with("rocblas ")).unwrap();
@@ -484,6 +487,43 @@ fn guest_that_writes_a_file_is_stopped_before_writing() {
         "{err}"
     );
     assert!(!escape.exists(), "the guest wrote {}", escape.display());
+}
+
+/// Runs the `ambient` guest on one file named after `capability` and
+/// returns the error; the guest must be stopped by the sandbox, with the
+/// WASI interface it reached for named.
+fn ambient_is_stopped(capability: &str, interface: &str) {
+    let tree = tempfile::tempdir().unwrap();
+    write(tree.path(), &format!("lib/{capability}.co"), b"x");
+    let err = stopped(GUEST_AMBIENT, tree.path());
+    assert!(
+        err.contains("handler ambient 0.1.0 (kpack:handler@1.1.0) was stopped"),
+        "{capability}: {err}"
+    );
+    assert!(
+        err.contains("sandbox does not provide") && err.contains(interface),
+        "{capability}: {err}"
+    );
+}
+
+#[test]
+fn guest_that_reads_the_clock_is_stopped() {
+    ambient_is_stopped("clock", "wasi:clocks/");
+}
+
+#[test]
+fn guest_that_reads_the_environment_is_stopped() {
+    ambient_is_stopped("env", "wasi:cli/environment");
+}
+
+#[test]
+fn guest_that_asks_for_randomness_is_stopped() {
+    ambient_is_stopped("random", "wasi:random/");
+}
+
+#[test]
+fn guest_that_opens_a_socket_is_stopped() {
+    ambient_is_stopped("net", "wasi:sockets/");
 }
 
 #[test]
@@ -696,7 +736,9 @@ fn compiled_components_are_cached() {
         cached >= standard_handlers().len(),
         "{cached} compiled components cached"
     );
-    assert_eq!(stdout(&run()), stdout(&first));
+    let second = run();
+    assert!(second.status.success(), "{}", stderr(&second));
+    assert_eq!(stdout(&second), stdout(&first));
 }
 
 #[cfg(unix)]
@@ -724,6 +766,7 @@ fn external_subcommands_run_from_path_and_cannot_shadow_builtins() {
     assert_eq!(stdout(&o), "hello a b c\n");
 
     let o = env.run(&["plugins", "list"]);
+    assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         !stdout(&o).contains("shadowed"),
         "built-in `plugins` must win"

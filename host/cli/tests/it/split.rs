@@ -605,3 +605,49 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// A split that fails (here: its manifest is a symlink, which is never
+/// followed) leaves no output behind: not the staging directory, not the
+/// output directory or the parents it created; a directory that existed
+/// before stays.
+#[cfg(unix)]
+#[test]
+fn a_failed_split_removes_the_output_directories_it_created() {
+    let tmp = tempfile::tempdir().unwrap();
+    let art = tmp.path().join("blas_lib_gfx90a");
+    std::fs::create_dir_all(art.join("stage/lib")).unwrap();
+    write(&art.join("stage/lib/a.txt"), b"x");
+    std::os::unix::fs::symlink("stage/lib/a.txt", art.join("artifact_manifest.txt")).unwrap();
+    let out = tmp.path().join("new/deep/out");
+    let o = run_kpack(&["split", art.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("artifact_manifest.txt"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        !tmp.path().join("new").exists(),
+        "left {:?}",
+        walk(&tmp.path().join("new"))
+    );
+
+    let existing = tmp.path().join("existing");
+    std::fs::create_dir(&existing).unwrap();
+    let o = run_kpack(&[
+        "split",
+        art.to_str().unwrap(),
+        "-o",
+        existing.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        existing.is_dir(),
+        "a directory the run did not create went away"
+    );
+    assert_eq!(
+        std::fs::read_dir(&existing).unwrap().count(),
+        0,
+        "staging left behind"
+    );
+}
