@@ -11,20 +11,20 @@ Compatibility with AMD's rocm-kpack flags (split_artifacts): also accepted, \
 hidden from this list: --artifact-dir D --artifact-prefix P (= D --component P: \
 output P_generic, P_<arch>), --batch-artifact-parent-dir D (= --batch D), \
 --output-dir O (= -o O; an existing directory is fine, existing artifacts in it \
-are never replaced), --tmp-dir, --verbose, --clang-offload-bundler (ignored: \
+are never replaced), --tmp-dir, --clang-offload-bundler (ignored: \
 kpack stages inside the output and needs no bundler). Exit codes stay 0/1/2.";
 
 /// The "Compatibility" paragraph of `kpack recombine --help`.
 pub const RECOMBINE_HELP: &str = "\
 Compatibility with AMD's rocm-kpack flags (recombine_artifacts): also accepted, \
 hidden from this list: --input-shards-dir D (= SHARDS), --output-dir O (= -o O), \
---component C (recombine only that component), --verbose. \
+--component C (recombine only that component). \
 Exit codes stay 0/1/2.";
 
 /// The "Compatibility" paragraph of `kpack verify --help`.
 pub const VERIFY_HELP: &str = "\
 Compatibility with AMD's rocm-kpack flags (verify_artifacts): also accepted, \
-hidden from this list: --artifacts-dir D (= DIR), --verbose, \
+hidden from this list: --artifacts-dir D (= DIR), \
 --clang-offload-bundler (ignored: kpack needs no bundler). Exit codes stay 0/1/2.";
 
 /// AMD's flags that change nothing here.
@@ -34,9 +34,6 @@ pub struct Ignored {
     /// the output directory instead.
     #[arg(long, value_name = "DIR", hide = true)]
     tmp_dir: Option<PathBuf>,
-    /// AMD's chattier output; kpack's is the same either way.
-    #[arg(long, hide = true)]
-    verbose: bool,
     /// AMD's path to clang-offload-bundler; kpack reads bundles itself.
     #[arg(long, value_name = "PATH", hide = true)]
     clang_offload_bundler: Option<PathBuf>,
@@ -44,7 +41,7 @@ pub struct Ignored {
 
 impl Ignored {
     /// Say on stderr which of AMD's flags were given and are ignored
-    /// (`--verbose` only changes how much AMD prints: nothing to say).
+    /// (AMD's `--verbose` is kpack's own global `-v/--verbose`).
     pub fn note(&self) {
         if let Some(p) = &self.clang_offload_bundler {
             eprintln!(
