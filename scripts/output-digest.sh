@@ -6,8 +6,8 @@
 #
 #   scripts/output-digest.sh [KPACK_BIN] > digest.txt
 #
-# KPACK_BIN defaults to target/debug/kpack; KPACK_PLUGIN_DIR is passed on
-# (split runs the rocblas handler when it is set).
+# KPACK_BIN defaults to target/debug/kpack; split runs the rocblas handler
+# (embedded in the binary; KPACK_PLUGIN_DIR, if set, is passed on).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -38,9 +38,7 @@ cp "$fix/exe_2tu_wide" "$art/stage/lib/rocblas-bench"
 printf '// header\n' >"$art/stage/include/rocblas.h"
 printf 'tensile gfx90a' >"$art/stage/lib/rocblas/library/TensileLibrary_gfx90a.co"
 printf 'generic index' >"$art/stage/lib/rocblas/library/TensileLibrary.dat"
-dbs=()
-[ -n "${KPACK_PLUGIN_DIR:-}" ] && dbs=(--split-databases rocblas)
-"$kpack" split "$art" -o "$work/split" "${dbs[@]}" >/dev/null
+"$kpack" split "$art" -o "$work/split" --split-databases rocblas >/dev/null
 
 # 3. wheel split of a fat wheel holding two fixture libraries.
 python3 - "$work/wheel-in" "$fix" <<'PY'
