@@ -192,15 +192,7 @@ pub fn run(args: Args) -> CliResult {
             );
             println!("  {code_objects} code objects for {}", targets.join(", "));
             print_excluded(excluded);
-            for (_, w) in &written {
-                let shown = relative_path(&std::env::current_dir().unwrap_or_default(), &w.path);
-                println!(
-                    "  {}\t{} entries\t{} bytes",
-                    shown.display(),
-                    w.entries,
-                    w.file_size
-                );
-            }
+            print_archives(&written);
         }
     }
     Ok(())

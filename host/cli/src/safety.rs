@@ -23,31 +23,13 @@ pub fn regular_file(path: &Path) -> anyhow::Result<()> {
     let meta =
         std::fs::metadata(path).with_context(|| format!("{}: cannot open", path.display()))?;
     if !meta.is_file() {
-        bail!("{}: not a regular file ({})", path.display(), kind(&meta));
+        bail!(
+            "{}: not a regular file ({})",
+            path.display(),
+            kpack_format::file_kind(&meta)
+        );
     }
     Ok(())
-}
-
-fn kind(meta: &std::fs::Metadata) -> &'static str {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        let t = meta.file_type();
-        if t.is_fifo() {
-            return "a FIFO";
-        }
-        if t.is_socket() {
-            return "a socket";
-        }
-        if t.is_block_device() || t.is_char_device() {
-            return "a device";
-        }
-    }
-    if meta.is_dir() {
-        "a directory"
-    } else {
-        "not a file"
-    }
 }
 
 /// Refuse when `output` is `input` itself, through any path or hard link

@@ -73,7 +73,7 @@ mod write;
 
 pub use error::{Error, ErrorKind, Result, error_chain};
 pub use marker::{MARKER_MAX_LEN, Marker, MarkerProblem};
-pub use read::{Archive, Entry, Scheme};
+pub use read::{Archive, Entry, Scheme, file_kind};
 pub use tempname::{
     TEMP_PREFIX, is_stale_temp, remove_stale_temps, stale_temps, temp_owner, temp_prefix,
 };

@@ -357,8 +357,9 @@ fn decompress(frame: &[u8], entry: &Entry) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// What kind of file `meta` describes, for messages.
-fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+/// What kind of file `meta` describes, for messages ("a FIFO", "a
+/// directory", ...).
+pub fn file_kind(meta: &std::fs::Metadata) -> &'static str {
     #[cfg(unix)]
     {
         use std::os::unix::fs::FileTypeExt;
