@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use kpack_tests::{fixture, stderr};
 
@@ -88,11 +88,29 @@ fn offload_name_cannot_leave_the_archive_directory() {
     assert!(names(&d).is_empty(), "{:?}", names(&d));
 }
 
+/// `kpack ARGS` with `--force` appended when `force`.
+fn with_force(mut args: Vec<std::ffi::OsString>, force: bool) -> Output {
+    if force {
+        args.push("--force".into());
+    }
+    kpack(args)
+}
+
+/// A command that writes: the first run succeeds, a second one over its
+/// output is refused (exit 2, naming `--force`), and `--force` succeeds.
+fn assert_second_run_needs_force(run: impl Fn(bool) -> Output) {
+    assert_eq!(code(&run(false)), Some(0));
+    let o = run(false);
+    assert_eq!(code(&o), Some(2));
+    assert!(stderr(&o).contains("--force"), "{}", stderr(&o));
+    assert_eq!(code(&run(true)), Some(0));
+}
+
 #[test]
 fn existing_outputs_need_force_in_every_command() {
     let d = tmp("force");
     let offload = |force: bool| {
-        let mut args = vec![
+        let args = vec![
             "offload".into(),
             fixture(FAT).into_os_string(),
             "-o".into(),
@@ -100,10 +118,7 @@ fn existing_outputs_need_force_in_every_command() {
             "--archives".into(),
             d.join("arch").into_os_string(),
         ];
-        if force {
-            args.push("--force".into());
-        }
-        kpack(args)
+        with_force(args, force)
     };
     assert_eq!(code(&offload(false)), Some(0));
     let again = offload(false);
@@ -121,57 +136,38 @@ fn existing_outputs_need_force_in_every_command() {
     assert!(!d.join("out.so").exists());
     assert_eq!(code(&offload(true)), Some(0));
 
-    let extract = |force: bool| {
-        let mut args = vec![
+    assert_second_run_needs_force(|force| {
+        let args = vec![
             "extract".into(),
             fixture(FAT).into_os_string(),
             "--all".into(),
             "-o".into(),
             d.join("ext").into_os_string(),
         ];
-        if force {
-            args.push("--force".into());
-        }
-        kpack(args)
-    };
-    assert_eq!(code(&extract(false)), Some(0));
-    let o = extract(false);
-    assert_eq!(code(&o), Some(2));
-    assert!(stderr(&o).contains("--force"), "{}", stderr(&o));
-    assert_eq!(code(&extract(true)), Some(0));
+        with_force(args, force)
+    });
 
     let archive = d.join("arch").join(&names(&d.join("arch"))[0]);
-    let aext = |force: bool| {
-        let mut args = vec![
+    assert_second_run_needs_force(|force| {
+        let args = vec![
             "archive".into(),
             "extract".into(),
             archive.clone().into_os_string(),
             "-o".into(),
             d.join("aext").into_os_string(),
         ];
-        if force {
-            args.push("--force".into());
-        }
-        kpack(args)
-    };
-    assert_eq!(code(&aext(false)), Some(0));
-    let o = aext(false);
-    assert_eq!(code(&o), Some(2));
-    assert!(stderr(&o).contains("--force"), "{}", stderr(&o));
-    assert_eq!(code(&aext(true)), Some(0));
+        with_force(args, force)
+    });
 
     let pack = |force: bool| {
-        let mut args = vec![
+        let args = vec![
             "archive".into(),
             "pack".into(),
             d.join("aext").into_os_string(),
             "-o".into(),
             d.join("packed.kpack").into_os_string(),
         ];
-        if force {
-            args.push("--force".into());
-        }
-        kpack(args)
+        with_force(args, force)
     };
     assert_eq!(code(&pack(false)), Some(0));
     assert_eq!(code(&pack(false)), Some(2));

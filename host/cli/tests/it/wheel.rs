@@ -566,19 +566,7 @@ fn install_and_resolve(tmp: &Path, out: &Path) {
     assert_eq!(resolved, 5);
 
     // `kpack verify` on the installed tree reaches the same verdict.
-    let o = Command::new(KPACK)
-        .args(["verify", "--json"])
-        .arg(&site)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "kpack verify {}:\n{}{}",
-        site.display(),
-        stdout(&o),
-        stderr(&o)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = verify_json(&site);
     assert_eq!(v["report"]["resolved"], 5, "{v}");
     assert_eq!(v["report"]["binaries"], 3, "{v}");
     // One installed package: its archives are outside it (in
@@ -819,4 +807,21 @@ fn refuses_to_split_its_own_host_and_device_wheels() {
             .unwrap_or_default();
         assert!(left.is_empty(), "{left:?}");
     }
+}
+
+/// `kpack verify --json DIR`, which must pass; its parsed report.
+pub(crate) fn verify_json(dir: &Path) -> serde_json::Value {
+    let o = Command::new(KPACK)
+        .args(["verify", "--json"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "kpack verify {}:\n{}{}",
+        dir.display(),
+        stdout(&o),
+        stderr(&o)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
 }

@@ -9,7 +9,7 @@ use std::process::Command;
 use kpack_tests::{fixture, stderr, stdout};
 
 use crate::util::KPACK;
-use crate::wheel::{build_fat_wheel, kpack_env, read_wheel, walk_files};
+use crate::wheel::{build_fat_wheel, kpack_env, read_wheel, verify_json, walk_files};
 
 const WHEEL: &str = "fatpkg-1.0-py3-none-linux_x86_64.whl";
 const HOST_DI: &str = "fatpkg-1.0.dist-info";
@@ -265,19 +265,7 @@ fn pip_installs_exactly_the_wheels_of_one_sub_family() {
         "{kpacks:?}"
     );
     // Every marker resolves for every processor the installed wheels hold.
-    let o = Command::new(KPACK)
-        .args(["verify", "--json"])
-        .arg(&site)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "kpack verify {}:\n{}{}",
-        site.display(),
-        stdout(&o),
-        stderr(&o)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = verify_json(&site);
     assert_eq!(v["report"]["binaries"], 3, "{v}");
     // The runtime's own resolution for a gfx1100 finds every kernel.
     let o = Command::new(KPACK)
