@@ -8,6 +8,7 @@
 )]
 
 mod amd_flags;
+mod auditwheel;
 mod archive;
 mod embedded;
 mod generic_strict;
