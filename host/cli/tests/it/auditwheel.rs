@@ -187,5 +187,9 @@ fn splits_a_wheel_repaired_by_auditwheel() {
             .unwrap();
         assert!(o.status.success(), "verify --gpu {gpu}:\n{}{}", stdout(&o), stderr(&o));
         assert!(stdout(&o).contains(&format!("fatpkg.libs/{stem}")), "{}", stdout(&o));
+        // The stub HIP runtime loads every kernel of both libraries through
+        // the installed markers, byte-equal to clang-offload-bundler's.
+        crate::runtime_e2e::assert_loads("libaxpy_2arch.so", &site.join(&grafted), gpu, gpu);
+        crate::runtime_e2e::assert_loads("lib2tu_2arch.so", &site.join("fatpkg/lib/lib2tu.so"), gpu, gpu);
     }
 }
