@@ -191,7 +191,14 @@ pub fn explain_gpu(dirs: &[PathBuf], gpu: &str) -> Result<GpuReport> {
             prefixes.retain(|p| prefix_link(generic, p).is_none());
             let marked = check_host_files(generic, &prefixes, false, &mut ignored)?;
             let hint = |_: &Path| Some(artifact_hint(&record_dir, component, members, gpu));
-            explain(view.path(), generic, &marked, &arch_list, &hint, &mut report);
+            explain(
+                view.path(),
+                generic,
+                &marked,
+                &arch_list,
+                &hint,
+                &mut report,
+            );
         }
     }
     report.binaries.sort_by(|a, b| a.path.cmp(&b.path));
@@ -308,9 +315,15 @@ struct Owner {
 fn owner_of(bin: &Path) -> Option<Owner> {
     let real = std::fs::canonicalize(bin).ok()?;
     for site in real.ancestors().skip(1).take(8) {
-        let Ok(rel) = real.strip_prefix(site) else { continue };
-        let rel = rel.to_string_lossy().replace(std::path::MAIN_SEPARATOR, "/");
-        let Ok(entries) = std::fs::read_dir(site) else { continue };
+        let Ok(rel) = real.strip_prefix(site) else {
+            continue;
+        };
+        let rel = rel
+            .to_string_lossy()
+            .replace(std::path::MAIN_SEPARATOR, "/");
+        let Ok(entries) = std::fs::read_dir(site) else {
+            continue;
+        };
         let mut infos: Vec<PathBuf> = entries
             .filter_map(|e| e.ok())
             .map(|e| e.path())
@@ -318,8 +331,13 @@ fn owner_of(bin: &Path) -> Option<Owner> {
             .collect();
         infos.sort();
         for di in infos {
-            let Ok(record) = std::fs::read_to_string(di.join("RECORD")) else { continue };
-            if !record.lines().any(|l| l.split(',').next() == Some(rel.as_str())) {
+            let Ok(record) = std::fs::read_to_string(di.join("RECORD")) else {
+                continue;
+            };
+            if !record
+                .lines()
+                .any(|l| l.split(',').next() == Some(rel.as_str()))
+            {
                 continue;
             }
             let meta = std::fs::read_to_string(di.join("METADATA")).ok()?;

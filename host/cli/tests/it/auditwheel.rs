@@ -47,14 +47,23 @@ fn unrepaired_wheel(dir: &Path, ext: &Path) -> PathBuf {
     assert!(o.status.success(), "cc:\n{}", stderr(&o));
     let mut f: BTreeMap<String, (Vec<u8>, u32)> = BTreeMap::new();
     f.insert("fatpkg/__init__.py".into(), (Vec::new(), 0o644));
-    f.insert("fatpkg/_ext.so".into(), (std::fs::read(&module).unwrap(), 0o755));
+    f.insert(
+        "fatpkg/_ext.so".into(),
+        (std::fs::read(&module).unwrap(), 0o755),
+    );
     f.insert(
         "fatpkg/lib/lib2tu.so".into(),
-        (std::fs::read(fixture("corpus/lib2tu_2arch.so")).unwrap(), 0o755),
+        (
+            std::fs::read(fixture("corpus/lib2tu_2arch.so")).unwrap(),
+            0o755,
+        ),
     );
     f.insert(
         "fatpkg-1.0.dist-info/METADATA".into(),
-        (b"Metadata-Version: 2.1\nName: fatpkg\nVersion: 1.0\n".to_vec(), 0o644),
+        (
+            b"Metadata-Version: 2.1\nName: fatpkg\nVersion: 1.0\n".to_vec(),
+            0o644,
+        ),
     );
     f.insert(
         "fatpkg-1.0.dist-info/WHEEL".into(),
@@ -69,7 +78,11 @@ fn unrepaired_wheel(dir: &Path, ext: &Path) -> PathBuf {
 /// the manylinux_2_5 policy.
 fn repair(wheel: &Path, ext: &Path, out: &Path) -> PathBuf {
     let bin = auditwheel_bin();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let o = Command::new(bin.join("auditwheel"))
         .args(["repair", "--exclude", "libamdhip64.so.5", "-w"])
         .arg(out)
@@ -78,7 +91,12 @@ fn repair(wheel: &Path, ext: &Path, out: &Path) -> PathBuf {
         .env("LD_LIBRARY_PATH", ext)
         .output()
         .unwrap();
-    assert!(o.status.success(), "auditwheel repair:\n{}{}", stdout(&o), stderr(&o));
+    assert!(
+        o.status.success(),
+        "auditwheel repair:\n{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
     let mut wheels: Vec<PathBuf> = std::fs::read_dir(out)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -185,11 +203,25 @@ fn splits_a_wheel_repaired_by_auditwheel() {
             .arg(&site)
             .output()
             .unwrap();
-        assert!(o.status.success(), "verify --gpu {gpu}:\n{}{}", stdout(&o), stderr(&o));
-        assert!(stdout(&o).contains(&format!("fatpkg.libs/{stem}")), "{}", stdout(&o));
+        assert!(
+            o.status.success(),
+            "verify --gpu {gpu}:\n{}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+        assert!(
+            stdout(&o).contains(&format!("fatpkg.libs/{stem}")),
+            "{}",
+            stdout(&o)
+        );
         // The stub HIP runtime loads every kernel of both libraries through
         // the installed markers, byte-equal to clang-offload-bundler's.
         crate::runtime_e2e::assert_loads("libaxpy_2arch.so", &site.join(&grafted), gpu, gpu);
-        crate::runtime_e2e::assert_loads("lib2tu_2arch.so", &site.join("fatpkg/lib/lib2tu.so"), gpu, gpu);
+        crate::runtime_e2e::assert_loads(
+            "lib2tu_2arch.so",
+            &site.join("fatpkg/lib/lib2tu.so"),
+            gpu,
+            gpu,
+        );
     }
 }

@@ -8,8 +8,8 @@
 )]
 
 mod amd_flags;
-mod auditwheel;
 mod archive;
+mod auditwheel;
 mod embedded;
 mod generic_strict;
 mod independent_reader;

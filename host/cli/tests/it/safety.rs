@@ -278,17 +278,32 @@ fn split_does_not_read_through_symlinks_that_leave_the_artifact() {
     // archive) and nothing behind the link was copied.
     let mut names: Vec<String> = found
         .iter()
-        .map(|p| p.strip_prefix(d.join("out-a")).unwrap().display().to_string())
+        .map(|p| {
+            p.strip_prefix(d.join("out-a"))
+                .unwrap()
+                .display()
+                .to_string()
+        })
         .collect();
     names.sort();
     assert_eq!(
         names,
-        ["a_generic", "a_generic/artifact_manifest.txt", "a_generic/stage"]
+        [
+            "a_generic",
+            "a_generic/artifact_manifest.txt",
+            "a_generic/stage"
+        ]
     );
     assert_eq!(std::fs::read(outside.join("lib/libfat.so")).unwrap(), fat);
     // verify does not read through the link either.
     let o = kpack(["verify".as_ref(), d.join("out-a").as_os_str()]);
-    assert_eq!(code(&o), Some(0), "{}{}", kpack_tests::stdout(&o), stderr(&o));
+    assert_eq!(
+        code(&o),
+        Some(0),
+        "{}{}",
+        kpack_tests::stdout(&o),
+        stderr(&o)
+    );
 
     // A manifest that is a link out of the artifact: refused, not read.
     let linked_manifest = d.join("b_gfx90a");
@@ -313,7 +328,10 @@ fn split_does_not_read_through_symlinks_that_leave_the_artifact() {
     );
     let mut found = Vec::new();
     walk(&d.join("out-b"), &mut found);
-    assert!(found.iter().all(|p| !p.ends_with("secret.txt")), "{found:?}");
+    assert!(
+        found.iter().all(|p| !p.ends_with("secret.txt")),
+        "{found:?}"
+    );
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
