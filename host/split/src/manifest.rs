@@ -102,3 +102,27 @@ pub fn write_manifest(artifact: &Path, prefixes: &[String]) -> Result<()> {
     std::fs::write(&path, text)
         .map_err(|e| Error::io(&path, "cannot write the artifact manifest", e))
 }
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_link_finds_the_first_link_on_the_way() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("art");
+        std::fs::create_dir_all(a.join("real/lib")).unwrap();
+        std::os::unix::fs::symlink(d.path(), a.join("out")).unwrap();
+        assert_eq!(prefix_link(&a, "real/lib"), None);
+        assert_eq!(prefix_link(&a, "out").as_deref(), Some("out"));
+        assert_eq!(prefix_link(&a, "out/lib/x").as_deref(), Some("out"));
+        std::fs::write(a.join(MANIFEST), "out/lib\nreal/lib\n").unwrap();
+        // Listed, not refused: split keeps the link, verify skips it.
+        assert_eq!(read_manifest(&a).unwrap(), ["out/lib", "real/lib"]);
+
+        let to = d.path().join("to");
+        keep_link(&a, &to, "out").unwrap();
+        keep_link(&a, &to, "out").unwrap();
+        assert_eq!(std::fs::read_link(to.join("out")).unwrap(), d.path());
+    }
+}
