@@ -48,6 +48,9 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || rustup component add rust
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+# auditwheel (PyPI) for the auditwheel-repair wheel test.
+scripts/auditwheel-venv.sh >/dev/null
+
 cargo test --workspace --locked "$@"
 
 # librocm_kpack and the runtime build for Windows (GetModuleHandleExW path

@@ -129,10 +129,14 @@ fn run_gpu(args: &Args, gpu: &str) -> CliResult {
                         error,
                         code,
                         diagnostic,
+                        provider,
                     } => {
                         println!("  {}: MISSING ({error}, kpack error {code})", k.key);
                         for line in diagnostic.lines() {
                             println!("    {}", line.trim_start());
+                        }
+                        if let Some(p) = provider {
+                            println!("    => {p}");
                         }
                     }
                 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{Error, ErrorKind, Result, error_chain};
-use crate::manifest::{MANIFEST, read_manifest, write_manifest};
+use crate::manifest::{MANIFEST, keep_link, prefix_link, read_manifest, write_manifest};
 use crate::prefix::{PrefixLayout, PrefixReport, SplitOptions, refuse_split_output, split_prefix};
 
 /// One artifact to split.
@@ -111,7 +111,10 @@ pub fn split_artifacts(
     // directory of split output would otherwise fail with.
     for i in inputs {
         for prefix in read_manifest(&i.dir).unwrap_or_default() {
-            refuse_split_output(&i.dir.join(prefix))?;
+            // Never read behind a link: it may leave the artifact.
+            if prefix_link(&i.dir, &prefix).is_none() {
+                refuse_split_output(&i.dir.join(prefix))?;
+            }
         }
     }
     let mut seen = BTreeSet::new();
@@ -171,6 +174,16 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     opts.component = c.clone();
     let mut processed = Vec::new();
     for prefix in &prefixes {
+        // A prefix reached through a symlink: the link is kept as a link
+        // (like links inside a prefix) and nothing behind it is read, as
+        // it may lead out of the artifact.
+        if let Some(link) = prefix_link(&input.dir, prefix) {
+            if let Err(e) = keep_link(&input.dir, &generic_root, &link) {
+                rep.errors.push(error_chain(&e));
+            }
+            processed.push(prefix.clone());
+            continue;
+        }
         let source = input.dir.join(prefix);
         if !source.is_dir() {
             rep.warnings.push(format!(

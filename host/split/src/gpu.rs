@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use kpack_amdgpu::{TargetId, generic_for, strip_target_prefix};
+use kpack_amdgpu::{Level, TargetId, bundle_key, dist_name, generic_for, strip_target_prefix};
 use kpack_runtime::{Cache, Config};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::manifest::{MANIFEST, read_manifest};
+use crate::manifest::{MANIFEST, prefix_link, read_manifest};
 use crate::recombine::{parse_artifact_name, read_record};
 use crate::verify::{Marked, VerifyReport, check_host_files, files_of, is_installed_tree};
 
@@ -77,6 +77,10 @@ pub enum GpuOutcome {
         code: u32,
         /// The loader's diagnostic: every path tried and why it failed.
         diagnostic: String,
+        /// Which device wheel or arch artifact would provide it (or that
+        /// none was built), when that can be told.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        provider: Option<String>,
     },
 }
 
@@ -113,7 +117,8 @@ pub fn explain_gpu(dirs: &[PathBuf], gpu: &str) -> Result<GpuReport> {
     for d in dirs {
         if is_installed_tree(d) {
             let marked = check_host_files(d, &[String::new()], true, &mut ignored)?;
-            explain(d, d, &marked, &arch_list, &mut report);
+            let hint = |bin: &Path| wheel_hint(bin, gpu);
+            explain(d, d, &marked, &arch_list, &hint, &mut report);
             continue;
         }
         let arts = if d.join(MANIFEST).is_file() {
@@ -156,7 +161,7 @@ pub fn explain_gpu(dirs: &[PathBuf], gpu: &str) -> Result<GpuReport> {
             }
             g.1.push(a.clone());
         }
-        for (generic, members) in groups.values() {
+        for (component, (generic, members)) in &groups {
             let Some(generic) = generic else { continue };
             let view = tempfile::Builder::new()
                 .prefix("kpack-verify-gpu-")
@@ -164,7 +169,7 @@ pub fn explain_gpu(dirs: &[PathBuf], gpu: &str) -> Result<GpuReport> {
                 .map_err(|e| Error::io(std::env::temp_dir(), "cannot create", e))?;
             for a in members {
                 let prefixes = read_manifest(a)?;
-                for p in &prefixes {
+                for p in prefixes.iter().filter(|p| prefix_link(a, p).is_none()) {
                     for (path, rel) in files_of(&a.join(p)) {
                         let to = view.path().join(&rel);
                         if to.exists() {
@@ -182,9 +187,18 @@ pub fn explain_gpu(dirs: &[PathBuf], gpu: &str) -> Result<GpuReport> {
                     }
                 }
             }
-            let prefixes = read_manifest(generic)?;
+            let mut prefixes = read_manifest(generic)?;
+            prefixes.retain(|p| prefix_link(generic, p).is_none());
             let marked = check_host_files(generic, &prefixes, false, &mut ignored)?;
-            explain(view.path(), generic, &marked, &arch_list, &mut report);
+            let hint = |_: &Path| Some(artifact_hint(&record_dir, component, members, gpu));
+            explain(
+                view.path(),
+                generic,
+                &marked,
+                &arch_list,
+                &hint,
+                &mut report,
+            );
         }
     }
     report.binaries.sort_by(|a, b| a.path.cmp(&b.path));
@@ -198,6 +212,7 @@ fn explain(
     shown_root: &Path,
     marked: &[Marked],
     arch_list: &[String],
+    hint: &dyn Fn(&Path) -> Option<String>,
     report: &mut GpuReport,
 ) {
     let arches: Vec<&str> = arch_list.iter().map(String::as_str).collect();
@@ -213,6 +228,8 @@ fn explain(
     for b in marked {
         let bin = root.join(&b.rel);
         let mut kernels = Vec::new();
+        // Asked once per binary, and only when something is missing.
+        let mut provider: Option<Option<String>> = None;
         for &k in &b.indices {
             let key = format!("{}#{k}", b.marker.kernel_name);
             let outcome = match cache.locate(&b.marker, &bin, k, &arches) {
@@ -229,6 +246,7 @@ fn explain(
                     error: format!("{:?}", e.kind()),
                     code: e.kind().code(),
                     diagnostic: e.to_string(),
+                    provider: provider.get_or_insert_with(|| hint(&bin)).clone(),
                 },
             };
             kernels.push(GpuKernel { key, outcome });
@@ -238,6 +256,184 @@ fn explain(
             kernels,
         });
     }
+}
+
+/// The processor of `gpu` (`gfx90a:xnack+` → `gfx90a`).
+fn processor_of(gpu: &str) -> String {
+    let gpu = strip_target_prefix(gpu.trim());
+    gpu.split(':').next().unwrap_or(gpu).to_owned()
+}
+
+/// Which arch artifact of `component` holds `gpu`'s code: a recombined
+/// group listing the processor (from recombine's record in `record_dir`),
+/// else split's own name, `<component>_<processor>`; and whether it is
+/// among `members` (the artifacts given).
+fn artifact_hint(record_dir: &Path, component: &str, members: &[PathBuf], gpu: &str) -> String {
+    let proc = processor_of(gpu);
+    let name = group_for(record_dir, component, &proc).unwrap_or(format!("{component}_{proc}"));
+    let here = members
+        .iter()
+        .any(|m| m.file_name().is_some_and(|n| n.to_string_lossy() == name));
+    if here {
+        format!("the arch artifact {name} is here but lacks it (rebuild it with {gpu} code)")
+    } else {
+        format!("the arch artifact {name} would provide it; it is not among the artifacts given")
+    }
+}
+
+/// The recombined artifact of `component` whose group lists `proc`.
+fn group_for(record_dir: &Path, component: &str, proc: &str) -> Option<String> {
+    let text = std::fs::read_to_string(record_dir.join(crate::recombine::RECORD)).ok()?;
+    let doc: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let arts = doc.get("artifacts")?.as_object()?;
+    arts.iter()
+        .find(|(_, a)| {
+            a.get("component").and_then(|c| c.as_str()) == Some(component)
+                && a.get("architectures")
+                    .and_then(|v| v.as_array())
+                    .is_some_and(|v| {
+                        v.iter()
+                            .filter_map(|x| x.as_str())
+                            .any(|x| x.split(':').next() == Some(proc))
+                    })
+        })
+        .map(|(n, _)| n.clone())
+}
+
+/// The installed distribution owning a binary: name, version, its
+/// METADATA's `device-*` extras as (extra, device dist), and its
+/// site directory.
+struct Owner {
+    name: String,
+    version: String,
+    devices: Vec<(String, String)>,
+    site: PathBuf,
+}
+
+/// Find the `.dist-info` whose RECORD lists `bin` (from its real
+/// location, as pip installed it), a few directories up.
+fn owner_of(bin: &Path) -> Option<Owner> {
+    let real = std::fs::canonicalize(bin).ok()?;
+    for site in real.ancestors().skip(1).take(8) {
+        let Ok(rel) = real.strip_prefix(site) else {
+            continue;
+        };
+        let rel = rel
+            .to_string_lossy()
+            .replace(std::path::MAIN_SEPARATOR, "/");
+        let Ok(entries) = std::fs::read_dir(site) else {
+            continue;
+        };
+        let mut infos: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "dist-info"))
+            .collect();
+        infos.sort();
+        for di in infos {
+            let Ok(record) = std::fs::read_to_string(di.join("RECORD")) else {
+                continue;
+            };
+            if !record
+                .lines()
+                .any(|l| l.split(',').next() == Some(rel.as_str()))
+            {
+                continue;
+            }
+            let meta = std::fs::read_to_string(di.join("METADATA")).ok()?;
+            return Some(parse_owner(&meta, site));
+        }
+    }
+    None
+}
+
+/// Name, version and `device-*` extras of a METADATA (headers only).
+fn parse_owner(meta: &str, site: &Path) -> Owner {
+    let mut o = Owner {
+        name: String::new(),
+        version: String::new(),
+        devices: Vec::new(),
+        site: site.to_path_buf(),
+    };
+    for line in meta.lines().take_while(|l| !l.is_empty()) {
+        if let Some(v) = line.strip_prefix("Name: ") {
+            o.name = v.trim().to_owned();
+        } else if let Some(v) = line.strip_prefix("Version: ") {
+            o.version = v.trim().to_owned();
+        } else if let Some(v) = line.strip_prefix("Requires-Dist: ")
+            && let Some((req, marker)) = v.split_once(';')
+            && let Some(extra) = marker
+                .trim()
+                .strip_prefix("extra == \"")
+                .and_then(|e| e.strip_suffix('"'))
+            && extra.starts_with("device-")
+            && extra != "device-all"
+        {
+            let dist = req.split_whitespace().next().unwrap_or_default();
+            o.devices.push((extra.to_owned(), dist.to_owned()));
+        }
+    }
+    o
+}
+
+/// PEP 503 normalisation, for comparing distribution names.
+fn normalize(name: &str) -> String {
+    name.to_ascii_lowercase().replace(['_', '.'], "-")
+}
+
+/// Which device wheel would provide `gpu`'s code for the installed binary
+/// `bin`: read from the owning distribution's `device-*` extras (the
+/// wheel at the narrowest level of the packaging hierarchy that has one
+/// for `gpu`'s processor), or the default name of an ungrouped split.
+fn wheel_hint(bin: &Path, gpu: &str) -> Option<String> {
+    let o = owner_of(bin)?;
+    let proc = processor_of(gpu);
+    let levels = [Level::Target, Level::SubFamily, Level::Family];
+    let keys: Vec<String> = levels
+        .iter()
+        .filter_map(|l| bundle_key(&proc, *l))
+        .map(|k| dist_name(&k))
+        .collect();
+    if o.devices.is_empty() {
+        // Split without --group: one wheel per processor, named
+        // `<name>-device-<processor>` unless --device-prefix said otherwise.
+        let key = keys.first().cloned().unwrap_or(proc);
+        return Some(format!(
+            "the device wheel {}-device-{key} would provide it (the default name; \
+             pip install it beside {} {})",
+            o.name, o.name, o.version
+        ));
+    }
+    let found = keys.iter().find_map(|k| {
+        o.devices
+            .iter()
+            .find(|(_, d)| normalize(d).ends_with(&format!("-{k}")))
+    });
+    let Some((extra, dist)) = found else {
+        let all: Vec<&str> = o.devices.iter().map(|(_, d)| d.as_str()).collect();
+        return Some(format!(
+            "no device wheel of {} {} holds {proc} code (it has: {})",
+            o.name,
+            o.version,
+            all.join(", ")
+        ));
+    };
+    let installed = std::fs::read_dir(&o.site).ok().is_some_and(|rd| {
+        rd.filter_map(|e| e.ok()).any(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.strip_suffix(".dist-info")
+                .and_then(|s| s.rsplit_once('-'))
+                .is_some_and(|(d, _)| normalize(d) == normalize(dist))
+        })
+    });
+    Some(if installed {
+        format!("the device wheel {dist} is installed but lacks it")
+    } else {
+        format!(
+            "the device wheel {dist} provides it: pip install '{}[{extra}]'",
+            o.name
+        )
+    })
 }
 
 #[cfg(test)]

@@ -86,7 +86,7 @@ pub use artifact::{
 pub use databases::{Claim, Classification, Databases, FileInfo};
 pub use error::{Error, ErrorKind, Result};
 pub use gpu::{GpuBinary, GpuKernel, GpuOutcome, GpuReport, explain_gpu, gpu_arch_list};
-pub use manifest::{MANIFEST, read_manifest, write_manifest};
+pub use manifest::{MANIFEST, prefix_link, read_manifest, write_manifest};
 pub use prefix::{
     ArchiveReport, BinaryReport, PrefixLayout, PrefixReport, Progress, SplitOptions, arch_dir_name,
     archive_stem, split_prefix,

@@ -45,25 +45,48 @@ pub fn read_manifest(artifact: &Path) -> Result<Vec<String>> {
                 format!("line {}: prefix {p:?} is listed twice", n + 1),
             ));
         }
-        // A prefix reached through a symlink could lead out of the
-        // artifact: its files would be read (and copied) from elsewhere.
-        let mut at = artifact.to_path_buf();
-        for part in p.split('/') {
-            at.push(part);
-            if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
-                return Err(Error::invalid(
-                    &path,
-                    format!(
-                        "line {}: prefix {p:?} goes through the symlink {}; links are not followed",
-                        n + 1,
-                        at.display()
-                    ),
-                ));
-            }
-        }
         out.push(p.to_string());
     }
     Ok(out)
+}
+
+/// The first component of `prefix` (relative to `artifact`) that is a
+/// symlink, as a relative path (`stage` for `stage/lib` when `stage` is a
+/// link), or `None` when the prefix is reached through real directories.
+///
+/// Split keeps such a link as a link in its output and never reads
+/// through it (the link may lead out of the artifact: its files would be
+/// read, offloaded and copied from elsewhere); verify and recombine skip
+/// what lies behind it for the same reason.
+pub fn prefix_link(artifact: &Path, prefix: &str) -> Option<String> {
+    let mut at = artifact.to_path_buf();
+    let mut rel = Vec::new();
+    for part in prefix.split('/') {
+        at.push(part);
+        rel.push(part);
+        if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Some(rel.join("/"));
+        }
+    }
+    None
+}
+
+/// Recreate the symlink `link` (relative to `from`) under `to`, once.
+pub(crate) fn keep_link(from: &Path, to: &Path, link: &str) -> Result<()> {
+    let src = from.join(link);
+    let dst = to.join(link);
+    if dst.symlink_metadata().is_ok() {
+        return Ok(());
+    }
+    let target = std::fs::read_link(&src).map_err(|e| Error::io(&src, "cannot read symlink", e))?;
+    if let Some(parent) = dst.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, "cannot create", e))?;
+    }
+    #[cfg(unix)]
+    return std::os::unix::fs::symlink(&target, &dst)
+        .map_err(|e| Error::io(&dst, "cannot create symlink", e));
+    #[cfg(not(unix))]
+    return Err(Error::invalid(&src, "symlinks need a Unix host"));
 }
 
 /// Write a manifest (one prefix per line, in the given order).
@@ -78,4 +101,28 @@ pub fn write_manifest(artifact: &Path, prefixes: &[String]) -> Result<()> {
     }
     std::fs::write(&path, text)
         .map_err(|e| Error::io(&path, "cannot write the artifact manifest", e))
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_link_finds_the_first_link_on_the_way() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("art");
+        std::fs::create_dir_all(a.join("real/lib")).unwrap();
+        std::os::unix::fs::symlink(d.path(), a.join("out")).unwrap();
+        assert_eq!(prefix_link(&a, "real/lib"), None);
+        assert_eq!(prefix_link(&a, "out").as_deref(), Some("out"));
+        assert_eq!(prefix_link(&a, "out/lib/x").as_deref(), Some("out"));
+        std::fs::write(a.join(MANIFEST), "out/lib\nreal/lib\n").unwrap();
+        // Listed, not refused: split keeps the link, verify skips it.
+        assert_eq!(read_manifest(&a).unwrap(), ["out/lib", "real/lib"]);
+
+        let to = d.path().join("to");
+        keep_link(&a, &to, "out").unwrap();
+        keep_link(&a, &to, "out").unwrap();
+        assert_eq!(std::fs::read_link(to.join("out")).unwrap(), d.path());
+    }
 }

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::manifest::{MANIFEST, read_manifest, write_manifest};
+use crate::manifest::{MANIFEST, keep_link, prefix_link, read_manifest, write_manifest};
 
 /// One architecture group of the config.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -391,7 +391,11 @@ pub fn recombine_with(
         let prefixes = read_manifest(&src)?;
         let mut kept = Vec::new();
         for p in &prefixes {
-            if src.join(p).is_dir() {
+            // A link is copied as a link, never read through.
+            if let Some(link) = prefix_link(&src, p) {
+                keep_link(&src, &dst, &link)?;
+                kept.push(p.clone());
+            } else if src.join(p).is_dir() {
                 merge_tree(&src.join(p), &dst.join(p))?;
                 kept.push(p.clone());
             }
@@ -407,7 +411,7 @@ pub fn recombine_with(
                 };
                 let Some((_, dir)) = v.first() else { continue };
                 for p in read_manifest(dir)? {
-                    if dir.join(&p).is_dir() {
+                    if prefix_link(dir, &p).is_none() && dir.join(&p).is_dir() {
                         merge_tree(&dir.join(&p), &dst.join(&p))?;
                         prefixes.push(p);
                     }

@@ -157,7 +157,7 @@ fn offload(name: &str, dir: &Path) -> PathBuf {
 
 /// Load every wrapper of `name` (offloaded in `dir`) for `archs`; each load
 /// must succeed and equal the oracle's object for `target`.
-fn assert_loads(name: &str, bin: &Path, archs: &str, target: &str) -> Vec<u32> {
+pub(crate) fn assert_loads(name: &str, bin: &Path, archs: &str, target: &str) -> Vec<u32> {
     let run = run_loading(bin, archs, &[]);
     assert_eq!(run.code, Some(0), "{name} {archs}: exit\n{}", run.log);
     assert!(run.fatbins > 0, "{name}: nothing registered\n{}", run.log);

@@ -159,3 +159,84 @@ fn resolves_across_split_artifacts_and_rejects_a_bad_gpu() {
         stderr(&out)
     );
 }
+
+#[test]
+fn names_the_device_wheel_that_would_provide_a_missing_kernel() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fat = crate::wheel::build_fat_wheel(tmp.path(), &crate::wheel_groups::fat_files());
+    let out = tmp.path().join("out");
+    let o = crate::wheel::kpack_env(
+        &[
+            "wheel".as_ref(),
+            "split".as_ref(),
+            fat.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+            "--group".as_ref(),
+            "sub-family".as_ref(),
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The host wheel installed without any device wheel.
+    let site = tmp.path().join("site");
+    crate::auditwheel::install(&[out.join("fatpkg-1.0-py3-none-linux_x86_64.whl")], &site);
+    let o = verify_gpu("gfx1100", &site, false);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains(
+            "    => the device wheel fatpkg-device-gfx110x provides it: pip install 'fatpkg[device-gfx110x]'\n"
+        ),
+        "{text}"
+    );
+    // gfx942's wheel is of another sub-family.
+    let o = verify_gpu("gfx942:xnack+", &site, true);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        v["report"]["binaries"][0]["kernels"][0]["provider"],
+        "the device wheel fatpkg-device-gfx9-4 provides it: pip install 'fatpkg[device-gfx9-4]'"
+    );
+    // Installed, the wheel is no longer suggested.
+    crate::auditwheel::install(
+        &[out.join("fatpkg_device_gfx110x-1.0-py3-none-linux_x86_64.whl")],
+        &site,
+    );
+    let o = verify_gpu("gfx1100", &site, false);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+}
+
+#[test]
+fn names_the_arch_artifact_that_would_provide_a_missing_kernel() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("blas_lib_gfx110X");
+    std::fs::create_dir_all(a.join("stage/lib")).unwrap();
+    std::fs::write(a.join("artifact_manifest.txt"), "stage\n").unwrap();
+    std::fs::copy(
+        fixture("clang19/libaxpy_generic.so"),
+        a.join("stage/lib/libaxpy.so"),
+    )
+    .unwrap();
+    let out_dir = dir.path().join("out");
+    let out = kpack([
+        "split".as_ref(),
+        a.as_os_str(),
+        "-o".as_ref(),
+        out_dir.as_os_str(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Neither gfx1100's own code nor the gfx11-generic fallback is here.
+    for name in ["blas_lib_gfx1100", "blas_lib_gfx11-generic"] {
+        std::fs::remove_dir_all(out_dir.join(name)).unwrap();
+    }
+    let out = verify_gpu("gfx1100", &out_dir, false);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(
+            "    => the arch artifact blas_lib_gfx1100 would provide it; it is not among the artifacts given\n"
+        ),
+        "{}",
+        stdout(&out)
+    );
+}

@@ -17,7 +17,7 @@ const HOST_DI: &str = "fatpkg-1.0.dist-info";
 /// A fat wheel of clang-19 libraries: gfx942 (and its xnack variants),
 /// gfx1100, gfx1201 and five generic targets. Every library has gfx1100
 /// code, so host + the gfx110x wheel resolves every marker.
-fn fat_files() -> BTreeMap<String, (Vec<u8>, u32)> {
+pub(crate) fn fat_files() -> BTreeMap<String, (Vec<u8>, u32)> {
     let mut f = BTreeMap::new();
     for (p, fx) in [
         ("fatpkg/lib/libplain.so", "clang19/libaxpy_plain.so"),
