@@ -85,7 +85,7 @@ fn is_gpu(triple: Option<&str>) -> bool {
 /// [`targets`] lists them; a thin archive's members are not read.
 pub fn device_targets(data: &[u8]) -> Result<Vec<String>, Error> {
     if crate::archive::is_archive(data) {
-        let archive = Archive::parse(data)?;
+        let archive = parse_not_thin(data)?;
         let mut out = Vec::new();
         for m in archive.members() {
             if MemberKind::of(m.data()) == MemberKind::Elf {
@@ -241,13 +241,7 @@ pub fn prune_archive(
     data: &[u8],
     keep: &dyn Fn(&str) -> bool,
 ) -> Result<(Vec<u8>, PruneReport), Error> {
-    let archive = Archive::parse(data)?;
-    if archive.is_thin() {
-        return Err(Error::new(
-            ErrorKind::Unrepresentable,
-            "thin archive: its members are separate files; prune each member object instead",
-        ));
-    }
+    let archive = parse_not_thin(data)?;
     let format = archive.format();
     let members = archive.members();
     let mut report = PruneReport {
@@ -314,6 +308,19 @@ pub fn prune_archive(
     patch_symbol_table(&mut out, format, &moved)?;
     report.output_size = out.len() as u64;
     Ok((out, report))
+}
+
+/// The archive `data`, refused when thin: a thin archive's members are
+/// files of their own, which prune does not write through.
+fn parse_not_thin(data: &[u8]) -> Result<Archive<'_>, Error> {
+    let archive = Archive::parse(data)?;
+    if archive.is_thin() {
+        return Err(Error::new(
+            ErrorKind::Unrepresentable,
+            "thin archive: its members are separate files; prune each member object instead",
+        ));
+    }
+    Ok(archive)
 }
 
 /// Rewrite the member offsets of the archive's symbol table (the first
