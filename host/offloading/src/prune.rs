@@ -356,7 +356,9 @@ fn patch_symbol_table(
     };
     let end = body.checked_add(size).filter(|&e| e <= out.len());
     match format {
-        ArchiveFormat::Gnu | ArchiveFormat::Gnu64 if name.starts_with(b"/ ") || name.starts_with(b"/SYM64/") => {
+        ArchiveFormat::Gnu | ArchiveFormat::Gnu64
+            if name.starts_with(b"/ ") || name.starts_with(b"/SYM64/") =>
+        {
             let width = if name.starts_with(b"/SYM64/") { 8 } else { 4 };
             let end = end.ok_or_else(|| bad("runs past the archive"))?;
             let count = read_be(out, body, width).ok_or_else(|| bad("no count"))?;

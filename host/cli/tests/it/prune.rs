@@ -138,7 +138,10 @@ fn prune_and_run(set: &str, names: &[&str], oracle: &[OracleEntry]) {
 
         // What distributions run after us keeps the pruned file sound and
         // loadable with the same kernels and code objects.
-        for (step, (tool, args)) in packaging_steps(kpack_tests::e_machine(&input)).into_iter().enumerate() {
+        for (step, (tool, args)) in packaging_steps(kpack_tests::e_machine(&input))
+            .into_iter()
+            .enumerate()
+        {
             let copy = dir.path().join(format!("{name}.step{step}"));
             std::fs::copy(&output, &copy).unwrap();
             let out = std::process::Command::new(tool)
@@ -146,12 +149,20 @@ fn prune_and_run(set: &str, names: &[&str], oracle: &[OracleEntry]) {
                 .arg(&copy)
                 .output()
                 .unwrap_or_else(|e| panic!("{tool}: {e}"));
-            assert!(out.status.success(), "{name}: {tool} {args:?}: {}", stderr(&out));
+            assert!(
+                out.status.success(),
+                "{name}: {tool} {args:?}: {}",
+                stderr(&out)
+            );
             let v = kpack(["verify-elf".as_ref(), "--pruned".as_ref(), copy.as_os_str()]);
             assert!(v.status.success(), "{name} after {tool}: {}", stdout(&v));
             let (log, bundles) =
                 run_plain_stub(&copy, &dir.path().join(format!("{name}.step{step}.out")));
-            assert_eq!(registrations(&log), registrations(&log_in), "{name} after {tool}");
+            assert_eq!(
+                registrations(&log),
+                registrations(&log_in),
+                "{name} after {tool}"
+            );
             assert_eq!(code_objects(&bundles), expected, "{name} after {tool}");
         }
     }

@@ -2,8 +2,8 @@
 //! (new driver `.llvm.offloading`, old driver `.hip_fatbin`) and static
 //! archives pruned to one arch still link, and what the linker puts in the
 //! result's bundle is exactly that arch. Oracles: `llvm-objdump-19
-//! --offloading`, `clang-offload-bundler-19 --list`, GNU ld reading the
-//! archive index, and clang-19's own device link.
+//! --offloading`, `clang-offload-bundler-19 --list` / `--unbundle`, GNU ld
+//! reading the archive index, and clang-19's own device link.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -30,7 +30,11 @@ fn prune(input: &Path, output: &Path, keep: &str) {
         input.display(),
         stderr(&out)
     );
-    assert!(stdout(&out).contains(&format!("kept {keep}")), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(&format!("kept {keep}")),
+        "{}",
+        stdout(&out)
+    );
 }
 
 /// Run a tool, which must succeed; its stdout.
@@ -53,11 +57,16 @@ fn linked_targets(binary: &Path) -> Vec<String> {
 /// offload driver's device link, as tests/fixtures/clang19/build.sh does.
 fn hip_link(out: &Path, inputs: &[&Path], extra: &[&str]) -> PathBuf {
     let mut cmd = Command::new("clang-19");
-    cmd.args(["--offload-new-driver", "-fgpu-rdc", "--hip-link", "-no-hip-rt"])
-        .args(["-shared", "-o"])
-        .arg(out)
-        .args(extra)
-        .args(inputs);
+    cmd.args([
+        "--offload-new-driver",
+        "-fgpu-rdc",
+        "--hip-link",
+        "-no-hip-rt",
+    ])
+    .args(["-shared", "-o"])
+    .arg(out)
+    .args(extra)
+    .args(inputs);
     tool(&mut cmd);
     out.to_path_buf()
 }
@@ -74,7 +83,11 @@ fn new_driver_object_pruned_to_one_arch_still_links() {
         assert!(
             std::fs::metadata(&pruned).unwrap().len() < std::fs::metadata(&input).unwrap().len()
         );
-        let listing = tool(Command::new("llvm-objdump-19").arg("--offloading").arg(&pruned));
+        let listing = tool(
+            Command::new("llvm-objdump-19")
+                .arg("--offloading")
+                .arg(&pruned),
+        );
         let archs: Vec<&str> = listing
             .lines()
             .filter_map(|l| l.strip_prefix("arch"))
@@ -82,9 +95,13 @@ fn new_driver_object_pruned_to_one_arch_still_links() {
             .collect();
         assert_eq!(archs, [keep], "{listing}");
         // The host side is untouched: same symbols, relocations, sections.
+        // (The file offsets readelf prints with each relocation section
+        // move, by design.)
         let host = |f: &Path| {
             tool(Command::new("readelf").args(["-sW", "-rW"]).arg(f))
-                .replace(&f.display().to_string(), "FILE")
+                .lines()
+                .map(|l| l.split(" at offset ").next().unwrap_or(l).to_owned())
+                .collect::<Vec<_>>()
         };
         assert_eq!(host(&pruned), host(&input));
         let linked = hip_link(&dir.path().join(format!("{keep}.so")), &[&pruned], &[]);
@@ -99,15 +116,40 @@ fn old_driver_objects_pruned_keep_one_code_object() {
         let input = fixture(&format!("clang19/{name}"));
         let pruned = dir.path().join(name);
         prune(&input, &pruned, "gfx1100");
+        // The bundler reads `.hip_fatbin` as dumped by llvm-objcopy.
+        let dump = |f: &Path, to: &str| {
+            let out = dir.path().join(to);
+            let mut arg = std::ffi::OsString::from(".hip_fatbin=");
+            arg.push(&out);
+            tool(
+                Command::new("llvm-objcopy-19")
+                    .arg("--dump-section")
+                    .arg(arg)
+                    .arg(f),
+            );
+            out
+        };
+        let (fat_in, fat_out) = (dump(&input, "in.bundle"), dump(&pruned, "out.bundle"));
         let list = |f: &Path| {
             let mut arg = std::ffi::OsString::from("--input=");
             arg.push(f);
-            tool(Command::new("clang-offload-bundler-19").args(["--list", "--type=o"]).arg(arg))
+            tool(
+                Command::new("clang-offload-bundler-19")
+                    .args(["--list", "--type=o"])
+                    .arg(arg),
+            )
         };
-        let ids: Vec<String> = list(&pruned).lines().map(str::to_owned).collect();
+        assert_eq!(list(&fat_in).lines().count(), 3, "{name}");
+        let ids: Vec<String> = list(&fat_out).lines().map(str::to_owned).collect();
         assert_eq!(ids.len(), 2, "{name}: {ids:?}");
-        assert!(ids.iter().any(|i| i.starts_with("host-")), "{name}: {ids:?}");
-        assert!(ids.iter().any(|i| i.ends_with("gfx1100")), "{name}: {ids:?}");
+        assert!(
+            ids.iter().any(|i| i.starts_with("host-")),
+            "{name}: {ids:?}"
+        );
+        assert!(
+            ids.iter().any(|i| i.ends_with("gfx1100")),
+            "{name}: {ids:?}"
+        );
         // The kept code object is the original's, byte for byte.
         let unbundle = |f: &Path, id: &str, out: &Path| {
             let mut i = std::ffi::OsString::from("--input=");
@@ -123,13 +165,18 @@ fn old_driver_objects_pruned_keep_one_code_object() {
             std::fs::read(out).unwrap()
         };
         let id = ids.iter().find(|i| i.ends_with("gfx1100")).unwrap();
-        let a = unbundle(&input, id, &dir.path().join("a.co"));
-        let b = unbundle(&pruned, id, &dir.path().join("b.co"));
+        let a = unbundle(&fat_in, id, &dir.path().join("a.co"));
+        let b = unbundle(&fat_out, id, &dir.path().join("b.co"));
         assert!(!a.is_empty());
         assert_eq!(a, b, "{name}");
         // An old-driver object links like any object.
         let so = dir.path().join(format!("{name}.so"));
-        tool(Command::new("cc").args(["-shared", "-o"]).arg(&so).arg(&pruned));
+        tool(
+            Command::new("cc")
+                .args(["-shared", "-o"])
+                .arg(&so)
+                .arg(&pruned),
+        );
         assert_eq!(linked_targets(&so), ["gfx1100"], "{name}");
     }
 }
@@ -142,7 +189,9 @@ fn armap(path: &Path) -> BTreeMap<String, String> {
         .unwrap()
         .into_iter()
         .map(|s| {
-            let m = s.member.unwrap_or_else(|| panic!("{}: {} dangles", path.display(), s.name));
+            let m = s
+                .member
+                .unwrap_or_else(|| panic!("{}: {} dangles", path.display(), s.name));
             (s.name, ar.members()[m].name().into_owned())
         })
         .collect()
@@ -151,7 +200,12 @@ fn armap(path: &Path) -> BTreeMap<String, String> {
 #[test]
 fn archives_pruned_keep_a_valid_index_and_link() {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["libnd_kernels.a", "libnd_bsd.a", "libnd_nosym.a", "libmixed.a"] {
+    for name in [
+        "libnd_kernels.a",
+        "libnd_bsd.a",
+        "libnd_nosym.a",
+        "libmixed.a",
+    ] {
         let input = fixture(&format!("clang19/{name}"));
         let pruned = dir.path().join(name);
         prune(&input, &pruned, "gfx942");
@@ -164,18 +218,41 @@ fn archives_pruned_keep_a_valid_index_and_link() {
         let members = |f: &Path| tool(Command::new("llvm-ar-19").arg("t").arg(f));
         assert_eq!(members(&pruned), members(&input), "{name}");
     }
-    // GNU ld pulls a member through the rewritten index (`-u` makes it
-    // look the symbol up there), and clang's device link finds only the
-    // kept arch in it.
+    // GNU ld pulls the member defining a symbol an object needs through
+    // the rewritten index, and clang's device link of the whole archive
+    // finds only the kept arch.
     let pruned = dir.path().join("libnd_kernels.a");
-    let symbol = armap(&pruned)
-        .into_keys()
-        .find(|s| s.contains("device_stub"))
-        .expect("a kernel stub in the index");
+    let user = dir.path().join("use.c");
+    std::fs::write(
+        &user,
+        "extern void corpus_run_axpy(void);\nvoid use_it(void) { corpus_run_axpy(); }\n",
+    )
+    .unwrap();
+    let user_o = dir.path().join("use.o");
+    tool(
+        Command::new("cc")
+            .args(["-c", "-fPIC", "-o"])
+            .arg(&user_o)
+            .arg(&user),
+    );
+    let host_so = dir.path().join("host.so");
+    tool(
+        Command::new("cc")
+            .args(["-shared", "-o"])
+            .arg(&host_so)
+            .arg(&user_o)
+            .arg(&pruned),
+    );
+    let nm = tool(Command::new("nm").arg(&host_so));
+    assert!(nm.contains(" T corpus_run_axpy"), "{nm}");
     let linked = hip_link(
         &dir.path().join("from_archive.so"),
-        &[&pruned],
-        &[&format!("-Wl,-u,{symbol}")],
+        &[],
+        &[
+            "-Wl,--whole-archive",
+            pruned.to_str().unwrap(),
+            "-Wl,--no-whole-archive",
+        ],
     );
     assert_eq!(linked_targets(&linked), ["gfx942"]);
 }
