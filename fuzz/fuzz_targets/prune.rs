@@ -19,9 +19,9 @@ fuzz_target!(|data: &[u8]| {
     } else {
         prune_object(data, &keep)
     };
-    if let Ok((out, _)) = pruned {
-        if let Ok(after) = device_targets(&out) {
-            assert!(after.iter().all(|t| *t == keep_target), "{after:?}");
-        }
+    if let Ok((out, _)) = pruned
+        && let Ok(after) = device_targets(&out)
+    {
+        assert!(after.iter().all(|t| *t == keep_target), "{after:?}");
     }
 });

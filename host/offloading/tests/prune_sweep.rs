@@ -34,13 +34,13 @@ fn prune_checked(data: &[u8], what: &str) {
     } else {
         prune_object(data, &keep)
     };
-    if let Ok((out, _)) = pruned {
-        if let Ok(after) = device_targets(&out) {
-            assert!(
-                after.iter().all(|t| t == "gfx942"),
-                "{what}: kept {after:?}"
-            );
-        }
+    if let Ok((out, _)) = pruned
+        && let Ok(after) = device_targets(&out)
+    {
+        assert!(
+            after.iter().all(|t| t == "gfx942"),
+            "{what}: kept {after:?}"
+        );
     }
 }
 
