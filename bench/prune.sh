@@ -8,7 +8,11 @@
 # Usage: bench/prune.sh        (needs ~2.7 GB free disk for the copy and the
 #      pruned output, both removed on exit; reports stay in bench/out/prune)
 # Env: ROCSPARSE=path (see bench/rocsparse.sh); KPACK_BIN (a prebuilt
-#      release kpack; default: build it); KEEP (default gfx90a).
+#      release kpack; default: build it); KEEP (default gfx90a);
+#      EXAMPLE=1 times `cargo run --release -p kpack-elf --example
+#      prune_bench` instead (the same library calls without the CLI, whose
+#      release build compiles wasmtime) and verifies with KPACK_BIN or the
+#      debug kpack.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 work="${BENCH_DIR:-$PWD/bench/out/prune}"
@@ -18,17 +22,23 @@ trap 'rm -rf "$work/copy.so" "$work/pruned.so" "$work/deb"' EXIT
 
 . bench/rocsparse.sh
 src=$(rocsparse_path "$work")
-kpack="${KPACK_BIN:-$target/release/kpack}"
-[ -n "${KPACK_BIN:-}" ] || cargo build -q --release -p kpack-cli --bin kpack
 keep="${KEEP:-gfx90a}"
+if [ "${EXAMPLE:-0}" = 1 ]; then
+  cargo build -q --release -p kpack-elf --example prune_bench
+  kpack="${KPACK_BIN:-$target/debug/kpack}"
+  prune=("$target/release/examples/prune_bench" "$src" "$work/pruned.so" "$keep")
+else
+  kpack="${KPACK_BIN:-$target/release/kpack}"
+  [ -n "${KPACK_BIN:-}" ] || cargo build -q --release -p kpack-cli --bin kpack
+  prune=("$kpack" prune "$src" -o "$work/pruned.so" --keep "$keep" --json)
+fi
 
 # Warm the page cache once, so neither run pays for the first read.
 cat "$src" > /dev/null
 fmt='%e %M'
 /usr/bin/time -f "$fmt" -o "$work/time-cp.txt" cp "$src" "$work/copy.so"
 rm -f "$work/copy.so"
-/usr/bin/time -f "$fmt" -o "$work/time-prune.txt" \
-  "$kpack" prune "$src" -o "$work/pruned.so" --keep "$keep" --json > "$work/prune.json"
+/usr/bin/time -f "$fmt" -o "$work/time-prune.txt" "${prune[@]}" > "$work/prune.json"
 read -r cp_wall cp_rss < "$work/time-cp.txt"
 read -r pr_wall pr_rss < "$work/time-prune.txt"
 in_size=$(stat -c %s "$src")
