@@ -29,4 +29,7 @@ mkdir -p "$here/corpus/offloading" "$here/corpus/static_archive"
     KPACK_FUZZ_SEEDS="$here/corpus/offloading" \
     cargo test -q -p kpack-offloading --test mutations writes_fuzz_seeds)
 cp "$root"/tests/fixtures/clang19/*.a "$root"/tests/fixtures/clang19/*.o "$here/corpus/static_archive/"
+# prune: the same link inputs, through kpack prune's library half.
+mkdir -p "$here/corpus/prune"
+cp "$root"/tests/fixtures/clang19/*.a "$root"/tests/fixtures/clang19/*.o "$here/corpus/prune/"
 echo "seeds: $(ls "$here/corpus/bundle" | wc -l) bundle, $(ls "$here/corpus/elf_offload" | wc -l) elf_offload, $(ls "$here/corpus/offloading" | wc -l) offloading, $(ls "$here/corpus/static_archive" | wc -l) static_archive"

@@ -25,6 +25,11 @@ fi
 for tool in c++ cmake pkg-config; do
   command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
 done
+# kpack prune's link-input tests link pruned clang-19 objects (new offload
+# driver device link: clang-19, lld-19) and read them with llvm-19's tools.
+for tool in clang-19 ld.lld-19 llvm-ar-19 llvm-objdump-19 clang-offload-bundler-19; do
+  command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
+done
 # Links the Windows build of librocm_kpack (below).
 command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-x86-64)
 if ! command -v cc >/dev/null 2>&1 || [ ! -f "$(cc -print-file-name=libzstd.a)" ]; then
@@ -35,7 +40,7 @@ if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends gcc binutils patchelf python3 python3-venv llvm-19 \
+  $SUDO apt-get install -y -qq --no-install-recommends gcc binutils patchelf python3 python3-venv llvm-19 clang-19 clang-tools-19 lld-19 \
     elfutils dwz debugedit g++ cmake pkg-config libzstd-dev gcc-mingw-w64-x86-64 >/dev/null
 fi
 

@@ -1,6 +1,8 @@
 //! `kpack prune INPUT -o OUTPUT --keep T...`: keep only the chosen GPU
 //! targets inside a fat executable or shared library, so any HIP runtime
 //! (with or without kpack support) loads the smaller file unchanged.
+//! Relocatable objects and static archives (link inputs, new or old
+//! offload driver) are pruned by `kpack_offloading`.
 
 use std::path::PathBuf;
 
@@ -14,7 +16,8 @@ use crate::safety;
 /// Arguments of `kpack prune`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// ELF executable or shared library with device code (never modified).
+    /// ELF executable, shared library, relocatable object or static
+    /// archive with device code (never modified).
     input: PathBuf,
     /// Pruned binary to write.
     #[arg(short, long)]
@@ -65,8 +68,20 @@ pub fn run(args: Args) -> CliResult {
         safety::clean_stale_temps(dir);
     }
 
-    let fat = kpack_elf::read_fat_binary(&args.input, WalkOptions::default())?;
-    let targets = fat.targets();
+    let link_input = LinkInput::read(&args.input)?;
+    let fat = match &link_input {
+        Some(_) => None,
+        None => Some(kpack_elf::read_fat_binary(
+            &args.input,
+            WalkOptions::default(),
+        )?),
+    };
+    let targets = match (&link_input, &fat) {
+        (Some(l), _) => kpack_offloading::device_targets(&l.data)
+            .with_context(|| format!("{}", args.input.display()))?,
+        (None, Some(fat)) => fat.targets(),
+        (None, None) => Vec::new(),
+    };
     let input = args.input.display();
     // Each requested target the binary lacks: a warning, or with --strict
     // an error before anything is written.
@@ -97,6 +112,20 @@ pub fn run(args: Args) -> CliResult {
     for t in &missing {
         eprintln!("warning: {input}: has no code object for {t}");
     }
+    if let Some(l) = link_input {
+        let keep = |t: &str| filter.keeps(t);
+        let pruned = if l.archive {
+            kpack_offloading::prune_archive(&l.data, &keep)
+        } else {
+            kpack_offloading::prune_object(&l.data, &keep)
+        };
+        let (image, report) = pruned.with_context(|| format!("{input}: cannot prune"))?;
+        kpack_offload::write_atomically(&args.output, &image, &args.input)?;
+        return print_link_input(&args, &kept, &dropped, &missing, &report);
+    }
+    let Some(fat) = fat else {
+        return Ok(());
+    };
     let (image, report) = kpack_elf::prune(&args.input, &fat, &|id| {
         id.target().is_some_and(|t| filter.keeps_id(t))
     })?;
@@ -124,6 +153,91 @@ pub fn run(args: Args) -> CliResult {
         report.output_size,
         report.bytes_removed,
         report.bundles,
+    );
+    println!("  kept {}", kept.join(", "));
+    if !dropped.is_empty() {
+        println!("  dropped {}", dropped.join(", "));
+    }
+    Ok(())
+}
+
+/// A relocatable object or static archive, read whole (link inputs are
+/// small next to the linked libraries `kpack_elf::prune` streams).
+struct LinkInput {
+    data: Vec<u8>,
+    archive: bool,
+}
+
+impl LinkInput {
+    /// `Some` for a static archive or an ELF `ET_REL` object, `None` for
+    /// anything else (left to `kpack_elf`).
+    fn read(path: &std::path::Path) -> anyhow::Result<Option<LinkInput>> {
+        let mut head = [0u8; 18];
+        let n = {
+            use std::io::Read as _;
+            let mut f = std::fs::File::open(path)
+                .with_context(|| format!("{}: cannot open", path.display()))?;
+            let mut n = 0;
+            while n < head.len() {
+                match f.read(&mut head[n..]) {
+                    Ok(0) => break,
+                    Ok(k) => n += k,
+                    Err(e) => {
+                        return Err(e).with_context(|| format!("{}: cannot read", path.display()));
+                    }
+                }
+            }
+            n
+        };
+        let head = &head[..n];
+        let archive = kpack_offloading::is_archive(head);
+        // e_type is at 16 in both classes, in the file's byte order.
+        let rel = head.starts_with(b"\x7fELF")
+            && head.len() >= 18
+            && match head[5] {
+                2 => head[16..18] == [0, 1],
+                _ => head[16..18] == [1, 0],
+            };
+        if !archive && !rel {
+            return Ok(None);
+        }
+        let data =
+            std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        Ok(Some(LinkInput { data, archive }))
+    }
+}
+
+/// The report of a pruned object or archive.
+fn print_link_input(
+    args: &Args,
+    kept: &[String],
+    dropped: &[String],
+    missing: &[String],
+    report: &kpack_offloading::PruneReport,
+) -> CliResult {
+    if args.json {
+        let v = serde_json::json!({
+            "schema_version": 1,
+            "input": args.input,
+            "output": args.output,
+            "kept": kept,
+            "dropped": dropped,
+            "missing": missing,
+            "layout": "sections-moved",
+            "result": report,
+        });
+        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+        return Ok(());
+    }
+    println!(
+        "{} -> {}: {} -> {} bytes, {} section(s) rewritten in {} member(s), {} entries dropped",
+        args.input.display(),
+        args.output.display(),
+        report.input_size,
+        report.output_size,
+        report.sections,
+        report.members,
+        report.entries_dropped,
     );
     println!("  kept {}", kept.join(", "));
     if !dropped.is_empty() {

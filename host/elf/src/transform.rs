@@ -174,9 +174,10 @@ pub fn prune(
     let (fatbin, _) = offloadable(input, fat)?;
     let source = Source::new(input, &fat.source);
     let headers = Headers::read(&source)?;
-    // The new bytes of .hip_fatbin: every pruned bundle at its old offset,
-    // zeros around them.
-    let mut region = vec![0u8; usize::try_from(fatbin.size).unwrap_or(usize::MAX)];
+    // Every pruned bundle with its offset in .hip_fatbin. Only the kept
+    // bytes are held (not a copy of the whole section): they go straight
+    // into the output image below, over zeros.
+    let mut pruned = Vec::with_capacity(fat.bundles.len());
     let mut kept_len = 0u64;
     for (index, item) in fat.bundles.iter().enumerate() {
         let bytes = kpack_bundle::prune_item(item, &fat.source, keep).map_err(|e| {
@@ -189,20 +190,18 @@ pub fn prune(
                 e,
             )
         })?;
-        let at = item.offset as usize;
         // prune_item never returns more than the item's bytes, which the
-        // walk found inside the section.
-        region
-            .get_mut(at..at + bytes.len())
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Malformed,
-                    input,
-                    format!("bundle {index} runs past the end of {FATBIN_SECTION}"),
-                )
-            })?
-            .copy_from_slice(&bytes);
-        kept_len = kept_len.max(item.offset + bytes.len() as u64);
+        // walk found inside the section; checked all the same.
+        let end = item.offset.saturating_add(bytes.len() as u64);
+        if end > fatbin.size {
+            return Err(Error::new(
+                ErrorKind::Malformed,
+                input,
+                format!("bundle {index} runs past the end of {FATBIN_SECTION}"),
+            ));
+        }
+        kept_len = kept_len.max(end);
+        pruned.push((item.offset, bytes));
     }
     let plan = Plan::prune(input, &headers, fatbin, kept_len, source.len())?;
     let (mut image, layout, bytes_removed) = match &plan {
@@ -214,12 +213,29 @@ pub fn prune(
         None => (source.read(0, source.len())?, None, 0),
     };
     // Everything of .hip_fatbin before the kpack page (all of it when the
-    // layout stays) is still in the output at its input offset.
+    // layout stays) is still in the output at its input offset: zeros,
+    // then the pruned bundles at their offsets.
     let keep_end = plan
         .as_ref()
         .map_or(fatbin.size, |plan| plan.kpack_page_offset - fatbin.offset);
     let start = fatbin.offset as usize;
-    image[start..start + keep_end as usize].copy_from_slice(&region[..keep_end as usize]);
+    image[start..start + keep_end as usize].fill(0);
+    for (offset, bytes) in pruned {
+        // The plan puts the kpack page after `kept_len`, so every bundle
+        // fits before it.
+        let at = start + offset as usize;
+        image
+            .get_mut(at..at + bytes.len())
+            .filter(|_| offset + bytes.len() as u64 <= keep_end)
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Malformed,
+                    input,
+                    format!("pruned bundle at {offset:#x} in {FATBIN_SECTION} overlaps the cut"),
+                )
+            })?
+            .copy_from_slice(&bytes);
+    }
     let report = PruneReport {
         layout,
         input_size: source.len(),

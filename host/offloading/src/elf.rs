@@ -142,7 +142,7 @@ pub fn has_offloading_section<'data, R: object::ReadRef<'data>>(data: R) -> bool
 }
 
 /// `ReadAt` over a byte slice, for the bundle walker.
-struct Bytes<'a>(&'a [u8]);
+pub(crate) struct Bytes<'a>(pub(crate) &'a [u8]);
 
 impl kpack_bundle::ReadAt for Bytes<'_> {
     fn size(&self) -> u64 {

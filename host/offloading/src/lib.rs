@@ -13,7 +13,9 @@
 //! - [`DeviceCode`]: an ELF file's `SHT_LLVM_OFFLOADING` sections and
 //!   `.hip_fatbin` bundles (through `kpack-bundle`'s walker);
 //! - [`Archive`]: a static archive's members and symbol table (GNU, BSD,
-//!   thin) through `object`'s archive reader.
+//!   thin) through `object`'s archive reader;
+//! - [`prune_object`] / [`prune_archive`]: the same files keeping only
+//!   chosen GPU targets (`kpack prune` for link inputs).
 //!
 //! ```
 //! use kpack_offloading::{Image, ImageKind, OffloadKind, Reader, WriteOptions, Writer};
@@ -42,6 +44,7 @@ mod archive;
 mod binary;
 mod elf;
 mod error;
+mod prune;
 mod write;
 
 pub use archive::{
@@ -55,4 +58,5 @@ pub use elf::{
     DeviceCode, FATBIN_SECTION, FatbinSection, OffloadingSection, has_offloading_section,
 };
 pub use error::{Error, ErrorKind};
+pub use prune::{PruneReport, device_targets, prune_archive, prune_object, targets};
 pub use write::{Compression, Image, WriteOptions, Writer, write_binary};

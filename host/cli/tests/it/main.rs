@@ -21,6 +21,7 @@ mod pe;
 mod pe_split;
 mod plugins;
 mod prune;
+mod prune_objects;
 mod rerun;
 mod runtime_e2e;
 mod safety;

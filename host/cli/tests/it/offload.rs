@@ -94,7 +94,7 @@ const X86_64: u16 = 62;
 /// Packaging steps distributions run on a binary, as (tool, args before
 /// the file). BFD's strip/objcopy only read x86 here, so aarch64 outputs
 /// go through LLVM's.
-fn packaging_steps(machine: u16) -> Vec<(&'static str, Vec<&'static str>)> {
+pub(crate) fn packaging_steps(machine: u16) -> Vec<(&'static str, Vec<&'static str>)> {
     let (strip, objcopy) = if machine == X86_64 {
         ("strip", "objcopy")
     } else {

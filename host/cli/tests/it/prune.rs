@@ -1,7 +1,8 @@
 //! `kpack prune`: every corpus fixture pruned to one of its targets keeps
 //! its structure, registers the same kernels under a HIP runtime without
 //! kpack support, and that runtime receives bundles holding exactly the
-//! kept code objects, byte-identical to clang-offload-bundler's.
+//! kept code objects, byte-identical to clang-offload-bundler's, also
+//! after strip, objcopy and patchelf.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -13,6 +14,7 @@ use kpack_tests::{
     stderr, stdout, stub_command,
 };
 
+use crate::offload::packaging_steps;
 use crate::util::{kpack, stub_hip};
 
 /// A run under the stub HIP runtime built without `-DKPACK_LOAD`: its log
@@ -133,6 +135,36 @@ fn prune_and_run(set: &str, names: &[&str], oracle: &[OracleEntry]) {
         // every code object of the oracle, the pruned ones only the kept.
         assert_eq!(code_objects(&bundles_in), all, "{name}: original");
         assert_eq!(code_objects(&bundles_out), expected, "{name}: pruned");
+
+        // What distributions run after us keeps the pruned file sound and
+        // loadable with the same kernels and code objects.
+        for (step, (tool, args)) in packaging_steps(kpack_tests::e_machine(&input))
+            .into_iter()
+            .enumerate()
+        {
+            let copy = dir.path().join(format!("{name}.step{step}"));
+            std::fs::copy(&output, &copy).unwrap();
+            let out = std::process::Command::new(tool)
+                .args(&args)
+                .arg(&copy)
+                .output()
+                .unwrap_or_else(|e| panic!("{tool}: {e}"));
+            assert!(
+                out.status.success(),
+                "{name}: {tool} {args:?}: {}",
+                stderr(&out)
+            );
+            let v = kpack(["verify-elf".as_ref(), "--pruned".as_ref(), copy.as_os_str()]);
+            assert!(v.status.success(), "{name} after {tool}: {}", stdout(&v));
+            let (log, bundles) =
+                run_plain_stub(&copy, &dir.path().join(format!("{name}.step{step}.out")));
+            assert_eq!(
+                registrations(&log),
+                registrations(&log_in),
+                "{name} after {tool}"
+            );
+            assert_eq!(code_objects(&bundles), expected, "{name} after {tool}");
+        }
     }
 }
 
