@@ -378,8 +378,8 @@ pub fn transform_checked(
     .to_bytes();
     let mut staged = Staged::new(output)?;
     let (_, report) = transform_to(input, fat, &marker, staged.tmp.as_file_mut())?;
-    let findings = verify_image(&object::ReadCache::new(staged.tmp.as_file()))
-        .unwrap_or_else(|e| vec![e]);
+    let findings =
+        verify_image(&object::ReadCache::new(staged.tmp.as_file())).unwrap_or_else(|e| vec![e]);
     if !findings.is_empty() {
         return Err(Error::Verify {
             path: input.to_path_buf(),

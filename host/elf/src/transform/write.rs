@@ -99,7 +99,10 @@ impl<'a, W: Write + Seek> Out<'a, W> {
     /// Overwrite `bytes` at output offset `at` of an image `len` bytes long;
     /// the sequential position is left where it was.
     pub(super) fn put_at(&mut self, len: u64, at: u64, bytes: &[u8]) -> Result<(), String> {
-        if at.checked_add(bytes.len() as u64).is_none_or(|end| end > len) {
+        if at
+            .checked_add(bytes.len() as u64)
+            .is_none_or(|end| end > len)
+        {
             return Err(format!(
                 "patch at output offset {at:#x} is outside the {len:#x}-byte image"
             ));
@@ -312,7 +315,11 @@ mod tests {
             put(&mut image, at + 16, &wrapper.co_index.to_le_bytes());
             if let Some(rela) = wrapper.rela_entry {
                 let at = plan.kept(rela).unwrap();
-                put(&mut image, at + 8, &u64::from(machine.relative()).to_le_bytes());
+                put(
+                    &mut image,
+                    at + 8,
+                    &u64::from(machine.relative()).to_le_bytes(),
+                );
                 put(&mut image, at + 16, &plan.marker_addr.to_le_bytes());
             }
         }
@@ -355,14 +362,27 @@ mod tests {
                 let (_, report) = crate::transform_to(&path, &fat, marker, file).unwrap();
                 let written = std::fs::read(&out_path).unwrap();
                 std::fs::remove_file(&out_path).unwrap();
-                assert_eq!(report.output_size, written.len() as u64, "{}", path.display());
+                assert_eq!(
+                    report.output_size,
+                    written.len() as u64,
+                    "{}",
+                    path.display()
+                );
                 assert!(written == expected, "{} differs", path.display());
                 checked.push(path);
             }
         }
         // Both fixture sets, and their clang-19 CCOB and aarch64 binaries.
-        assert!(checked.len() >= 30, "only {} fixtures checked", checked.len());
-        assert!(checked.iter().any(|p| p.ends_with("libaxpy_aarch64_ccob.so")));
+        assert!(
+            checked.len() >= 30,
+            "only {} fixtures checked",
+            checked.len()
+        );
+        assert!(
+            checked
+                .iter()
+                .any(|p| p.ends_with("libaxpy_aarch64_ccob.so"))
+        );
     }
 
     #[test]
@@ -380,7 +400,14 @@ mod tests {
             co_index: 0,
             rela_entry: None,
         };
-        let error = patch(&mut out, plan.output_size, &plan, Machine::X86_64, &[inside]).unwrap_err();
+        let error = patch(
+            &mut out,
+            plan.output_size,
+            &plan,
+            Machine::X86_64,
+            &[inside],
+        )
+        .unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Layout);
         assert!(error.to_string().contains("lies inside"), "{error}");
     }
