@@ -863,6 +863,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn finds_a_bundle_magic_across_the_scan_window_boundary() {
+        let dir = std::env::temp_dir().join(format!("kpack-split-scan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lib.a");
+        // The CCOB magic straddles the first 1 MiB window.
+        let mut bytes = vec![0u8; (1 << 20) - 2];
+        bytes.extend_from_slice(kpack_bundle::CCOB_MAGIC);
+        bytes.extend_from_slice(&[0; 100]);
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(static_archive_has_device_code(&path).unwrap());
+        bytes[(1 << 20) - 2] = b'X';
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(!static_archive_has_device_code(&path).unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn arch_dir_names_never_contain_colons() {
         assert_eq!(arch_dir_name("gfx90a:xnack+"), "gfx90a");
         assert_eq!(arch_dir_name("gfx1100"), "gfx1100");
