@@ -126,10 +126,14 @@ pub fn run(args: Args) -> CliResult {
     let Some(fat) = fat else {
         return Ok(());
     };
-    let (image, report) = kpack_elf::prune(&args.input, &fat, &|id| {
-        id.target().is_some_and(|t| filter.keeps_id(t))
-    })?;
-    kpack_offload::write_atomically(&args.output, &image, &args.input)?;
+    let mut staged = kpack_offload::Staged::new(&args.output)?;
+    let (_, report) = kpack_elf::prune_to(
+        &args.input,
+        &fat,
+        &|id| id.target().is_some_and(|t| filter.keeps_id(t)),
+        staged.file_mut(),
+    )?;
+    staged.persist(&args.input)?;
 
     let layout = report.layout.map_or("unchanged", |l| l.name());
     if args.json {

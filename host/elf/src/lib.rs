@@ -32,5 +32,7 @@ pub use read::{
     ElfKind, FATBIN_SECTION, FatBinary, HIPF, HIPK, MARKER_SECTION, Magic, PointerVia,
     SEGMENT_SECTION, SectionInfo, WRAPPER_SIZE, Wrapper, looks_like_elf, read_fat_binary,
 };
-pub use transform::{Layout, PruneReport, TransformReport, prune, transform};
+pub use transform::{
+    Layout, PruneReport, TransformReport, prune, prune_to, transform, transform_to,
+};
 pub use verify::{verify_image, verify_pruned_image};

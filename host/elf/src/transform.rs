@@ -31,6 +31,7 @@ mod plan;
 mod source;
 mod write;
 
+use std::io::{Cursor, Seek, Write};
 use std::path::Path;
 
 use crate::error::{Error, ErrorKind};
@@ -40,6 +41,7 @@ use crate::read::{
 
 use plan::Plan;
 use source::{Headers, Source};
+use write::Out;
 
 const PAGE: u64 = 4096;
 const PHDR_SIZE: u64 = 56;
@@ -104,12 +106,27 @@ struct WrapperPatch {
 
 /// Rewrite the fat binary at `input` (already read as `fat`) into a
 /// host-only image carrying `marker` (msgpack bytes). Returns the new file
-/// bytes; nothing is written.
+/// bytes; nothing is written. [`transform_to`] writes the same bytes into a
+/// file without holding them.
 pub fn transform(
     input: &Path,
     fat: &FatBinary,
     marker: &[u8],
 ) -> Result<(Vec<u8>, TransformReport), Error> {
+    let (image, report) = transform_to(input, fat, marker, Cursor::new(Vec::new()))?;
+    Ok((image.into_inner(), report))
+}
+
+/// [`transform`] into `out` (empty, positioned at its start; a temp file):
+/// the kept input bytes are copied through a bounded buffer, then the
+/// wrappers and relocations are patched with positioned writes, so memory
+/// does not grow with the file. Returns `out` and the report.
+pub fn transform_to<W: Write + Seek>(
+    input: &Path,
+    fat: &FatBinary,
+    marker: &[u8],
+    out: W,
+) -> Result<(W, TransformReport), Error> {
     let (fatbin, patches) = offloadable(input, fat)?;
     let machine = fat.machine.ok_or_else(|| {
         Error::new(
@@ -121,18 +138,19 @@ pub fn transform(
     let source = Source::new(input, &fat.source);
     let headers = Headers::read(&source)?;
     let plan = Plan::new(input, &headers, fatbin, marker.len() as u64, source.len())?;
-    let mut image = write::assemble(&source, &plan, marker)?;
-    let relocations = write::patch(input, &mut image, &plan, machine, &patches)?;
+    let mut out = Out::new(input, out);
+    write::assemble(&source, &plan, marker, &mut out)?;
+    let relocations = write::patch(&mut out, plan.output_size, &plan, machine, &patches)?;
     let report = TransformReport {
         layout: plan.layout,
         input_size: source.len(),
-        output_size: image.len() as u64,
+        output_size: plan.output_size,
         bytes_removed: plan.bytes_removed(),
         marker_addr: plan.marker_addr,
         wrappers: patches.len(),
         relocations,
     };
-    Ok((image, report))
+    Ok((out.finish()?, report))
 }
 
 /// What [`prune`] did.
@@ -165,18 +183,31 @@ pub struct PruneReport {
 /// they leave the file as in [`transform`]'s in-place layout (the program
 /// header table on the first free page, a zero-filling `PT_LOAD` over the
 /// rest, no virtual address moves). Returns the new file bytes; nothing is
-/// written.
+/// written. [`prune_to`] writes them into a file.
 pub fn prune(
     input: &Path,
     fat: &FatBinary,
     keep: &dyn Fn(&kpack_bundle::EntryId) -> bool,
 ) -> Result<(Vec<u8>, PruneReport), Error> {
+    let (image, report) = prune_to(input, fat, keep, Cursor::new(Vec::new()))?;
+    Ok((image.into_inner(), report))
+}
+
+/// [`prune`] into `out` (empty, positioned at its start; a temp file): the
+/// input is copied through a bounded buffer and the pruned bundles written
+/// over `.hip_fatbin` with positioned writes. Only the pruned bundles are
+/// held in memory, never the file. Returns `out` and the report.
+pub fn prune_to<W: Write + Seek>(
+    input: &Path,
+    fat: &FatBinary,
+    keep: &dyn Fn(&kpack_bundle::EntryId) -> bool,
+    out: W,
+) -> Result<(W, PruneReport), Error> {
     let (fatbin, _) = offloadable(input, fat)?;
     let source = Source::new(input, &fat.source);
     let headers = Headers::read(&source)?;
-    // Every pruned bundle with its offset in .hip_fatbin. Only the kept
-    // bytes are held (not a copy of the whole section): they go straight
-    // into the output image below, over zeros.
+    // Every pruned bundle, to go at its old offset in .hip_fatbin with
+    // zeros around it.
     let mut pruned = Vec::with_capacity(fat.bundles.len());
     let mut kept_len = 0u64;
     for (index, item) in fat.bundles.iter().enumerate() {
@@ -191,60 +222,62 @@ pub fn prune(
             )
         })?;
         // prune_item never returns more than the item's bytes, which the
-        // walk found inside the section; checked all the same.
-        let end = item.offset.saturating_add(bytes.len() as u64);
-        if end > fatbin.size {
+        // walk found inside the section.
+        if item
+            .offset
+            .checked_add(bytes.len() as u64)
+            .is_none_or(|end| end > fatbin.size)
+        {
             return Err(Error::new(
                 ErrorKind::Malformed,
                 input,
                 format!("bundle {index} runs past the end of {FATBIN_SECTION}"),
             ));
         }
-        kept_len = kept_len.max(end);
+        kept_len = kept_len.max(item.offset + bytes.len() as u64);
         pruned.push((item.offset, bytes));
     }
     let plan = Plan::prune(input, &headers, fatbin, kept_len, source.len())?;
-    let (mut image, layout, bytes_removed) = match &plan {
-        Some(plan) => (
-            write::assemble(&source, plan, &[])?,
-            Some(plan.layout),
-            plan.bytes_removed(),
-        ),
-        None => (source.read(0, source.len())?, None, 0),
+    let mut out = Out::new(input, out);
+    let (layout, bytes_removed, output_size) = match &plan {
+        Some(plan) => {
+            write::assemble(&source, plan, &[], &mut out)?;
+            (Some(plan.layout), plan.bytes_removed(), plan.output_size)
+        }
+        None => {
+            out.copy_all(&source)?;
+            (None, 0, source.len())
+        }
     };
     // Everything of .hip_fatbin before the kpack page (all of it when the
-    // layout stays) is still in the output at its input offset: zeros,
-    // then the pruned bundles at their offsets.
+    // layout stays) is still in the output at its input offset: zeros, then
+    // each pruned bundle, cut at that end.
     let keep_end = plan
         .as_ref()
         .map_or(fatbin.size, |plan| plan.kpack_page_offset - fatbin.offset);
-    let start = fatbin.offset as usize;
-    image[start..start + keep_end as usize].fill(0);
-    for (offset, bytes) in pruned {
+    let region = |m: String| Error::new(ErrorKind::Layout, input, format!("{FATBIN_SECTION}: {m}"));
+    out.zero_at(output_size, fatbin.offset, keep_end)
+        .map_err(region)?;
+    for (offset, bytes) in &pruned {
         // The plan puts the kpack page after `kept_len`, so every bundle
-        // fits before it.
-        let at = start + offset as usize;
-        image
-            .get_mut(at..at + bytes.len())
-            .filter(|_| offset + bytes.len() as u64 <= keep_end)
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Malformed,
-                    input,
-                    format!("pruned bundle at {offset:#x} in {FATBIN_SECTION} overlaps the cut"),
-                )
-            })?
-            .copy_from_slice(&bytes);
+        // fits before it; checked all the same.
+        if offset.saturating_add(bytes.len() as u64) > keep_end {
+            return Err(region(format!(
+                "pruned bundle at {offset:#x} overlaps the cut at {keep_end:#x}"
+            )));
+        }
+        out.put_at(output_size, fatbin.offset + offset, bytes)
+            .map_err(region)?;
     }
     let report = PruneReport {
         layout,
         input_size: source.len(),
-        output_size: image.len() as u64,
+        output_size,
         bytes_removed,
         bundle_bytes: kept_len,
         bundles: fat.bundles.len(),
     };
-    Ok((image, report))
+    Ok((out.finish()?, report))
 }
 
 /// The `.hip_fatbin` to remove and the wrappers to redirect, or why `fat`

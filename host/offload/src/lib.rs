@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 
 use kpack_amdgpu::{TargetFilter, TargetId};
 use kpack_bundle::WalkOptions;
-use kpack_elf::{FatBinary, TransformReport, read_fat_binary, transform, verify_image};
+use kpack_elf::{FatBinary, TransformReport, read_fat_binary, transform_to, verify_image};
 use kpack_format::{ArchiveWriter, Marker, WriterOptions, Written};
 use rayon::prelude::*;
 
@@ -321,10 +321,10 @@ pub fn offload_binary_filtered(
         return Ok(Outcome::HostOnly);
     }
     check_filter(input, &fat.bundles, filter)?;
-    let (image, transform) = transform_checked(input, &fat, opts)?;
+    let (staged, transform) = transform_checked(input, &fat, opts, output)?;
     let keep = |t: &str| filter.keeps(t);
     let added = add_code_objects(input, &fat, &opts.kernel_name, &keep, archives)?;
-    write_atomically(output, &image, input)?;
+    staged.persist(input)?;
     Ok(Outcome::Offloaded {
         transform,
         code_objects: added.count,
@@ -361,26 +361,86 @@ pub fn check_filter(
     })
 }
 
-/// Transform in memory and run the structural checks on the result.
+/// Transform into a temp file beside `output` and run the structural
+/// checks on that file (read back through a cache of the pages the checks
+/// touch, never the whole image). The caller [`Staged::persist`]s it once
+/// the archives are written; dropped, it is deleted.
 pub fn transform_checked(
     input: &Path,
     fat: &FatBinary,
     opts: &OffloadOptions,
-) -> Result<(Vec<u8>, TransformReport), Error> {
+    output: &Path,
+) -> Result<(Staged, TransformReport), Error> {
     let marker = Marker {
         kernel_name: opts.kernel_name.clone(),
         search_paths: opts.search_paths.clone(),
     }
     .to_bytes();
-    let (image, report) = transform(input, fat, &marker)?;
-    let findings = verify_image(&image[..]).unwrap_or_else(|e| vec![e]);
+    let mut staged = Staged::new(output)?;
+    let (_, report) = transform_to(input, fat, &marker, staged.tmp.as_file_mut())?;
+    let findings =
+        verify_image(&object::ReadCache::new(staged.tmp.as_file())).unwrap_or_else(|e| vec![e]);
     if !findings.is_empty() {
         return Err(Error::Verify {
             path: input.to_path_buf(),
             findings,
         });
     }
-    Ok((image, report))
+    Ok((staged, report))
+}
+
+/// An output being written: a temp file in the output's directory, renamed
+/// onto the output by [`Staged::persist`], deleted if dropped before.
+pub struct Staged {
+    path: PathBuf,
+    tmp: tempfile::NamedTempFile,
+}
+
+impl Staged {
+    /// A fresh temp file beside `path` (its directory is created).
+    pub fn new(path: &Path) -> Result<Staged, Error> {
+        let io = |source| Error::Io {
+            path: path.to_path_buf(),
+            what: "cannot write",
+            source,
+        };
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let tmp = tempfile::Builder::new()
+            .prefix(&kpack_format::temp_prefix("host"))
+            .tempfile_in(dir)
+            .map_err(io)?;
+        Ok(Staged {
+            path: path.to_path_buf(),
+            tmp,
+        })
+    }
+
+    /// The temp file, to write the output into.
+    pub fn file_mut(&mut self) -> &mut std::fs::File {
+        self.tmp.as_file_mut()
+    }
+
+    /// Give the file the permissions of `mode_from` and rename it onto the
+    /// output.
+    pub fn persist(self, mode_from: &Path) -> Result<(), Error> {
+        let io = |source| Error::Io {
+            path: self.path.clone(),
+            what: "cannot write",
+            source,
+        };
+        if let Ok(meta) = std::fs::metadata(mode_from) {
+            self.tmp
+                .as_file()
+                .set_permissions(meta.permissions())
+                .map_err(io)?;
+        }
+        self.tmp.persist(&self.path).map_err(|e| io(e.error))?;
+        Ok(())
+    }
 }
 
 /// What [`add_code_objects`] added.
@@ -482,37 +542,32 @@ fn add_items(
 /// Write `bytes` to `path` through a temp file in the same directory,
 /// with the permissions of `mode_from`.
 pub fn write_atomically(path: &Path, bytes: &[u8], mode_from: &Path) -> Result<(), Error> {
-    let io = |source| Error::Io {
+    let mut staged = Staged::new(path)?;
+    staged.tmp.write_all(bytes).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         what: "cannot write",
         source,
-    };
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("host"))
-        .tempfile_in(dir)
-        .map_err(io)?;
-    tmp.write_all(bytes).map_err(io)?;
-    if let Ok(meta) = std::fs::metadata(mode_from) {
-        tmp.as_file()
-            .set_permissions(meta.permissions())
-            .map_err(io)?;
-    }
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
+    })?;
+    staged.persist(mode_from)
 }
 
-fn copy_atomically(input: &Path, output: &Path) -> Result<(), Error> {
-    let bytes = std::fs::read(input).map_err(|source| Error::Io {
+/// Copy `input` to `output` through a temp file, streamed (the file is
+/// never held in memory), with `input`'s permissions.
+pub fn copy_atomically(input: &Path, output: &Path) -> Result<u64, Error> {
+    let read = |source| Error::Io {
         path: input.to_path_buf(),
         what: "cannot read",
         source,
+    };
+    let mut from = std::fs::File::open(input).map_err(read)?;
+    let mut staged = Staged::new(output)?;
+    let len = std::io::copy(&mut from, staged.file_mut()).map_err(|source| Error::Io {
+        path: output.to_path_buf(),
+        what: "cannot write",
+        source,
     })?;
-    write_atomically(output, &bytes, input)
+    staged.persist(input)?;
+    Ok(len)
 }
 
 /// `to` relative to `from` (both made absolute against the current dir).

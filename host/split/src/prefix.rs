@@ -10,7 +10,7 @@ use kpack_elf::{ElfKind, MARKER_SECTION, read_fat_binary};
 use kpack_format::{Compression, WriterOptions};
 use kpack_offload::{
     ArchiveSet, OffloadOptions, Outcome, add_code_objects, check_filter, offload_binary_filtered,
-    transform_checked, write_atomically,
+    transform_checked,
 };
 use rayon::prelude::*;
 use serde::Serialize;
@@ -551,9 +551,30 @@ fn read_up_to(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
 }
 
 fn static_archive_has_device_code(src: &Path) -> std::result::Result<bool, String> {
-    let bytes = std::fs::read(src).map_err(|e| format!("cannot read: {e}"))?;
-    let hit = |m: &[u8]| bytes.windows(m.len()).any(|w| w == m);
-    Ok(hit(kpack_bundle::BUNDLE_MAGIC) || hit(kpack_bundle::CCOB_MAGIC))
+    let magics: [&[u8]; 2] = [kpack_bundle::BUNDLE_MAGIC, kpack_bundle::CCOB_MAGIC];
+    // Scanned in windows, each starting with the previous window's last
+    // bytes so a magic across a boundary is found; the archive is never
+    // held whole.
+    let overlap = magics.iter().map(|m| m.len()).max().unwrap_or(1) - 1;
+    let mut f = std::fs::File::open(src).map_err(|e| format!("cannot read: {e}"))?;
+    let mut buf = vec![0u8; (1 << 20) + overlap];
+    let mut kept = 0;
+    loop {
+        let n = read_up_to(&mut f, &mut buf[kept..]).map_err(|e| format!("cannot read: {e}"))?;
+        let window = &buf[..kept + n];
+        if magics
+            .iter()
+            .any(|m| window.windows(m.len()).any(|w| w == *m))
+        {
+            return Ok(true);
+        }
+        if n == 0 {
+            return Ok(false);
+        }
+        kept = window.len().min(overlap);
+        let from = window.len() - kept;
+        buf.copy_within(from..from + kept, 0);
+    }
 }
 
 fn host_elf(
@@ -610,7 +631,9 @@ fn host_elf(
         search_path,
         oo,
     } = plan_archives(layout, opts, rel, &fat.bundles);
-    let (image, _transform) = transform_checked(src, &fat, &oo).map_err(|e| error_chain(&e))?;
+    let out = layout.generic.join(rel);
+    let (staged, transform) =
+        transform_checked(src, &fat, &oo, &out).map_err(|e| error_chain(&e))?;
 
     let added = add_code_objects(
         src,
@@ -623,9 +646,9 @@ fn host_elf(
     r.excluded.extend(added.excluded);
     let (moved, count) = (added.targets, added.count);
     finish_archives(opts, &stem, archives, &mut r)?;
-    let out = layout.generic.join(rel);
-    write_atomically(&out, &image, src).map_err(|e| error_chain(&e))?;
-    r.generic_bytes = image.len() as u64;
+    let written = transform.output_size;
+    staged.persist(src).map_err(|e| error_chain(&e))?;
+    r.generic_bytes = written;
     r.binary = Some(BinaryReport {
         path: rel.to_string(),
         kernel_name,
@@ -633,7 +656,7 @@ fn host_elf(
         code_objects: count,
         targets: moved,
         bytes_in: r.bytes_in,
-        bytes_out: image.len() as u64,
+        bytes_out: written,
     });
     Ok(r)
 }
@@ -838,6 +861,23 @@ fn bundle_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finds_a_bundle_magic_across_the_scan_window_boundary() {
+        let dir = std::env::temp_dir().join(format!("kpack-split-scan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lib.a");
+        // The CCOB magic straddles the first 1 MiB window.
+        let mut bytes = vec![0u8; (1 << 20) - 2];
+        bytes.extend_from_slice(kpack_bundle::CCOB_MAGIC);
+        bytes.extend_from_slice(&[0; 100]);
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(static_archive_has_device_code(&path).unwrap());
+        bytes[(1 << 20) - 2] = b'X';
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(!static_archive_has_device_code(&path).unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn arch_dir_names_never_contain_colons() {

@@ -32,6 +32,14 @@ impl<'a> Source<'a> {
         self.len
     }
 
+    /// Fill `buf` with the bytes at `offset`.
+    pub(super) fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<(), Error> {
+        check_range(self.path, offset, buf.len() as u64, self.len)?;
+        self.file
+            .read_exact_at(offset, buf)
+            .map_err(|e| Error::io(self.path, &format!("read at {offset:#x}"), e))
+    }
+
     /// The `len` bytes at `offset`.
     pub(super) fn read(&self, offset: u64, len: u64) -> Result<Vec<u8>, Error> {
         // Check the range before allocating: offsets and sizes come from the file.
