@@ -399,9 +399,8 @@ pub fn offload_binary_filtered(
     }
     check_filter(input, &fat.bundles, filter)?;
     let opts = &OffloadOptions {
-        search_paths: archives.marker_search_paths_for(&opts.search_paths, &fat.bundles, &|t| {
-            filter.keeps(t)
-        }),
+        search_paths: archives
+            .marker_search_paths_for(&opts.search_paths, &fat.bundles, &|t| filter.keeps(t)),
         ..opts.clone()
     };
     let (image, transform) = transform_checked(input, &fat, opts)?;

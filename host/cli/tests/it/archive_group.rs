@@ -107,10 +107,7 @@ fn archive_group_target_is_todays_output_byte_for_byte() {
         offload(&fixture(fx), &a, &[]);
         offload(&fixture(fx), &b, &["--archive-group", "target"]);
         let (fa, fb) = (files(&a), files(&b));
-        assert_eq!(
-            fa.keys().collect::<Vec<_>>(),
-            fb.keys().collect::<Vec<_>>()
-        );
+        assert_eq!(fa.keys().collect::<Vec<_>>(), fb.keys().collect::<Vec<_>>());
         for (k, v) in &fa {
             assert_eq!(sha256_hex(v), sha256_hex(&fb[k]), "{fx}: {k}");
         }
@@ -228,7 +225,10 @@ fn family_archives_serve_gfx1101_through_its_generic_target() {
             &["--name", "libaxpy_generic", "--key", name],
         );
         std::fs::copy(
-            plain.parent().unwrap().join(".kpack/libaxpy_generic_gfx1100.kpack"),
+            plain
+                .parent()
+                .unwrap()
+                .join(".kpack/libaxpy_generic_gfx1100.kpack"),
             &overlay,
         )
         .unwrap();
@@ -320,8 +320,14 @@ fn wheel_split_device_wheels_hold_their_group_archives() {
         crate::wheel::read_wheel(&out.join("fatpkg_device_gfx11-1.0-py3-none-linux_x86_64.whl"));
     let archives: Vec<&String> = gfx11.keys().filter(|p| p.ends_with(".kpack")).collect();
     assert_eq!(archives.len(), 2, "{archives:?}");
-    assert!(archives[0].ends_with("libgeneric.so_gfx11.kpack"), "{archives:?}");
-    assert!(archives[1].ends_with("libgeneric.so_gfx110x.kpack"), "{archives:?}");
+    assert!(
+        archives[0].ends_with("libgeneric.so_gfx11.kpack"),
+        "{archives:?}"
+    );
+    assert!(
+        archives[1].ends_with("libgeneric.so_gfx110x.kpack"),
+        "{archives:?}"
+    );
     // Host + every device wheel unpacked together: every marker resolves.
     let site = tmp.path().join("site");
     for w in std::fs::read_dir(&out).unwrap() {
@@ -358,4 +364,45 @@ fn fat_wheel_files() -> BTreeMap<String, (Vec<u8>, u32)> {
         (b"Wheel-Version: 1.0\nGenerator: kpack-tests\nRoot-Is-Purelib: false\nTag: py3-none-linux_x86_64\n".to_vec(), 0o644),
     );
     f
+}
+
+#[test]
+fn split_writes_group_artifacts_that_verify() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("in/blas_lib_gfx1100");
+    std::fs::create_dir_all(a.join("stage/lib")).unwrap();
+    std::fs::write(a.join("artifact_manifest.txt"), "stage\n").unwrap();
+    std::fs::copy(
+        fixture("clang19/libaxpy_generic.so"),
+        a.join("stage/lib/libaxpy.so"),
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let o = kpack([
+        "split".as_ref(),
+        a.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        "--archive-group".as_ref(),
+        "sub-family".as_ref(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut dirs: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    dirs.sort();
+    assert_eq!(
+        dirs,
+        [
+            "blas_lib_generic",
+            "blas_lib_gfx10-3",
+            "blas_lib_gfx11",
+            "blas_lib_gfx110x",
+            "blas_lib_gfx12-0",
+            "blas_lib_gfx9-0",
+        ]
+    );
+    let v = verify_passes(&out);
+    assert_eq!(v["report"]["resolved"], 5, "{v}");
 }
