@@ -217,6 +217,53 @@ pub fn bundle_key(target: &str, level: Level) -> Option<String> {
     }
 }
 
+/// The archive group a target's code goes into when `.kpack` files are
+/// grouped at `level` (`--archive-group`): the processor at
+/// [`Level::Target`] (`<name>_<processor>.kpack`, kpack's layout before
+/// grouping existed), else the [`dist_name`] of its [`bundle_key`]
+/// (`gfx110x`, `gfx9-0`, `gfx11`), so a file name never holds `:` and its
+/// last `_` still separates name and group. A processor rocm-bootstrap
+/// does not place keeps an archive of its own.
+///
+/// ```
+/// use kpack_amdgpu::{Level, archive_group};
+/// assert_eq!(archive_group("gfx1101:xnack+", Level::SubFamily), "gfx110x");
+/// assert_eq!(archive_group("gfx90a", Level::SubFamily), "gfx9-0");
+/// assert_eq!(archive_group("gfx11-generic", Level::SubFamily), "gfx11");
+/// assert_eq!(archive_group("gfx1250-strict", Level::Target), "gfx1250-strict");
+/// ```
+pub fn archive_group(target: &str, level: Level) -> String {
+    let p = processor(target);
+    match level {
+        Level::Target => p.to_string(),
+        _ => bundle_key(p, level).map_or_else(|| p.to_string(), |k| dist_name(&k)),
+    }
+}
+
+/// The level and bundle key of an archive group name that
+/// [`archive_group`] writes for a sub-family or family (`gfx110x`,
+/// `gfx9-0`, `gfx11`); `None` for a processor or anything else.
+pub fn archive_group_level(name: &str) -> Option<(Level, &'static str)> {
+    SUB_FAMILIES
+        .iter()
+        .find(|s| dist_name(s.key) == name)
+        .map(|s| (Level::SubFamily, s.key))
+        .or_else(|| {
+            FAMILIES
+                .iter()
+                .find(|f| f.key == name)
+                .map(|f| (Level::Family, f.key))
+        })
+}
+
+/// Whether the archive group `group` (an [`archive_group`] name of any
+/// level) holds `target`'s code.
+pub fn archive_group_holds(group: &str, target: &str) -> bool {
+    [Level::Target, Level::SubFamily, Level::Family]
+        .iter()
+        .any(|l| archive_group(target, *l) == group)
+}
+
 /// The distribution-name spelling of a bundle key: `_` → `-`.
 pub fn dist_name(key: &str) -> String {
     key.replace('_', "-")
@@ -337,6 +384,23 @@ mod tests {
             bundle_key("gfx803", Level::Target).as_deref(),
             Some("gfx803")
         );
+    }
+
+    #[test]
+    fn names_archive_groups() {
+        assert_eq!(archive_group("gfx1100", Level::Family), "gfx11");
+        assert_eq!(archive_group("gfx803", Level::Family), "gfx803");
+        assert_eq!(archive_group("gfx1250-strict", Level::SubFamily), "gfx12-5");
+        assert_eq!(
+            archive_group_level("gfx9-0"),
+            Some((Level::SubFamily, "gfx9_0"))
+        );
+        assert_eq!(archive_group_level("gfx11"), Some((Level::Family, "gfx11")));
+        assert_eq!(archive_group_level("gfx1100"), None);
+        assert!(archive_group_holds("gfx110x", "gfx1103:xnack-"));
+        assert!(archive_group_holds("gfx11", "gfx11-generic"));
+        assert!(archive_group_holds("gfx90a", "gfx90a:xnack+"));
+        assert!(!archive_group_holds("gfx110x", "gfx1151"));
     }
 
     #[test]

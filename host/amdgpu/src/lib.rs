@@ -49,8 +49,8 @@ pub use code_object::{
     FeatureState, HEADER_BYTES, Header, HeaderError, is_amdgpu_elf,
 };
 pub use family::{
-    FAMILIES, Family, Level, SUB_FAMILIES, SubFamily, bundle_key, dist_name, family, sub_family,
-    wildcard_key,
+    FAMILIES, Family, Level, SUB_FAMILIES, SubFamily, archive_group, archive_group_holds,
+    archive_group_level, bundle_key, dist_name, family, sub_family, wildcard_key,
 };
 pub use filter::{TargetFilter, TargetPattern};
 pub use generic::{GENERIC_TABLE, covered_by, generic_for, is_generic};

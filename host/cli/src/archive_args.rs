@@ -1,5 +1,6 @@
 //! Flags shared by the commands that write archives (`offload`, `split`,
-//! `wheel split`): compression, hash checking, worker threads.
+//! `wheel split`): compression, hash checking, worker threads, archive
+//! grouping.
 
 use anyhow::Context;
 use kpack_format::Compression;
@@ -19,6 +20,19 @@ pub struct ArchiveArgs {
     /// Worker threads [default: all cores]; output is identical for any value.
     #[arg(short, long)]
     jobs: Option<usize>,
+    /// Archives per processor (`<name>_gfx1101.kpack`), or one per
+    /// sub-family (`<name>_gfx110x.kpack`) or family (`<name>_gfx11.kpack`)
+    /// of ROCm's packaging hierarchy; markers then list the group files.
+    #[arg(long, value_enum, default_value = "target")]
+    archive_group: ArchiveGroupArg,
+}
+
+/// `--archive-group` values.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ArchiveGroupArg {
+    Target,
+    SubFamily,
+    Family,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -39,6 +53,15 @@ impl ArchiveArgs {
     /// Whether to check the MD5 of compressed bundles.
     pub fn verify_hash(&self) -> bool {
         !self.no_verify_hash
+    }
+
+    /// The `--archive-group` level.
+    pub fn archive_group(&self) -> kpack_amdgpu::Level {
+        match self.archive_group {
+            ArchiveGroupArg::Target => kpack_amdgpu::Level::Target,
+            ArchiveGroupArg::SubFamily => kpack_amdgpu::Level::SubFamily,
+            ArchiveGroupArg::Family => kpack_amdgpu::Level::Family,
+        }
     }
 
     /// A thread pool honouring `--jobs`.

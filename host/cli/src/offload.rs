@@ -83,6 +83,7 @@ pub fn run(args: Args) -> CliResult {
         },
     );
     archives.set_no_clobber(!args.force);
+    archives.set_group(args.archive.archive_group());
     let out_dir = args.output.parent().map(PathBuf::from).unwrap_or_default();
     let search_paths = if args.search_paths.is_empty() {
         vec![archives.search_path_from(&out_dir)]

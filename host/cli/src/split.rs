@@ -132,6 +132,7 @@ pub fn run(mut args: Args) -> CliResult {
     opts.targets = targets;
     opts.verify_hash = args.archive.verify_hash();
     opts.compression = args.archive.compression();
+    opts.archive_group = args.archive.archive_group();
     opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
 
     let bar = crate::ui::progress(0, crate::ui::Unit::Bytes);

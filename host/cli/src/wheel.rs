@@ -147,6 +147,10 @@ fn split(args: SplitArgs) -> CliResult {
     opts.mtime = source_date_epoch()?;
     opts.dry_run = args.dry_run;
     opts.force = args.force;
+    opts.group = args.group.map(Into::into);
+    opts.archive_group = args.archive.archive_group();
+    // Before the output directory is created: nothing written.
+    kpack_wheel::check_archive_group(&args.input, &opts)?;
     // A failed split leaves no output folder it created behind.
     let created = if args.dry_run {
         None
@@ -162,7 +166,6 @@ fn split(args: SplitArgs) -> CliResult {
         opts.limits.max_ratio = u64::MAX;
     }
     opts.targets = targets;
-    opts.group = args.group.map(Into::into);
 
     let start = std::time::Instant::now();
     let pool = args.archive.thread_pool()?;

@@ -8,6 +8,13 @@
 //! contain `:`, and AMD's runtime still finds them: it expands `@GFXARCH@`
 //! from the most specific target down to the bare processor.
 //!
+//! With [`ArchiveSet::set_group`] (`--archive-group sub-family|family`)
+//! one archive holds a whole group of ROCm's packaging hierarchy
+//! (`libfoo_gfx110x.kpack`: gfx1100..gfx1103 and their variants as TOC
+//! arches, `gfx_arch_family` = the group), and markers list the group
+//! files explicitly ([`ArchiveSet::marker_search_paths`]) because
+//! `@GFXARCH@` expands to targets only.
+//!
 //! TOC keys are `<kernel_name>#<co_index>`, where co_index is the index of
 //! the bundle a wrapper's pointer resolves to (not the wrapper's position).
 //!
@@ -30,11 +37,14 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use kpack_amdgpu::{TargetFilter, TargetId};
+use kpack_amdgpu::{Level, TargetFilter, TargetId, archive_group, archive_group_level};
 use kpack_bundle::WalkOptions;
 use kpack_elf::{FatBinary, TransformReport, read_fat_binary, transform_to, verify_image};
 use kpack_format::{ArchiveWriter, Marker, WriterOptions, Written};
 use rayon::prelude::*;
+
+/// AMD's marker placeholder for a target id (spec §3.2).
+const GFXARCH: &str = "@GFXARCH@";
 
 /// What went wrong while offloading.
 ///
@@ -153,6 +163,7 @@ pub struct ArchiveSet {
     options: WriterOptions,
     writers: BTreeMap<String, ArchiveWriter>,
     no_clobber: bool,
+    group: Level,
 }
 
 impl ArchiveSet {
@@ -166,6 +177,7 @@ impl ArchiveSet {
             options,
             writers: BTreeMap::new(),
             no_clobber: false,
+            group: Level::Target,
         }
     }
 
@@ -183,12 +195,77 @@ impl ArchiveSet {
             options,
             writers: BTreeMap::new(),
             no_clobber: false,
+            group: Level::Target,
         }
     }
 
     /// Refuse (instead of replacing) an archive that already exists.
     pub fn set_no_clobber(&mut self, yes: bool) {
         self.no_clobber = yes;
+    }
+
+    /// Group archives by `level` of ROCm's packaging hierarchy: one
+    /// archive per [`kpack_amdgpu::archive_group`] instead of per
+    /// processor. [`Level::Target`] (the default) is per processor.
+    pub fn set_group(&mut self, level: Level) {
+        self.group = level;
+    }
+
+    /// The archive (group) name that holds `target`'s code: its processor,
+    /// or its sub-family or family under [`set_group`](Self::set_group).
+    pub fn group_of(&self, target: &TargetId) -> String {
+        archive_group(target.processor(), self.group)
+    }
+
+    /// The marker search paths for a binary whose kept targets are
+    /// `targets`: `search_paths` unchanged when archives are per processor;
+    /// else each path holding `@GFXARCH@` followed by one copy per group
+    /// archive the binary has (placeholder replaced by the group name,
+    /// groups sorted). `@GFXARCH@` expands to targets only, so this is how
+    /// a `gfx1101` device reaches `<name>_gfx110x.kpack`; a path without
+    /// the placeholder is opened as is by AMD's loader too (spec §10.5
+    /// step 5), and the `@GFXARCH@` path stays first so per-target
+    /// archives (overlays, or family archives converted back) still win.
+    pub fn marker_search_paths<'t>(
+        &self,
+        search_paths: &[String],
+        targets: impl IntoIterator<Item = &'t str>,
+    ) -> Vec<String> {
+        if self.group == Level::Target {
+            return search_paths.to_vec();
+        }
+        let groups: std::collections::BTreeSet<String> = targets
+            .into_iter()
+            .filter(|t| archive_group_level(&archive_group(t, self.group)).is_some())
+            .map(|t| archive_group(t, self.group))
+            .collect();
+        let mut out = Vec::new();
+        for sp in search_paths {
+            out.push(sp.clone());
+            if sp.contains(GFXARCH) {
+                out.extend(groups.iter().map(|g| sp.replacen(GFXARCH, g, 1)));
+            }
+        }
+        out
+    }
+
+    /// [`marker_search_paths`](Self::marker_search_paths) for the device
+    /// code of `bundles` that `keep` keeps.
+    pub fn marker_search_paths_for(
+        &self,
+        search_paths: &[String],
+        bundles: &[kpack_bundle::Item],
+        keep: &dyn Fn(&str) -> bool,
+    ) -> Vec<String> {
+        let targets: Vec<String> = bundles
+            .iter()
+            .flat_map(|b| &b.entries)
+            .filter(|e| !e.id.is_host())
+            .filter_map(|e| e.id.target())
+            .map(|t| t.to_string())
+            .filter(|t| keep(t))
+            .collect();
+        self.marker_search_paths(search_paths, targets.iter().map(String::as_str))
     }
 
     /// The archive directory for a processor.
@@ -225,8 +302,8 @@ impl ArchiveSet {
 
     /// Add one code object.
     pub fn add(&mut self, key: &str, target: &TargetId, data: &[u8]) -> Result<(), Error> {
-        self.writer(target.processor())?
-            .add(key, &target.to_string(), data)?;
+        let group = self.group_of(target);
+        self.writer(&group)?.add(key, &target.to_string(), data)?;
         Ok(())
     }
 
@@ -321,6 +398,11 @@ pub fn offload_binary_filtered(
         return Ok(Outcome::HostOnly);
     }
     check_filter(input, &fat.bundles, filter)?;
+    let opts = &OffloadOptions {
+        search_paths: archives
+            .marker_search_paths_for(&opts.search_paths, &fat.bundles, &|t| filter.keeps(t)),
+        ..opts.clone()
+    };
     let (staged, transform) = transform_checked(input, &fat, opts, output)?;
     let keep = |t: &str| filter.keeps(t);
     let added = add_code_objects(input, &fat, &opts.kernel_name, &keep, archives)?;
@@ -502,9 +584,12 @@ fn add_items(
         }
     }
     jobs.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
-    let mut by_processor: BTreeMap<&str, Vec<&Job<'_>>> = BTreeMap::new();
+    let mut by_processor: BTreeMap<String, Vec<&Job<'_>>> = BTreeMap::new();
     for job in &jobs {
-        by_processor.entry(job.2.processor()).or_default().push(job);
+        by_processor
+            .entry(archives.group_of(job.2))
+            .or_default()
+            .push(job);
     }
     for processor in by_processor.keys() {
         archives.writer(processor)?;

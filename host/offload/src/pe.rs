@@ -37,7 +37,8 @@ pub(crate) fn offload_binary(
     check_filter(input, &fat.bundles, filter)?;
     let marker = Marker {
         kernel_name: opts.kernel_name.clone(),
-        search_paths: opts.search_paths.clone(),
+        search_paths: archives
+            .marker_search_paths_for(&opts.search_paths, &fat.bundles, &|t| filter.keeps(t)),
     }
     .to_bytes();
     let (image, transform) = kpack_pe::transform(input, &fat, &marker)?;

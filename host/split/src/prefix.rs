@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use kpack_amdgpu::{TargetFilter, TargetId};
+use kpack_amdgpu::{Level, TargetFilter, TargetId};
 use kpack_bundle::WalkOptions;
 use kpack_elf::{ElfKind, MARKER_SECTION, read_fat_binary};
 use kpack_format::{Compression, WriterOptions};
@@ -61,6 +61,11 @@ pub struct SplitOptions<'a> {
     pub databases: Option<&'a dyn Databases>,
     /// Progress callback, if any (called from worker threads).
     pub progress: Option<&'a (dyn Fn(Progress<'_>) + Sync)>,
+    /// One archive per processor ([`Level::Target`], the default), or per
+    /// sub-family or family (`--archive-group`): the group's archive
+    /// (`<stem>_gfx110x.kpack`) goes into the arch tree named for the
+    /// group, and markers list it explicitly.
+    pub archive_group: Level,
 }
 
 impl std::fmt::Debug for SplitOptions<'_> {
@@ -87,6 +92,7 @@ impl SplitOptions<'_> {
             verify_hash: true,
             databases: None,
             progress: None,
+            archive_group: Level::Target,
         }
     }
 
@@ -692,20 +698,21 @@ fn plan_archives(
         compression: opts.compression,
         order: Default::default(),
     };
-    // Each processor's archives go into its own arch output tree.
+    // Each processor's (or group's) archives go into its own arch output tree.
     let mut dirs = BTreeMap::new();
     for t in bundles
         .iter()
         .flat_map(|b| &b.entries)
         .filter_map(|e| e.id.target().filter(|_| !e.id.is_host()))
     {
-        let p = t.processor();
-        dirs.entry(p.to_string())
-            .or_insert_with(|| (layout.arch)(p).join(&opts.archive_dir));
+        let p = kpack_amdgpu::archive_group(t.processor(), opts.archive_group);
+        let dir = (layout.arch)(&p).join(&opts.archive_dir);
+        dirs.entry(p).or_insert(dir);
     }
-    let archives = ArchiveSet::per_processor(stem.clone(), options, move |p| {
+    let mut archives = ArchiveSet::per_processor(stem.clone(), options, move |p| {
         dirs.get(p).cloned().unwrap_or_default()
     });
+    archives.set_group(opts.archive_group);
     // Marker search path: in the install, from the binary's directory to the archive directory.
     let root = Path::new("/kpack-prefix-root");
     let bin_dir = root
@@ -716,7 +723,11 @@ fn plan_archives(
     let search_path = archives.search_path(&bin_dir, &root.join(&opts.archive_dir));
     let oo = OffloadOptions {
         kernel_name: kernel_name.clone(),
-        search_paths: vec![search_path.clone()],
+        search_paths: archives.marker_search_paths_for(
+            std::slice::from_ref(&search_path),
+            bundles,
+            &|t| opts.targets.keeps(t),
+        ),
         verify_hash: opts.verify_hash,
     };
     Planned {

@@ -581,12 +581,16 @@ fn check_arch(
     prefixes: &[String],
     rep: &mut VerifyReport,
 ) -> Result<ArchInfo> {
-    let exact = is_processor_name(arch);
+    // An `--archive-group` tree (`blas_lib_gfx110x`) holds its members'
+    // archives: every target must be a member; its file names are not
+    // checked token by token.
+    let group = kpack_amdgpu::archive_group_level(arch).is_some();
+    let exact = !group && is_processor_name(arch);
     let mut info = ArchInfo::default();
     for p in prefixes {
         for (path, rel) in files_of(&a.join(p)) {
             if rel.ends_with(".kpack") {
-                scan_archive(&path, exact.then_some(arch), &mut info, rep);
+                scan_archive(&path, (exact || group).then_some(arch), &mut info, rep);
                 continue;
             }
             if is_host_elf(&head(&path)) {
@@ -622,7 +626,7 @@ fn check_arch(
 }
 
 /// Open and fully read one archive into `info`; with `only`, every target
-/// must belong to that processor.
+/// must belong to that processor or archive group.
 fn scan_archive(path: &Path, only: Option<&str>, info: &mut ArchInfo, rep: &mut VerifyReport) {
     let archive = match Archive::open(path) {
         Ok(x) => x,
@@ -634,7 +638,7 @@ fn scan_archive(path: &Path, only: Option<&str>, info: &mut ArchInfo, rep: &mut 
     rep.archives += 1;
     if let Some(arch) = only {
         for t in archive.arches() {
-            if arch_dir_name(t) != arch {
+            if arch_dir_name(t) != arch && !kpack_amdgpu::archive_group_holds(arch, t) {
                 finding(
                     rep,
                     Severity::Error,

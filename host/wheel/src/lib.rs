@@ -59,5 +59,7 @@ pub use headers::{HeaderError, Headers};
 pub use name::{WheelName, escape, is_valid_name, normalize};
 pub use reader::Limits;
 pub use record::{RecordEntry, RecordError, parse_record, record_hash, write_record};
-pub use split::{DeviceWheel, WheelFile, WheelOptions, WheelReport, split_wheel};
+pub use split::{
+    DeviceWheel, WheelFile, WheelOptions, WheelReport, check_archive_group, split_wheel,
+};
 pub use writer::{ZIP_EPOCH, zip_time};

@@ -56,6 +56,11 @@ pub struct WheelOptions<'a> {
     /// plus `device-all`. `None`: one wheel per processor and the host
     /// METADATA unchanged (the behaviour before grouping existed).
     pub group: Option<kpack_amdgpu::Level>,
+    /// One archive per processor, sub-family or family (`--archive-group`);
+    /// a device wheel holds the group archives of its members. Coarser than
+    /// [`group`](Self::group) is an error: one archive cannot be split
+    /// across device wheels.
+    pub archive_group: kpack_amdgpu::Level,
 }
 
 impl std::fmt::Debug for WheelOptions<'_> {
@@ -72,6 +77,7 @@ impl std::fmt::Debug for WheelOptions<'_> {
             .field("limits", &self.limits)
             .field("targets", &self.targets)
             .field("group", &self.group)
+            .field("archive_group", &self.archive_group)
             .finish()
     }
 }
@@ -98,6 +104,7 @@ impl WheelOptions<'_> {
             limits: Limits::default(),
             targets: kpack_amdgpu::TargetFilter::default(),
             group: None,
+            archive_group: kpack_amdgpu::Level::Target,
         }
     }
 }
@@ -215,6 +222,7 @@ fn refuse_existing(dest: &Path, force: bool) -> Result<()> {
 
 /// input's directory, since the host wheel has the input's file name).
 pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Result<WheelReport> {
+    check_archive_group(input, opts)?;
     if !opts.dry_run {
         std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, "cannot create", e))?;
     }
@@ -315,6 +323,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         so.verify_hash = opts.verify_hash;
         so.databases = opts.databases;
         so.targets = opts.targets.clone();
+        so.archive_group = opts.archive_group;
         let dev_root = staging.path().join("dev");
         let arch = move |a: &str| dev_root.join(a).join(scheme);
         let generic = staging.path().join("host").join(scheme);
@@ -702,6 +711,39 @@ impl WheelJob {
     }
 }
 
+/// `--archive-group` coarser than `--group` (no `--group`: per target)
+/// would put one archive into several device wheels: refused before
+/// anything is written.
+pub fn check_archive_group(input: &Path, opts: &WheelOptions<'_>) -> Result<()> {
+    let wheels = opts.group.unwrap_or(kpack_amdgpu::Level::Target);
+    if opts.archive_group > wheels {
+        return Err(Error::invalid(
+            input,
+            format!(
+                "--archive-group {} is coarser than the device wheels' --group {}: one archive would span several wheels",
+                opts.archive_group.as_str(),
+                wheels.as_str()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The device-wheel bundle key at `level` of an arch tree named for an
+/// archive group (`gfx110x`, `gfx9-0`, `gfx11`), or `None` for a
+/// processor. A family archive is its family's wheel at any level (the
+/// `gfx11-generic` archive at `--archive-group sub-family` is `gfx11`).
+fn archive_group_key(arch: &str, level: kpack_amdgpu::Level) -> Option<String> {
+    let (gl, key) = kpack_amdgpu::archive_group_level(arch)?;
+    let sub = kpack_amdgpu::SUB_FAMILIES.iter().find(|s| s.key == key);
+    Some(match (gl, level, sub) {
+        (kpack_amdgpu::Level::SubFamily, kpack_amdgpu::Level::Family, Some(s)) => {
+            s.family.to_string()
+        }
+        _ => key.to_string(),
+    })
+}
+
 /// Device wheels: bundle key → processors, in key order. Without grouping
 /// every processor is its own wheel. A processor rocm-bootstrap does not
 /// place (`gfx803`) keeps a wheel of its own, with a warning.
@@ -714,7 +756,9 @@ fn group_archs(
     for arch in archs {
         let key = match level {
             None => arch.clone(),
-            Some(l) => kpack_amdgpu::bundle_key(arch, l).unwrap_or_else(|| {
+            Some(l) => archive_group_key(arch, l)
+                .or_else(|| kpack_amdgpu::bundle_key(arch, l))
+                .unwrap_or_else(|| {
                 warnings.push(format!(
                     "{arch} is in no {} of ROCm's packaging hierarchy: it gets a device wheel of its own",
                     l.as_str()
