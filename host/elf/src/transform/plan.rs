@@ -811,6 +811,19 @@ mod tests {
             usize::from(plan.file_header.e_phnum.get(LE)),
             plan.program_headers.len()
         );
+        // A non-allocated section covers exactly the table, for libelf.
+        let cover_index = headers.sections.len()
+            + plan
+                .added_names
+                .iter()
+                .position(|n| *n == PHDR_SECTION)
+                .unwrap();
+        let cover = plan.section_headers[cover_index];
+        assert_eq!(cover.sh_type.get(LE), elf::SHT_PROGBITS);
+        assert_eq!(cover.sh_flags.get(LE), 0);
+        assert_eq!(cover.sh_addr.get(LE), 0);
+        assert_eq!(cover.sh_offset.get(LE), plan.kpack_page_offset);
+        assert_eq!(cover.sh_size.get(LE), table_len);
     }
 
     #[test]
