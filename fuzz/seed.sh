@@ -32,4 +32,7 @@ cp "$root"/tests/fixtures/clang19/*.a "$root"/tests/fixtures/clang19/*.o "$here/
 # prune: the same link inputs, through kpack prune's library half.
 mkdir -p "$here/corpus/prune"
 cp "$root"/tests/fixtures/clang19/*.a "$root"/tests/fixtures/clang19/*.o "$here/corpus/prune/"
-echo "seeds: $(ls "$here/corpus/bundle" | wc -l) bundle, $(ls "$here/corpus/elf_offload" | wc -l) elf_offload, $(ls "$here/corpus/offloading" | wc -l) offloading, $(ls "$here/corpus/static_archive" | wc -l) static_archive"
+# pe_offload: the PE fixtures (DLLs and EXEs, 13-74 KB).
+mkdir -p "$here/corpus/pe_offload"
+cp "$root"/tests/fixtures/pe/*.dll "$root"/tests/fixtures/pe/*.exe "$here/corpus/pe_offload/"
+echo "seeds: $(ls "$here/corpus/pe_offload" | wc -l) pe_offload, $(ls "$here/corpus/prune" | wc -l) prune, $(ls "$here/corpus/bundle" | wc -l) bundle, $(ls "$here/corpus/elf_offload" | wc -l) elf_offload, $(ls "$here/corpus/offloading" | wc -l) offloading, $(ls "$here/corpus/static_archive" | wc -l) static_archive"

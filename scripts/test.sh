@@ -32,6 +32,8 @@ for tool in clang-19 ld.lld-19 llvm-ar-19 llvm-objdump-19 clang-offload-bundler-
 done
 # Links the Windows build of librocm_kpack (below).
 command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-x86-64)
+# Runs the C ABI test program cross-built for Windows (kpack-capi's wine test).
+[ -x /usr/lib/wine/wine64 ] || command -v wine64 >/dev/null 2>&1 || need+=(wine64)
 if ! command -v cc >/dev/null 2>&1 || [ ! -f "$(cc -print-file-name=libzstd.a)" ]; then
   need+=(libzstd-dev)
 fi
@@ -41,13 +43,15 @@ if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends gcc binutils patchelf python3 python3-venv llvm-19 clang-19 clang-tools-19 lld-19 \
-    elfutils dwz debugedit g++ cmake pkg-config libzstd-dev gcc-mingw-w64-x86-64 >/dev/null
+    elfutils dwz debugedit g++ cmake pkg-config libzstd-dev gcc-mingw-w64-x86-64 wine64 >/dev/null
 fi
 
 # RUSTUP_AUTO_INSTALL=0 on these machines: add the wasm target explicitly
 # (kpack-guests' build script needs it and says so when it is missing).
 rustup target add wasm32-wasip2 >/dev/null 2>&1 || rustup target add wasm32-wasip2
 rustup component add rustfmt clippy >/dev/null 2>&1 || rustup component add rustfmt clippy
+# kpack-capi's wine test builds librocm_kpack for Windows.
+rustup target add x86_64-pc-windows-gnu >/dev/null 2>&1 || rustup target add x86_64-pc-windows-gnu
 
 # Formatting and lints are part of the suite.
 cargo fmt --all -- --check
@@ -59,8 +63,7 @@ scripts/auditwheel-venv.sh >/dev/null
 cargo test --workspace --locked "$@"
 
 # librocm_kpack and the runtime build for Windows (GetModuleHandleExW path
-# discovery, `;`-separated ROCM_KPACK_PATH); no Windows machine runs it here.
-rustup target add x86_64-pc-windows-gnu >/dev/null 2>&1 || rustup target add x86_64-pc-windows-gnu
+# discovery, `;`-separated ROCM_KPACK_PATH); kpack-capi's wine test runs it.
 cargo build --locked --target x86_64-pc-windows-gnu -p kpack-capi
 
 # `pip install kpack`: the wheel built with maturin, installed into a fresh

@@ -49,6 +49,10 @@ const SHDR_SIZE: u64 = 64;
 const EHDR_SIZE: u64 = 64;
 /// Section kpack adds over the padding before the kpack page.
 pub const PAD_SECTION: &str = ".kpack.pad";
+/// Section kpack adds over the program header table it moves to the kpack
+/// page (not allocated: it only keeps section-based rewriters off those
+/// bytes).
+pub const PHDR_SECTION: &str = ".kpack.phdr";
 
 /// Where the transform put the program headers and the marker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

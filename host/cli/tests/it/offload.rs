@@ -809,6 +809,147 @@ fn verify_elf_catches_the_program_headers_eu_strip_zeroes() {
     }
 }
 
+/// `clang19/lib2tu_dwarf4.so` (`build-dwarf.sh`: two TUs, `-g -gdwarf-4`)
+/// gives the debug-info tools real work, which clang's default DWARF 5
+/// does not (Debian's dwz 0.15 rejects it): `dwz` and `debugedit` must each
+/// change the offloaded file, `objcopy --only-keep-debug` +
+/// `--strip-debug --add-gnu-debuglink` must move its DWARF out, and every
+/// result verifies, registers the input's kernels and loads, through
+/// librocm_kpack and the archives beside it, the code objects `kpack
+/// extract` takes from the input.
+#[test]
+fn dwarf4_library_survives_dwz_debugedit_and_debuglink_and_still_loads() {
+    use crate::runtime_e2e::{Load, run_loading};
+
+    let name = "lib2tu_dwarf4.so";
+    let input = fixture(&format!("clang19/{name}"));
+    let dir = tempfile::tempdir().unwrap();
+    let out_bin = dir.path().join(name);
+    let out = kpack([
+        "offload".as_ref(),
+        input.as_os_str(),
+        "-o".as_ref(),
+        out_bin.as_os_str(),
+        "--archives".as_ref(),
+        dir.path().join(".kpack").as_os_str(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    verify_ok(&out_bin);
+
+    // What each target must load: the input's code objects (two TUs, one
+    // bundle each), by sha256.
+    let extracted = dir.path().join("extracted");
+    let out = kpack([
+        "extract".as_ref(),
+        input.as_os_str(),
+        "--all".as_ref(),
+        "-o".as_ref(),
+        extracted.as_os_str(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let expected = |arch: &str| {
+        (0..2)
+            .map(|co| {
+                let bytes =
+                    std::fs::read(extracted.join(format!("bundle{co}-{arch}.hsaco"))).unwrap();
+                (co, sha256_hex(&bytes))
+            })
+            .collect::<Vec<_>>()
+    };
+    let (code_in, log_in) = run_under_stub(&input);
+    // Everything but the wrapper lines (HIPF before, HIPK after).
+    let kernels = |log: &[String]| {
+        log.iter()
+            .filter(|l| !l.starts_with("fatbin"))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert!(!kernels(&log_in).is_empty(), "{log_in:?}");
+    let check = |bin: &Path, step: &str| {
+        verify_ok(bin);
+        let (code, log) = run_under_stub(bin);
+        assert_eq!(code, code_in, "after {step}: {log:?}");
+        assert_eq!(kernels(&log), kernels(&log_in), "after {step}");
+        for arch in ["gfx942", "gfx1100"] {
+            let run = run_loading(bin, arch, &[]);
+            let loaded: Vec<(u32, String)> = run
+                .loads
+                .iter()
+                .map(|l| match l {
+                    Load::Ok { co, sha, .. } => (*co, sha.clone()),
+                    Load::Err { .. } => panic!("after {step}, {arch}: {l:?}\n{}", run.log),
+                })
+                .collect();
+            assert_eq!(loaded, expected(arch), "after {step}, {arch}: {}", run.log);
+        }
+    };
+    check(&out_bin, "offload");
+
+    // Each tool on its own copy beside the archives (the marker's search
+    // path is relative to the binary's directory).
+    let copy_of = |step: &str| {
+        let copy = dir.path().join(format!("{step}-{name}"));
+        std::fs::copy(&out_bin, &copy).unwrap();
+        copy
+    };
+    let changed = |copy: &Path, step: &str| {
+        assert_ne!(
+            std::fs::read(copy).unwrap(),
+            std::fs::read(&out_bin).unwrap(),
+            "{step} left the file alone: nothing was tested"
+        );
+    };
+
+    let copy = copy_of("dwz");
+    tool("dwz", &[copy.as_os_str()]);
+    changed(&copy, "dwz");
+    check(&copy, "dwz");
+
+    // build-dwarf.sh builds in this directory: it is every CU's comp_dir.
+    let copy = copy_of("debugedit");
+    tool(
+        "debugedit",
+        &[
+            "-b".as_ref(),
+            "/tmp/kpack-clang19-dwarf".as_ref(),
+            "-d".as_ref(),
+            "/usr/src/debug/kpack".as_ref(),
+            copy.as_os_str(),
+        ],
+    );
+    changed(&copy, "debugedit");
+    check(&copy, "debugedit");
+
+    let copy = copy_of("debuglink");
+    let debug = dir.path().join(format!("{name}.debug"));
+    tool(
+        "objcopy",
+        &[
+            "--only-keep-debug".as_ref(),
+            copy.as_os_str(),
+            debug.as_os_str(),
+        ],
+    );
+    let link = format!("--add-gnu-debuglink={}", debug.display());
+    tool(
+        "objcopy",
+        &["--strip-debug".as_ref(), link.as_ref(), copy.as_os_str()],
+    );
+    changed(&copy, "objcopy --strip-debug --add-gnu-debuglink");
+    let sections = |p: &Path| {
+        use object::{Object, ObjectSection};
+        let bytes = std::fs::read(p).unwrap();
+        let file = object::File::parse(&*bytes).unwrap();
+        file.sections()
+            .filter_map(|s| s.name().ok().map(str::to_owned))
+            .collect::<Vec<_>>()
+    };
+    assert!(!sections(&copy).iter().any(|s| s == ".debug_info"));
+    assert!(sections(&copy).iter().any(|s| s == ".gnu_debuglink"));
+    assert!(sections(&debug).iter().any(|s| s == ".debug_info"));
+    check(&copy, "objcopy --only-keep-debug + --add-gnu-debuglink");
+}
+
 /// `--compression none`, `--name`, `--key` and `--search-path`, each with
 /// its effect checked where it lands: the archives' file names and TOC
 /// scheme (read back with kpack-format), the TOC keys, and the marker as

@@ -9,7 +9,7 @@ use object::LittleEndian as LE;
 use object::elf::{self, FileHeader64, ProgramHeader64, SectionHeader64};
 
 use super::source::{Headers, check_range};
-use super::{Layout, PAD_SECTION, PAGE, PHDR_SIZE, SHDR_SIZE};
+use super::{Layout, PAD_SECTION, PAGE, PHDR_SECTION, PHDR_SIZE, SHDR_SIZE};
 use crate::error::{Error, ErrorKind};
 use crate::read::{MARKER_SECTION, SectionInfo};
 
@@ -251,6 +251,14 @@ impl Plan {
                 cut.kpack_page_addr - pad_start,
             ));
         }
+        // The table lies in what was .hip_fatbin (now NOBITS), in no
+        // section: elfutils' libelf (eu-strip, dwz) zero-fills bytes
+        // between sections when it writes a file. A section over it keeps
+        // them. Not allocated: BFD (strip, objcopy) would lay an allocated
+        // one out after the table it treats as the segment's header.
+        let mut phdr_cover = add_section(PHDR_SECTION, 0, cut.kpack_page_offset, table_len);
+        phdr_cover.sh_flags.set(LE, 0);
+        added_sections.push(phdr_cover);
         if let Purpose::Offload { .. } = purpose {
             added_sections.push(add_section(
                 MARKER_SECTION,
@@ -803,6 +811,19 @@ mod tests {
             usize::from(plan.file_header.e_phnum.get(LE)),
             plan.program_headers.len()
         );
+        // A non-allocated section covers exactly the table, for libelf.
+        let cover_index = headers.sections.len()
+            + plan
+                .added_names
+                .iter()
+                .position(|n| *n == PHDR_SECTION)
+                .unwrap();
+        let cover = plan.section_headers[cover_index];
+        assert_eq!(cover.sh_type.get(LE), elf::SHT_PROGBITS);
+        assert_eq!(cover.sh_flags.get(LE), 0);
+        assert_eq!(cover.sh_addr.get(LE), 0);
+        assert_eq!(cover.sh_offset.get(LE), plan.kpack_page_offset);
+        assert_eq!(cover.sh_size.get(LE), table_len);
     }
 
     #[test]
