@@ -11,6 +11,7 @@ mod amd_flags;
 mod archive;
 mod embedded;
 mod generic_strict;
+mod handler_authors;
 mod independent_reader;
 mod inspect;
 mod manners;
