@@ -351,7 +351,11 @@ fn blob_url(base: &str, entry: &IndexEntry) -> Result<String> {
             e,
         )
     })?;
-    let mut dl = config.dl;
+    Ok(expand_dl(base, config.dl, entry))
+}
+
+/// `dl` with `entry`'s fields filled in, made absolute against `base`.
+fn expand_dl(base: &str, mut dl: String, entry: &IndexEntry) -> String {
     // cargo appends its default layout to a template without markers.
     if !dl.contains('{') {
         dl = format!(
@@ -366,7 +370,7 @@ fn blob_url(base: &str, entry: &IndexEntry) -> Result<String> {
         .replace("{version}", &entry.vers)
         .replace("{cksum}", &entry.cksum)
         .replace("{sha256-checksum}", &entry.cksum);
-    Ok(if dl.contains("://") {
+    if dl.contains("://") {
         dl
     } else if let Some(path) = dl.strip_prefix('/') {
         // Absolute path: on the index's scheme and host.
@@ -375,7 +379,7 @@ fn blob_url(base: &str, entry: &IndexEntry) -> Result<String> {
         format!("{scheme}://{host}/{path}")
     } else {
         format!("{base}{dl}")
-    })
+    }
 }
 
 /// GET `url` (`what` names it in errors) and read at most `limit` bytes.
@@ -535,6 +539,25 @@ mod tests {
         assert_eq!(
             Registry::new("ftp://example.invalid/x").unwrap_err().kind(),
             ErrorKind::Usage
+        );
+    }
+
+    #[test]
+    fn download_urls_follow_the_dl_template() {
+        let base = "https://h.example/kpack/index/";
+        let e = entry("1.2.0", false);
+        let dl = |t: &str| expand_dl(base, t.to_string(), &e);
+        assert_eq!(
+            dl("blobs/{name}/{name}-{vers}.wasm"),
+            "https://h.example/kpack/index/blobs/demo/demo-1.2.0.wasm"
+        );
+        assert_eq!(
+            dl("/dl/{crate}/{version}/{sha256-checksum}"),
+            "https://h.example/dl/demo/1.2.0/00"
+        );
+        assert_eq!(
+            dl("https://cdn.example/x/"),
+            "https://cdn.example/x/demo/demo-1.2.0.wasm"
         );
     }
 

@@ -33,19 +33,21 @@ pub fn run(args: Args) -> CliResult {
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("kpack-handler-{}", args.name)));
     if dir.exists() {
-        bail!(
+        return Err(anyhow::anyhow!(
             "{} already exists; choose another --path (nothing was written)",
             dir.display()
-        );
+        )
+        .into());
     }
     let sdk = match &args.sdk {
         Some(s) => {
             let s = std::path::absolute(s).with_context(|| s.display().to_string())?;
             if !is_sdk(&s) {
-                bail!(
+                return Err(anyhow::anyhow!(
                     "{}: not kpack's sdk/ (no kpack-sdk Cargo.toml)",
                     s.display()
-                );
+                )
+                .into());
             }
             Some(s)
         }

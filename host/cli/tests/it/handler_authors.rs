@@ -113,7 +113,7 @@ fn http_registry_resolves_semver_and_refuses_a_checksum_mismatch() {
                 registry,
                 "--split-databases",
                 req,
-                &tree,
+                tree.as_str(),
             ],
         );
         assert!(o.status.success(), "{req}: {}", stderr(&o));
@@ -140,7 +140,7 @@ fn http_registry_resolves_semver_and_refuses_a_checksum_mismatch() {
     // `plugins add` over HTTP installs what the server holds.
     let o = run(
         data.path(),
-        &["plugins", "add", "demo@^1", "--registry", &url],
+        &["plugins", "add", "demo@^1", "--registry", url.as_str()],
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let installed = data.path().join("kpack/plugins/demo-1.2.0.wasm");
@@ -153,7 +153,7 @@ fn http_registry_resolves_semver_and_refuses_a_checksum_mismatch() {
     std::fs::write(reg.path().join("blobs/demo/demo-2.0.0.wasm"), b"tampered").unwrap();
     let o = run(
         data.path(),
-        &["plugins", "add", "demo@^2", "--registry", &url],
+        &["plugins", "add", "demo@^2", "--registry", url.as_str()],
     );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("refusing to use it"), "{}", stderr(&o));
@@ -163,7 +163,7 @@ fn http_registry_resolves_semver_and_refuses_a_checksum_mismatch() {
     let broken = format!("{url}broken/");
     let o = run(
         data.path(),
-        &["plugins", "add", "demo", "--registry", &broken],
+        &["plugins", "add", "demo", "--registry", broken.as_str()],
     );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
@@ -175,7 +175,7 @@ fn http_registry_resolves_semver_and_refuses_a_checksum_mismatch() {
     // Nothing published there: the same message as a file registry.
     let o = run(
         data.path(),
-        &["plugins", "add", "nosuch", "--registry", &url],
+        &["plugins", "add", "nosuch", "--registry", url.as_str()],
     );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("published: none"), "{}", stderr(&o));
@@ -183,7 +183,13 @@ fn http_registry_resolves_semver_and_refuses_a_checksum_mismatch() {
     // Publishing goes to the directory the server serves, not over HTTP.
     let o = run(
         data.path(),
-        &["plugins", "publish", GUEST_DEMO_1_2, "--registry", &url],
+        &[
+            "plugins",
+            "publish",
+            GUEST_DEMO_1_2,
+            "--registry",
+            url.as_str(),
+        ],
     );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("over HTTP"), "{}", stderr(&o));
