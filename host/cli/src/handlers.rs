@@ -1,7 +1,7 @@
 //! The flags that choose database handlers, shared by every command that
 //! classifies files (`plugins classify`, `plugins list`, and `split`):
 //! `--split-databases NAME[@REQ]...`, `--plugin FILE.wasm`,
-//! `--plugin-dir DIR`, `--registry DIR|file://URL`.
+//! `--plugin-dir DIR`, `--registry DIR|file://URL|https://URL`.
 //!
 //! Handlers named with `--split-databases` are looked for, in order, in:
 //! `--plugin-dir` directories, `$KPACK_PLUGIN_DIR` (`:`-separated), the
@@ -31,7 +31,7 @@ pub struct HandlerArgs {
     /// Extra directory to look for handlers in (searched first; repeatable).
     #[arg(long = "plugin-dir", value_name = "DIR")]
     pub plugin_dirs: Vec<PathBuf>,
-    /// Resolve handler names from this registry (directory or file:// URL).
+    /// Resolve handler names from this registry (directory, file:// or http(s):// URL).
     #[arg(long, value_name = "DIR|URL")]
     pub registry: Option<String>,
 }

@@ -1,10 +1,11 @@
 //! `kpack plugins`: database handlers (WebAssembly components): list the
 //! available ones, classify a tree with them, and publish to / install from
-//! a registry.
+//! a registry, and scaffold a new handler crate.
 
 mod add;
 mod classify;
 mod list;
+mod new;
 mod publish;
 mod yank;
 
@@ -29,6 +30,8 @@ enum Command {
     Add(add::Args),
     /// Hide a published version from resolution (or show it again with --undo).
     Yank(yank::Args),
+    /// Create a handler crate on kpack-sdk (builds with one cargo command).
+    New(new::Args),
 }
 
 /// Run `kpack plugins ...`.
@@ -39,5 +42,6 @@ pub fn run(args: Args) -> CliResult {
         Command::Publish(a) => publish::run(a),
         Command::Add(a) => add::run(a),
         Command::Yank(a) => yank::run(a),
+        Command::New(a) => new::run(a),
     }
 }

@@ -49,6 +49,12 @@ pub fn run(args: Args) -> CliResult {
     let opts = RecombineOptions {
         component: args.component.clone(),
     };
+    crate::ui::info(format_args!(
+        "recombining {} into {} (config {})",
+        shards.display(),
+        args.output.display(),
+        args.config.display()
+    ));
     let spinner = crate::ui::spinner(format!("recombining {}", shards.display()));
     let rep = recombine_with(shards, &config, &args.output, &opts);
     if let Some(s) = &spinner {

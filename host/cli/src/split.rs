@@ -136,14 +136,26 @@ pub fn run(mut args: Args) -> CliResult {
     opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
 
     let bar = crate::ui::progress(0, crate::ui::Unit::Bytes);
-    let progress = |p: Progress<'_>| {
-        let Some(b) = &bar else { return };
-        match p {
-            Progress::Walked { prefix, bytes, .. } => {
+    let progress = |p: Progress<'_>| match p {
+        Progress::Walked {
+            prefix,
+            files,
+            bytes,
+        } => {
+            crate::ui::info_above(
+                bar.as_ref(),
+                format_args!("{prefix}: {files} files, {bytes} bytes"),
+            );
+            if let Some(b) = &bar {
                 b.inc_length(bytes);
                 b.set_message(prefix.to_string());
             }
-            Progress::File { bytes, .. } => b.inc(bytes),
+        }
+        Progress::File { path, bytes } => {
+            crate::ui::info_above(bar.as_ref(), format_args!("done {path} ({bytes} bytes)"));
+            if let Some(b) = &bar {
+                b.inc(bytes);
+            }
         }
     };
     opts.progress = Some(&progress);

@@ -66,6 +66,18 @@ pub fn info(msg: impl std::fmt::Display) {
     }
 }
 
+/// [`info`] while `bar` may be drawn: the line goes above the bar instead
+/// of through it.
+pub fn info_above(bar: Option<&indicatif::ProgressBar>, msg: impl std::fmt::Display) {
+    if verbosity() < Verbosity::Verbose {
+        return;
+    }
+    match bar {
+        Some(b) => b.suspend(|| eprintln!("info: {msg}")),
+        None => eprintln!("info: {msg}"),
+    }
+}
+
 /// Whether progress may be drawn: stderr is a terminal that understands
 /// cursor movement (`TERM` is not `dumb`), and the run is not `-q`.
 fn progress_wanted() -> bool {

@@ -169,6 +169,12 @@ fn split(args: SplitArgs) -> CliResult {
 
     let start = std::time::Instant::now();
     let pool = args.archive.thread_pool()?;
+    crate::ui::info(format_args!(
+        "splitting {} into {} ({} threads)",
+        args.input.display(),
+        args.output.display(),
+        pool.current_num_threads()
+    ));
     let spinner = crate::ui::spinner(format!("splitting {}", args.input.display()));
     let report = pool.install(|| split_wheel(&args.input, &args.output, &opts));
     if let Some(s) = &spinner {

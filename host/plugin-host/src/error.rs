@@ -59,6 +59,19 @@ impl Error {
         }
     }
 
+    /// An error of `kind` whose cause (a network failure, say) is `source`.
+    pub(crate) fn with_source(
+        kind: ErrorKind,
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error {
+            kind,
+            message: message.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+
     /// What kind of failure this is.
     pub fn kind(&self) -> ErrorKind {
         self.kind

@@ -1,5 +1,6 @@
-//! A handler registry modelled on cargo's sparse index: a directory (or a
-//! `file://` URL) holding
+//! A handler registry modelled on cargo's sparse index: a directory, a
+//! `file://` URL, or an `http://`/`https://` URL (cargo's `sparse+` prefix
+//! accepted) serving
 //!
 //! * `config.json`: `{"dl": "blobs/{name}/{name}-{vers}.wasm", "api-version": 1}`;
 //! * one index file per handler name, at cargo's paths (`1/a`, `2/ab`,
@@ -9,9 +10,17 @@
 //!
 //! Published versions are immutable; yanking hides a version from resolution
 //! without deleting it. Every fetched blob is checked against its `cksum`.
+//!
+//! Over HTTP the registry is read-only (publish into the directory the web
+//! server serves): an index file is fetched per name (404 or 410 = nothing
+//! published, as for cargo), the blob from `config.json`'s `dl` template
+//! (`{name}`/`{crate}`, `{vers}`/`{version}`, `{cksum}`/`{sha256-checksum}`;
+//! relative to the index URL unless absolute), each with a timeout and a
+//! size limit.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use semver::{Version, VersionReq};
 use serde::{Deserialize, Serialize};
@@ -19,6 +28,16 @@ use sha2::{Digest, Sha256};
 
 use crate::spec::check_name;
 use crate::{Error, ErrorKind, Result};
+
+/// Largest `config.json` read over HTTP.
+const MAX_CONFIG_BYTES: u64 = 64 << 10;
+/// Largest index file read over HTTP (one line per version: thousands fit).
+const MAX_INDEX_BYTES: u64 = 16 << 20;
+/// Largest handler blob read over HTTP: handlers are a few MiB at most, and
+/// the sandbox caps their memory at 64 MiB anyway.
+const MAX_BLOB_BYTES: u64 = 64 << 20;
+/// Time allowed for one whole HTTP request (connect, headers, body).
+const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One published version: a line of an index file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,11 +55,20 @@ pub struct IndexEntry {
     pub yanked: bool,
 }
 
-/// A registry location (directory or `file://` URL).
+/// A registry location (directory, `file://` or `http(s)://` URL).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Registry {
     location: String,
-    root: PathBuf,
+    transport: Transport,
+}
+
+/// Where the index and blobs are read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Transport {
+    /// A directory (read and written).
+    Dir(PathBuf),
+    /// An HTTP(S) URL ending in `/` (read only).
+    Http(String),
 }
 
 /// cargo's index path for a name.
@@ -57,21 +85,31 @@ impl Registry {
     /// A registry at a directory path or `file://` URL (it need not exist
     /// yet: [`Registry::publish`] creates it).
     pub fn new(location: &str) -> Result<Registry> {
-        let root = match location.split_once("://") {
-            Some(("file", path)) => PathBuf::from(path),
+        let url = location.strip_prefix("sparse+").unwrap_or(location);
+        let transport = match url.split_once("://") {
+            Some(("file", path)) => Transport::Dir(PathBuf::from(path)),
+            Some(("http" | "https", rest)) if !rest.is_empty() => {
+                // The index files are relative to the index URL, as in cargo.
+                let base = if url.ends_with('/') {
+                    url.to_string()
+                } else {
+                    format!("{url}/")
+                };
+                Transport::Http(base)
+            }
             Some((scheme, _)) => {
                 return Err(Error::new(
                     ErrorKind::Usage,
                     format!(
-                        "registry {location:?}: only directories and file:// URLs are supported, not {scheme}://"
+                        "registry {location:?}: only directories and file://, http:// and https:// URLs are supported, not {scheme}://"
                     ),
                 ));
             }
-            None => PathBuf::from(location),
+            None => Transport::Dir(PathBuf::from(location)),
         };
         Ok(Registry {
             location: location.to_string(),
-            root,
+            transport,
         })
     }
 
@@ -80,13 +118,26 @@ impl Registry {
         &self.location
     }
 
-    fn index_path(&self, name: &str) -> PathBuf {
-        self.root.join(index_rel(name))
+    /// The directory of a registry that can be written to.
+    fn dir(&self, what: &str) -> Result<&Path> {
+        match &self.transport {
+            Transport::Dir(root) => Ok(root),
+            Transport::Http(_) => Err(Error::new(
+                ErrorKind::Usage,
+                format!(
+                    "registry {}: cannot {what} over HTTP; use the directory the server serves",
+                    self.location
+                ),
+            )),
+        }
     }
 
-    fn blob_path(&self, name: &str, vers: &str) -> PathBuf {
-        self.root
-            .join("blobs")
+    fn index_path(root: &Path, name: &str) -> PathBuf {
+        root.join(index_rel(name))
+    }
+
+    fn blob_path(root: &Path, name: &str, vers: &str) -> PathBuf {
+        root.join("blobs")
             .join(name)
             .join(format!("{name}-{vers}.wasm"))
     }
@@ -94,11 +145,31 @@ impl Registry {
     /// Every published version of `name` (yanked included), in index order.
     pub fn versions(&self, name: &str) -> Result<Vec<IndexEntry>> {
         check_name(name).map_err(|m| Error::new(ErrorKind::Usage, m))?;
-        let path = self.index_path(name);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(Error::io(format!("registry index {}", path.display()), e)),
+        let (where_, text) = match &self.transport {
+            Transport::Dir(root) => {
+                let path = Self::index_path(root, name);
+                match std::fs::read_to_string(&path) {
+                    Ok(t) => (path.display().to_string(), t),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+                    Err(e) => {
+                        return Err(Error::io(format!("registry index {}", path.display()), e));
+                    }
+                }
+            }
+            Transport::Http(base) => {
+                let url = format!("{base}{}", index_rel(name));
+                let Some(bytes) = http_get(&url, "registry index", MAX_INDEX_BYTES, true)? else {
+                    return Ok(Vec::new());
+                };
+                let text = String::from_utf8(bytes).map_err(|e| {
+                    Error::with_source(
+                        ErrorKind::Registry,
+                        format!("registry index {url} is not UTF-8"),
+                        e,
+                    )
+                })?;
+                (url, text)
+            }
         };
         text.lines()
             .enumerate()
@@ -107,7 +178,7 @@ impl Registry {
                 serde_json::from_str::<IndexEntry>(l).map_err(|e| {
                     Error::new(
                         ErrorKind::Registry,
-                        format!("registry index {} line {}: {e}", path.display(), i + 1),
+                        format!("registry index {where_} line {}: {e}", i + 1),
                     )
                 })
             })
@@ -147,9 +218,17 @@ impl Registry {
 
     /// The blob of `entry`, checked against its checksum.
     pub fn fetch(&self, entry: &IndexEntry) -> Result<Vec<u8>> {
-        let path = self.blob_path(&entry.name, &entry.vers);
-        let bytes = std::fs::read(&path)
-            .map_err(|e| Error::io(format!("registry blob {}", path.display()), e))?;
+        let bytes = match &self.transport {
+            Transport::Dir(root) => {
+                let path = Self::blob_path(root, &entry.name, &entry.vers);
+                std::fs::read(&path)
+                    .map_err(|e| Error::io(format!("registry blob {}", path.display()), e))?
+            }
+            Transport::Http(base) => {
+                let url = blob_url(base, entry)?;
+                http_get(&url, "registry blob", MAX_BLOB_BYTES, false)?.unwrap_or_default()
+            }
+        };
         let sum = hex::encode(Sha256::digest(&bytes));
         if sum != entry.cksum {
             return Err(Error::new(
@@ -173,6 +252,7 @@ impl Registry {
         wit: &Version,
         wasm: &[u8],
     ) -> Result<IndexEntry> {
+        let root = self.dir("publish")?;
         let entry = IndexEntry {
             name: name.to_string(),
             vers: version.to_string(),
@@ -193,7 +273,7 @@ impl Registry {
                 ),
             ));
         }
-        let config = self.root.join("config.json");
+        let config = root.join("config.json");
         if !config.exists() {
             write_atomic(
                 &config,
@@ -201,11 +281,11 @@ impl Registry {
             )?;
         }
         // Blob first, then the index line: a reader never sees a line without its blob.
-        write_atomic(&self.blob_path(&entry.name, &entry.vers), wasm)?;
+        write_atomic(&Self::blob_path(root, &entry.name, &entry.vers), wasm)?;
         let mut line = serde_json::to_string(&entry)
             .map_err(|e| Error::new(ErrorKind::Registry, format!("encoding index entry: {e}")))?;
         line.push('\n');
-        let index = self.index_path(&entry.name);
+        let index = Self::index_path(root, &entry.name);
         let mut text = std::fs::read(&index).or_else(|e| match e.kind() {
             std::io::ErrorKind::NotFound => Ok(Vec::new()),
             _ => Err(Error::io(index.display(), e)),
@@ -217,6 +297,7 @@ impl Registry {
 
     /// Set or clear the `yanked` flag of `name` `vers`.
     pub fn yank(&self, name: &str, vers: &str, yanked: bool) -> Result<()> {
+        let root = self.dir("yank")?;
         let mut all = self.versions(name)?;
         let Some(e) = all.iter_mut().find(|e| e.vers == vers) else {
             return Err(Error::new(
@@ -233,7 +314,7 @@ impl Registry {
             );
             text.push('\n');
         }
-        write_atomic(&self.index_path(name), text.as_bytes())
+        write_atomic(&Self::index_path(root, name), text.as_bytes())
     }
 
     /// Resolve `name`@`req`, fetch it (checksum verified) and install it as
@@ -250,6 +331,102 @@ impl Registry {
         write_atomic(&path, &bytes)?;
         Ok((entry, path))
     }
+}
+
+/// The `config.json` of a sparse index: where blobs are downloaded from.
+#[derive(Deserialize)]
+struct Config {
+    dl: String,
+}
+
+/// The download URL of `entry` on the HTTP registry at `base`, from the
+/// `dl` template of its `config.json`.
+fn blob_url(base: &str, entry: &IndexEntry) -> Result<String> {
+    let url = format!("{base}config.json");
+    let bytes = http_get(&url, "registry config", MAX_CONFIG_BYTES, false)?.unwrap_or_default();
+    let config: Config = serde_json::from_slice(&bytes).map_err(|e| {
+        Error::with_source(
+            ErrorKind::Registry,
+            format!("registry config {url}: not a config.json with a \"dl\" string"),
+            e,
+        )
+    })?;
+    Ok(expand_dl(base, config.dl, entry))
+}
+
+/// `dl` with `entry`'s fields filled in, made absolute against `base`.
+fn expand_dl(base: &str, mut dl: String, entry: &IndexEntry) -> String {
+    // cargo appends its default layout to a template without markers.
+    if !dl.contains('{') {
+        dl = format!(
+            "{}/{{name}}/{{name}}-{{vers}}.wasm",
+            dl.trim_end_matches('/')
+        );
+    }
+    let dl = dl
+        .replace("{name}", &entry.name)
+        .replace("{crate}", &entry.name)
+        .replace("{vers}", &entry.vers)
+        .replace("{version}", &entry.vers)
+        .replace("{cksum}", &entry.cksum)
+        .replace("{sha256-checksum}", &entry.cksum);
+    if dl.contains("://") {
+        dl
+    } else if let Some(path) = dl.strip_prefix('/') {
+        // Absolute path: on the index's scheme and host.
+        let (scheme, rest) = base.split_once("://").unwrap_or(("https", base));
+        let host = rest.split('/').next().unwrap_or(rest);
+        format!("{scheme}://{host}/{path}")
+    } else {
+        format!("{base}{dl}")
+    }
+}
+
+/// GET `url` (`what` names it in errors) and read at most `limit` bytes.
+/// `Ok(None)` for 404/410 when `missing_ok` (cargo's "not published");
+/// any other non-200 status is an error naming the URL and status.
+fn http_get(url: &str, what: &str, limit: u64, missing_ok: bool) -> Result<Option<Vec<u8>>> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(HTTP_TIMEOUT))
+        .http_status_as_error(false)
+        .user_agent(concat!("kpack/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into();
+    let mut response = agent.get(url).call().map_err(|e| {
+        Error::with_source(
+            ErrorKind::Registry,
+            format!("{what} {url}: request failed"),
+            e,
+        )
+    })?;
+    let status = response.status().as_u16();
+    match status {
+        200 => {}
+        404 | 410 if missing_ok => return Ok(None),
+        _ => {
+            return Err(Error::new(
+                if status == 404 {
+                    ErrorKind::NotFound
+                } else {
+                    ErrorKind::Registry
+                },
+                format!("{what} {url}: HTTP status {status}"),
+            ));
+        }
+    }
+    let bytes = response
+        .body_mut()
+        .with_config()
+        .limit(limit)
+        .read_to_vec()
+        .map_err(|e| {
+            Error::with_source(
+                ErrorKind::Registry,
+                format!("{what} {url}: cannot read the body (limit {limit} bytes)"),
+                e,
+            )
+        })?;
+    Ok(Some(bytes))
 }
 
 /// Write `bytes` to `path` through a temporary file and a rename.
@@ -299,7 +476,7 @@ mod tests {
         .iter()
         .map(|e| serde_json::to_string(e).unwrap() + "\n")
         .collect();
-        write_atomic(&reg.index_path("demo"), text.as_bytes()).unwrap();
+        write_atomic(&Registry::index_path(dir.path(), "demo"), text.as_bytes()).unwrap();
         assert_eq!(
             reg.resolve("demo", &VersionReq::parse("^1.2").unwrap())
                 .unwrap()
@@ -328,7 +505,11 @@ mod tests {
     fn rejects_a_blob_that_does_not_match_its_checksum() {
         let dir = tempfile::tempdir().unwrap();
         let reg = Registry::new(dir.path().to_str().unwrap()).unwrap();
-        write_atomic(&reg.blob_path("demo", "1.2.0"), b"not what was published").unwrap();
+        write_atomic(
+            &Registry::blob_path(dir.path(), "demo", "1.2.0"),
+            b"not what was published",
+        )
+        .unwrap();
         let err = reg.fetch(&entry("1.2.0", false)).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Registry);
         assert!(err.to_string().contains("refusing"), "{err}");
@@ -356,10 +537,39 @@ mod tests {
     #[test]
     fn refuses_other_schemes() {
         assert_eq!(
-            Registry::new("https://example.invalid/x")
-                .unwrap_err()
-                .kind(),
+            Registry::new("ftp://example.invalid/x").unwrap_err().kind(),
             ErrorKind::Usage
         );
+    }
+
+    #[test]
+    fn download_urls_follow_the_dl_template() {
+        let base = "https://h.example/kpack/index/";
+        let e = entry("1.2.0", false);
+        let dl = |t: &str| expand_dl(base, t.to_string(), &e);
+        assert_eq!(
+            dl("blobs/{name}/{name}-{vers}.wasm"),
+            "https://h.example/kpack/index/blobs/demo/demo-1.2.0.wasm"
+        );
+        assert_eq!(
+            dl("/dl/{crate}/{version}/{sha256-checksum}"),
+            "https://h.example/dl/demo/1.2.0/00"
+        );
+        assert_eq!(
+            dl("https://cdn.example/x/"),
+            "https://cdn.example/x/demo/demo-1.2.0.wasm"
+        );
+    }
+
+    #[test]
+    fn http_registries_are_read_only_and_end_in_a_slash() {
+        let reg = Registry::new("sparse+https://example.invalid/index").unwrap();
+        assert_eq!(
+            reg.transport,
+            Transport::Http("https://example.invalid/index/".into())
+        );
+        let err = reg.yank("demo", "1.0.0", true).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Usage);
+        assert!(err.to_string().contains("over HTTP"), "{err}");
     }
 }

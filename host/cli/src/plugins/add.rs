@@ -16,7 +16,7 @@ use crate::exit::CliResult;
 pub struct Args {
     /// `NAME` or `NAME@REQ` (semver requirement, e.g. `rocblas@^1.2`).
     spec: String,
-    /// Registry directory or file:// URL.
+    /// Registry: a directory, a file:// URL or an http(s):// sparse-index URL.
     #[arg(long)]
     registry: String,
     /// Install here instead of `$XDG_DATA_HOME/kpack/plugins`.

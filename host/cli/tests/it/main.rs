@@ -13,6 +13,7 @@ mod archive_group;
 mod auditwheel;
 mod embedded;
 mod generic_strict;
+mod handler_authors;
 mod independent_reader;
 mod inspect;
 mod manners;

@@ -434,3 +434,43 @@ fn dash_output_is_refused_where_more_than_one_stream_is_written() {
         );
     }
 }
+
+#[test]
+fn verbose_split_names_each_file_and_quiet_says_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let art = tmp.path().join("axpy_lib");
+    std::fs::create_dir_all(art.join("stage/lib")).unwrap();
+    std::fs::write(art.join("artifact_manifest.txt"), "stage\n").unwrap();
+    std::fs::copy(
+        fixture("corpus/libaxpy_2arch.so"),
+        art.join("stage/lib/libaxpy.so"),
+    )
+    .unwrap();
+    std::fs::write(art.join("stage/lib/notes.txt"), "x").unwrap();
+    let split = |flag: &str, out: &str| {
+        let out = tmp.path().join(out);
+        let o = kpack([
+            os("split"),
+            os(flag),
+            art.as_os_str(),
+            os("-o"),
+            out.as_os_str(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        o
+    };
+    let verbose = stderr(&split("-v", "v"));
+    for file in ["lib/libaxpy.so", "lib/notes.txt"] {
+        assert!(
+            verbose.contains(&format!("info: done {file} (")),
+            "{verbose}"
+        );
+    }
+    assert!(verbose.contains("info: stage: 2 files"), "{verbose}");
+    let quiet = split("-q", "q");
+    assert_eq!(stderr(&quiet), "");
+    assert_eq!(
+        stdout(&quiet),
+        stdout(&split("-v", "v2")).replace("/v2", "/q")
+    );
+}
