@@ -9,6 +9,7 @@
 
 mod amd_flags;
 mod archive;
+mod archive_delta;
 mod embedded;
 mod generic_strict;
 mod independent_reader;
