@@ -194,12 +194,9 @@ pub fn run(args: Args) -> CliResult {
             compression,
             level,
             force,
-        } => crate::archive_convert::convert(
-            &files,
-            &output,
-            compression.compression(level),
-            force,
-        ),
+        } => {
+            crate::archive_convert::convert(&files, &output, compression.compression(level), force)
+        }
         Action::Verify { files, json } => verify(&files, json),
     }
 }

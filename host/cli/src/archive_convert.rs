@@ -79,7 +79,9 @@ fn run(files: &[PathBuf], out: &Path, compression: Compression, force: bool) -> 
         for e in a.entries() {
             let bytes = a
                 .read(e)
-                .with_context(|| format!("{}: cannot decode {} {}", file.display(), e.key(), e.arch()))?
+                .with_context(|| {
+                    format!("{}: cannot decode {} {}", file.display(), e.key(), e.arch())
+                })?
                 .into_owned();
             items.push(Item {
                 key: e.key().to_owned(),

@@ -17,7 +17,9 @@ pub(crate) const MAX_WINDOW_LOG: u32 = 27;
 /// The window log that lets a frame of `src_len` bytes reach back over the
 /// whole of a `prefix_len`-byte prefix (capped at [`MAX_WINDOW_LOG`]).
 fn window_log(prefix_len: usize, src_len: usize) -> u32 {
-    let total = (prefix_len as u64).saturating_add(src_len as u64).max(1 << 10);
+    let total = (prefix_len as u64)
+        .saturating_add(src_len as u64)
+        .max(1 << 10);
     let log = 64 - (total - 1).leading_zeros();
     log.clamp(10, MAX_WINDOW_LOG)
 }
@@ -82,7 +84,9 @@ pub(crate) struct Plan {
 pub(crate) fn plan(level: i32, members: &[&[u8]]) -> Result<Plan, String> {
     let n = members.len();
     if n <= 1 {
-        return Ok(Plan { base: vec![None; n] });
+        return Ok(Plan {
+            base: vec![None; n],
+        });
     }
     let alone: Vec<u64> = members
         .par_iter()

@@ -308,7 +308,8 @@ impl Archive {
         let frame = self.stored(entry)?;
         check_frame(frame, entry)?;
         let mut out = decode_buffer(frame, entry)?;
-        let fail = |msg: String| Error::at(ErrorKind::DecompressionFailed, entry.stored_offset, msg);
+        let fail =
+            |msg: String| Error::at(ErrorKind::DecompressionFailed, entry.stored_offset, msg);
         let got = crate::delta::decompress_with_prefix(frame, base, &mut out).map_err(|e| {
             fail(format!(
                 "delta frame {} (base {}) failed to decode: {e}",

@@ -563,7 +563,8 @@ impl ArchiveWriter {
                 }
                 let key = &self.pending[ordinals[0]].key;
                 let members: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
-                let zerr = |m: String| Error::new(ErrorKind::Io, format!("zstd failed on {key:?}: {m}"));
+                let zerr =
+                    |m: String| Error::new(ErrorKind::Io, format!("zstd failed on {key:?}: {m}"));
                 let plan = delta::plan(level, &members).map_err(zerr)?;
                 let frames: Vec<Vec<u8>> = (0..members.len())
                     .into_par_iter()

@@ -14,10 +14,14 @@ use std::sync::{Arc, Mutex};
 /// Decoded bases kept per cache, in bytes.
 pub(crate) const MAX_BYTES: usize = 64 << 20;
 
+/// (archive path, base ordinal).
+type Key = (PathBuf, u64);
+/// Decoded bytes and the tick of their last use.
+type Slot = (Arc<Vec<u8>>, u64);
+
 #[derive(Debug, Default)]
 struct Inner {
-    /// (archive, base ordinal) → (bytes, last use).
-    entries: HashMap<(PathBuf, u64), (Arc<Vec<u8>>, u64)>,
+    entries: HashMap<Key, Slot>,
     bytes: usize,
     tick: u64,
 }

@@ -38,7 +38,12 @@ fn convert(inputs: &[PathBuf], out: &Path, scheme: &str) -> Vec<PathBuf> {
 fn extract_all(archives: &[PathBuf], out: &Path) -> std::collections::BTreeMap<String, String> {
     for a in archives {
         let o = run(os(&[&"archive", &"extract", a, &"-o", &out]));
-        assert!(o.status.success(), "extract {}: {}", a.display(), stderr(&o));
+        assert!(
+            o.status.success(),
+            "extract {}: {}",
+            a.display(),
+            stderr(&o)
+        );
     }
     tree_digest(out)
 }
@@ -76,7 +81,12 @@ fn every_fixture_round_trips_through_zstd_delta_and_back_byte_identical() {
             &"--archives",
             &dir.join("arch"),
         ]));
-        assert!(o.status.success(), "offload {}: {}", f.display(), stderr(&o));
+        assert!(
+            o.status.success(),
+            "offload {}: {}",
+            f.display(),
+            stderr(&o)
+        );
         let originals = kpacks(&dir.join("arch"));
         if originals.is_empty() {
             continue;
@@ -100,7 +110,9 @@ fn every_fixture_round_trips_through_zstd_delta_and_back_byte_identical() {
         // under the names markers look for.
         let back = convert(&delta, &dir.join("back"), "zstd-per-kernel");
         let names = |v: &[PathBuf]| -> Vec<OsString> {
-            v.iter().map(|p| p.file_name().unwrap().to_owned()).collect()
+            v.iter()
+                .map(|p| p.file_name().unwrap().to_owned())
+                .collect()
         };
         assert_eq!(names(&back), names(&originals));
         for (b, o) in back.iter().zip(&originals) {
@@ -112,7 +124,10 @@ fn every_fixture_round_trips_through_zstd_delta_and_back_byte_identical() {
             );
         }
     }
-    assert!(multi_target >= 3, "{multi_target} fixtures with several targets");
+    assert!(
+        multi_target >= 3,
+        "{multi_target} fixtures with several targets"
+    );
 }
 
 #[test]
@@ -128,7 +143,11 @@ fn archive_list_shows_bases_and_ratios_of_a_delta_archive() {
         &tmp.path().join("arch"),
     ]));
     assert!(o.status.success(), "{}", stderr(&o));
-    let delta = convert(&kpacks(&tmp.path().join("arch")), &tmp.path().join("d"), "zstd-delta");
+    let delta = convert(
+        &kpacks(&tmp.path().join("arch")),
+        &tmp.path().join("d"),
+        "zstd-delta",
+    );
     let o = run(os(&[&"archive", &"list", &"--json", &delta[0]]));
     assert!(o.status.success(), "{}", stderr(&o));
     let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();

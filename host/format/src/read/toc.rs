@@ -175,7 +175,14 @@ impl Toc {
                 Fields::new(as_map(arches_v, "toc value")?, arches_v.offset, "toc value")?;
             let mut entries = Vec::with_capacity(arch_map.items.len());
             for (arch, ev) in &arch_map.items {
-                entries.push(parse_entry(key, arch, ev, blobs.as_ref(), scheme, toc_offset)?);
+                entries.push(parse_entry(
+                    key,
+                    arch,
+                    ev,
+                    blobs.as_ref(),
+                    scheme,
+                    toc_offset,
+                )?);
             }
             entries.sort_by(|a, b| a.arch.cmp(&b.arch));
             binaries.push(Binary {
@@ -479,7 +486,10 @@ fn resolve_bases(binaries: &mut [Binary]) -> Result<u64> {
             let why = if next == ordinal {
                 format!("a cycle: {ordinal} -> {} -> {ordinal}", base.ordinal)
             } else {
-                format!("bases must not be deltas ({} has base {next})", base.ordinal)
+                format!(
+                    "bases must not be deltas ({} has base {next})",
+                    base.ordinal
+                )
             };
             return Err(Error::format(
                 at,
