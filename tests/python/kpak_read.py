@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""An independent KPAK v1 reader, written from the format description
-(spec/rocm-kpack.md section 2), not from kpack's Rust reader: the tests run
+"""An independent KPAK reader, written from the format descriptions
+(spec/rocm-kpack.md section 2 for v1, docs/kpak-v2-zstd-delta.md for v2 and
+the v1 frame index), not from kpack's Rust reader: the tests run
 it over the archives kpack writes as a second opinion on the format.
 
 Usage: kpak_read.py FILE...  prints, per entry, a tab-separated line
@@ -19,7 +20,7 @@ def read(path):
     data = open(path, "rb").read()
     magic, version, toc_offset = struct.unpack_from("<4sIQ", data, 0)
     assert magic == b"KPAK", "bad magic"
-    assert version == 1, f"header version {version}"
+    assert version in (1, 2), f"header version {version}"
     assert 64 <= toc_offset < len(data), "toc_offset out of range"
     assert data[16:64] == bytes(48), "header padding is not zero"
     # Exactly one msgpack object after the blob area, nothing after it.
@@ -40,17 +41,46 @@ def read(path):
             blobs.append((at + 4, size))
             at += 4 + size
         assert at == end, "zstd_size does not match the frames"
+        # kpack's frame-offset index (docs/kpak-v2-zstd-delta.md §6), which
+        # AMD's parser ignores, must name exactly the frames the walk found.
+        if "zstd_frame_offsets" in toc:
+            assert toc["zstd_frame_offsets"] == [o for o, _ in blobs], "frame index"
+    elif scheme == "zstd-delta":
+        # KPAK v2 (docs/kpak-v2-zstd-delta.md): frames placed per entry.
+        assert version == 2 and toc["format_version"] == 2, "zstd-delta needs v2"
+        by_ordinal = {}
+        for arches in toc["toc"].values():
+            for entry in arches.values():
+                by_ordinal[entry["ordinal"]] = entry
+        blobs = None
     else:
         raise ValueError(f"unknown compression_scheme {scheme!r}")
     out = []
     for key, arches in toc["toc"].items():
         for arch, entry in arches.items():
             assert arch in toc["gfx_arches"], f"{arch} not in gfx_arches"
-            offset, size = blobs[entry["ordinal"]]
+            if blobs is None:
+                offset, size = entry["offset"], entry["size"]
+            else:
+                offset, size = blobs[entry["ordinal"]]
             assert 64 <= offset and offset + size <= toc_offset, "blob outside the blob area"
             stored = data[offset : offset + size]
             if scheme == "none":
                 code = stored
+            elif scheme == "zstd-delta" and "base" in entry:
+                base = by_ordinal[entry["base"]]
+                assert "base" not in base, "a base is a delta"
+                frame = data[base["offset"] : base["offset"] + base["size"]]
+                prefix = zstandard.ZstdDecompressor().decompress(
+                    frame, max_output_size=base["original_size"]
+                )
+                # A ref prefix is a raw-content dictionary used once.
+                d = zstandard.ZstdCompressionDict(
+                    prefix, dict_type=zstandard.DICT_TYPE_RAWCONTENT
+                )
+                code = zstandard.ZstdDecompressor(dict_data=d).decompress(
+                    stored, max_output_size=entry["original_size"]
+                )
             else:
                 code = zstandard.ZstdDecompressor().decompress(
                     stored, max_output_size=entry["original_size"]

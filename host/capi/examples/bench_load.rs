@@ -235,5 +235,6 @@ fn scheme(c: Compression) -> &'static str {
     match c {
         Compression::None => "none",
         Compression::Zstd { .. } => "zstd",
+        Compression::ZstdDelta { .. } => "zstd-delta",
     }
 }

@@ -1,4 +1,4 @@
-//! `kpack archive list|extract|pack|verify`: work with `.kpack` files.
+//! `kpack archive list|extract|pack|convert|verify`: work with `.kpack` files.
 //!
 //! File naming convention shared by `extract` and `pack` (one is the inverse
 //! of the other): a code object for TOC key `K` and arch `A` lives at
@@ -92,6 +92,27 @@ total uncompressed bytes).")]
         #[arg(long)]
         force: bool,
     },
+    /// Re-encode archives losslessly: `zstd-delta` joins the inputs into one
+    /// family archive `OUTDIR/<group>_<family>.kpack`; `zstd`
+    /// (`zstd-per-kernel`) and `none` write one archive per processor,
+    /// `OUTDIR/<group>_<processor>.kpack`, the names markers expect.
+    Convert {
+        /// The .kpack files (one group_name).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Output directory (created if missing).
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Storage scheme of the outputs.
+        #[arg(long, value_enum)]
+        compression: Scheme,
+        /// zstd level.
+        #[arg(long, default_value_t = 3)]
+        level: i32,
+        /// Replace existing output archives.
+        #[arg(long)]
+        force: bool,
+    },
     /// Check archives strictly and decode every kernel; exit 1 on findings.
     Verify {
         /// The .kpack files.
@@ -108,7 +129,20 @@ enum Scheme {
     /// Scheme "none".
     None,
     /// Scheme "zstd-per-kernel".
+    #[value(alias = "zstd-per-kernel")]
     Zstd,
+    /// Scheme "zstd-delta" (KPAK v2; AMD's loader cannot read it).
+    ZstdDelta,
+}
+
+impl Scheme {
+    fn compression(self, level: i32) -> Compression {
+        match self {
+            Scheme::None => Compression::None,
+            Scheme::Zstd => Compression::Zstd { level },
+            Scheme::ZstdDelta => Compression::ZstdDelta { level },
+        }
+    }
 }
 
 /// Run `kpack archive`.
@@ -143,10 +177,7 @@ pub fn run(args: Args) -> CliResult {
             dry_run,
             force,
         } => {
-            let compression = match compression {
-                Scheme::None => Compression::None,
-                Scheme::Zstd => Compression::Zstd { level },
-            };
+            let compression = compression.compression(level);
             pack(
                 &dir,
                 &output,
@@ -157,11 +188,20 @@ pub fn run(args: Args) -> CliResult {
                 force,
             )
         }
+        Action::Convert {
+            files,
+            output,
+            compression,
+            level,
+            force,
+        } => {
+            crate::archive_convert::convert(&files, &output, compression.compression(level), force)
+        }
         Action::Verify { files, json } => verify(&files, json),
     }
 }
 
-fn open(file: &Path) -> anyhow::Result<Archive> {
+pub(crate) fn open(file: &Path) -> anyhow::Result<Archive> {
     crate::safety::regular_file(file)?;
     Ok(Archive::open(file)?)
 }
@@ -192,14 +232,33 @@ fn list(file: &Path, json: bool, dump: bool) -> CliResult {
         print!("{}", a.dump());
         return Ok(());
     }
+    // zstd-delta archives also show each entry's base and stored/original
+    // ratio; other schemes keep their established output.
+    let delta = a.scheme() == kpack_format::Scheme::ZstdDelta;
+    let base_of = |e: &kpack_format::Entry| {
+        e.base()
+            .and_then(|o| a.entry_by_ordinal(o))
+            .map(|b| (b.ordinal(), b.key().to_owned(), b.arch().to_owned()))
+    };
+    let ratio = |e: &kpack_format::Entry| e.stored_size() as f64 / e.original_size().max(1) as f64;
     if json {
         let entries: Vec<_> = a
             .entries()
             .map(|e| {
-                json!({
+                let mut doc = json!({
                     "key": e.key(), "arch": e.arch(), "ordinal": e.ordinal(),
                     "original_size": e.original_size(), "stored_size": e.stored_size(),
-                })
+                });
+                if delta {
+                    doc["ratio"] = json!((ratio(e) * 10_000.0).round() / 10_000.0);
+                    doc["base"] = match base_of(e) {
+                        Some((ordinal, key, arch)) => {
+                            json!({ "ordinal": ordinal, "key": key, "arch": arch })
+                        }
+                        None => serde_json::Value::Null,
+                    };
+                }
+                doc
             })
             .collect();
         let doc = json!({
@@ -225,6 +284,28 @@ fn list(file: &Path, json: bool, dump: bool) -> CliResult {
         a.entry_count()
     );
     let width = a.entries().map(|e| e.key().len()).max().unwrap_or(3).max(3);
+    if delta {
+        println!(
+            "{:width$}  {:16}  {:>12}  {:>12}  {:>6}  BASE",
+            "KEY", "ARCH", "SIZE", "STORED", "RATIO"
+        );
+        for e in a.entries() {
+            let base = match base_of(e) {
+                Some((_, key, arch)) if key == e.key() => arch,
+                Some((_, key, arch)) => format!("{key} {arch}"),
+                None => "-".to_owned(),
+            };
+            println!(
+                "{:width$}  {:16}  {:>12}  {:>12}  {:>6.3}  {base}",
+                e.key(),
+                e.arch(),
+                e.original_size(),
+                e.stored_size(),
+                ratio(e)
+            );
+        }
+        return Ok(());
+    }
     println!(
         "{:width$}  {:16}  {:>12}  {:>12}",
         "KEY", "ARCH", "SIZE", "STORED"

@@ -8,6 +8,7 @@
 mod amd_compat;
 mod archive;
 mod archive_args;
+mod archive_convert;
 mod exit;
 mod external;
 mod extract;

@@ -62,6 +62,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod delta;
 mod error;
 mod marker;
 mod mmap;
@@ -82,8 +83,14 @@ pub use write::{ArchiveWriter, Compression, EntryOrder, WriterOptions, Written};
 
 /// The four magic bytes at offset 0: `"KPAK"`.
 pub const MAGIC: [u8; 4] = *b"KPAK";
-/// The only header version there is.
+/// Header version of AMD's format (schemes `none`, `zstd-per-kernel`).
 pub const VERSION: u32 = 1;
+/// Header version of the `zstd-delta` scheme (`docs/kpak-v2-zstd-delta.md`);
+/// AMD's loader refuses it with `UNSUPPORTED_VERSION` instead of misreading.
+pub const VERSION_DELTA: u32 = 2;
+/// The v1 TOC key holding each `zstd-per-kernel` frame's absolute offset
+/// (after its size word); AMD's parser ignores keys it does not know.
+pub const FRAME_INDEX_KEY: &str = "zstd_frame_offsets";
 /// Size of the fixed header (magic, version, toc_offset).
 pub const HEADER_SIZE: usize = 16;
 /// Offset of the blob area (the header is zero-padded to it).

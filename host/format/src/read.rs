@@ -13,7 +13,6 @@ use crate::mmap::Map;
 
 mod toc;
 
-use crate::VERSION;
 use toc::Toc;
 
 /// No zstd frame expands by more than this factor (an RLE block turns 4 bytes
@@ -27,6 +26,9 @@ pub enum Scheme {
     None,
     /// `"zstd-per-kernel"`: one independent zstd frame per kernel.
     ZstdPerKernel,
+    /// `"zstd-delta"` (header version 2): bases are independent zstd
+    /// frames, deltas zstd frames against their base's decoded bytes.
+    ZstdDelta,
 }
 
 impl Scheme {
@@ -35,6 +37,7 @@ impl Scheme {
         match self {
             Scheme::None => "none",
             Scheme::ZstdPerKernel => "zstd-per-kernel",
+            Scheme::ZstdDelta => "zstd-delta",
         }
     }
 }
@@ -49,9 +52,26 @@ pub struct Entry {
     stored_offset: u64,
     stored_size: u64,
     metadata: Vec<(String, String)>,
+    base: Option<Base>,
+}
+
+/// Where a `zstd-delta` entry's base frame is (resolved at open).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Base {
+    pub(crate) ordinal: u64,
+    /// Offset of the `base` value in the TOC, for messages.
+    pub(crate) toc_at: u64,
+    pub(crate) offset: u64,
+    pub(crate) size: u64,
+    pub(crate) original_size: u64,
 }
 
 impl Entry {
+    /// For a `zstd-delta` delta: the ordinal of the base entry its frame was
+    /// compressed against. `None` for bases and every other scheme.
+    pub fn base(&self) -> Option<u64> {
+        self.base.as_ref().map(|b| b.ordinal)
+    }
     /// The binary key, e.g. `lib/libfoo.so#0`.
     pub fn key(&self) -> &str {
         &self.key
@@ -154,7 +174,20 @@ impl Archive {
     pub fn scheme(&self) -> Scheme {
         self.toc.scheme
     }
-    /// The TOC's `format_version` (always 1 once opened).
+    /// The header version: 1 (AMD's format) or 2 (`zstd-delta`).
+    pub fn version(&self) -> u32 {
+        self.toc.version
+    }
+    /// Whether a `zstd-per-kernel` archive carried the `zstd_frame_offsets`
+    /// index (so opening it walked no frame headers).
+    pub fn has_frame_index(&self) -> bool {
+        self.toc.indexed
+    }
+    /// The entry stored under `ordinal`, if any (the base a delta names).
+    pub fn entry_by_ordinal(&self, ordinal: u64) -> Option<&Entry> {
+        self.entries().find(|e| e.ordinal == ordinal)
+    }
+    /// The TOC's `format_version` (equal to the header version once opened).
     pub fn format_version(&self) -> u64 {
         self.toc.format_version
     }
@@ -224,12 +257,96 @@ impl Archive {
     }
 
     /// The decoded bytes of `entry` (which must come from this archive).
+    ///
+    /// A `zstd-delta` delta decodes its base first (see
+    /// [`Archive::read_with_base`] to reuse a decoded base).
     pub fn read(&self, entry: &Entry) -> Result<Cow<'_, [u8]>> {
         let stored = self.stored(entry)?;
         match self.toc.scheme {
             Scheme::None => Ok(Cow::Borrowed(stored)),
-            Scheme::ZstdPerKernel => decompress(stored, entry).map(Cow::Owned),
+            Scheme::ZstdPerKernel => {
+                self.check_size_word(entry)?;
+                decompress(stored, entry).map(Cow::Owned)
+            }
+            Scheme::ZstdDelta => match &entry.base {
+                None => decompress(stored, entry).map(Cow::Owned),
+                Some(_) => {
+                    let base = self.read_base(entry)?.unwrap_or_default();
+                    self.read_with_base(entry, &base).map(Cow::Owned)
+                }
+            },
         }
+    }
+
+    /// The decoded base of a `zstd-delta` delta (`None` for any other
+    /// entry), for callers that memoise bases across loads.
+    pub fn read_base(&self, entry: &Entry) -> Result<Option<Vec<u8>>> {
+        let Some(base) = &entry.base else {
+            return Ok(None);
+        };
+        let as_entry = Entry {
+            key: entry.key.clone(),
+            arch: format!("{} (base {})", entry.arch, base.ordinal),
+            ordinal: base.ordinal,
+            original_size: base.original_size,
+            stored_offset: base.offset,
+            stored_size: base.size,
+            metadata: Vec::new(),
+            base: None,
+        };
+        let frame = self.stored(&as_entry)?;
+        decompress(frame, &as_entry).map(Some)
+    }
+
+    /// Decode a `zstd-delta` delta against `base`, its base's decoded bytes
+    /// (from [`Archive::read_base`]); any other entry decodes as
+    /// [`Archive::read`] does and ignores `base`.
+    pub fn read_with_base(&self, entry: &Entry, base: &[u8]) -> Result<Vec<u8>> {
+        if entry.base.is_none() {
+            return self.read(entry).map(Cow::into_owned);
+        }
+        let frame = self.stored(entry)?;
+        check_frame(frame, entry)?;
+        let mut out = decode_buffer(frame, entry)?;
+        let fail =
+            |msg: String| Error::at(ErrorKind::DecompressionFailed, entry.stored_offset, msg);
+        let got = crate::delta::decompress_with_prefix(frame, base, &mut out).map_err(|e| {
+            fail(format!(
+                "delta frame {} (base {}) failed to decode: {e}",
+                entry.ordinal,
+                entry.base().unwrap_or_default()
+            ))
+        })?;
+        if got as u64 != entry.original_size {
+            return Err(fail(format!(
+                "delta frame {} decoded to {got} bytes, TOC original_size is {}",
+                entry.ordinal, entry.original_size
+            )));
+        }
+        Ok(out)
+    }
+
+    /// An indexed v1 frame's size word must agree with the index; checked
+    /// here, per frame read, instead of walking every frame at open.
+    fn check_size_word(&self, entry: &Entry) -> Result<()> {
+        if !self.toc.indexed {
+            return Ok(());
+        }
+        let at = entry.stored_offset.saturating_sub(4);
+        let word = usize::try_from(at)
+            .ok()
+            .and_then(|a| self.backing.bytes().get(a..a.checked_add(4)?))
+            .map(|b| u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+        if word != Some(entry.stored_size) {
+            return Err(Error::format(
+                at,
+                format!(
+                    "frame {} size word is {word:?}, the frame index says {}",
+                    entry.ordinal, entry.stored_size
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn stored(&self, entry: &Entry) -> Result<&[u8]> {
@@ -252,7 +369,8 @@ impl Archive {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "KPAK v{VERSION} file_size={} toc_offset={:#x} toc_len={}",
+            "KPAK v{} file_size={} toc_offset={:#x} toc_len={}",
+            self.toc.version,
             self.file_size(),
             self.toc.toc_offset,
             self.toc.toc_len
@@ -263,12 +381,18 @@ impl Archive {
         let _ = writeln!(s, "gfx_arches: {:?}", self.toc.gfx_arches);
         let _ = writeln!(s, "compression_scheme: {:?}", self.toc.scheme.as_str());
         let _ = writeln!(s, "blobs: {}", self.toc.blob_count);
+        if self.toc.indexed {
+            let _ = writeln!(s, "{}: yes", crate::FRAME_INDEX_KEY);
+        }
         for e in self.entries() {
             let _ = write!(
                 s,
                 "entry {:?} {:?} ordinal={} original_size={} stored={:#x}+{}",
                 e.key, e.arch, e.ordinal, e.original_size, e.stored_offset, e.stored_size
             );
+            if let Some(base) = e.base() {
+                let _ = write!(s, " base={base}");
+            }
             match self.read(e) {
                 Ok(bytes) => {
                     let _ = write!(s, " fnv1a64={:016x}", fnv1a64(&bytes));
@@ -298,23 +422,11 @@ thread_local! {
     static DCTX: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
 }
 
-fn decompress(frame: &[u8], entry: &Entry) -> Result<Vec<u8>> {
+/// An empty buffer with room for exactly `entry.original_size` bytes, after
+/// checking the frame's declared size (when present) against it and
+/// refusing sizes no frame of this length can produce.
+fn decode_buffer(frame: &[u8], entry: &Entry) -> Result<Vec<u8>> {
     let fail = |msg: String| Error::at(ErrorKind::DecompressionFailed, entry.stored_offset, msg);
-    let whole = zstd::zstd_safe::find_frame_compressed_size(frame).map_err(|c| {
-        fail(format!(
-            "frame {} is not a zstd frame: {}",
-            entry.ordinal,
-            zstd::zstd_safe::get_error_name(c)
-        ))
-    })?;
-    if whole != frame.len() {
-        return Err(fail(format!(
-            "frame {} holds {} bytes of zstd data in a {}-byte slot",
-            entry.ordinal,
-            whole,
-            frame.len()
-        )));
-    }
     let size = entry.original_size;
     if size > (frame.len() as u64).saturating_mul(MAX_ZSTD_RATIO) {
         return Err(fail(format!(
@@ -339,6 +451,34 @@ fn decompress(frame: &[u8], entry: &Entry) -> Result<Vec<u8>> {
             format!("cannot allocate {size} bytes for kernel {:?}", entry.key),
         )
     })?;
+    Ok(out)
+}
+
+/// The slot holds exactly one whole zstd frame.
+fn check_frame(frame: &[u8], entry: &Entry) -> Result<()> {
+    let fail = |msg: String| Error::at(ErrorKind::DecompressionFailed, entry.stored_offset, msg);
+    let whole = zstd::zstd_safe::find_frame_compressed_size(frame).map_err(|c| {
+        fail(format!(
+            "frame {} is not a zstd frame: {}",
+            entry.ordinal,
+            zstd::zstd_safe::get_error_name(c)
+        ))
+    })?;
+    if whole != frame.len() {
+        return Err(fail(format!(
+            "frame {} holds {} bytes of zstd data in a {}-byte slot",
+            entry.ordinal,
+            whole,
+            frame.len()
+        )));
+    }
+    Ok(())
+}
+
+fn decompress(frame: &[u8], entry: &Entry) -> Result<Vec<u8>> {
+    let fail = |msg: String| Error::at(ErrorKind::DecompressionFailed, entry.stored_offset, msg);
+    check_frame(frame, entry)?;
+    let mut out = decode_buffer(frame, entry)?;
     let got = DCTX.with(|cell| -> std::io::Result<usize> {
         let mut slot = cell.borrow_mut();
         let dctx = match &mut *slot {
@@ -348,7 +488,8 @@ fn decompress(frame: &[u8], entry: &Entry) -> Result<Vec<u8>> {
         dctx.decompress_to_buffer(frame, &mut out)
     });
     let got = got.map_err(|e| fail(format!("frame {} failed to decode: {e}", entry.ordinal)))?;
-    if got != size {
+    let size = entry.original_size;
+    if got as u64 != size {
         return Err(fail(format!(
             "frame {} decoded to {got} bytes, TOC original_size is {size}",
             entry.ordinal

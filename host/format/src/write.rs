@@ -9,6 +9,7 @@ use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use crate::delta;
 use crate::error::{Error, ErrorKind, Result};
 use crate::{BLOB_START, MAGIC, VERSION};
 
@@ -25,6 +26,25 @@ pub enum Compression {
         /// zstd compression level (AMD's default is 3).
         level: i32,
     },
+    /// Scheme `"zstd-delta"` (KPAK header version 2, which AMD's loader
+    /// refuses): per kernel key, some targets are bases (one zstd frame
+    /// each) and the others zstd frames against a base's raw bytes as a
+    /// prefix; see `docs/kpak-v2-zstd-delta.md`.
+    ZstdDelta {
+        /// zstd level of every frame, bases and deltas.
+        level: i32,
+    },
+}
+
+impl Compression {
+    /// The TOC's `compression_scheme` string this writes.
+    pub fn scheme_name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Zstd { .. } => "zstd-per-kernel",
+            Compression::ZstdDelta { .. } => "zstd-delta",
+        }
+    }
 }
 
 impl Default for Compression {
@@ -38,10 +58,12 @@ impl Default for Compression {
 pub enum EntryOrder {
     /// Sorted by (key, arch), byte-wise: the output depends only on the set
     /// of entries, never on the order of `add` calls. The default.
+    /// `zstd-per-kernel` archives get the `zstd_frame_offsets` index.
     #[default]
     Sorted,
     /// In `add` order, TOC keys in order of first appearance, like AMD's
-    /// Python writer. Use it to reproduce an AMD archive byte for byte.
+    /// Python writer. Use it to reproduce an AMD archive byte for byte:
+    /// it writes no `zstd_frame_offsets` index (AMD's writer has none).
     Insertion,
 }
 
@@ -127,6 +149,8 @@ impl ArchiveWriter {
                     e,
                 )
             })?;
+        // Only v1 zstd spools its frames in final form; zstd-delta spools raw
+        // kernels and compresses at finish, when all targets of a key are known.
         let zstd = matches!(options.compression, Compression::Zstd { .. });
         let head = BLOB_START + if zstd { 4 } else { 0 };
         spool
@@ -135,6 +159,16 @@ impl ArchiveWriter {
             .map_err(|e| Error::io("cannot write spool file", e))?;
         let compressor = match options.compression {
             Compression::None => None,
+            Compression::ZstdDelta { level } => {
+                // Validate the level now, not after every kernel is spooled.
+                zstd::bulk::Compressor::new(level).map_err(|e| {
+                    Error::new(
+                        ErrorKind::InvalidArgument,
+                        format!("zstd level {level}: {e}"),
+                    )
+                })?;
+                None
+            }
             Compression::Zstd { level } => {
                 Some(zstd::bulk::Compressor::new(level).map_err(|e| {
                     Error::new(
@@ -260,6 +294,13 @@ impl ArchiveWriter {
     }
 
     fn finish_inner(&mut self) -> Result<Written> {
+        if let Compression::ZstdDelta { level } = self.options.compression {
+            if self.options.order == EntryOrder::Sorted {
+                self.pending
+                    .sort_by(|a, b| (&a.key, &a.arch).cmp(&(&b.key, &b.arch)));
+            }
+            return self.finish_delta(level);
+        }
         let in_order = self.options.order == EntryOrder::Insertion
             || self
                 .pending
@@ -383,10 +424,16 @@ impl ArchiveWriter {
         }
 
         let zstd = self.compressor.is_some();
+        let index = zstd && self.options.order == EntryOrder::Sorted;
         let mut t = Vec::new();
         let e = |_| Error::new(ErrorKind::Io, "msgpack encoding failed");
         use rmp::encode::{write_array_len, write_map_len, write_str, write_uint};
-        write_map_len(&mut t, if zstd { 8 } else { 7 }).map_err(e)?;
+        let fields = match (zstd, index) {
+            (false, _) => 7,
+            (true, false) => 8,
+            (true, true) => 9,
+        };
+        write_map_len(&mut t, fields).map_err(e)?;
         write_str(&mut t, "format_version").map_err(e)?;
         write_uint(&mut t, 1).map_err(e)?;
         write_str(&mut t, "group_name").map_err(e)?;
@@ -430,6 +477,17 @@ impl ArchiveWriter {
             write_uint(&mut t, BLOB_START).map_err(e)?;
             write_str(&mut t, "zstd_size").map_err(e)?;
             write_uint(&mut t, blob_len).map_err(e)?;
+            if index {
+                // Where each frame's bytes start (after its size word), so a
+                // reader opens without walking every size word of the blob.
+                write_str(&mut t, crate::FRAME_INDEX_KEY).map_err(e)?;
+                write_array_len(&mut t, self.pending.len() as u32).map_err(e)?;
+                let mut at = BLOB_START + 4;
+                for p in &self.pending {
+                    write_uint(&mut t, at + 4).map_err(e)?;
+                    at += 4 + p.stored_len;
+                }
+            }
         } else {
             write_str(&mut t, "none").map_err(e)?;
             write_str(&mut t, "blobs").map_err(e)?;
@@ -444,6 +502,183 @@ impl ArchiveWriter {
                 offset += p.stored_len;
             }
         }
+        Ok(t)
+    }
+}
+
+/// Where one zstd-delta frame landed.
+struct Placed {
+    offset: u64,
+    size: u64,
+    base: Option<u64>,
+}
+
+impl ArchiveWriter {
+    /// Write a KPAK v2 `zstd-delta` archive: per key, read that key's raw
+    /// kernels back from the spool, choose bases ([`delta::plan`]), compress
+    /// (in parallel; the bytes do not depend on the thread count) and lay
+    /// the frames out in ordinal order.
+    fn finish_delta(&mut self, level: i32) -> Result<Written> {
+        use rayon::prelude::*;
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        let mut slot: HashMap<&str, usize> = HashMap::new();
+        for (ordinal, p) in self.pending.iter().enumerate() {
+            let i = *slot.entry(p.key.as_str()).or_insert_with(|| {
+                groups.push(Vec::new());
+                groups.len() - 1
+            });
+            groups[i].push(ordinal);
+        }
+        let mut out = tempfile::Builder::new()
+            .prefix(&crate::temp_prefix("archive"))
+            .tempfile_in(&self.dir)
+            .map_err(|e| {
+                Error::io(
+                    format!("cannot create a temp file in {}", self.dir.display()),
+                    e,
+                )
+            })?;
+        set_readable(out.as_file())?;
+        let mut placed: Vec<Option<Placed>> = (0..self.pending.len()).map(|_| None).collect();
+        let werr = |e| Error::io("cannot write archive", e);
+        let mut pos = BLOB_START;
+        {
+            let mut w = BufWriter::with_capacity(1 << 20, out.as_file_mut());
+            w.write_all(&[0u8; BLOB_START as usize]).map_err(werr)?;
+            for ordinals in &groups {
+                let mut raw = Vec::with_capacity(ordinals.len());
+                for &o in ordinals {
+                    let p = &self.pending[o];
+                    let len = usize::try_from(p.stored_len)
+                        .map_err(|_| Error::new(ErrorKind::OutOfMemory, "kernel too large"))?;
+                    let mut buf = vec![0u8; len];
+                    let spool = self.spool.as_file_mut();
+                    spool
+                        .seek(SeekFrom::Start(p.spool_offset))
+                        .map_err(|e| Error::io("cannot seek spool file", e))?;
+                    spool
+                        .read_exact(&mut buf)
+                        .map_err(|e| Error::io("cannot read spool file", e))?;
+                    raw.push(buf);
+                }
+                let key = &self.pending[ordinals[0]].key;
+                let members: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
+                let zerr =
+                    |m: String| Error::new(ErrorKind::Io, format!("zstd failed on {key:?}: {m}"));
+                let plan = delta::plan(level, &members).map_err(zerr)?;
+                let frames: Vec<Vec<u8>> = (0..members.len())
+                    .into_par_iter()
+                    .map(|i| delta::compress(level, members[i], plan.base[i].map(|b| members[b])))
+                    .collect::<std::result::Result<_, _>>()
+                    .map_err(zerr)?;
+                for (i, frame) in frames.iter().enumerate() {
+                    w.write_all(frame).map_err(werr)?;
+                    placed[ordinals[i]] = Some(Placed {
+                        offset: pos,
+                        size: frame.len() as u64,
+                        base: plan.base[i].map(|b| ordinals[b] as u64),
+                    });
+                    pos += frame.len() as u64;
+                }
+            }
+            let placed: Vec<Placed> = placed.into_iter().flatten().collect();
+            let toc = self.encode_toc_v2(&placed)?;
+            w.write_all(&toc).map_err(werr)?;
+            w.flush().map_err(werr)?;
+        }
+        let toc_offset = pos;
+        let mut header = [0u8; crate::HEADER_SIZE];
+        header[0..4].copy_from_slice(&MAGIC);
+        header[4..8].copy_from_slice(&crate::VERSION_DELTA.to_le_bytes());
+        header[8..16].copy_from_slice(&toc_offset.to_le_bytes());
+        let f = out.as_file_mut();
+        f.seek(SeekFrom::Start(0)).map_err(werr)?;
+        f.write_all(&header).map_err(werr)?;
+        f.flush().map_err(werr)?;
+        let file_size = f
+            .metadata()
+            .map_err(|e| Error::io("cannot stat archive", e))?
+            .len();
+        out.persist(&self.dest)
+            .map_err(|e| Error::io("cannot rename archive into place", e.error))?;
+        Ok(Written {
+            path: self.dest.clone(),
+            entries: self.pending.len(),
+            file_size,
+        })
+    }
+
+    fn encode_toc_v2(&self, placed: &[Placed]) -> Result<Vec<u8>> {
+        let arches: Vec<&str> = match &self.options.gfx_arches {
+            Some(list) => list.iter().map(String::as_str).collect(),
+            None => {
+                let mut v: Vec<&str> = self.pending.iter().map(|p| p.arch.as_str()).collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            }
+        };
+        let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+        let mut slot: HashMap<&str, usize> = HashMap::new();
+        for (ordinal, p) in self.pending.iter().enumerate() {
+            let i = *slot.entry(p.key.as_str()).or_insert_with(|| {
+                groups.push((p.key.as_str(), Vec::new()));
+                groups.len() - 1
+            });
+            groups[i].1.push(ordinal);
+        }
+        let mut t = Vec::new();
+        let e = |_| Error::new(ErrorKind::Io, "msgpack encoding failed");
+        use rmp::encode::{write_array_len, write_map_len, write_str, write_uint};
+        write_map_len(&mut t, 6).map_err(e)?;
+        write_str(&mut t, "format_version").map_err(e)?;
+        write_uint(&mut t, u64::from(crate::VERSION_DELTA)).map_err(e)?;
+        write_str(&mut t, "group_name").map_err(e)?;
+        write_str(&mut t, &self.options.group_name).map_err(e)?;
+        write_str(&mut t, "gfx_arch_family").map_err(e)?;
+        write_str(&mut t, &self.options.gfx_arch_family).map_err(e)?;
+        write_str(&mut t, "gfx_arches").map_err(e)?;
+        write_array_len(&mut t, arches.len() as u32).map_err(e)?;
+        for a in &arches {
+            write_str(&mut t, a).map_err(e)?;
+        }
+        write_str(&mut t, "toc").map_err(e)?;
+        write_map_len(&mut t, groups.len() as u32).map_err(e)?;
+        for (key, ordinals) in &groups {
+            write_str(&mut t, key).map_err(e)?;
+            write_map_len(&mut t, ordinals.len() as u32).map_err(e)?;
+            for &ordinal in ordinals {
+                let p = &self.pending[ordinal];
+                let f = &placed[ordinal];
+                let n = 5 + u32::from(f.base.is_some()) + u32::from(!p.metadata.is_empty());
+                write_str(&mut t, &p.arch).map_err(e)?;
+                write_map_len(&mut t, n).map_err(e)?;
+                write_str(&mut t, "type").map_err(e)?;
+                write_str(&mut t, "hsaco").map_err(e)?;
+                write_str(&mut t, "ordinal").map_err(e)?;
+                write_uint(&mut t, ordinal as u64).map_err(e)?;
+                write_str(&mut t, "original_size").map_err(e)?;
+                write_uint(&mut t, p.original_size).map_err(e)?;
+                write_str(&mut t, "offset").map_err(e)?;
+                write_uint(&mut t, f.offset).map_err(e)?;
+                write_str(&mut t, "size").map_err(e)?;
+                write_uint(&mut t, f.size).map_err(e)?;
+                if let Some(base) = f.base {
+                    write_str(&mut t, "base").map_err(e)?;
+                    write_uint(&mut t, base).map_err(e)?;
+                }
+                if !p.metadata.is_empty() {
+                    write_str(&mut t, "metadata").map_err(e)?;
+                    write_map_len(&mut t, p.metadata.len() as u32).map_err(e)?;
+                    for (k, v) in &p.metadata {
+                        write_str(&mut t, k).map_err(e)?;
+                        write_str(&mut t, v).map_err(e)?;
+                    }
+                }
+            }
+        }
+        write_str(&mut t, "compression_scheme").map_err(e)?;
+        write_str(&mut t, "zstd-delta").map_err(e)?;
         Ok(t)
     }
 }

@@ -89,6 +89,8 @@ pub struct Cache {
     archives: RwLock<HashMap<PathBuf, Arc<Archive>>>,
     resolutions: RwLock<HashMap<u64, Vec<Arc<Resolution>>>>,
     last_diagnostic: Mutex<Option<String>>,
+    /// Decoded `zstd-delta` bases, bounded (see [`crate::bases`]).
+    bases: crate::bases::Bases,
 }
 
 impl Cache {
@@ -99,6 +101,7 @@ impl Cache {
             archives: RwLock::default(),
             resolutions: RwLock::default(),
             last_diagnostic: Mutex::new(None),
+            bases: crate::bases::Bases::default(),
         };
         cache.debug(|| format!("cache created: {:?}", cache.config));
         cache
@@ -181,8 +184,8 @@ impl Cache {
         let key = format!("{}#{co_index}", marker.kernel_name);
         let res = self.resolve(marker, binary_path, arches)?;
         let (pair, entry) = self.pick(&res, &key, arches)?;
-        let archive = &res.valid[res.pairs[pair].0].1;
-        match archive.read(entry) {
+        let (archive_path, archive) = &res.valid[res.pairs[pair].0];
+        match self.read(archive_path, archive, entry) {
             Ok(bytes) => Ok(f(&bytes)),
             Err(e) => {
                 let (path, target) = (&res.valid[res.pairs[pair].0].0, &res.pairs[pair].1);
@@ -197,6 +200,30 @@ impl Cache {
                 Err(e.into())
             }
         }
+    }
+
+    /// The decoded bytes of `entry`; a `zstd-delta` delta reuses its base
+    /// from the memo (or decodes and keeps it).
+    fn read<'a>(
+        &self,
+        path: &Path,
+        archive: &'a Archive,
+        entry: &kpack_format::Entry,
+    ) -> kpack_format::Result<std::borrow::Cow<'a, [u8]>> {
+        let Some(ordinal) = entry.base() else {
+            return archive.read(entry);
+        };
+        let base = match self.bases.get(path, ordinal) {
+            Some(b) => b,
+            None => {
+                let decoded = Arc::new(archive.read_base(entry)?.unwrap_or_default());
+                self.bases.insert(path, ordinal, Arc::clone(&decoded));
+                decoded
+            }
+        };
+        archive
+            .read_with_base(entry, &base)
+            .map(std::borrow::Cow::Owned)
     }
 
     /// Where [`load`](Self::load) would take the code object from, without

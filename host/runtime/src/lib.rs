@@ -41,6 +41,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod bases;
 mod cache;
 mod config;
 mod discover;

@@ -9,6 +9,7 @@
 
 mod amd_flags;
 mod archive;
+mod archive_delta;
 mod archive_group;
 mod auditwheel;
 mod embedded;

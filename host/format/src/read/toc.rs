@@ -4,10 +4,10 @@
 
 use std::collections::HashMap;
 
-use super::{Entry, Scheme};
+use super::{Base, Entry, Scheme};
 use crate::error::{Error, ErrorKind, Result};
 use crate::msgpack::{self, Data, Fields, Value, as_array, as_map, as_str, as_uint};
-use crate::{BLOB_START, HEADER_SIZE, MAGIC, VERSION};
+use crate::{BLOB_START, FRAME_INDEX_KEY, HEADER_SIZE, MAGIC, VERSION, VERSION_DELTA};
 
 /// AMD's loader refuses zstd blobs larger than this (§2.6 step 10).
 const MAX_ZSTD_BLOB: u64 = 1 << 32;
@@ -39,6 +39,11 @@ pub(super) struct Toc {
     /// Key → position in `binaries`.
     pub(super) index: HashMap<String, usize>,
     pub(super) blob_count: u64,
+    /// The header version (1, or 2 for `zstd-delta`).
+    pub(super) version: u32,
+    /// v1 `zstd-per-kernel` frames came from the `zstd_frame_offsets`
+    /// index, not a walk: each frame's size word is checked when read.
+    pub(super) indexed: bool,
 }
 
 fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
@@ -63,11 +68,11 @@ impl Toc {
             ));
         }
         let version = u32_at(bytes, 4).unwrap_or(0);
-        if version != VERSION {
+        if version != VERSION && version != VERSION_DELTA {
             return Err(Error::at(
                 ErrorKind::UnsupportedVersion,
                 4,
-                format!("header version {version}, only 1 is supported"),
+                format!("header version {version}, only 1 and 2 are supported"),
             ));
         }
         let mut raw = [0u8; 8];
@@ -106,11 +111,11 @@ impl Toc {
 
         let fv = root.require("format_version")?;
         let format_version = as_uint(fv, "format_version")?;
-        if format_version != 1 {
+        if format_version != u64::from(version) {
             return Err(Error::at(
                 ErrorKind::UnsupportedVersion,
                 fv.offset,
-                format!("TOC format_version {format_version}, only 1 is supported"),
+                format!("TOC format_version {format_version} in a version {version} header"),
             ));
         }
         let group_name = as_str(root.require("group_name")?, "group_name")?.to_owned();
@@ -127,6 +132,7 @@ impl Toc {
             Some(v) => match as_str(v, "compression_scheme")? {
                 "none" => Scheme::None,
                 "zstd-per-kernel" => Scheme::ZstdPerKernel,
+                "zstd-delta" => Scheme::ZstdDelta,
                 other => {
                     return Err(Error::at(
                         ErrorKind::NotImplemented,
@@ -137,9 +143,28 @@ impl Toc {
             },
         };
 
+        // Version 2 holds zstd-delta and nothing else: a v1 reader must never
+        // see the scheme (AMD's treats unknown schemes as "none").
+        if (version == VERSION_DELTA) != (scheme == Scheme::ZstdDelta) {
+            return Err(Error::format(
+                4,
+                format!(
+                    "compression_scheme {:?} in a version {version} header",
+                    scheme.as_str()
+                ),
+            ));
+        }
+        let mut indexed = false;
         let blobs = match scheme {
-            Scheme::None => noop_blobs(&root, toc_offset)?,
-            Scheme::ZstdPerKernel => zstd_frames(&root, bytes, toc_offset)?,
+            Scheme::None => Some(noop_blobs(&root, toc_offset)?),
+            Scheme::ZstdPerKernel => match root.get(FRAME_INDEX_KEY) {
+                Some(index) => {
+                    indexed = true;
+                    Some(indexed_frames(&root, index, bytes, toc_offset)?)
+                }
+                None => Some(zstd_frames(&root, bytes, toc_offset)?),
+            },
+            Scheme::ZstdDelta => None,
         };
 
         let toc_v = root.require("toc")?;
@@ -150,7 +175,14 @@ impl Toc {
                 Fields::new(as_map(arches_v, "toc value")?, arches_v.offset, "toc value")?;
             let mut entries = Vec::with_capacity(arch_map.items.len());
             for (arch, ev) in &arch_map.items {
-                entries.push(parse_entry(key, arch, ev, &blobs, scheme)?);
+                entries.push(parse_entry(
+                    key,
+                    arch,
+                    ev,
+                    blobs.as_ref(),
+                    scheme,
+                    toc_offset,
+                )?);
             }
             entries.sort_by(|a, b| a.arch.cmp(&b.arch));
             binaries.push(Binary {
@@ -159,6 +191,10 @@ impl Toc {
             });
         }
         binaries.sort_by(|a, b| a.key.cmp(&b.key));
+        let blob_count = match blobs {
+            Some(b) => b.len() as u64,
+            None => resolve_bases(&mut binaries)?,
+        };
 
         let index = binaries
             .iter()
@@ -175,7 +211,9 @@ impl Toc {
             toc_len: used as u64,
             binaries,
             index,
-            blob_count: blobs.len() as u64,
+            blob_count,
+            version,
+            indexed,
         })
     }
 }
@@ -305,8 +343,9 @@ fn parse_entry(
     key: &str,
     arch: &str,
     v: &Value<'_>,
-    blobs: &Blobs,
+    blobs: Option<&Blobs>,
     scheme: Scheme,
+    toc_offset: u64,
 ) -> Result<Entry> {
     let f = Fields::new(as_map(v, "toc entry")?, v.offset, "toc entry")?;
     let what = || format!("toc[{key:?}][{arch:?}]");
@@ -316,15 +355,44 @@ fn parse_entry(
     let ord_v = f.require("ordinal")?;
     let ordinal = as_uint(ord_v, "ordinal")?;
     let original_size = as_uint(f.require("original_size")?, "original_size")?;
-    let Some(&(stored_offset, stored_size)) =
-        usize::try_from(ordinal).ok().and_then(|i| blobs.get(i))
-    else {
+    let mut base = None;
+    let Some((stored_offset, stored_size)) = (match blobs {
+        Some(blobs) => usize::try_from(ordinal)
+            .ok()
+            .and_then(|i| blobs.get(i))
+            .copied(),
+        None => {
+            // zstd-delta: the entry places its own frame.
+            let off_v = f.require("offset")?;
+            let offset = as_uint(off_v, "frame offset")?;
+            let size = as_uint(f.require("size")?, "frame size")?;
+            if offset < BLOB_START || offset.checked_add(size).is_none_or(|e| e > toc_offset) {
+                return Err(Error::format(
+                    off_v.offset,
+                    format!(
+                        "{}: frame [{offset:#x}, +{size}) is outside the blob area [0x40, {toc_offset:#x})",
+                        what()
+                    ),
+                ));
+            }
+            if let Some(b) = f.get("base") {
+                base = Some(Base {
+                    ordinal: as_uint(b, "base")?,
+                    toc_at: b.offset,
+                    offset: 0,
+                    size: 0,
+                    original_size: 0,
+                });
+            }
+            Some((offset, size))
+        }
+    }) else {
         return Err(Error::format(
             ord_v.offset,
             format!(
                 "{}: ordinal {ordinal} but the archive has {} blobs",
                 what(),
-                blobs.len()
+                blobs.map_or(0, Vec::len)
             ),
         ));
     };
@@ -352,5 +420,177 @@ fn parse_entry(
         stored_offset,
         stored_size,
         metadata,
+        base,
     })
+}
+
+/// zstd-delta: check that ordinals are unique and frames disjoint, and
+/// point each delta at its base's frame. A base must exist, must not be the
+/// entry itself and must not be a delta (so no chain and no cycle: a load
+/// decodes at most two frames). Returns the number of frames.
+fn resolve_bases(binaries: &mut [Binary]) -> Result<u64> {
+    // ordinal -> (offset, size, original_size, its own base)
+    let mut by_ordinal: HashMap<u64, (u64, u64, u64, Option<u64>)> = HashMap::new();
+    let mut frames = Vec::new();
+    for e in binaries.iter().flat_map(|b| b.entries.iter()) {
+        let me = (
+            e.stored_offset,
+            e.stored_size,
+            e.original_size,
+            e.base.as_ref().map(|b| b.ordinal),
+        );
+        if by_ordinal.insert(e.ordinal, me).is_some() {
+            return Err(Error::format(
+                e.stored_offset,
+                format!(
+                    "toc[{:?}][{:?}]: ordinal {} is used twice",
+                    e.key, e.arch, e.ordinal
+                ),
+            ));
+        }
+        frames.push((e.stored_offset, e.stored_size, e.ordinal));
+    }
+    frames.sort_unstable();
+    for w in frames.windows(2) {
+        let ((o1, s1, i1), (o2, _, i2)) = (w[0], w[1]);
+        if s1 > 0 && o1 + s1 > o2 {
+            return Err(Error::format(
+                o2,
+                format!("frame of ordinal {i2} at {o2:#x} overlaps ordinal {i1} at {o1:#x}+{s1}"),
+            ));
+        }
+    }
+    for e in binaries.iter_mut().flat_map(|b| b.entries.iter_mut()) {
+        let (ordinal, key, arch) = (e.ordinal, e.key.clone(), e.arch.clone());
+        let Some(base) = e.base.as_mut() else {
+            continue;
+        };
+        let what = format!("toc[{key:?}][{arch:?}]");
+        let at = base.toc_at;
+        if base.ordinal == ordinal {
+            return Err(Error::format(
+                at,
+                format!("{what}: entry {ordinal} names itself as its base"),
+            ));
+        }
+        let Some(&(offset, size, original_size, its_base)) = by_ordinal.get(&base.ordinal) else {
+            return Err(Error::format(
+                at,
+                format!(
+                    "{what}: base {} is not an entry of this archive",
+                    base.ordinal
+                ),
+            ));
+        };
+        if let Some(next) = its_base {
+            let why = if next == ordinal {
+                format!("a cycle: {ordinal} -> {} -> {ordinal}", base.ordinal)
+            } else {
+                format!(
+                    "bases must not be deltas ({} has base {next})",
+                    base.ordinal
+                )
+            };
+            return Err(Error::format(
+                at,
+                format!("{what}: base {} is itself a delta, {why}", base.ordinal),
+            ));
+        }
+        base.offset = offset;
+        base.size = size;
+        base.original_size = original_size;
+    }
+    Ok(frames.len() as u64)
+}
+
+/// v1 `zstd-per-kernel` with the `zstd_frame_offsets` index: frame ranges
+/// from the TOC alone (sizes are the gaps between offsets, less each size
+/// word), so opening touches the header, one count word and the TOC. The
+/// index must tile the blob exactly as a walk would; each frame's size word
+/// is compared when that frame is read (and by `verify`).
+fn indexed_frames(
+    root: &Fields<'_, '_, '_>,
+    index: &Value<'_>,
+    bytes: &[u8],
+    toc_offset: u64,
+) -> Result<Blobs> {
+    let (start, end) = zstd_blob_range(root, toc_offset)?;
+    let count = u64::from(u32_at(bytes, start as usize).unwrap_or(0));
+    let offsets = as_array(index, FRAME_INDEX_KEY)?;
+    if offsets.len() as u64 != count {
+        return Err(Error::format(
+            index.offset,
+            format!(
+                "{FRAME_INDEX_KEY} has {} offsets but the zstd blob announces {count} frames",
+                offsets.len()
+            ),
+        ));
+    }
+    let mut frames: Blobs = Vec::with_capacity(offsets.len());
+    let mut expect = start + 8;
+    for (i, v) in offsets.iter().enumerate() {
+        let at = as_uint(v, "frame offset")?;
+        if at != expect || at > end {
+            return Err(Error::format(
+                v.offset,
+                format!(
+                    "{FRAME_INDEX_KEY}[{i}] is {at:#x}, but frame {i} starts at {expect:#x} \
+                     (blob [{start:#x}, {end:#x}))"
+                ),
+            ));
+        }
+        let next = match offsets.get(i + 1) {
+            Some(n) => as_uint(n, "frame offset")?,
+            None => end.saturating_add(4),
+        };
+        if next < at.saturating_add(4) || next > end.saturating_add(4) {
+            return Err(Error::format(
+                v.offset,
+                format!(
+                    "{FRAME_INDEX_KEY}[{}] is {next:#x}, not after frame {i} at {at:#x} \
+                     and inside the blob end {end:#x}",
+                    i + 1
+                ),
+            ));
+        }
+        frames.push((at, next - 4 - at));
+        expect = next;
+    }
+    if count == 0 && end != start + 4 {
+        return Err(Error::format(
+            start,
+            format!("zstd blob announces no frames but is {} bytes", end - start),
+        ));
+    }
+    Ok(frames)
+}
+
+/// `[zstd_offset, zstd_offset + zstd_size)`, checked against the file.
+fn zstd_blob_range(root: &Fields<'_, '_, '_>, toc_offset: u64) -> Result<(u64, u64)> {
+    let off_v = root.require("zstd_offset")?;
+    let start = as_uint(off_v, "zstd_offset")?;
+    let size_v = root.require("zstd_size")?;
+    let size = as_uint(size_v, "zstd_size")?;
+    if size > MAX_ZSTD_BLOB {
+        return Err(Error::format(
+            size_v.offset,
+            format!("zstd_size {size} exceeds 4 GiB"),
+        ));
+    }
+    let end = start.checked_add(size);
+    if start < BLOB_START || end.is_none_or(|e| e > toc_offset) {
+        return Err(Error::format(
+            off_v.offset,
+            format!(
+                "zstd blob [{start:#x}, +{size}) is outside the blob area [0x40, {toc_offset:#x})"
+            ),
+        ));
+    }
+    if size < 4 {
+        return Err(Error::format(
+            start,
+            format!("zstd blob of {size} bytes has no frame count"),
+        ));
+    }
+    Ok((start, start + size))
 }

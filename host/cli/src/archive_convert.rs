@@ -1,0 +1,162 @@
+//! `kpack archive convert IN... -o OUTDIR --compression S`: re-encode
+//! archives without losing a byte of any code object.
+//!
+//! - `zstd-delta`: every entry of every input goes into one KPAK v2 archive,
+//!   `OUTDIR/<group>_<label>.kpack`, where `label` is the narrowest level of
+//!   ROCm's packaging hierarchy all the arches share (`gfx1100` alone, then
+//!   the sub-family `gfx110x`, then the family `gfx11`, else `all`).
+//! - `zstd` / `none`: one archive per processor, `OUTDIR/<group>_<processor>.kpack`
+//!   with `gfx_arch_family` = the processor: the names and TOC `kpack
+//!   offload` writes and markers' `@GFXARCH@` paths find, so a per-target
+//!   archive converted to delta and back is byte-identical to the original.
+//!
+//! The group comes from the inputs' TOC `group_name` (they must agree).
+//! Entry metadata is carried over; outputs are written to a temp file and
+//! renamed (the writer's staging), refused when they exist unless
+//! `--force`, and never the same file as an input.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use kpack_amdgpu::Level;
+use kpack_format::{ArchiveWriter, Compression, WriterOptions};
+
+use crate::exit::CliResult;
+
+/// One code object read from an input.
+struct Item {
+    key: String,
+    arch: String,
+    bytes: Vec<u8>,
+    metadata: Vec<(String, String)>,
+}
+
+/// The processor of a TOC arch (`gfx90a:xnack+` → `gfx90a`).
+fn processor(arch: &str) -> &str {
+    arch.split(':').next().unwrap_or(arch)
+}
+
+/// The file-name label of a family archive holding `arches`.
+fn family_label(arches: &[String]) -> String {
+    for level in [Level::Target, Level::SubFamily, Level::Family] {
+        let keys: Vec<Option<String>> = arches
+            .iter()
+            .map(|a| kpack_amdgpu::bundle_key(a, level))
+            .collect();
+        if let Some(Some(first)) = keys.first()
+            && keys.iter().all(|k| k.as_ref() == Some(first))
+        {
+            return first.clone();
+        }
+    }
+    "all".to_owned()
+}
+
+/// Run `kpack archive convert`.
+pub fn convert(files: &[PathBuf], out: &Path, compression: Compression, force: bool) -> CliResult {
+    Ok(run(files, out, compression, force)?)
+}
+
+fn run(files: &[PathBuf], out: &Path, compression: Compression, force: bool) -> anyhow::Result<()> {
+    crate::safety::not_stdout(out, "archive convert")?;
+    let mut group: Option<String> = None;
+    let mut listed: Vec<String> = Vec::new();
+    let mut items: Vec<Item> = Vec::new();
+    for file in files {
+        let a = crate::archive::open(file)?;
+        match &group {
+            None => group = Some(a.group_name().to_owned()),
+            Some(g) if g != a.group_name() => bail!(
+                "{}: group_name {:?} differs from {g:?} of the inputs before it; \
+                 convert one group at a time",
+                file.display(),
+                a.group_name()
+            ),
+            Some(_) => {}
+        }
+        listed.extend(a.arches().iter().cloned());
+        for e in a.entries() {
+            let bytes = a
+                .read(e)
+                .with_context(|| {
+                    format!("{}: cannot decode {} {}", file.display(), e.key(), e.arch())
+                })?
+                .into_owned();
+            items.push(Item {
+                key: e.key().to_owned(),
+                arch: e.arch().to_owned(),
+                bytes,
+                metadata: e.metadata().to_vec(),
+            });
+        }
+    }
+    let group = group.unwrap_or_default();
+    if group.is_empty() {
+        bail!("the inputs have an empty group_name: no archive name to write");
+    }
+    crate::safety::plain_name("group_name", &group)?;
+    listed.extend(items.iter().map(|i| i.arch.clone()));
+    listed.sort();
+    listed.dedup();
+
+    // (output path, gfx_arch_family, gfx_arches, items)
+    let mut outputs: Vec<(PathBuf, String, Vec<String>, Vec<&Item>)> = Vec::new();
+    if let Compression::ZstdDelta { .. } = compression {
+        let label = family_label(&listed);
+        let path = out.join(format!("{group}_{label}.kpack"));
+        outputs.push((path, label, listed.clone(), items.iter().collect()));
+    } else {
+        let mut by_processor: BTreeMap<&str, Vec<&Item>> = BTreeMap::new();
+        for item in &items {
+            by_processor
+                .entry(processor(&item.arch))
+                .or_default()
+                .push(item);
+        }
+        for (p, members) in by_processor {
+            crate::safety::plain_name("processor", p)?;
+            let arches: Vec<String> = listed
+                .iter()
+                .filter(|a| processor(a) == p)
+                .cloned()
+                .collect();
+            let path = out.join(format!("{group}_{p}.kpack"));
+            outputs.push((path, p.to_owned(), arches, members));
+        }
+    }
+    for (path, ..) in &outputs {
+        for file in files {
+            crate::safety::not_same_file(file, path)?;
+        }
+        crate::safety::not_existing(path, force)?;
+    }
+    let created = crate::safety::CreatedDir::create(out)?;
+    for (path, family, arches, members) in outputs {
+        let options = WriterOptions {
+            group_name: group.clone(),
+            gfx_arch_family: family,
+            gfx_arches: Some(arches),
+            compression,
+            ..Default::default()
+        };
+        let mut w = ArchiveWriter::create(&path, options)?;
+        for item in members {
+            let metadata: Vec<(&str, &str)> = item
+                .metadata
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            w.add_with_metadata(&item.key, &item.arch, &item.bytes, &metadata)?;
+        }
+        let written = w.finish()?;
+        println!(
+            "{}\t{} entries\t{} bytes",
+            written.path.display(),
+            written.entries,
+            written.file_size
+        );
+    }
+    created.keep();
+    Ok(())
+}
