@@ -19,6 +19,8 @@ pub struct ArchiveArgs {
     /// Worker threads [default: all cores]; output is identical for any value.
     #[arg(short, long)]
     jobs: Option<usize>,
+    #[command(flatten)]
+    memory: crate::memory_args::MemoryArgs,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -41,8 +43,10 @@ impl ArchiveArgs {
         !self.no_verify_hash
     }
 
-    /// A thread pool honouring `--jobs`.
+    /// A thread pool honouring `--jobs`; also applies `--max-memory`,
+    /// since every command with these flags starts its work here.
     pub fn thread_pool(&self) -> anyhow::Result<rayon::ThreadPool> {
+        self.memory.install();
         let mut pool = rayon::ThreadPoolBuilder::new();
         if let Some(j) = self.jobs {
             pool = pool.num_threads(j.max(1));
