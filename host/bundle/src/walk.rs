@@ -4,13 +4,13 @@
 
 use std::io::Write;
 
-use crate::bundle::{BUNDLE_MAGIC, Entry, parse_bundle};
 use crate::budget::MemoryBudget;
+use crate::bundle::{BUNDLE_MAGIC, Entry, parse_bundle};
 use crate::ccob::{CCOB_MAGIC, CcobHeader, check_ratio, parse_header};
-use crate::stream::{Inflater, v1_payload_len};
 use crate::codeobject;
 use crate::error::{Error, ErrorKind};
 use crate::source::{ReadAt, copy_range, read_vec};
+use crate::stream::{Inflater, v1_payload_len};
 
 /// How to walk.
 #[derive(Debug, Clone, Copy)]
@@ -90,7 +90,9 @@ impl Item {
         for run in self.runs() {
             let (from, to) = run_range(&self.entries, &run);
             let len = to - from;
-            let _held = budget.acquire(len).ok_or_else(|| self.too_big(&run, len, budget))?;
+            let _held = budget
+                .acquire(len)
+                .ok_or_else(|| self.too_big(&run, len, budget))?;
             let n = usize::try_from(len).map_err(|_| self.too_big(&run, len, budget))?;
             let mut buf = vec![0u8; n];
             match &mut inflater {
@@ -123,7 +125,11 @@ impl Item {
         match self.inflater(src, false)? {
             Some(mut inf) => {
                 let n = usize::try_from(e.size).map_err(|_| {
-                    Error::at(ErrorKind::BadRange, self.abs, "entry does not fit in memory")
+                    Error::at(
+                        ErrorKind::BadRange,
+                        self.abs,
+                        "entry does not fit in memory",
+                    )
                 })?;
                 let mut buf = vec![0u8; n];
                 inf.skip_to(e.offset)?;
@@ -139,9 +145,7 @@ impl Item {
     pub fn copy_entry(&self, src: &dyn ReadAt, i: usize, out: &mut dyn Write) -> Result<(), Error> {
         if self.payload.is_some() {
             let bytes = self.read_entry(src, i)?;
-            return out
-                .write_all(&bytes)
-                .map_err(|e| Error::io(self.abs, e));
+            return out.write_all(&bytes).map_err(|e| Error::io(self.abs, e));
         }
         let e = self.entry(i)?;
         copy_range(src, self.abs + e.offset, e.size, out)
@@ -297,9 +301,9 @@ impl Walker<'_> {
         };
         check_ratio(&header, payload_len, pos)?;
         let mut inf = Inflater::new(self.src, pos, header, payload, payload_len, false)?;
-        let entries = inf.inner_entries().map_err(|e| {
-            Error::at(e.kind(), pos, format!("inside the compressed bundle: {e}"))
-        })?;
+        let entries = inf
+            .inner_entries()
+            .map_err(|e| Error::at(e.kind(), pos, format!("inside the compressed bundle: {e}")))?;
         Ok(Item {
             offset,
             len: hlen + payload_len,

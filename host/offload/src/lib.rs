@@ -495,53 +495,57 @@ fn add_items(
         .iter_mut()
         .map(|(p, w)| (p.as_str(), Mutex::new(w)))
         .collect();
-    bundles.par_iter().zip(&dests).enumerate().try_for_each_init(
-        || KernelCompressor::new(compression),
-        |compressor, (b, (item, row))| -> Result<(), Error> {
-            if row.iter().all(Option::is_none) {
-                return Ok(());
-            }
-            let compressor = match compressor {
-                Ok(c) => c,
-                Err(e) => {
-                    return Err(Error::Io {
-                        path: input.to_path_buf(),
-                        what: "cannot start compressing",
-                        source: std::io::Error::other(e.to_string()),
-                    });
-                }
-            };
-            item.stream_entries(source, &budget, |i, _, bytes| -> Result<(), StreamError> {
-                let Some(Some((key, name, processor))) = row.get(i) else {
+    bundles
+        .par_iter()
+        .zip(&dests)
+        .enumerate()
+        .try_for_each_init(
+            || KernelCompressor::new(compression),
+            |compressor, (b, (item, row))| -> Result<(), Error> {
+                if row.iter().all(Option::is_none) {
                     return Ok(());
+                }
+                let compressor = match compressor {
+                    Ok(c) => c,
+                    Err(e) => {
+                        return Err(Error::Io {
+                            path: input.to_path_buf(),
+                            what: "cannot start compressing",
+                            source: std::io::Error::other(e.to_string()),
+                        });
+                    }
                 };
-                let stored = match compressor {
-                    Some(c) => c.compress(bytes, key, name)?,
-                    None => std::borrow::Cow::Borrowed(bytes),
-                };
-                let Some(writer) = writers.get(processor) else {
-                    return Err(StreamError::Other(Error::Io {
+                item.stream_entries(source, &budget, |i, _, bytes| -> Result<(), StreamError> {
+                    let Some(Some((key, name, processor))) = row.get(i) else {
+                        return Ok(());
+                    };
+                    let stored = match compressor {
+                        Some(c) => c.compress(bytes, key, name)?,
+                        None => std::borrow::Cow::Borrowed(bytes),
+                    };
+                    let Some(writer) = writers.get(processor) else {
+                        return Err(StreamError::Other(Error::Io {
+                            path: input.to_path_buf(),
+                            what: "internal error",
+                            source: std::io::Error::other("no archive writer for a processor"),
+                        }));
+                    };
+                    writer
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .add_precompressed(key, name, &stored, bytes.len() as u64)?;
+                    Ok(())
+                })
+                .map_err(|e| match e {
+                    StreamError::Bundle(source) => Error::Bundle {
                         path: input.to_path_buf(),
-                        what: "internal error",
-                        source: std::io::Error::other("no archive writer for a processor"),
-                    }));
-                };
-                writer
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .add_precompressed(key, name, &stored, bytes.len() as u64)?;
-                Ok(())
-            })
-            .map_err(|e| match e {
-                StreamError::Bundle(source) => Error::Bundle {
-                    path: input.to_path_buf(),
-                    bundle: b,
-                    source,
-                },
-                StreamError::Other(e) => e,
-            })
-        },
-    )?;
+                        bundle: b,
+                        source,
+                    },
+                    StreamError::Other(e) => e,
+                })
+            },
+        )?;
     targets.sort();
     targets.dedup();
     Ok(Added {
