@@ -542,7 +542,8 @@ fn a_code_object_larger_than_max_memory_is_an_error_naming_it() {
     ];
     for args in runs {
         let mut with_limit = args.clone();
-        with_limit.extend(["--max-memory".as_ref(), "1K".as_ref()]);
+        with_limit.push(std::ffi::OsStr::new("--max-memory"));
+        with_limit.push(std::ffi::OsStr::new("1K"));
         let out = kpack(&with_limit);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         let err = stderr(&out);
