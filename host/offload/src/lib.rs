@@ -154,7 +154,9 @@ pub struct ArchiveSet {
     options: WriterOptions,
     writers: BTreeMap<String, ArchiveWriter>,
     no_clobber: bool,
-    budget: MemoryBudget,
+    /// `None`: the process-wide budget, looked up when bundles are read
+    /// (after the CLI has applied `--max-memory`).
+    budget: Option<MemoryBudget>,
 }
 
 impl ArchiveSet {
@@ -168,7 +170,7 @@ impl ArchiveSet {
             options,
             writers: BTreeMap::new(),
             no_clobber: false,
-            budget: MemoryBudget::process().clone(),
+            budget: None,
         }
     }
 
@@ -186,14 +188,14 @@ impl ArchiveSet {
             options,
             writers: BTreeMap::new(),
             no_clobber: false,
-            budget: MemoryBudget::process().clone(),
+            budget: None,
         }
     }
 
     /// Bound the inflated bytes held while reading bundles by `budget`
     /// instead of the process-wide [`MemoryBudget::process`] (`--max-memory`).
     pub fn set_memory_budget(&mut self, budget: MemoryBudget) {
-        self.budget = budget;
+        self.budget = Some(budget);
     }
 
     /// Refuse (instead of replacing) an archive that already exists.
@@ -489,7 +491,10 @@ fn add_items(
         archives.writer(processor)?;
     }
     let compression = archives.options.compression;
-    let budget = archives.budget.clone();
+    let budget = archives
+        .budget
+        .clone()
+        .unwrap_or_else(|| MemoryBudget::process().clone());
     let writers: BTreeMap<&str, Mutex<&mut ArchiveWriter>> = archives
         .writers
         .iter_mut()
