@@ -9,6 +9,10 @@
     clippy::panic,
     reason = "tests"
 )]
+#![allow(
+    clippy::ptr_arg,
+    reason = "`ReadAt` is implemented for `Vec<u8>`, and `[u8]` is unsized as `&dyn ReadAt`"
+)]
 
 use kpack_bundle::{
     ErrorKind, Format, Item, MemoryBudget, Method, WalkOptions, deflate, inflate, parse_bundle,
