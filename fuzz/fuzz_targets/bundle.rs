@@ -1,11 +1,12 @@
 //! Arbitrary bytes as a `.hip_fatbin` region: walk every item (plain
-//! bundle, CCOB v1/v2/v3, bare AMDGPU ELF), read and inspect every entry;
+//! bundle, CCOB v1/v2/v3, bare AMDGPU ELF), read and inspect every entry,
+//! stream every item's entries;
 //! and any UTF-8 prefix as a bundle-entry id and a target id. Errors must
 //! name an offset.
 #![no_main]
 
 use kpack_amdgpu::TargetId;
-use kpack_bundle::{EntryId, WalkOptions, walk};
+use kpack_bundle::{EntryId, MemoryBudget, WalkOptions, walk};
 use libfuzzer_sys::fuzz_target;
 
 fn walk_all(data: &Vec<u8>, verify_hash: bool) {
@@ -34,6 +35,18 @@ fn walk_all(data: &Vec<u8>, verify_hash: bool) {
                     "code_object error without an offset: {e}"
                 ),
             }
+        }
+        // The one-pass streaming read, under a small ceiling.
+        let budget = MemoryBudget::new(1 << 20);
+        let streamed = item.stream_entries(data, &budget, |_, e, bytes| {
+            assert_eq!(bytes.len() as u64, e.size);
+            Ok::<(), kpack_bundle::Error>(())
+        });
+        if let Err(e) = streamed {
+            assert!(
+                e.offset().is_some(),
+                "stream_entries error without an offset: {e}"
+            );
         }
     }
 }

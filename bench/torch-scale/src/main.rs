@@ -36,7 +36,10 @@ fn main() -> anyhow::Result<()> {
     };
     let (input, output) = (PathBuf::from(input), PathBuf::from(output));
     let want: usize = match args.next() {
-        Some(n) => n.to_string_lossy().parse().context("TARGETS must be a number")?,
+        Some(n) => n
+            .to_string_lossy()
+            .parse()
+            .context("TARGETS must be a number")?,
         None => 48,
     };
     let fat = kpack_elf::read_fat_binary(&input, Default::default())

@@ -169,6 +169,22 @@ pub fn parse_header(src: &dyn ReadAt, start: u64, limit: u64) -> Result<CcobHead
     })
 }
 
+/// Refuse a header that promises a decompression bomb (real bundles
+/// inflate 2-20x).
+pub(crate) fn check_ratio(header: &CcobHeader, payload_len: u64, start: u64) -> Result<(), Error> {
+    if header.uncompressed_size > MAX_RATIO.saturating_mul(payload_len).max(MIN_BOMB_LIMIT) {
+        return Err(Error::at(
+            ErrorKind::BadRange,
+            start,
+            format!(
+                "CCOB claims {} bytes inflated from {payload_len} compressed (more than {MAX_RATIO}x)",
+                header.uncompressed_size
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// What inflating a CCOB gave.
 pub struct Inflated {
     /// The header.
@@ -179,7 +195,8 @@ pub struct Inflated {
     pub len: u64,
 }
 
-/// Inflate the CCOB at `start`. For v1, which has no size field, the end is
+/// Inflate the CCOB at `start` whole (the reference the streaming reader,
+/// [`crate::Item::stream_entries`], is tested against). For v1, which has no size field, the end is
 /// where the compressed stream ends (both formats are self-delimiting).
 pub fn inflate(
     src: &dyn ReadAt,
@@ -195,17 +212,7 @@ pub fn inflate(
     };
     let payload = read_vec(src, start + hlen, payload_len)?;
     let at = start + hlen;
-    // Real bundles inflate 2-20x; refuse a header that promises a bomb.
-    if header.uncompressed_size > MAX_RATIO.saturating_mul(payload_len).max(MIN_BOMB_LIMIT) {
-        return Err(Error::at(
-            ErrorKind::BadRange,
-            start,
-            format!(
-                "CCOB claims {} bytes inflated from {payload_len} compressed (more than {MAX_RATIO}x)",
-                header.uncompressed_size
-            ),
-        ));
-    }
+    check_ratio(&header, payload_len, start)?;
     let (data, used) = match header.method {
         Method::Zstd => inflate_zstd(&payload, header.uncompressed_size, at)?,
         Method::Zlib => inflate_zlib(&payload, header.uncompressed_size, at)?,

@@ -26,6 +26,8 @@ pub enum ErrorKind {
     UnknownMethod,
     /// The bytes are not an AMDGPU code object.
     NotCodeObject,
+    /// A code object is larger than the memory ceiling (`--max-memory`).
+    MemoryLimit,
 }
 
 /// An error with the offset (in the input being parsed) where it was found.

@@ -9,7 +9,11 @@
 //!   `CCOB` v1/v2/v3 with zlib or zstd ([`inflate`], [`deflate`]), MD5 checked;
 //! - [`prune_item`]: one bundle rewritten with fewer entries (`kpack prune`);
 //! - [`walk`]: every bundle, compressed bundle and bare AMDGPU ELF in a
-//!   region, zero padding skipped, nothing deduplicated;
+//!   region, zero padding skipped, nothing deduplicated; headers only (a
+//!   CCOB is inflated just past its inner bundle header);
+//! - [`Item::stream_entries`]: every code object of one item in one pass,
+//!   a CCOB inflated as a stream with its MD5 computed on the way, each
+//!   buffer held against a shared [`MemoryBudget`];
 //! - [`CodeObjectInfo`]: what an AMDGPU code object says about itself (its
 //!   header decoded by [`kpack_amdgpu::Header`], its metadata note), and
 //!   where that disagrees with its bundle id.
@@ -24,15 +28,18 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod budget;
 mod bundle;
 mod ccob;
 mod codeobject;
 mod error;
 mod prune;
 mod source;
+mod stream;
 mod target;
 mod walk;
 
+pub use budget::{DEFAULT_MEMORY_LIMIT, MemoryBudget, Reservation, parse_size};
 pub use bundle::{BUNDLE_MAGIC, BundleHeader, Entry, parse_bundle, write_bundle};
 pub use ccob::{CCOB_MAGIC, CcobHeader, Inflated, Method, deflate, inflate, md5_low, parse_header};
 pub use codeobject::{CodeObjectInfo, inspect as inspect_code_object};

@@ -1,5 +1,6 @@
 //! One bundle rewritten to hold fewer entries, for `kpack prune`.
 
+use crate::budget::MemoryBudget;
 use crate::bundle::write_bundle;
 use crate::ccob::{Method, deflate};
 use crate::error::{Error, ErrorKind};
@@ -47,12 +48,21 @@ pub fn prune_item(
                 ),
             ));
         }
-        let (s, base) = item.entry_source(src);
-        return read_vec(s, base, item.len);
+        return read_vec(src, item.abs_offset(), item.len);
     }
+    // One pass over the item, so a compressed bundle is inflated once and
+    // its MD5 checked.
+    let mut bytes_of: Vec<Option<Vec<u8>>> = vec![None; item.entries.len()];
+    item.stream_entries(src, MemoryBudget::process(), |i, _, bytes| {
+        if kept.contains(&i) {
+            bytes_of[i] = Some(bytes.to_vec());
+        }
+        Ok::<(), Error>(())
+    })?;
     let mut objects = Vec::with_capacity(kept.len());
     for &i in &kept {
-        objects.push((item.entries[i].id.raw(), item.read_entry(src, i)?));
+        let bytes = bytes_of[i].take().unwrap_or_default();
+        objects.push((item.entries[i].id.raw(), bytes));
     }
     let entries: Vec<(&str, &[u8])> = objects.iter().map(|(id, b)| (*id, &b[..])).collect();
     let plain = write_bundle(&entries, entry_align(item));

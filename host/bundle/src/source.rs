@@ -24,6 +24,16 @@ impl ReadAt for [u8] {
     }
 }
 
+/// A borrowed buffer (an entry handed on by [`crate::Item::stream_entries`]).
+impl ReadAt for &[u8] {
+    fn size(&self) -> u64 {
+        self.len() as u64
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        (**self).read_exact_at(offset, buf)
+    }
+}
+
 impl ReadAt for Vec<u8> {
     fn size(&self) -> u64 {
         self.len() as u64

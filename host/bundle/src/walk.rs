@@ -4,11 +4,13 @@
 
 use std::io::Write;
 
+use crate::budget::MemoryBudget;
 use crate::bundle::{BUNDLE_MAGIC, Entry, parse_bundle};
-use crate::ccob::{CCOB_MAGIC, CcobHeader, inflate};
+use crate::ccob::{CCOB_MAGIC, CcobHeader, check_ratio, parse_header};
 use crate::codeobject;
 use crate::error::{Error, ErrorKind};
 use crate::source::{ReadAt, copy_range, read_vec};
+use crate::stream::{Inflater, v1_payload_len};
 
 /// How to walk.
 #[derive(Debug, Clone, Copy)]
@@ -37,7 +39,12 @@ pub enum Format {
 }
 
 /// One bundle (or bare code object) in a section, with its entries.
-#[derive(Debug)]
+///
+/// Walking reads headers only: a compressed bundle is inflated just far
+/// enough to read its inner bundle header. The code objects are read by
+/// [`Item::stream_entries`] (every entry, one pass, bounded memory) or one
+/// at a time by [`Item::read_entry`].
+#[derive(Debug, Clone)]
 pub struct Item {
     /// Offset from the start of the walked region.
     pub offset: u64,
@@ -46,46 +53,168 @@ pub struct Item {
     /// The container format.
     pub format: Format,
     /// Entries in file order; host entries included, nothing deduplicated.
+    /// Offsets are from the start of the bundle (of the inflated bytes for
+    /// a compressed one).
     pub entries: Vec<Entry>,
     /// Absolute offset of the item in the source.
     abs: u64,
-    /// Inflated bytes for compressed bundles; entry offsets index into it.
-    inflated: Option<Vec<u8>>,
+    /// Compressed payload `(absolute offset, length)` of a CCOB.
+    payload: Option<(u64, u64)>,
+    /// Check the CCOB's MD5 when its entries are streamed.
+    verify_hash: bool,
 }
 
 impl Item {
-    /// Where entry offsets are measured from: the inflated buffer or the
-    /// source, and the base offset within it.
-    pub fn entry_source<'a>(&'a self, src: &'a dyn ReadAt) -> (&'a dyn ReadAt, u64) {
-        match &self.inflated {
-            Some(data) => (data, 0),
-            None => (src, self.abs),
+    /// Absolute offset of the item in the source it was walked from.
+    pub fn abs_offset(&self) -> u64 {
+        self.abs
+    }
+
+    /// Hand every entry to `f` as `(index, entry, bytes)`, in offset order,
+    /// reading the item once: a compressed bundle is inflated as a stream
+    /// (its MD5 computed on the way and checked at the end, when the walk
+    /// asked for it), a plain one read entry by entry. Each entry's buffer
+    /// is held against `budget` until `f` returns; entries that overlap
+    /// share one buffer. An entry larger than the whole budget is an
+    /// [`ErrorKind::MemoryLimit`] error.
+    ///
+    /// A hash mismatch is reported after `f` has seen every entry: callers
+    /// that write must not commit before this returns `Ok`.
+    pub fn stream_entries<E: From<Error>>(
+        &self,
+        src: &dyn ReadAt,
+        budget: &MemoryBudget,
+        mut f: impl FnMut(usize, &Entry, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut inflater = self.inflater(src, self.verify_hash)?;
+        for run in self.runs() {
+            let (from, to) = run_range(&self.entries, &run);
+            let len = to - from;
+            let _held = budget
+                .acquire(len)
+                .ok_or_else(|| self.too_big(&run, len, budget))?;
+            let n = usize::try_from(len).map_err(|_| self.too_big(&run, len, budget))?;
+            let mut buf = vec![0u8; n];
+            match &mut inflater {
+                Some(inf) => {
+                    inf.skip_to(from)?;
+                    inf.read_exact(&mut buf)?;
+                }
+                None => src
+                    .read_exact_at(self.abs + from, &mut buf)
+                    .map_err(|e| Error::io(self.abs + from, e))?,
+            }
+            for &i in &run {
+                let e = &self.entries[i];
+                let at = (e.offset - from) as usize;
+                f(i, e, &buf[at..at + e.size as usize])?;
+            }
+        }
+        if let Some(inf) = inflater {
+            inf.finish()?;
+        }
+        Ok(())
+    }
+
+    /// The bytes of entry `i`. For a compressed bundle this inflates the
+    /// stream up to the end of that entry (no MD5 check: use
+    /// [`stream_entries`](Self::stream_entries) to read every entry once,
+    /// checked); reading every entry this way costs quadratic time.
+    pub fn read_entry(&self, src: &dyn ReadAt, i: usize) -> Result<Vec<u8>, Error> {
+        let e = self.entry(i)?;
+        match self.inflater(src, false)? {
+            Some(mut inf) => {
+                let n = usize::try_from(e.size).map_err(|_| {
+                    Error::at(
+                        ErrorKind::BadRange,
+                        self.abs,
+                        "entry does not fit in memory",
+                    )
+                })?;
+                let mut buf = vec![0u8; n];
+                inf.skip_to(e.offset)?;
+                inf.read_exact(&mut buf)?;
+                Ok(buf)
+            }
+            None => read_vec(src, self.abs + e.offset, e.size),
         }
     }
 
-    /// The bytes of entry `i`.
-    pub fn read_entry(&self, src: &dyn ReadAt, i: usize) -> Result<Vec<u8>, Error> {
-        let e = self.entry(i)?;
-        let (s, base) = self.entry_source(src);
-        read_vec(s, base + e.offset, e.size)
-    }
-
-    /// Copy the bytes of entry `i` to `out` without holding them whole.
+    /// Copy the bytes of entry `i` to `out`; a plain entry in bounded
+    /// chunks, a compressed one as [`read_entry`](Self::read_entry) does.
     pub fn copy_entry(&self, src: &dyn ReadAt, i: usize, out: &mut dyn Write) -> Result<(), Error> {
+        if self.payload.is_some() {
+            let bytes = self.read_entry(src, i)?;
+            return out.write_all(&bytes).map_err(|e| Error::io(self.abs, e));
+        }
         let e = self.entry(i)?;
-        let (s, base) = self.entry_source(src);
-        copy_range(s, base + e.offset, e.size, out)
+        copy_range(src, self.abs + e.offset, e.size, out)
     }
 
-    /// Inspect the code object of entry `i` (ELF header, flags, metadata).
+    /// Inspect the code object of entry `i` (ELF header, flags, metadata);
+    /// costs what [`read_entry`](Self::read_entry) costs for a compressed
+    /// bundle.
     pub fn code_object(
         &self,
         src: &dyn ReadAt,
         i: usize,
     ) -> Result<codeobject::CodeObjectInfo, Error> {
         let e = self.entry(i)?;
-        let (s, base) = self.entry_source(src);
-        codeobject::inspect(s, base + e.offset, e.size)
+        if self.payload.is_some() {
+            let bytes = self.read_entry(src, i)?;
+            return codeobject::inspect(&bytes, 0, e.size);
+        }
+        codeobject::inspect(src, self.abs + e.offset, e.size)
+    }
+
+    fn inflater<'a>(&self, src: &'a dyn ReadAt, hash: bool) -> Result<Option<Inflater<'a>>, Error> {
+        match (&self.format, self.payload) {
+            (Format::Compressed(header), Some((at, len))) => {
+                Inflater::new(src, self.abs, *header, at, len, hash).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Entry indices grouped into runs of overlapping byte ranges, runs in
+    /// offset order (entries within a run too).
+    fn runs(&self) -> Vec<Vec<usize>> {
+        let mut order: Vec<usize> = (0..self.entries.len()).collect();
+        order.sort_by_key(|&i| (self.entries[i].offset, self.entries[i].size, i));
+        let mut runs: Vec<Vec<usize>> = Vec::new();
+        let mut run_end = 0u64;
+        for i in order {
+            let e = &self.entries[i];
+            let end = e.offset + e.size;
+            match runs.last_mut() {
+                Some(run) if e.offset < run_end => {
+                    run.push(i);
+                    run_end = run_end.max(end);
+                }
+                _ => {
+                    runs.push(vec![i]);
+                    run_end = end;
+                }
+            }
+        }
+        runs
+    }
+
+    fn too_big(&self, run: &[usize], len: u64, budget: &MemoryBudget) -> Error {
+        let largest = run
+            .iter()
+            .map(|&i| &self.entries[i])
+            .max_by_key(|e| e.size)
+            .map(|e| e.id.raw().to_owned())
+            .unwrap_or_default();
+        Error::at(
+            ErrorKind::MemoryLimit,
+            self.abs,
+            format!(
+                "entry {largest} needs {len} bytes in memory, more than the memory ceiling of {} bytes; raise it with --max-memory",
+                budget.limit()
+            ),
+        )
     }
 
     fn entry(&self, i: usize) -> Result<&Entry, Error> {
@@ -96,6 +225,17 @@ impl Item {
             )
         })
     }
+}
+
+/// The byte range a run of entries covers.
+fn run_range(entries: &[Entry], run: &[usize]) -> (u64, u64) {
+    let from = run.iter().map(|&i| entries[i].offset).min().unwrap_or(0);
+    let to = run
+        .iter()
+        .map(|&i| entries[i].offset + entries[i].size)
+        .max()
+        .unwrap_or(from);
+    (from, to)
 }
 
 /// Walk the region `[start, start+len)` of `src`, one item at a time.
@@ -149,6 +289,32 @@ impl Walker<'_> {
         Some(r)
     }
 
+    /// The CCOB at `pos`: its header, its length and its inner bundle
+    /// headers, inflating no further than those need.
+    fn ccob_at(&self, pos: u64, offset: u64) -> Result<Item, Error> {
+        let header = parse_header(self.src, pos, self.end)?;
+        let hlen = header.header_len();
+        let payload = pos + hlen;
+        let payload_len = match header.total_size {
+            Some(total) => total - hlen,
+            None => v1_payload_len(self.src, &header, payload, self.end - payload)?,
+        };
+        check_ratio(&header, payload_len, pos)?;
+        let mut inf = Inflater::new(self.src, pos, header, payload, payload_len, false)?;
+        let entries = inf
+            .inner_entries()
+            .map_err(|e| Error::at(e.kind(), pos, format!("inside the compressed bundle: {e}")))?;
+        Ok(Item {
+            offset,
+            len: hlen + payload_len,
+            format: Format::Compressed(header),
+            entries,
+            abs: pos,
+            payload: Some((payload, payload_len)),
+            verify_hash: self.opts.verify_hash,
+        })
+    }
+
     fn item_at(&self, pos: u64) -> Result<Item, Error> {
         let head = read_vec(self.src, pos, 24.min(self.end - pos))?;
         let offset = pos - self.start;
@@ -160,22 +326,12 @@ impl Walker<'_> {
                 format: Format::Plain,
                 entries: h.entries,
                 abs: pos,
-                inflated: None,
+                payload: None,
+                verify_hash: self.opts.verify_hash,
             });
         }
         if head.starts_with(CCOB_MAGIC) {
-            let inf = inflate(self.src, pos, self.end, self.opts.verify_hash)?;
-            let entries = inner_entries(&inf.data).map_err(|e| {
-                Error::at(e.kind(), pos, format!("inside the compressed bundle: {e}"))
-            })?;
-            return Ok(Item {
-                offset,
-                len: inf.len,
-                format: Format::Compressed(inf.header),
-                entries,
-                abs: pos,
-                inflated: Some(inf.data),
-            });
+            return self.ccob_at(pos, offset);
         }
         if head.starts_with(b"\x7fELF") {
             let (len, entry) = codeobject::bare_elf_entry(self.src, pos, self.end)?;
@@ -185,7 +341,8 @@ impl Walker<'_> {
                 format: Format::Elf,
                 entries: vec![entry],
                 abs: pos,
-                inflated: None,
+                payload: None,
+                verify_hash: self.opts.verify_hash,
             });
         }
         Err(Error::at(
@@ -197,33 +354,6 @@ impl Walker<'_> {
             ),
         ))
     }
-}
-
-/// Entries of the plain bundle(s) a CCOB inflated to, offsets from the
-/// start of the inflated data.
-#[allow(
-    clippy::ptr_arg,
-    reason = "ReadAt is implemented for Vec<u8>; the unsized [u8] cannot be a trait object"
-)]
-fn inner_entries(data: &Vec<u8>) -> Result<Vec<Entry>, Error> {
-    let mut entries = Vec::new();
-    let mut pos = 0u64;
-    let end = data.len() as u64;
-    while let Some(p) = skip_zeros(data, pos, end)? {
-        let h = parse_bundle(data, p, end)?;
-        entries.extend(h.entries.into_iter().map(|mut e| {
-            e.offset += p;
-            e
-        }));
-        pos = p + h.len;
-    }
-    if entries.is_empty() {
-        return Err(Error::new(
-            ErrorKind::BadRange,
-            "compressed bundle holds no bundle",
-        ));
-    }
-    Ok(entries)
 }
 
 /// First non-zero byte at or after `pos`, or `None` at the end.

@@ -65,6 +65,19 @@ fn walk_checked(data: &Vec<u8>, what: &str) {
                     );
                 }
             }
+            // The one-pass streaming read, under a small ceiling.
+            let budget = kpack_bundle::MemoryBudget::new(1 << 20);
+            let streamed = item.stream_entries(data, &budget, |_, e, bytes| {
+                assert_eq!(bytes.len() as u64, e.size, "{what}");
+                Ok::<(), kpack_bundle::Error>(())
+            });
+            if let Err(e) = streamed {
+                assert!(
+                    e.offset().is_some(),
+                    "{what}: stream_entries error without an offset: {e}"
+                );
+            }
+            assert_eq!(budget.in_flight(), 0, "{what}: a reservation leaked");
         }
     }
 }

@@ -25,6 +25,8 @@ pub struct ArchiveArgs {
     /// of ROCm's packaging hierarchy; markers then list the group files.
     #[arg(long, value_enum, default_value = "target")]
     archive_group: ArchiveGroupArg,
+    #[command(flatten)]
+    memory: crate::memory_args::MemoryArgs,
 }
 
 /// `--archive-group` values.
@@ -64,8 +66,10 @@ impl ArchiveArgs {
         }
     }
 
-    /// A thread pool honouring `--jobs`.
+    /// A thread pool honouring `--jobs`; also applies `--max-memory`,
+    /// since every command with these flags starts its work here.
     pub fn thread_pool(&self) -> anyhow::Result<rayon::ThreadPool> {
+        self.memory.install();
         let mut pool = rayon::ThreadPoolBuilder::new();
         if let Some(j) = self.jobs {
             pool = pool.num_threads(j.max(1));

@@ -35,6 +35,8 @@ pub struct Args {
     /// Replace existing files in the output directory.
     #[arg(long)]
     force: bool,
+    #[command(flatten)]
+    memory: crate::memory_args::MemoryArgs,
 }
 
 /// One file to write.
@@ -51,6 +53,7 @@ pub fn run(args: Args) -> CliResult {
         .iter()
         .map(|t| TargetId::parse(t.strip_prefix(kpack_amdgpu::TARGET_PREFIX).unwrap_or(t)))
         .collect::<Result<_, _>>()?;
+    args.memory.install();
     crate::safety::regular_file(&args.file)?;
     if args.all {
         crate::safety::not_stdout(&args.output, "extract --all")?;
@@ -78,6 +81,7 @@ pub fn run(args: Args) -> CliResult {
         let f = read_fat_binary(&args.file, walk)?;
         (f.bundles, f.source)
     };
+    let budget = kpack_bundle::MemoryBudget::process();
     let mut jobs = Vec::new();
     let mut found = BTreeSet::new();
     for (b, item) in bundles.iter().enumerate() {
@@ -130,17 +134,17 @@ pub fn run(args: Args) -> CliResult {
             )
             .into());
         };
+        // The whole bundle is streamed so a compressed one is hash-checked
+        // before anything is written.
         let mut bytes = Vec::new();
         bundles[job.bundle]
-            .copy_entry(&source, job.entry, &mut bytes)
-            .with_context(|| {
-                format!(
-                    "{}: bundle {} entry {}",
-                    args.file.display(),
-                    job.bundle,
-                    job.entry
-                )
-            })?;
+            .stream_entries(&source, budget, |i, _, data| {
+                if i == job.entry {
+                    bytes = data.to_vec();
+                }
+                Ok::<(), kpack_bundle::Error>(())
+            })
+            .with_context(|| format!("{}: bundle {}", args.file.display(), job.bundle))?;
         crate::safety::write_stdout(&bytes)?;
         return Ok(());
     }
@@ -160,31 +164,32 @@ pub fn run(args: Args) -> CliResult {
             )
         })?;
     let bar = crate::ui::progress(jobs.len() as u64, crate::ui::Unit::Items);
-    jobs.par_iter().try_for_each(|job| -> anyhow::Result<()> {
-        let path = stage.path().join(&job.name);
-        let mut out = std::io::BufWriter::with_capacity(
-            1 << 20,
-            std::fs::File::create(&path)
-                .with_context(|| format!("cannot create {}", path.display()))?,
-        );
-        bundles[job.bundle]
-            .copy_entry(&source, job.entry, &mut out)
-            .with_context(|| {
-                format!(
-                    "{}: bundle {} entry {}",
-                    args.file.display(),
-                    job.bundle,
-                    job.entry
-                )
-            })?;
-        use std::io::Write;
-        out.flush()
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        if let Some(b) = &bar {
-            b.inc(1);
-        }
-        Ok(())
-    })?;
+    // Each bundle is read once, as a stream; its entries are written as
+    // they arrive (bundles in parallel, under the memory budget).
+    let mut by_bundle: Vec<Vec<&Job>> = vec![Vec::new(); bundles.len()];
+    for job in &jobs {
+        by_bundle[job.bundle].push(job);
+    }
+    by_bundle
+        .par_iter()
+        .enumerate()
+        .filter(|(_, list)| !list.is_empty())
+        .try_for_each(|(b, list)| -> anyhow::Result<()> {
+            bundles[b]
+                .stream_entries(&source, budget, |i, _, data| -> anyhow::Result<()> {
+                    let Some(job) = list.iter().find(|j| j.entry == i) else {
+                        return Ok(());
+                    };
+                    let path = stage.path().join(&job.name);
+                    std::fs::write(&path, data)
+                        .with_context(|| format!("cannot write {}", path.display()))?;
+                    if let Some(b) = &bar {
+                        b.inc(1);
+                    }
+                    Ok(())
+                })
+                .with_context(|| format!("{}: bundle {b}", args.file.display()))
+        })?;
     if let Some(b) = &bar {
         b.finish_and_clear();
     }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use kpack_bundle::{CodeObjectInfo, Entry, Format, Item, ReadAt, WalkOptions};
 use kpack_elf::{ElfKind, FatBinary, Wrapper, read_fat_binary};
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::exit::{CliError, CliResult};
@@ -32,6 +33,8 @@ pub struct Args {
     /// List every kernel name, not only the count.
     #[arg(long)]
     kernels: bool,
+    #[command(flatten)]
+    memory: crate::memory_args::MemoryArgs,
 }
 
 #[derive(Serialize)]
@@ -123,6 +126,7 @@ struct ArchTotal {
 
 /// Run `kpack inspect`.
 pub fn run(args: Args) -> CliResult {
+    args.memory.install();
     let opts = WalkOptions {
         verify_hash: !args.no_verify_hash,
     };
@@ -197,7 +201,7 @@ fn inspect_one(
     // By magic, never by extension.
     if kpack_pe::is_pe_file(path)? {
         let fat = kpack_pe::read_fat_binary(path, *opts)?;
-        let (bundles, totals) = bundle_reports(&fat.bundles, &fat.source, kernels);
+        let (bundles, totals) = bundle_reports(path, &fat.bundles, &fat.source, kernels)?;
         *warned |= warn(path, &bundles);
         return Ok(AnyReport::Pe(PeReport {
             path: path.to_path_buf(),
@@ -245,7 +249,7 @@ fn file_report(
     fat: &FatBinary,
     with_names: bool,
 ) -> anyhow::Result<FileReport> {
-    let (bundles, totals) = bundle_reports(&fat.bundles, &fat.source, with_names);
+    let (bundles, totals) = bundle_reports(path, &fat.bundles, &fat.source, with_names)?;
     Ok(FileReport {
         path: path.to_path_buf(),
         kind: fat.kind,
@@ -260,25 +264,49 @@ fn file_report(
 }
 
 /// The bundles of a fat binary (ELF or PE alike) and its totals per target.
+/// Bundles are read in parallel, each once as a stream (a compressed one
+/// inflated and hash-checked on the way); each code object's headers and
+/// note are decoded from its buffer, which is then dropped.
 fn bundle_reports(
+    path: &std::path::Path,
     items: &[Item],
     source: &dyn ReadAt,
     with_names: bool,
-) -> (Vec<BundleReport>, BTreeMap<String, ArchTotal>) {
+) -> anyhow::Result<(Vec<BundleReport>, BTreeMap<String, ArchTotal>)> {
+    let budget = kpack_bundle::MemoryBudget::process();
+    let infos: Vec<Vec<Option<CodeObjectResult>>> = items
+        .par_iter()
+        .enumerate()
+        .map(|(index, item)| {
+            let mut infos: Vec<Option<CodeObjectResult>> = vec![None; item.entries.len()];
+            item.stream_entries(source, budget, |i, entry, bytes| {
+                if !entry.id.is_host() && entry.size > 0 {
+                    let r = kpack_bundle::inspect_code_object(&bytes, 0, entry.size);
+                    infos[i] = Some(r.map_err(|e| e.to_string()));
+                }
+                Ok::<(), kpack_bundle::Error>(())
+            })
+            .map_err(|e| {
+                anyhow::Error::new(e).context(format!("{}: bundle {index}", path.display()))
+            })?;
+            Ok(infos)
+        })
+        .collect::<anyhow::Result<_>>()?;
     let mut totals: BTreeMap<String, ArchTotal> = BTreeMap::new();
     let mut bundles = Vec::new();
-    for (index, item) in items.iter().enumerate() {
+    for ((index, item), mut infos) in items.iter().enumerate().zip(infos) {
         let mut entries = Vec::new();
         for (i, entry) in item.entries.iter().enumerate() {
             let mut warnings = Vec::new();
             let mut code_object = None;
             if !entry.id.is_host() && entry.size > 0 {
-                match item.code_object(source, i) {
-                    Ok(info) => {
+                match infos[i].take() {
+                    Some(Ok(info)) => {
                         warnings.extend(info.mismatches(&entry.id));
                         code_object = Some(info);
                     }
-                    Err(e) => warnings.push(format!("not a valid AMDGPU code object: {e}")),
+                    Some(Err(e)) => warnings.push(format!("not a valid AMDGPU code object: {e}")),
+                    None => {}
                 }
                 let arch = entry
                     .id
@@ -309,8 +337,12 @@ fn bundle_reports(
             entries,
         });
     }
-    (bundles, totals)
+    Ok((bundles, totals))
 }
+
+/// What decoding one code object gave (the error as text: the report
+/// shows it as a warning).
+type CodeObjectResult = Result<CodeObjectInfo, String>;
 
 fn print_pe_text(f: &PeReport, with_names: bool) {
     let kind = match f.kind {

@@ -14,6 +14,7 @@ mod external;
 mod extract;
 mod handlers;
 mod inspect;
+mod memory_args;
 mod offload;
 mod offloading;
 mod plugins;

@@ -119,7 +119,63 @@ pub struct ArchiveWriter {
     spool_len: u64,
     pending: Vec<Pending>,
     seen: HashSet<(String, String)>,
-    compressor: Option<zstd::bulk::Compressor<'static>>,
+    compressor: Option<KernelCompressor>,
+}
+
+/// Compresses code objects exactly as [`ArchiveWriter`] stores them, for
+/// [`ArchiveWriter::add_precompressed`] from worker threads (one per
+/// thread: it keeps its zstd context between calls).
+pub struct KernelCompressor {
+    zstd: zstd::bulk::Compressor<'static>,
+}
+
+impl std::fmt::Debug for KernelCompressor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelCompressor").finish_non_exhaustive()
+    }
+}
+
+impl KernelCompressor {
+    /// A compressor for `compression`; `None` for [`Compression::None`],
+    /// which stores the raw bytes.
+    pub fn new(compression: Compression) -> Result<Option<KernelCompressor>> {
+        match compression {
+            Compression::None => Ok(None),
+            Compression::Zstd { level } => {
+                let zstd = zstd::bulk::Compressor::new(level).map_err(|e| {
+                    Error::new(
+                        ErrorKind::InvalidArgument,
+                        format!("zstd level {level}: {e}"),
+                    )
+                })?;
+                Ok(Some(KernelCompressor { zstd }))
+            }
+            Compression::ZstdDelta { level } => {
+                // Kernels are spooled raw and delta-compressed at finish;
+                // validate the level now, not after every kernel is spooled.
+                zstd::bulk::Compressor::new(level).map_err(|e| {
+                    Error::new(
+                        ErrorKind::InvalidArgument,
+                        format!("zstd level {level}: {e}"),
+                    )
+                })?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// One zstd frame holding `data` (`key` and `arch` name it in errors).
+    pub fn compress<'a>(
+        &mut self,
+        data: &[u8],
+        key: &str,
+        arch: &str,
+    ) -> Result<std::borrow::Cow<'a, [u8]>> {
+        self.zstd
+            .compress(data)
+            .map(std::borrow::Cow::Owned)
+            .map_err(|e| Error::io(format!("zstd failed on {key:?} {arch:?}"), e))
+    }
 }
 
 impl std::fmt::Debug for ArchiveWriter {
@@ -157,27 +213,7 @@ impl ArchiveWriter {
             .as_file_mut()
             .write_all(&vec![0u8; head as usize])
             .map_err(|e| Error::io("cannot write spool file", e))?;
-        let compressor = match options.compression {
-            Compression::None => None,
-            Compression::ZstdDelta { level } => {
-                // Validate the level now, not after every kernel is spooled.
-                zstd::bulk::Compressor::new(level).map_err(|e| {
-                    Error::new(
-                        ErrorKind::InvalidArgument,
-                        format!("zstd level {level}: {e}"),
-                    )
-                })?;
-                None
-            }
-            Compression::Zstd { level } => {
-                Some(zstd::bulk::Compressor::new(level).map_err(|e| {
-                    Error::new(
-                        ErrorKind::InvalidArgument,
-                        format!("zstd level {level}: {e}"),
-                    )
-                })?)
-            }
-        };
+        let compressor = KernelCompressor::new(options.compression)?;
         Ok(ArchiveWriter {
             dest,
             dir,
@@ -216,6 +252,33 @@ impl ArchiveWriter {
         data: &[u8],
         metadata: &[(&str, &str)],
     ) -> Result<()> {
+        let key = self.check_new(key, arch)?;
+        let stored = match &mut self.compressor {
+            None => std::borrow::Cow::Borrowed(data),
+            Some(c) => c.compress(data, &key, arch)?,
+        };
+        self.store(key, arch, &stored, data.len() as u64, metadata)
+    }
+
+    /// Add a code object already stored as this writer stores it: the
+    /// output of a [`KernelCompressor`] made with this writer's
+    /// [`Compression`] (the raw bytes for [`Compression::None`]), of a code
+    /// object `original_size` bytes long. Lets worker threads compress
+    /// while the writer only appends; the archive is byte-identical to one
+    /// built with [`add`](Self::add).
+    pub fn add_precompressed(
+        &mut self,
+        key: &str,
+        arch: &str,
+        stored: &[u8],
+        original_size: u64,
+    ) -> Result<()> {
+        let key = self.check_new(key, arch)?;
+        self.store(key, arch, stored, original_size, &[])
+    }
+
+    /// Validate a new (key, arch); returns the normalised key.
+    fn check_new(&mut self, key: &str, arch: &str) -> Result<String> {
         let key = key.replace('\\', "/");
         if key.is_empty() || arch.is_empty() {
             return Err(Error::new(
@@ -237,16 +300,18 @@ impl ArchiveWriter {
                 format!("kernel {key:?} for {arch:?} already exists"),
             ));
         }
-        let compressed;
-        let stored: &[u8] = match &mut self.compressor {
-            None => data,
-            Some(c) => {
-                compressed = c
-                    .compress(data)
-                    .map_err(|e| Error::io(format!("zstd failed on {key:?} {arch:?}"), e))?;
-                &compressed
-            }
-        };
+        Ok(key)
+    }
+
+    /// Append a stored kernel to the spool.
+    fn store(
+        &mut self,
+        key: String,
+        arch: &str,
+        stored: &[u8],
+        original_size: u64,
+        metadata: &[(&str, &str)],
+    ) -> Result<()> {
         if self.compressor.is_some() && stored.len() as u64 >= MAX_ZSTD_BLOB {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -267,7 +332,7 @@ impl ArchiveWriter {
             arch: arch.to_owned(),
             spool_offset: self.spool_len,
             stored_len: stored.len() as u64,
-            original_size: data.len() as u64,
+            original_size,
             metadata: metadata
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))

@@ -36,11 +36,12 @@ mod pe;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use kpack_amdgpu::{Level, TargetFilter, TargetId, archive_group, archive_group_level};
-use kpack_bundle::WalkOptions;
+use kpack_bundle::{MemoryBudget, WalkOptions};
 use kpack_elf::{FatBinary, TransformReport, read_fat_binary, transform_to, verify_image};
-use kpack_format::{ArchiveWriter, Marker, WriterOptions, Written};
+use kpack_format::{ArchiveWriter, KernelCompressor, Marker, WriterOptions, Written};
 use rayon::prelude::*;
 
 /// AMD's marker placeholder for a target id (spec §3.2).
@@ -164,6 +165,9 @@ pub struct ArchiveSet {
     writers: BTreeMap<String, ArchiveWriter>,
     no_clobber: bool,
     group: Level,
+    /// `None`: the process-wide budget, looked up when bundles are read
+    /// (after the CLI has applied `--max-memory`).
+    budget: Option<MemoryBudget>,
 }
 
 impl ArchiveSet {
@@ -178,6 +182,7 @@ impl ArchiveSet {
             writers: BTreeMap::new(),
             no_clobber: false,
             group: Level::Target,
+            budget: None,
         }
     }
 
@@ -196,7 +201,14 @@ impl ArchiveSet {
             writers: BTreeMap::new(),
             no_clobber: false,
             group: Level::Target,
+            budget: None,
         }
+    }
+
+    /// Bound the inflated bytes held while reading bundles by `budget`
+    /// instead of the process-wide [`MemoryBudget::process`] (`--max-memory`).
+    pub fn set_memory_budget(&mut self, budget: MemoryBudget) {
+        self.budget = Some(budget);
     }
 
     /// Refuse (instead of replacing) an archive that already exists.
@@ -536,13 +548,13 @@ pub struct Added {
     pub excluded: Vec<String>,
 }
 
-/// One code object to add: (key, target id text, target, bundle, entry).
-type Job<'a> = (String, String, &'a TargetId, usize, usize);
+/// Where one entry goes: (key, target id text, archive group: the processor
+/// unless `--archive-group` is coarser).
+type Dest = (String, String, String);
 
 /// Add every device code object of `fat` whose target id passes `keep` to
-/// `archives` under `<kernel_name>#<bundle index>`. Archives are filled in
-/// parallel (one thread per processor), each in its final (key, arch) order
-/// so the writer needs no second copy of the blobs.
+/// `archives` under `<kernel_name>#<bundle index>`. See [`add_items`] for
+/// how bundles are read.
 pub fn add_code_objects(
     input: &Path,
     fat: &FatBinary,
@@ -560,7 +572,34 @@ pub fn add_code_objects(
     )
 }
 
+/// A failure inside one bundle's stream: the bundle's own, or the archive's.
+enum StreamError {
+    Bundle(kpack_bundle::Error),
+    Other(Error),
+}
+
+impl From<kpack_bundle::Error> for StreamError {
+    fn from(e: kpack_bundle::Error) -> Self {
+        StreamError::Bundle(e)
+    }
+}
+
+impl From<kpack_format::Error> for StreamError {
+    fn from(e: kpack_format::Error) -> Self {
+        StreamError::Other(Error::Archive(e))
+    }
+}
+
 /// [`add_code_objects`] for the bundles of any host binary format.
+///
+/// Bundles are processed in parallel (the current rayon pool), each read
+/// once by [`kpack_bundle::Item::stream_entries`] under the set's memory
+/// budget: a worker inflates one bundle, compresses each kept code object
+/// itself and hands the finished frame to its processor's writer, so
+/// inflating one bundle overlaps with compressing another's entries. The
+/// writers lay entries out in sorted (key, arch) order on `finish`, so the
+/// archives do not depend on the order frames arrive in (nor on `-j`). A
+/// bundle none of whose entries is kept is not inflated.
 fn add_items(
     input: &Path,
     bundles: &[kpack_bundle::Item],
@@ -569,56 +608,100 @@ fn add_items(
     keep: &(dyn Fn(&str) -> bool + Sync),
     archives: &mut ArchiveSet,
 ) -> Result<Added, Error> {
-    let mut jobs: Vec<Job<'_>> = Vec::new();
+    let mut dests: Vec<Vec<Option<Dest>>> = Vec::with_capacity(bundles.len());
+    let mut targets = Vec::new();
     let mut excluded = Vec::new();
+    let mut count = 0;
     for (b, item) in bundles.iter().enumerate() {
-        for (i, entry) in item.entries.iter().enumerate() {
+        let mut row = Vec::with_capacity(item.entries.len());
+        for entry in &item.entries {
+            let mut dest = None;
             if let Some(target) = entry.id.target().filter(|_| !entry.id.is_host()) {
                 let name = target.to_string();
                 if keep(&name) {
-                    jobs.push((format!("{kernel_name}#{b}"), name, target, b, i));
+                    targets.push(name.clone());
+                    dest = Some((
+                        format!("{kernel_name}#{b}"),
+                        name,
+                        archives.group_of(target),
+                    ));
+                    count += 1;
                 } else {
                     excluded.push(name);
                 }
             }
+            row.push(dest);
         }
+        dests.push(row);
     }
-    jobs.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
-    let mut by_processor: BTreeMap<String, Vec<&Job<'_>>> = BTreeMap::new();
-    for job in &jobs {
-        by_processor
-            .entry(archives.group_of(job.2))
-            .or_default()
-            .push(job);
-    }
-    for processor in by_processor.keys() {
+    for processor in dests.iter().flatten().flatten().map(|d| d.2.as_str()) {
         archives.writer(processor)?;
     }
-    archives
+    let compression = archives.options.compression;
+    let budget = archives
+        .budget
+        .clone()
+        .unwrap_or_else(|| MemoryBudget::process().clone());
+    let writers: BTreeMap<&str, Mutex<&mut ArchiveWriter>> = archives
         .writers
-        .par_iter_mut()
-        .try_for_each(|(processor, writer)| -> Result<(), Error> {
-            for (key, name, _, b, i) in by_processor
-                .get(processor.as_str())
-                .map(Vec::as_slice)
-                .unwrap_or_default()
-            {
-                let data = bundles[*b]
-                    .read_entry(source, *i)
-                    .map_err(|source| Error::Bundle {
+        .iter_mut()
+        .map(|(p, w)| (p.as_str(), Mutex::new(w)))
+        .collect();
+    bundles
+        .par_iter()
+        .zip(&dests)
+        .enumerate()
+        .try_for_each_init(
+            || KernelCompressor::new(compression),
+            |compressor, (b, (item, row))| -> Result<(), Error> {
+                if row.iter().all(Option::is_none) {
+                    return Ok(());
+                }
+                let compressor = match compressor {
+                    Ok(c) => c,
+                    Err(e) => {
+                        return Err(Error::Io {
+                            path: input.to_path_buf(),
+                            what: "cannot start compressing",
+                            source: std::io::Error::other(e.to_string()),
+                        });
+                    }
+                };
+                item.stream_entries(source, &budget, |i, _, bytes| -> Result<(), StreamError> {
+                    let Some(Some((key, name, processor))) = row.get(i) else {
+                        return Ok(());
+                    };
+                    let stored = match compressor {
+                        Some(c) => c.compress(bytes, key, name)?,
+                        None => std::borrow::Cow::Borrowed(bytes),
+                    };
+                    let Some(writer) = writers.get(processor.as_str()) else {
+                        return Err(StreamError::Other(Error::Io {
+                            path: input.to_path_buf(),
+                            what: "internal error",
+                            source: std::io::Error::other("no archive writer for a processor"),
+                        }));
+                    };
+                    writer
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .add_precompressed(key, name, &stored, bytes.len() as u64)?;
+                    Ok(())
+                })
+                .map_err(|e| match e {
+                    StreamError::Bundle(source) => Error::Bundle {
                         path: input.to_path_buf(),
-                        bundle: *b,
+                        bundle: b,
                         source,
-                    })?;
-                writer.add(key, name, &data)?;
-            }
-            Ok(())
-        })?;
-    let mut targets: Vec<String> = jobs.iter().map(|j| j.1.clone()).collect();
+                    },
+                    StreamError::Other(e) => e,
+                })
+            },
+        )?;
     targets.sort();
     targets.dedup();
     Ok(Added {
-        count: jobs.len(),
+        count,
         targets,
         excluded,
     })

@@ -218,7 +218,21 @@ fn parse_elf<'data, Elf: FileHeader<Endian = Endianness>>(
             };
             let bundles = kpack_bundle::walk(&Bytes(bytes), 0, bytes.len() as u64, walk_options)
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| Error::with_source(ErrorKind::Bundle, where_, e))?;
+                .map_err(|e| Error::with_source(ErrorKind::Bundle, where_.clone(), e))?;
+            // Walking reads headers only: check each compressed bundle's
+            // MD5 here, as the walk itself used to (one streaming pass).
+            if options.verify_hash {
+                for item in &bundles {
+                    if let kpack_bundle::Format::Compressed(_) = item.format {
+                        item.stream_entries(
+                            &Bytes(bytes),
+                            kpack_bundle::MemoryBudget::process(),
+                            |_, _, _| Ok::<(), kpack_bundle::Error>(()),
+                        )
+                        .map_err(|e| Error::with_source(ErrorKind::Bundle, where_.clone(), e))?;
+                    }
+                }
+            }
             fatbin = Some(FatbinSection {
                 index,
                 offset,

@@ -510,3 +510,63 @@ fn a_code_object_that_disagrees_with_its_bundle_id_warns_and_strict_exits_1() {
         }
     }
 }
+
+#[test]
+fn a_code_object_larger_than_max_memory_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = compressed_variant(
+        (3, kpack_bundle::Method::Zstd),
+        (3, kpack_bundle::Method::Zstd),
+    );
+    let lib = dir.path().join("ccob.so");
+    std::fs::write(&lib, bytes).unwrap();
+    let out_dir = dir.path().join("out");
+    let host = dir.path().join("host.so");
+    let runs: [Vec<&std::ffi::OsStr>; 3] = [
+        vec!["inspect".as_ref(), lib.as_os_str()],
+        vec![
+            "extract".as_ref(),
+            "--all".as_ref(),
+            lib.as_os_str(),
+            "-o".as_ref(),
+            out_dir.as_os_str(),
+        ],
+        vec![
+            "offload".as_ref(),
+            lib.as_os_str(),
+            "-o".as_ref(),
+            host.as_os_str(),
+            "--archives".as_ref(),
+            out_dir.as_os_str(),
+        ],
+    ];
+    for args in runs {
+        let mut with_limit = args.clone();
+        with_limit.push(std::ffi::OsStr::new("--max-memory"));
+        with_limit.push(std::ffi::OsStr::new("1K"));
+        let out = kpack(&with_limit);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("ccob.so")
+                && err.contains("0x3000")
+                && err.contains("gfx")
+                && err.contains("1024 bytes")
+                && err.contains("--max-memory"),
+            "{args:?}: {err}"
+        );
+        assert!(!host.exists());
+        // The default ceiling fits.
+        let out = kpack(&args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let _ = std::fs::remove_dir_all(&out_dir);
+        let _ = std::fs::remove_file(&host);
+    }
+    let out = kpack([
+        "inspect".as_ref(),
+        "--max-memory".as_ref(),
+        "12Q".as_ref(),
+        lib.as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}

@@ -1,0 +1,391 @@
+//! Inflate a CCOB as a stream: a cursor over the inflated bytes that never
+//! holds more than the caller asks for, hashing every byte as it passes.
+
+use std::io::{self, Read};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use md5::{Digest, Md5};
+
+use crate::bundle::{BundleHeader, parse_bundle};
+use crate::ccob::{CcobHeader, Method};
+use crate::error::{Error, ErrorKind};
+use crate::source::ReadAt;
+
+/// Largest inner bundle header we look ahead for (real ones are a few KiB:
+/// one descriptor of about 60 bytes per entry).
+const MAX_HEADER: usize = 64 << 20;
+/// Chunk for skipping bytes nobody asked for.
+const SKIP_CHUNK: usize = 256 << 10;
+
+/// `io::Read` over `[pos, end)` of a [`ReadAt`], by positioned reads.
+pub(crate) struct RangeReader<'a> {
+    src: &'a dyn ReadAt,
+    pos: u64,
+    end: u64,
+}
+
+impl<'a> RangeReader<'a> {
+    pub(crate) fn new(src: &'a dyn ReadAt, pos: u64, len: u64) -> RangeReader<'a> {
+        RangeReader {
+            src,
+            pos,
+            end: pos.saturating_add(len),
+        }
+    }
+}
+
+impl Read for RangeReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = (self.end - self.pos).min(buf.len() as u64) as usize;
+        self.src.read_exact_at(self.pos, &mut buf[..n])?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+/// A cursor over the inflated bytes of one CCOB.
+pub(crate) struct Inflater<'a> {
+    dec: Box<dyn Read + 'a>,
+    md5: Option<Md5>,
+    /// Bytes taken from the decoder so far.
+    produced: u64,
+    /// Inflated bytes looked at but not consumed yet: `pending[head..]`.
+    pending: Vec<u8>,
+    head: usize,
+    header: CcobHeader,
+    /// Offset of the CCOB in the source (where errors point).
+    start: u64,
+    /// Offset of the compressed payload (where decoder errors point).
+    payload: u64,
+}
+
+impl<'a> Inflater<'a> {
+    /// Start inflating the payload `[payload, payload+len)` of the CCOB at
+    /// `start`; `hash` computes the MD5 on the way.
+    pub(crate) fn new(
+        src: &'a dyn ReadAt,
+        start: u64,
+        header: CcobHeader,
+        payload: u64,
+        len: u64,
+        hash: bool,
+    ) -> Result<Inflater<'a>, Error> {
+        let reader = RangeReader::new(src, payload, len);
+        let bad = |m: String| Error::at(ErrorKind::Decompress, payload, m);
+        // One byte past the declared size, so an oversized stream is caught.
+        let limit = header.uncompressed_size + 1;
+        let dec: Box<dyn Read + 'a> = match header.method {
+            Method::Zstd => {
+                let mut d = zstd::stream::read::Decoder::new(reader)
+                    .map_err(|e| bad(format!("zstd: {e}")))?
+                    .single_frame();
+                // LLVM enables long-distance matching, which may need a
+                // window past the decoder's default limit.
+                d.window_log_max(31)
+                    .map_err(|e| bad(format!("zstd: {e}")))?;
+                Box::new(d.take(limit))
+            }
+            Method::Zlib => Box::new(flate2::read::ZlibDecoder::new(reader).take(limit)),
+        };
+        Ok(Inflater {
+            dec,
+            md5: hash.then(Md5::new),
+            produced: 0,
+            pending: Vec::new(),
+            head: 0,
+            header,
+            start,
+            payload,
+        })
+    }
+
+    /// Inflated offset of the next unconsumed byte.
+    pub(crate) fn pos(&self) -> u64 {
+        self.produced - (self.pending.len() - self.head) as u64
+    }
+
+    fn expect(&self) -> u64 {
+        self.header.uncompressed_size
+    }
+
+    /// Read from the decoder into `buf`, hashing; 0 at the end.
+    fn pull(&mut self, buf: &mut [u8]) -> Result<usize, Error> {
+        let n = loop {
+            match self.dec.read(buf) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    let what = match self.header.method {
+                        Method::Zstd => "zstd",
+                        Method::Zlib => "zlib",
+                    };
+                    return Err(Error::at(
+                        ErrorKind::Decompress,
+                        self.payload,
+                        format!("{what} stream is corrupt: {e}"),
+                    ));
+                }
+            }
+        };
+        if let Some(h) = &mut self.md5 {
+            h.update(&buf[..n]);
+        }
+        self.produced += n as u64;
+        if self.produced > self.expect() {
+            return Err(self.size_error());
+        }
+        Ok(n)
+    }
+
+    fn size_error(&self) -> Error {
+        let got = if self.produced > self.expect() {
+            "more than that".to_string()
+        } else {
+            format!("{} bytes", self.produced)
+        };
+        Error::at(
+            ErrorKind::Decompress,
+            self.start,
+            format!(
+                "CCOB inflated to {got}, header says {}",
+                self.header.uncompressed_size
+            ),
+        )
+    }
+
+    /// Look ahead until at least `n` unconsumed bytes are buffered (fewer
+    /// at the end of the stream); returns them.
+    fn fill(&mut self, n: usize) -> Result<&[u8], Error> {
+        if self.head > 0 && self.head >= self.pending.len() / 2 {
+            self.pending.drain(..self.head);
+            self.head = 0;
+        }
+        while self.pending.len() - self.head < n {
+            let old = self.pending.len();
+            let want = (n - (old - self.head)).max(4096);
+            self.pending.resize(old + want, 0);
+            let mut tmp = std::mem::take(&mut self.pending);
+            let r = self.pull(&mut tmp[old..]);
+            self.pending = tmp;
+            let got = match r {
+                Ok(got) => got,
+                Err(e) => {
+                    self.pending.truncate(old);
+                    return Err(e);
+                }
+            };
+            self.pending.truncate(old + got);
+            if got == 0 {
+                break;
+            }
+        }
+        Ok(&self.pending[self.head..])
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.head = (self.head + n).min(self.pending.len());
+    }
+
+    /// Discard bytes up to inflated offset `to`.
+    pub(crate) fn skip_to(&mut self, to: u64) -> Result<(), Error> {
+        let buffered = (self.pending.len() - self.head) as u64;
+        let skip = to.saturating_sub(self.pos());
+        let from_buffer = skip.min(buffered) as usize;
+        self.consume(from_buffer);
+        let mut left = skip - from_buffer as u64;
+        if left == 0 {
+            return Ok(());
+        }
+        let mut scratch = vec![0u8; SKIP_CHUNK.min(left as usize)];
+        while left > 0 {
+            let n = (left as usize).min(scratch.len());
+            let got = self.pull(&mut scratch[..n])?;
+            if got == 0 {
+                return Err(self.size_error());
+            }
+            left -= got as u64;
+        }
+        Ok(())
+    }
+
+    /// Fill `buf` with the next inflated bytes.
+    pub(crate) fn read_exact(&mut self, buf: &mut [u8]) -> Result<(), Error> {
+        let buffered = (self.pending.len() - self.head).min(buf.len());
+        buf[..buffered].copy_from_slice(&self.pending[self.head..self.head + buffered]);
+        self.consume(buffered);
+        let mut done = buffered;
+        while done < buf.len() {
+            let got = self.pull(&mut buf[done..])?;
+            if got == 0 {
+                return Err(self.size_error());
+            }
+            done += got;
+        }
+        Ok(())
+    }
+
+    /// Skip zero padding; `false` at the end of the stream.
+    fn skip_zeros(&mut self) -> Result<bool, Error> {
+        loop {
+            let avail = self.fill(4096)?;
+            if avail.is_empty() {
+                return Ok(false);
+            }
+            match avail.iter().position(|&b| b != 0) {
+                Some(i) => {
+                    self.consume(i);
+                    return Ok(true);
+                }
+                None => {
+                    let n = avail.len();
+                    self.consume(n);
+                }
+            }
+        }
+    }
+
+    /// Parse the plain bundle header at the cursor without consuming it.
+    /// Offsets in the result are relative to the cursor.
+    fn parse_bundle_here(&mut self) -> Result<BundleHeader, Error> {
+        let claimed = self.expect().saturating_sub(self.pos());
+        let mut want = 4096usize;
+        loop {
+            let avail = self.fill(want)?;
+            let view = Prefix {
+                data: avail,
+                claimed,
+                short: AtomicBool::new(false),
+            };
+            match parse_bundle(&view, 0, claimed) {
+                Ok(h) => return Ok(h),
+                Err(e) => {
+                    let more = view.short.load(Ordering::Relaxed)
+                        && (avail.len() as u64) < claimed
+                        && avail.len() >= want;
+                    if !more {
+                        return Err(e);
+                    }
+                    if want >= MAX_HEADER {
+                        return Err(Error::new(
+                            ErrorKind::BadRange,
+                            format!("bundle header is larger than {MAX_HEADER} bytes"),
+                        ));
+                    }
+                    want *= 2;
+                }
+            }
+        }
+    }
+
+    /// Read every inner bundle header: the first one by looking ahead only
+    /// as far as its header, the rest (rare: clang writes one bundle per
+    /// CCOB) by one streaming pass to the end. Entry offsets are from the
+    /// start of the inflated data.
+    pub(crate) fn inner_entries(&mut self) -> Result<Vec<crate::Entry>, Error> {
+        let mut entries = Vec::new();
+        while self.skip_zeros()? {
+            let p = self.pos();
+            let h = self.parse_bundle_here()?;
+            entries.extend(h.entries.into_iter().map(|mut e| {
+                e.offset += p;
+                e
+            }));
+            let end = p + h.len;
+            if end >= self.expect() {
+                break;
+            }
+            self.skip_to(end)?;
+        }
+        if entries.is_empty() {
+            return Err(Error::new(
+                ErrorKind::BadRange,
+                "compressed bundle holds no bundle",
+            ));
+        }
+        Ok(entries)
+    }
+
+    /// Inflate the rest, check the size and (when hashing) the MD5.
+    pub(crate) fn finish(mut self) -> Result<(), Error> {
+        let end = self.expect();
+        self.skip_to(end)?;
+        let mut probe = [0u8; 1];
+        if self.pull(&mut probe)? != 0 || self.produced != end {
+            return Err(self.size_error());
+        }
+        if let Some(h) = self.md5.take() {
+            let digest = h.finalize();
+            let got = u64::from_le_bytes(digest[..8].try_into().unwrap_or_default());
+            if got != self.header.hash {
+                return Err(Error::at(
+                    ErrorKind::HashMismatch,
+                    self.start,
+                    format!(
+                        "CCOB MD5 mismatch: header {:016x}, payload {got:016x}",
+                        self.header.hash
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The looked-ahead prefix of an inflated stream, claiming the stream's
+/// full length so that bounds checks against it stay right; a read past the
+/// prefix fails and sets `short` (look further ahead and retry).
+struct Prefix<'a> {
+    data: &'a [u8],
+    claimed: u64,
+    short: AtomicBool,
+}
+
+impl ReadAt for Prefix<'_> {
+    fn size(&self) -> u64 {
+        self.claimed
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let r = self.data.read_exact_at(offset, buf);
+        if r.is_err() {
+            self.short.store(true, Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+/// The compressed length of a v1 CCOB's payload (v1 has no size field):
+/// where its self-delimiting stream ends, at most `avail` bytes.
+pub(crate) fn v1_payload_len(
+    src: &dyn ReadAt,
+    header: &CcobHeader,
+    payload: u64,
+    avail: u64,
+) -> Result<u64, Error> {
+    let bad = |m: String| Error::at(ErrorKind::Decompress, payload, m);
+    match header.method {
+        Method::Zstd => {
+            // The frame's block headers give its length; v1 comes from old
+            // ROCm releases with small sections, so reading the rest of the
+            // section (compressed) is cheap.
+            let rest = crate::source::read_vec(src, payload, avail)?;
+            let n = zstd::zstd_safe::find_frame_compressed_size(&rest).map_err(|code| {
+                bad(format!(
+                    "zstd frame is invalid: {}",
+                    zstd::zstd_safe::get_error_name(code)
+                ))
+            })?;
+            Ok((n as u64).min(avail))
+        }
+        Method::Zlib => {
+            // Only inflating finds a deflate stream's end; the output is
+            // discarded.
+            let mut dec = flate2::read::ZlibDecoder::new(RangeReader::new(src, payload, avail));
+            io::copy(
+                &mut (&mut dec).take(header.uncompressed_size + 1),
+                &mut io::sink(),
+            )
+            .map_err(|e| bad(format!("zlib stream is corrupt: {e}")))?;
+            Ok(dec.total_in())
+        }
+    }
+}

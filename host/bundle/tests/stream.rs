@@ -1,0 +1,251 @@
+//! The streaming reader ([`Item::stream_entries`]) against the whole-bundle
+//! one ([`inflate`] + [`parse_bundle`], what `walk` did before it
+//! streamed): the same bytes for every entry of every fixture's bundles,
+//! and memory bounded by the budget.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
+#![allow(
+    clippy::ptr_arg,
+    reason = "`ReadAt` is implemented for `Vec<u8>`, and `[u8]` is unsized as `&dyn ReadAt`"
+)]
+
+use kpack_bundle::{
+    ErrorKind, Format, Item, MemoryBudget, Method, WalkOptions, deflate, inflate, parse_bundle,
+    walk, write_bundle,
+};
+use kpack_tests::fixture;
+use object::{Object, ObjectSection};
+
+/// Every entry of `item`, as `stream_entries` hands them on, by index.
+fn streamed(item: &Item, src: &Vec<u8>, budget: &MemoryBudget) -> Vec<Vec<u8>> {
+    let mut out = vec![Vec::new(); item.entries.len()];
+    let mut last = 0;
+    item.stream_entries(src, budget, |i, e, bytes| {
+        assert!(e.offset >= last, "entries arrive in offset order");
+        last = e.offset;
+        out[i] = bytes.to_vec();
+        Ok::<(), kpack_bundle::Error>(())
+    })
+    .unwrap();
+    out
+}
+
+/// The entries the old path read: the whole bundle inflated, then sliced.
+fn whole(item: &Item, src: &Vec<u8>) -> Vec<Vec<u8>> {
+    let (data, base) = match item.format {
+        Format::Compressed(_) => {
+            let inf = inflate(src, item.abs_offset(), src.len() as u64, true).unwrap();
+            (inf.data, 0)
+        }
+        _ => (src.clone(), item.abs_offset()),
+    };
+    if let Format::Compressed(_) = item.format {
+        let h = parse_bundle(&data, 0, data.len() as u64).unwrap();
+        assert_eq!(h.entries.len(), item.entries.len());
+    }
+    item.entries
+        .iter()
+        .map(|e| data[(base + e.offset) as usize..(base + e.offset + e.size) as usize].to_vec())
+        .collect()
+}
+
+fn fatbin_of(path: &std::path::Path) -> Option<Vec<u8>> {
+    let bytes = std::fs::read(path).ok()?;
+    let obj = object::File::parse(&*bytes).ok()?;
+    Some(obj.section_by_name(".hip_fatbin")?.data().ok()?.to_vec())
+}
+
+#[test]
+fn streamed_entries_equal_whole_inflate_on_every_fixture() {
+    let mut bundles = 0;
+    let mut compressed = 0;
+    for dir in ["clang19", "corpus"] {
+        for f in std::fs::read_dir(fixture(dir)).unwrap() {
+            let path = f.unwrap().path();
+            let Some(data) = fatbin_of(&path) else {
+                continue;
+            };
+            let budget = MemoryBudget::new(64 << 20);
+            for item in walk(&data, 0, data.len() as u64, WalkOptions::default()) {
+                let item = item.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                assert_eq!(
+                    streamed(&item, &data, &budget),
+                    whole(&item, &data),
+                    "{}",
+                    path.display()
+                );
+                bundles += 1;
+                compressed += usize::from(matches!(item.format, Format::Compressed(_)));
+            }
+            assert_eq!(budget.in_flight(), 0);
+        }
+    }
+    assert!(bundles >= 30 && compressed >= 12, "{bundles} {compressed}");
+}
+
+fn code(tag: u8, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(31) ^ tag).collect()
+}
+
+/// Several CCOB v3 bundles (zstd and zlib) back to back.
+fn multi_bundle_region() -> (Vec<u8>, u64) {
+    let mut region = Vec::new();
+    let mut largest = 0;
+    for b in 0..6u8 {
+        let objects: Vec<(String, Vec<u8>)> = (0..4u8)
+            .map(|k| {
+                let id = format!(
+                    "hipv4-amdgcn-amd-amdhsa--gfx9{}",
+                    ["00", "06", "08", "0a"][k as usize]
+                );
+                (id, code(b * 4 + k, 20_000 + 7_000 * usize::from(k + b)))
+            })
+            .collect();
+        largest = largest.max(objects.iter().map(|o| o.1.len() as u64).max().unwrap());
+        let refs: Vec<(&str, &[u8])> = objects.iter().map(|(i, c)| (i.as_str(), &c[..])).collect();
+        let plain = write_bundle(&refs, 4096);
+        let method = if b % 2 == 0 {
+            Method::Zstd
+        } else {
+            Method::Zlib
+        };
+        region.extend(deflate(&plain, 3, method, 3).unwrap());
+        region.resize(region.len().next_multiple_of(4096), 0);
+    }
+    (region, largest)
+}
+
+#[test]
+fn peak_memory_is_one_entry_per_thread() {
+    let (region, largest) = multi_bundle_region();
+    let items: Vec<Item> = walk(&region, 0, region.len() as u64, WalkOptions::default())
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(items.len(), 6);
+    let budget = MemoryBudget::new(1 << 30);
+    let threads = 2u64;
+    std::thread::scope(|s| {
+        for chunk in items.chunks(3) {
+            let (budget, region) = (&budget, &region);
+            s.spawn(move || {
+                for item in chunk {
+                    streamed(item, region, budget);
+                }
+            });
+        }
+    });
+    assert!(budget.peak() > 0);
+    assert!(
+        budget.peak() <= threads * largest,
+        "peak {} > {threads} x {largest}",
+        budget.peak()
+    );
+    // Whole bundles would have been several times that.
+    let inflated: u64 = items
+        .iter()
+        .map(|i| match i.format {
+            Format::Compressed(h) => h.uncompressed_size,
+            _ => 0,
+        })
+        .sum();
+    assert!(inflated > 4 * threads * largest);
+}
+
+#[test]
+fn an_entry_larger_than_the_budget_is_an_error_naming_it() {
+    let (region, largest) = multi_bundle_region();
+    let item = walk(&region, 0, region.len() as u64, WalkOptions::default())
+        .next()
+        .unwrap()
+        .unwrap();
+    let budget = MemoryBudget::new(largest / 2);
+    let e = item
+        .stream_entries(
+            &region,
+            &budget,
+            |_, _, _| Ok::<(), kpack_bundle::Error>(()),
+        )
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::MemoryLimit);
+    assert_eq!(e.offset(), Some(0));
+    let msg = e.to_string();
+    assert!(
+        msg.contains("gfx9") && msg.contains("--max-memory"),
+        "{msg}"
+    );
+    assert!(msg.contains(&(largest / 2).to_string()), "{msg}");
+    assert_eq!(budget.in_flight(), 0);
+}
+
+#[test]
+fn overlapping_and_unordered_entries_stream_from_one_buffer() {
+    // A hand-made bundle: entry 0 after entry 1, entry 2 inside entry 1.
+    let body = code(9, 12_000);
+    let ids = [
+        "hipv4-amdgcn-amd-amdhsa--gfx900",
+        "hipv4-amdgcn-amd-amdhsa--gfx906",
+        "hipv4-amdgcn-amd-amdhsa--gfx908",
+    ];
+    let ranges = [(8192u64, 3000u64), (1024, 6000), (2048, 1000)];
+    let mut b = Vec::new();
+    b.extend_from_slice(b"__CLANG_OFFLOAD_BUNDLE__");
+    b.extend_from_slice(&3u64.to_le_bytes());
+    for (id, (off, size)) in ids.iter().zip(ranges) {
+        b.extend_from_slice(&off.to_le_bytes());
+        b.extend_from_slice(&size.to_le_bytes());
+        b.extend_from_slice(&(id.len() as u64).to_le_bytes());
+        b.extend_from_slice(id.as_bytes());
+    }
+    b.resize(1024, 0);
+    // Up to the end of the last entry: more bytes would read as a second
+    // inner bundle.
+    b.extend_from_slice(&body[..8192 + 3000 - 1024]);
+    let c = deflate(&b, 3, Method::Zstd, 3).unwrap();
+    let item = walk(&c, 0, c.len() as u64, WalkOptions::default())
+        .next()
+        .unwrap()
+        .unwrap();
+    let budget = MemoryBudget::new(1 << 20);
+    let got = streamed(&item, &c, &budget);
+    for (i, (off, size)) in ranges.iter().enumerate() {
+        assert_eq!(got[i], b[*off as usize..(off + size) as usize]);
+    }
+    // Entries 1 and 2 share one buffer; entry 0 gets its own.
+    assert_eq!(budget.peak(), 6000);
+}
+
+#[test]
+fn a_corrupt_hash_is_reported_after_streaming() {
+    let (mut region, _) = multi_bundle_region();
+    region[24] ^= 0x55;
+    let item = walk(&region, 0, region.len() as u64, WalkOptions::default())
+        .next()
+        .unwrap()
+        .unwrap();
+    let e = item
+        .stream_entries(&region, &MemoryBudget::default(), |_, _, _| {
+            Ok::<(), kpack_bundle::Error>(())
+        })
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::HashMismatch);
+    assert_eq!(e.offset(), Some(0));
+    let unchecked = walk(
+        &region,
+        0,
+        region.len() as u64,
+        WalkOptions { verify_hash: false },
+    )
+    .next()
+    .unwrap()
+    .unwrap();
+    unchecked
+        .stream_entries(&region, &MemoryBudget::default(), |_, _, _| {
+            Ok::<(), kpack_bundle::Error>(())
+        })
+        .unwrap();
+}
