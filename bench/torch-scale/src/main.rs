@@ -44,7 +44,7 @@ fn main() -> anyhow::Result<()> {
     };
     let fat = kpack_elf::read_fat_binary(&input, Default::default())
         .with_context(|| format!("{}: cannot read", input.display()))?;
-    let Some(fatbin) = fat.fatbin.clone() else {
+    let Some(fatbin) = fat.fatbin else {
         bail!("{}: no .hip_fatbin section", input.display());
     };
     let present: BTreeSet<String> = fat.targets().into_iter().collect();
