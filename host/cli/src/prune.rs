@@ -121,7 +121,21 @@ pub fn run(args: Args) -> CliResult {
         };
         let (image, report) = pruned.with_context(|| format!("{input}: cannot prune"))?;
         kpack_offload::write_atomically(&args.output, &image, &args.input)?;
-        return print_link_input(&args, &kept, &dropped, &missing, &report);
+        let summary = format!(
+            "{input} -> {}: {} -> {} bytes, {} section(s) rewritten in {} member(s), {} entries dropped",
+            args.output.display(),
+            report.input_size,
+            report.output_size,
+            report.sections,
+            report.members,
+            report.entries_dropped,
+        );
+        let targets = Targets {
+            kept: &kept,
+            dropped: &dropped,
+            missing: &missing,
+        };
+        return print_report(&args, &targets, "sections-moved", &report, &summary);
     }
     let Some(fat) = fat else {
         return Ok(());
@@ -136,21 +150,7 @@ pub fn run(args: Args) -> CliResult {
     staged.persist(&args.input)?;
 
     let layout = report.layout.map_or("unchanged", |l| l.name());
-    if args.json {
-        let v = serde_json::json!({
-            "schema_version": 1,
-            "input": args.input,
-            "output": args.output,
-            "kept": kept,
-            "dropped": dropped,
-            "missing": missing,
-            "layout": layout,
-            "result": report,
-        });
-        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
-        return Ok(());
-    }
-    println!(
+    let summary = format!(
         "{input} -> {}: {} -> {} bytes ({} bytes left the file), {} bundle(s) rewritten, layout {layout}",
         args.output.display(),
         report.input_size,
@@ -158,9 +158,48 @@ pub fn run(args: Args) -> CliResult {
         report.bytes_removed,
         report.bundles,
     );
-    println!("  kept {}", kept.join(", "));
-    if !dropped.is_empty() {
-        println!("  dropped {}", dropped.join(", "));
+    let targets = Targets {
+        kept: &kept,
+        dropped: &dropped,
+        missing: &missing,
+    };
+    print_report(&args, &targets, layout, &report, &summary)
+}
+
+/// The target lists every prune report carries.
+struct Targets<'a> {
+    kept: &'a [String],
+    dropped: &'a [String],
+    missing: &'a [String],
+}
+
+/// Print a prune report: the `--json` document, or `summary` and the
+/// kept and dropped targets.
+fn print_report(
+    args: &Args,
+    targets: &Targets<'_>,
+    layout: &str,
+    result: &impl serde::Serialize,
+    summary: &str,
+) -> CliResult {
+    if args.json {
+        let v = serde_json::json!({
+            "schema_version": 1,
+            "input": args.input,
+            "output": args.output,
+            "kept": targets.kept,
+            "dropped": targets.dropped,
+            "missing": targets.missing,
+            "layout": layout,
+            "result": result,
+        });
+        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+        return Ok(());
+    }
+    println!("{summary}");
+    println!("  kept {}", targets.kept.join(", "));
+    if !targets.dropped.is_empty() {
+        println!("  dropped {}", targets.dropped.join(", "));
     }
     Ok(())
 }
@@ -209,43 +248,4 @@ impl LinkInput {
             std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
         Ok(Some(LinkInput { data, archive }))
     }
-}
-
-/// The report of a pruned object or archive.
-fn print_link_input(
-    args: &Args,
-    kept: &[String],
-    dropped: &[String],
-    missing: &[String],
-    report: &kpack_offloading::PruneReport,
-) -> CliResult {
-    if args.json {
-        let v = serde_json::json!({
-            "schema_version": 1,
-            "input": args.input,
-            "output": args.output,
-            "kept": kept,
-            "dropped": dropped,
-            "missing": missing,
-            "layout": "sections-moved",
-            "result": report,
-        });
-        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
-        return Ok(());
-    }
-    println!(
-        "{} -> {}: {} -> {} bytes, {} section(s) rewritten in {} member(s), {} entries dropped",
-        args.input.display(),
-        args.output.display(),
-        report.input_size,
-        report.output_size,
-        report.sections,
-        report.members,
-        report.entries_dropped,
-    );
-    println!("  kept {}", kept.join(", "));
-    if !dropped.is_empty() {
-        println!("  dropped {}", dropped.join(", "));
-    }
-    Ok(())
 }
