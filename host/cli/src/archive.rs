@@ -539,14 +539,18 @@ fn pack(
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let written = w.finish()?;
+    print_written(&w.finish()?);
+    Ok(())
+}
+
+/// The line `archive pack` and `archive convert` print per archive written.
+pub(crate) fn print_written(written: &kpack_format::Written) {
     println!(
         "{}\t{} entries\t{} bytes",
         written.path.display(),
         written.entries,
         written.file_size
     );
-    Ok(())
 }
 
 /// Problems `verify` reports for one archive (empty: fine); the rules are

@@ -149,13 +149,7 @@ fn run(files: &[PathBuf], out: &Path, compression: Compression, force: bool) -> 
                 .collect();
             w.add_with_metadata(&item.key, &item.arch, &item.bytes, &metadata)?;
         }
-        let written = w.finish()?;
-        println!(
-            "{}\t{} entries\t{} bytes",
-            written.path.display(),
-            written.entries,
-            written.file_size
-        );
+        crate::archive::print_written(&w.finish()?);
     }
     created.keep();
     Ok(())
