@@ -60,7 +60,7 @@ ROCSPARSE=$(rocsparse_path "$OUT")
 TORCH=$OUT/torch-scale.so
 if [ ! -f "$TORCH" ]; then
   echo "building the synthetic torch-scale input (a few minutes)" >&2
-  "$GEN" "$ROCSPARSE" "$TORCH" 2> "$OUT/torch-scale.log"
+  "$GEN" "$ROCSPARSE" "$TORCH" > "$OUT/torch-scale.log" 2>&1
 fi
 
 # --- measuring ---------------------------------------------------------------
@@ -110,19 +110,19 @@ find "$OUT/x/objects" -type f -print0 | sort -z | xargs -0 cat > "$OUT/x/objects
 rm -rf "$OUT/x/objects"
 inflated=$(stat -c %s "$OUT/x/objects.bin")
 measure zstd -q -3 -T2 -f "$OUT/x/objects.bin" -o "$OUT/x/objects.zst"
-zstd_c=$secs
+zstd_c=$secs zstd_c_mb=$mb
 measure zstd -q -d -c "$OUT/x/objects.zst"
-zstd_d=$secs
+zstd_d=$secs zstd_d_mb=$mb
 measure bash -c 'zstd -q -d -c "$1" | md5sum' _ "$OUT/x/objects.zst"
-zstd_md5=$secs
+zstd_md5=$secs zstd_md5_mb=$mb
 rm -f "$OUT/x/objects.bin"
 
 printf '\n## %s (%d bytes; %d bytes of code objects inflated)\n\n' \
   "xla_rocm_plugin.so, jax-rocm7-pjrt 0.12.0" "$(stat -c %s "$JAX")" "$inflated" | tee -a "$ROWS"
 printf '| command | wall | peak RSS | reference | ratio | target |\n|---|---|---|---|---|---|\n' | tee -a "$ROWS"
-secs=$zstd_c mb=0; row "reference: \`zstd -3 -T2\` of the inflated code objects" - - - -
-secs=$zstd_d; row "reference: \`zstd -d\` of that" - - - -
-secs=$zstd_md5; row "reference: \`zstd -d \| md5sum\` (inflate + MD5)" - - - -
+secs=$zstd_c mb=$zstd_c_mb; row "reference: \`zstd -3 -T2\` of the inflated code objects" - - - -
+secs=$zstd_d mb=$zstd_d_mb; row "reference: \`zstd -d\` of that" - - - -
+secs=$zstd_md5 mb=$zstd_md5_mb; row "reference: \`zstd -d \| md5sum\` (inflate + MD5)" - - - -
 fresh
 measure "$K" inspect "$JAX"
 row "\`kpack inspect\`" "inflate + MD5" "$zstd_md5" 1.2 150
@@ -145,7 +145,7 @@ printf '| AMD rocm-kpack (issue 11, same library) | ≈ 330 s | ≈ 4.7 GB | | |
 
 fresh
 printf '\n## synthetic torch-scale library (%d bytes; bench/torch-scale: %s)\n\n' \
-  "$(stat -c %s "$TORCH")" "$(tail -1 "$OUT/torch-scale.log" 2> /dev/null || echo cached)" | tee -a "$ROWS"
+  "$(stat -c %s "$TORCH")" "$(grep -h 'bytes inflated' "$OUT/torch-scale.log" 2> /dev/null | sed 's/^.*: //' || echo cached)" | tee -a "$ROWS"
 printf '| command | wall | peak RSS | reference | ratio | target |\n|---|---|---|---|---|---|\n' | tee -a "$ROWS"
 warm "$TORCH"
 measure "$K" offload "$TORCH" -o "$OUT/x/t/lib.so" --archives "$OUT/x/t/.kpack"

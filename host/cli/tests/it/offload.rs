@@ -306,6 +306,24 @@ fn offload_loop(set: &FixtureSet, name: &str, layout: Option<&str>) {
     }
 }
 
+/// What dh_strip and find-debuginfo do: the debug sections into `debug`,
+/// then stripped from `copy`, which gets a `.gnu_debuglink` to it.
+fn split_debug(copy: &Path, debug: &Path) {
+    tool(
+        "objcopy",
+        &[
+            "--only-keep-debug".as_ref(),
+            copy.as_os_str(),
+            debug.as_os_str(),
+        ],
+    );
+    let link = format!("--add-gnu-debuglink={}", debug.display());
+    tool(
+        "objcopy",
+        &["--strip-debug".as_ref(), link.as_ref(), copy.as_os_str()],
+    );
+}
+
 /// Fixtures that also go through the tools Debian's and Fedora's packaging
 /// runs after the build: both layouts, a library and an executable, and
 /// one with DWARF (`lib2tu_2arch_debug.so`).
@@ -332,19 +350,7 @@ fn distro_steps(name: &str, input: &Path, out_bin: &Path, dir: &Path, check: &dy
 
     let copy = copy_of("debuglink");
     let debug = copy.with_extension("debug");
-    tool(
-        "objcopy",
-        &[
-            "--only-keep-debug".as_ref(),
-            copy.as_os_str(),
-            debug.as_os_str(),
-        ],
-    );
-    let link = format!("--add-gnu-debuglink={}", debug.display());
-    tool(
-        "objcopy",
-        &["--strip-debug".as_ref(), link.as_ref(), copy.as_os_str()],
-    );
+    split_debug(&copy, &debug);
     check(&copy, "objcopy --only-keep-debug + --add-gnu-debuglink");
     // The debug file keeps every section at its address (what gdb reads).
     let addrs = |p: &Path| {
@@ -922,19 +928,7 @@ fn dwarf4_library_survives_dwz_debugedit_and_debuglink_and_still_loads() {
 
     let copy = copy_of("debuglink");
     let debug = dir.path().join(format!("{name}.debug"));
-    tool(
-        "objcopy",
-        &[
-            "--only-keep-debug".as_ref(),
-            copy.as_os_str(),
-            debug.as_os_str(),
-        ],
-    );
-    let link = format!("--add-gnu-debuglink={}", debug.display());
-    tool(
-        "objcopy",
-        &["--strip-debug".as_ref(), link.as_ref(), copy.as_os_str()],
-    );
+    split_debug(&copy, &debug);
     changed(&copy, "objcopy --strip-debug --add-gnu-debuglink");
     let sections = |p: &Path| {
         use object::{Object, ObjectSection};
