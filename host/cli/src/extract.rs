@@ -53,7 +53,7 @@ pub fn run(args: Args) -> CliResult {
         .iter()
         .map(|t| TargetId::parse(t.strip_prefix(kpack_amdgpu::TARGET_PREFIX).unwrap_or(t)))
         .collect::<Result<_, _>>()?;
-    args.memory.install();
+    args.memory.install(kpack_bundle::DEFAULT_READ_MEMORY_LIMIT);
     crate::safety::regular_file(&args.file)?;
     if args.all {
         crate::safety::not_stdout(&args.output, "extract --all")?;
