@@ -155,17 +155,21 @@ impl Item {
         src: &dyn ReadAt,
         f: &mut impl FnMut(usize, &Entry, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
+        // One buffer for every run, sized for the largest (checked against
+        // the budget by the caller): allocating one per code object
+        // fragments the allocator's heaps, which then keep tens of MB that
+        // nothing uses.
+        let mut whole = vec![0u8; self.largest_run(runs).1 as usize];
         for run in runs {
             let (from, to) = run_range(&self.entries, run);
-            // Checked against the budget by the caller.
-            let mut buf = vec![0u8; (to - from) as usize];
+            let buf = &mut whole[..(to - from) as usize];
             match &mut inflater {
                 Some(inf) => {
                     inf.skip_to(from)?;
-                    inf.read_exact(&mut buf)?;
+                    inf.read_exact(buf)?;
                 }
                 None => src
-                    .read_exact_at(self.abs + from, &mut buf)
+                    .read_exact_at(self.abs + from, buf)
                     .map_err(|e| Error::io(self.abs + from, e))?,
             }
             for &i in run {
