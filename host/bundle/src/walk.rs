@@ -93,11 +93,9 @@ impl Item {
         budget: &MemoryBudget,
         mut f: impl FnMut(usize, &Entry, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
+        self.check_fits(budget)?;
         let runs = self.runs();
-        let (biggest, run_bytes) = self.largest_run(&runs);
-        if run_bytes > budget.limit() || usize::try_from(run_bytes).is_err() {
-            return Err(self.too_big(biggest, run_bytes, budget).into());
-        }
+        let run_bytes = self.largest_run(&runs).1;
         let window = self.decoder_bytes(src)?;
         let _held = budget.acquire_alone(window + run_bytes);
         let (header, payload) = match (&self.format, self.payload) {
@@ -116,6 +114,19 @@ impl Item {
             );
             self.read_runs(&runs, Some(inflater), src, &mut f)
         })
+    }
+
+    /// The [`ErrorKind::MemoryLimit`] error [`stream_entries`](Self::stream_entries)
+    /// would return for an entry larger than the whole ceiling; callers
+    /// that stream bundles in parallel check every bundle first, so the
+    /// error names the first such bundle whatever the thread timing.
+    pub fn check_fits(&self, budget: &MemoryBudget) -> Result<(), Error> {
+        let runs = self.runs();
+        let (biggest, run_bytes) = self.largest_run(&runs);
+        if run_bytes > budget.limit() || usize::try_from(run_bytes).is_err() {
+            return Err(self.too_big(biggest, run_bytes, budget));
+        }
+        Ok(())
     }
 
     /// The memory [`stream_entries`](Self::stream_entries) takes from its

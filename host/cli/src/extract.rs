@@ -170,6 +170,13 @@ pub fn run(args: Args) -> CliResult {
     for job in &jobs {
         by_bundle[job.bundle].push(job);
     }
+    for (b, list) in by_bundle.iter().enumerate() {
+        if !list.is_empty() {
+            bundles[b]
+                .check_fits(budget)
+                .with_context(|| format!("{}: bundle {b}", args.file.display()))?;
+        }
+    }
     by_bundle
         .par_iter()
         .enumerate()

@@ -274,6 +274,11 @@ fn bundle_reports(
     with_names: bool,
 ) -> anyhow::Result<(Vec<BundleReport>, BTreeMap<String, ArchTotal>)> {
     let budget = kpack_bundle::MemoryBudget::process();
+    for (index, item) in items.iter().enumerate() {
+        item.check_fits(budget).map_err(|e| {
+            anyhow::Error::new(e).context(format!("{}: bundle {index}", path.display()))
+        })?;
+    }
     let infos: Vec<Vec<Option<CodeObjectResult>>> = items
         .par_iter()
         .enumerate()
