@@ -9,9 +9,19 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
-/// The default ceiling: 1 GiB, which fits a laptop and is more than 200
-/// times the largest code object of the largest ROCm libraries we know.
-pub const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
+/// The default ceiling of commands that write archives (`offload`,
+/// `split`, `wheel split`): 256 MiB, room for two of the largest zstd
+/// decoder windows we have seen (LLVM writes single-segment frames whose
+/// window is the whole inflated bundle: up to 108 MB in the JAX plugin)
+/// plus their code objects, so decompression of one bundle overlaps
+/// compression of another's entries.
+pub const DEFAULT_MEMORY_LIMIT: u64 = 256 << 20;
+
+/// The default ceiling of commands that only read (`inspect`, `extract`):
+/// 128 MiB. Their work per inflated byte is small (the MD5 runs beside the
+/// decoder on a second thread anyway), so a second big window would buy
+/// little time for a lot of memory.
+pub const DEFAULT_READ_MEMORY_LIMIT: u64 = 128 << 20;
 
 /// The ceiling [`MemoryBudget::process`] starts with; set once by the CLI.
 static PROCESS_LIMIT: AtomicU64 = AtomicU64::new(DEFAULT_MEMORY_LIMIT);
@@ -104,6 +114,30 @@ impl MemoryBudget {
         })
     }
 
+    /// Hold `bytes` even when they exceed the ceiling: if they fit, as
+    /// [`acquire`](Self::acquire); if not, wait until nothing else is held
+    /// and hold them alone (one oversize holder at a time, everyone else
+    /// waits for it).
+    pub fn acquire_alone(&self, bytes: u64) -> Reservation {
+        if let Some(r) = self.acquire(bytes) {
+            return r;
+        }
+        let mut st = self.lock();
+        while st.in_flight > 0 {
+            st = self
+                .shared
+                .freed
+                .wait(st)
+                .unwrap_or_else(|poison| poison.into_inner());
+        }
+        st.in_flight = bytes;
+        st.peak = st.peak.max(bytes);
+        Reservation {
+            budget: self.clone(),
+            bytes,
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic elsewhere cannot leave the counters inconsistent: every
         // update is a single statement.
@@ -188,6 +222,21 @@ mod tests {
         drop(r1);
         assert_eq!(t.join().unwrap(), Some(50));
         assert_eq!(b.peak(), 80);
+    }
+
+    #[test]
+    fn an_oversize_holder_waits_to_be_alone_and_blocks_others() {
+        let b = MemoryBudget::new(100);
+        let r1 = b.acquire(30).unwrap();
+        let b2 = b.clone();
+        let t = std::thread::spawn(move || b2.acquire_alone(150).bytes());
+        // The oversize holder cannot start while r1 is held.
+        std::thread::yield_now();
+        assert_eq!(b.in_flight(), 30);
+        drop(r1);
+        assert_eq!(t.join().unwrap(), 150);
+        assert_eq!(b.peak(), 150);
+        assert_eq!(b.in_flight(), 0);
     }
 
     #[test]

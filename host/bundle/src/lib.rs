@@ -39,7 +39,9 @@ mod stream;
 mod target;
 mod walk;
 
-pub use budget::{DEFAULT_MEMORY_LIMIT, MemoryBudget, Reservation, parse_size};
+pub use budget::{
+    DEFAULT_MEMORY_LIMIT, DEFAULT_READ_MEMORY_LIMIT, MemoryBudget, Reservation, parse_size,
+};
 pub use bundle::{BUNDLE_MAGIC, BundleHeader, Entry, parse_bundle, write_bundle};
 pub use ccob::{CCOB_MAGIC, CcobHeader, Inflated, Method, deflate, inflate, md5_low, parse_header};
 pub use codeobject::{CodeObjectInfo, inspect as inspect_code_object};

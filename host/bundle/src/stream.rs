@@ -3,6 +3,7 @@
 
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 
 use md5::{Digest, Md5};
 
@@ -45,7 +46,7 @@ impl Read for RangeReader<'_> {
 
 /// A cursor over the inflated bytes of one CCOB.
 pub(crate) struct Inflater<'a> {
-    dec: Box<dyn Read + 'a>,
+    dec: Box<dyn Read + Send + 'a>,
     md5: Option<Md5>,
     /// Bytes taken from the decoder so far.
     produced: u64,
@@ -70,24 +71,20 @@ impl<'a> Inflater<'a> {
         len: u64,
         hash: bool,
     ) -> Result<Inflater<'a>, Error> {
-        let reader = RangeReader::new(src, payload, len);
-        let bad = |m: String| Error::at(ErrorKind::Decompress, payload, m);
-        // One byte past the declared size, so an oversized stream is caught.
-        let limit = header.uncompressed_size + 1;
-        let dec: Box<dyn Read + 'a> = match header.method {
-            Method::Zstd => {
-                let mut d = zstd::stream::read::Decoder::new(reader)
-                    .map_err(|e| bad(format!("zstd: {e}")))?
-                    .single_frame();
-                // LLVM enables long-distance matching, which may need a
-                // window past the decoder's default limit.
-                d.window_log_max(31)
-                    .map_err(|e| bad(format!("zstd: {e}")))?;
-                Box::new(d.take(limit))
-            }
-            Method::Zlib => Box::new(flate2::read::ZlibDecoder::new(reader).take(limit)),
-        };
-        Ok(Inflater {
+        let dec = decoder(src, &header, payload, len)?;
+        Ok(Inflater::over(dec, start, header, payload, hash))
+    }
+
+    /// A cursor over inflated bytes coming from `dec` (a decoder from
+    /// [`decoder`], possibly running on another thread: [`Pipe`]).
+    pub(crate) fn over(
+        dec: Box<dyn Read + Send + 'a>,
+        start: u64,
+        header: CcobHeader,
+        payload: u64,
+        hash: bool,
+    ) -> Inflater<'a> {
+        Inflater {
             dec,
             md5: hash.then(Md5::new),
             produced: 0,
@@ -96,7 +93,7 @@ impl<'a> Inflater<'a> {
             header,
             start,
             payload,
-        })
+        }
     }
 
     /// Inflated offset of the next unconsumed byte.
@@ -331,6 +328,178 @@ impl<'a> Inflater<'a> {
     }
 }
 
+/// The decoder of a CCOB payload, limited to one byte past the declared
+/// size (so an oversized stream is caught).
+pub(crate) fn decoder<'a>(
+    src: &'a dyn ReadAt,
+    header: &CcobHeader,
+    payload: u64,
+    len: u64,
+) -> Result<Box<dyn Read + Send + 'a>, Error> {
+    let reader = RangeReader::new(src, payload, len);
+    let bad = |m: String| Error::at(ErrorKind::Decompress, payload, m);
+    let limit = header.uncompressed_size + 1;
+    Ok(match header.method {
+        Method::Zstd => {
+            let mut d = zstd::stream::read::Decoder::new(reader)
+                .map_err(|e| bad(format!("zstd: {e}")))?
+                .single_frame();
+            // LLVM enables long-distance matching, which may need a
+            // window past the decoder's default limit.
+            d.window_log_max(31)
+                .map_err(|e| bad(format!("zstd: {e}")))?;
+            Box::new(d.take(limit))
+        }
+        Method::Zlib => Box::new(flate2::read::ZlibDecoder::new(reader).take(limit)),
+    })
+}
+
+/// Inflated bytes per chunk handed from the decoder thread to the reader.
+const PIPE_CHUNK: usize = 512 << 10;
+/// Chunks in flight between them (the decoder runs this far ahead).
+const PIPE_DEPTH: usize = 4;
+/// Memory a [`Pipe`] holds at most: the chunks in the channel, the one
+/// being filled and the one being read.
+pub(crate) const PIPE_BYTES: u64 = ((PIPE_DEPTH + 2) * PIPE_CHUNK) as u64;
+/// A zstd decoder's fixed buffers besides its window: input buffer, two
+/// blocks of slack, the `BufReader` in front of it, the context.
+const ZSTD_FIXED: u64 = 640 << 10;
+
+/// The memory a streaming decoder of this CCOB allocates: for zstd the
+/// window its frame header declares (a single-segment frame, which LLVM
+/// writes, declares its whole content), for zlib 32 KiB; plus the fixed
+/// buffers and a [`Pipe`]. A header that cannot be read counts the whole
+/// inflated size (the decoder then reports what is wrong with it).
+pub(crate) fn decoder_bytes(
+    src: &dyn ReadAt,
+    header: &CcobHeader,
+    payload: u64,
+    len: u64,
+) -> Result<u64, Error> {
+    let window = match header.method {
+        Method::Zlib => 32 << 10,
+        Method::Zstd => {
+            let mut fh = [0u8; 18];
+            let n = len.min(fh.len() as u64) as usize;
+            src.read_exact_at(payload, &mut fh[..n])
+                .map_err(|e| Error::io(payload, e))?;
+            zstd_window(&fh[..n])
+                .unwrap_or(header.uncompressed_size)
+                .min(header.uncompressed_size)
+                + ZSTD_FIXED
+        }
+    };
+    Ok(window + PIPE_BYTES)
+}
+
+/// The decoder window a zstd frame header declares (RFC 8878 3.1.1.1):
+/// the window descriptor, or for a single-segment frame its content size.
+fn zstd_window(h: &[u8]) -> Option<u64> {
+    if h.get(..4)? != [0x28, 0xb5, 0x2f, 0xfd] {
+        return None;
+    }
+    let fhd = *h.get(4)?;
+    if fhd & 0x20 == 0 {
+        let wd = *h.get(5)?;
+        let base = 1u64 << (10 + (wd >> 3));
+        return Some(base + base / 8 * u64::from(wd & 7));
+    }
+    let dict_len = [0, 1, 2, 4][usize::from(fhd & 3)];
+    let fcs_len = [1, 2, 4, 8][usize::from(fhd >> 6)];
+    let at = 5 + dict_len;
+    let bytes = h.get(at..at + fcs_len)?;
+    let mut size = bytes
+        .iter()
+        .rev()
+        .fold(0u64, |v, &b| (v << 8) | u64::from(b));
+    if fcs_len == 2 {
+        size += 256;
+    }
+    Some(size)
+}
+
+/// The reading end of a decoder running on another thread: decoding and
+/// what the reader does with the bytes (MD5, note parsing, compression)
+/// overlap, as in `zstd -dc | md5sum`. Chunks are recycled, so the pipe
+/// holds at most [`PIPE_BYTES`].
+pub(crate) struct Pipe {
+    rx: mpsc::Receiver<io::Result<(Vec<u8>, usize)>>,
+    free: mpsc::Sender<Vec<u8>>,
+    cur: Vec<u8>,
+    len: usize,
+    pos: usize,
+}
+
+impl Pipe {
+    /// Run `dec` on a thread of `scope`; read its output from the pipe.
+    /// Dropping the pipe stops the thread at its next chunk.
+    pub(crate) fn spawn<'scope, 'env: 'scope>(
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        mut dec: Box<dyn Read + Send + 'env>,
+    ) -> Pipe {
+        let (tx, rx) = mpsc::sync_channel(PIPE_DEPTH);
+        let (free, free_rx) = mpsc::channel::<Vec<u8>>();
+        scope.spawn(move || {
+            loop {
+                let mut buf = free_rx.try_recv().unwrap_or_else(|_| vec![0u8; PIPE_CHUNK]);
+                let mut n = 0;
+                while n < buf.len() {
+                    match dec.read(&mut buf[n..]) {
+                        Ok(0) => break,
+                        Ok(k) => n += k,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                            return;
+                        }
+                    }
+                }
+                let last = n < buf.len();
+                // A closed pipe means the reader stopped early: stop too.
+                if tx.send(Ok((buf, n))).is_err() || last {
+                    return;
+                }
+            }
+        });
+        Pipe {
+            rx,
+            free,
+            cur: Vec::new(),
+            len: 0,
+            pos: 0,
+        }
+    }
+}
+
+impl Read for Pipe {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.pos == self.len {
+            let used = std::mem::take(&mut self.cur);
+            if !used.is_empty() {
+                // The decoder may have finished; then the chunk is dropped.
+                let _ = self.free.send(used);
+            }
+            match self.rx.recv() {
+                Ok(Ok((buf, n))) => {
+                    self.cur = buf;
+                    self.len = n;
+                    self.pos = 0;
+                    if n == 0 {
+                        return Ok(0);
+                    }
+                }
+                Ok(Err(e)) => return Err(e),
+                // The decoder thread ended after its last chunk.
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = (self.len - self.pos).min(out.len());
+        out[..n].copy_from_slice(&self.cur[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
 /// The looked-ahead prefix of an inflated stream, claiming the stream's
 /// full length so that bounds checks against it stay right; a read past the
 /// prefix fails and sets `short` (look further ahead and retry).
@@ -387,5 +556,27 @@ pub(crate) fn v1_payload_len(
             .map_err(|e| bad(format!("zlib stream is corrupt: {e}")))?;
             Ok(dec.total_in())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_window_of_streamed_and_single_segment_frames() {
+        let data = vec![7u8; 300_000];
+        // A stream of unknown size declares a window descriptor (level 3:
+        // 2 MiB).
+        let streamed = zstd::stream::encode_all(&data[..], 3).unwrap();
+        assert_eq!(streamed[4] & 0x20, 0);
+        assert_eq!(zstd_window(&streamed), Some(2 << 20));
+        // A one-shot frame of known size is single-segment: its window is
+        // its content.
+        let one_shot = zstd::bulk::compress(&data, 3).unwrap();
+        assert_ne!(one_shot[4] & 0x20, 0);
+        assert_eq!(zstd_window(&one_shot), Some(300_000));
+        assert_eq!(zstd_window(b"not zstd"), None);
+        assert_eq!(zstd_window(&one_shot[..5]), None);
     }
 }

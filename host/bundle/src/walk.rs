@@ -72,11 +72,18 @@ impl Item {
 
     /// Hand every entry to `f` as `(index, entry, bytes)`, in offset order,
     /// reading the item once: a compressed bundle is inflated as a stream
-    /// (its MD5 computed on the way and checked at the end, when the walk
-    /// asked for it), a plain one read entry by entry. Each entry's buffer
-    /// is held against `budget` until `f` returns; entries that overlap
-    /// share one buffer. An entry larger than the whole budget is an
-    /// [`ErrorKind::MemoryLimit`] error.
+    /// on a second thread (its MD5 computed on this one as the bytes
+    /// arrive, checked at the end when the walk asked for it, so decoding
+    /// overlaps hashing and `f`), a plain one read entry by entry. Entries
+    /// that overlap share one buffer.
+    ///
+    /// Memory: before reading, the item takes from `budget` its decoder's
+    /// memory (for zstd the window its frame declares; LLVM's
+    /// single-segment frames declare the whole inflated bundle) plus its
+    /// largest entry buffer, and holds it until done. A bundle that does
+    /// not fit beside others waits; one that exceeds the whole ceiling only
+    /// through its window waits to run alone; an entry larger than the
+    /// whole ceiling is an [`ErrorKind::MemoryLimit`] error.
     ///
     /// A hash mismatch is reported after `f` has seen every entry: callers
     /// that write must not commit before this returns `Ok`.
@@ -86,25 +93,97 @@ impl Item {
         budget: &MemoryBudget,
         mut f: impl FnMut(usize, &Entry, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        let mut inflater = self.inflater(src, self.verify_hash)?;
-        for run in self.runs() {
-            let (from, to) = run_range(&self.entries, &run);
-            let len = to - from;
-            let _held = budget
-                .acquire(len)
-                .ok_or_else(|| self.too_big(&run, len, budget))?;
-            let n = usize::try_from(len).map_err(|_| self.too_big(&run, len, budget))?;
-            let mut buf = vec![0u8; n];
+        self.check_fits(budget)?;
+        let runs = self.runs();
+        let run_bytes = self.largest_run(&runs).1;
+        let window = self.decoder_bytes(src)?;
+        let _held = budget.acquire_alone(window + run_bytes);
+        let (header, payload) = match (&self.format, self.payload) {
+            (Format::Compressed(header), Some(payload)) => (*header, payload),
+            _ => return self.read_runs(&runs, None, src, &mut f),
+        };
+        let dec = crate::stream::decoder(src, &header, payload.0, payload.1)?;
+        std::thread::scope(|scope| {
+            let pipe = crate::stream::Pipe::spawn(scope, dec);
+            let inflater = Inflater::over(
+                Box::new(pipe),
+                self.abs,
+                header,
+                payload.0,
+                self.verify_hash,
+            );
+            self.read_runs(&runs, Some(inflater), src, &mut f)
+        })
+    }
+
+    /// The [`ErrorKind::MemoryLimit`] error [`stream_entries`](Self::stream_entries)
+    /// would return for an entry larger than the whole ceiling; callers
+    /// that stream bundles in parallel check every bundle first, so the
+    /// error names the first such bundle whatever the thread timing.
+    pub fn check_fits(&self, budget: &MemoryBudget) -> Result<(), Error> {
+        let runs = self.runs();
+        let (biggest, run_bytes) = self.largest_run(&runs);
+        if run_bytes > budget.limit() || usize::try_from(run_bytes).is_err() {
+            return Err(self.too_big(biggest, run_bytes, budget));
+        }
+        Ok(())
+    }
+
+    /// The memory [`stream_entries`](Self::stream_entries) takes from its
+    /// budget for this item: the decoder's (see there) plus the largest
+    /// entry buffer.
+    pub fn memory_needed(&self, src: &dyn ReadAt) -> Result<u64, Error> {
+        Ok(self.decoder_bytes(src)? + self.largest_run(&self.runs()).1)
+    }
+
+    fn decoder_bytes(&self, src: &dyn ReadAt) -> Result<u64, Error> {
+        match (&self.format, self.payload) {
+            (Format::Compressed(header), Some((at, len))) => {
+                crate::stream::decoder_bytes(src, header, at, len)
+            }
+            _ => Ok(0),
+        }
+    }
+
+    /// The run of entries with the largest buffer, and its size.
+    fn largest_run<'r>(&self, runs: &'r [Vec<usize>]) -> (&'r [usize], u64) {
+        let mut largest: (&[usize], u64) = (&[], 0);
+        for run in runs {
+            let (from, to) = run_range(&self.entries, run);
+            if to - from > largest.1 {
+                largest = (run, to - from);
+            }
+        }
+        largest
+    }
+
+    /// The body of [`stream_entries`](Self::stream_entries): each run read
+    /// into one buffer and handed on.
+    fn read_runs<E: From<Error>>(
+        &self,
+        runs: &[Vec<usize>],
+        mut inflater: Option<Inflater<'_>>,
+        src: &dyn ReadAt,
+        f: &mut impl FnMut(usize, &Entry, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        // One buffer for every run, sized for the largest (checked against
+        // the budget by the caller): allocating one per code object
+        // fragments the allocator's heaps, which then keep tens of MB that
+        // nothing uses.
+        let mut whole = vec![0u8; self.largest_run(runs).1 as usize];
+        for run in runs {
+            let (from, to) = run_range(&self.entries, run);
+            let buf = &mut whole[..(to - from) as usize];
             match &mut inflater {
                 Some(inf) => {
                     inf.skip_to(from)?;
-                    inf.read_exact(&mut buf)?;
+                    inf.read_exact(buf)?;
                 }
                 None => src
-                    .read_exact_at(self.abs + from, &mut buf)
+                    .read_exact_at(self.abs + from, buf)
                     .map_err(|e| Error::io(self.abs + from, e))?,
             }
-            for &i in &run {
+            for &i in run {
                 let e = &self.entries[i];
                 let at = (e.offset - from) as usize;
                 f(i, e, &buf[at..at + e.size as usize])?;

@@ -120,18 +120,23 @@ fn multi_bundle_region() -> (Vec<u8>, u64) {
     (region, largest)
 }
 
-#[test]
-fn peak_memory_is_one_entry_per_thread() {
-    let (region, largest) = multi_bundle_region();
-    let items: Vec<Item> = walk(&region, 0, region.len() as u64, WalkOptions::default())
-        .map(Result::unwrap)
-        .collect();
-    assert_eq!(items.len(), 6);
-    let budget = MemoryBudget::new(1 << 30);
-    let threads = 2u64;
+/// Whether the zstd CCOB at `item` is one single-segment frame (window =
+/// its whole content, as LLVM writes them); zlib ones answer `None`.
+fn single_segment(item: &Item, region: &[u8]) -> Option<bool> {
+    match item.format {
+        Format::Compressed(h) if h.method == Method::Zstd => {
+            let frame = &region[(item.abs_offset() + h.header_len()) as usize..];
+            assert_eq!(frame[..4], [0x28, 0xb5, 0x2f, 0xfd]);
+            Some(frame[4] & 0x20 != 0)
+        }
+        _ => None,
+    }
+}
+
+/// Stream every item on two threads, three items each.
+fn stream_on_two_threads(items: &[Item], region: &Vec<u8>, budget: &MemoryBudget) {
     std::thread::scope(|s| {
-        for chunk in items.chunks(3) {
-            let (budget, region) = (&budget, &region);
+        for chunk in items.chunks(items.len().div_ceil(2)) {
             s.spawn(move || {
                 for item in chunk {
                     streamed(item, region, budget);
@@ -139,13 +144,31 @@ fn peak_memory_is_one_entry_per_thread() {
             });
         }
     });
-    assert!(budget.peak() > 0);
+}
+
+#[test]
+fn peak_memory_is_one_entry_and_one_decoder_per_thread() {
+    let (region, largest) = multi_bundle_region();
+    let items: Vec<Item> = walk(&region, 0, region.len() as u64, WalkOptions::default())
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(items.len(), 6);
+    let needed: Vec<u64> = items
+        .iter()
+        .map(|i| i.memory_needed(&region).unwrap())
+        .collect();
+    let mut sorted = needed.clone();
+    sorted.sort_unstable();
+    let two_largest = sorted[4] + sorted[5];
+    let budget = MemoryBudget::new(1 << 30);
+    stream_on_two_threads(&items, &region, &budget);
+    assert!(budget.peak() >= sorted[5] && budget.peak() > largest);
     assert!(
-        budget.peak() <= threads * largest,
-        "peak {} > {threads} x {largest}",
+        budget.peak() <= two_largest,
+        "peak {} > {two_largest}",
         budget.peak()
     );
-    // Whole bundles would have been several times that.
+    // Whole bundles would have been several times the entries.
     let inflated: u64 = items
         .iter()
         .map(|i| match i.format {
@@ -153,7 +176,78 @@ fn peak_memory_is_one_entry_per_thread() {
             _ => 0,
         })
         .sum();
-    assert!(inflated > 4 * threads * largest);
+    assert!(inflated > 8 * largest);
+}
+
+/// CCOB v3 zstd bundles like LLVM's: each one single-segment frame whose
+/// window is its whole content (here 1.2 MB), entries of 100 KB.
+fn big_window_region() -> (Vec<u8>, u64) {
+    let mut region = Vec::new();
+    for b in 0..4u8 {
+        let objects: Vec<(String, Vec<u8>)> = (0..12u8)
+            .map(|k| {
+                (
+                    format!("hipv4-amdgcn-amd-amdhsa--gfx9{k:02}"),
+                    code(b * 16 + k, 100_000),
+                )
+            })
+            .collect();
+        let refs: Vec<(&str, &[u8])> = objects.iter().map(|(i, c)| (i.as_str(), &c[..])).collect();
+        region.extend(deflate(&write_bundle(&refs, 4096), 3, Method::Zstd, 3).unwrap());
+        region.resize(region.len().next_multiple_of(4096), 0);
+    }
+    (region, 100_000)
+}
+
+#[test]
+fn peak_memory_counts_decoder_windows_and_stays_under_the_ceiling() {
+    let (region, entry) = big_window_region();
+    let items: Vec<Item> = walk(&region, 0, region.len() as u64, WalkOptions::default())
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(items.len(), 4);
+    for item in &items {
+        assert_eq!(single_segment(item, &region), Some(true));
+        let Format::Compressed(h) = item.format else {
+            unreachable!()
+        };
+        // The window (the whole content) is counted, not only the entry.
+        assert!(item.memory_needed(&region).unwrap() > h.uncompressed_size + entry);
+    }
+    let one = items
+        .iter()
+        .map(|i| i.memory_needed(&region).unwrap())
+        .max()
+        .unwrap();
+    // Room for one decoder and a half: two threads, one bundle at a time.
+    let ceiling = one + one / 2;
+    let budget = MemoryBudget::new(ceiling);
+    stream_on_two_threads(&items, &region, &budget);
+    assert!(budget.peak() >= one);
+    assert!(
+        budget.peak() <= ceiling,
+        "peak {} > {ceiling}",
+        budget.peak()
+    );
+    assert_eq!(budget.in_flight(), 0);
+}
+
+#[test]
+fn a_window_larger_than_the_ceiling_streams_alone() {
+    let (region, entry) = big_window_region();
+    let items: Vec<Item> = walk(&region, 0, region.len() as u64, WalkOptions::default())
+        .map(Result::unwrap)
+        .collect();
+    let one = items
+        .iter()
+        .map(|i| i.memory_needed(&region).unwrap())
+        .max()
+        .unwrap();
+    // The entries fit, their decoders do not: each bundle runs alone.
+    let budget = MemoryBudget::new(entry * 2);
+    stream_on_two_threads(&items, &region, &budget);
+    assert_eq!(budget.peak(), one);
+    assert_eq!(budget.in_flight(), 0);
 }
 
 #[test]
@@ -215,7 +309,16 @@ fn overlapping_and_unordered_entries_stream_from_one_buffer() {
     for (i, (off, size)) in ranges.iter().enumerate() {
         assert_eq!(got[i], b[*off as usize..(off + size) as usize]);
     }
-    // Entries 1 and 2 share one buffer; entry 0 gets its own.
+    // The compressed bundle holds its decoder beside the largest buffer.
+    assert_eq!(budget.peak(), item.memory_needed(&c).unwrap());
+    // Entries 1 and 2 share one buffer; entry 0 gets its own: read plain,
+    // with no decoder, the largest buffer is 6000 bytes.
+    let plain = walk(&b, 0, b.len() as u64, WalkOptions::default())
+        .next()
+        .unwrap()
+        .unwrap();
+    let budget = MemoryBudget::new(1 << 20);
+    assert_eq!(streamed(&plain, &b, &budget), got);
     assert_eq!(budget.peak(), 6000);
 }
 

@@ -69,7 +69,7 @@ impl ArchiveArgs {
     /// A thread pool honouring `--jobs`; also applies `--max-memory`,
     /// since every command with these flags starts its work here.
     pub fn thread_pool(&self) -> anyhow::Result<rayon::ThreadPool> {
-        self.memory.install();
+        self.memory.install(kpack_bundle::DEFAULT_MEMORY_LIMIT);
         let mut pool = rayon::ThreadPoolBuilder::new();
         if let Some(j) = self.jobs {
             pool = pool.num_threads(j.max(1));

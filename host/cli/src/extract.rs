@@ -53,7 +53,7 @@ pub fn run(args: Args) -> CliResult {
         .iter()
         .map(|t| TargetId::parse(t.strip_prefix(kpack_amdgpu::TARGET_PREFIX).unwrap_or(t)))
         .collect::<Result<_, _>>()?;
-    args.memory.install();
+    args.memory.install(kpack_bundle::DEFAULT_READ_MEMORY_LIMIT);
     crate::safety::regular_file(&args.file)?;
     if args.all {
         crate::safety::not_stdout(&args.output, "extract --all")?;
@@ -169,6 +169,13 @@ pub fn run(args: Args) -> CliResult {
     let mut by_bundle: Vec<Vec<&Job>> = vec![Vec::new(); bundles.len()];
     for job in &jobs {
         by_bundle[job.bundle].push(job);
+    }
+    for (b, list) in by_bundle.iter().enumerate() {
+        if !list.is_empty() {
+            bundles[b]
+                .check_fits(budget)
+                .with_context(|| format!("{}: bundle {b}", args.file.display()))?;
+        }
     }
     by_bundle
         .par_iter()

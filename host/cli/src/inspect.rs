@@ -126,7 +126,7 @@ struct ArchTotal {
 
 /// Run `kpack inspect`.
 pub fn run(args: Args) -> CliResult {
-    args.memory.install();
+    args.memory.install(kpack_bundle::DEFAULT_READ_MEMORY_LIMIT);
     let opts = WalkOptions {
         verify_hash: !args.no_verify_hash,
     };
@@ -274,6 +274,11 @@ fn bundle_reports(
     with_names: bool,
 ) -> anyhow::Result<(Vec<BundleReport>, BTreeMap<String, ArchTotal>)> {
     let budget = kpack_bundle::MemoryBudget::process();
+    for (index, item) in items.iter().enumerate() {
+        item.check_fits(budget).map_err(|e| {
+            anyhow::Error::new(e).context(format!("{}: bundle {index}", path.display()))
+        })?;
+    }
     let infos: Vec<Vec<Option<CodeObjectResult>>> = items
         .par_iter()
         .enumerate()
@@ -282,6 +287,15 @@ fn bundle_reports(
             item.stream_entries(source, budget, |i, entry, bytes| {
                 if !entry.id.is_host() && entry.size > 0 {
                     let r = kpack_bundle::inspect_code_object(&bytes, 0, entry.size);
+                    // Kernel names are dropped here unless shown: a big
+                    // library's names add up to far more than its headers.
+                    let r = r.map(|mut info| {
+                        let count = info.kernels.len();
+                        if !with_names {
+                            info.kernels = Vec::new();
+                        }
+                        (info, count)
+                    });
                     infos[i] = Some(r.map_err(|e| e.to_string()));
                 }
                 Ok::<(), kpack_bundle::Error>(())
@@ -299,10 +313,12 @@ fn bundle_reports(
         for (i, entry) in item.entries.iter().enumerate() {
             let mut warnings = Vec::new();
             let mut code_object = None;
+            let mut kernel_count = 0;
             if !entry.id.is_host() && entry.size > 0 {
                 match infos[i].take() {
-                    Some(Ok(info)) => {
+                    Some(Ok((info, count))) => {
                         warnings.extend(info.mismatches(&entry.id));
+                        kernel_count = count;
                         code_object = Some(info);
                     }
                     Some(Err(e)) => warnings.push(format!("not a valid AMDGPU code object: {e}")),
@@ -316,10 +332,6 @@ fn bundle_reports(
                 let t = totals.entry(arch).or_default();
                 t.code_objects += 1;
                 t.bytes += entry.size;
-            }
-            let kernel_count = code_object.as_ref().map_or(0, |c| c.kernels.len());
-            if !with_names && let Some(c) = code_object.as_mut() {
-                c.kernels.clear();
             }
             entries.push(EntryReport {
                 entry: entry.clone(),
@@ -340,9 +352,9 @@ fn bundle_reports(
     Ok((bundles, totals))
 }
 
-/// What decoding one code object gave (the error as text: the report
-/// shows it as a warning).
-type CodeObjectResult = Result<CodeObjectInfo, String>;
+/// What decoding one code object gave, with its kernel count (the error
+/// as text: the report shows it as a warning).
+type CodeObjectResult = Result<(CodeObjectInfo, usize), String>;
 
 fn print_pe_text(f: &PeReport, with_names: bool) {
     let kind = match f.kind {

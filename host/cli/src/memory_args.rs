@@ -1,21 +1,24 @@
 //! `--max-memory`, shared by every command that reads code objects
 //! (`inspect`, `extract`, `offload`, `split`, `wheel split`).
 
-use kpack_bundle::{DEFAULT_MEMORY_LIMIT, MemoryBudget};
+use kpack_bundle::MemoryBudget;
 
 /// The ceiling on inflated code-object bytes held at once.
 #[derive(clap::Args, Debug, Clone, Copy)]
 pub struct MemoryArgs {
-    /// Most inflated code-object bytes held in memory at once, across all
-    /// worker threads (512M, 2G, or bytes) [default: 1G]. A single code
-    /// object larger than this is an error.
+    /// Most inflated bytes held in memory at once, across all worker
+    /// threads: code objects and zstd decoder windows (512M, 2G, or bytes)
+    /// [default: 128M for inspect and extract, 256M otherwise]. A single
+    /// code object larger than this is an error; a bundle whose decoder
+    /// window does not fit beside it is inflated alone.
     #[arg(long, value_name = "SIZE", value_parser = kpack_bundle::parse_size)]
     max_memory: Option<u64>,
 }
 
 impl MemoryArgs {
-    /// Set the process-wide budget; call before reading any input.
-    pub fn install(&self) {
-        MemoryBudget::set_process_limit(self.max_memory.unwrap_or(DEFAULT_MEMORY_LIMIT));
+    /// Set the process-wide budget (`default` unless `--max-memory` was
+    /// given); call before reading any input.
+    pub fn install(&self, default: u64) {
+        MemoryBudget::set_process_limit(self.max_memory.unwrap_or(default));
     }
 }

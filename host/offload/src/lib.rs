@@ -647,6 +647,17 @@ fn add_items(
         .iter_mut()
         .map(|(p, w)| (p.as_str(), Mutex::new(w)))
         .collect();
+    // Checked in order first, so the error names the first bundle that
+    // cannot fit whatever the thread timing.
+    for (b, (item, row)) in bundles.iter().zip(&dests).enumerate() {
+        if row.iter().any(Option::is_some) {
+            item.check_fits(&budget).map_err(|source| Error::Bundle {
+                path: input.to_path_buf(),
+                bundle: b,
+                source,
+            })?;
+        }
+    }
     bundles
         .par_iter()
         .zip(&dests)
