@@ -40,6 +40,12 @@ pub(crate) fn compress(level: i32, src: &[u8], prefix: Option<&[u8]>) -> Result<
         // the level's default window (2 MiB at level 3) are never found.
         cctx.set_parameter(CParameter::WindowLog(window_log(prefix.len(), src.len())))
             .map_err(err)?;
+        // What `zstd --patch-from` switches on once the window outgrows the
+        // level's match finder: without long-distance matching, level 3's
+        // 2^17-entry hash table forgets most of a multi-megabyte base, and
+        // sibling deltas on JAX's plugin came out 4-150x larger.
+        cctx.set_parameter(CParameter::EnableLongDistanceMatching(true))
+            .map_err(err)?;
         cctx.ref_prefix(prefix).map_err(err)?;
     }
     let mut out = Vec::with_capacity(zstd_safe::compress_bound(src.len()));
@@ -77,6 +83,11 @@ impl Plan {
         self.alone.get(t).is_some_and(|&a| delta_len as u64 >= a)
     }
 }
+
+/// Set (to anything) in the environment of a writer, this variable makes it
+/// measure every pair ([`plan_exhaustive`]) instead: `bench/family.sh` uses
+/// it to price the sketched choice; n² compressions per key, not for use.
+pub(crate) const EXHAUSTIVE_ENV: &str = "KPACK_BENCH_EXHAUSTIVE_DELTA";
 
 /// zstd level of the trial frames that measure each member alone: fast,
 /// and only ever compared with each other.
@@ -206,19 +217,24 @@ pub(crate) fn plan(members: &[&[u8]]) -> Result<Plan, String> {
 }
 
 /// Every pair compressed at `level`: the exact sizes [`plan`] estimates,
-/// kept to measure the estimate against.
-#[cfg(test)]
+/// kept to measure the estimate against (tests, and `bench/family.sh`
+/// through [`EXHAUSTIVE_ENV`]).
 pub(crate) fn plan_exhaustive(level: i32, members: &[&[u8]]) -> Result<Plan, String> {
     let n = members.len();
     let alone: Vec<u64> = members
         .par_iter()
         .map(|m| compress(level, m, None).map(|f| f.len() as u64))
         .collect::<Result<_, _>>()?;
+    let pairs: Vec<(usize, usize)> = (0..n)
+        .flat_map(|t| (0..n).filter(move |&b| b != t).map(move |b| (t, b)))
+        .collect();
+    let sizes: Vec<u64> = pairs
+        .par_iter()
+        .map(|&(t, b)| compress(level, members[t], Some(members[b])).map(|f| f.len() as u64))
+        .collect::<Result<_, _>>()?;
     let mut delta = vec![vec![u64::MAX; n]; n];
-    for t in 0..n {
-        for b in (0..n).filter(|&b| b != t) {
-            delta[t][b] = compress(level, members[t], Some(members[b]))?.len() as u64;
-        }
+    for (&(t, b), &s) in pairs.iter().zip(&sizes) {
+        delta[t][b] = s;
     }
     Ok(Plan {
         base: choose(&alone, &delta),

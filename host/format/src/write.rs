@@ -630,7 +630,12 @@ impl ArchiveWriter {
                 let members: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
                 let zerr =
                     |m: String| Error::new(ErrorKind::Io, format!("zstd failed on {key:?}: {m}"));
-                let mut plan = delta::plan(&members).map_err(zerr)?;
+                let mut plan = if std::env::var_os(delta::EXHAUSTIVE_ENV).is_some() {
+                    delta::plan_exhaustive(level, &members)
+                } else {
+                    delta::plan(&members)
+                }
+                .map_err(zerr)?;
                 let mut frames: Vec<Vec<u8>> = (0..members.len())
                     .into_par_iter()
                     .map(|i| delta::compress(level, members[i], plan.base[i].map(|b| members[b])))
