@@ -7,9 +7,9 @@
 #     `zstd-per-kernel` level-3 archives (what `kpack offload` writes by
 #     default), family `zstd-delta` level-3 archives, and per-target
 #     `zstd-per-kernel` at `--level 19` for comparison;
-#   - with KPACK_FULL (a kpack whose `archive convert` still measured every
-#     pair, e.g. main before the sketch-based base choice): the family
-#     archives that exhaustive choice writes, to price the faster one;
+#   - the same family archives with every pair of each key compressed to
+#     choose bases (KPACK_BENCH_EXHAUSTIVE_DELTA, the choice before the
+#     sketches), to price the sketched choice in bytes and time;
 #   - offload wall time, zstd vs zstd-delta;
 #   - warm `kpack_load_code_object` p50 of a delta entry vs the same kernel
 #     from its per-target archive, and a cold `kpack_open` of the largest
@@ -18,8 +18,9 @@
 #   usage: bench/family.sh [KPACK]    (default: target/release/kpack, built)
 #   env:   JAX_SO=path/to/xla_rocm_plugin.so, else JAX_WHEEL=path/to/the
 #          wheel, else pip download (133 MB)
-#          KPACK_FULL=path/to/kpack (optional, see above)
-#          SKIP_L19=1 skips the level-19 offload (minutes on 2 cores)
+#          SKIP_FULL=1 skips the exhaustive-choice offload
+#          SKIP_L19=1 skips the level-19 offload (~10 min on 2 cores) and
+#          reports an earlier run's, if $BENCH_OUT/l19 holds one
 #          BENCH_ARCH=device for the load figures (default gfx1101)
 #          BENCH_OUT=dir (default bench/out/family; needs ~2 GB free)
 # Not a test: its output goes into bench/family-results.md and the README.
@@ -65,41 +66,28 @@ offload() {  # offload NAME FLAGS...: $OUT/NAME/xla_rocm_plugin.so + .kpack/; se
   shift
   rm -rf "$dir"
   mkdir -p "$dir"
-  /usr/bin/time -f "%e" -o "$OUT/time" "$K" offload "$JAX" -o "$dir/xla_rocm_plugin.so" \
+  /usr/bin/time -f "%e" -o "$dir.time" "$K" offload "$JAX" -o "$dir/xla_rocm_plugin.so" \
     --archives "$dir/.kpack" "$@" > /dev/null 2> "$OUT/stderr" || {
     cat "$OUT/stderr" >&2
     exit 1
   }
-  secs=$(cat "$OUT/time")
+  secs=$(cat "$dir.time")
 }
 offload zstd --compression zstd
 t_zstd=$secs
 offload delta --archive-group family --compression zstd-delta
 t_delta=$secs
+t_full=-
+if [ -z "${SKIP_FULL:-}" ]; then
+  KPACK_BENCH_EXHAUSTIVE_DELTA=1 offload full --archive-group family --compression zstd-delta
+  t_full=$secs
+fi
 t_l19=-
 if [ -z "${SKIP_L19:-}" ]; then
   offload l19 --compression zstd --level 19
   t_l19=$secs
-fi
-t_full=-
-if [ -n "${KPACK_FULL:-}" ]; then
-  rm -rf "$OUT/full"
-  mkdir -p "$OUT/full"
-  start=$(date +%s.%N)
-  for fam in gfx9 gfx10 gfx11 gfx12; do
-    files=()
-    for f in "$OUT"/zstd/.kpack/xla_rocm_plugin_gfx*.kpack; do
-      a=${f##*_}
-      a=${a%.kpack}
-      case $fam in
-        gfx9) [[ $a =~ ^gfx9[0-9a-f]{2}$ ]] ;;
-        *) [[ $a =~ ^${fam}[0-9a-f]{2}$ ]] ;;
-      esac && files+=("$f")
-    done
-    [ ${#files[@]} -gt 0 ] || continue
-    "$KPACK_FULL" archive convert "${files[@]}" -o "$OUT/full/$fam" --compression zstd-delta > /dev/null
-  done
-  t_full=$(echo "$(date +%s.%N) - $start" | bc)
+elif [ -f "$OUT/l19.time" ]; then
+  t_l19="$(cat "$OUT/l19.time") (earlier run)"
 fi
 
 # --- table -------------------------------------------------------------------
@@ -126,9 +114,9 @@ for f in glob.glob(f"{out}/delta/.kpack/*.kpack"):
     g = f.rsplit("_", 1)[1][:-6]
     delta[family(g)] = delta.get(family(g), 0) + os.path.getsize(f)
 full = {}
-for f in glob.glob(f"{out}/full/*/*.kpack"):
-    fam = os.path.basename(os.path.dirname(f))
-    full[fam] = full.get(fam, 0) + os.path.getsize(f)
+for f in glob.glob(f"{out}/full/.kpack/*.kpack"):
+    g = f.rsplit("_", 1)[1][:-6]
+    full[family(g)] = full.get(family(g), 0) + os.path.getsize(f)
 mb = lambda b: f"{b / 1e6:.1f}"
 print("| family | targets | zstd L3 per target (MB) | zstd L19 per target (MB) | zstd-delta family (MB) | delta / L3 | L19 / L3 | exhaustive choice (MB) |")
 print("|---|---|---|---|---|---|---|---|")
@@ -141,10 +129,27 @@ for f in rows + ["total"]:
           f"{f'{l / a:.3f}' if l else '-'} | {f'{mb(x)} ({x / a:.3f})' if x else '-'} |")
 PY
 echo
-echo "offload wall time: zstd L3 ${t_zstd} s, zstd-delta (family) ${t_delta} s ($(echo "scale=2; $t_delta / $t_zstd" | bc)x), zstd L19 ${t_l19} s; exhaustive-choice convert of the L3 archives ${t_full} s"
+echo "offload wall time: zstd L3 ${t_zstd} s, zstd-delta (family) ${t_delta} s ($(echo "scale=2; $t_delta / $t_zstd" | bc)x), zstd-delta with the exhaustive choice ${t_full} s, zstd L19 ${t_l19} s"
 echo
-DELTA_ARCHIVE=$(ls -S "$OUT"/delta/.kpack/*.kpack | head -1)
+# The JAX family archives are 6-13 MB, below this VM's 8 MB read_ahead_kb,
+# so a cold open of one brings the whole file in whatever the reader does:
+# the cold open is measured on a ~100 MB zstd-delta archive of seeded
+# random (incompressible) code objects, 2 arches x 50 keys x 1 MiB.
+rm -rf "$OUT/big" && mkdir -p "$OUT/big"
+python3 - "$OUT/big/in" << 'PY'
+import os, random, sys
+r = random.Random(15)
+for arch in ("gfx1100", "gfx1101"):
+    os.makedirs(f"{sys.argv[1]}/{arch}")
+    for k in range(50):
+        with open(f"{sys.argv[1]}/{arch}/big.so#{k}.hsaco", "wb") as f:
+            f.write(r.randbytes(1 << 20))
+PY
+"$K" archive pack "$OUT/big/in" -o "$OUT/big/big_gfx110x.kpack" --group-name big \
+  --gfx-arch-family gfx110x --compression zstd-delta -q > /dev/null
+rm -rf "$OUT/big/in"
 echo '```'
-"$LOADS" "$OUT/zstd/xla_rocm_plugin.so" "$OUT/delta/xla_rocm_plugin.so" "${BENCH_ARCH:-gfx1101}" 51
+"$LOADS" "$OUT/zstd/xla_rocm_plugin.so" "$OUT/delta/xla_rocm_plugin.so" "${BENCH_ARCH:-gfx1101}" 51 \
+  "$OUT/big/big_gfx110x.kpack"
 echo '```'
-echo "(largest delta archive: $(basename "$DELTA_ARCHIVE"), $(du -m "$DELTA_ARCHIVE" | cut -f1) MB; the cold open above is on the device's family archive)"
+echo "(read_ahead_kb of this machine's disk: $(cat /sys/block/*/queue/read_ahead_kb 2> /dev/null | sort -u | tr '\n' ' ')— each page fault reads that much around it)"

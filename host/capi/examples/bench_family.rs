@@ -3,11 +3,14 @@
 //! `zstd-per-kernel` offload and from a family `zstd-delta` offload, and a
 //! cold `kpack_open` of the delta archive, counting the pages it brought in.
 //!
-//! Usage: `bench_family PER_TARGET_BINARY DELTA_BINARY ARCH [ROUNDS]`: both
+//! Usage: `bench_family PER_TARGET_BINARY DELTA_BINARY ARCH [ROUNDS
+//! [COLD_ARCHIVE]]`: both
 //! binaries were written by `kpack offload` from the same input (the first
 //! with `--compression zstd`, the second with `--archive-group family
 //! --compression zstd-delta`); ARCH is a device arch whose entry in the
-//! delta archive should be a delta (e.g. `gfx1101`).
+//! delta archive should be a delta (e.g. `gfx1101`). The cold open is of
+//! COLD_ARCHIVE if given (a large one: the kernel reads ahead around every
+//! fault, `read_ahead_kb`), else of the device's delta archive.
 #![allow(unsafe_code, reason = "calls the C ABI exactly as a C caller would")]
 #![allow(
     clippy::unwrap_used,
@@ -133,6 +136,8 @@ fn warm_p50(o: &Offloaded, arch: &CString, co: u32, rounds: usize) -> (Duration,
 /// Drop `path`'s clean pages from the page cache.
 fn evict(path: &Path) {
     let f = std::fs::File::open(path).unwrap();
+    // Dirty pages (an archive just written) survive DONTNEED: write back first.
+    f.sync_all().unwrap();
     // SAFETY: fadvise on an open fd; only drops clean page-cache pages.
     unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
 }
@@ -205,10 +210,11 @@ fn main() {
     );
 
     // Cold open: pages the open brought in (readahead included).
-    let path_c = CString::new(delta.archive.to_str().unwrap()).unwrap();
-    let file_size = std::fs::metadata(&delta.archive).unwrap().len();
-    evict(&delta.archive);
-    let before = resident(&delta.archive);
+    let cold = args.get(5).map_or(delta.archive.clone(), PathBuf::from);
+    let path_c = CString::new(cold.to_str().unwrap()).unwrap();
+    let file_size = std::fs::metadata(&cold).unwrap().len();
+    evict(&cold);
+    let before = resident(&cold);
     let mut h: kpack_archive_t = std::ptr::null_mut();
     let t = Instant::now();
     // SAFETY: valid path and out pointer.
@@ -219,10 +225,10 @@ fn main() {
     let dt = t.elapsed();
     // SAFETY: handle from kpack_open.
     unsafe { kpack_close(h) };
-    let after = resident(&delta.archive);
+    let after = resident(&cold);
     println!(
         "cold kpack_open {} ({:.1} MB): {:.2?}, page cache {} -> {} bytes resident ({:.3}% of the file)",
-        delta.archive.file_name().unwrap().to_string_lossy(),
+        cold.file_name().unwrap().to_string_lossy(),
         file_size as f64 / 1e6,
         dt,
         before,
