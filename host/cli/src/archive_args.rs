@@ -8,7 +8,9 @@ use kpack_format::Compression;
 /// How archives are written and inputs read.
 #[derive(clap::Args)]
 pub struct ArchiveArgs {
-    /// Archive compression.
+    /// Archive compression: `zstd` (scheme `zstd-per-kernel`, what AMD's
+    /// loader reads), `none`, or `zstd-delta` (KPAK v2: siblings of an
+    /// `--archive-group` stored as deltas; only our runtime reads it).
     #[arg(long, value_enum, default_value = "zstd")]
     compression: CompressionArg,
     /// zstd level.
@@ -40,7 +42,9 @@ enum ArchiveGroupArg {
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum CompressionArg {
     None,
+    #[value(alias = "zstd-per-kernel")]
     Zstd,
+    ZstdDelta,
 }
 
 impl ArchiveArgs {
@@ -49,6 +53,7 @@ impl ArchiveArgs {
         match self.compression {
             CompressionArg::None => Compression::None,
             CompressionArg::Zstd => Compression::Zstd { level: self.level },
+            CompressionArg::ZstdDelta => Compression::ZstdDelta { level: self.level },
         }
     }
 

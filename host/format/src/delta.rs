@@ -40,6 +40,12 @@ pub(crate) fn compress(level: i32, src: &[u8], prefix: Option<&[u8]>) -> Result<
         // the level's default window (2 MiB at level 3) are never found.
         cctx.set_parameter(CParameter::WindowLog(window_log(prefix.len(), src.len())))
             .map_err(err)?;
+        // What `zstd --patch-from` switches on once the window outgrows the
+        // level's match finder: without long-distance matching, level 3's
+        // 2^17-entry hash table forgets most of a multi-megabyte base, and
+        // sibling deltas on JAX's plugin came out 4-150x larger.
+        cctx.set_parameter(CParameter::EnableLongDistanceMatching(true))
+            .map_err(err)?;
         cctx.ref_prefix(prefix).map_err(err)?;
     }
     let mut out = Vec::with_capacity(zstd_safe::compress_bound(src.len()));
@@ -65,29 +71,156 @@ pub(crate) fn decompress_with_prefix(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Plan {
     pub(crate) base: Vec<Option<usize>>,
+    /// Each member's trial frame alone, in bytes (`u64::MAX`: not measured).
+    alone: Vec<u64>,
 }
 
-/// Choose bases among `members` (one key's code objects, in TOC order):
+impl Plan {
+    /// Whether member `t`'s real delta frame of `delta_len` bytes lost to
+    /// its trial frame alone: then it is stored alone (a base), which no
+    /// other member depends on, since only chosen bases serve deltas.
+    pub(crate) fn demote(&self, t: usize, delta_len: usize) -> bool {
+        self.alone.get(t).is_some_and(|&a| delta_len as u64 >= a)
+    }
+}
+
+/// Set (to anything) in the environment of a writer, this variable makes it
+/// measure every pair ([`plan_exhaustive`]) instead: `bench/family.sh` uses
+/// it to price the sketched choice; n² compressions per key, not for use.
+pub(crate) const EXHAUSTIVE_ENV: &str = "KPACK_BENCH_EXHAUSTIVE_DELTA";
+
+/// zstd level of the trial frames that measure each member alone: fast,
+/// and only ever compared with each other.
+const TRIAL_LEVEL: i32 = 1;
+
+/// What a delta costs beyond the bytes it does not find in its base
+/// (larger frame header and window), so a member that shares nothing is
+/// estimated cheaper alone.
+const DELTA_OVERHEAD: u64 = 32;
+
+/// Bytes per sampled shingle of the similarity sketch: long enough that a
+/// shared shingle is a match zstd takes, short enough to survive the
+/// scattered register and encoding differences between sibling targets.
+const SHINGLE: usize = 16;
+
+/// One position in `1 << SAMPLE_BITS` (chosen by content, so the same
+/// bytes are sampled wherever they sit) enters the sketch.
+const SAMPLE_BITS: u32 = 5;
+
+/// A content-defined sample of `data`'s shingles: the sorted, deduplicated
+/// hashes of every [`SHINGLE`]-byte window whose hash has its low
+/// [`SAMPLE_BITS`] bits zero. Shared sample hashes between two members
+/// estimate how much of one zstd finds in the other as a prefix.
+fn sketch(data: &[u8]) -> Vec<u64> {
+    if data.len() < SHINGLE {
+        return Vec::new();
+    }
+    // A polynomial rolling hash over the window, in wrapping u64
+    // arithmetic; then a finaliser so the low bits are well mixed.
+    const P: u64 = 0x100_0000_01b3;
+    let pow = (0..SHINGLE).fold(1u64, |a, _| a.wrapping_mul(P));
+    let mut h = 0u64;
+    for &b in &data[..SHINGLE] {
+        h = h.wrapping_mul(P).wrapping_add(u64::from(b) + 1);
+    }
+    let mask = (1u64 << SAMPLE_BITS) - 1;
+    let mix = |mut x: u64| {
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x
+    };
+    let mut out = Vec::with_capacity(data.len() >> SAMPLE_BITS);
+    let mut i = SHINGLE;
+    loop {
+        let m = mix(h);
+        if m & mask == 0 {
+            out.push(m);
+        }
+        if i == data.len() {
+            break;
+        }
+        h = h
+            .wrapping_mul(P)
+            .wrapping_add(u64::from(data[i]) + 1)
+            .wrapping_sub(pow.wrapping_mul(u64::from(data[i - SHINGLE]) + 1));
+        i += 1;
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// `|a ∩ b|` of two sorted, deduplicated sketches.
+fn shared(a: &[u64], b: &[u64]) -> usize {
+    let (mut i, mut j, mut n) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                n += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    n
+}
+
+/// Choose bases among `members` (one key's code objects, in TOC order)
+/// without compressing every pair (which made a 27-target library's
+/// offload several times slower than per-kernel zstd):
 ///
-/// 1. Measure every member alone (`alone[t]`) and against every other
-///    member as prefix (`delta[t][b]`), at `level`.
-/// 2. The first base is the member `b` that minimises the total when every
-///    other member is a delta against `b` (ties: the earlier member).
-/// 3. Then repeatedly add as a further base the member whose promotion
-///    lowers the total most (a member is cheaper alone than against every
-///    chosen base, or it serves others better); stop when nothing lowers it.
-/// 4. Every non-base is a delta against its cheapest base (ties: earlier).
+/// 1. Measure every member alone at [`TRIAL_LEVEL`] (`alone[t]`), and
+///    sketch it ([`sketch`]).
+/// 2. Estimate `delta[t][b] = alone[t] × (1 − shared(t, b) / |sketch t|)`
+///    `+ DELTA_OVERHEAD`: the part of `t` not found in `b` costs what it
+///    costs alone.
+/// 3. Pick bases greedily on those estimates ([`choose`]).
 ///
-/// The total for a base set `B` is `Σ_{b∈B} alone[b] + Σ_{t∉B} min_{b∈B}
-/// delta[t][b]`. Sizes are deterministic, so the plan is too, at any thread
-/// count (the matrix is measured in parallel).
-pub(crate) fn plan(level: i32, members: &[&[u8]]) -> Result<Plan, String> {
+/// The caller compresses only the final frames, and keeps a member whose
+/// real delta turns out no smaller than its trial frame alone as a base
+/// ([`Plan::demote`]). Deterministic at any thread count: sizes and sketches
+/// do not depend on scheduling.
+pub(crate) fn plan(members: &[&[u8]]) -> Result<Plan, String> {
     let n = members.len();
     if n <= 1 {
         return Ok(Plan {
             base: vec![None; n],
+            alone: vec![u64::MAX; n],
         });
     }
+    let measured: Vec<(u64, Vec<u64>)> = members
+        .par_iter()
+        .map(|m| compress(TRIAL_LEVEL, m, None).map(|f| (f.len() as u64, sketch(m))))
+        .collect::<Result<_, _>>()?;
+    let alone: Vec<u64> = measured.iter().map(|(a, _)| *a).collect();
+    let mut delta = vec![vec![u64::MAX; n]; n];
+    for t in 0..n {
+        let st = &measured[t].1;
+        for b in (0..n).filter(|&b| b != t) {
+            let found = if st.is_empty() {
+                0
+            } else {
+                shared(st, &measured[b].1) as u128 * 1_000_000 / st.len() as u128
+            };
+            // Fixed-point, so the estimate is exact integer arithmetic.
+            let missing = 1_000_000 - found.min(1_000_000);
+            delta[t][b] = (u128::from(alone[t]) * missing / 1_000_000) as u64 + DELTA_OVERHEAD;
+        }
+    }
+    Ok(Plan {
+        base: choose(&alone, &delta),
+        alone,
+    })
+}
+
+/// Every pair compressed at `level`: the exact sizes [`plan`] estimates,
+/// kept to measure the estimate against (tests, and `bench/family.sh`
+/// through [`EXHAUSTIVE_ENV`]).
+pub(crate) fn plan_exhaustive(level: i32, members: &[&[u8]]) -> Result<Plan, String> {
+    let n = members.len();
     let alone: Vec<u64> = members
         .par_iter()
         .map(|m| compress(level, m, None).map(|f| f.len() as u64))
@@ -103,6 +236,25 @@ pub(crate) fn plan(level: i32, members: &[&[u8]]) -> Result<Plan, String> {
     for (&(t, b), &s) in pairs.iter().zip(&sizes) {
         delta[t][b] = s;
     }
+    Ok(Plan {
+        base: choose(&alone, &delta),
+        alone,
+    })
+}
+
+/// The greedy base choice on measured or estimated sizes:
+///
+/// 1. The first base is the member `b` that minimises the total when every
+///    other member is a delta against `b` (ties: the earlier member).
+/// 2. Then repeatedly add as a further base the member whose promotion
+///    lowers the total most (a member is cheaper alone than against every
+///    chosen base, or it serves others better); stop when nothing lowers it.
+/// 3. Every non-base is a delta against its cheapest base (ties: earlier).
+///
+/// The total for a base set `B` is `Σ_{b∈B} alone[b] + Σ_{t∉B} min_{b∈B}
+/// delta[t][b]`.
+fn choose(alone: &[u64], delta: &[Vec<u64>]) -> Vec<Option<usize>> {
+    let n = alone.len();
     let total = |bases: &[bool]| -> u64 {
         (0..n)
             .map(|t| {
@@ -150,7 +302,7 @@ pub(crate) fn plan(level: i32, members: &[&[u8]]) -> Result<Plan, String> {
             None => break,
         }
     }
-    let base = (0..n)
+    (0..n)
         .map(|t| {
             if bases[t] {
                 None
@@ -160,8 +312,7 @@ pub(crate) fn plan(level: i32, members: &[&[u8]]) -> Result<Plan, String> {
                     .min_by_key(|&b| (delta[t][b], b))
             }
         })
-        .collect();
-    Ok(Plan { base })
+        .collect()
 }
 
 #[cfg(test)]
@@ -205,7 +356,7 @@ mod tests {
         c[30_000..30_010].copy_from_slice(&[2; 10]);
         let stranger = object(9, 40_000);
         let members: Vec<&[u8]> = vec![&a, &b, &c, &stranger];
-        let p = plan(3, &members).unwrap();
+        let p = plan(&members).unwrap();
         // The three siblings: one base, two deltas against it.
         let sibling_bases: Vec<usize> = (0..3).filter(|&i| p.base[i].is_none()).collect();
         assert_eq!(sibling_bases.len(), 1, "{p:?}");
@@ -215,5 +366,46 @@ mod tests {
         for b in p.base.iter().flatten() {
             assert_eq!(p.base[*b], None, "a base is a delta: {p:?}");
         }
+    }
+
+    /// The bytes every frame of `plan` takes at level 3.
+    fn stored(plan: &Plan, members: &[&[u8]]) -> usize {
+        (0..members.len())
+            .map(|i| {
+                compress(3, members[i], plan.base[i].map(|b| members[b]))
+                    .unwrap()
+                    .len()
+            })
+            .sum()
+    }
+
+    #[test]
+    fn sketched_choice_stays_close_to_measuring_every_pair() {
+        // A family: siblings edited at different rates (sparse byte edits
+        // like different encodings), one rewritten in half, one stranger.
+        let a = object(3, 120_000);
+        let edit = |every: usize, seed: u8| {
+            let mut m = a.clone();
+            let noise = object(seed, m.len());
+            for i in (0..m.len()).step_by(every) {
+                m[i] = noise[i];
+            }
+            m
+        };
+        let (b, c, d) = (edit(97, 4), edit(13, 5), edit(3, 6));
+        let mut half = a.clone();
+        half[..60_000].copy_from_slice(&object(7, 60_000));
+        let stranger = object(8, 120_000);
+        let members: Vec<&[u8]> = vec![&a, &b, &c, &d, &half, &stranger];
+        let fast = plan(&members).unwrap();
+        let full = plan_exhaustive(3, &members).unwrap();
+        let (f, x) = (stored(&fast, &members), stored(&full, &members));
+        assert!(
+            f * 100 <= x * 105,
+            "sketched {f} vs exhaustive {x}: {fast:?} {full:?}"
+        );
+        // The stranger shares nothing: it is a base of its own.
+        assert_eq!(fast.base[5], None, "{fast:?}");
+        assert_eq!(plan(&members).unwrap(), fast, "deterministic");
     }
 }

@@ -630,12 +630,25 @@ impl ArchiveWriter {
                 let members: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
                 let zerr =
                     |m: String| Error::new(ErrorKind::Io, format!("zstd failed on {key:?}: {m}"));
-                let plan = delta::plan(level, &members).map_err(zerr)?;
-                let frames: Vec<Vec<u8>> = (0..members.len())
+                let mut plan = if std::env::var_os(delta::EXHAUSTIVE_ENV).is_some() {
+                    delta::plan_exhaustive(level, &members)
+                } else {
+                    delta::plan(&members)
+                }
+                .map_err(zerr)?;
+                let mut frames: Vec<Vec<u8>> = (0..members.len())
                     .into_par_iter()
                     .map(|i| delta::compress(level, members[i], plan.base[i].map(|b| members[b])))
                     .collect::<std::result::Result<_, _>>()
                     .map_err(zerr)?;
+                // The plan's sizes are estimates: a delta that came out no
+                // smaller than its member alone is stored alone instead.
+                for i in 0..members.len() {
+                    if plan.base[i].is_some() && plan.demote(i, frames[i].len()) {
+                        frames[i] = delta::compress(level, members[i], None).map_err(zerr)?;
+                        plan.base[i] = None;
+                    }
+                }
                 for (i, frame) in frames.iter().enumerate() {
                     w.write_all(frame).map_err(werr)?;
                     placed[ordinals[i]] = Some(Placed {

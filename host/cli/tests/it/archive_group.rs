@@ -406,3 +406,125 @@ fn split_writes_group_artifacts_that_verify() {
     let v = verify_passes(&out);
     assert_eq!(v["report"]["resolved"], 5, "{v}");
 }
+
+/// `(base count, delta count)` of a `zstd-delta` archive, from `archive
+/// list --json`; panics if the scheme is another.
+fn delta_entries(archive: &Path) -> (usize, usize) {
+    let list = kpack([
+        "archive".as_ref(),
+        "list".as_ref(),
+        "--json".as_ref(),
+        archive.as_os_str(),
+    ]);
+    assert!(list.status.success(), "{}", stderr(&list));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&list)).unwrap();
+    assert_eq!(doc["compression_scheme"], "zstd-delta", "{doc}");
+    let entries = doc["entries"].as_array().unwrap();
+    let deltas = entries.iter().filter(|e| !e["base"].is_null()).count();
+    (entries.len() - deltas, deltas)
+}
+
+#[test]
+fn offload_writes_sub_family_delta_archives_that_load_and_verify() {
+    let tmp = tempfile::tempdir().unwrap();
+    let name = "libaxpy_wide.so";
+    let flags = [
+        "--archive-group",
+        "sub-family",
+        "--compression",
+        "zstd-delta",
+    ];
+    let one = tmp.path().join("j1");
+    let bin = offload(
+        &fixture(&format!("corpus/{name}")),
+        &one,
+        &[&flags[..], &["-j", "1"]].concat(),
+    );
+    // gfx900..gfx90a share one archive: one base, the siblings deltas.
+    let (bases, deltas) = delta_entries(&one.join(".kpack/libaxpy_wide_gfx9-0.kpack"));
+    assert!(bases >= 1 && deltas >= 1, "{bases} bases, {deltas} deltas");
+    // Byte-identical at any -j.
+    let two = tmp.path().join("j2");
+    offload(
+        &fixture(&format!("corpus/{name}")),
+        &two,
+        &[&flags[..], &["-j", "2"]].concat(),
+    );
+    let (f1, f2) = (files(&one), files(&two));
+    assert_eq!(f1.keys().collect::<Vec<_>>(), f2.keys().collect::<Vec<_>>());
+    for (k, v) in &f1 {
+        assert_eq!(sha256_hex(v), sha256_hex(&f2[k]), "-j1 vs -j2: {k}");
+    }
+
+    let want = |t| oracle("corpus", name, t);
+    for t in ["gfx900", "gfx906", "gfx908"] {
+        assert_loaded(&bin, t, &want(t));
+    }
+    assert_loaded(&bin, "gfx90a:sramecc+:xnack-", &want("gfx90a"));
+    assert_loaded(&bin, "gfx1030", &want("gfx1030"));
+    let v = verify_passes(&one);
+    assert_eq!(v["report"]["resolved"], 8, "{v}");
+}
+
+#[test]
+fn split_and_wheel_split_take_zstd_delta() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("in/blas_lib_gfx1100");
+    std::fs::create_dir_all(a.join("stage/lib")).unwrap();
+    std::fs::write(a.join("artifact_manifest.txt"), "stage\n").unwrap();
+    std::fs::copy(
+        fixture("clang19/libaxpy_generic.so"),
+        a.join("stage/lib/libaxpy.so"),
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let o = kpack([
+        "split".as_ref(),
+        a.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        "--archive-group".as_ref(),
+        "family".as_ref(),
+        "--compression".as_ref(),
+        "zstd-delta".as_ref(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = verify_passes(&out);
+    assert_eq!(v["report"]["resolved"], 5, "{v}");
+
+    let fat = crate::wheel::build_fat_wheel(tmp.path(), &fat_wheel_files());
+    let wout = tmp.path().join("wheels");
+    let o = kpack([
+        "wheel".as_ref(),
+        "split".as_ref(),
+        fat.as_os_str(),
+        "-o".as_ref(),
+        wout.as_os_str(),
+        "--group".as_ref(),
+        "family".as_ref(),
+        "--archive-group".as_ref(),
+        "family".as_ref(),
+        "--compression".as_ref(),
+        "zstd-delta".as_ref(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let site = tmp.path().join("site");
+    let mut schemes = Vec::new();
+    for w in std::fs::read_dir(&wout).unwrap() {
+        for (p, (bytes, _)) in crate::wheel::read_wheel(&w.unwrap().path()) {
+            let to = site.join(&p);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            if p.ends_with(".kpack") {
+                // KPAK v2: header version 2 at bytes 4..8.
+                schemes.push(u32::from_le_bytes(bytes[4..8].try_into().unwrap()));
+            }
+            std::fs::write(to, bytes).unwrap();
+        }
+    }
+    assert!(
+        !schemes.is_empty() && schemes.iter().all(|&v| v == 2),
+        "{schemes:?}"
+    );
+    let v = verify_passes(&site);
+    assert!(v["report"]["resolved"].as_u64().unwrap() > 0, "{v}");
+}
