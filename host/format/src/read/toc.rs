@@ -3,6 +3,7 @@
 //! reader above never meets an inconsistent archive.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::{Base, Entry, Scheme};
 use crate::error::{Error, ErrorKind, Result};
@@ -17,7 +18,7 @@ const MAX_FRAMES: u64 = 1 << 20;
 /// One binary key and its entries.
 #[derive(Debug)]
 pub(super) struct Binary {
-    pub(super) key: String,
+    pub(super) key: Arc<str>,
     /// Sorted by arch, byte-wise.
     pub(super) entries: Vec<Entry>,
 }
@@ -36,8 +37,6 @@ pub(super) struct Toc {
     pub(super) toc_len: u64,
     /// Sorted by key, byte-wise (AMD's `std::map` order).
     pub(super) binaries: Vec<Binary>,
-    /// Key → position in `binaries`.
-    pub(super) index: HashMap<String, usize>,
     pub(super) blob_count: u64,
     /// The header version (1, or 2 for `zstd-delta`).
     pub(super) version: u32,
@@ -107,10 +106,10 @@ impl Toc {
                 format!("TOC root is a {}, not a map", root.data.type_name()),
             ));
         };
-        let root = Fields::new(&root_items, root_offset, "TOC")?;
+        let root = Fields::new(root_items, root_offset, "TOC")?;
 
         let fv = root.require("format_version")?;
-        let format_version = as_uint(fv, "format_version")?;
+        let format_version = as_uint(&fv, "format_version")?;
         if format_version != u64::from(version) {
             return Err(Error::at(
                 ErrorKind::UnsupportedVersion,
@@ -118,18 +117,18 @@ impl Toc {
                 format!("TOC format_version {format_version} in a version {version} header"),
             ));
         }
-        let group_name = as_str(root.require("group_name")?, "group_name")?.to_owned();
+        let group_name = as_str(&root.require("group_name")?, "group_name")?.to_owned();
         let gfx_arch_family =
-            as_str(root.require("gfx_arch_family")?, "gfx_arch_family")?.to_owned();
+            as_str(&root.require("gfx_arch_family")?, "gfx_arch_family")?.to_owned();
         let arches_v = root.require("gfx_arches")?;
-        let gfx_arches = as_array(arches_v, "gfx_arches")?
-            .iter()
-            .map(|v| as_str(v, "gfx_arches element").map(str::to_owned))
+        let gfx_arches = as_array(&arches_v, "gfx_arches")?
+            .values()
+            .map(|v| as_str(&v, "gfx_arches element").map(str::to_owned))
             .collect::<Result<Vec<_>>>()?;
         let scheme = match root.get("compression_scheme") {
             // Both AMD readers default a missing scheme to "none".
             None => Scheme::None,
-            Some(v) => match as_str(v, "compression_scheme")? {
+            Some(v) => match as_str(&v, "compression_scheme")? {
                 "none" => Scheme::None,
                 "zstd-per-kernel" => Scheme::ZstdPerKernel,
                 "zstd-delta" => Scheme::ZstdDelta,
@@ -160,7 +159,7 @@ impl Toc {
             Scheme::ZstdPerKernel => match root.get(FRAME_INDEX_KEY) {
                 Some(index) => {
                     indexed = true;
-                    Some(indexed_frames(&root, index, bytes, toc_offset)?)
+                    Some(indexed_frames(&root, &index, bytes, toc_offset)?)
                 }
                 None => Some(zstd_frames(&root, bytes, toc_offset)?),
             },
@@ -168,17 +167,28 @@ impl Toc {
         };
 
         let toc_v = root.require("toc")?;
-        let toc = Fields::new(as_map(toc_v, "toc")?, toc_v.offset, "toc")?;
-        let mut binaries = Vec::with_capacity(toc.items.len());
-        for (key, arches_v) in &toc.items {
+        let toc = Fields::new(as_map(&toc_v, "toc")?, toc_v.offset, "toc")?;
+        let mut binaries = Vec::with_capacity(toc.len());
+        // Few distinct arches per archive: each is allocated once.
+        let mut arch_names: Vec<Arc<str>> = Vec::new();
+        for (key, arches_v) in toc.iter() {
+            let key: Arc<str> = key.into();
             let arch_map =
-                Fields::new(as_map(arches_v, "toc value")?, arches_v.offset, "toc value")?;
-            let mut entries = Vec::with_capacity(arch_map.items.len());
-            for (arch, ev) in &arch_map.items {
+                Fields::new(as_map(&arches_v, "toc value")?, arches_v.offset, "toc value")?;
+            let mut entries = Vec::with_capacity(arch_map.len());
+            for (arch, ev) in arch_map.iter() {
+                let arch = match arch_names.iter().find(|a| ***a == *arch) {
+                    Some(a) => Arc::clone(a),
+                    None => {
+                        let a: Arc<str> = arch.into();
+                        arch_names.push(Arc::clone(&a));
+                        a
+                    }
+                };
                 entries.push(parse_entry(
-                    key,
-                    arch,
-                    ev,
+                    &key,
+                    &arch,
+                    &ev,
                     blobs.as_ref(),
                     scheme,
                     toc_offset,
@@ -186,7 +196,7 @@ impl Toc {
             }
             entries.sort_by(|a, b| a.arch.cmp(&b.arch));
             binaries.push(Binary {
-                key: (*key).to_owned(),
+                key,
                 entries,
             });
         }
@@ -196,11 +206,6 @@ impl Toc {
             None => resolve_bases(&mut binaries)?,
         };
 
-        let index = binaries
-            .iter()
-            .enumerate()
-            .map(|(i, b)| (b.key.clone(), i))
-            .collect();
         Ok(Toc {
             scheme,
             format_version,
@@ -210,7 +215,6 @@ impl Toc {
             toc_offset,
             toc_len: used as u64,
             binaries,
-            index,
             blob_count,
             version,
             indexed,
@@ -221,15 +225,15 @@ impl Toc {
 /// (absolute offset, size) of each ordinal's stored bytes.
 type Blobs = Vec<(u64, u64)>;
 
-fn noop_blobs(root: &Fields<'_, '_, '_>, toc_offset: u64) -> Result<Blobs> {
+fn noop_blobs(root: &Fields<'_, '_>, toc_offset: u64) -> Result<Blobs> {
     let blobs_v = root.require("blobs")?;
-    let items = as_array(blobs_v, "blobs")?;
-    let mut blobs = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let f = Fields::new(as_map(item, "blobs element")?, item.offset, "blobs element")?;
+    let items = as_array(&blobs_v, "blobs")?;
+    let mut blobs = Vec::with_capacity(items.count());
+    for (i, item) in items.values().enumerate() {
+        let f = Fields::new(as_map(&item, "blobs element")?, item.offset, "blobs element")?;
         let off_v = f.require("offset")?;
-        let offset = as_uint(off_v, "blob offset")?;
-        let size = as_uint(f.require("size")?, "blob size")?;
+        let offset = as_uint(&off_v, "blob offset")?;
+        let size = as_uint(&f.require("size")?, "blob size")?;
         let end = offset.checked_add(size);
         if offset < BLOB_START || end.is_none_or(|e| e > toc_offset) {
             return Err(Error::format(
@@ -260,11 +264,11 @@ fn noop_blobs(root: &Fields<'_, '_, '_>, toc_offset: u64) -> Result<Blobs> {
     Ok(blobs)
 }
 
-fn zstd_frames(root: &Fields<'_, '_, '_>, bytes: &[u8], toc_offset: u64) -> Result<Blobs> {
+fn zstd_frames(root: &Fields<'_, '_>, bytes: &[u8], toc_offset: u64) -> Result<Blobs> {
     let off_v = root.require("zstd_offset")?;
-    let start = as_uint(off_v, "zstd_offset")?;
+    let start = as_uint(&off_v, "zstd_offset")?;
     let size_v = root.require("zstd_size")?;
-    let size = as_uint(size_v, "zstd_size")?;
+    let size = as_uint(&size_v, "zstd_size")?;
     if size > MAX_ZSTD_BLOB {
         return Err(Error::format(
             size_v.offset,
@@ -340,8 +344,8 @@ fn zstd_frames(root: &Fields<'_, '_, '_>, bytes: &[u8], toc_offset: u64) -> Resu
 }
 
 fn parse_entry(
-    key: &str,
-    arch: &str,
+    key: &Arc<str>,
+    arch: &Arc<str>,
     v: &Value<'_>,
     blobs: Option<&Blobs>,
     scheme: Scheme,
@@ -350,11 +354,11 @@ fn parse_entry(
     let f = Fields::new(as_map(v, "toc entry")?, v.offset, "toc entry")?;
     let what = || format!("toc[{key:?}][{arch:?}]");
     if let Some(t) = f.get("type") {
-        as_str(t, "entry type")?;
+        as_str(&t, "entry type")?;
     }
     let ord_v = f.require("ordinal")?;
-    let ordinal = as_uint(ord_v, "ordinal")?;
-    let original_size = as_uint(f.require("original_size")?, "original_size")?;
+    let ordinal = as_uint(&ord_v, "ordinal")?;
+    let original_size = as_uint(&f.require("original_size")?, "original_size")?;
     let mut base = None;
     let Some((stored_offset, stored_size)) = (match blobs {
         Some(blobs) => usize::try_from(ordinal)
@@ -364,8 +368,8 @@ fn parse_entry(
         None => {
             // zstd-delta: the entry places its own frame.
             let off_v = f.require("offset")?;
-            let offset = as_uint(off_v, "frame offset")?;
-            let size = as_uint(f.require("size")?, "frame size")?;
+            let offset = as_uint(&off_v, "frame offset")?;
+            let size = as_uint(&f.require("size")?, "frame size")?;
             if offset < BLOB_START || offset.checked_add(size).is_none_or(|e| e > toc_offset) {
                 return Err(Error::format(
                     off_v.offset,
@@ -377,7 +381,7 @@ fn parse_entry(
             }
             if let Some(b) = f.get("base") {
                 base = Some(Base {
-                    ordinal: as_uint(b, "base")?,
+                    ordinal: as_uint(&b, "base")?,
                     toc_at: b.offset,
                     offset: 0,
                     size: 0,
@@ -407,14 +411,14 @@ fn parse_entry(
     }
     let mut metadata = Vec::new();
     if let Some(m) = f.get("metadata") {
-        let mf = Fields::new(as_map(m, "metadata")?, m.offset, "metadata")?;
-        for (k, mv) in &mf.items {
-            metadata.push(((*k).to_owned(), as_str(mv, "metadata value")?.to_owned()));
+        let mf = Fields::new(as_map(&m, "metadata")?, m.offset, "metadata")?;
+        for (k, mv) in mf.iter() {
+            metadata.push(((*k).to_owned(), as_str(&mv, "metadata value")?.to_owned()));
         }
     }
     Ok(Entry {
-        key: key.to_owned(),
-        arch: arch.to_owned(),
+        key: Arc::clone(key),
+        arch: Arc::clone(arch),
         ordinal,
         original_size,
         stored_offset,
@@ -509,7 +513,7 @@ fn resolve_bases(binaries: &mut [Binary]) -> Result<u64> {
 /// index must tile the blob exactly as a walk would; each frame's size word
 /// is compared when that frame is read (and by `verify`).
 fn indexed_frames(
-    root: &Fields<'_, '_, '_>,
+    root: &Fields<'_, '_>,
     index: &Value<'_>,
     bytes: &[u8],
     toc_offset: u64,
@@ -517,19 +521,20 @@ fn indexed_frames(
     let (start, end) = zstd_blob_range(root, toc_offset)?;
     let count = u64::from(u32_at(bytes, start as usize).unwrap_or(0));
     let offsets = as_array(index, FRAME_INDEX_KEY)?;
-    if offsets.len() as u64 != count {
+    if offsets.count() as u64 != count {
         return Err(Error::format(
             index.offset,
             format!(
                 "{FRAME_INDEX_KEY} has {} offsets but the zstd blob announces {count} frames",
-                offsets.len()
+                offsets.count()
             ),
         ));
     }
-    let mut frames: Blobs = Vec::with_capacity(offsets.len());
+    let mut frames: Blobs = Vec::with_capacity(offsets.count());
     let mut expect = start + 8;
-    for (i, v) in offsets.iter().enumerate() {
-        let at = as_uint(v, "frame offset")?;
+    let mut values = offsets.values().enumerate().peekable();
+    while let Some((i, v)) = values.next() {
+        let at = as_uint(&v, "frame offset")?;
         if at != expect || at > end {
             return Err(Error::format(
                 v.offset,
@@ -539,8 +544,8 @@ fn indexed_frames(
                 ),
             ));
         }
-        let next = match offsets.get(i + 1) {
-            Some(n) => as_uint(n, "frame offset")?,
+        let next = match values.peek() {
+            Some((_, n)) => as_uint(n, "frame offset")?,
             None => end.saturating_add(4),
         };
         if next < at.saturating_add(4) || next > end.saturating_add(4) {
@@ -566,11 +571,11 @@ fn indexed_frames(
 }
 
 /// `[zstd_offset, zstd_offset + zstd_size)`, checked against the file.
-fn zstd_blob_range(root: &Fields<'_, '_, '_>, toc_offset: u64) -> Result<(u64, u64)> {
+fn zstd_blob_range(root: &Fields<'_, '_>, toc_offset: u64) -> Result<(u64, u64)> {
     let off_v = root.require("zstd_offset")?;
-    let start = as_uint(off_v, "zstd_offset")?;
+    let start = as_uint(&off_v, "zstd_offset")?;
     let size_v = root.require("zstd_size")?;
-    let size = as_uint(size_v, "zstd_size")?;
+    let size = as_uint(&size_v, "zstd_size")?;
     if size > MAX_ZSTD_BLOB {
         return Err(Error::format(
             size_v.offset,
