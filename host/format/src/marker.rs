@@ -56,11 +56,11 @@ impl Marker {
         };
         let field = |name: &str| {
             items
-                .pairs()
+                .iter()
                 .find(|(k, _)| k.data == Data::Str(name.as_bytes()))
                 .map(|(_, v)| v)
         };
-        let kernel_name = match field("kernel_name").map(|v| (v.data, v.offset)) {
+        let kernel_name = match field("kernel_name").map(|v| (&v.data, v.offset)) {
             Some((Data::Str(s), off)) => std::str::from_utf8(s)
                 .map_err(|_| invalid(off, "marker kernel_name is not UTF-8".into()))?
                 .to_owned(),
@@ -76,9 +76,9 @@ impl Marker {
             return Err(invalid(0, "marker kernel_name is empty".into()));
         }
         let search_paths: Vec<String> =
-            match field("kpack_search_paths").map(|v| (v.data, v.offset)) {
+            match field("kpack_search_paths").map(|v| (&v.data, v.offset)) {
                 Some((Data::Array(a), _)) => a
-                    .values()
+                    .iter()
                     .filter_map(|v| match v.data {
                         Data::Str(s) => std::str::from_utf8(s).ok().map(str::to_owned),
                         _ => None,

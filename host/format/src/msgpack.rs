@@ -1,10 +1,5 @@
 //! A small, bounded msgpack decoder for untrusted bytes.
 //!
-//! Containers are lazy: decoding checks the whole object once (lengths,
-//! reserved bytes, depth) without allocating, and an array or map is a
-//! [`Seq`] view whose elements are decoded again when iterated. Building a
-//! tree of `Vec`s cost a cold `Archive::open` more than reading the file.
-//!
 //! Why not `rmpv`: we need the byte offset of every value for error messages,
 //! a depth limit, and no pre-allocation from attacker-chosen lengths. Each
 //! element takes at least one byte, so container lengths are checked against
@@ -18,7 +13,7 @@ use crate::error::{Error, Result};
 pub(crate) const MAX_DEPTH: usize = 32;
 
 /// A decoded msgpack value, with the offset where it starts.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Value<'a> {
     /// Offset of the value's first byte, relative to the decoder's base.
     pub offset: u64,
@@ -27,7 +22,7 @@ pub(crate) struct Value<'a> {
 }
 
 /// The payload of a [`Value`]. Strings and binaries borrow from the input.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Data<'a> {
     Nil,
     Bool(bool),
@@ -39,9 +34,8 @@ pub(crate) enum Data<'a> {
     /// A `str` family value (bytes, not yet checked for UTF-8).
     Str(&'a [u8]),
     Bin(&'a [u8]),
-    Array(Seq<'a>),
-    /// A map; its [`Seq`] counts keys and values (twice the pairs).
-    Map(Seq<'a>),
+    Array(Vec<Value<'a>>),
+    Map(Vec<(Value<'a>, Value<'a>)>),
     Ext(i8, &'a [u8]),
 }
 
@@ -59,45 +53,6 @@ impl Data<'_> {
             Data::Map(_) => "map",
             Data::Ext(..) => "ext",
         }
-    }
-}
-
-/// The elements of an array or map, already checked by [`decode`]:
-/// iterating decodes them again (nested containers as views in turn).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Seq<'a> {
-    bytes: &'a [u8],
-    /// Position of the first element in `bytes`.
-    pos: usize,
-    /// Number of values (for a map, keys and values).
-    count: usize,
-    base: u64,
-    depth: usize,
-}
-
-impl<'a> Seq<'a> {
-    /// Number of values (for a map, keys plus values).
-    pub(crate) fn count(&self) -> usize {
-        self.count
-    }
-
-    /// The values in order. Each was decoded successfully once, so decoding
-    /// again cannot fail; if the bytes were somehow not the same, iteration
-    /// stops early rather than panicking.
-    pub(crate) fn values(&self) -> impl Iterator<Item = Value<'a>> + use<'a> {
-        let mut d = Decoder {
-            bytes: self.bytes,
-            pos: self.pos,
-            base: self.base,
-        };
-        let depth = self.depth;
-        (0..self.count).map_while(move |_| d.value(depth).ok())
-    }
-
-    /// The (key, value) pairs of a map.
-    pub(crate) fn pairs(&self) -> impl Iterator<Item = (Value<'a>, Value<'a>)> + use<'a> {
-        let mut values = self.values();
-        std::iter::from_fn(move || Some((values.next()?, values.next()?)))
     }
 }
 
@@ -240,27 +195,22 @@ impl<'a> Decoder<'a> {
 
     fn array(&mut self, n: usize, depth: usize, start: usize) -> Result<Data<'a>, DecodeError> {
         self.check_count(n, 1, start)?;
-        Ok(Data::Array(self.skip(n, depth)?))
+        let mut items = Vec::with_capacity(n);
+        for _ in 0..n {
+            items.push(self.value(depth + 1)?);
+        }
+        Ok(Data::Array(items))
     }
 
     fn map(&mut self, n: usize, depth: usize, start: usize) -> Result<Data<'a>, DecodeError> {
         self.check_count(n, 2, start)?;
-        Ok(Data::Map(self.skip(n * 2, depth)?))
-    }
-
-    /// Check `count` values at the current position and step over them.
-    fn skip(&mut self, count: usize, depth: usize) -> Result<Seq<'a>, DecodeError> {
-        let seq = Seq {
-            bytes: self.bytes,
-            pos: self.pos,
-            count,
-            base: self.base,
-            depth: depth + 1,
-        };
-        for _ in 0..count {
-            self.value(depth + 1)?;
+        let mut items = Vec::with_capacity(n);
+        for _ in 0..n {
+            let k = self.value(depth + 1)?;
+            let v = self.value(depth + 1)?;
+            items.push((k, v));
         }
-        Ok(seq)
+        Ok(Data::Map(items))
     }
 }
 
@@ -269,67 +219,55 @@ impl<'a> Decoder<'a> {
 
 /// A msgpack map with string keys, checked for duplicates.
 ///
-/// Small maps (a TOC entry, a blob) are scanned on each lookup, allocating
-/// nothing; larger ones (the TOC root, the binaries) keep their pairs.
-pub(crate) struct Fields<'a, 'w> {
-    seq: Seq<'a>,
-    /// The pairs of a map of more than [`SCAN_MAX`] pairs.
-    kept: Vec<(&'a str, Value<'a>)>,
+/// A view over the decoded pairs, not a copy: the TOC has one small map
+/// per entry, and an allocation per map was a measurable part of a cold
+/// `Archive::open` (every key is checked once here, then compared as bytes).
+pub(crate) struct Fields<'v, 'a, 'w> {
+    raw: &'v [(Value<'a>, Value<'a>)],
     offset: u64,
     what: &'w str,
 }
 
-/// Largest map looked up by scanning (a `zstd-delta` entry has 6 keys).
-const SCAN_MAX: usize = 8;
-
-impl<'a, 'w> Fields<'a, 'w> {
-    pub(crate) fn new(seq: Seq<'a>, offset: u64, what: &'w str) -> Result<Self> {
-        let n = seq.count() / 2;
-        let mut small: [&[u8]; SCAN_MAX] = [&[]; SCAN_MAX];
-        let mut kept = Vec::new();
-        for (i, (k, v)) in seq.pairs().enumerate() {
+impl<'v, 'a, 'w> Fields<'v, 'a, 'w> {
+    pub(crate) fn new(
+        items: &'v [(Value<'a>, Value<'a>)],
+        offset: u64,
+        what: &'w str,
+    ) -> Result<Self> {
+        for (i, (k, _)) in items.iter().enumerate() {
             let key = match k.data {
-                Data::Str(_) => as_str(&k, "map key")?,
-                _ => as_str(&k, &format!("key in {what}"))?,
+                Data::Str(_) => as_str(k, "map key")?,
+                _ => as_str(k, &format!("key in {what}"))?,
             };
-            if n <= SCAN_MAX {
-                if small[..i].contains(&key.as_bytes()) {
-                    return Err(Error::format(
-                        k.offset,
-                        format!("duplicate key {key:?} in {what}"),
-                    ));
-                }
-                if let Some(slot) = small.get_mut(i) {
-                    *slot = key.as_bytes();
-                }
-            } else {
-                if n < 64 && kept.iter().any(|(seen, _)| *seen == key) {
-                    return Err(Error::format(
-                        k.offset,
-                        format!("duplicate key {key:?} in {what}"),
-                    ));
-                }
-                kept.push((key, v));
+            if items.len() < 64 && items[..i].iter().any(|(seen, _)| str_is(seen, key)) {
+                return Err(Error::format(
+                    k.offset,
+                    format!("duplicate key {key:?} in {what}"),
+                ));
             }
         }
-        if n >= 64 {
+        if items.len() >= 64 {
             // Large maps (the TOC's binaries): check duplicates by sorting.
-            let mut keys: Vec<(&str, u64)> = seq
-                .pairs()
-                .zip(&kept)
-                .map(|((k, _), (s, _))| (*s, k.offset))
+            let mut keys: Vec<(&[u8], u64)> = items
+                .iter()
+                .map(|(k, _)| match k.data {
+                    Data::Str(s) => (s, k.offset),
+                    _ => (&[][..], k.offset),
+                })
                 .collect();
             keys.sort_unstable();
             if let Some(w) = keys.windows(2).find(|w| w[0].0 == w[1].0) {
                 return Err(Error::format(
                     w[1].1,
-                    format!("duplicate key {:?} in {what}", w[1].0),
+                    format!(
+                        "duplicate key {:?} in {what}",
+                        String::from_utf8_lossy(w[1].0)
+                    ),
                 ));
             }
         }
         Ok(Fields {
-            seq,
-            kept,
+            raw: items,
             offset,
             what,
         })
@@ -337,34 +275,24 @@ impl<'a, 'w> Fields<'a, 'w> {
 
     /// Number of pairs.
     pub(crate) fn len(&self) -> usize {
-        self.seq.count() / 2
+        self.raw.len()
     }
 
     /// The pairs in file order (keys were checked to be UTF-8 strings).
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&'a str, Value<'a>)> + '_ {
-        let scanned = (self.len() <= SCAN_MAX).then(|| {
-            self.seq
-                .pairs()
-                .filter_map(|(k, v)| Some((as_str(&k, "map key").ok()?, v)))
-        });
-        self.kept
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&'a str, &'v Value<'a>)> + '_ {
+        self.raw
             .iter()
-            .copied()
-            .chain(scanned.into_iter().flatten())
+            .filter_map(|(k, v)| Some((as_str(k, "map key").ok()?, v)))
     }
 
-    pub(crate) fn get(&self, key: &str) -> Option<Value<'a>> {
-        if self.len() <= SCAN_MAX {
-            self.seq
-                .pairs()
-                .find(|(k, _)| str_is(k, key))
-                .map(|(_, v)| v)
-        } else {
-            self.kept.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
-        }
+    pub(crate) fn get(&self, key: &str) -> Option<&'v Value<'a>> {
+        self.raw
+            .iter()
+            .find(|(k, _)| str_is(k, key))
+            .map(|(_, v)| v)
     }
 
-    pub(crate) fn require(&self, key: &str) -> Result<Value<'a>> {
+    pub(crate) fn require(&self, key: &str) -> Result<&'v Value<'a>> {
         self.get(key)
             .ok_or_else(|| Error::format(self.offset, format!("{} has no {key:?} key", self.what)))
     }
@@ -400,15 +328,15 @@ pub(crate) fn as_uint(v: &Value<'_>, what: &str) -> Result<u64> {
     }
 }
 
-pub(crate) fn as_array<'a>(v: &Value<'a>, what: &str) -> Result<Seq<'a>> {
-    match v.data {
+pub(crate) fn as_array<'v, 'a>(v: &'v Value<'a>, what: &str) -> Result<&'v [Value<'a>]> {
+    match &v.data {
         Data::Array(items) => Ok(items),
         _ => Err(wrong_type(v, what, "array")),
     }
 }
 
-pub(crate) fn as_map<'a>(v: &Value<'a>, what: &str) -> Result<Seq<'a>> {
-    match v.data {
+pub(crate) fn as_map<'v, 'a>(v: &'v Value<'a>, what: &str) -> Result<&'v [(Value<'a>, Value<'a>)]> {
+    match &v.data {
         Data::Map(items) => Ok(items),
         _ => Err(wrong_type(v, what, "map")),
     }
@@ -447,7 +375,6 @@ mod tests {
         let (v, used) = decode(&[0x92, 0x01, 0xa1, b'x', 0xff], 100).unwrap();
         assert_eq!(used, 4);
         let Data::Array(items) = v.data else { panic!() };
-        let items: Vec<Value<'_>> = items.values().collect();
         assert_eq!(items[1].offset, 102);
         assert_eq!(items[1].data, Data::Str(b"x"));
     }

@@ -106,10 +106,10 @@ impl Toc {
                 format!("TOC root is a {}, not a map", root.data.type_name()),
             ));
         };
-        let root = Fields::new(root_items, root_offset, "TOC")?;
+        let root = Fields::new(&root_items, root_offset, "TOC")?;
 
         let fv = root.require("format_version")?;
-        let format_version = as_uint(&fv, "format_version")?;
+        let format_version = as_uint(fv, "format_version")?;
         if format_version != u64::from(version) {
             return Err(Error::at(
                 ErrorKind::UnsupportedVersion,
@@ -117,18 +117,18 @@ impl Toc {
                 format!("TOC format_version {format_version} in a version {version} header"),
             ));
         }
-        let group_name = as_str(&root.require("group_name")?, "group_name")?.to_owned();
+        let group_name = as_str(root.require("group_name")?, "group_name")?.to_owned();
         let gfx_arch_family =
-            as_str(&root.require("gfx_arch_family")?, "gfx_arch_family")?.to_owned();
+            as_str(root.require("gfx_arch_family")?, "gfx_arch_family")?.to_owned();
         let arches_v = root.require("gfx_arches")?;
-        let gfx_arches = as_array(&arches_v, "gfx_arches")?
-            .values()
-            .map(|v| as_str(&v, "gfx_arches element").map(str::to_owned))
+        let gfx_arches = as_array(arches_v, "gfx_arches")?
+            .iter()
+            .map(|v| as_str(v, "gfx_arches element").map(str::to_owned))
             .collect::<Result<Vec<_>>>()?;
         let scheme = match root.get("compression_scheme") {
             // Both AMD readers default a missing scheme to "none".
             None => Scheme::None,
-            Some(v) => match as_str(&v, "compression_scheme")? {
+            Some(v) => match as_str(v, "compression_scheme")? {
                 "none" => Scheme::None,
                 "zstd-per-kernel" => Scheme::ZstdPerKernel,
                 "zstd-delta" => Scheme::ZstdDelta,
@@ -159,7 +159,7 @@ impl Toc {
             Scheme::ZstdPerKernel => match root.get(FRAME_INDEX_KEY) {
                 Some(index) => {
                     indexed = true;
-                    Some(indexed_frames(&root, &index, bytes, toc_offset)?)
+                    Some(indexed_frames(&root, index, bytes, toc_offset)?)
                 }
                 None => Some(zstd_frames(&root, bytes, toc_offset)?),
             },
@@ -167,14 +167,14 @@ impl Toc {
         };
 
         let toc_v = root.require("toc")?;
-        let toc = Fields::new(as_map(&toc_v, "toc")?, toc_v.offset, "toc")?;
+        let toc = Fields::new(as_map(toc_v, "toc")?, toc_v.offset, "toc")?;
         let mut binaries = Vec::with_capacity(toc.len());
         // Few distinct arches per archive: each is allocated once.
         let mut arch_names: Vec<Arc<str>> = Vec::new();
         for (key, arches_v) in toc.iter() {
             let key: Arc<str> = key.into();
             let arch_map =
-                Fields::new(as_map(&arches_v, "toc value")?, arches_v.offset, "toc value")?;
+                Fields::new(as_map(arches_v, "toc value")?, arches_v.offset, "toc value")?;
             let mut entries = Vec::with_capacity(arch_map.len());
             for (arch, ev) in arch_map.iter() {
                 let arch = match arch_names.iter().find(|a| ***a == *arch) {
@@ -188,7 +188,7 @@ impl Toc {
                 entries.push(parse_entry(
                     &key,
                     &arch,
-                    &ev,
+                    ev,
                     blobs.as_ref(),
                     scheme,
                     toc_offset,
@@ -225,15 +225,15 @@ impl Toc {
 /// (absolute offset, size) of each ordinal's stored bytes.
 type Blobs = Vec<(u64, u64)>;
 
-fn noop_blobs(root: &Fields<'_, '_>, toc_offset: u64) -> Result<Blobs> {
+fn noop_blobs(root: &Fields<'_, '_, '_>, toc_offset: u64) -> Result<Blobs> {
     let blobs_v = root.require("blobs")?;
-    let items = as_array(&blobs_v, "blobs")?;
-    let mut blobs = Vec::with_capacity(items.count());
-    for (i, item) in items.values().enumerate() {
-        let f = Fields::new(as_map(&item, "blobs element")?, item.offset, "blobs element")?;
+    let items = as_array(blobs_v, "blobs")?;
+    let mut blobs = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let f = Fields::new(as_map(item, "blobs element")?, item.offset, "blobs element")?;
         let off_v = f.require("offset")?;
-        let offset = as_uint(&off_v, "blob offset")?;
-        let size = as_uint(&f.require("size")?, "blob size")?;
+        let offset = as_uint(off_v, "blob offset")?;
+        let size = as_uint(f.require("size")?, "blob size")?;
         let end = offset.checked_add(size);
         if offset < BLOB_START || end.is_none_or(|e| e > toc_offset) {
             return Err(Error::format(
@@ -264,11 +264,11 @@ fn noop_blobs(root: &Fields<'_, '_>, toc_offset: u64) -> Result<Blobs> {
     Ok(blobs)
 }
 
-fn zstd_frames(root: &Fields<'_, '_>, bytes: &[u8], toc_offset: u64) -> Result<Blobs> {
+fn zstd_frames(root: &Fields<'_, '_, '_>, bytes: &[u8], toc_offset: u64) -> Result<Blobs> {
     let off_v = root.require("zstd_offset")?;
-    let start = as_uint(&off_v, "zstd_offset")?;
+    let start = as_uint(off_v, "zstd_offset")?;
     let size_v = root.require("zstd_size")?;
-    let size = as_uint(&size_v, "zstd_size")?;
+    let size = as_uint(size_v, "zstd_size")?;
     if size > MAX_ZSTD_BLOB {
         return Err(Error::format(
             size_v.offset,
@@ -354,11 +354,11 @@ fn parse_entry(
     let f = Fields::new(as_map(v, "toc entry")?, v.offset, "toc entry")?;
     let what = || format!("toc[{key:?}][{arch:?}]");
     if let Some(t) = f.get("type") {
-        as_str(&t, "entry type")?;
+        as_str(t, "entry type")?;
     }
     let ord_v = f.require("ordinal")?;
-    let ordinal = as_uint(&ord_v, "ordinal")?;
-    let original_size = as_uint(&f.require("original_size")?, "original_size")?;
+    let ordinal = as_uint(ord_v, "ordinal")?;
+    let original_size = as_uint(f.require("original_size")?, "original_size")?;
     let mut base = None;
     let Some((stored_offset, stored_size)) = (match blobs {
         Some(blobs) => usize::try_from(ordinal)
@@ -368,8 +368,8 @@ fn parse_entry(
         None => {
             // zstd-delta: the entry places its own frame.
             let off_v = f.require("offset")?;
-            let offset = as_uint(&off_v, "frame offset")?;
-            let size = as_uint(&f.require("size")?, "frame size")?;
+            let offset = as_uint(off_v, "frame offset")?;
+            let size = as_uint(f.require("size")?, "frame size")?;
             if offset < BLOB_START || offset.checked_add(size).is_none_or(|e| e > toc_offset) {
                 return Err(Error::format(
                     off_v.offset,
@@ -381,7 +381,7 @@ fn parse_entry(
             }
             if let Some(b) = f.get("base") {
                 base = Some(Base {
-                    ordinal: as_uint(&b, "base")?,
+                    ordinal: as_uint(b, "base")?,
                     toc_at: b.offset,
                     offset: 0,
                     size: 0,
@@ -411,9 +411,9 @@ fn parse_entry(
     }
     let mut metadata = Vec::new();
     if let Some(m) = f.get("metadata") {
-        let mf = Fields::new(as_map(&m, "metadata")?, m.offset, "metadata")?;
+        let mf = Fields::new(as_map(m, "metadata")?, m.offset, "metadata")?;
         for (k, mv) in mf.iter() {
-            metadata.push(((*k).to_owned(), as_str(&mv, "metadata value")?.to_owned()));
+            metadata.push(((*k).to_owned(), as_str(mv, "metadata value")?.to_owned()));
         }
     }
     Ok(Entry {
@@ -513,7 +513,7 @@ fn resolve_bases(binaries: &mut [Binary]) -> Result<u64> {
 /// index must tile the blob exactly as a walk would; each frame's size word
 /// is compared when that frame is read (and by `verify`).
 fn indexed_frames(
-    root: &Fields<'_, '_>,
+    root: &Fields<'_, '_, '_>,
     index: &Value<'_>,
     bytes: &[u8],
     toc_offset: u64,
@@ -521,20 +521,19 @@ fn indexed_frames(
     let (start, end) = zstd_blob_range(root, toc_offset)?;
     let count = u64::from(u32_at(bytes, start as usize).unwrap_or(0));
     let offsets = as_array(index, FRAME_INDEX_KEY)?;
-    if offsets.count() as u64 != count {
+    if offsets.len() as u64 != count {
         return Err(Error::format(
             index.offset,
             format!(
                 "{FRAME_INDEX_KEY} has {} offsets but the zstd blob announces {count} frames",
-                offsets.count()
+                offsets.len()
             ),
         ));
     }
-    let mut frames: Blobs = Vec::with_capacity(offsets.count());
+    let mut frames: Blobs = Vec::with_capacity(offsets.len());
     let mut expect = start + 8;
-    let mut values = offsets.values().enumerate().peekable();
-    while let Some((i, v)) = values.next() {
-        let at = as_uint(&v, "frame offset")?;
+    for (i, v) in offsets.iter().enumerate() {
+        let at = as_uint(v, "frame offset")?;
         if at != expect || at > end {
             return Err(Error::format(
                 v.offset,
@@ -544,8 +543,8 @@ fn indexed_frames(
                 ),
             ));
         }
-        let next = match values.peek() {
-            Some((_, n)) => as_uint(n, "frame offset")?,
+        let next = match offsets.get(i + 1) {
+            Some(n) => as_uint(n, "frame offset")?,
             None => end.saturating_add(4),
         };
         if next < at.saturating_add(4) || next > end.saturating_add(4) {
@@ -571,11 +570,11 @@ fn indexed_frames(
 }
 
 /// `[zstd_offset, zstd_offset + zstd_size)`, checked against the file.
-fn zstd_blob_range(root: &Fields<'_, '_>, toc_offset: u64) -> Result<(u64, u64)> {
+fn zstd_blob_range(root: &Fields<'_, '_, '_>, toc_offset: u64) -> Result<(u64, u64)> {
     let off_v = root.require("zstd_offset")?;
-    let start = as_uint(&off_v, "zstd_offset")?;
+    let start = as_uint(off_v, "zstd_offset")?;
     let size_v = root.require("zstd_size")?;
-    let size = as_uint(&size_v, "zstd_size")?;
+    let size = as_uint(size_v, "zstd_size")?;
     if size > MAX_ZSTD_BLOB {
         return Err(Error::format(
             size_v.offset,
