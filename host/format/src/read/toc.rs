@@ -195,10 +195,7 @@ impl Toc {
                 )?);
             }
             entries.sort_by(|a, b| a.arch.cmp(&b.arch));
-            binaries.push(Binary {
-                key,
-                entries,
-            });
+            binaries.push(Binary { key, entries });
         }
         binaries.sort_by(|a, b| a.key.cmp(&b.key));
         let blob_count = match blobs {
