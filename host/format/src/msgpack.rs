@@ -218,8 +218,12 @@ impl<'a> Decoder<'a> {
 // format error naming the value's offset and what was expected there.
 
 /// A msgpack map with string keys, checked for duplicates.
+///
+/// A view over the decoded pairs, not a copy: the TOC has one small map
+/// per entry, and an allocation per map was a measurable part of a cold
+/// `Archive::open` (every key is checked once here, then compared as bytes).
 pub(crate) struct Fields<'v, 'a, 'w> {
-    pub(crate) items: Vec<(&'a str, &'v Value<'a>)>,
+    raw: &'v [(Value<'a>, Value<'a>)],
     offset: u64,
     what: &'w str,
 }
@@ -230,50 +234,73 @@ impl<'v, 'a, 'w> Fields<'v, 'a, 'w> {
         offset: u64,
         what: &'w str,
     ) -> Result<Self> {
-        let mut out: Vec<(&'a str, &'v Value<'a>)> = Vec::with_capacity(items.len());
-        for (k, v) in items {
+        for (i, (k, _)) in items.iter().enumerate() {
             let key = match k.data {
                 Data::Str(_) => as_str(k, "map key")?,
                 _ => as_str(k, &format!("key in {what}"))?,
             };
-            if items.len() < 64 && out.iter().any(|(seen, _)| *seen == key) {
+            if items.len() < 64 && items[..i].iter().any(|(seen, _)| str_is(seen, key)) {
                 return Err(Error::format(
                     k.offset,
                     format!("duplicate key {key:?} in {what}"),
                 ));
             }
-            out.push((key, v));
         }
-        if out.len() >= 64 {
+        if items.len() >= 64 {
             // Large maps (the TOC's binaries): check duplicates by sorting.
-            let mut keys: Vec<(&str, u64)> = items
+            let mut keys: Vec<(&[u8], u64)> = items
                 .iter()
-                .zip(&out)
-                .map(|((k, _), (s, _))| (*s, k.offset))
+                .map(|(k, _)| match k.data {
+                    Data::Str(s) => (s, k.offset),
+                    _ => (&[][..], k.offset),
+                })
                 .collect();
             keys.sort_unstable();
             if let Some(w) = keys.windows(2).find(|w| w[0].0 == w[1].0) {
                 return Err(Error::format(
                     w[1].1,
-                    format!("duplicate key {:?} in {what}", w[1].0),
+                    format!(
+                        "duplicate key {:?} in {what}",
+                        String::from_utf8_lossy(w[1].0)
+                    ),
                 ));
             }
         }
         Ok(Fields {
-            items: out,
+            raw: items,
             offset,
             what,
         })
     }
 
+    /// Number of pairs.
+    pub(crate) fn len(&self) -> usize {
+        self.raw.len()
+    }
+
+    /// The pairs in file order (keys were checked to be UTF-8 strings).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&'a str, &'v Value<'a>)> + '_ {
+        self.raw
+            .iter()
+            .filter_map(|(k, v)| Some((as_str(k, "map key").ok()?, v)))
+    }
+
     pub(crate) fn get(&self, key: &str) -> Option<&'v Value<'a>> {
-        self.items.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+        self.raw
+            .iter()
+            .find(|(k, _)| str_is(k, key))
+            .map(|(_, v)| v)
     }
 
     pub(crate) fn require(&self, key: &str) -> Result<&'v Value<'a>> {
         self.get(key)
             .ok_or_else(|| Error::format(self.offset, format!("{} has no {key:?} key", self.what)))
     }
+}
+
+/// `v` is the msgpack string `key`.
+fn str_is(v: &Value<'_>, key: &str) -> bool {
+    matches!(v.data, Data::Str(s) if s == key.as_bytes())
 }
 
 fn wrong_type(v: &Value<'_>, what: &str, want: &str) -> Error {

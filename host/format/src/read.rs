@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::mmap::Map;
@@ -45,8 +46,10 @@ impl Scheme {
 /// One TOC entry: a code object for one binary key and one architecture.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
-    key: String,
-    arch: String,
+    // Shared with the binary and the other entries of the same key (and
+    // arch): one allocation per key instead of one per entry at open.
+    key: Arc<str>,
+    arch: Arc<str>,
     ordinal: u64,
     original_size: u64,
     stored_offset: u64,
@@ -214,11 +217,11 @@ impl Archive {
     }
     /// The `i`-th binary key in byte-wise sorted order (AMD's `kpack_get_binary`).
     pub fn binary(&self, i: usize) -> Option<&str> {
-        self.toc.binaries.get(i).map(|b| b.key.as_str())
+        self.toc.binaries.get(i).map(|b| &*b.key)
     }
     /// Binary keys in byte-wise sorted order.
     pub fn binaries(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
-        self.toc.binaries.iter().map(|b| b.key.as_str())
+        self.toc.binaries.iter().map(|b| &*b.key)
     }
     /// Every entry, sorted by (key, arch).
     pub fn entries(&self) -> impl Iterator<Item = &Entry> + '_ {
@@ -230,8 +233,17 @@ impl Archive {
     }
     /// The entry for `key` and `arch` (exact byte match, no normalisation).
     pub fn entry(&self, key: &str, arch: &str) -> Option<&Entry> {
-        let b = &self.toc.binaries[*self.toc.index.get(key)?];
-        b.entries.iter().find(|e| e.arch == arch)
+        // Binaries are sorted byte-wise and unique (checked at open), so a
+        // binary search needs no index built at open.
+        let i = self
+            .toc
+            .binaries
+            .binary_search_by(|b| b.key.as_ref().cmp(key))
+            .ok()?;
+        self.toc.binaries[i]
+            .entries
+            .iter()
+            .find(|e| &*e.arch == arch)
     }
     /// Offset of the msgpack TOC.
     pub fn toc_offset(&self) -> u64 {
@@ -286,7 +298,7 @@ impl Archive {
         };
         let as_entry = Entry {
             key: entry.key.clone(),
-            arch: format!("{} (base {})", entry.arch, base.ordinal),
+            arch: format!("{} (base {})", entry.arch, base.ordinal).into(),
             ordinal: base.ordinal,
             original_size: base.original_size,
             stored_offset: base.offset,

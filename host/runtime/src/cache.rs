@@ -519,13 +519,21 @@ impl Cache {
     /// The open archive at `path` (canonical path as cache key), opening it
     /// on first use. The error is the reason for the diagnostic.
     fn open_cached(&self, path: &Path) -> std::result::Result<Arc<Archive>, String> {
-        let key = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        // Most candidates (one per compatible target) do not exist: one stat
+        // tells, where canonicalising first cost a readlink per component.
+        let meta = std::fs::metadata(path);
+        let key = match &meta {
+            Ok(_) => std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+            // Gone since it was opened under this (already canonical) path:
+            // served from the cache, as AMD's loader does.
+            Err(_) => path.to_path_buf(),
+        };
         if let Ok(map) = self.archives.read()
             && let Some(a) = map.get(&key)
         {
             return Ok(Arc::clone(a));
         }
-        match std::fs::metadata(&key) {
+        match meta {
             Ok(m) if m.is_file() => {}
             Ok(_) => return Err("not a regular file".into()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

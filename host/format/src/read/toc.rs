@@ -3,6 +3,7 @@
 //! reader above never meets an inconsistent archive.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::{Base, Entry, Scheme};
 use crate::error::{Error, ErrorKind, Result};
@@ -17,7 +18,7 @@ const MAX_FRAMES: u64 = 1 << 20;
 /// One binary key and its entries.
 #[derive(Debug)]
 pub(super) struct Binary {
-    pub(super) key: String,
+    pub(super) key: Arc<str>,
     /// Sorted by arch, byte-wise.
     pub(super) entries: Vec<Entry>,
 }
@@ -36,8 +37,6 @@ pub(super) struct Toc {
     pub(super) toc_len: u64,
     /// Sorted by key, byte-wise (AMD's `std::map` order).
     pub(super) binaries: Vec<Binary>,
-    /// Key → position in `binaries`.
-    pub(super) index: HashMap<String, usize>,
     pub(super) blob_count: u64,
     /// The header version (1, or 2 for `zstd-delta`).
     pub(super) version: u32,
@@ -169,15 +168,26 @@ impl Toc {
 
         let toc_v = root.require("toc")?;
         let toc = Fields::new(as_map(toc_v, "toc")?, toc_v.offset, "toc")?;
-        let mut binaries = Vec::with_capacity(toc.items.len());
-        for (key, arches_v) in &toc.items {
+        let mut binaries = Vec::with_capacity(toc.len());
+        // Few distinct arches per archive: each is allocated once.
+        let mut arch_names: Vec<Arc<str>> = Vec::new();
+        for (key, arches_v) in toc.iter() {
+            let key: Arc<str> = key.into();
             let arch_map =
                 Fields::new(as_map(arches_v, "toc value")?, arches_v.offset, "toc value")?;
-            let mut entries = Vec::with_capacity(arch_map.items.len());
-            for (arch, ev) in &arch_map.items {
+            let mut entries = Vec::with_capacity(arch_map.len());
+            for (arch, ev) in arch_map.iter() {
+                let arch = match arch_names.iter().find(|a| ***a == *arch) {
+                    Some(a) => Arc::clone(a),
+                    None => {
+                        let a: Arc<str> = arch.into();
+                        arch_names.push(Arc::clone(&a));
+                        a
+                    }
+                };
                 entries.push(parse_entry(
-                    key,
-                    arch,
+                    &key,
+                    &arch,
                     ev,
                     blobs.as_ref(),
                     scheme,
@@ -185,10 +195,7 @@ impl Toc {
                 )?);
             }
             entries.sort_by(|a, b| a.arch.cmp(&b.arch));
-            binaries.push(Binary {
-                key: (*key).to_owned(),
-                entries,
-            });
+            binaries.push(Binary { key, entries });
         }
         binaries.sort_by(|a, b| a.key.cmp(&b.key));
         let blob_count = match blobs {
@@ -196,11 +203,6 @@ impl Toc {
             None => resolve_bases(&mut binaries)?,
         };
 
-        let index = binaries
-            .iter()
-            .enumerate()
-            .map(|(i, b)| (b.key.clone(), i))
-            .collect();
         Ok(Toc {
             scheme,
             format_version,
@@ -210,7 +212,6 @@ impl Toc {
             toc_offset,
             toc_len: used as u64,
             binaries,
-            index,
             blob_count,
             version,
             indexed,
@@ -340,8 +341,8 @@ fn zstd_frames(root: &Fields<'_, '_, '_>, bytes: &[u8], toc_offset: u64) -> Resu
 }
 
 fn parse_entry(
-    key: &str,
-    arch: &str,
+    key: &Arc<str>,
+    arch: &Arc<str>,
     v: &Value<'_>,
     blobs: Option<&Blobs>,
     scheme: Scheme,
@@ -408,13 +409,13 @@ fn parse_entry(
     let mut metadata = Vec::new();
     if let Some(m) = f.get("metadata") {
         let mf = Fields::new(as_map(m, "metadata")?, m.offset, "metadata")?;
-        for (k, mv) in &mf.items {
+        for (k, mv) in mf.iter() {
             metadata.push(((*k).to_owned(), as_str(mv, "metadata value")?.to_owned()));
         }
     }
     Ok(Entry {
-        key: key.to_owned(),
-        arch: arch.to_owned(),
+        key: Arc::clone(key),
+        arch: Arc::clone(arch),
         ordinal,
         original_size,
         stored_offset,
