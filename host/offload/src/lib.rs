@@ -637,6 +637,13 @@ fn add_items(
     for processor in dests.iter().flatten().flatten().map(|d| d.2.as_str()) {
         archives.writer(processor)?;
     }
+    targets.sort();
+    targets.dedup();
+    let added = Added {
+        count,
+        targets,
+        excluded,
+    };
     let compression = archives.options.compression;
     let budget = archives
         .budget
@@ -657,6 +664,14 @@ fn add_items(
                 source,
             })?;
         }
+    }
+    if !bundles
+        .iter()
+        .any(|b| matches!(b.format, kpack_bundle::Format::Compressed(_)))
+    {
+        drop(writers);
+        add_plain(input, bundles, source, &dests, archives)?;
+        return Ok(added);
     }
     bundles
         .par_iter()
@@ -709,13 +724,54 @@ fn add_items(
                 })
             },
         )?;
-    targets.sort();
-    targets.dedup();
-    Ok(Added {
-        count,
-        targets,
-        excluded,
-    })
+    Ok(added)
+}
+
+/// [`add_items`] for inputs without compressed bundles: nothing to
+/// inflate, so each archive is filled by its own thread in its final
+/// (key, arch) order straight from the file, and the writer's spool
+/// becomes the archive without a reordering copy (what keeps a plain
+/// 1.3 GB library close to `cp`).
+fn add_plain(
+    input: &Path,
+    bundles: &[kpack_bundle::Item],
+    source: &kpack_bundle::SizedFile,
+    dests: &[Vec<Option<Dest>>],
+    archives: &mut ArchiveSet,
+) -> Result<(), Error> {
+    let mut jobs: BTreeMap<&str, Vec<(&str, &str, usize, usize)>> = BTreeMap::new();
+    for (b, row) in dests.iter().enumerate() {
+        for (i, dest) in row.iter().enumerate() {
+            if let Some((key, name, group)) = dest {
+                jobs.entry(group.as_str())
+                    .or_default()
+                    .push((key.as_str(), name.as_str(), b, i));
+            }
+        }
+    }
+    for list in jobs.values_mut() {
+        list.sort_by(|x, y| (x.0, x.1).cmp(&(y.0, y.1)));
+    }
+    archives
+        .writers
+        .par_iter_mut()
+        .try_for_each(|(group, writer)| -> Result<(), Error> {
+            for &(key, name, b, i) in jobs
+                .get(group.as_str())
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+            {
+                let data = bundles[b]
+                    .read_entry(source, i)
+                    .map_err(|source| Error::Bundle {
+                        path: input.to_path_buf(),
+                        bundle: b,
+                        source,
+                    })?;
+                writer.add(key, name, &data)?;
+            }
+            Ok(())
+        })
 }
 
 /// Write `bytes` to `path` through a temp file in the same directory,
