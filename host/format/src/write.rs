@@ -498,18 +498,7 @@ impl ArchiveWriter {
             (true, false) => 8,
             (true, true) => 9,
         };
-        write_map_len(&mut t, fields).map_err(e)?;
-        write_str(&mut t, "format_version").map_err(e)?;
-        write_uint(&mut t, 1).map_err(e)?;
-        write_str(&mut t, "group_name").map_err(e)?;
-        write_str(&mut t, &self.options.group_name).map_err(e)?;
-        write_str(&mut t, "gfx_arch_family").map_err(e)?;
-        write_str(&mut t, &self.options.gfx_arch_family).map_err(e)?;
-        write_str(&mut t, "gfx_arches").map_err(e)?;
-        write_array_len(&mut t, arches.len() as u32).map_err(e)?;
-        for a in &arches {
-            write_str(&mut t, a).map_err(e)?;
-        }
+        self.write_toc_head(&mut t, fields, 1, &arches)?;
         write_str(&mut t, "toc").map_err(e)?;
         write_map_len(&mut t, groups.len() as u32).map_err(e)?;
         for (key, ordinals) in &groups {
@@ -583,6 +572,33 @@ impl ArchiveWriter {
     /// kernels back from the spool, choose bases ([`delta::plan`]), compress
     /// (in parallel; the bytes do not depend on the thread count) and lay
     /// the frames out in ordinal order.
+    /// The TOC's opening: a map of `fields` entries starting with
+    /// `format_version`, `group_name`, `gfx_arch_family` and `gfx_arches`
+    /// (the v1 and v2 TOCs share them; the caller writes the rest).
+    fn write_toc_head(
+        &self,
+        t: &mut Vec<u8>,
+        fields: u32,
+        version: u64,
+        arches: &[&str],
+    ) -> Result<()> {
+        use rmp::encode::{write_array_len, write_map_len, write_str, write_uint};
+        let e = |_| Error::new(ErrorKind::Io, "msgpack encoding failed");
+        write_map_len(t, fields).map_err(e)?;
+        write_str(t, "format_version").map_err(e)?;
+        write_uint(t, version).map_err(e)?;
+        write_str(t, "group_name").map_err(e)?;
+        write_str(t, &self.options.group_name).map_err(e)?;
+        write_str(t, "gfx_arch_family").map_err(e)?;
+        write_str(t, &self.options.gfx_arch_family).map_err(e)?;
+        write_str(t, "gfx_arches").map_err(e)?;
+        write_array_len(t, arches.len() as u32).map_err(e)?;
+        for a in arches {
+            write_str(t, a).map_err(e)?;
+        }
+        Ok(())
+    }
+
     fn finish_delta(&mut self, level: i32) -> Result<Written> {
         use rayon::prelude::*;
         let mut groups: Vec<Vec<usize>> = Vec::new();
@@ -707,19 +723,8 @@ impl ArchiveWriter {
         }
         let mut t = Vec::new();
         let e = |_| Error::new(ErrorKind::Io, "msgpack encoding failed");
-        use rmp::encode::{write_array_len, write_map_len, write_str, write_uint};
-        write_map_len(&mut t, 6).map_err(e)?;
-        write_str(&mut t, "format_version").map_err(e)?;
-        write_uint(&mut t, u64::from(crate::VERSION_DELTA)).map_err(e)?;
-        write_str(&mut t, "group_name").map_err(e)?;
-        write_str(&mut t, &self.options.group_name).map_err(e)?;
-        write_str(&mut t, "gfx_arch_family").map_err(e)?;
-        write_str(&mut t, &self.options.gfx_arch_family).map_err(e)?;
-        write_str(&mut t, "gfx_arches").map_err(e)?;
-        write_array_len(&mut t, arches.len() as u32).map_err(e)?;
-        for a in &arches {
-            write_str(&mut t, a).map_err(e)?;
-        }
+        use rmp::encode::{write_map_len, write_str, write_uint};
+        self.write_toc_head(&mut t, 6, u64::from(crate::VERSION_DELTA), &arches)?;
         write_str(&mut t, "toc").map_err(e)?;
         write_map_len(&mut t, groups.len() as u32).map_err(e)?;
         for (key, ordinals) in &groups {
