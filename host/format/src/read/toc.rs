@@ -262,31 +262,8 @@ fn noop_blobs(root: &Fields<'_, '_, '_>, toc_offset: u64) -> Result<Blobs> {
 }
 
 fn zstd_frames(root: &Fields<'_, '_, '_>, bytes: &[u8], toc_offset: u64) -> Result<Blobs> {
-    let off_v = root.require("zstd_offset")?;
-    let start = as_uint(off_v, "zstd_offset")?;
-    let size_v = root.require("zstd_size")?;
-    let size = as_uint(size_v, "zstd_size")?;
-    if size > MAX_ZSTD_BLOB {
-        return Err(Error::format(
-            size_v.offset,
-            format!("zstd_size {size} exceeds 4 GiB"),
-        ));
-    }
-    let end = start.checked_add(size);
-    if start < BLOB_START || end.is_none_or(|e| e > toc_offset) {
-        return Err(Error::format(
-            off_v.offset,
-            format!(
-                "zstd blob [{start:#x}, +{size}) is outside the blob area [0x40, {toc_offset:#x})"
-            ),
-        ));
-    }
-    if size < 4 {
-        return Err(Error::format(
-            start,
-            format!("zstd blob of {size} bytes has no frame count"),
-        ));
-    }
+    let (start, end) = zstd_blob_range(root, toc_offset)?;
+    let size = end - start;
     // In range of the file, so these fit in usize.
     let (start_u, end_u) = (start as usize, (start + size) as usize);
     let count = u64::from(u32_at(bytes, start_u).unwrap_or(0));
