@@ -11,6 +11,11 @@
     reason = "benchmark driver"
 )]
 
+#[path = "support/bench.rs"]
+mod bench;
+
+use bench::evict;
+
 use std::ffi::{CString, c_void};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -91,13 +96,6 @@ fn new_loader(root: &Path, kernel_name: &str, arch: &str) -> Loader {
         binary: CString::new(root.join("lib/libbench.so").to_str().unwrap()).unwrap(),
         arch: CString::new(arch).unwrap(),
     }
-}
-
-fn evict(path: &Path) {
-    let f = std::fs::File::open(path).unwrap();
-    use std::os::fd::AsRawFd;
-    // SAFETY: fadvise on an open fd; only drops clean page-cache pages.
-    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
 }
 
 fn main() {

@@ -14,43 +14,17 @@
     reason = "benchmark driver"
 )]
 
+#[path = "support/bench.rs"]
+mod bench;
+
+use bench::{elf_section, evict};
+
 use std::ffi::{CString, c_void};
-use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use rocm_kpack::*;
-
-/// The bytes of ELF section `name` (64-bit little-endian ELF only).
-fn elf_section(file: &[u8], name: &str) -> Option<Vec<u8>> {
-    let u16_at = |o: usize| Some(u16::from_le_bytes(file.get(o..o + 2)?.try_into().ok()?));
-    let u32_at = |o: usize| Some(u32::from_le_bytes(file.get(o..o + 4)?.try_into().ok()?));
-    let u64_at = |o: usize| Some(u64::from_le_bytes(file.get(o..o + 8)?.try_into().ok()?));
-    let shoff = usize::try_from(u64_at(0x28)?).ok()?;
-    let (shentsize, shnum, shstrndx) = (
-        usize::from(u16_at(0x3a)?),
-        usize::from(u16_at(0x3c)?),
-        usize::from(u16_at(0x3e)?),
-    );
-    let sh = |i: usize| shoff + i * shentsize;
-    let strtab = usize::try_from(u64_at(sh(shstrndx) + 0x18)?).ok()?;
-    for i in 0..shnum {
-        let n = strtab + usize::try_from(u32_at(sh(i))?).ok()?;
-        let end = n + file.get(n..)?.iter().position(|&b| b == 0)?;
-        if &file[n..end] == name.as_bytes() {
-            let off = usize::try_from(u64_at(sh(i) + 0x18)?).ok()?;
-            let size = usize::try_from(u64_at(sh(i) + 0x20)?).ok()?;
-            return file.get(off..off + size).map(<[u8]>::to_vec);
-        }
-    }
-    None
-}
-
-fn evict(path: &Path) {
-    let f = std::fs::File::open(path).unwrap();
-    // SAFETY: fadvise on an open fd; only drops clean page-cache pages.
-    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-}
 
 /// New cache + one `kpack_load_code_object`; returns (time, size).
 fn cold_load(marker: &[u8], binary: &CString, arch: &CString, co: u32) -> (Duration, usize) {

@@ -467,26 +467,8 @@ impl ArchiveWriter {
     }
 
     fn encode_toc(&self, blob_len: u64) -> Result<Vec<u8>> {
-        let mut arches: Vec<&str> = match &self.options.gfx_arches {
-            Some(list) => list.iter().map(String::as_str).collect(),
-            None => {
-                let mut v: Vec<&str> = self.pending.iter().map(|p| p.arch.as_str()).collect();
-                v.sort_unstable();
-                v.dedup();
-                v
-            }
-        };
-        arches.shrink_to_fit();
-        // Group by key in order of first appearance (sorted mode: already sorted).
-        let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
-        let mut slot: HashMap<&str, usize> = HashMap::new();
-        for (ordinal, p) in self.pending.iter().enumerate() {
-            let i = *slot.entry(p.key.as_str()).or_insert_with(|| {
-                groups.push((p.key.as_str(), Vec::new()));
-                groups.len() - 1
-            });
-            groups[i].1.push(ordinal);
-        }
+        let arches = self.toc_arches();
+        let groups = self.ordinals_by_key();
 
         let zstd = self.compressor.is_some();
         let index = zstd && self.options.order == EntryOrder::Sorted;
@@ -572,6 +554,34 @@ impl ArchiveWriter {
     /// kernels back from the spool, choose bases ([`delta::plan`]), compress
     /// (in parallel; the bytes do not depend on the thread count) and lay
     /// the frames out in ordinal order.
+    /// The TOC's `gfx_arches`: as given, else the sorted set of arches added.
+    fn toc_arches(&self) -> Vec<&str> {
+        match &self.options.gfx_arches {
+            Some(list) => list.iter().map(String::as_str).collect(),
+            None => {
+                let mut v: Vec<&str> = self.pending.iter().map(|p| p.arch.as_str()).collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            }
+        }
+    }
+
+    /// Ordinals grouped by key, keys in order of first appearance (in
+    /// sorted mode: already sorted).
+    fn ordinals_by_key(&self) -> Vec<(&str, Vec<usize>)> {
+        let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+        let mut slot: HashMap<&str, usize> = HashMap::new();
+        for (ordinal, p) in self.pending.iter().enumerate() {
+            let i = *slot.entry(p.key.as_str()).or_insert_with(|| {
+                groups.push((p.key.as_str(), Vec::new()));
+                groups.len() - 1
+            });
+            groups[i].1.push(ordinal);
+        }
+        groups
+    }
+
     /// The TOC's opening: a map of `fields` entries starting with
     /// `format_version`, `group_name`, `gfx_arch_family` and `gfx_arches`
     /// (the v1 and v2 TOCs share them; the caller writes the rest).
@@ -703,24 +713,8 @@ impl ArchiveWriter {
     }
 
     fn encode_toc_v2(&self, placed: &[Placed]) -> Result<Vec<u8>> {
-        let arches: Vec<&str> = match &self.options.gfx_arches {
-            Some(list) => list.iter().map(String::as_str).collect(),
-            None => {
-                let mut v: Vec<&str> = self.pending.iter().map(|p| p.arch.as_str()).collect();
-                v.sort_unstable();
-                v.dedup();
-                v
-            }
-        };
-        let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
-        let mut slot: HashMap<&str, usize> = HashMap::new();
-        for (ordinal, p) in self.pending.iter().enumerate() {
-            let i = *slot.entry(p.key.as_str()).or_insert_with(|| {
-                groups.push((p.key.as_str(), Vec::new()));
-                groups.len() - 1
-            });
-            groups[i].1.push(ordinal);
-        }
+        let arches = self.toc_arches();
+        let groups = self.ordinals_by_key();
         let mut t = Vec::new();
         let e = |_| Error::new(ErrorKind::Io, "msgpack encoding failed");
         use rmp::encode::{write_map_len, write_str, write_uint};

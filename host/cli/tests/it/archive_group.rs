@@ -370,13 +370,7 @@ fn fat_wheel_files() -> BTreeMap<String, (Vec<u8>, u32)> {
 fn split_writes_group_artifacts_that_verify() {
     let tmp = tempfile::tempdir().unwrap();
     let a = tmp.path().join("in/blas_lib_gfx1100");
-    std::fs::create_dir_all(a.join("stage/lib")).unwrap();
-    std::fs::write(a.join("artifact_manifest.txt"), "stage\n").unwrap();
-    std::fs::copy(
-        fixture("clang19/libaxpy_generic.so"),
-        a.join("stage/lib/libaxpy.so"),
-    )
-    .unwrap();
+    crate::util::artifact_with_library(&a, fixture("clang19/libaxpy_generic.so"), "libaxpy.so");
     let out = tmp.path().join("out");
     let o = kpack([
         "split".as_ref(),
@@ -470,13 +464,7 @@ fn offload_writes_sub_family_delta_archives_that_load_and_verify() {
 fn split_and_wheel_split_take_zstd_delta() {
     let tmp = tempfile::tempdir().unwrap();
     let a = tmp.path().join("in/blas_lib_gfx1100");
-    std::fs::create_dir_all(a.join("stage/lib")).unwrap();
-    std::fs::write(a.join("artifact_manifest.txt"), "stage\n").unwrap();
-    std::fs::copy(
-        fixture("clang19/libaxpy_generic.so"),
-        a.join("stage/lib/libaxpy.so"),
-    )
-    .unwrap();
+    crate::util::artifact_with_library(&a, fixture("clang19/libaxpy_generic.so"), "libaxpy.so");
     let out = tmp.path().join("out");
     let o = kpack([
         "split".as_ref(),

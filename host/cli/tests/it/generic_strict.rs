@@ -238,9 +238,7 @@ fn strict_target_keeps_its_identity_through_inspect_offload_split_and_loading() 
     // split (artifact `strict_lib`: component `strict`, family `lib`): an
     // arch artifact of its own.
     let art = dir.path().join("art/strict_lib");
-    std::fs::create_dir_all(art.join("stage/lib")).unwrap();
-    std::fs::write(art.join("artifact_manifest.txt"), "stage\n").unwrap();
-    std::fs::copy(&lib, art.join("stage/lib/libstrict.so")).unwrap();
+    crate::util::artifact_with_library(&art, &lib, "libstrict.so");
     let split_out = dir.path().join("split");
     let out = kpack([
         "split".as_ref(),
@@ -259,13 +257,7 @@ fn strict_target_keeps_its_identity_through_inspect_offload_split_and_loading() 
 fn verify_counts_a_generic_archive_as_serving_every_processor_it_covers() {
     let dir = tempfile::tempdir().unwrap();
     let art = dir.path().join("art/axpy_lib");
-    std::fs::create_dir_all(art.join("stage/lib")).unwrap();
-    std::fs::write(art.join("artifact_manifest.txt"), "stage\n").unwrap();
-    std::fs::copy(
-        fixture("clang19/libaxpy_generic.so"),
-        art.join("stage/lib/libaxpy.so"),
-    )
-    .unwrap();
+    crate::util::artifact_with_library(&art, fixture("clang19/libaxpy_generic.so"), "libaxpy.so");
     let split_out = dir.path().join("split");
     let out = kpack([
         "split".as_ref(),

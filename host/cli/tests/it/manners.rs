@@ -439,13 +439,7 @@ fn dash_output_is_refused_where_more_than_one_stream_is_written() {
 fn verbose_split_names_each_file_and_quiet_says_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let art = tmp.path().join("axpy_lib");
-    std::fs::create_dir_all(art.join("stage/lib")).unwrap();
-    std::fs::write(art.join("artifact_manifest.txt"), "stage\n").unwrap();
-    std::fs::copy(
-        fixture("corpus/libaxpy_2arch.so"),
-        art.join("stage/lib/libaxpy.so"),
-    )
-    .unwrap();
+    crate::util::artifact_with_library(&art, fixture("corpus/libaxpy_2arch.so"), "libaxpy.so");
     std::fs::write(art.join("stage/lib/notes.txt"), "x").unwrap();
     let split = |flag: &str, out: &str| {
         let out = tmp.path().join(out);

@@ -32,13 +32,7 @@ fn split_refuses_split_output() {
     let tmp = tempfile::tempdir().unwrap();
     let shard = tmp.path().join("shard");
     let art = shard.join("axpy_lib");
-    std::fs::create_dir_all(art.join("stage/lib")).unwrap();
-    std::fs::write(art.join("artifact_manifest.txt"), "stage\n").unwrap();
-    std::fs::copy(
-        fixture("corpus/libaxpy_2arch.so"),
-        art.join("stage/lib/libaxpy.so"),
-    )
-    .unwrap();
+    crate::util::artifact_with_library(&art, fixture("corpus/libaxpy_2arch.so"), "libaxpy.so");
     let first = tmp.path().join("first");
     let o = split(&[&shard], &["--batch"], &first);
     assert!(o.status.success(), "{}", stderr(&o));

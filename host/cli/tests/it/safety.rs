@@ -214,9 +214,7 @@ fn archive_extract_of_a_corrupt_archive_leaves_nothing() {
 fn split_paths_stay_inside_the_output_and_outside_the_input() {
     let d = tmp("split");
     let art = d.join("blas_gfx90a");
-    std::fs::create_dir_all(art.join("stage/lib")).unwrap();
-    std::fs::write(art.join("artifact_manifest.txt"), "stage\n").unwrap();
-    std::fs::copy(fixture(FAT), art.join("stage/lib/libx.so")).unwrap();
+    crate::util::artifact_with_library(&art, fixture(FAT), "libx.so");
     std::fs::write(d.join("victim"), b"keep").unwrap();
     let split = |args: &[&std::ffi::OsStr]| {
         let mut v: Vec<&std::ffi::OsStr> = vec!["split".as_ref(), art.as_os_str()];

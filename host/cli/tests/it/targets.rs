@@ -158,9 +158,7 @@ fn bad_target_patterns_are_refused_before_any_io() {
 /// A TheRock-style artifact `blas_lib_gfx90a` with one fat library.
 fn artifact(root: &Path) -> PathBuf {
     let a = root.join("blas_lib_gfx90a");
-    std::fs::create_dir_all(a.join("stage/lib")).unwrap();
-    std::fs::write(a.join("artifact_manifest.txt"), "stage\n").unwrap();
-    std::fs::copy(fixture(FEAT), a.join("stage/lib/libaxpy.so")).unwrap();
+    crate::util::artifact_with_library(&a, fixture(FEAT), "libaxpy.so");
     a
 }
 

@@ -40,3 +40,11 @@ pub fn stub_hip(loading: bool) -> &'static Path {
     });
     kpack_tests::stub_hip(scratch(), capi.as_deref())
 }
+
+/// Make `art` a TheRock-style artifact (`artifact_manifest.txt` listing
+/// `stage`) holding the library `lib` as `stage/lib/<name>`.
+pub fn artifact_with_library(art: &Path, lib: impl AsRef<Path>, name: &str) {
+    std::fs::create_dir_all(art.join("stage/lib")).unwrap();
+    std::fs::write(art.join("artifact_manifest.txt"), "stage\n").unwrap();
+    std::fs::copy(lib, art.join("stage/lib").join(name)).unwrap();
+}

@@ -130,13 +130,7 @@ fn says_exactly_what_is_missing_with_exit_1() {
 fn resolves_across_split_artifacts_and_rejects_a_bad_gpu() {
     let dir = tempfile::tempdir().unwrap();
     let a = dir.path().join("blas_lib_gfx110X");
-    std::fs::create_dir_all(a.join("stage/lib")).unwrap();
-    std::fs::write(a.join("artifact_manifest.txt"), "stage\n").unwrap();
-    std::fs::copy(
-        fixture("clang19/libaxpy_generic.so"),
-        a.join("stage/lib/libaxpy.so"),
-    )
-    .unwrap();
+    crate::util::artifact_with_library(&a, fixture("clang19/libaxpy_generic.so"), "libaxpy.so");
     let out_dir = dir.path().join("out");
     let out = kpack([
         "split".as_ref(),
@@ -211,13 +205,7 @@ fn names_the_device_wheel_that_would_provide_a_missing_kernel() {
 fn names_the_arch_artifact_that_would_provide_a_missing_kernel() {
     let dir = tempfile::tempdir().unwrap();
     let a = dir.path().join("blas_lib_gfx110X");
-    std::fs::create_dir_all(a.join("stage/lib")).unwrap();
-    std::fs::write(a.join("artifact_manifest.txt"), "stage\n").unwrap();
-    std::fs::copy(
-        fixture("clang19/libaxpy_generic.so"),
-        a.join("stage/lib/libaxpy.so"),
-    )
-    .unwrap();
+    crate::util::artifact_with_library(&a, fixture("clang19/libaxpy_generic.so"), "libaxpy.so");
     let out_dir = dir.path().join("out");
     let out = kpack([
         "split".as_ref(),
