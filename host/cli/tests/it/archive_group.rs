@@ -2,8 +2,9 @@
 //! `.kpack`, markers that reach the group archives, and the loader (stub
 //! HIP runtime) and `kpack verify` following them.
 
+use crate::util::offload_into as offload;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use kpack_tests::{fixture, sha256_hex, stderr, stdout};
 use object::{Object, ObjectSection};
@@ -19,23 +20,6 @@ fn oracle(set: &str, file: &str, target: &str) -> (String, usize) {
         .find(|f| f[0] == file && f[2].rsplit("--").next() == Some(target))
         .map(|f| (f[4].to_owned(), f[3].parse().unwrap()))
         .unwrap_or_else(|| panic!("{set}/ORACLE.tsv has no {file} {target}"))
-}
-
-/// Offload `input` into `dir` (binary beside `.kpack/`) with `extra` flags.
-fn offload(input: &Path, dir: &Path, extra: &[&str]) -> PathBuf {
-    let out_bin = dir.join(input.file_name().unwrap());
-    let mut args: Vec<std::ffi::OsString> = vec![
-        "offload".into(),
-        input.into(),
-        "-o".into(),
-        out_bin.clone().into(),
-        "--archives".into(),
-        dir.join(".kpack").into(),
-    ];
-    args.extend(extra.iter().map(Into::into));
-    let out = kpack(args);
-    assert!(out.status.success(), "offload {extra:?}: {}", stderr(&out));
-    out_bin
 }
 
 /// Relative path → bytes of every file under `dir`.

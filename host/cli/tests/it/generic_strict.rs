@@ -26,22 +26,7 @@ fn clang19_oracle(file: &str, target: &str) -> (String, usize) {
 }
 
 fn offload(input: &Path, dir: &Path) -> PathBuf {
-    let out_bin = dir.join(input.file_name().unwrap());
-    let out = kpack([
-        "offload".as_ref(),
-        input.as_os_str(),
-        "-o".as_ref(),
-        out_bin.as_os_str(),
-        "--archives".as_ref(),
-        dir.join(".kpack").as_os_str(),
-    ]);
-    assert!(
-        out.status.success(),
-        "offload {}: {}",
-        input.display(),
-        stderr(&out)
-    );
-    out_bin
+    crate::util::offload_into(input, dir, &[])
 }
 
 /// Every load of a run for `archs` must have returned `(sha, size)`.

@@ -132,8 +132,6 @@ fn want(file: &str, co: u32, target: &str) -> &'static (String, usize) {
 
 /// `kpack offload` a fixture into `dir/NAME` with archives in `dir/.kpack`.
 fn offload(name: &str, dir: &Path) -> PathBuf {
-    let out_bin = dir.join(name);
-    let archives = dir.join(".kpack");
     let set = if kpack_tests::CLANG19_FAT_FIXTURES
         .iter()
         .any(|(f, _)| f == &name)
@@ -142,17 +140,7 @@ fn offload(name: &str, dir: &Path) -> PathBuf {
     } else {
         "corpus"
     };
-    let input = fixture(&format!("{set}/{name}"));
-    let out = kpack([
-        "offload".as_ref(),
-        input.as_os_str(),
-        "-o".as_ref(),
-        out_bin.as_os_str(),
-        "--archives".as_ref(),
-        archives.as_os_str(),
-    ]);
-    assert!(out.status.success(), "offload {name}: {}", stderr(&out));
-    out_bin
+    crate::util::offload_into(&fixture(&format!("{set}/{name}")), dir, &[])
 }
 
 /// Load every wrapper of `name` (offloaded in `dir`) for `archs`; each load

@@ -48,3 +48,26 @@ pub fn artifact_with_library(art: &Path, lib: impl AsRef<Path>, name: &str) {
     std::fs::write(art.join("artifact_manifest.txt"), "stage\n").unwrap();
     std::fs::copy(lib, art.join("stage/lib").join(name)).unwrap();
 }
+
+/// `kpack offload INPUT` into `dir` (the binary under its own name beside
+/// `dir/.kpack/`) with `extra` flags; asserts success, returns the binary.
+pub fn offload_into(input: &Path, dir: &Path, extra: &[&str]) -> PathBuf {
+    let out_bin = dir.join(input.file_name().unwrap());
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "offload".into(),
+        input.into(),
+        "-o".into(),
+        out_bin.clone().into(),
+        "--archives".into(),
+        dir.join(".kpack").into(),
+    ];
+    args.extend(extra.iter().map(Into::into));
+    let out = kpack(args);
+    assert!(
+        out.status.success(),
+        "offload {} {extra:?}: {}",
+        input.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out_bin
+}
