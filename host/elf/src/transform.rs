@@ -50,8 +50,10 @@ const EHDR_SIZE: u64 = 64;
 /// Section kpack adds over the padding before the kpack page.
 pub const PAD_SECTION: &str = ".kpack.pad";
 /// Section kpack adds over the program header table it moves to the kpack
-/// page (not allocated: it only keeps section-based rewriters off those
-/// bytes).
+/// page: `SHT_NULL` with `SHF_ALLOC`, so that libelf-based rewriters
+/// (eu-strip, dwz, debugedit) keep those bytes where they are and BFD
+/// (strip, objcopy), which drops `SHT_NULL` sections, does not lay it out
+/// after the table. Nothing reads it.
 pub const PHDR_SECTION: &str = ".kpack.phdr";
 
 /// Where the transform put the program headers and the marker.

@@ -113,6 +113,42 @@ pub(crate) fn packaging_steps(machine: u16) -> Vec<(&'static str, Vec<&'static s
     ]
 }
 
+/// The elfutils `eu-strip` runs Fedora's find-debuginfo and most
+/// non-Debian packaging use, each on a fresh copy of an offloaded binary:
+/// (label, arguments before the file). `debug` is where `-f` puts the
+/// removed sections. elfutils reads every machine, so aarch64 too.
+fn eu_strip_modes(debug: &Path) -> Vec<(&'static str, Vec<std::ffi::OsString>)> {
+    vec![
+        ("eu-strip", vec![]),
+        ("eu-strip --strip-debug", vec!["--strip-debug".into()]),
+        ("eu-strip -g", vec!["-g".into()]),
+        ("eu-strip --remove-comment", vec!["--remove-comment".into()]),
+        (
+            "eu-strip -f",
+            vec!["-f".into(), debug.as_os_str().to_owned()],
+        ),
+    ]
+}
+
+/// Run eu-strip `args` on a copy of `out_bin` named `<name>.<n>.eu-strip`
+/// in `dir`; returns the copy and whether eu-strip changed it (it leaves a
+/// file alone when it has nothing to remove).
+fn eu_strip_copy(
+    out_bin: &Path,
+    dir: &Path,
+    name: &str,
+    n: usize,
+    args: &[std::ffi::OsString],
+) -> (PathBuf, bool) {
+    let copy = dir.join(format!("{name}.{n}.eu-strip"));
+    std::fs::copy(out_bin, &copy).unwrap();
+    let mut a: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_os_str()).collect();
+    a.push(copy.as_os_str());
+    tool("eu-strip", &a);
+    let changed = std::fs::read(&copy).unwrap() != std::fs::read(out_bin).unwrap();
+    (copy, changed)
+}
+
 /// The whole loop on one fixture: inspect → extract (byte-identical to
 /// the oracle) → offload (archives hold the oracle's objects; the layout
 /// is `layout` when given) → verify-elf → packaging steps → verify-elf;
@@ -297,6 +333,19 @@ fn offload_loop(set: &FixtureSet, name: &str, layout: Option<&str>) {
         let mut a: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_ref()).collect();
         a.push(copy.as_os_str());
         tool(step, &a);
+        verify_ok(&copy);
+        if runs {
+            let (code, log) = run_under_stub(&copy);
+            assert_eq!(code, code_in, "{name} after {step}: {log:?}");
+            assert_eq!(names(&log), names(&log_in), "{name} after {step}");
+        }
+    }
+
+    // eu-strip lays out every section it keeps but the allocated ones;
+    // the program header table's allocated SHT_NULL cover keeps it.
+    let debug = dir.path().join(format!("{name}.eu-strip.debug"));
+    for (n, (step, args)) in eu_strip_modes(&debug).into_iter().enumerate() {
+        let (copy, _) = eu_strip_copy(&out_bin, dir.path(), name, n, &args);
         verify_ok(&copy);
         if runs {
             let (code, log) = run_under_stub(&copy);
@@ -776,15 +825,25 @@ fn verify_elf_reports_an_untransformed_fat_binary_and_a_broken_marker() {
 }
 
 /// elfutils' libelf (eu-strip 0.188) fills every gap between sections with
-/// zeros when it writes a file, and a program header table that is not
-/// right after the ELF header sits in such a gap: eu-strip zeroes it, in
-/// both layouts. Until elfutils leaves the table alone, `verify-elf` must
-/// catch the broken result rather than pass it on.
+/// zeros when it writes a file, and eu-strip gives every non-allocated
+/// section it keeps a new offset after the last allocated one. The
+/// relocated program header table survives because an allocated `SHT_NULL`
+/// section covers it (BFD drops those; libelf keeps them in place). Both
+/// layouts, every eu-strip mode: eu-strip removed something (so it did
+/// write the file), the cover is still over the table, and the result
+/// verifies. With the cover turned back into the non-allocated PROGBITS
+/// one kpack wrote before, eu-strip zeroes the table and `verify-elf`
+/// catches it.
 #[test]
-fn verify_elf_catches_the_program_headers_eu_strip_zeroes() {
-    for (set, name) in [
-        ("corpus", "libaxpy_2arch.so"),
-        ("clang19", "libaxpy_small.so"),
+fn program_headers_survive_every_eu_strip_mode_and_verify_elf_catches_a_zeroed_table() {
+    use object::read::elf::{ElfFile64, FileHeader, SectionHeader};
+    use object::{LittleEndian as LE, Object, ObjectSection};
+
+    // In place with DWARF (every mode removes something), shared page
+    // without (only the modes that remove .symtab or .comment do).
+    for (set, name, has_debug) in [
+        ("corpus", "lib2tu_2arch_debug.so", true),
+        ("clang19", "libaxpy_small.so", false),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let input = fixture(&format!("{set}/{name}"));
@@ -799,8 +858,46 @@ fn verify_elf_catches_the_program_headers_eu_strip_zeroes() {
             archives.as_os_str(),
         ]);
         assert!(out.status.success(), "{name}: {}", stderr(&out));
-        tool("eu-strip", &[out_bin.as_os_str()]);
-        let out = kpack(["verify-elf".as_ref(), out_bin.as_os_str()]);
+        // The cover over the table: (file offset of its header, offset, size).
+        let cover = |path: &Path| {
+            let bytes = std::fs::read(path).unwrap();
+            let elf = ElfFile64::<LE>::parse(&*bytes).unwrap();
+            let header = elf.elf_header();
+            let table = (header.e_phoff(LE), u64::from(header.e_phnum(LE)) * 56);
+            let section = elf.section_by_name(".kpack.phdr").unwrap();
+            let sh = section.elf_section_header();
+            assert_eq!(sh.sh_type(LE), object::elf::SHT_NULL, "{name}");
+            assert_eq!(sh.sh_flags(LE), u64::from(object::elf::SHF_ALLOC), "{name}");
+            let at = header.e_shoff(LE) + section.index().0 as u64 * 64;
+            (at, (sh.sh_offset(LE), sh.sh_size(LE)), table)
+        };
+        let (_, placed, table) = cover(&out_bin);
+        assert_eq!(placed, table, "{name}: cover is not over the table");
+
+        let debug = dir.path().join(format!("{name}.debug"));
+        for (n, (step, args)) in eu_strip_modes(&debug).into_iter().enumerate() {
+            let (copy, changed) = eu_strip_copy(&out_bin, dir.path(), name, n, &args);
+            // eu-strip rewrites the file only when it removes a section:
+            // make sure the modes that must remove one did.
+            if has_debug || matches!(step, "eu-strip" | "eu-strip --remove-comment") {
+                assert!(changed, "{name}: {step} left the file alone");
+            }
+            let (_, placed, table) = cover(&copy);
+            assert_eq!(placed, table, "{name} after {step}: cover moved");
+            verify_ok(&copy);
+        }
+
+        // The old cover: not allocated, PROGBITS.
+        let (header_at, _, _) = cover(&out_bin);
+        let mut bytes = std::fs::read(&out_bin).unwrap();
+        let at = header_at as usize;
+        bytes[at + 4..at + 8].copy_from_slice(&object::elf::SHT_PROGBITS.to_le_bytes());
+        bytes[at + 8..at + 16].copy_from_slice(&0u64.to_le_bytes());
+        let old = dir.path().join(format!("{name}.old-cover"));
+        std::fs::write(&old, &bytes).unwrap();
+        verify_ok(&old);
+        tool("eu-strip", &[old.as_os_str()]);
+        let out = kpack(["verify-elf".as_ref(), old.as_os_str()]);
         assert_eq!(
             out.status.code(),
             Some(1),
@@ -819,12 +916,13 @@ fn verify_elf_catches_the_program_headers_eu_strip_zeroes() {
 /// gives the debug-info tools real work, which clang's default DWARF 5
 /// does not (Debian's dwz 0.15 rejects it): `dwz` and `debugedit` must each
 /// change the offloaded file, `objcopy --only-keep-debug` +
-/// `--strip-debug --add-gnu-debuglink` must move its DWARF out, and every
+/// `--strip-debug --add-gnu-debuglink` and every `eu-strip` mode must move
+/// its DWARF out, and every
 /// result verifies, registers the input's kernels and loads, through
 /// librocm_kpack and the archives beside it, the code objects `kpack
 /// extract` takes from the input.
 #[test]
-fn dwarf4_library_survives_dwz_debugedit_and_debuglink_and_still_loads() {
+fn dwarf4_library_survives_dwz_debugedit_debuglink_and_eu_strip_and_still_loads() {
     use crate::runtime_e2e::{Load, run_loading};
 
     let name = "lib2tu_dwarf4.so";
@@ -942,6 +1040,19 @@ fn dwarf4_library_survives_dwz_debugedit_and_debuglink_and_still_loads() {
     assert!(sections(&copy).iter().any(|s| s == ".gnu_debuglink"));
     assert!(sections(&debug).iter().any(|s| s == ".debug_info"));
     check(&copy, "objcopy --only-keep-debug + --add-gnu-debuglink");
+
+    // Every eu-strip mode removes the DWARF (and more): each rewrites the
+    // file, which must still verify, run and load.
+    let eu_debug = dir.path().join(format!("{name}.eu-strip.debug"));
+    for (n, (step, args)) in eu_strip_modes(&eu_debug).into_iter().enumerate() {
+        let (copy, changed) = eu_strip_copy(&out_bin, dir.path(), name, n, &args);
+        assert!(changed, "{step} left the file alone: nothing was tested");
+        assert!(
+            !sections(&copy).iter().any(|s| s == ".debug_info"),
+            "{step}"
+        );
+        check(&copy, step);
+    }
 }
 
 /// `--compression none`, `--name`, `--key` and `--search-path`, each with

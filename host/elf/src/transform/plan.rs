@@ -252,12 +252,26 @@ impl Plan {
             ));
         }
         // The table lies in what was .hip_fatbin (now NOBITS), in no
-        // section: elfutils' libelf (eu-strip, dwz) zero-fills bytes
-        // between sections when it writes a file. A section over it keeps
-        // them. Not allocated: BFD (strip, objcopy) would lay an allocated
-        // one out after the table it treats as the segment's header.
-        let mut phdr_cover = add_section(PHDR_SECTION, 0, cut.kpack_page_offset, table_len);
-        phdr_cover.sh_flags.set(LE, 0);
+        // section: elfutils' libelf (eu-strip, dwz, debugedit) zero-fills
+        // bytes between sections when it writes a file, so a section must
+        // cover the table, and keep its offset through every rewriter:
+        // - eu-strip resets the offset of every non-allocated section and
+        //   lays them out after the last allocated one (strip.c), whatever
+        //   their index: the cover must be SHF_ALLOC, which it keeps where
+        //   it is;
+        // - BFD (strip, objcopy) would lay an allocated PROGBITS section
+        //   out after the table it treats as the segment's header ("lma
+        //   adjusted"), but it drops SHT_NULL sections ("inactive") and
+        //   writes the table itself.
+        // An allocated SHT_NULL section over the table satisfies both; it
+        // is mapped from its own bytes, which verify-elf checks.
+        let mut phdr_cover = add_section(
+            PHDR_SECTION,
+            cut.kpack_page_addr,
+            cut.kpack_page_offset,
+            table_len,
+        );
+        phdr_cover.sh_type.set(LE, elf::SHT_NULL);
         added_sections.push(phdr_cover);
         if let Purpose::Offload { .. } = purpose {
             added_sections.push(add_section(
@@ -811,7 +825,8 @@ mod tests {
             usize::from(plan.file_header.e_phnum.get(LE)),
             plan.program_headers.len()
         );
-        // A non-allocated section covers exactly the table, for libelf.
+        // An allocated SHT_NULL section covers exactly the table, for
+        // libelf (eu-strip keeps allocated offsets; BFD drops SHT_NULL).
         let cover_index = headers.sections.len()
             + plan
                 .added_names
@@ -819,9 +834,9 @@ mod tests {
                 .position(|n| *n == PHDR_SECTION)
                 .unwrap();
         let cover = plan.section_headers[cover_index];
-        assert_eq!(cover.sh_type.get(LE), elf::SHT_PROGBITS);
-        assert_eq!(cover.sh_flags.get(LE), 0);
-        assert_eq!(cover.sh_addr.get(LE), 0);
+        assert_eq!(cover.sh_type.get(LE), elf::SHT_NULL);
+        assert_eq!(cover.sh_flags.get(LE), u64::from(elf::SHF_ALLOC));
+        assert_eq!(cover.sh_addr.get(LE), kpack_page_addr(&plan));
         assert_eq!(cover.sh_offset.get(LE), plan.kpack_page_offset);
         assert_eq!(cover.sh_size.get(LE), table_len);
     }
