@@ -402,12 +402,17 @@ fn distro_steps(name: &str, input: &Path, out_bin: &Path, dir: &Path, check: &dy
     split_debug(&copy, &debug);
     check(&copy, "objcopy --only-keep-debug + --add-gnu-debuglink");
     // The debug file keeps every section at its address (what gdb reads).
+    // BFD drops SHT_NULL sections (the program header table's cover), and
+    // so does gdb: they are not compared.
     let addrs = |p: &Path| {
-        use object::{Object, ObjectSection};
+        use object::read::elf::{ElfFile64, SectionHeader};
+        use object::{LittleEndian as LE, Object, ObjectSection};
         let bytes = std::fs::read(p).unwrap();
-        let file = object::File::parse(&*bytes).unwrap();
+        let file = ElfFile64::<LE>::parse(&*bytes).unwrap();
         file.sections()
-            .filter(|s| s.address() != 0)
+            .filter(|s| {
+                s.address() != 0 && s.elf_section_header().sh_type(LE) != object::elf::SHT_NULL
+            })
             .map(|s| (s.name().unwrap().to_owned(), s.address()))
             .collect::<BTreeMap<_, _>>()
     };

@@ -957,6 +957,21 @@ mod tests {
         );
         // Growth: only the new .shstrtab names and two section headers.
         assert!(plan.output_size > len && plan.output_size - len < PAGE);
+        // The table's cover, as in place: allocated SHT_NULL over it.
+        let cover = plan.section_headers[headers.sections.len()
+            + plan
+                .added_names
+                .iter()
+                .position(|n| *n == PHDR_SECTION)
+                .unwrap()];
+        assert_eq!(cover.sh_type.get(LE), elf::SHT_NULL);
+        assert_eq!(cover.sh_flags.get(LE), u64::from(elf::SHF_ALLOC));
+        assert_eq!(cover.sh_addr.get(LE), kpack_page_addr(&plan));
+        assert_eq!(cover.sh_offset.get(LE), plan.kpack_page_offset);
+        assert_eq!(
+            cover.sh_size.get(LE),
+            plan.program_headers.len() as u64 * PHDR_SIZE
+        );
         let table_len = plan.program_headers.len() as u64 * PHDR_SIZE;
         let kpack = plan
             .program_headers
