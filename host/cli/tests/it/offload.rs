@@ -554,7 +554,12 @@ fn no_virtual_address_moves_except_the_removed_pages() {
         let alloc = |f: &object::File| {
             f.sections()
                 .filter(|s| s.address() != 0 && s.name() != Ok(".hip_fatbin"))
-                .filter(|s| !matches!(s.name(), Ok(".kpack.pad" | ".rocm_kpack_ref")))
+                .filter(|s| {
+                    !matches!(
+                        s.name(),
+                        Ok(".kpack.pad" | ".kpack.phdr" | ".rocm_kpack_ref")
+                    )
+                })
                 .map(|s| (s.name().unwrap().to_string(), s.address(), s.size()))
                 .collect::<Vec<_>>()
         };
