@@ -1,5 +1,5 @@
 //! `kpack offload` and `kpack verify-elf` on every real fixture: the output
-//! verifies, survives strip / objcopy / patchelf, still runs under a stub
+//! verifies, survives strip / objcopy / patchelf / eu-strip, still runs under a stub
 //! HIP runtime registering the same kernels, and its archives hold exactly
 //! the code objects clang-offload-bundler extracts.
 
