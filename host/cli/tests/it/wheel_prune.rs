@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::process::Command;
 
 use kpack_tests::{fixture, oracle, sha256_hex, stderr, stdout};
 
@@ -99,6 +100,18 @@ fn prunes_a_fat_wheel_to_one_gpu() {
         assert_eq!(code_objects(&bundles), expected, "{path}");
     }
 
+    // pip installs it, and what lands in site-packages is the pruned bytes.
+    let site = pip_install(dir.path(), &pruned);
+    assert_eq!(
+        std::fs::read(site.join("fatpkg/lib/libaxpy.so")).unwrap(),
+        after["fatpkg/lib/libaxpy.so"].0
+    );
+    assert!(
+        !site
+            .join("fatpkg/lib/rocblas/library/TensileLibrary_gfx1030.co")
+            .exists()
+    );
+
     // Reproducible: a second run gives the same bytes.
     let again = dir.path().join("again");
     let o = prune(&fat, &again, &["--keep", "gfx90a"]);
@@ -107,6 +120,39 @@ fn prunes_a_fat_wheel_to_one_gpu() {
         sha256_hex(&std::fs::read(again.join(WHEEL)).unwrap()),
         sha256_hex(&std::fs::read(&pruned).unwrap())
     );
+}
+
+/// `pip install --no-index --no-deps WHEEL` into a fresh venv; returns its
+/// platlib directory.
+fn pip_install(tmp: &Path, wheel: &Path) -> std::path::PathBuf {
+    let venv = tmp.join("venv");
+    let o = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .output()
+        .expect("python3");
+    assert!(o.status.success(), "python3 -m venv: {}", stderr(&o));
+    let py = venv.join("bin/python");
+    let o = Command::new(&py)
+        .args(["-m", "pip", "install", "--no-index", "--no-deps"])
+        .arg(wheel)
+        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "pip install: {}\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    let o = Command::new(&py)
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['platlib'])",
+        ])
+        .output()
+        .unwrap();
+    std::path::PathBuf::from(stdout(&o).trim())
 }
 
 #[test]
