@@ -1,12 +1,13 @@
 //! `kpack wheel split FAT.whl -o OUTDIR`: split a fat Python wheel into a
 //! host wheel and one device wheel per GPU processor (see `kpack-wheel`'s
-//! docs for the layout). Timestamps come from `SOURCE_DATE_EPOCH` when set,
+//! docs for the layout). `kpack wheel prune FAT.whl --keep T -o OUTDIR`:
+//! one fat wheel with only the chosen targets. Timestamps come from `SOURCE_DATE_EPOCH` when set,
 //! so two runs on the same input give byte-identical wheels.
 
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use kpack_wheel::{WheelOptions, WheelReport, ZIP_EPOCH, split_wheel};
+use kpack_wheel::{PruneOptions, WheelOptions, WheelReport, ZIP_EPOCH, prune_wheel, split_wheel};
 
 use crate::archive_args::ArchiveArgs;
 use crate::exit::CliResult;
@@ -24,6 +25,39 @@ pub struct Args {
 enum WheelCommand {
     /// Split a fat wheel into a host wheel and per-arch device wheels.
     Split(SplitArgs),
+    /// Keep only chosen GPU targets in a fat wheel (any HIP runtime loads it).
+    Prune(PruneArgs),
+}
+
+#[derive(clap::Args)]
+struct PruneArgs {
+    /// The fat wheel (never modified).
+    input: PathBuf,
+    /// Output directory (created; must not be the input's directory: the
+    /// pruned wheel has the input's name).
+    #[arg(short, long)]
+    output: PathBuf,
+    /// GPU targets to keep, repeatable and comma-separated, matched as
+    /// `--gpu-targets` (see `kpack prune`).
+    #[arg(long, value_name = "T,...", value_delimiter = ',', required = true)]
+    keep: Vec<String>,
+    /// A requested target the wheel lacks is an error, not a warning.
+    #[arg(long)]
+    strict: bool,
+    /// Do not check the MD5 of compressed bundles.
+    #[arg(long)]
+    no_verify_hash: bool,
+    /// Replace the pruned wheel if it already exists.
+    #[arg(long)]
+    force: bool,
+    /// Most bytes the wheel may inflate to (suffixes K, M, G, T; default 64G).
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    max_unpacked_size: Option<u64>,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    handlers: HandlerArgs,
 }
 
 #[derive(clap::Args)]
@@ -88,6 +122,7 @@ impl From<Group> for kpack_amdgpu::Level {
 pub fn run(args: Args) -> CliResult {
     match args.command {
         WheelCommand::Split(a) => split(a),
+        WheelCommand::Prune(a) => prune(a),
     }
 }
 
@@ -126,6 +161,82 @@ fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?} is not a size in bytes"))
 }
 
+fn prune(args: PruneArgs) -> CliResult {
+    let keep = kpack_prune::KeepList::parse(&args.keep)?;
+    crate::safety::regular_file(&args.input)?;
+    crate::safety::not_stdout(&args.output, "wheel prune")?;
+    let handlers = if args.handlers.is_empty() {
+        None
+    } else {
+        Some(args.handlers.load()?)
+    };
+    let mut opts = PruneOptions::new(keep);
+    opts.strict = args.strict;
+    opts.verify_hash = !args.no_verify_hash;
+    opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
+    opts.mtime = source_date_epoch()?;
+    opts.force = args.force;
+    set_limits(&mut opts.limits, args.max_unpacked_size);
+    // A failed prune leaves no output folder it created behind.
+    let created = crate::safety::CreatedDir::create(&args.output)?;
+    crate::safety::clean_stale_temps(&args.output);
+    let start = std::time::Instant::now();
+    let spinner = crate::ui::spinner(format!("pruning {}", args.input.display()));
+    let report = prune_wheel(&args.input, &args.output, &opts);
+    if let Some(s) = &spinner {
+        s.finish_and_clear();
+    }
+    let report = report?;
+    created.keep();
+    for w in &report.warnings {
+        eprintln!("warning: {}: {w}", args.input.display());
+    }
+    if args.json {
+        let mut v = serde_json::to_value(&report).context("json")?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("schema_version".into(), 1.into());
+        }
+        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+        return Ok(());
+    }
+    if !report.device_code {
+        println!(
+            "{}: no device code; copied unchanged to {}",
+            report.input.file,
+            report.output.path.display()
+        );
+        return Ok(());
+    }
+    println!(
+        "{} -> {}: {} -> {} ({:.1}%)",
+        report.input.file,
+        report.output.path.display(),
+        human(report.input.bytes),
+        human(report.output.bytes),
+        100.0 * report.output.bytes as f64 / report.input.bytes.max(1) as f64
+    );
+    println!("  kept {}", report.kept.join(", "));
+    if !report.dropped.is_empty() {
+        println!("  dropped {}", report.dropped.join(", "));
+    }
+    println!(
+        "  {} binaries pruned, {} database files left out",
+        report.binaries.len(),
+        report.dropped_files.len()
+    );
+    crate::ui::status(format_args!("done in {:.2?}", start.elapsed()));
+    Ok(())
+}
+
+/// `--max-unpacked-size`: raising the total is how a user says "this wheel
+/// is really that big", so the ratio guard follows it.
+fn set_limits(limits: &mut kpack_wheel::Limits, max_unpacked_size: Option<u64>) {
+    if let Some(max) = max_unpacked_size {
+        limits.max_unpacked_size = max;
+        limits.max_ratio = u64::MAX;
+    }
+}
+
 fn split(args: SplitArgs) -> CliResult {
     let targets = args.targets.filter()?;
     crate::safety::regular_file(&args.input)?;
@@ -159,12 +270,7 @@ fn split(args: SplitArgs) -> CliResult {
         crate::safety::clean_stale_temps(&args.output);
         Some(c)
     };
-    if let Some(max) = args.max_unpacked_size {
-        opts.limits.max_unpacked_size = max;
-        // Raising the total is how a user says "this wheel is really that
-        // big": the ratio guard follows it.
-        opts.limits.max_ratio = u64::MAX;
-    }
+    set_limits(&mut opts.limits, args.max_unpacked_size);
     opts.targets = targets;
 
     let start = std::time::Instant::now();

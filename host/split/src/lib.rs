@@ -89,7 +89,7 @@ pub use gpu::{GpuBinary, GpuKernel, GpuOutcome, GpuReport, explain_gpu, gpu_arch
 pub use manifest::{MANIFEST, prefix_link, read_manifest, write_manifest};
 pub use prefix::{
     ArchiveReport, BinaryReport, PrefixLayout, PrefixReport, Progress, SplitOptions, arch_dir_name,
-    archive_stem, split_prefix,
+    archive_stem, classify_files, split_prefix,
 };
 pub use recombine::{
     ArchGroup, RECORD, RecombineConfig, RecombineOptions, RecombineReport, Validation,

@@ -269,7 +269,7 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
             bytes: files.iter().map(|f| f.1).sum(),
         });
     }
-    let claims = classify(layout.source, &files, opts)?;
+    let claims = classify_files(layout.source, &files, opts.databases)?;
 
     let results: Vec<(String, std::result::Result<FileResult, String>)> = files
         .par_iter()
@@ -430,12 +430,16 @@ fn walk(root: &Path) -> Result<Vec<Node>> {
     Ok(out)
 }
 
-fn classify(
+/// What the database handlers `databases` say of each of `files` (paths
+/// relative to `root`, with their sizes): each file's leading bytes, as
+/// many as its handler asks for, are read and handed over. `None` for a
+/// file no handler claims, and for every file without handlers.
+pub fn classify_files(
     root: &Path,
     files: &[(&str, u64)],
-    opts: &SplitOptions<'_>,
+    databases: Option<&dyn Databases>,
 ) -> Result<Vec<Option<Claim>>> {
-    let Some(db) = opts.databases else {
+    let Some(db) = databases else {
         return Ok(vec![None; files.len()]);
     };
     let infos = files

@@ -7,6 +7,11 @@
 //! overlay the host package: installing the host wheel and any device wheels
 //! gives a working tree, and device wheels never share a file.
 //!
+//! `kpack wheel prune` ([`prune_wheel`]) instead keeps one fat wheel, with
+//! only the chosen GPU targets inside its binaries and without the
+//! database files of other targets: same name, version and tags, loadable
+//! by any HIP runtime.
+//!
 //! Layers:
 //! - names: [`normalize`] / [`escape`] (PEP 503 / PEP 427), [`WheelName`];
 //! - metadata: [`Headers`] (WHEEL and METADATA, a strict parser of the
@@ -49,6 +54,7 @@
 mod error;
 mod headers;
 mod name;
+mod prune;
 mod reader;
 mod record;
 mod split;
@@ -57,6 +63,7 @@ mod writer;
 pub use error::{Error, ErrorKind, Result};
 pub use headers::{HeaderError, Headers};
 pub use name::{WheelName, escape, is_valid_name, normalize};
+pub use prune::{DroppedFile, PruneOptions, PruneReport, PrunedFile, prune_wheel};
 pub use reader::Limits;
 pub use record::{RecordEntry, RecordError, parse_record, record_hash, write_record};
 pub use split::{

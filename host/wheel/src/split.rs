@@ -180,14 +180,14 @@ impl WheelReport {
     }
 }
 
-struct Entry {
-    path: String,
-    src: Source,
-    mode: u32,
+pub(crate) struct Entry {
+    pub(crate) path: String,
+    pub(crate) src: Source,
+    pub(crate) mode: u32,
 }
 
 /// Where an output entry's bytes come from.
-enum Source {
+pub(crate) enum Source {
     /// A file on disk, compressed by the writer.
     Disk(PathBuf),
     /// An input entry whose content is unchanged: its compressed bytes are
@@ -202,14 +202,13 @@ enum Source {
 
 /// dist-info last and RECORD after everything (the wheel spec asks for
 /// `.dist-info` at the end of the archive); otherwise bytewise path order.
-fn entry_order(dist_info: &str, path: &str) -> (bool, String) {
+pub(crate) fn entry_order(dist_info: &str, path: &str) -> (bool, String) {
     (path.starts_with(&format!("{dist_info}/")), path.to_string())
 }
 
-/// Split `input` into `out_dir` (created if missing; must not be the
 /// An existing output wheel is refused unless `force` (one policy for every
 /// kpack command that writes).
-fn refuse_existing(dest: &Path, force: bool) -> Result<()> {
+pub(crate) fn refuse_existing(dest: &Path, force: bool) -> Result<()> {
     if !force && std::fs::symlink_metadata(dest).is_ok() {
         return Err(Error::new(
             ErrorKind::Exists,
@@ -220,27 +219,14 @@ fn refuse_existing(dest: &Path, force: bool) -> Result<()> {
     Ok(())
 }
 
+/// Split `input` into `out_dir` (created if missing; must not be the
 /// input's directory, since the host wheel has the input's file name).
 pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Result<WheelReport> {
     check_archive_group(input, opts)?;
     if !opts.dry_run {
         std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, "cannot create", e))?;
     }
-    let input_dir = input
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    };
-    if same(input_dir, out_dir) {
-        return Err(Error::new(
-            ErrorKind::Exists,
-            Some(out_dir.to_path_buf()),
-            "the output directory holds the input, and the host wheel has the input's name: choose another",
-        ));
-    }
+    refuse_input_dir(input, out_dir, "the host wheel")?;
     // Staged next to the outputs so the final renames stay on one file
     // system; a dry run stages in the system's temp directory instead.
     let staging_in = if opts.dry_run {
@@ -286,22 +272,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
             format!("archive directory {archive_dir:?} is not a plain relative path"),
         ));
     }
-    // A device wheel is marked by the WHEEL file wheel split writes for it;
-    // refused before anything is split (it may hold no archive at all,
-    // only database files).
-    if let Some(g) = un
-        .wheel
-        .get("Generator")
-        .filter(|g| g.starts_with("kpack-wheel "))
-    {
-        return Err(Error::new(
-            ErrorKind::AlreadySplit,
-            Some(input.to_path_buf()),
-            format!(
-                "a device wheel written by kpack wheel split (WHEEL Generator: {g}): split the original fat wheel instead"
-            ),
-        ));
-    }
+    refuse_device_wheel(input, &un, "split")?;
     let mut warnings = un.warnings.clone();
     let tags: Vec<String> = un.wheel.get_all("Tag").map(str::to_string).collect();
 
@@ -664,21 +635,65 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     })
 }
 
-struct WheelJob {
-    file: String,
-    distribution: String,
-    arch: Option<String>,
+/// The output directory must not hold the input: `what` has the input's
+/// file name.
+pub(crate) fn refuse_input_dir(input: &Path, out_dir: &Path, what: &str) -> Result<()> {
+    let input_dir = input
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same(input_dir, out_dir) {
+        return Err(Error::new(
+            ErrorKind::Exists,
+            Some(out_dir.to_path_buf()),
+            format!(
+                "the output directory holds the input, and {what} has the input's name: choose another"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A device wheel is marked by the WHEEL file wheel split writes for it;
+/// refused before anything is done to it (it may hold no archive at all,
+/// only database files). `verb` is the refused command (`split`, `prune`).
+pub(crate) fn refuse_device_wheel(input: &Path, un: &Unpacked, verb: &str) -> Result<()> {
+    if let Some(g) = un
+        .wheel
+        .get("Generator")
+        .filter(|g| g.starts_with("kpack-wheel "))
+    {
+        return Err(Error::new(
+            ErrorKind::AlreadySplit,
+            Some(input.to_path_buf()),
+            format!(
+                "a device wheel written by kpack wheel split (WHEEL Generator: {g}): {verb} the original fat wheel instead"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// One wheel to write.
+pub(crate) struct WheelJob {
+    pub(crate) file: String,
+    pub(crate) distribution: String,
+    pub(crate) arch: Option<String>,
     /// Processors whose device trees go into the wheel.
-    members: Vec<String>,
-    dirs: Vec<(String, u32)>,
-    entries: Vec<Entry>,
+    pub(crate) members: Vec<String>,
+    pub(crate) dirs: Vec<(String, u32)>,
+    pub(crate) entries: Vec<Entry>,
     /// Generated dist-info files (already in order: METADATA, WHEEL).
-    generated: Vec<(String, String)>,
-    record: String,
+    pub(crate) generated: Vec<(String, String)>,
+    pub(crate) record: String,
 }
 
 impl WheelJob {
-    fn write(&self, input: &Path, path: &Path, time: DateTime) -> Result<(u64, usize)> {
+    pub(crate) fn write(&self, input: &Path, path: &Path, time: DateTime) -> Result<(u64, usize)> {
         let mut w = WheelWriter::create(path, time)?;
         let mut zip = None;
         for (d, m) in &self.dirs {

@@ -34,3 +34,4 @@ mod util;
 mod verify_gpu;
 mod wheel;
 mod wheel_groups;
+mod wheel_prune;

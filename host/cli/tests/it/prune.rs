@@ -19,7 +19,7 @@ use crate::util::{kpack, stub_hip};
 
 /// A run under the stub HIP runtime built without `-DKPACK_LOAD`: its log
 /// lines and every bundle a wrapper handed it.
-fn run_plain_stub(binary: &Path, dump: &Path) -> (Vec<String>, Vec<Vec<u8>>) {
+pub(crate) fn run_plain_stub(binary: &Path, dump: &Path) -> (Vec<String>, Vec<Vec<u8>>) {
     std::fs::create_dir_all(dump).unwrap();
     let log = dump.join("log");
     let out = stub_command(stub_hip(false), binary)
@@ -44,7 +44,7 @@ fn run_plain_stub(binary: &Path, dump: &Path) -> (Vec<String>, Vec<Vec<u8>>) {
 }
 
 /// (target, sha256) of every device code object in `bundles`.
-fn code_objects(bundles: &[Vec<u8>]) -> BTreeSet<(String, String)> {
+pub(crate) fn code_objects(bundles: &[Vec<u8>]) -> BTreeSet<(String, String)> {
     let mut set = BTreeSet::new();
     for bytes in bundles {
         for item in walk(bytes, 0, bytes.len() as u64, WalkOptions::default()) {
@@ -61,7 +61,7 @@ fn code_objects(bundles: &[Vec<u8>]) -> BTreeSet<(String, String)> {
 }
 
 /// Registration lines (kernels, variables), the part that must not change.
-fn registrations(log: &[String]) -> Vec<String> {
+pub(crate) fn registrations(log: &[String]) -> Vec<String> {
     log.iter()
         .filter(|l| l.starts_with("function ") || l.starts_with("var ") || l.starts_with("fatbin"))
         .cloned()

@@ -20,7 +20,7 @@ use zip::write::SimpleFileOptions;
 
 use crate::util::{KPACK, component_cache};
 
-const WHEEL: &str = "fatpkg-1.0-py3-none-linux_x86_64.whl";
+pub(crate) const WHEEL: &str = "fatpkg-1.0-py3-none-linux_x86_64.whl";
 const HOST_DI: &str = "fatpkg-1.0.dist-info";
 
 pub(crate) fn kpack_env<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> Output {
@@ -74,7 +74,7 @@ fn record_line(path: &str, bytes: &[u8]) -> String {
 }
 
 /// The files of the fat wheel: wheel path → (bytes, mode).
-fn fat_files() -> BTreeMap<String, (Vec<u8>, u32)> {
+pub(crate) fn fat_files() -> BTreeMap<String, (Vec<u8>, u32)> {
     let co = extracted(&fixture("corpus/libaxpy_2arch.so"));
     let mut f = BTreeMap::new();
     let mut add = |p: &str, b: Vec<u8>, m: u32| {

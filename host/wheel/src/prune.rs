@@ -1,0 +1,390 @@
+//! [`prune_wheel`]: one fat wheel → one smaller fat wheel for chosen GPUs.
+//! Same name, version and tags; every fat binary keeps only the chosen
+//! targets inside it ([`kpack_prune`]), database files the handlers place
+//! on other targets are left out, RECORD is regenerated. The result needs
+//! no kpack runtime: any HIP runtime loads its binaries as they are.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use kpack_bundle::WalkOptions;
+use kpack_prune::{KeepList, Prunable};
+use kpack_split::{Classification, Databases};
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::reader::{Limits, Route, SPLIT_SCHEMES, Unpacked, list_files, unpack};
+use crate::split::{
+    Entry, Source, WheelFile, WheelJob, entry_order, refuse_device_wheel, refuse_existing,
+    refuse_input_dir,
+};
+use crate::writer::{ZIP_EPOCH, zip_time};
+
+/// How to prune a wheel. Build it with [`PruneOptions::new`].
+#[derive(Clone)]
+pub struct PruneOptions<'a> {
+    /// The targets to keep (`--keep`).
+    pub keep: KeepList,
+    /// A `--keep` target that no binary or database file of the wheel has
+    /// is an error (else a warning).
+    pub strict: bool,
+    /// Check the MD5 of compressed bundles.
+    pub verify_hash: bool,
+    /// Database classifier (the `--split-databases` handlers), if any:
+    /// files it places on targets that are not kept are left out.
+    pub databases: Option<&'a dyn Databases>,
+    /// Timestamp of every zip entry, seconds since the Unix epoch (the CLI
+    /// passes `SOURCE_DATE_EPOCH`); default 1980-01-01.
+    pub mtime: u64,
+    /// Replace an existing output wheel.
+    pub force: bool,
+    /// How much the input may inflate to (zip-bomb guards).
+    pub limits: Limits,
+}
+
+impl PruneOptions<'_> {
+    /// Keep `keep`; hashes checked, no databases, timestamps 1980-01-01.
+    pub fn new(keep: KeepList) -> PruneOptions<'static> {
+        PruneOptions {
+            keep,
+            strict: false,
+            verify_hash: true,
+            databases: None,
+            mtime: ZIP_EPOCH,
+            force: false,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// One pruned file (a fat binary, object or static archive).
+#[derive(Debug, Clone, Serialize)]
+pub struct PrunedFile {
+    /// Wheel path.
+    pub path: String,
+    /// Targets kept inside it.
+    pub kept: Vec<String>,
+    /// Targets dropped from it.
+    pub dropped: Vec<String>,
+    /// Size before.
+    pub bytes_in: u64,
+    /// Size after.
+    pub bytes_out: u64,
+    /// Layout taken (see `kpack prune`).
+    pub layout: &'static str,
+}
+
+/// One database file left out.
+#[derive(Debug, Clone, Serialize)]
+pub struct DroppedFile {
+    /// Wheel path.
+    pub path: String,
+    /// The handler that placed it.
+    pub handler: String,
+    /// The target it serves.
+    pub target: String,
+    /// Its size.
+    pub bytes: u64,
+}
+
+/// What [`prune_wheel`] did.
+#[derive(Debug, Clone, Serialize)]
+pub struct PruneReport {
+    /// The input wheel.
+    pub input: WheelFile,
+    /// The pruned wheel (the input's file name, in the output directory).
+    pub output: WheelFile,
+    /// Whether the wheel had device code; without any, it is copied
+    /// unchanged.
+    pub device_code: bool,
+    /// Every target of its device code and database files, kept.
+    pub kept: Vec<String>,
+    /// Every target of its device code and database files, dropped.
+    pub dropped: Vec<String>,
+    /// `--keep` targets the wheel has nothing for.
+    pub missing: Vec<String>,
+    /// Pruned files, by wheel path.
+    pub binaries: Vec<PrunedFile>,
+    /// Database files left out, by wheel path.
+    pub dropped_files: Vec<DroppedFile>,
+    /// Problems that did not stop the prune.
+    pub warnings: Vec<String>,
+}
+
+/// One file of a scheme tree and what happens to it.
+enum Plan {
+    /// Copied as it is.
+    Keep,
+    /// Pruned into the staging directory.
+    Prune(Box<Prunable>),
+    /// Left out: a database file of a target not kept.
+    Drop { handler: String, target: String },
+}
+
+/// Prune `input` into `out_dir` (created if missing; must not be the
+/// input's directory: the output has the input's file name).
+pub fn prune_wheel(input: &Path, out_dir: &Path, opts: &PruneOptions<'_>) -> Result<PruneReport> {
+    std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, "cannot create", e))?;
+    refuse_input_dir(input, out_dir, "the pruned wheel")?;
+    // Staged next to the output so the final rename stays on one file system.
+    let staging = tempfile::Builder::new()
+        .prefix(&kpack_format::temp_prefix("wheel"))
+        .tempdir_in(out_dir)
+        .map_err(|e| Error::io(out_dir, "cannot create a staging directory", e))?;
+    let src = staging.path().join("src");
+    std::fs::create_dir_all(&src).map_err(|e| Error::io(&src, "cannot create", e))?;
+    let un = unpack(input, &src, &opts.limits)?;
+    refuse_device_wheel(input, &un, "prune")?;
+    let mut warnings = un.warnings.clone();
+    let distribution = un
+        .metadata
+        .get("Name")
+        .unwrap_or(&un.name.distribution)
+        .to_string();
+    let input_file = un.name.to_string();
+    let input_report = WheelFile {
+        file: input_file.clone(),
+        path: input.to_path_buf(),
+        distribution: distribution.clone(),
+        bytes: un.bytes,
+        files: un.files.len(),
+    };
+
+    // What happens to each file, decided before anything is written so that
+    // keeping nothing (or, with --strict, a missing target) writes nothing.
+    let mut plans: Vec<(String, PathBuf, Plan)> = Vec::new();
+    for scheme in SPLIT_SCHEMES {
+        let root = src.join(scheme);
+        let files = list_files(&root)?;
+        let sized = files
+            .iter()
+            .map(|(rel, p)| {
+                let len = std::fs::metadata(p)
+                    .map_err(|e| Error::io(p, "cannot stat", e))?
+                    .len();
+                Ok((rel.as_str(), len))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let claims = kpack_split::classify_files(&root, &sized, opts.databases)
+            .map_err(|e| Error::split(input, e))?;
+        let walk = WalkOptions {
+            verify_hash: opts.verify_hash,
+        };
+        let planned = files
+            .par_iter()
+            .zip(claims)
+            .map(|((rel, p), claim)| {
+                let path = Unpacked::wheel_path(&un.data_dir, scheme, rel);
+                let plan = match claim {
+                    Some(c) => match c.classification {
+                        Classification::Arch(target) if !opts.keep.filter().keeps(&target) => {
+                            Plan::Drop {
+                                handler: c.handler,
+                                target,
+                            }
+                        }
+                        _ => Plan::Keep,
+                    },
+                    None => match kpack_prune::open(p, walk) {
+                        Ok(Some(prunable)) => Plan::Prune(Box::new(prunable)),
+                        Ok(None) => Plan::Keep,
+                        Err(e) => {
+                            return Err(Error::new(
+                                ErrorKind::Split,
+                                Some(input.to_path_buf()),
+                                format!("{path}: cannot read"),
+                            )
+                            .with_source(e));
+                        }
+                    },
+                };
+                Ok((path, p.clone(), plan))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        plans.extend(planned);
+    }
+
+    let mut targets = BTreeSet::new();
+    for (_, _, plan) in &plans {
+        match plan {
+            Plan::Prune(p) => targets.extend(p.targets().iter().cloned()),
+            Plan::Drop { target, .. } => {
+                targets.insert(target.clone());
+            }
+            Plan::Keep => {}
+        }
+    }
+    let targets: Vec<String> = targets.into_iter().collect();
+    let output_path = out_dir.join(&input_file);
+    if targets.is_empty() {
+        // No device code: the wheel is its own pruned wheel.
+        refuse_existing(&output_path, opts.force)?;
+        let staged = staging.path().join(&input_file);
+        std::fs::copy(input, &staged)
+            .map_err(|e| Error::io(&staged, "cannot copy the input", e))?;
+        std::fs::rename(&staged, &output_path)
+            .map_err(|e| Error::io(&output_path, "cannot move into place", e))?;
+        return Ok(PruneReport {
+            output: WheelFile {
+                path: output_path,
+                ..input_report.clone()
+            },
+            input: input_report,
+            device_code: false,
+            kept: Vec::new(),
+            dropped: Vec::new(),
+            missing: Vec::new(),
+            binaries: Vec::new(),
+            dropped_files: Vec::new(),
+            warnings,
+        });
+    }
+    let (kept, dropped) = opts.keep.partition(&targets);
+    let missing = opts.keep.missing(&targets);
+    if opts.strict && !missing.is_empty() {
+        return Err(Error::invalid(
+            input,
+            format!(
+                "has no code object or database file for {} (it has {})",
+                missing.join(", "),
+                targets.join(", ")
+            ),
+        ));
+    }
+    if kept.is_empty() {
+        return Err(Error::invalid(
+            input,
+            format!(
+                "--keep {} matches none of its targets ({}): pruning would keep nothing",
+                opts.keep.names().join(","),
+                targets.join(", ")
+            ),
+        ));
+    }
+    for t in &missing {
+        warnings.push(format!("has no code object or database file for {t}"));
+    }
+    refuse_existing(&output_path, opts.force)?;
+
+    // Prune every fat file into the staging directory.
+    let pruned_root = staging.path().join("pruned");
+    let keep = opts.keep.filter();
+    let pruned = plans
+        .par_iter()
+        .filter_map(|(path, _, plan)| match plan {
+            Plan::Prune(p) => Some((path, p)),
+            _ => None,
+        })
+        .map(|(path, p)| {
+            let out = pruned_root.join(path);
+            if let Some(dir) = out.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create", e))?;
+            }
+            let report = p.write(&out, keep).map_err(|e| {
+                Error::new(
+                    ErrorKind::Split,
+                    Some(input.to_path_buf()),
+                    format!("{path}: cannot prune"),
+                )
+                .with_source(e)
+            })?;
+            let (kept, dropped) = opts.keep.partition(p.targets());
+            Ok(PrunedFile {
+                path: path.clone(),
+                kept,
+                dropped,
+                bytes_in: report.input_size(),
+                bytes_out: report.output_size(),
+                layout: report.layout(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    for b in pruned.iter().filter(|b| b.kept.is_empty()) {
+        warnings.push(format!(
+            "{}: none of its targets ({}) is kept; its bundles now hold host code only",
+            b.path,
+            b.dropped.join(", ")
+        ));
+    }
+
+    // The pruned wheel: pruned files from disk, the rest raw-copied; the
+    // input's RECORD (and any signature of it) replaced.
+    let record = format!("{}/RECORD", un.dist_info);
+    let by_path: BTreeMap<&str, &Plan> = plans
+        .iter()
+        .map(|(p, _, plan)| (p.as_str(), plan))
+        .collect();
+    let mut entries = Vec::new();
+    let mut dropped_files = Vec::new();
+    for (path, meta) in &un.files {
+        if path.starts_with(&record) {
+            if path != &record {
+                warnings.push(format!(
+                    "{path} dropped: it signs the input's RECORD, which the pruned wheel replaces"
+                ));
+            }
+            continue;
+        }
+        let plan = match un.route(path) {
+            Route::Keep => &Plan::Keep,
+            Route::Split(..) => by_path.get(path.as_str()).copied().unwrap_or(&Plan::Keep),
+        };
+        let src = match plan {
+            Plan::Keep => Source::Raw {
+                index: meta.index,
+                hash: meta.hash.clone(),
+                size: meta.size,
+            },
+            Plan::Prune(_) => Source::Disk(pruned_root.join(path)),
+            Plan::Drop { handler, target } => {
+                dropped_files.push(DroppedFile {
+                    path: path.clone(),
+                    handler: handler.clone(),
+                    target: target.clone(),
+                    bytes: meta.size,
+                });
+                continue;
+            }
+        };
+        entries.push(Entry {
+            path: path.clone(),
+            src,
+            mode: meta.mode,
+        });
+    }
+    entries.sort_by_cached_key(|e| entry_order(&un.dist_info, &e.path));
+    let job = WheelJob {
+        file: input_file.clone(),
+        distribution: distribution.clone(),
+        arch: None,
+        members: Vec::new(),
+        dirs: un.dirs.iter().map(|(d, m)| (d.clone(), *m)).collect(),
+        entries,
+        generated: Vec::new(),
+        record,
+    };
+    let staged = staging.path().join(&input_file);
+    let (bytes, files) = job.write(input, &staged, zip_time(opts.mtime))?;
+    std::fs::rename(&staged, &output_path)
+        .map_err(|e| Error::io(&output_path, "cannot move into place", e))?;
+    let mut binaries = pruned;
+    binaries.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(PruneReport {
+        input: input_report,
+        output: WheelFile {
+            file: input_file,
+            path: output_path,
+            distribution,
+            bytes,
+            files,
+        },
+        device_code: true,
+        kept,
+        dropped,
+        missing,
+        binaries,
+        dropped_files,
+        warnings,
+    })
+}
