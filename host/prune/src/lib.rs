@@ -361,8 +361,8 @@ mod tests {
     #[test]
     fn empty_and_invalid_keep_lists_are_errors() {
         assert!(matches!(list(&[" , "]), Err(Error::EmptyKeep)));
-        match list(&["gfx90a", "sm_90"]) {
-            Err(Error::InvalidKeep { item, .. }) => assert_eq!(item, "sm_90"),
+        match list(&["gfx90a", "gfx90a:xnack"]) {
+            Err(Error::InvalidKeep { item, .. }) => assert_eq!(item, "gfx90a:xnack"),
             other => panic!("{other:?}"),
         }
     }
