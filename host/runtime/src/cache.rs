@@ -164,6 +164,66 @@ impl Cache {
         arches: &[&str],
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R> {
+        let (res, key) = self.resolve_key(marker, binary_path, co_index, arches)?;
+        let (pair, entry) = self.pick(&res, &key, arches)?;
+        let (path, archive) = &res.valid[res.pairs[pair].0];
+        let read = match entry.base() {
+            None => archive.read(entry),
+            Some(ordinal) => self
+                .base(path, archive, entry, ordinal)
+                .and_then(|base| archive.read_with_base(entry, &base))
+                .map(std::borrow::Cow::Owned),
+        };
+        match read {
+            Ok(bytes) => Ok(f(&bytes)),
+            Err(e) => Err(self.read_failed(&res, pair, entry, e)),
+        }
+    }
+
+    /// [`load`](Self::load) decoding straight into a buffer of the code
+    /// object's size from `alloc` (`None`: out of memory), the C ABI's
+    /// `malloc`ed one: one allocation and no copy of the decoded bytes,
+    /// where [`load_with`](Self::load_with) decodes into a buffer of its own.
+    /// On an error the buffer is dropped.
+    pub fn load_into<B: AsMut<[u8]>>(
+        &self,
+        marker: &Marker,
+        binary_path: &Path,
+        co_index: u32,
+        arches: &[&str],
+        alloc: impl FnOnce(usize) -> Option<B>,
+    ) -> Result<B> {
+        let (res, key) = self.resolve_key(marker, binary_path, co_index, arches)?;
+        let (pair, entry) = self.pick(&res, &key, arches)?;
+        let (path, archive) = &res.valid[res.pairs[pair].0];
+        let size = usize::try_from(entry.original_size())
+            .map_err(|_| Error::new(ErrorKind::OutOfMemory, "code object too large"))?;
+        let mut out = alloc(size).ok_or_else(|| {
+            Error::new(
+                ErrorKind::OutOfMemory,
+                format!("cannot allocate {size} bytes for {:?}", entry.key()),
+            )
+        })?;
+        let read = match entry.base() {
+            None => archive.read_into(entry, out.as_mut()),
+            Some(ordinal) => self
+                .base(path, archive, entry, ordinal)
+                .and_then(|base| archive.read_with_base_into(entry, &base, out.as_mut())),
+        };
+        match read {
+            Ok(()) => Ok(out),
+            Err(e) => Err(self.read_failed(&res, pair, entry, e)),
+        }
+    }
+
+    /// Check the arguments and resolve: the resolution and the TOC key.
+    fn resolve_key(
+        &self,
+        marker: &Marker,
+        binary_path: &Path,
+        co_index: u32,
+        arches: &[&str],
+    ) -> Result<(Arc<Resolution>, String)> {
         if arches.is_empty() {
             return Err(Error::new(ErrorKind::InvalidArgument, "empty arch list"));
         }
@@ -183,47 +243,45 @@ impl Cache {
         }
         let key = format!("{}#{co_index}", marker.kernel_name);
         let res = self.resolve(marker, binary_path, arches)?;
-        let (pair, entry) = self.pick(&res, &key, arches)?;
-        let (archive_path, archive) = &res.valid[res.pairs[pair].0];
-        match self.read(archive_path, archive, entry) {
-            Ok(bytes) => Ok(f(&bytes)),
-            Err(e) => {
-                let (path, target) = (&res.valid[res.pairs[pair].0].0, &res.pairs[pair].1);
-                let msg = format!(
-                    "archive {} lists {key:?} for target {target:?} but reading it failed: {}\n{}",
-                    path.display(),
-                    crate::error::error_chain(&e),
-                    res.diagnostic
-                );
-                self.debug(|| msg.clone());
-                self.set_diagnostic(msg);
-                Err(e.into())
-            }
-        }
+        Ok((res, key))
     }
 
-    /// The decoded bytes of `entry`; a `zstd-delta` delta reuses its base
-    /// from the memo (or decodes and keeps it).
-    fn read<'a>(
+    /// The error (and diagnostic) for a listed entry that failed to decode.
+    fn read_failed(
+        &self,
+        res: &Resolution,
+        pair: usize,
+        entry: &kpack_format::Entry,
+        e: kpack_format::Error,
+    ) -> Error {
+        let (path, target) = (&res.valid[res.pairs[pair].0].0, &res.pairs[pair].1);
+        let msg = format!(
+            "archive {} lists {:?} for target {target:?} but reading it failed: {}\n{}",
+            path.display(),
+            entry.key(),
+            crate::error::error_chain(&e),
+            res.diagnostic
+        );
+        self.debug(|| msg.clone());
+        self.set_diagnostic(msg);
+        e.into()
+    }
+
+    /// The decoded base `ordinal` of the `zstd-delta` delta `entry`, from
+    /// the memo (or decoded and kept).
+    fn base(
         &self,
         path: &Path,
-        archive: &'a Archive,
+        archive: &Archive,
         entry: &kpack_format::Entry,
-    ) -> kpack_format::Result<std::borrow::Cow<'a, [u8]>> {
-        let Some(ordinal) = entry.base() else {
-            return archive.read(entry);
-        };
-        let base = match self.bases.get(path, ordinal) {
-            Some(b) => b,
-            None => {
-                let decoded = Arc::new(archive.read_base(entry)?.unwrap_or_default());
-                self.bases.insert(path, ordinal, Arc::clone(&decoded));
-                decoded
-            }
-        };
-        archive
-            .read_with_base(entry, &base)
-            .map(std::borrow::Cow::Owned)
+        ordinal: u64,
+    ) -> kpack_format::Result<Arc<Vec<u8>>> {
+        if let Some(b) = self.bases.get(path, ordinal) {
+            return Ok(b);
+        }
+        let decoded = Arc::new(archive.read_base(entry)?.unwrap_or_default());
+        self.bases.insert(path, ordinal, Arc::clone(&decoded));
+        Ok(decoded)
     }
 
     /// Where [`load`](Self::load) would take the code object from, without
