@@ -133,19 +133,6 @@ fn guard(f: impl FnOnce() -> kpack_error_t) -> kpack_error_t {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(KPACK_ERROR_OUT_OF_MEMORY)
 }
 
-/// Copy `bytes` into a fresh `malloc` buffer (never NULL on success, even
-/// for zero bytes).
-fn malloc_copy(bytes: &[u8]) -> Option<*mut c_void> {
-    // SAFETY: malloc with a non-zero size; NULL is checked.
-    let p = unsafe { libc::malloc(bytes.len().max(1)) };
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: `p` has room for `bytes.len()` bytes and does not overlap `bytes`.
-    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.cast::<u8>(), bytes.len()) };
-    Some(p)
-}
-
 /// A zeroed `calloc` buffer on its way to the caller; freed if dropped
 /// before [`MallocBuf::into_raw`] (a failed decode).
 struct MallocBuf {
@@ -409,17 +396,24 @@ pub unsafe extern "C" fn kpack_get_kernel(
         let (Ok(key), Ok(arch)) = (key, arch) else {
             return KPACK_ERROR_KERNEL_NOT_FOUND;
         };
-        let bytes = match a.archive.get(key, arch) {
-            Ok(b) => b,
+        let Some(entry) = a.archive.entry(key, arch) else {
+            return KPACK_ERROR_KERNEL_NOT_FOUND;
+        };
+        let size = match a.archive.decoded_size(entry) {
+            Ok(n) => n,
             Err(e) => return ErrorKind::from(e.kind()).into(),
         };
-        let Some(p) = malloc_copy(&bytes) else {
+        let Some(mut buf) = MallocBuf::zeroed(size) else {
             return KPACK_ERROR_OUT_OF_MEMORY;
         };
+        if let Err(e) = a.archive.read_into(entry, buf.as_mut()) {
+            return ErrorKind::from(e.kind()).into();
+        }
+        let (p, len) = buf.into_raw();
         // SAFETY: both checked non-NULL above.
         unsafe {
             *kernel_data = p;
-            *kernel_size = bytes.len();
+            *kernel_size = len;
         }
         KPACK_SUCCESS
     })
@@ -777,7 +771,10 @@ pub unsafe extern "C" fn kpack_load_code_object(
         // Decoded straight into the buffer handed to the caller: a second
         // buffer plus a copy cost a zstd load twice the page faults (and
         // glibc trimmed the heap after every load), AMD's warm load beat ours.
-        match c.cache.load_into(&marker, bin, co_index, &arches, MallocBuf::zeroed) {
+        match c
+            .cache
+            .load_into(&marker, bin, co_index, &arches, MallocBuf::zeroed)
+        {
             Ok(buf) => {
                 let (p, len) = buf.into_raw();
                 // SAFETY: both checked non-NULL above.

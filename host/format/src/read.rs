@@ -292,6 +292,17 @@ impl Archive {
         self.decode_to(entry, None, out)
     }
 
+    /// The size `entry` decodes to, once its frame's size claims check out
+    /// (the same checks a read makes first): what a caller allocates for
+    /// [`Archive::read_into`], never an absurd TOC value.
+    pub fn decoded_size(&self, entry: &Entry) -> Result<usize> {
+        let stored = self.stored(entry)?;
+        match self.toc.scheme {
+            Scheme::None => Ok(stored.len()),
+            Scheme::ZstdPerKernel | Scheme::ZstdDelta => check_sizes(stored, entry),
+        }
+    }
+
     /// The decoded base of a `zstd-delta` delta (`None` for any other
     /// entry), for callers that memoise bases across loads.
     pub fn read_base(&self, entry: &Entry) -> Result<Option<Vec<u8>>> {

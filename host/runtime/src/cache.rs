@@ -196,8 +196,9 @@ impl Cache {
         let (res, key) = self.resolve_key(marker, binary_path, co_index, arches)?;
         let (pair, entry) = self.pick(&res, &key, arches)?;
         let (path, archive) = &res.valid[res.pairs[pair].0];
-        let size = usize::try_from(entry.original_size())
-            .map_err(|_| Error::new(ErrorKind::OutOfMemory, "code object too large"))?;
+        let size = archive
+            .decoded_size(entry)
+            .map_err(|e| self.read_failed(&res, pair, entry, e))?;
         let mut out = alloc(size).ok_or_else(|| {
             Error::new(
                 ErrorKind::OutOfMemory,
@@ -888,6 +889,69 @@ mod tests {
             "gfx90a::xnack+",
         ] {
             assert!(is_agent_isa(good), "{good}");
+        }
+    }
+
+    #[test]
+    fn load_into_gives_what_load_gives_for_every_scheme() {
+        let dir = tempfile::tempdir().unwrap();
+        let sibling = |seed: u8| -> Vec<u8> {
+            let mut v: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
+            v[seed as usize * 100..][..50].fill(seed);
+            v
+        };
+        for (name, compression) in [
+            ("n", kpack_format::Compression::None),
+            ("z", kpack_format::Compression::Zstd { level: 3 }),
+            ("d", kpack_format::Compression::ZstdDelta { level: 3 }),
+        ] {
+            let path = dir.path().join(format!("{name}_gfx1100.kpack"));
+            let options = kpack_format::WriterOptions {
+                compression,
+                ..Default::default()
+            };
+            let mut w = kpack_format::ArchiveWriter::create(&path, options).unwrap();
+            for (i, t) in ["gfx1100", "gfx1101", "gfx1102"].iter().enumerate() {
+                w.add("k#0", t, &sibling(i as u8 + 1)).unwrap();
+            }
+            w.finish().unwrap();
+            let deltas = Archive::open(&path)
+                .unwrap()
+                .entries()
+                .filter(|e| e.base().is_some())
+                .count();
+            assert_eq!(deltas > 0, name == "d", "{name}");
+            let marker = Marker {
+                kernel_name: "k".into(),
+                search_paths: vec![path.to_string_lossy().into_owned()],
+            };
+            let binary = dir.path().join("bin");
+            let cache = Cache::new(Config::default());
+            for (i, dev) in ["gfx1100", "gfx1101", "gfx1102"].iter().enumerate() {
+                // Twice: the second load of a delta takes its base from the memo.
+                for _ in 0..2 {
+                    let mut asked = 0;
+                    let got = cache
+                        .load_into(&marker, &binary, 0, &[dev], |n| {
+                            asked = n;
+                            Some(vec![0xa5; n])
+                        })
+                        .unwrap();
+                    assert_eq!(got, sibling(i as u8 + 1), "{name} {dev}");
+                    assert_eq!(asked, got.len());
+                    assert_eq!(got, cache.load(&marker, &binary, 0, &[dev]).unwrap());
+                }
+            }
+            // No buffer: out of memory, and nothing decoded.
+            let err = cache
+                .load_into(&marker, &binary, 0, &["gfx1101"], |_| None::<Vec<u8>>)
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{name}: {err}");
+            // A missing key is the same error as from `load`.
+            let err = cache
+                .load_into(&marker, &binary, 9, &["gfx1101"], |n| Some(vec![0; n]))
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::KernelNotFound, "{name}: {err}");
         }
     }
 
