@@ -133,17 +133,44 @@ fn guard(f: impl FnOnce() -> kpack_error_t) -> kpack_error_t {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(KPACK_ERROR_OUT_OF_MEMORY)
 }
 
-/// Copy `bytes` into a fresh `malloc` buffer (never NULL on success, even
-/// for zero bytes).
-fn malloc_copy(bytes: &[u8]) -> Option<*mut c_void> {
-    // SAFETY: malloc with a non-zero size; NULL is checked.
-    let p = unsafe { libc::malloc(bytes.len().max(1)) };
-    if p.is_null() {
-        return None;
+/// A zeroed `calloc` buffer on its way to the caller; freed if dropped
+/// before [`MallocBuf::into_raw`] (a failed decode).
+struct MallocBuf {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl MallocBuf {
+    /// `len` zero bytes (never a NULL pointer, even for zero bytes); `None`
+    /// when out of memory. Zeroed so the bytes are initialised before Rust
+    /// sees them as `&mut [u8]`; glibc's `calloc` skips the clearing for
+    /// memory fresh from the kernel, which a large code object usually is.
+    fn zeroed(len: usize) -> Option<MallocBuf> {
+        // SAFETY: calloc with non-zero sizes; NULL is checked.
+        let ptr = unsafe { libc::calloc(len.max(1), 1) }.cast::<u8>();
+        (!ptr.is_null()).then_some(MallocBuf { ptr, len })
     }
-    // SAFETY: `p` has room for `bytes.len()` bytes and does not overlap `bytes`.
-    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.cast::<u8>(), bytes.len()) };
-    Some(p)
+
+    /// The buffer and its length, now the caller's to `free`.
+    fn into_raw(self) -> (*mut c_void, usize) {
+        let out = (self.ptr.cast::<c_void>(), self.len);
+        std::mem::forget(self);
+        out
+    }
+}
+
+impl AsMut<[u8]> for MallocBuf {
+    fn as_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `ptr` holds `len` initialised (zeroed) bytes owned by self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for MallocBuf {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from calloc and is not yet freed.
+        unsafe { libc::free(self.ptr.cast()) };
+    }
 }
 
 /// A C string argument as a path.
@@ -369,17 +396,24 @@ pub unsafe extern "C" fn kpack_get_kernel(
         let (Ok(key), Ok(arch)) = (key, arch) else {
             return KPACK_ERROR_KERNEL_NOT_FOUND;
         };
-        let bytes = match a.archive.get(key, arch) {
-            Ok(b) => b,
+        let Some(entry) = a.archive.entry(key, arch) else {
+            return KPACK_ERROR_KERNEL_NOT_FOUND;
+        };
+        let size = match a.archive.decoded_size(entry) {
+            Ok(n) => n,
             Err(e) => return ErrorKind::from(e.kind()).into(),
         };
-        let Some(p) = malloc_copy(&bytes) else {
+        let Some(mut buf) = MallocBuf::zeroed(size) else {
             return KPACK_ERROR_OUT_OF_MEMORY;
         };
+        if let Err(e) = a.archive.read_into(entry, buf.as_mut()) {
+            return ErrorKind::from(e.kind()).into();
+        }
+        let (p, len) = buf.into_raw();
         // SAFETY: both checked non-NULL above.
         unsafe {
             *kernel_data = p;
-            *kernel_size = bytes.len();
+            *kernel_size = len;
         }
         KPACK_SUCCESS
     })
@@ -734,10 +768,15 @@ pub unsafe extern "C" fn kpack_load_code_object(
         if arches.is_empty() {
             return KPACK_ERROR_ARCH_NOT_FOUND;
         }
-        match c.cache.load_with(&marker, bin, co_index, &arches, |b| {
-            (malloc_copy(b), b.len())
-        }) {
-            Ok((Some(p), len)) => {
+        // Decoded straight into the buffer handed to the caller: a second
+        // buffer plus a copy cost a zstd load twice the page faults (and
+        // glibc trimmed the heap after every load), AMD's warm load beat ours.
+        match c
+            .cache
+            .load_into(&marker, bin, co_index, &arches, MallocBuf::zeroed)
+        {
+            Ok(buf) => {
+                let (p, len) = buf.into_raw();
                 // SAFETY: both checked non-NULL above.
                 unsafe {
                     *code_object_out = p;
@@ -745,7 +784,6 @@ pub unsafe extern "C" fn kpack_load_code_object(
                 }
                 KPACK_SUCCESS
             }
-            Ok((None, _)) => KPACK_ERROR_OUT_OF_MEMORY,
             Err(e) => e.kind().into(),
         }
     })

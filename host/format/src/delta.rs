@@ -7,7 +7,7 @@
 //! that reference a prefix.
 
 use rayon::prelude::*;
-use zstd::zstd_safe::{self, CCtx, CParameter, DCtx};
+use zstd::zstd_safe::{self, CCtx, CParameter};
 
 /// zstd's decoder refuses windows above 2^27 unless told otherwise; frames
 /// stay within it so any stock decoder (and our reader, which never raises
@@ -53,17 +53,15 @@ pub(crate) fn compress(level: i32, src: &[u8], prefix: Option<&[u8]>) -> Result<
     Ok(out)
 }
 
-/// Decode the single frame `frame` into exactly `size` bytes, against
-/// `prefix` when given. Errors are zstd's own names.
+/// Decode the single frame `frame` into `out` against `prefix` (the
+/// reader's per-thread context). Errors are zstd's own names.
+#[cfg(test)]
 pub(crate) fn decompress_with_prefix(
     frame: &[u8],
     prefix: &[u8],
     out: &mut Vec<u8>,
 ) -> Result<usize, String> {
-    let mut dctx = DCtx::create();
-    let err = |c: usize| zstd_safe::get_error_name(c).to_owned();
-    dctx.ref_prefix(prefix).map_err(err)?;
-    dctx.decompress(out, frame).map_err(err)
+    crate::read::zstd_decode(frame, Some(prefix), out)
 }
 
 /// Which entry of one kernel key is stored how: `base[i] == None` for a

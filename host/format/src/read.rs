@@ -274,19 +274,32 @@ impl Archive {
     /// [`Archive::read_with_base`] to reuse a decoded base).
     pub fn read(&self, entry: &Entry) -> Result<Cow<'_, [u8]>> {
         let stored = self.stored(entry)?;
+        if self.toc.scheme == Scheme::None {
+            return Ok(Cow::Borrowed(stored));
+        }
+        let mut out = decode_buffer(stored, entry)?;
+        self.decode_to(entry, None, &mut out)?;
+        Ok(Cow::Owned(out))
+    }
+
+    /// Decode `entry` straight into `out`, which must be exactly
+    /// [`Entry::original_size`] bytes long: the caller's own buffer (the C
+    /// ABI's `malloc`ed one), so a load neither allocates nor copies twice.
+    /// A `zstd-delta` delta decodes its base first (see
+    /// [`Archive::read_with_base_into`] to reuse a decoded base).
+    pub fn read_into(&self, entry: &Entry, out: &mut [u8]) -> Result<()> {
+        self.check_out_len(entry, out)?;
+        self.decode_to(entry, None, out)
+    }
+
+    /// The size `entry` decodes to, once its frame's size claims check out
+    /// (the same checks a read makes first): what a caller allocates for
+    /// [`Archive::read_into`], never an absurd TOC value.
+    pub fn decoded_size(&self, entry: &Entry) -> Result<usize> {
+        let stored = self.stored(entry)?;
         match self.toc.scheme {
-            Scheme::None => Ok(Cow::Borrowed(stored)),
-            Scheme::ZstdPerKernel => {
-                self.check_size_word(entry)?;
-                decompress(stored, entry).map(Cow::Owned)
-            }
-            Scheme::ZstdDelta => match &entry.base {
-                None => decompress(stored, entry).map(Cow::Owned),
-                Some(_) => {
-                    let base = self.read_base(entry)?.unwrap_or_default();
-                    self.read_with_base(entry, &base).map(Cow::Owned)
-                }
-            },
+            Scheme::None => Ok(stored.len()),
+            Scheme::ZstdPerKernel | Scheme::ZstdDelta => check_sizes(stored, entry),
         }
     }
 
@@ -307,35 +320,79 @@ impl Archive {
             base: None,
         };
         let frame = self.stored(&as_entry)?;
-        decompress(frame, &as_entry).map(Some)
+        let mut out = decode_buffer(frame, &as_entry)?;
+        decompress(frame, &as_entry, None, &mut out)?;
+        Ok(Some(out))
     }
 
     /// Decode a `zstd-delta` delta against `base`, its base's decoded bytes
     /// (from [`Archive::read_base`]); any other entry decodes as
     /// [`Archive::read`] does and ignores `base`.
     pub fn read_with_base(&self, entry: &Entry, base: &[u8]) -> Result<Vec<u8>> {
-        if entry.base.is_none() {
-            return self.read(entry).map(Cow::into_owned);
+        let stored = self.stored(entry)?;
+        if self.toc.scheme == Scheme::None {
+            return Ok(stored.to_vec());
         }
-        let frame = self.stored(entry)?;
-        check_frame(frame, entry)?;
-        let mut out = decode_buffer(frame, entry)?;
-        let fail =
-            |msg: String| Error::at(ErrorKind::DecompressionFailed, entry.stored_offset, msg);
-        let got = crate::delta::decompress_with_prefix(frame, base, &mut out).map_err(|e| {
-            fail(format!(
-                "delta frame {} (base {}) failed to decode: {e}",
-                entry.ordinal,
-                entry.base().unwrap_or_default()
-            ))
-        })?;
-        if got as u64 != entry.original_size {
-            return Err(fail(format!(
-                "delta frame {} decoded to {got} bytes, TOC original_size is {}",
-                entry.ordinal, entry.original_size
-            )));
-        }
+        let mut out = decode_buffer(stored, entry)?;
+        self.decode_to(entry, Some(base), &mut out)?;
         Ok(out)
+    }
+
+    /// [`Archive::read_with_base`] into the caller's buffer, as
+    /// [`Archive::read_into`] does.
+    pub fn read_with_base_into(&self, entry: &Entry, base: &[u8], out: &mut [u8]) -> Result<()> {
+        self.check_out_len(entry, out)?;
+        self.decode_to(entry, Some(base), out)
+    }
+
+    fn check_out_len(&self, entry: &Entry, out: &[u8]) -> Result<()> {
+        if out.len() as u64 != entry.original_size {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "a {}-byte buffer for {:?} ({:?}), whose original_size is {}",
+                    out.len(),
+                    entry.key,
+                    entry.arch,
+                    entry.original_size
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Decode `entry` into `out` (an empty `Vec` with room for it, or a
+    /// slice of exactly its size). `base`: the decoded base of a delta,
+    /// decoded here when not given.
+    fn decode_to<B: WriteBuf + ?Sized>(
+        &self,
+        entry: &Entry,
+        base: Option<&[u8]>,
+        out: &mut B,
+    ) -> Result<()> {
+        let stored = self.stored(entry)?;
+        match self.toc.scheme {
+            Scheme::None => {
+                // Only slices get here (`read` lends the mapping).
+                let Some(dst) = out.as_slice_mut() else {
+                    return Err(Error::new(ErrorKind::InvalidArgument, "no output buffer"));
+                };
+                dst.copy_from_slice(stored);
+                Ok(())
+            }
+            Scheme::ZstdPerKernel => {
+                self.check_size_word(entry)?;
+                decompress(stored, entry, None, out)
+            }
+            Scheme::ZstdDelta => match (&entry.base, base) {
+                (None, _) => decompress(stored, entry, None, out),
+                (Some(_), Some(base)) => decompress(stored, entry, Some(base), out),
+                (Some(_), None) => {
+                    let base = self.read_base(entry)?.unwrap_or_default();
+                    decompress(stored, entry, Some(&base), out)
+                }
+            },
+        }
     }
 
     /// An indexed v1 frame's size word must agree with the index; checked
@@ -428,16 +485,63 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
     })
 }
 
-thread_local! {
-    // One decompression context per thread: creating one costs more than
-    // decoding a small kernel, and a shared one would need a lock.
-    static DCTX: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+/// A decode destination: an empty `Vec` (decoded into its spare capacity)
+/// or a caller's slice of exactly the decoded size.
+trait WriteBuf: zstd::zstd_safe::WriteBuf {
+    /// The destination as a plain slice, when it is one.
+    fn as_slice_mut(&mut self) -> Option<&mut [u8]>;
 }
 
-/// An empty buffer with room for exactly `entry.original_size` bytes, after
-/// checking the frame's declared size (when present) against it and
-/// refusing sizes no frame of this length can produce.
-fn decode_buffer(frame: &[u8], entry: &Entry) -> Result<Vec<u8>> {
+impl WriteBuf for Vec<u8> {
+    fn as_slice_mut(&mut self) -> Option<&mut [u8]> {
+        None
+    }
+}
+
+impl WriteBuf for [u8] {
+    fn as_slice_mut(&mut self) -> Option<&mut [u8]> {
+        Some(self)
+    }
+}
+
+thread_local! {
+    // One decompression context per thread, for plain frames and deltas
+    // alike: creating one costs more than decoding a small kernel, and a
+    // shared one would need a lock.
+    static DCTX: RefCell<Option<zstd::zstd_safe::DCtx<'static>>> = const { RefCell::new(None) };
+}
+
+/// Decode the single zstd frame `frame` into `out` (against `prefix`, a
+/// raw-content dictionary, when given) with this thread's context; the
+/// number of bytes written, or zstd's error name.
+pub(crate) fn zstd_decode<B: zstd::zstd_safe::WriteBuf + ?Sized>(
+    frame: &[u8],
+    prefix: Option<&[u8]>,
+    out: &mut B,
+) -> std::result::Result<usize, String> {
+    let err = |c: usize| zstd::zstd_safe::get_error_name(c).to_owned();
+    DCTX.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let dctx = match &mut *slot {
+            Some(d) => d,
+            None => slot.insert(
+                zstd::zstd_safe::DCtx::try_create()
+                    .ok_or_else(|| "cannot allocate a zstd context".to_owned())?,
+            ),
+        };
+        match prefix {
+            // A dictionary without zstd's magic is raw content: exactly the
+            // "ref prefix" the writer compressed against.
+            Some(p) => dctx.decompress_using_dict(out, frame, p).map_err(err),
+            None => dctx.decompress(out, frame).map_err(err),
+        }
+    })
+}
+
+/// Check the frame's size claims: the TOC's `original_size` must be
+/// possible for a frame of this length and agree with the frame's declared
+/// content size (when present).
+fn check_sizes(frame: &[u8], entry: &Entry) -> Result<usize> {
     let fail = |msg: String| Error::at(ErrorKind::DecompressionFailed, entry.stored_offset, msg);
     let size = entry.original_size;
     if size > (frame.len() as u64).saturating_mul(MAX_ZSTD_RATIO) {
@@ -454,8 +558,13 @@ fn decode_buffer(frame: &[u8], entry: &Entry) -> Result<Vec<u8>> {
             entry.ordinal
         )));
     }
-    let size = usize::try_from(size)
-        .map_err(|_| Error::new(ErrorKind::OutOfMemory, "kernel too large"))?;
+    usize::try_from(size).map_err(|_| Error::new(ErrorKind::OutOfMemory, "kernel too large"))
+}
+
+/// An empty buffer with room for exactly `entry.original_size` bytes, after
+/// [`check_sizes`].
+fn decode_buffer(frame: &[u8], entry: &Entry) -> Result<Vec<u8>> {
+    let size = check_sizes(frame, entry)?;
     let mut out = Vec::new();
     out.try_reserve_exact(size).map_err(|_| {
         Error::new(
@@ -487,27 +596,30 @@ fn check_frame(frame: &[u8], entry: &Entry) -> Result<()> {
     Ok(())
 }
 
-fn decompress(frame: &[u8], entry: &Entry) -> Result<Vec<u8>> {
+/// Decode `entry`'s frame into `out` (against `base`, for a delta) and
+/// check it yields exactly `original_size` bytes.
+fn decompress<B: zstd::zstd_safe::WriteBuf + ?Sized>(
+    frame: &[u8],
+    entry: &Entry,
+    base: Option<&[u8]>,
+    out: &mut B,
+) -> Result<()> {
     let fail = |msg: String| Error::at(ErrorKind::DecompressionFailed, entry.stored_offset, msg);
     check_frame(frame, entry)?;
-    let mut out = decode_buffer(frame, entry)?;
-    let got = DCTX.with(|cell| -> std::io::Result<usize> {
-        let mut slot = cell.borrow_mut();
-        let dctx = match &mut *slot {
-            Some(d) => d,
-            None => slot.insert(zstd::bulk::Decompressor::new()?),
-        };
-        dctx.decompress_to_buffer(frame, &mut out)
-    });
-    let got = got.map_err(|e| fail(format!("frame {} failed to decode: {e}", entry.ordinal)))?;
+    check_sizes(frame, entry)?;
+    let what = match (base, entry.base()) {
+        (Some(_), Some(b)) => format!("delta frame {} (base {b})", entry.ordinal),
+        _ => format!("frame {}", entry.ordinal),
+    };
+    let got =
+        zstd_decode(frame, base, out).map_err(|e| fail(format!("{what} failed to decode: {e}")))?;
     let size = entry.original_size;
     if got as u64 != size {
         return Err(fail(format!(
-            "frame {} decoded to {got} bytes, TOC original_size is {size}",
-            entry.ordinal
+            "{what} decoded to {got} bytes, TOC original_size is {size}"
         )));
     }
-    Ok(out)
+    Ok(())
 }
 
 /// What kind of file `meta` describes, for messages ("a FIFO", "a

@@ -404,3 +404,54 @@ fn rmp_uint(n: u64) -> Vec<u8> {
     rmp::encode::write_uint(&mut v, n).unwrap();
     v
 }
+
+#[test]
+fn read_into_a_callers_buffer_matches_read_for_every_scheme() {
+    let dir = tempfile::tempdir().unwrap();
+    let items = family();
+    for (name, compression) in [
+        ("n", Compression::None),
+        ("z", Compression::Zstd { level: 3 }),
+        ("d", DELTA),
+    ] {
+        let a = Archive::from_bytes(write(
+            &dir.path().join(format!("{name}.kpack")),
+            compression,
+            &items,
+        ))
+        .unwrap();
+        for e in a.entries() {
+            let size = a.decoded_size(e).unwrap();
+            assert_eq!(size as u64, e.original_size(), "{name}");
+            // Filled with garbage first: every byte must be overwritten.
+            let mut out = vec![0xa5; size];
+            a.read_into(e, &mut out).unwrap();
+            assert_eq!(out, &*a.read(e).unwrap(), "{name} {:?}", e.arch());
+            if let Some(base) = a.read_base(e).unwrap() {
+                let mut again = vec![0; size];
+                a.read_with_base_into(e, &base, &mut again).unwrap();
+                assert_eq!(again, out, "{name} {:?}", e.arch());
+            }
+            // A buffer of any other size is refused, never overrun.
+            for wrong in [size - 1, size + 1] {
+                let err = a.read_into(e, &mut vec![0; wrong]).unwrap_err();
+                assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_delta_decoded_against_the_wrong_base_is_an_error_or_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let items = family();
+    let a = Archive::from_bytes(write(&dir.path().join("d.kpack"), DELTA, &items)).unwrap();
+    let e = a.entries().find(|e| e.base().is_some()).unwrap();
+    let right = a.read(e).unwrap().into_owned();
+    let wrong = object(1234, 30_000);
+    let mut out = vec![0; right.len()];
+    let decoded = a.read_with_base_into(e, &wrong, &mut out);
+    assert!(decoded.is_err() || out != right);
+    // The per-thread context is left usable: the next read is right.
+    assert_eq!(&*a.read(e).unwrap(), &right[..]);
+}

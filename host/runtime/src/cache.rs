@@ -164,6 +164,67 @@ impl Cache {
         arches: &[&str],
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R> {
+        let (res, key) = self.resolve_key(marker, binary_path, co_index, arches)?;
+        let (pair, entry) = self.pick(&res, &key, arches)?;
+        let (path, archive) = &res.valid[res.pairs[pair].0];
+        let read = match entry.base() {
+            None => archive.read(entry),
+            Some(ordinal) => self
+                .base(path, archive, entry, ordinal)
+                .and_then(|base| archive.read_with_base(entry, &base))
+                .map(std::borrow::Cow::Owned),
+        };
+        match read {
+            Ok(bytes) => Ok(f(&bytes)),
+            Err(e) => Err(self.read_failed(&res, pair, entry, e)),
+        }
+    }
+
+    /// [`load`](Self::load) decoding straight into a buffer of the code
+    /// object's size from `alloc` (`None`: out of memory), the C ABI's
+    /// `malloc`ed one: one allocation and no copy of the decoded bytes,
+    /// where [`load_with`](Self::load_with) decodes into a buffer of its own.
+    /// On an error the buffer is dropped.
+    pub fn load_into<B: AsMut<[u8]>>(
+        &self,
+        marker: &Marker,
+        binary_path: &Path,
+        co_index: u32,
+        arches: &[&str],
+        alloc: impl FnOnce(usize) -> Option<B>,
+    ) -> Result<B> {
+        let (res, key) = self.resolve_key(marker, binary_path, co_index, arches)?;
+        let (pair, entry) = self.pick(&res, &key, arches)?;
+        let (path, archive) = &res.valid[res.pairs[pair].0];
+        let size = archive
+            .decoded_size(entry)
+            .map_err(|e| self.read_failed(&res, pair, entry, e))?;
+        let mut out = alloc(size).ok_or_else(|| {
+            Error::new(
+                ErrorKind::OutOfMemory,
+                format!("cannot allocate {size} bytes for {:?}", entry.key()),
+            )
+        })?;
+        let read = match entry.base() {
+            None => archive.read_into(entry, out.as_mut()),
+            Some(ordinal) => self
+                .base(path, archive, entry, ordinal)
+                .and_then(|base| archive.read_with_base_into(entry, &base, out.as_mut())),
+        };
+        match read {
+            Ok(()) => Ok(out),
+            Err(e) => Err(self.read_failed(&res, pair, entry, e)),
+        }
+    }
+
+    /// Check the arguments and resolve: the resolution and the TOC key.
+    fn resolve_key(
+        &self,
+        marker: &Marker,
+        binary_path: &Path,
+        co_index: u32,
+        arches: &[&str],
+    ) -> Result<(Arc<Resolution>, String)> {
         if arches.is_empty() {
             return Err(Error::new(ErrorKind::InvalidArgument, "empty arch list"));
         }
@@ -183,47 +244,45 @@ impl Cache {
         }
         let key = format!("{}#{co_index}", marker.kernel_name);
         let res = self.resolve(marker, binary_path, arches)?;
-        let (pair, entry) = self.pick(&res, &key, arches)?;
-        let (archive_path, archive) = &res.valid[res.pairs[pair].0];
-        match self.read(archive_path, archive, entry) {
-            Ok(bytes) => Ok(f(&bytes)),
-            Err(e) => {
-                let (path, target) = (&res.valid[res.pairs[pair].0].0, &res.pairs[pair].1);
-                let msg = format!(
-                    "archive {} lists {key:?} for target {target:?} but reading it failed: {}\n{}",
-                    path.display(),
-                    crate::error::error_chain(&e),
-                    res.diagnostic
-                );
-                self.debug(|| msg.clone());
-                self.set_diagnostic(msg);
-                Err(e.into())
-            }
-        }
+        Ok((res, key))
     }
 
-    /// The decoded bytes of `entry`; a `zstd-delta` delta reuses its base
-    /// from the memo (or decodes and keeps it).
-    fn read<'a>(
+    /// The error (and diagnostic) for a listed entry that failed to decode.
+    fn read_failed(
+        &self,
+        res: &Resolution,
+        pair: usize,
+        entry: &kpack_format::Entry,
+        e: kpack_format::Error,
+    ) -> Error {
+        let (path, target) = (&res.valid[res.pairs[pair].0].0, &res.pairs[pair].1);
+        let msg = format!(
+            "archive {} lists {:?} for target {target:?} but reading it failed: {}\n{}",
+            path.display(),
+            entry.key(),
+            crate::error::error_chain(&e),
+            res.diagnostic
+        );
+        self.debug(|| msg.clone());
+        self.set_diagnostic(msg);
+        e.into()
+    }
+
+    /// The decoded base `ordinal` of the `zstd-delta` delta `entry`, from
+    /// the memo (or decoded and kept).
+    fn base(
         &self,
         path: &Path,
-        archive: &'a Archive,
+        archive: &Archive,
         entry: &kpack_format::Entry,
-    ) -> kpack_format::Result<std::borrow::Cow<'a, [u8]>> {
-        let Some(ordinal) = entry.base() else {
-            return archive.read(entry);
-        };
-        let base = match self.bases.get(path, ordinal) {
-            Some(b) => b,
-            None => {
-                let decoded = Arc::new(archive.read_base(entry)?.unwrap_or_default());
-                self.bases.insert(path, ordinal, Arc::clone(&decoded));
-                decoded
-            }
-        };
-        archive
-            .read_with_base(entry, &base)
-            .map(std::borrow::Cow::Owned)
+        ordinal: u64,
+    ) -> kpack_format::Result<Arc<Vec<u8>>> {
+        if let Some(b) = self.bases.get(path, ordinal) {
+            return Ok(b);
+        }
+        let decoded = Arc::new(archive.read_base(entry)?.unwrap_or_default());
+        self.bases.insert(path, ordinal, Arc::clone(&decoded));
+        Ok(decoded)
     }
 
     /// Where [`load`](Self::load) would take the code object from, without
@@ -830,6 +889,69 @@ mod tests {
             "gfx90a::xnack+",
         ] {
             assert!(is_agent_isa(good), "{good}");
+        }
+    }
+
+    #[test]
+    fn load_into_gives_what_load_gives_for_every_scheme() {
+        let dir = tempfile::tempdir().unwrap();
+        let sibling = |seed: u8| -> Vec<u8> {
+            let mut v: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
+            v[seed as usize * 100..][..50].fill(seed);
+            v
+        };
+        for (name, compression) in [
+            ("n", kpack_format::Compression::None),
+            ("z", kpack_format::Compression::Zstd { level: 3 }),
+            ("d", kpack_format::Compression::ZstdDelta { level: 3 }),
+        ] {
+            let path = dir.path().join(format!("{name}_gfx1100.kpack"));
+            let options = kpack_format::WriterOptions {
+                compression,
+                ..Default::default()
+            };
+            let mut w = kpack_format::ArchiveWriter::create(&path, options).unwrap();
+            for (i, t) in ["gfx1100", "gfx1101", "gfx1102"].iter().enumerate() {
+                w.add("k#0", t, &sibling(i as u8 + 1)).unwrap();
+            }
+            w.finish().unwrap();
+            let deltas = Archive::open(&path)
+                .unwrap()
+                .entries()
+                .filter(|e| e.base().is_some())
+                .count();
+            assert_eq!(deltas > 0, name == "d", "{name}");
+            let marker = Marker {
+                kernel_name: "k".into(),
+                search_paths: vec![path.to_string_lossy().into_owned()],
+            };
+            let binary = dir.path().join("bin");
+            let cache = Cache::new(Config::default());
+            for (i, dev) in ["gfx1100", "gfx1101", "gfx1102"].iter().enumerate() {
+                // Twice: the second load of a delta takes its base from the memo.
+                for _ in 0..2 {
+                    let mut asked = 0;
+                    let got = cache
+                        .load_into(&marker, &binary, 0, &[dev], |n| {
+                            asked = n;
+                            Some(vec![0xa5; n])
+                        })
+                        .unwrap();
+                    assert_eq!(got, sibling(i as u8 + 1), "{name} {dev}");
+                    assert_eq!(asked, got.len());
+                    assert_eq!(got, cache.load(&marker, &binary, 0, &[dev]).unwrap());
+                }
+            }
+            // No buffer: out of memory, and nothing decoded.
+            let err = cache
+                .load_into(&marker, &binary, 0, &["gfx1101"], |_| None::<Vec<u8>>)
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{name}: {err}");
+            // A missing key is the same error as from `load`.
+            let err = cache
+                .load_into(&marker, &binary, 9, &["gfx1101"], |n| Some(vec![0; n]))
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::KernelNotFound, "{name}: {err}");
         }
     }
 
