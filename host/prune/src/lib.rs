@@ -40,7 +40,7 @@ pub enum Error {
         path: PathBuf,
         /// The cause.
         #[source]
-        source: kpack_elf::Error,
+        source: Box<kpack_elf::Error>,
     },
     /// An object or static archive that `kpack_offloading` cannot read or
     /// rewrite.
@@ -50,7 +50,7 @@ pub enum Error {
         path: PathBuf,
         /// The cause.
         #[source]
-        source: kpack_offloading::Error,
+        source: Box<kpack_offloading::Error>,
     },
     /// A `--keep` item that is not a target id.
     #[error("invalid --keep target {item:?}")]
@@ -71,7 +71,7 @@ pub enum Error {
         path: PathBuf,
         /// The cause.
         #[source]
-        source: kpack_offload::Error,
+        source: Box<kpack_offload::Error>,
     },
 }
 
@@ -235,7 +235,7 @@ pub fn open(path: &Path, walk: WalkOptions) -> Result<Option<Prunable>, Error> {
         let targets =
             kpack_offloading::device_targets(&data).map_err(|source| Error::LinkInput {
                 path: path.to_path_buf(),
-                source,
+                source: Box::new(source),
             })?;
         return Ok((!targets.is_empty()).then(|| Prunable {
             path: path.to_path_buf(),
@@ -252,7 +252,7 @@ pub fn open(path: &Path, walk: WalkOptions) -> Result<Option<Prunable>, Error> {
         Err(source) => {
             return Err(Error::Elf {
                 path: path.to_path_buf(),
-                source,
+                source: Box::new(source),
             });
         }
     };
@@ -299,9 +299,9 @@ impl Prunable {
     /// bundles (callers that refuse that check [`targets`](Self::targets)
     /// first).
     pub fn write(&self, output: &Path, keep: &TargetFilter) -> Result<Pruned, Error> {
-        let out_err = |source| Error::Output {
+        let out_err = |source: kpack_offload::Error| Error::Output {
             path: output.to_path_buf(),
-            source,
+            source: Box::new(source),
         };
         match &self.kind {
             Kind::LinkInput { data, archive } => {
@@ -313,7 +313,7 @@ impl Prunable {
                 };
                 let (image, report) = pruned.map_err(|source| Error::LinkInput {
                     path: self.path.clone(),
-                    source,
+                    source: Box::new(source),
                 })?;
                 kpack_offload::write_atomically(output, &image, &self.path).map_err(out_err)?;
                 Ok(Pruned::LinkInput(report))
@@ -328,7 +328,7 @@ impl Prunable {
                 )
                 .map_err(|source| Error::Elf {
                     path: self.path.clone(),
-                    source,
+                    source: Box::new(source),
                 })?;
                 staged.persist(&self.path).map_err(out_err)?;
                 Ok(Pruned::Linked(report))
