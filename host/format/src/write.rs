@@ -442,7 +442,7 @@ impl ArchiveWriter {
         let short = |n: u64| {
             rerr(std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
-                format!("{n} of {len} bytes before the end of the file"),
+                format!("only {n} of {len} bytes before the end of the file"),
             ))
         };
         if self.compressor.is_some() {
@@ -1215,7 +1215,13 @@ mod tests {
         let e = w
             .add_file_range("k#0", "gfx900", &mut file, 10, 100)
             .unwrap_err();
-        assert!(e.to_string().contains("before the end of the file"), "{e}");
+        let cause = std::error::Error::source(&e).map(ToString::to_string);
+        assert!(
+            cause
+                .as_deref()
+                .is_some_and(|c| c.contains("only 7 of 100 bytes")),
+            "{e}: {cause:?}"
+        );
     }
 
     #[test]
