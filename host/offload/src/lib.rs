@@ -598,8 +598,10 @@ impl From<kpack_format::Error> for StreamError {
 /// itself and hands the finished frame to its processor's writer, so
 /// inflating one bundle overlaps with compressing another's entries. The
 /// writers lay entries out in sorted (key, arch) order on `finish`, so the
-/// archives do not depend on the order frames arrive in (nor on `-j`). A
-/// bundle none of whose entries is kept is not inflated.
+/// archives do not depend on the order frames arrive in (nor on `-j`).
+/// Without compression the writers first reserve every kernel's final
+/// place ([`ArchiveWriter::reserve`]), so each one is written once, where
+/// it stays. A bundle none of whose entries is kept is not inflated.
 fn add_items(
     input: &Path,
     bundles: &[kpack_bundle::Item],
