@@ -66,7 +66,9 @@ impl SizedFile {
         Ok(SizedFile { file, len })
     }
 
-    /// The underlying file.
+    /// The underlying file. Reads through [`ReadAt`] are positioned and
+    /// leave its file position alone, so a single-threaded caller may seek
+    /// it (the ELF transform does, to copy ranges file to file).
     pub fn file(&self) -> &File {
         &self.file
     }

@@ -219,6 +219,35 @@ impl Item {
         }
     }
 
+    /// Where entry `i`'s bytes lie in the source, `(absolute offset,
+    /// length)`, when they are stored there as they are (a plain bundle or
+    /// a bare code object); `None` for a compressed bundle. Lets a writer
+    /// copy the entry file to file without reading it. The range is checked
+    /// against the source's size.
+    pub fn stored_range(&self, src: &dyn ReadAt, i: usize) -> Result<Option<(u64, u64)>, Error> {
+        if self.payload.is_some() {
+            return Ok(None);
+        }
+        let e = self.entry(i)?;
+        let at = self.abs.checked_add(e.offset);
+        if at
+            .and_then(|a| a.checked_add(e.size))
+            .is_none_or(|end| end > src.size())
+        {
+            return Err(Error::at(
+                ErrorKind::Truncated,
+                self.abs,
+                format!(
+                    "entry {i} ({} bytes at +{:#x}) runs past the end of the input ({} bytes)",
+                    e.size,
+                    e.offset,
+                    src.size()
+                ),
+            ));
+        }
+        Ok(at.map(|a| (a, e.size)))
+    }
+
     /// Copy the bytes of entry `i` to `out`; a plain entry in bounded
     /// chunks, a compressed one as [`read_entry`](Self::read_entry) does.
     pub fn copy_entry(&self, src: &dyn ReadAt, i: usize, out: &mut dyn Write) -> Result<(), Error> {

@@ -120,6 +120,16 @@ pub struct ArchiveWriter {
     pending: Vec<Pending>,
     seen: HashSet<(String, String)>,
     compressor: Option<KernelCompressor>,
+    /// After [`ArchiveWriter::reserve`]: each reserved (key, arch)'s index
+    /// in `pending` (whose spool offsets are then final) and whether its
+    /// bytes were written yet.
+    reserved: Option<Reserved>,
+}
+
+/// Final places, given out by [`ArchiveWriter::reserve`].
+struct Reserved {
+    slot: HashMap<(String, String), usize>,
+    filled: Vec<bool>,
 }
 
 /// Compresses code objects exactly as [`ArchiveWriter`] stores them, for
@@ -223,6 +233,7 @@ impl ArchiveWriter {
             pending: Vec::new(),
             seen: HashSet::new(),
             compressor,
+            reserved: None,
         })
     }
 
@@ -294,6 +305,11 @@ impl ArchiveWriter {
                 format!("arch {arch:?} of {key:?} is not in gfx_arches {listed:?}"),
             ));
         }
+        // Reserved entries were checked for duplicates by `reserve`;
+        // `put` refuses a second fill of one place.
+        if self.reserved_slot(&key, arch).is_some() {
+            return Ok(key);
+        }
         if !self.seen.insert((key.clone(), arch.to_owned())) {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -303,7 +319,8 @@ impl ArchiveWriter {
         Ok(key)
     }
 
-    /// Append a stored kernel to the spool.
+    /// Append a stored kernel to the spool (or write it into its reserved
+    /// place).
     fn store(
         &mut self,
         key: String,
@@ -312,34 +329,214 @@ impl ArchiveWriter {
         original_size: u64,
         metadata: &[(&str, &str)],
     ) -> Result<()> {
-        if self.compressor.is_some() && stored.len() as u64 >= MAX_ZSTD_BLOB {
+        let werr = |e| Error::io("cannot write spool file", e);
+        self.put(
+            key,
+            arch,
+            stored.len() as u64,
+            original_size,
+            metadata,
+            |f| f.write_all(stored).map_err(werr),
+        )
+    }
+
+    /// Store a kernel of `stored_len` bytes that `write` writes at the
+    /// spool file's position: appended, or at its reserved place.
+    fn put(
+        &mut self,
+        key: String,
+        arch: &str,
+        stored_len: u64,
+        original_size: u64,
+        metadata: &[(&str, &str)],
+        write: impl FnOnce(&mut File) -> Result<()>,
+    ) -> Result<()> {
+        if let Some(i) = self.reserved_slot(&key, arch)
+            && let Some(r) = &mut self.reserved
+        {
+            let invalid = |m: String| Error::new(ErrorKind::InvalidArgument, m);
+            let p = &mut self.pending[i];
+            if r.filled[i] {
+                return Err(invalid(format!(
+                    "kernel {key:?} for {arch:?} already exists"
+                )));
+            }
+            if p.stored_len != stored_len {
+                return Err(invalid(format!(
+                    "kernel {key:?} for {arch:?} is {stored_len} bytes, {} were reserved",
+                    p.stored_len
+                )));
+            }
+            r.filled[i] = true;
+            p.original_size = original_size;
+            p.metadata = metadata
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            let f = self.spool.as_file_mut();
+            f.seek(SeekFrom::Start(p.spool_offset))
+                .map_err(|e| Error::io("cannot seek spool file", e))?;
+            return write(f);
+        }
+        if self.compressor.is_some() && stored_len >= MAX_ZSTD_BLOB {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 format!("compressed kernel {key:?} {arch:?} exceeds 4 GiB"),
             ));
         }
         let werr = |e| Error::io("cannot write spool file", e);
+        if self.reserved.is_some() {
+            // Filling reserved places moved the position; append after them.
+            self.spool
+                .as_file_mut()
+                .seek(SeekFrom::Start(self.spool_len))
+                .map_err(|e| Error::io("cannot seek spool file", e))?;
+        }
         if self.compressor.is_some() {
             self.spool
                 .as_file_mut()
-                .write_all(&(stored.len() as u32).to_le_bytes())
+                .write_all(&(stored_len as u32).to_le_bytes())
                 .map_err(werr)?;
             self.spool_len += 4;
         }
-        self.spool.as_file_mut().write_all(stored).map_err(werr)?;
+        write(self.spool.as_file_mut())?;
         self.pending.push(Pending {
             key,
             arch: arch.to_owned(),
             spool_offset: self.spool_len,
-            stored_len: stored.len() as u64,
+            stored_len,
             original_size,
             metadata: metadata
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
         });
-        self.spool_len += stored.len() as u64;
+        self.spool_len += stored_len;
         Ok(())
+    }
+
+    /// [`add`](Self::add) for a code object that is the `len` bytes of
+    /// `src` at `offset` (`src`'s file position moves). When kernels are
+    /// stored as they are ([`Compression::None`]; `zstd-delta` spools them
+    /// raw too) the bytes go file to file inside the kernel
+    /// ([`std::io::copy`] of a [`File`] range, `copy_file_range` on Linux),
+    /// never through a buffer here: what keeps offloading a plain 1.3 GB
+    /// library close to `cp`. Otherwise they are read and compressed as by
+    /// `add`. The archive is the same either way.
+    pub fn add_file_range(
+        &mut self,
+        key: &str,
+        arch: &str,
+        src: &mut File,
+        offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        let rerr = |e| {
+            Error::io(
+                format!("cannot read kernel {key:?} {arch:?} at {offset:#x}"),
+                e,
+            )
+        };
+        src.seek(SeekFrom::Start(offset)).map_err(rerr)?;
+        let mut from = Read::take(&*src, len);
+        let short = |n: u64| {
+            rerr(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("only {n} of {len} bytes before the end of the file"),
+            ))
+        };
+        if self.compressor.is_some() {
+            let n = usize::try_from(len)
+                .map_err(|_| Error::new(ErrorKind::OutOfMemory, "kernel too large"))?;
+            let mut data = vec![0u8; n];
+            from.read_exact(&mut data).map_err(rerr)?;
+            return self.add(key, arch, &data);
+        }
+        let normalised = self.check_new(key, arch)?;
+        self.put(normalised, arch, len, len, &[], |f| {
+            // A failure here may be the read or the write: name both ends.
+            let n = std::io::copy(&mut from, f).map_err(|e| {
+                Error::io(
+                    format!("cannot copy kernel {key:?} {arch:?} from input offset {offset:#x} into the spool file"),
+                    e,
+                )
+            })?;
+            if n != len {
+                return Err(short(n));
+            }
+            Ok(())
+        })
+    }
+
+    /// Fix the places of the next kernels before they arrive: every entry
+    /// of a batch, as `(key, arch, size)`. Only for [`Compression::None`],
+    /// where a stored kernel is its code object, so its place is known
+    /// from its size. The batch's kernels get consecutive places in their
+    /// final order (sorted, or as listed in [`EntryOrder::Insertion`]);
+    /// each add of one of them, in any order (from worker threads, through
+    /// a lock), writes it straight into its place, so a batch that arrives
+    /// out of order costs no reordering copy at [`finish`](Self::finish).
+    /// The archive is byte-identical to one built by the same adds without
+    /// reserving. Adding a reserved entry twice or with another size is an
+    /// [`ErrorKind::InvalidArgument`] error, and so is finishing before
+    /// every reserved entry was added. Entries not reserved are added as
+    /// usual, after the places reserved so far.
+    pub fn reserve<'a>(
+        &mut self,
+        entries: impl IntoIterator<Item = (&'a str, &'a str, u64)>,
+    ) -> Result<()> {
+        if self.options.compression != Compression::None {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "only an archive without compression can reserve places",
+            ));
+        }
+        let first = self.pending.len();
+        for (key, arch, size) in entries {
+            if self.reserved_slot(&key.replace('\\', "/"), arch).is_some() {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!("kernel {key:?} for {arch:?} already exists"),
+                ));
+            }
+            let key = self.check_new(key, arch)?;
+            self.pending.push(Pending {
+                key,
+                arch: arch.to_owned(),
+                spool_offset: 0,
+                stored_len: size,
+                original_size: size,
+                metadata: Vec::new(),
+            });
+        }
+        let batch = &mut self.pending[first..];
+        if self.options.order == EntryOrder::Sorted {
+            batch.sort_by(|a, b| (&a.key, &a.arch).cmp(&(&b.key, &b.arch)));
+        }
+        let r = self.reserved.get_or_insert_with(|| Reserved {
+            slot: HashMap::new(),
+            filled: Vec::new(),
+        });
+        let mut at = self.spool_len;
+        for (i, p) in batch.iter_mut().enumerate() {
+            p.spool_offset = at;
+            at = at
+                .checked_add(p.stored_len)
+                .ok_or_else(|| Error::new(ErrorKind::InvalidArgument, "reserved sizes overflow"))?;
+            r.slot.insert((p.key.clone(), p.arch.clone()), first + i);
+        }
+        r.filled.resize(self.pending.len(), true);
+        r.filled[first..].fill(false);
+        self.spool_len = at;
+        Ok(())
+    }
+
+    /// The index in `pending` of a reserved (key, arch).
+    fn reserved_slot(&self, key: &str, arch: &str) -> Option<usize> {
+        let r = self.reserved.as_ref()?;
+        // The map is keyed by owned pairs; a lookup allocates, which only
+        // writers that reserved pay.
+        r.slot.get(&(key.to_owned(), arch.to_owned())).copied()
     }
 
     /// Number of entries added so far.
@@ -365,6 +562,23 @@ impl ArchiveWriter {
                     .sort_by(|a, b| (&a.key, &a.arch).cmp(&(&b.key, &b.arch)));
             }
             return self.finish_delta(level);
+        }
+        if let Some(r) = &self.reserved {
+            if let Some(i) = r.filled.iter().position(|f| !f) {
+                let p = &self.pending[i];
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!(
+                        "reserved kernel {:?} for {:?} was never added",
+                        p.key, p.arch
+                    ),
+                ));
+            }
+            // Kernels were written at their places; the TOC goes after the last.
+            self.spool
+                .as_file_mut()
+                .seek(SeekFrom::Start(self.spool_len))
+                .map_err(|e| Error::io("cannot seek spool file", e))?;
         }
         let in_order = self.options.order == EntryOrder::Insertion
             || self
@@ -859,6 +1073,155 @@ mod tests {
             vec![("a#0".into(), 0), ("a#1".into(), 1), ("b#0".into(), 2)]
         );
         assert_eq!(a.arches(), ["gfx900", "gfx906"]);
+    }
+
+    /// The archive `add`s of `items` in the given order write, without
+    /// reserving.
+    fn plain_archive(dir: &Path, items: &[(&str, &str, &[u8])]) -> Vec<u8> {
+        let path = dir.join("plain.kpack");
+        let mut w = ArchiveWriter::create(&path, opts(Compression::None)).unwrap();
+        for (k, a, d) in items {
+            w.add(k, a, d).unwrap();
+        }
+        w.finish().unwrap();
+        std::fs::read(&path).unwrap()
+    }
+
+    #[test]
+    fn reserved_places_give_the_same_archive_in_any_add_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let items: [(&str, &str, &[u8]); 4] = [
+            ("b#0", "gfx906", b"bbbb"),
+            ("a#1", "gfx900", b"a1"),
+            ("a#0", "gfx906", b"a0a0a0"),
+            ("a#0", "gfx900", b"z"),
+        ];
+        let expected = plain_archive(dir.path(), &items);
+        for (n, order) in [[0, 1, 2, 3], [3, 2, 1, 0], [2, 0, 3, 1]]
+            .iter()
+            .enumerate()
+        {
+            let path = dir.path().join(format!("r{n}.kpack"));
+            let mut w = ArchiveWriter::create(&path, opts(Compression::None)).unwrap();
+            w.reserve(items.iter().map(|(k, a, d)| (*k, *a, d.len() as u64)))
+                .unwrap();
+            for &i in order {
+                let (k, a, d) = items[i];
+                w.add(k, a, d).unwrap();
+            }
+            w.finish().unwrap();
+            assert_eq!(
+                std::fs::read(&path).unwrap(),
+                expected,
+                "add order {order:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn reserved_batches_mix_with_plain_adds() {
+        // Two reserved batches (as `kpack split` reserves one per binary)
+        // around an ordinary add, the second batch sorting first: the
+        // finish reorders, and the bytes are still those of plain adds.
+        let dir = tempfile::tempdir().unwrap();
+        let items: [(&str, &str, &[u8]); 5] = [
+            ("m#0", "gfx900", b"mm"),
+            ("m#0", "gfx906", b"m6m6m6"),
+            ("x#0", "gfx900", b"xxx"),
+            ("c#0", "gfx906", b"c"),
+            ("c#1", "gfx900", b"c1c1"),
+        ];
+        let expected = plain_archive(dir.path(), &items);
+        let path = dir.path().join("r.kpack");
+        let mut w = ArchiveWriter::create(&path, opts(Compression::None)).unwrap();
+        let size = |i: usize| (items[i].0, items[i].1, items[i].2.len() as u64);
+        w.reserve([size(1), size(0)]).unwrap();
+        w.add(items[1].0, items[1].1, items[1].2).unwrap();
+        w.add(items[2].0, items[2].1, items[2].2).unwrap();
+        w.reserve([size(4), size(3)]).unwrap();
+        for i in [3, 0, 4] {
+            w.add(items[i].0, items[i].1, items[i].2).unwrap();
+        }
+        w.finish().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), expected);
+    }
+
+    #[test]
+    fn reserved_places_refuse_a_wrong_size_a_second_add_and_a_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w =
+            ArchiveWriter::create(dir.path().join("a.kpack"), opts(Compression::None)).unwrap();
+        w.reserve([("k#0", "gfx900", 3), ("k#0", "gfx906", 2)])
+            .unwrap();
+        let e = w.add("k#0", "gfx900", b"four").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert!(e.to_string().contains("3 were reserved"), "{e}");
+        w.add("k#0", "gfx900", b"abc").unwrap();
+        let e = w.add("k#0", "gfx900", b"abc").unwrap_err();
+        assert!(e.to_string().contains("already exists"), "{e}");
+        // A reserve naming a reserved entry again is a duplicate too.
+        assert!(w.reserve([("k#0", "gfx906", 2)]).is_err());
+        let e = w.finish().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert!(e.to_string().contains("never added"), "{e}");
+        // Nothing is left behind by the failed finish.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn only_uncompressed_archives_reserve() {
+        let dir = tempfile::tempdir().unwrap();
+        for c in [Compression::default(), Compression::ZstdDelta { level: 3 }] {
+            let mut w = ArchiveWriter::create(dir.path().join("a.kpack"), opts(c)).unwrap();
+            let e = w.reserve([("k#0", "gfx900", 1)]).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn file_ranges_store_what_add_stores() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("input");
+        std::fs::write(&input, b"..hello..world!..").unwrap();
+        for c in [
+            Compression::None,
+            Compression::default(),
+            Compression::ZstdDelta { level: 3 },
+        ] {
+            let mut want = Vec::new();
+            for (name, by_range) in [("add", false), ("range", true)] {
+                let path = dir.path().join(format!("{name}.kpack"));
+                let mut w = ArchiveWriter::create(&path, opts(c)).unwrap();
+                let mut file = File::open(&input).unwrap();
+                for (key, offset, len) in [("w#0", 9, 6), ("h#0", 2, 5)] {
+                    if by_range {
+                        w.add_file_range(key, "gfx900", &mut file, offset, len)
+                            .unwrap();
+                    } else {
+                        let bytes = std::fs::read(&input).unwrap();
+                        w.add(key, "gfx900", &bytes[offset as usize..][..len as usize])
+                            .unwrap();
+                    }
+                }
+                w.finish().unwrap();
+                want.push(std::fs::read(&path).unwrap());
+            }
+            assert_eq!(want[0], want[1], "{c:?}");
+        }
+        // A range past the end of the input is an error, not a short entry.
+        let mut w =
+            ArchiveWriter::create(dir.path().join("short.kpack"), opts(Compression::None)).unwrap();
+        let mut file = File::open(&input).unwrap();
+        let e = w
+            .add_file_range("k#0", "gfx900", &mut file, 10, 100)
+            .unwrap_err();
+        let cause = std::error::Error::source(&e).map(ToString::to_string);
+        assert!(
+            cause
+                .as_deref()
+                .is_some_and(|c| c.contains("only 7 of 100 bytes")),
+            "{e}: {cause:?}"
+        );
     }
 
     #[test]

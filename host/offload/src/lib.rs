@@ -598,8 +598,10 @@ impl From<kpack_format::Error> for StreamError {
 /// itself and hands the finished frame to its processor's writer, so
 /// inflating one bundle overlaps with compressing another's entries. The
 /// writers lay entries out in sorted (key, arch) order on `finish`, so the
-/// archives do not depend on the order frames arrive in (nor on `-j`). A
-/// bundle none of whose entries is kept is not inflated.
+/// archives do not depend on the order frames arrive in (nor on `-j`).
+/// Without compression the writers first reserve every kernel's final
+/// place ([`ArchiveWriter::reserve`]), so each one is written once, where
+/// it stays. A bundle none of whose entries is kept is not inflated.
 fn add_items(
     input: &Path,
     bundles: &[kpack_bundle::Item],
@@ -649,11 +651,6 @@ fn add_items(
         .budget
         .clone()
         .unwrap_or_else(|| MemoryBudget::process().clone());
-    let writers: BTreeMap<&str, Mutex<&mut ArchiveWriter>> = archives
-        .writers
-        .iter_mut()
-        .map(|(p, w)| (p.as_str(), Mutex::new(w)))
-        .collect();
     // Checked in order first, so the error names the first bundle that
     // cannot fit whatever the thread timing.
     for (b, (item, row)) in bundles.iter().zip(&dests).enumerate() {
@@ -669,10 +666,17 @@ fn add_items(
         .iter()
         .any(|b| matches!(b.format, kpack_bundle::Format::Compressed(_)))
     {
-        drop(writers);
         add_plain(input, bundles, source, &dests, archives)?;
         return Ok(added);
     }
+    if compression == kpack_format::Compression::None {
+        reserve(bundles, &dests, archives)?;
+    }
+    let writers: BTreeMap<&str, Mutex<&mut ArchiveWriter>> = archives
+        .writers
+        .iter_mut()
+        .map(|(p, w)| (p.as_str(), Mutex::new(w)))
+        .collect();
     bundles
         .par_iter()
         .zip(&dests)
@@ -727,6 +731,33 @@ fn add_items(
     Ok(added)
 }
 
+/// Give every archive its whole layout before any bundle is read (see
+/// [`ArchiveWriter::reserve`]): without compression a stored kernel is its
+/// code object, whose size the bundle header gives, so each kernel can be
+/// written once, into its final place, whatever order bundles finish in.
+fn reserve(
+    bundles: &[kpack_bundle::Item],
+    dests: &[Vec<Option<Dest>>],
+    archives: &mut ArchiveSet,
+) -> Result<(), Error> {
+    let mut per_group: BTreeMap<&str, Vec<(&str, &str, u64)>> = BTreeMap::new();
+    for (item, row) in bundles.iter().zip(dests) {
+        for (entry, dest) in item.entries.iter().zip(row) {
+            if let Some((key, name, group)) = dest {
+                per_group.entry(group.as_str()).or_default().push((
+                    key.as_str(),
+                    name.as_str(),
+                    entry.size,
+                ));
+            }
+        }
+    }
+    for (group, entries) in per_group {
+        archives.writer(group)?.reserve(entries)?;
+    }
+    Ok(())
+}
+
 /// [`add_items`] for inputs without compressed bundles: nothing to
 /// inflate, so each archive is filled by its own thread in its final
 /// (key, arch) order straight from the file, and the writer's spool
@@ -756,19 +787,32 @@ fn add_plain(
         .writers
         .par_iter_mut()
         .try_for_each(|(group, writer)| -> Result<(), Error> {
+            // Each thread its own descriptor: the copies move its position
+            // (a `try_clone` would share one position between threads).
+            let mut file = std::fs::File::open(input).map_err(|source| Error::Io {
+                path: input.to_path_buf(),
+                what: "cannot open",
+                source,
+            })?;
             for &(key, name, b, i) in jobs
                 .get(group.as_str())
                 .map(Vec::as_slice)
                 .unwrap_or_default()
             {
-                let data = bundles[b]
-                    .read_entry(source, i)
-                    .map_err(|source| Error::Bundle {
-                        path: input.to_path_buf(),
-                        bundle: b,
-                        source,
-                    })?;
-                writer.add(key, name, &data)?;
+                let bundle = |source| Error::Bundle {
+                    path: input.to_path_buf(),
+                    bundle: b,
+                    source,
+                };
+                match bundles[b].stored_range(source, i).map_err(bundle)? {
+                    Some((offset, len)) => {
+                        writer.add_file_range(key, name, &mut file, offset, len)?;
+                    }
+                    None => {
+                        let data = bundles[b].read_entry(source, i).map_err(bundle)?;
+                        writer.add(key, name, &data)?;
+                    }
+                }
             }
             Ok(())
         })

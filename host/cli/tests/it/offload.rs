@@ -1165,3 +1165,78 @@ fn offload_name_key_search_path_and_compression_none_take_effect() {
         );
     }
 }
+
+/// `--compression none` on compressed bundles: the writer reserves every
+/// kernel's final place from the bundle headers' sizes and workers write
+/// each one there as its bundle inflates, in whatever order bundles
+/// finish. The archives are the same at `-j 1` and `-j 2`, every entry is
+/// clang-offload-bundler's code object (the oracle), and each archive is
+/// byte for byte the one the writer lays out from plain sorted adds of
+/// those entries (the layout without reserving).
+#[test]
+fn compression_none_on_compressed_bundles_writes_reserved_places_identically_at_any_jobs() {
+    let name = "lib2tu_ccob.so";
+    let input = fixture(&format!("clang19/{name}"));
+    let tmp = tempfile::tempdir().unwrap();
+    let mut runs = Vec::new();
+    for jobs in ["1", "2"] {
+        let dir = tmp.path().join(format!("j{jobs}"));
+        crate::util::offload_into(&input, &dir, &["--compression", "none", "-j", jobs]);
+        let mut files: Vec<(String, Vec<u8>)> = walk(&dir)
+            .into_iter()
+            .map(|p| {
+                let bytes = std::fs::read(&p).unwrap();
+                (p.strip_prefix(&dir).unwrap().display().to_string(), bytes)
+            })
+            .collect();
+        files.sort();
+        runs.push(files);
+    }
+    let names = |r: &[(String, Vec<u8>)]| r.iter().map(|f| f.0.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&runs[0]), names(&runs[1]));
+    for (a, b) in runs[0].iter().zip(&runs[1]) {
+        assert!(a.1 == b.1, "-j 1 and -j 2 differ: {}", a.0);
+    }
+
+    let want: Vec<&OracleEntry> = clang19_oracle().iter().filter(|e| e.file == name).collect();
+    assert_eq!(want.len(), 4, "two bundles, two targets each");
+    let mut seen = 0;
+    for (path, bytes) in runs[0].iter().filter(|f| f.0.ends_with(".kpack")) {
+        let a = kpack_format::Archive::from_bytes(bytes.clone()).unwrap();
+        assert_eq!(a.scheme(), kpack_format::Scheme::None, "{path}");
+        let rebuilt = tmp.path().join("rebuilt.kpack");
+        let mut w = kpack_format::ArchiveWriter::create(
+            &rebuilt,
+            kpack_format::WriterOptions {
+                group_name: a.group_name().into(),
+                gfx_arch_family: a.gfx_arch_family().into(),
+                compression: kpack_format::Compression::None,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        for e in a.entries() {
+            let data = a.read(e).unwrap();
+            let bundle: usize = e.key().rsplit('#').next().unwrap().parse().unwrap();
+            let o = want
+                .iter()
+                .find(|o| o.bundle == bundle && o.target == e.arch())
+                .unwrap_or_else(|| panic!("{path}: {} {} not in the oracle", e.key(), e.arch()));
+            assert_eq!(
+                sha256_hex(&data),
+                o.sha256,
+                "{path}: {} {}",
+                e.key(),
+                e.arch()
+            );
+            w.add(e.key(), e.arch(), &data).unwrap();
+            seen += 1;
+        }
+        w.finish().unwrap();
+        assert!(
+            std::fs::read(&rebuilt).unwrap() == *bytes,
+            "{path}: layout differs from plain adds"
+        );
+    }
+    assert_eq!(seen, want.len());
+}

@@ -1,6 +1,7 @@
 //! The input side of the transform: bounded reads from the fat binary and
 //! its three header tables.
 
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use kpack_bundle::{ReadAt, SizedFile};
@@ -32,12 +33,32 @@ impl<'a> Source<'a> {
         self.len
     }
 
-    /// Fill `buf` with the bytes at `offset`.
-    pub(super) fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<(), Error> {
-        check_range(self.path, offset, buf.len() as u64, self.len)?;
-        self.file
-            .read_exact_at(offset, buf)
-            .map_err(|e| Error::io(self.path, &format!("read at {offset:#x}"), e))
+    /// Copy the `len` bytes at `offset` to `out` with [`std::io::copy`]
+    /// from the file itself: when `out` is a file too this stays in the
+    /// kernel (`copy_file_range` on Linux), no pass through a buffer here.
+    /// Moves the input descriptor's position, which nothing else uses
+    /// (every other read is positioned).
+    pub(super) fn copy_to<W: Write + ?Sized>(
+        &self,
+        offset: u64,
+        len: u64,
+        out: &mut W,
+    ) -> Result<(), Error> {
+        check_range(self.path, offset, len, self.len)?;
+        let what = format!("copy {len:#x} bytes from input offset {offset:#x}");
+        let mut file = self.file.file();
+        file.seek(SeekFrom::Start(offset))
+            .map_err(|e| Error::io(self.path, &what, e))?;
+        let n =
+            std::io::copy(&mut file.take(len), out).map_err(|e| Error::io(self.path, &what, e))?;
+        if n != len {
+            return Err(Error::new(
+                ErrorKind::Malformed,
+                self.path,
+                format!("{what}: the input ended after {n:#x} bytes"),
+            ));
+        }
+        Ok(())
     }
 
     /// The `len` bytes at `offset`.

@@ -39,8 +39,8 @@ pub(super) fn shstrtab(plan: &Plan, old: Vec<u8>) -> Vec<u8> {
     table
 }
 
-/// Bytes copied from the input per read: the output is assembled through
-/// this window, so memory does not grow with the file.
+/// Zeros written per call: padding and cleared ranges go out through this
+/// window, so memory does not grow with the file.
 const CHUNK: u64 = 1 << 20;
 
 /// The output being written, with the input's path for error messages and
@@ -72,17 +72,12 @@ impl<'a, W: Write + Seek> Out<'a, W> {
         Ok(())
     }
 
-    /// `len` bytes of the input from `offset`, through a bounded buffer.
+    /// `len` bytes of the input from `offset`, file to file when the
+    /// output is a file (see [`Source::copy_to`]).
     fn copy(&mut self, source: &Source<'_>, offset: u64, len: u64) -> Result<(), Error> {
         check_range(self.input, offset, len, source.len())?;
-        let mut buf = vec![0u8; CHUNK.min(len) as usize];
-        let mut done = 0;
-        while done < len {
-            let n = (len - done).min(CHUNK) as usize;
-            source.read_into(offset + done, &mut buf[..n])?;
-            self.write(&buf[..n])?;
-            done += n as u64;
-        }
+        source.copy_to(offset, len, &mut self.w)?;
+        self.pos += len;
         Ok(())
     }
 
