@@ -299,7 +299,11 @@ pub(crate) fn encode_key(level: i32, members: &[&[u8]], parallel: bool) -> Resul
 }
 
 /// Decode one frame of `size` bytes, against `prefix` when it is a delta.
-pub(crate) fn decompress(frame: &[u8], prefix: Option<&[u8]>, size: usize) -> Result<Vec<u8>, String> {
+pub(crate) fn decompress(
+    frame: &[u8],
+    prefix: Option<&[u8]>,
+    size: usize,
+) -> Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(size);
     let n = match prefix {
         Some(p) => decompress_with_prefix(frame, p, &mut out)?,

@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 use crate::delta;
 
 mod delta_key;
-use delta_key::DeltaKeys;
-pub use delta_key::{DeltaCompressor, DeltaKey};
 use crate::error::{Error, ErrorKind, Result};
 use crate::{BLOB_START, MAGIC, VERSION};
+use delta_key::DeltaKeys;
+pub use delta_key::{DeltaCompressor, DeltaKey};
 
 /// AMD's loader refuses zstd blobs of 4 GiB or more.
 const MAX_ZSTD_BLOB: u64 = 1 << 32;

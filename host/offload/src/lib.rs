@@ -761,11 +761,8 @@ fn add_delta(
     budget: &MemoryBudget,
     delta: DeltaCompressor,
 ) -> Result<(), Error> {
-    bundles
-        .par_iter()
-        .zip(dests)
-        .enumerate()
-        .try_for_each(|(b, (item, row))| -> Result<(), Error> {
+    bundles.par_iter().zip(dests).enumerate().try_for_each(
+        |(b, (item, row))| -> Result<(), Error> {
             if row.iter().all(Option::is_none) {
                 return Ok(());
             }
@@ -782,42 +779,47 @@ fn add_delta(
                 *left.entry(group.as_str()).or_default() += 1;
             }
             let mut held: BTreeMap<&str, Vec<(&str, Vec<u8>)>> = BTreeMap::new();
-            item.stream_entries(source, &unbounded, |i, _, bytes| -> Result<(), StreamError> {
-                let Some(Some((key, name, group))) = row.get(i) else {
-                    return Ok(());
-                };
-                let group = group.as_str();
-                let left = left.entry(group).or_default();
-                *left = left.saturating_sub(1);
-                if *left > 0 {
-                    held.entry(group).or_default().push((name, bytes.to_vec()));
-                    return Ok(());
-                }
-                let copies = held.remove(group).unwrap_or_default();
-                let mut members: Vec<(&str, &[u8])> =
-                    copies.iter().map(|(a, d)| (*a, d.as_slice())).collect();
-                members.push((name, bytes));
-                let dk = delta.compress_key(key, &members)?;
-                drop(members);
-                drop(copies);
-                let Some(writer) = writers.get(group) else {
-                    return Err(StreamError::Other(Error::Io {
-                        path: input.to_path_buf(),
-                        what: "internal error",
-                        source: std::io::Error::other("no archive writer for a group"),
-                    }));
-                };
-                writer
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .add_delta_key(dk)?;
-                Ok(())
-            })
+            item.stream_entries(
+                source,
+                &unbounded,
+                |i, _, bytes| -> Result<(), StreamError> {
+                    let Some(Some((key, name, group))) = row.get(i) else {
+                        return Ok(());
+                    };
+                    let group = group.as_str();
+                    let left = left.entry(group).or_default();
+                    *left = left.saturating_sub(1);
+                    if *left > 0 {
+                        held.entry(group).or_default().push((name, bytes.to_vec()));
+                        return Ok(());
+                    }
+                    let copies = held.remove(group).unwrap_or_default();
+                    let mut members: Vec<(&str, &[u8])> =
+                        copies.iter().map(|(a, d)| (*a, d.as_slice())).collect();
+                    members.push((name, bytes));
+                    let dk = delta.compress_key(key, &members)?;
+                    drop(members);
+                    drop(copies);
+                    let Some(writer) = writers.get(group) else {
+                        return Err(StreamError::Other(Error::Io {
+                            path: input.to_path_buf(),
+                            what: "internal error",
+                            source: std::io::Error::other("no archive writer for a group"),
+                        }));
+                    };
+                    writer
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .add_delta_key(dk)?;
+                    Ok(())
+                },
+            )
             .map_err(|e| match e {
                 StreamError::Bundle(source) => bundle_error(source),
                 StreamError::Other(e) => e,
             })
-        })
+        },
+    )
 }
 
 /// The most bytes [`add_delta`] holds in copies at once for `item`: it

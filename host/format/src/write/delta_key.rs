@@ -87,16 +87,18 @@ impl DeltaCompressor {
         let mut order: Vec<usize> = (0..members.len()).collect();
         // The writer's TOC order within a key: arch, byte-wise.
         order.sort_by(|&a, &b| members[a].0.cmp(members[b].0));
-        if let Some(w) = order.windows(2).find(|w| members[w[0]].0 == members[w[1]].0) {
+        if let Some(w) = order
+            .windows(2)
+            .find(|w| members[w[0]].0 == members[w[1]].0)
+        {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 format!("kernel {key:?} for {:?} already exists", members[w[0]].0),
             ));
         }
         let sorted: Vec<&[u8]> = order.iter().map(|&i| members[i].1).collect();
-        let encoded = delta::encode_key(self.level, &sorted, false).map_err(|m| {
-            Error::new(ErrorKind::Io, format!("zstd failed on {key:?}: {m}"))
-        })?;
+        let encoded = delta::encode_key(self.level, &sorted, false)
+            .map_err(|m| Error::new(ErrorKind::Io, format!("zstd failed on {key:?}: {m}")))?;
         let entries = order
             .iter()
             .zip(encoded.frames)
@@ -197,12 +199,13 @@ impl ArchiveWriter {
         let arch_at = |arch: &str| indices.iter().position(|&i| self.pending[i].arch == arch);
         let mut bases = Vec::with_capacity(indices.len());
         for &i in indices {
-            let base = match self.pending[i].framed.as_ref().and_then(Option::as_deref) {
-                None => None,
-                Some(arch) => Some(arch_at(arch).ok_or_else(|| {
-                    Error::new(ErrorKind::Io, format!("base {arch:?} missing"))
-                })?),
-            };
+            let base =
+                match self.pending[i].framed.as_ref().and_then(Option::as_deref) {
+                    None => None,
+                    Some(arch) => Some(arch_at(arch).ok_or_else(|| {
+                        Error::new(ErrorKind::Io, format!("base {arch:?} missing"))
+                    })?),
+                };
             bases.push(base);
         }
         let sizes: Vec<u64> = indices
@@ -236,10 +239,15 @@ fn decode(dk: &DeltaKey) -> Result<Vec<Vec<u8>>> {
 }
 
 /// Decode one key's frames: bases first, then each delta against its base.
-fn decode_frames(frames: &[Vec<u8>], bases: &[Option<usize>], sizes: &[u64]) -> Result<Vec<Vec<u8>>> {
+fn decode_frames(
+    frames: &[Vec<u8>],
+    bases: &[Option<usize>],
+    sizes: &[u64],
+) -> Result<Vec<Vec<u8>>> {
     let err = |m: String| Error::new(ErrorKind::Io, format!("cannot decode a spooled frame: {m}"));
     let size = |i: usize| {
-        usize::try_from(sizes[i]).map_err(|_| Error::new(ErrorKind::OutOfMemory, "kernel too large"))
+        usize::try_from(sizes[i])
+            .map_err(|_| Error::new(ErrorKind::OutOfMemory, "kernel too large"))
     };
     let mut out: Vec<Option<Vec<u8>>> = vec![None; frames.len()];
     for i in (0..frames.len()).filter(|&i| bases[i].is_none()) {
