@@ -183,7 +183,7 @@ fn shared(a: &[u64], b: &[u64]) -> usize {
 /// real delta turns out no smaller than its trial frame alone as a base
 /// ([`Plan::demote`]). Deterministic at any thread count: sizes and sketches
 /// do not depend on scheduling.
-pub(crate) fn plan(members: &[&[u8]], parallel: bool) -> Result<Plan, String> {
+pub(crate) fn plan(members: &[&[u8]], spread: Spread) -> Result<Plan, String> {
     let n = members.len();
     if n <= 1 {
         return Ok(Plan {
@@ -191,7 +191,7 @@ pub(crate) fn plan(members: &[&[u8]], parallel: bool) -> Result<Plan, String> {
             alone: vec![u64::MAX; n],
         });
     }
-    let measured: Vec<(u64, Vec<u64>)> = map_all(parallel, n, |i| {
+    let measured: Vec<(u64, Vec<u64>)> = map_all(spread, n, |i| {
         let m = members[i];
         compress(TRIAL_LEVEL, m, None).map(|f| (f.len() as u64, sketch(m)))
     })?;
@@ -222,16 +222,16 @@ pub(crate) fn plan(members: &[&[u8]], parallel: bool) -> Result<Plan, String> {
 pub(crate) fn plan_exhaustive(
     level: i32,
     members: &[&[u8]],
-    parallel: bool,
+    spread: Spread,
 ) -> Result<Plan, String> {
     let n = members.len();
-    let alone: Vec<u64> = map_all(parallel, n, |i| {
+    let alone: Vec<u64> = map_all(spread, n, |i| {
         compress(level, members[i], None).map(|f| f.len() as u64)
     })?;
     let pairs: Vec<(usize, usize)> = (0..n)
         .flat_map(|t| (0..n).filter(move |&b| b != t).map(move |b| (t, b)))
         .collect();
-    let sizes: Vec<u64> = map_all(parallel, pairs.len(), |i| {
+    let sizes: Vec<u64> = map_all(spread, pairs.len(), |i| {
         let (t, b) = pairs[i];
         compress(level, members[t], Some(members[b])).map(|f| f.len() as u64)
     })?;
@@ -245,19 +245,59 @@ pub(crate) fn plan_exhaustive(
     })
 }
 
-/// `f(0..n)` in order, on the current rayon pool when `parallel`. Callers
-/// that run inside a rayon worker while holding memory-budget reservations
-/// pass `false`: a worker waiting on nested jobs may steal another bundle's
-/// job, which could then wait forever for the memory its own stack holds.
+/// How [`encode_key`] spreads one key's members over threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Spread {
+    /// The current rayon pool (the writer's `finish`).
+    Rayon,
+    /// This many plain scoped threads, this one included (1: this thread
+    /// only). For callers inside a rayon worker that hold memory-budget
+    /// reservations: a worker waiting on nested rayon jobs may steal
+    /// another bundle's job, which could then wait forever for the memory
+    /// its own stack holds; scoped threads never run anything else.
+    Threads(usize),
+}
+
+/// `f(0..n)`, results in order (the first error by index wins).
 fn map_all<T: Send>(
-    parallel: bool,
+    spread: Spread,
     n: usize,
     f: impl Fn(usize) -> Result<T, String> + Sync + Send,
 ) -> Result<Vec<T>, String> {
-    if parallel {
-        (0..n).into_par_iter().map(f).collect()
-    } else {
-        (0..n).map(f).collect()
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    match spread {
+        Spread::Rayon => (0..n).into_par_iter().map(f).collect(),
+        Spread::Threads(k) if k <= 1 || n <= 1 => (0..n).map(f).collect(),
+        Spread::Threads(k) => {
+            let next = AtomicUsize::new(0);
+            let slots: Vec<Mutex<Option<Result<T, String>>>> =
+                (0..n).map(|_| Mutex::new(None)).collect();
+            let work = || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        break;
+                    }
+                    let r = f(i);
+                    *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+                }
+            };
+            std::thread::scope(|s| {
+                for _ in 1..k.min(n) {
+                    s.spawn(work);
+                }
+                work();
+            });
+            slots
+                .into_iter()
+                .map(|m| {
+                    m.into_inner()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .unwrap_or_else(|| Err("a worker thread stopped".to_owned()))
+                })
+                .collect()
+        }
     }
 }
 
@@ -275,13 +315,13 @@ pub(crate) struct Encoded {
 /// `finish` or a worker runs it as soon as the key's members are in hand.
 /// A delta whose frame came out no smaller than its trial frame alone is
 /// stored alone ([`Plan::demote`]).
-pub(crate) fn encode_key(level: i32, members: &[&[u8]], parallel: bool) -> Result<Encoded, String> {
+pub(crate) fn encode_key(level: i32, members: &[&[u8]], spread: Spread) -> Result<Encoded, String> {
     let mut plan = if std::env::var_os(EXHAUSTIVE_ENV).is_some() {
-        plan_exhaustive(level, members, parallel)
+        plan_exhaustive(level, members, spread)
     } else {
-        plan(members, parallel)
+        plan(members, spread)
     }?;
-    let mut frames = map_all(parallel, members.len(), |i| {
+    let mut frames = map_all(spread, members.len(), |i| {
         compress(level, members[i], plan.base[i].map(|b| members[b]))
     })?;
     // The plan's sizes are estimates: a delta that came out no smaller
@@ -433,7 +473,7 @@ mod tests {
         c[30_000..30_010].copy_from_slice(&[2; 10]);
         let stranger = object(9, 40_000);
         let members: Vec<&[u8]> = vec![&a, &b, &c, &stranger];
-        let p = plan(&members, true).unwrap();
+        let p = plan(&members, Spread::Rayon).unwrap();
         // The three siblings: one base, two deltas against it.
         let sibling_bases: Vec<usize> = (0..3).filter(|&i| p.base[i].is_none()).collect();
         assert_eq!(sibling_bases.len(), 1, "{p:?}");
@@ -474,8 +514,8 @@ mod tests {
         half[..60_000].copy_from_slice(&object(7, 60_000));
         let stranger = object(8, 120_000);
         let members: Vec<&[u8]> = vec![&a, &b, &c, &d, &half, &stranger];
-        let fast = plan(&members, true).unwrap();
-        let full = plan_exhaustive(3, &members, true).unwrap();
+        let fast = plan(&members, Spread::Rayon).unwrap();
+        let full = plan_exhaustive(3, &members, Spread::Rayon).unwrap();
         let (f, x) = (stored(&fast, &members), stored(&full, &members));
         assert!(
             f * 100 <= x * 105,
@@ -483,6 +523,10 @@ mod tests {
         );
         // The stranger shares nothing: it is a base of its own.
         assert_eq!(fast.base[5], None, "{fast:?}");
-        assert_eq!(plan(&members, true).unwrap(), fast, "deterministic");
+        assert_eq!(
+            plan(&members, Spread::Rayon).unwrap(),
+            fast,
+            "deterministic"
+        );
     }
 }

@@ -684,7 +684,8 @@ impl ArchiveWriter {
                         raw.push(read_spooled(self.spool.as_file_mut(), &self.pending[o])?);
                     }
                     let members: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
-                    let e = delta::encode_key(level, &members, true).map_err(zerr)?;
+                    let e =
+                        delta::encode_key(level, &members, delta::Spread::Rayon).map_err(zerr)?;
                     (e.frames, e.base)
                 };
                 for (i, frame) in frames.iter().enumerate() {

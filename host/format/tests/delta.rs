@@ -141,7 +141,7 @@ fn write_keys(path: &Path, items: &[(String, String, Vec<u8>)], calls: &[Vec<usi
             .iter()
             .map(|&i| (items[i].1.as_str(), items[i].2.as_slice()))
             .collect();
-        w.add_delta_key(c.compress_key(key, &members).unwrap())
+        w.add_delta_key(c.compress_key(key, &members, 1 + call.len() % 3).unwrap())
             .unwrap();
     }
     for (i, (k, a, d)) in items.iter().enumerate() {
@@ -204,12 +204,12 @@ fn a_worker_encoded_key_needs_a_matching_writer() {
         };
         let mut w = ArchiveWriter::create(dir.path().join("a.kpack"), options).unwrap();
         let e = w
-            .add_delta_key(c.compress_key(&items[0].0, &members).unwrap())
+            .add_delta_key(c.compress_key(&items[0].0, &members, 2).unwrap())
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     }
     let twice = [members[0], members[0]];
-    let e = c.compress_key("k", &twice).unwrap_err();
+    let e = c.compress_key("k", &twice, 1).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
 }
 

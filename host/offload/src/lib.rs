@@ -740,8 +740,8 @@ fn add_items(
 /// `<kernel_name>#<bundle>`, so one bundle holds every target of its key;
 /// the worker keeps a copy of each kept entry until the last entry of its
 /// archive group in this bundle has arrived, then chooses the bases and
-/// compresses the frames ([`DeltaCompressor::compress_key`], on this
-/// thread: see there) and hands them to the writer
+/// compresses the frames ([`DeltaCompressor::compress_key`], on plain
+/// threads, `-j` of them: see there) and hands them to the writer
 /// ([`ArchiveWriter::add_delta_key`]). Nothing raw is spooled, and the
 /// archive is the one the writer's `finish` would encode from raw kernels,
 /// at any `-j`. (Should another binary of the same set reuse a key, the
@@ -779,6 +779,9 @@ fn add_delta(
                 *left.entry(group.as_str()).or_default() += 1;
             }
             let mut held: BTreeMap<&str, Vec<(&str, Vec<u8>)>> = BTreeMap::new();
+            // A big bundle's memory often keeps it alone in the budget: its
+            // keys then use every thread of `-j`, not just this worker.
+            let threads = rayon::current_num_threads();
             item.stream_entries(
                 source,
                 &unbounded,
@@ -797,7 +800,7 @@ fn add_delta(
                     let mut members: Vec<(&str, &[u8])> =
                         copies.iter().map(|(a, d)| (*a, d.as_slice())).collect();
                     members.push((name, bytes));
-                    let dk = delta.compress_key(key, &members)?;
+                    let dk = delta.compress_key(key, &members, threads)?;
                     drop(members);
                     drop(copies);
                     let Some(writer) = writers.get(group) else {

@@ -79,10 +79,18 @@ impl DeltaCompressor {
     }
 
     /// Every target `members` (`(arch, code object)`) of kernel `key`:
-    /// bases chosen and frames compressed on this thread only (callers are
-    /// worker threads holding memory reservations; see `delta::map_all`).
+    /// bases chosen and frames compressed on `threads` plain threads, this
+    /// one included (never rayon jobs: callers are rayon workers holding
+    /// memory reservations, and a worker waiting on nested jobs may steal
+    /// one that waits for those reservations). The bytes do not depend on
+    /// `threads`.
     /// A repeated arch is an [`ErrorKind::InvalidArgument`] error.
-    pub fn compress_key(&self, key: &str, members: &[(&str, &[u8])]) -> Result<DeltaKey> {
+    pub fn compress_key(
+        &self,
+        key: &str,
+        members: &[(&str, &[u8])],
+        threads: usize,
+    ) -> Result<DeltaKey> {
         let key = key.replace('\\', "/");
         let mut order: Vec<usize> = (0..members.len()).collect();
         // The writer's TOC order within a key: arch, byte-wise.
@@ -97,7 +105,7 @@ impl DeltaCompressor {
             ));
         }
         let sorted: Vec<&[u8]> = order.iter().map(|&i| members[i].1).collect();
-        let encoded = delta::encode_key(self.level, &sorted, false)
+        let encoded = delta::encode_key(self.level, &sorted, delta::Spread::Threads(threads))
             .map_err(|m| Error::new(ErrorKind::Io, format!("zstd failed on {key:?}: {m}")))?;
         let entries = order
             .iter()
