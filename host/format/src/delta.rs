@@ -181,7 +181,7 @@ fn shared(a: &[u64], b: &[u64]) -> usize {
 /// real delta turns out no smaller than its trial frame alone as a base
 /// ([`Plan::demote`]). Deterministic at any thread count: sizes and sketches
 /// do not depend on scheduling.
-pub(crate) fn plan(members: &[&[u8]]) -> Result<Plan, String> {
+pub(crate) fn plan(members: &[&[u8]], spread: Spread) -> Result<Plan, String> {
     let n = members.len();
     if n <= 1 {
         return Ok(Plan {
@@ -189,10 +189,10 @@ pub(crate) fn plan(members: &[&[u8]]) -> Result<Plan, String> {
             alone: vec![u64::MAX; n],
         });
     }
-    let measured: Vec<(u64, Vec<u64>)> = members
-        .par_iter()
-        .map(|m| compress(TRIAL_LEVEL, m, None).map(|f| (f.len() as u64, sketch(m))))
-        .collect::<Result<_, _>>()?;
+    let measured: Vec<(u64, Vec<u64>)> = map_all(spread, n, |i| {
+        let m = members[i];
+        compress(TRIAL_LEVEL, m, None).map(|f| (f.len() as u64, sketch(m)))
+    })?;
     let alone: Vec<u64> = measured.iter().map(|(a, _)| *a).collect();
     let mut delta = vec![vec![u64::MAX; n]; n];
     for t in 0..n {
@@ -217,19 +217,22 @@ pub(crate) fn plan(members: &[&[u8]]) -> Result<Plan, String> {
 /// Every pair compressed at `level`: the exact sizes [`plan`] estimates,
 /// kept to measure the estimate against (tests, and `bench/family.sh`
 /// through [`EXHAUSTIVE_ENV`]).
-pub(crate) fn plan_exhaustive(level: i32, members: &[&[u8]]) -> Result<Plan, String> {
+pub(crate) fn plan_exhaustive(
+    level: i32,
+    members: &[&[u8]],
+    spread: Spread,
+) -> Result<Plan, String> {
     let n = members.len();
-    let alone: Vec<u64> = members
-        .par_iter()
-        .map(|m| compress(level, m, None).map(|f| f.len() as u64))
-        .collect::<Result<_, _>>()?;
+    let alone: Vec<u64> = map_all(spread, n, |i| {
+        compress(level, members[i], None).map(|f| f.len() as u64)
+    })?;
     let pairs: Vec<(usize, usize)> = (0..n)
         .flat_map(|t| (0..n).filter(move |&b| b != t).map(move |b| (t, b)))
         .collect();
-    let sizes: Vec<u64> = pairs
-        .par_iter()
-        .map(|&(t, b)| compress(level, members[t], Some(members[b])).map(|f| f.len() as u64))
-        .collect::<Result<_, _>>()?;
+    let sizes: Vec<u64> = map_all(spread, pairs.len(), |i| {
+        let (t, b) = pairs[i];
+        compress(level, members[t], Some(members[b])).map(|f| f.len() as u64)
+    })?;
     let mut delta = vec![vec![u64::MAX; n]; n];
     for (&(t, b), &s) in pairs.iter().zip(&sizes) {
         delta[t][b] = s;
@@ -238,6 +241,113 @@ pub(crate) fn plan_exhaustive(level: i32, members: &[&[u8]]) -> Result<Plan, Str
         base: choose(&alone, &delta),
         alone,
     })
+}
+
+/// How [`encode_key`] spreads one key's members over threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Spread {
+    /// The current rayon pool (the writer's `finish`).
+    Rayon,
+    /// This many plain scoped threads, this one included (1: this thread
+    /// only). For callers inside a rayon worker that hold memory-budget
+    /// reservations: a worker waiting on nested rayon jobs may steal
+    /// another bundle's job, which could then wait forever for the memory
+    /// its own stack holds; scoped threads never run anything else.
+    Threads(usize),
+}
+
+/// `f(0..n)`, results in order (the first error by index wins).
+fn map_all<T: Send>(
+    spread: Spread,
+    n: usize,
+    f: impl Fn(usize) -> Result<T, String> + Sync + Send,
+) -> Result<Vec<T>, String> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    match spread {
+        Spread::Rayon => (0..n).into_par_iter().map(f).collect(),
+        Spread::Threads(k) if k <= 1 || n <= 1 => (0..n).map(f).collect(),
+        Spread::Threads(k) => {
+            let next = AtomicUsize::new(0);
+            let slots: Vec<Mutex<Option<Result<T, String>>>> =
+                (0..n).map(|_| Mutex::new(None)).collect();
+            let work = || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        break;
+                    }
+                    let r = f(i);
+                    *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+                }
+            };
+            std::thread::scope(|s| {
+                for _ in 1..k.min(n) {
+                    s.spawn(work);
+                }
+                work();
+            });
+            slots
+                .into_iter()
+                .map(|m| {
+                    m.into_inner()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .unwrap_or_else(|| Err("a worker thread stopped".to_owned()))
+                })
+                .collect()
+        }
+    }
+}
+
+/// One kernel key's stored frames: `frames[i]` is member `i`'s zstd frame,
+/// `base[i]` the member it is a delta against (`None`: stored alone).
+#[derive(Debug)]
+pub(crate) struct Encoded {
+    pub(crate) frames: Vec<Vec<u8>>,
+    pub(crate) base: Vec<Option<usize>>,
+}
+
+/// Choose bases among `members` (one key's code objects, in TOC order:
+/// sorted by arch) and compress every frame at `level`: the whole of the
+/// scheme's per-key work, the same bytes whether the writer runs it at
+/// `finish` or a worker runs it as soon as the key's members are in hand.
+/// A delta whose frame came out no smaller than its trial frame alone is
+/// stored alone ([`Plan::demote`]).
+pub(crate) fn encode_key(level: i32, members: &[&[u8]], spread: Spread) -> Result<Encoded, String> {
+    let mut plan = if std::env::var_os(EXHAUSTIVE_ENV).is_some() {
+        plan_exhaustive(level, members, spread)
+    } else {
+        plan(members, spread)
+    }?;
+    let mut frames = map_all(spread, members.len(), |i| {
+        compress(level, members[i], plan.base[i].map(|b| members[b]))
+    })?;
+    // The plan's sizes are estimates: a delta that came out no smaller
+    // than its member alone is stored alone instead.
+    for i in 0..members.len() {
+        if plan.base[i].is_some() && plan.demote(i, frames[i].len()) {
+            frames[i] = compress(level, members[i], None)?;
+            plan.base[i] = None;
+        }
+    }
+    Ok(Encoded {
+        frames,
+        base: plan.base,
+    })
+}
+
+/// Decode one frame of `size` bytes, against `prefix` when it is a delta.
+pub(crate) fn decompress(
+    frame: &[u8],
+    prefix: Option<&[u8]>,
+    size: usize,
+) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(size);
+    let n = crate::read::zstd_decode(frame, prefix, &mut out)?;
+    if n != size {
+        return Err(format!("decoded {n} bytes, expected {size}"));
+    }
+    Ok(out)
 }
 
 /// The greedy base choice on measured or estimated sizes:
@@ -354,7 +464,7 @@ mod tests {
         c[30_000..30_010].copy_from_slice(&[2; 10]);
         let stranger = object(9, 40_000);
         let members: Vec<&[u8]> = vec![&a, &b, &c, &stranger];
-        let p = plan(&members).unwrap();
+        let p = plan(&members, Spread::Rayon).unwrap();
         // The three siblings: one base, two deltas against it.
         let sibling_bases: Vec<usize> = (0..3).filter(|&i| p.base[i].is_none()).collect();
         assert_eq!(sibling_bases.len(), 1, "{p:?}");
@@ -395,8 +505,8 @@ mod tests {
         half[..60_000].copy_from_slice(&object(7, 60_000));
         let stranger = object(8, 120_000);
         let members: Vec<&[u8]> = vec![&a, &b, &c, &d, &half, &stranger];
-        let fast = plan(&members).unwrap();
-        let full = plan_exhaustive(3, &members).unwrap();
+        let fast = plan(&members, Spread::Rayon).unwrap();
+        let full = plan_exhaustive(3, &members, Spread::Rayon).unwrap();
         let (f, x) = (stored(&fast, &members), stored(&full, &members));
         assert!(
             f * 100 <= x * 105,
@@ -404,6 +514,10 @@ mod tests {
         );
         // The stranger shares nothing: it is a base of its own.
         assert_eq!(fast.base[5], None, "{fast:?}");
-        assert_eq!(plan(&members).unwrap(), fast, "deterministic");
+        assert_eq!(
+            plan(&members, Spread::Rayon).unwrap(),
+            fast,
+            "deterministic"
+        );
     }
 }

@@ -79,7 +79,10 @@ pub use tempname::{
     TEMP_PREFIX, is_stale_temp, remove_stale_temps, stale_temps, temp_owner, temp_prefix,
 };
 pub use verify::{Finding, verify};
-pub use write::{ArchiveWriter, Compression, EntryOrder, KernelCompressor, WriterOptions, Written};
+pub use write::{
+    ArchiveWriter, Compression, DeltaCompressor, DeltaKey, EntryOrder, KernelCompressor,
+    WriterOptions, Written,
+};
 
 /// The four magic bytes at offset 0: `"KPAK"`.
 pub const MAGIC: [u8; 4] = *b"KPAK";

@@ -10,8 +10,12 @@ use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::delta;
+
+mod delta_key;
 use crate::error::{Error, ErrorKind, Result};
 use crate::{BLOB_START, MAGIC, VERSION};
+use delta_key::DeltaKeys;
+pub use delta_key::{DeltaCompressor, DeltaKey};
 
 /// AMD's loader refuses zstd blobs of 4 GiB or more.
 const MAX_ZSTD_BLOB: u64 = 1 << 32;
@@ -102,6 +106,11 @@ struct Pending {
     stored_len: u64,
     original_size: u64,
     metadata: Vec<(String, String)>,
+    /// zstd-delta only: the spooled bytes are this entry's final frame
+    /// (from [`ArchiveWriter::add_delta_key`]), a delta against the entry
+    /// of the same key for `Some(arch)`; `None`: raw bytes, encoded at
+    /// finish.
+    framed: Option<Option<String>>,
 }
 
 /// Builds a KPAK v1 archive at a path; nothing appears there until
@@ -124,6 +133,8 @@ pub struct ArchiveWriter {
     /// in `pending` (whose spool offsets are then final) and whether its
     /// bytes were written yet.
     reserved: Option<Reserved>,
+    /// zstd-delta: which keys arrived how (see `delta_key.rs`).
+    delta_keys: DeltaKeys,
 }
 
 /// Final places, given out by [`ArchiveWriter::reserve`].
@@ -234,6 +245,7 @@ impl ArchiveWriter {
             seen: HashSet::new(),
             compressor,
             reserved: None,
+            delta_keys: DeltaKeys::default(),
         })
     }
 
@@ -264,6 +276,7 @@ impl ArchiveWriter {
         metadata: &[(&str, &str)],
     ) -> Result<()> {
         let key = self.check_new(key, arch)?;
+        self.raw_key_added(&key)?;
         let stored = match &mut self.compressor {
             None => std::borrow::Cow::Borrowed(data),
             Some(c) => c.compress(data, &key, arch)?,
@@ -285,6 +298,7 @@ impl ArchiveWriter {
         original_size: u64,
     ) -> Result<()> {
         let key = self.check_new(key, arch)?;
+        self.raw_key_added(&key)?;
         self.store(key, arch, stored, original_size, &[])
     }
 
@@ -410,6 +424,7 @@ impl ArchiveWriter {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
+            framed: None,
         });
         self.spool_len += stored_len;
         Ok(())
@@ -507,6 +522,7 @@ impl ArchiveWriter {
                 stored_len: size,
                 original_size: size,
                 metadata: Vec::new(),
+                framed: None,
             });
         }
         let batch = &mut self.pending[first..];
@@ -824,7 +840,6 @@ impl ArchiveWriter {
     }
 
     fn finish_delta(&mut self, level: i32) -> Result<Written> {
-        use rayon::prelude::*;
         let mut groups: Vec<Vec<usize>> = Vec::new();
         let mut slot: HashMap<&str, usize> = HashMap::new();
         for (ordinal, p) in self.pending.iter().enumerate() {
@@ -851,50 +866,49 @@ impl ArchiveWriter {
             let mut w = BufWriter::with_capacity(1 << 20, out.as_file_mut());
             w.write_all(&[0u8; BLOB_START as usize]).map_err(werr)?;
             for ordinals in &groups {
-                let mut raw = Vec::with_capacity(ordinals.len());
-                for &o in ordinals {
-                    let p = &self.pending[o];
-                    let len = usize::try_from(p.stored_len)
-                        .map_err(|_| Error::new(ErrorKind::OutOfMemory, "kernel too large"))?;
-                    let mut buf = vec![0u8; len];
-                    let spool = self.spool.as_file_mut();
-                    spool
-                        .seek(SeekFrom::Start(p.spool_offset))
-                        .map_err(|e| Error::io("cannot seek spool file", e))?;
-                    spool
-                        .read_exact(&mut buf)
-                        .map_err(|e| Error::io("cannot read spool file", e))?;
-                    raw.push(buf);
-                }
                 let key = &self.pending[ordinals[0]].key;
-                let members: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
                 let zerr =
                     |m: String| Error::new(ErrorKind::Io, format!("zstd failed on {key:?}: {m}"));
-                let mut plan = if std::env::var_os(delta::EXHAUSTIVE_ENV).is_some() {
-                    delta::plan_exhaustive(level, &members)
-                } else {
-                    delta::plan(&members)
-                }
-                .map_err(zerr)?;
-                let mut frames: Vec<Vec<u8>> = (0..members.len())
-                    .into_par_iter()
-                    .map(|i| delta::compress(level, members[i], plan.base[i].map(|b| members[b])))
-                    .collect::<std::result::Result<_, _>>()
-                    .map_err(zerr)?;
-                // The plan's sizes are estimates: a delta that came out no
-                // smaller than its member alone is stored alone instead.
-                for i in 0..members.len() {
-                    if plan.base[i].is_some() && plan.demote(i, frames[i].len()) {
-                        frames[i] = delta::compress(level, members[i], None).map_err(zerr)?;
-                        plan.base[i] = None;
+                // A key is either all framed (encoded by a worker) or all
+                // raw: `add_delta_key` and `raw_key_added` keep it so.
+                let (frames, base) = if self.pending[ordinals[0]].framed.is_some() {
+                    let mut frames = Vec::with_capacity(ordinals.len());
+                    let mut base = Vec::with_capacity(ordinals.len());
+                    for &o in ordinals {
+                        frames.push(read_spooled(self.spool.as_file_mut(), &self.pending[o])?);
+                        let arch = self.pending[o].framed.as_ref().and_then(Option::as_ref);
+                        base.push(match arch {
+                            None => None,
+                            Some(arch) => Some(
+                                ordinals
+                                    .iter()
+                                    .position(|&b| &self.pending[b].arch == arch)
+                                    .ok_or_else(|| {
+                                        Error::new(
+                                            ErrorKind::Io,
+                                            format!("{key:?}: base {arch:?} missing"),
+                                        )
+                                    })?,
+                            ),
+                        });
                     }
-                }
+                    (frames, base)
+                } else {
+                    let mut raw = Vec::with_capacity(ordinals.len());
+                    for &o in ordinals {
+                        raw.push(read_spooled(self.spool.as_file_mut(), &self.pending[o])?);
+                    }
+                    let members: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
+                    let e =
+                        delta::encode_key(level, &members, delta::Spread::Rayon).map_err(zerr)?;
+                    (e.frames, e.base)
+                };
                 for (i, frame) in frames.iter().enumerate() {
                     w.write_all(frame).map_err(werr)?;
                     placed[ordinals[i]] = Some(Placed {
                         offset: pos,
                         size: frame.len() as u64,
-                        base: plan.base[i].map(|b| ordinals[b] as u64),
+                        base: base[i].map(|b| ordinals[b] as u64),
                     });
                     pos += frame.len() as u64;
                 }
@@ -972,6 +986,21 @@ impl ArchiveWriter {
         write_str(&mut t, "zstd-delta").map_err(e)?;
         Ok(t)
     }
+}
+
+/// The bytes `p` spooled (raw kernel or frame), read back from `spool`.
+/// Leaves the file position after them: writers seek back to the end.
+fn read_spooled(spool: &mut File, p: &Pending) -> Result<Vec<u8>> {
+    let len = usize::try_from(p.stored_len)
+        .map_err(|_| Error::new(ErrorKind::OutOfMemory, "kernel too large"))?;
+    let mut buf = vec![0u8; len];
+    spool
+        .seek(SeekFrom::Start(p.spool_offset))
+        .map_err(|e| Error::io("cannot seek spool file", e))?;
+    spool
+        .read_exact(&mut buf)
+        .map_err(|e| Error::io("cannot read spool file", e))?;
+    Ok(buf)
 }
 
 /// Temp files are created 0600; an installed archive must be world-readable.

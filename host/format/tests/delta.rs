@@ -11,8 +11,8 @@
 use std::path::Path;
 
 use kpack_format::{
-    Archive, ArchiveWriter, Compression, EntryOrder, ErrorKind, FRAME_INDEX_KEY, Scheme,
-    WriterOptions,
+    Archive, ArchiveWriter, Compression, DeltaCompressor, EntryOrder, ErrorKind, FRAME_INDEX_KEY,
+    Scheme, WriterOptions,
 };
 
 /// A pseudo-random "code object": incompressible alone, so only a delta
@@ -121,6 +121,96 @@ fn delta_output_is_identical_at_any_thread_count() {
         outputs.push(pool.install(|| write(&path, DELTA, &items)));
     }
     assert_eq!(outputs[0], outputs[1]);
+}
+
+/// A zstd-delta writer fed by [`DeltaCompressor`]: each `(key, arch
+/// indices)` call encodes those members of `items` as one key, and every
+/// index not named is added raw.
+fn write_keys(path: &Path, items: &[(String, String, Vec<u8>)], calls: &[Vec<usize>]) -> Vec<u8> {
+    let options = WriterOptions {
+        group_name: "g".into(),
+        gfx_arch_family: "gfx11".into(),
+        compression: DELTA,
+        ..Default::default()
+    };
+    let mut w = ArchiveWriter::create(path, options).unwrap();
+    let c = DeltaCompressor::new(DELTA).unwrap().unwrap();
+    for call in calls {
+        let key = &items[call[0]].0;
+        let members: Vec<(&str, &[u8])> = call
+            .iter()
+            .map(|&i| (items[i].1.as_str(), items[i].2.as_slice()))
+            .collect();
+        w.add_delta_key(c.compress_key(key, &members, 1 + call.len() % 3).unwrap())
+            .unwrap();
+    }
+    for (i, (k, a, d)) in items.iter().enumerate() {
+        if !calls.iter().flatten().any(|&j| j == i) {
+            w.add(k, a, d).unwrap();
+        }
+    }
+    w.finish().unwrap();
+    std::fs::read(path).unwrap()
+}
+
+#[test]
+fn keys_encoded_by_workers_are_byte_identical_to_keys_encoded_at_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    let items = family();
+    let serial = write(&dir.path().join("s.kpack"), DELTA, &items);
+    // Indices 0..3: key a (3 arches); 3..7: key b (4 arches). Members in
+    // reverse arch order: the compressor sorts them as the TOC does.
+    let whole = write_keys(
+        &dir.path().join("w.kpack"),
+        &items,
+        &[vec![2, 1, 0], vec![6, 5, 4, 3]],
+    );
+    assert_eq!(whole, serial, "one call per key");
+    // A key split over two calls (two bundles) and a framed key that later
+    // gets a raw entry: both are encoded again at finish, same bytes.
+    let split = write_keys(
+        &dir.path().join("x.kpack"),
+        &items,
+        &[vec![0, 1], vec![2], vec![3, 4]],
+    );
+    assert_eq!(split, serial, "keys spanning calls");
+    let a = Archive::from_bytes(split).unwrap();
+    for (k, arch, data) in &items {
+        assert_eq!(&a.get(k, arch).unwrap()[..], &data[..], "{k} {arch}");
+    }
+}
+
+#[test]
+fn a_worker_encoded_key_needs_a_matching_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let items = family();
+    let members: Vec<(&str, &[u8])> = items[..3]
+        .iter()
+        .map(|(_, a, d)| (a.as_str(), d.as_slice()))
+        .collect();
+    let c = DeltaCompressor::new(DELTA).unwrap().unwrap();
+    assert!(
+        DeltaCompressor::new(Compression::Zstd { level: 3 })
+            .unwrap()
+            .is_none()
+    );
+    for compression in [
+        Compression::Zstd { level: 3 },
+        Compression::ZstdDelta { level: 5 },
+    ] {
+        let options = WriterOptions {
+            compression,
+            ..Default::default()
+        };
+        let mut w = ArchiveWriter::create(dir.path().join("a.kpack"), options).unwrap();
+        let e = w
+            .add_delta_key(c.compress_key(&items[0].0, &members, 2).unwrap())
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    }
+    let twice = [members[0], members[0]];
+    let e = c.compress_key("k", &twice, 1).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
 }
 
 #[test]

@@ -41,7 +41,9 @@ use std::sync::Mutex;
 use kpack_amdgpu::{Level, TargetFilter, TargetId, archive_group, archive_group_level};
 use kpack_bundle::{MemoryBudget, WalkOptions};
 use kpack_elf::{FatBinary, TransformReport, read_fat_binary, transform_to, verify_image};
-use kpack_format::{ArchiveWriter, KernelCompressor, Marker, WriterOptions, Written};
+use kpack_format::{
+    ArchiveWriter, DeltaCompressor, EntryOrder, KernelCompressor, Marker, WriterOptions, Written,
+};
 use rayon::prelude::*;
 
 /// AMD's marker placeholder for a target id (spec §3.2).
@@ -662,6 +664,13 @@ fn add_items(
             })?;
         }
     }
+    if let Some(delta) = DeltaCompressor::new(compression)?
+        && archives.options.order == EntryOrder::Sorted
+    {
+        let writers = writer_locks(archives);
+        add_delta(input, bundles, source, &dests, &writers, &budget, delta)?;
+        return Ok(added);
+    }
     if !bundles
         .iter()
         .any(|b| matches!(b.format, kpack_bundle::Format::Compressed(_)))
@@ -672,11 +681,7 @@ fn add_items(
     if compression == kpack_format::Compression::None {
         reserve(bundles, &dests, archives)?;
     }
-    let writers: BTreeMap<&str, Mutex<&mut ArchiveWriter>> = archives
-        .writers
-        .iter_mut()
-        .map(|(p, w)| (p.as_str(), Mutex::new(w)))
-        .collect();
+    let writers = writer_locks(archives);
     bundles
         .par_iter()
         .zip(&dests)
@@ -731,6 +736,15 @@ fn add_items(
     Ok(added)
 }
 
+/// Each archive's writer behind a lock of its own, for the bundle workers.
+fn writer_locks(archives: &mut ArchiveSet) -> BTreeMap<&str, Mutex<&mut ArchiveWriter>> {
+    archives
+        .writers
+        .iter_mut()
+        .map(|(p, w)| (p.as_str(), Mutex::new(w)))
+        .collect()
+}
+
 /// Give every archive its whole layout before any bundle is read (see
 /// [`ArchiveWriter::reserve`]): without compression a stored kernel is its
 /// code object, whose size the bundle header gives, so each kernel can be
@@ -756,6 +770,130 @@ fn reserve(
         archives.writer(group)?.reserve(entries)?;
     }
     Ok(())
+}
+
+/// [`add_items`] for `zstd-delta`: the bundles are streamed in parallel as
+/// for `zstd`, and each worker encodes whole kernel keys itself. A key is
+/// `<kernel_name>#<bundle>`, so one bundle holds every target of its key;
+/// the worker keeps a copy of each kept entry until the last entry of its
+/// archive group in this bundle has arrived, then chooses the bases and
+/// compresses the frames ([`DeltaCompressor::compress_key`], on plain
+/// threads, `-j` of them: see there) and hands them to the writer
+/// ([`ArchiveWriter::add_delta_key`]). Nothing raw is spooled, and the
+/// archive is the one the writer's `finish` would encode from raw kernels,
+/// at any `-j`. (Should another binary of the same set reuse a key, the
+/// writer falls back to encoding that key at `finish`.)
+///
+/// Memory: a worker takes from `budget`, before reading, what
+/// [`kpack_bundle::Item::stream_entries`] needs plus the peak of the
+/// copies it will hold ([`held_peak`]), all at once, and streams against
+/// an unbounded budget: taking more while holding some could deadlock two
+/// workers that each wait for the other's bytes.
+fn add_delta(
+    input: &Path,
+    bundles: &[kpack_bundle::Item],
+    source: &kpack_bundle::SizedFile,
+    dests: &[Vec<Option<Dest>>],
+    writers: &BTreeMap<&str, Mutex<&mut ArchiveWriter>>,
+    budget: &MemoryBudget,
+    delta: DeltaCompressor,
+) -> Result<(), Error> {
+    bundles.par_iter().zip(dests).enumerate().try_for_each(
+        |(b, (item, row))| -> Result<(), Error> {
+            if row.iter().all(Option::is_none) {
+                return Ok(());
+            }
+            let bundle_error = |source| Error::Bundle {
+                path: input.to_path_buf(),
+                bundle: b,
+                source,
+            };
+            let need = item.memory_needed(source).map_err(bundle_error)? + held_peak(item, row);
+            let _held = budget.acquire_alone(need);
+            let unbounded = MemoryBudget::new(u64::MAX);
+            let mut left: BTreeMap<&str, usize> = BTreeMap::new();
+            for (_, _, group) in row.iter().flatten() {
+                *left.entry(group.as_str()).or_default() += 1;
+            }
+            let mut held: BTreeMap<&str, Vec<(&str, Vec<u8>)>> = BTreeMap::new();
+            // A big bundle's memory often keeps it alone in the budget: its
+            // keys then use every thread of `-j`, not just this worker.
+            let threads = rayon::current_num_threads();
+            item.stream_entries(
+                source,
+                &unbounded,
+                |i, _, bytes| -> Result<(), StreamError> {
+                    let Some(Some((key, name, group))) = row.get(i) else {
+                        return Ok(());
+                    };
+                    let group = group.as_str();
+                    let left = left.entry(group).or_default();
+                    *left = left.saturating_sub(1);
+                    if *left > 0 {
+                        held.entry(group).or_default().push((name, bytes.to_vec()));
+                        return Ok(());
+                    }
+                    let copies = held.remove(group).unwrap_or_default();
+                    let mut members: Vec<(&str, &[u8])> =
+                        copies.iter().map(|(a, d)| (*a, d.as_slice())).collect();
+                    members.push((name, bytes));
+                    let dk = delta.compress_key(key, &members, threads)?;
+                    drop(members);
+                    drop(copies);
+                    let Some(writer) = writers.get(group) else {
+                        return Err(StreamError::Other(Error::Io {
+                            path: input.to_path_buf(),
+                            what: "internal error",
+                            source: std::io::Error::other("no archive writer for a group"),
+                        }));
+                    };
+                    writer
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .add_delta_key(dk)?;
+                    Ok(())
+                },
+            )
+            .map_err(|e| match e {
+                StreamError::Bundle(source) => bundle_error(source),
+                StreamError::Other(e) => e,
+            })
+        },
+    )
+}
+
+/// The most bytes [`add_delta`] holds in copies at once for `item`: it
+/// replays the order [`kpack_bundle::Item::stream_entries`] hands entries
+/// in (by offset, then size, then index), adding each kept entry that is
+/// not its group's last in the bundle and releasing a group's copies when
+/// its last entry arrives (that one is read in place).
+fn held_peak(item: &kpack_bundle::Item, row: &[Option<Dest>]) -> u64 {
+    let mut left: BTreeMap<&str, usize> = BTreeMap::new();
+    for (_, _, group) in row.iter().flatten() {
+        *left.entry(group.as_str()).or_default() += 1;
+    }
+    let mut order: Vec<usize> = (0..item.entries.len()).collect();
+    order.sort_by_key(|&i| (item.entries[i].offset, item.entries[i].size, i));
+    let mut held: BTreeMap<&str, u64> = BTreeMap::new();
+    let (mut now, mut peak) = (0u64, 0u64);
+    for i in order {
+        let Some(Some((_, _, group))) = row.get(i) else {
+            continue;
+        };
+        let group = group.as_str();
+        let left = left.entry(group).or_default();
+        *left = left.saturating_sub(1);
+        let bytes = held.entry(group).or_default();
+        if *left > 0 {
+            *bytes += item.entries[i].size;
+            now += item.entries[i].size;
+            peak = peak.max(now);
+        } else {
+            now -= *bytes;
+            *bytes = 0;
+        }
+    }
+    peak
 }
 
 /// [`add_items`] for inputs without compressed bundles: nothing to

@@ -210,3 +210,59 @@ fn archive_convert_refuses_to_overwrite_without_force_and_its_own_input() {
     let o = run(args);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// `kpack offload --compression zstd-delta` encodes each kernel key in the
+/// worker that streams its bundle (`add_delta`); the writer's serial path
+/// (raw kernels added one by one, encoded at `finish`) must give the same
+/// bytes, on fixtures with several bundles, plain and compressed.
+#[test]
+fn offloaded_delta_archives_are_byte_identical_to_the_serial_encoding() {
+    use kpack_format::{Archive, ArchiveWriter, Compression, WriterOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut deltas = 0;
+    for (n, (rel, group)) in [
+        ("corpus/exe_2tu_wide", "family"),
+        ("corpus/exe_2tu_2arch_lld", "family"),
+        ("clang19/lib2tu_ccob.so", "family"),
+        ("corpus/libaxpy_wide.so", "sub-family"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let dir = tmp.path().join(n.to_string());
+        let flags = [
+            "--archive-group",
+            group,
+            "--compression",
+            "zstd-delta",
+            "-j",
+            "2",
+        ];
+        crate::util::offload_into(&fixture(rel), &dir, &flags);
+        let archives = kpacks(&dir.join(".kpack"));
+        assert!(!archives.is_empty(), "{rel}");
+        for path in archives {
+            let a = Archive::open(&path).unwrap();
+            deltas += a.entries().filter(|e| e.base().is_some()).count();
+            let serial = tmp.path().join("serial.kpack");
+            let options = WriterOptions {
+                group_name: a.group_name().to_owned(),
+                gfx_arch_family: a.gfx_arch_family().to_owned(),
+                gfx_arches: Some(a.arches().to_vec()),
+                compression: Compression::ZstdDelta { level: 3 },
+                ..Default::default()
+            };
+            let mut w = ArchiveWriter::create(&serial, options).unwrap();
+            for e in a.entries() {
+                w.add(e.key(), e.arch(), &a.read(e).unwrap()).unwrap();
+            }
+            w.finish().unwrap();
+            assert!(
+                std::fs::read(&path).unwrap() == std::fs::read(&serial).unwrap(),
+                "{rel}: {} differs from the serial encoding",
+                path.display()
+            );
+        }
+    }
+    assert!(deltas > 0, "no fixture produced a delta entry");
+}
