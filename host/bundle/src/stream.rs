@@ -632,6 +632,29 @@ pub(crate) fn v1_payload_len(
 mod tests {
     use super::*;
 
+    /// Everything a hashing pipe passes on, and the digest it computed.
+    fn through_hashing_pipe(data: &[u8]) -> (Vec<u8>, [u8; 16]) {
+        std::thread::scope(|scope| {
+            let mut pipe = Pipe::spawn(scope, Box::new(data), true);
+            let digest = pipe.digest.take().unwrap();
+            let mut out = Vec::new();
+            pipe.read_to_end(&mut out).unwrap();
+            (out, digest.recv().unwrap())
+        })
+    }
+
+    #[test]
+    fn the_hashing_stage_passes_every_byte_on_and_hashes_them_all() {
+        // Sizes around the chunk size: the end arrives as a short chunk or,
+        // after whole chunks, as an empty one.
+        for len in [0, 1, PIPE_CHUNK - 1, PIPE_CHUNK, 3 * PIPE_CHUNK, 3 * PIPE_CHUNK + 7] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+            let (out, digest) = through_hashing_pipe(&data);
+            assert!(out == data, "{len} bytes came out changed");
+            assert_eq!(digest, <[u8; 16]>::from(Md5::digest(&data)), "{len} bytes");
+        }
+    }
+
     #[test]
     fn reads_the_window_of_streamed_and_single_segment_frames() {
         let data = vec![7u8; 300_000];
