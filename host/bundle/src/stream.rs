@@ -647,7 +647,14 @@ mod tests {
     fn the_hashing_stage_passes_every_byte_on_and_hashes_them_all() {
         // Sizes around the chunk size: the end arrives as a short chunk or,
         // after whole chunks, as an empty one.
-        for len in [0, 1, PIPE_CHUNK - 1, PIPE_CHUNK, 3 * PIPE_CHUNK, 3 * PIPE_CHUNK + 7] {
+        for len in [
+            0,
+            1,
+            PIPE_CHUNK - 1,
+            PIPE_CHUNK,
+            3 * PIPE_CHUNK,
+            3 * PIPE_CHUNK + 7,
+        ] {
             let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
             let (out, digest) = through_hashing_pipe(&data);
             assert!(out == data, "{len} bytes came out changed");

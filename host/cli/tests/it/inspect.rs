@@ -588,7 +588,10 @@ fn extract_verbose_names_each_written_object_with_its_target_and_size() {
     let (_dir, listing, quiet) = run(false);
     assert!(!quiet.contains("info: wrote"), "{quiet}");
     let (_dir, listing_v, err) = run(true);
-    let mut lines: Vec<&str> = err.lines().filter(|l| l.starts_with("info: wrote")).collect();
+    let mut lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("info: wrote"))
+        .collect();
     lines.sort();
     // Every written object once, with its path and size as stdout lists
     // them and its target id as the bundle names it.
@@ -597,7 +600,11 @@ fn extract_verbose_names_each_written_object_with_its_target_and_size() {
     assert_eq!(lines.len(), written.len(), "{err}");
     for (line, entry) in listing_v.lines().zip(&written) {
         let (path, size) = line.split_once('\t').unwrap();
-        let name = std::path::Path::new(path).file_name().unwrap().to_str().unwrap();
+        let name = std::path::Path::new(path)
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap();
         assert_eq!(
             entry.rsplit_once('\t').unwrap().1,
             size,
