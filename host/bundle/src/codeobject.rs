@@ -267,20 +267,23 @@ pub fn inspect(src: &dyn ReadAt, base: u64, len: u64) -> Result<CodeObjectInfo, 
 
 /// Pull `amdhsa.target` and kernel names out of the msgpack metadata; a
 /// malformed note leaves them empty rather than failing the inspection.
+/// Decoded as borrowed values: a big library's notes hold millions of
+/// strings (every kernel argument's fields), and owning each one made
+/// allocation a large share of `inspect`'s time.
 fn read_metadata(mut desc: &[u8], info: &mut CodeObjectInfo) {
-    let Ok(rmpv::Value::Map(root)) = rmpv::decode::read_value(&mut desc) else {
+    let Ok(rmpv::ValueRef::Map(root)) = rmpv::decode::read_value_ref(&mut desc) else {
         return;
     };
     for (k, v) in &root {
-        match (k.as_str(), v) {
-            (Some("amdhsa.target"), rmpv::Value::String(s)) => {
+        match (str_of(k), v) {
+            (Some("amdhsa.target"), rmpv::ValueRef::String(s)) => {
                 info.metadata_target = s.as_str().map(str::to_string)
             }
-            (Some("amdhsa.kernels"), rmpv::Value::Array(kernels)) => {
+            (Some("amdhsa.kernels"), rmpv::ValueRef::Array(kernels)) => {
                 for kern in kernels {
-                    if let rmpv::Value::Map(fields) = kern {
-                        let name = fields.iter().find(|(k, _)| k.as_str() == Some(".name"));
-                        if let Some((_, rmpv::Value::String(s))) = name {
+                    if let rmpv::ValueRef::Map(fields) = kern {
+                        let name = fields.iter().find(|(k, _)| str_of(k) == Some(".name"));
+                        if let Some((_, rmpv::ValueRef::String(s))) = name {
                             info.kernels
                                 .push(s.as_str().unwrap_or_default().to_string());
                         }
@@ -289,6 +292,14 @@ fn read_metadata(mut desc: &[u8], info: &mut CodeObjectInfo) {
             }
             _ => {}
         }
+    }
+}
+
+/// A msgpack string's text (`None` for other values and invalid UTF-8).
+fn str_of<'a>(v: &'a rmpv::ValueRef<'_>) -> Option<&'a str> {
+    match v {
+        rmpv::ValueRef::String(s) => s.as_str(),
+        _ => None,
     }
 }
 

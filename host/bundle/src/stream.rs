@@ -48,6 +48,9 @@ impl Read for RangeReader<'_> {
 pub(crate) struct Inflater<'a> {
     dec: Box<dyn Read + Send + 'a>,
     md5: Option<Md5>,
+    /// The MD5 of the whole stream, from a [`Pipe`]'s hashing stage (the
+    /// alternative to `md5`, which hashes on the reading thread).
+    piped_md5: Option<mpsc::Receiver<[u8; 16]>>,
     /// Bytes taken from the decoder so far.
     produced: u64,
     /// Inflated bytes looked at but not consumed yet: `pending[head..]`.
@@ -87,6 +90,7 @@ impl<'a> Inflater<'a> {
         Inflater {
             dec,
             md5: hash.then(Md5::new),
+            piped_md5: None,
             produced: 0,
             pending: Vec::new(),
             head: 0,
@@ -94,6 +98,20 @@ impl<'a> Inflater<'a> {
             start,
             payload,
         }
+    }
+
+    /// A cursor over the output of `pipe`; when the pipe hashes (see
+    /// [`Pipe::spawn`]), [`finish`](Self::finish) checks its MD5.
+    pub(crate) fn over_hashed_pipe(
+        mut pipe: Pipe,
+        start: u64,
+        header: CcobHeader,
+        payload: u64,
+    ) -> Inflater<'a> {
+        let digest = pipe.digest.take();
+        let mut inf = Inflater::over(Box::new(pipe), start, header, payload, false);
+        inf.piped_md5 = digest;
+        inf
     }
 
     /// Inflated offset of the next unconsumed byte.
@@ -310,8 +328,20 @@ impl<'a> Inflater<'a> {
         if self.pull(&mut probe)? != 0 || self.produced != end {
             return Err(self.size_error());
         }
-        if let Some(h) = self.md5.take() {
-            let digest = h.finalize();
+        let digest: Option<[u8; 16]> = match (self.md5.take(), self.piped_md5.take()) {
+            (Some(h), _) => Some(h.finalize().into()),
+            // The hashing stage sends the digest before the last chunk, so
+            // having read to the end, it is there.
+            (None, Some(rx)) => Some(rx.recv().map_err(|_| {
+                Error::at(
+                    ErrorKind::Decompress,
+                    self.payload,
+                    "the stream ended before its MD5 was computed",
+                )
+            })?),
+            (None, None) => None,
+        };
+        if let Some(digest) = digest {
             let got = u64::from_le_bytes(digest[..8].try_into().unwrap_or_default());
             if got != self.header.hash {
                 return Err(Error::at(
@@ -356,11 +386,11 @@ pub(crate) fn decoder<'a>(
 
 /// Inflated bytes per chunk handed from the decoder thread to the reader.
 const PIPE_CHUNK: usize = 512 << 10;
-/// Chunks in flight between them (the decoder runs this far ahead).
-const PIPE_DEPTH: usize = 4;
-/// Memory a [`Pipe`] holds at most: the chunks in the channel, the one
-/// being filled and the one being read.
-pub(crate) const PIPE_BYTES: u64 = ((PIPE_DEPTH + 2) * PIPE_CHUNK) as u64;
+/// Chunks in flight between two stages (the decoder runs this far ahead).
+const PIPE_DEPTH: usize = 2;
+/// Memory a [`Pipe`] holds at most: the chunks in its two channels, the
+/// one being filled, the one being hashed and the one being read.
+pub(crate) const PIPE_BYTES: u64 = ((2 * PIPE_DEPTH + 3) * PIPE_CHUNK) as u64;
 /// A zstd decoder's fixed buffers besides its window: input buffer, two
 /// blocks of slack, the `BufReader` in front of it, the context.
 const ZSTD_FIXED: u64 = 640 << 10;
@@ -423,21 +453,34 @@ fn zstd_window(h: &[u8]) -> Option<u64> {
 /// overlap, as in `zstd -dc | md5sum`. Chunks are recycled, so the pipe
 /// holds at most [`PIPE_BYTES`].
 pub(crate) struct Pipe {
-    rx: mpsc::Receiver<io::Result<(Vec<u8>, usize)>>,
+    rx: mpsc::Receiver<Chunk>,
     free: mpsc::Sender<Vec<u8>>,
     cur: Vec<u8>,
     len: usize,
     pos: usize,
+    /// The MD5 of everything the decoder produced, from the hashing stage.
+    digest: Option<mpsc::Receiver<[u8; 16]>>,
 }
+
+/// A buffer of inflated bytes and how many of it are filled (fewer than
+/// its length only in the last chunk), or the decoder's error.
+type Chunk = io::Result<(Vec<u8>, usize)>;
 
 impl Pipe {
     /// Run `dec` on a thread of `scope`; read its output from the pipe.
-    /// Dropping the pipe stops the thread at its next chunk.
+    /// With `hash`, a second thread between the two computes the MD5 of
+    /// the output ([`Inflater::over_hashed_pipe`] checks it): MD5 costs
+    /// several times what zstd's decoding does, so on the reading thread
+    /// it would be the bottleneck of everything that reads there (note
+    /// parsing, compressing entries); as a stage of its own it runs beside
+    /// them, as `md5sum` does in `zstd -dc | md5sum`. Dropping the pipe
+    /// stops the threads at their next chunk.
     pub(crate) fn spawn<'scope, 'env: 'scope>(
         scope: &'scope std::thread::Scope<'scope, 'env>,
         mut dec: Box<dyn Read + Send + 'env>,
+        hash: bool,
     ) -> Pipe {
-        let (tx, rx) = mpsc::sync_channel(PIPE_DEPTH);
+        let (tx, decoded) = mpsc::sync_channel::<Chunk>(PIPE_DEPTH);
         let (free, free_rx) = mpsc::channel::<Vec<u8>>();
         scope.spawn(move || {
             loop {
@@ -461,12 +504,38 @@ impl Pipe {
                 }
             }
         });
+        let (rx, digest) = if hash {
+            let (htx, hashed) = mpsc::sync_channel::<Chunk>(PIPE_DEPTH);
+            let (dtx, digest) = mpsc::channel();
+            scope.spawn(move || {
+                let mut md5 = Md5::new();
+                for chunk in decoded {
+                    let last = match &chunk {
+                        Ok((buf, n)) => {
+                            md5.update(&buf[..*n]);
+                            *n < buf.len()
+                        }
+                        Err(_) => true,
+                    };
+                    if last && chunk.is_ok() {
+                        let _ = dtx.send(std::mem::take(&mut md5).finalize().into());
+                    }
+                    if htx.send(chunk).is_err() || last {
+                        return;
+                    }
+                }
+            });
+            (hashed, Some(digest))
+        } else {
+            (decoded, None)
+        };
         Pipe {
             rx,
             free,
             cur: Vec::new(),
             len: 0,
             pos: 0,
+            digest,
         }
     }
 }
@@ -562,6 +631,36 @@ pub(crate) fn v1_payload_len(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Everything a hashing pipe passes on, and the digest it computed.
+    fn through_hashing_pipe(data: &[u8]) -> (Vec<u8>, [u8; 16]) {
+        std::thread::scope(|scope| {
+            let mut pipe = Pipe::spawn(scope, Box::new(data), true);
+            let digest = pipe.digest.take().unwrap();
+            let mut out = Vec::new();
+            pipe.read_to_end(&mut out).unwrap();
+            (out, digest.recv().unwrap())
+        })
+    }
+
+    #[test]
+    fn the_hashing_stage_passes_every_byte_on_and_hashes_them_all() {
+        // Sizes around the chunk size: the end arrives as a short chunk or,
+        // after whole chunks, as an empty one.
+        for len in [
+            0,
+            1,
+            PIPE_CHUNK - 1,
+            PIPE_CHUNK,
+            3 * PIPE_CHUNK,
+            3 * PIPE_CHUNK + 7,
+        ] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+            let (out, digest) = through_hashing_pipe(&data);
+            assert!(out == data, "{len} bytes came out changed");
+            assert_eq!(digest, <[u8; 16]>::from(Md5::digest(&data)), "{len} bytes");
+        }
+    }
 
     #[test]
     fn reads_the_window_of_streamed_and_single_segment_frames() {

@@ -104,14 +104,8 @@ impl Item {
         };
         let dec = crate::stream::decoder(src, &header, payload.0, payload.1)?;
         std::thread::scope(|scope| {
-            let pipe = crate::stream::Pipe::spawn(scope, dec);
-            let inflater = Inflater::over(
-                Box::new(pipe),
-                self.abs,
-                header,
-                payload.0,
-                self.verify_hash,
-            );
+            let pipe = crate::stream::Pipe::spawn(scope, dec, self.verify_hash);
+            let inflater = Inflater::over_hashed_pipe(pipe, self.abs, header, payload.0);
             self.read_runs(&runs, Some(inflater), src, &mut f)
         })
     }

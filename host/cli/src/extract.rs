@@ -44,6 +44,8 @@ struct Job {
     bundle: usize,
     entry: usize,
     name: String,
+    /// The entry's target id, for `-v`.
+    target: String,
 }
 
 /// Run `kpack extract`.
@@ -108,6 +110,7 @@ pub fn run(args: Args) -> CliResult {
                 bundle: b,
                 entry: i,
                 name: format!("bundle{b}-{}{suffix}.hsaco", target.file_name()),
+                target: target.to_string(),
             });
         }
     }
@@ -190,6 +193,17 @@ pub fn run(args: Args) -> CliResult {
                     let path = stage.path().join(&job.name);
                     std::fs::write(&path, data)
                         .with_context(|| format!("cannot write {}", path.display()))?;
+                    // Named by where it ends up: the staging directory is
+                    // renamed into place once every object is written.
+                    crate::ui::info_above(
+                        bar.as_ref(),
+                        format_args!(
+                            "wrote {} ({}, {} bytes)",
+                            display(&args.output.join(&job.name)),
+                            job.target,
+                            data.len()
+                        ),
+                    );
                     if let Some(b) = &bar {
                         b.inc(1);
                     }

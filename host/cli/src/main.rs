@@ -105,6 +105,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // First, before any thread or large buffer exists: freed zstd windows
+    // and buffers go back to the OS instead of staying in glibc's arenas
+    // (see kpack-malloc).
+    kpack_malloc::return_large_frees_to_the_os();
     safety::quiet_on_broken_pipe();
     if std::env::args_os().nth(1).is_some_and(|a| a == "--list") {
         return exit::finish(

@@ -570,3 +570,52 @@ fn a_code_object_larger_than_max_memory_is_an_error_naming_it() {
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+#[test]
+fn extract_verbose_names_each_written_object_with_its_target_and_size() {
+    let lib = fixture("corpus/libaxpy_feat.so");
+    let run = |verbose: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = vec!["extract".as_ref(), "--all".as_ref(), lib.as_os_str()];
+        args.extend(["-o".as_ref(), dir.path().as_os_str()]);
+        if verbose {
+            args.push("-v".as_ref());
+        }
+        let out = kpack(args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        (dir, stdout(&out), stderr(&out))
+    };
+    let (_dir, listing, quiet) = run(false);
+    assert!(!quiet.contains("info: wrote"), "{quiet}");
+    let (_dir, listing_v, err) = run(true);
+    let mut lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("info: wrote"))
+        .collect();
+    lines.sort();
+    // Every written object once, with its path and size as stdout lists
+    // them and its target id as the bundle names it.
+    let written: Vec<&str> = listing.lines().collect();
+    assert!(written.len() >= 2, "{listing}");
+    assert_eq!(lines.len(), written.len(), "{err}");
+    for (line, entry) in listing_v.lines().zip(&written) {
+        let (path, size) = line.split_once('\t').unwrap();
+        let name = std::path::Path::new(path)
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap();
+        assert_eq!(
+            entry.rsplit_once('\t').unwrap().1,
+            size,
+            "-v changed stdout"
+        );
+        let target = name
+            .strip_prefix("bundle0-")
+            .and_then(|n| n.strip_suffix(".hsaco"))
+            .unwrap()
+            .replace('_', ":");
+        let want = format!("info: wrote {path} ({target}, {size} bytes)");
+        assert!(lines.contains(&want.as_str()), "no {want:?} in {err}");
+    }
+}
