@@ -178,7 +178,7 @@ fn plan_runs(
     let fatbin_end = fatbin.addr + fatbin.size;
     // A hole never takes the segment's last file byte: the last piece
     // keeps file bytes and the segment's zero-fill.
-    let limit = fatbin_end.min(vaddr + filesz - 1);
+    let limit = fatbin_end.min((vaddr + filesz).saturating_sub(1));
     let mut holes: Vec<Range<u64>> = Vec::new();
     let mut cursor = fatbin.addr;
     for r in extents
@@ -186,10 +186,8 @@ fn plan_runs(
         .chain(std::iter::once(&(fatbin.size..fatbin.size)))
     {
         let start = fatbin.addr + r.start;
-        let (g0, g1) = (
-            cursor.next_multiple_of(PAGE),
-            start.min(limit) & !(PAGE - 1),
-        );
+        let g0 = cursor.checked_next_multiple_of(PAGE).unwrap_or(u64::MAX);
+        let g1 = start.min(limit) & !(PAGE - 1);
         if g1 > g0 {
             holes.push(g0..g1);
         }
