@@ -118,6 +118,37 @@ pub fn parse_bundle(src: &dyn ReadAt, start: u64, limit: u64) -> Result<BundleHe
 /// Write an uncompressed bundle holding `entries` (id, code object), each
 /// code object aligned to `align` bytes as clang does (HIP uses 4096).
 pub fn write_bundle(entries: &[(&str, &[u8])], align: u64) -> Vec<u8> {
+    let sized: Vec<(&str, u64)> = entries
+        .iter()
+        .map(|(id, data)| (*id, data.len() as u64))
+        .collect();
+    let layout = bundle_layout(&sized, align);
+    let mut out = layout.header;
+    for ((_, data), off) in entries.iter().zip(layout.offsets) {
+        out.resize(off as usize, 0);
+        out.extend_from_slice(data);
+    }
+    out
+}
+
+/// Where [`write_bundle`] puts everything, without the code objects: the
+/// header bytes, each code object's offset and the bundle's length. A
+/// writer that streams the code objects from elsewhere emits the header,
+/// then zeros up to each offset and the object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundleLayout {
+    /// Magic, entry count and entry table.
+    pub header: Vec<u8>,
+    /// Offset of each code object from the start of the bundle.
+    pub offsets: Vec<u64>,
+    /// Length of the bundle: the end of the last code object (of the
+    /// header when there is none).
+    pub len: u64,
+}
+
+/// The layout of an uncompressed bundle holding code objects of the
+/// given (id, size), aligned as in [`write_bundle`].
+pub fn bundle_layout(entries: &[(&str, u64)], align: u64) -> BundleLayout {
     let align = align.max(1);
     let mut header = Vec::new();
     header.extend_from_slice(BUNDLE_MAGIC);
@@ -128,21 +159,22 @@ pub fn write_bundle(entries: &[(&str, &[u8])], align: u64) -> Vec<u8> {
             .map(|(id, _)| 24 + id.len() as u64)
             .sum::<u64>();
     let mut offset = header_len.next_multiple_of(align);
-    let mut body_offsets = Vec::new();
-    for (id, data) in entries {
+    let mut offsets = Vec::with_capacity(entries.len());
+    let mut len = header_len;
+    for (id, size) in entries {
         header.extend_from_slice(&offset.to_le_bytes());
-        header.extend_from_slice(&(data.len() as u64).to_le_bytes());
+        header.extend_from_slice(&size.to_le_bytes());
         header.extend_from_slice(&(id.len() as u64).to_le_bytes());
         header.extend_from_slice(id.as_bytes());
-        body_offsets.push(offset);
-        offset = (offset + data.len() as u64).next_multiple_of(align);
+        offsets.push(offset);
+        len = offset + size;
+        offset = (offset + size).next_multiple_of(align);
     }
-    let mut out = header;
-    for ((_, data), off) in entries.iter().zip(body_offsets) {
-        out.resize(off as usize, 0);
-        out.extend_from_slice(data);
+    BundleLayout {
+        header,
+        offsets,
+        len,
     }
-    out
 }
 
 #[cfg(test)]

@@ -42,11 +42,13 @@ mod walk;
 pub use budget::{
     DEFAULT_MEMORY_LIMIT, DEFAULT_READ_MEMORY_LIMIT, MemoryBudget, Reservation, parse_size,
 };
-pub use bundle::{BUNDLE_MAGIC, BundleHeader, Entry, parse_bundle, write_bundle};
+pub use bundle::{
+    BUNDLE_MAGIC, BundleHeader, BundleLayout, Entry, bundle_layout, parse_bundle, write_bundle,
+};
 pub use ccob::{CCOB_MAGIC, CcobHeader, Inflated, Method, deflate, inflate, md5_low, parse_header};
 pub use codeobject::{CodeObjectInfo, inspect as inspect_code_object};
 pub use error::{Error, ErrorKind};
-pub use prune::prune_item;
+pub use prune::{PlainPrune, PrunedItem, prune_item, prune_item_streamed};
 pub use source::{ReadAt, SizedFile};
 pub use target::{EntryId, OffloadKind};
 pub use walk::{Format, Item, WalkOptions, Walker, walk};

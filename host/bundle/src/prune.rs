@@ -1,7 +1,7 @@
 //! One bundle rewritten to hold fewer entries, for `kpack prune`.
 
 use crate::budget::MemoryBudget;
-use crate::bundle::write_bundle;
+use crate::bundle::{bundle_layout, write_bundle};
 use crate::ccob::{Method, deflate};
 use crate::error::{Error, ErrorKind};
 use crate::source::{ReadAt, read_vec};
@@ -99,6 +99,106 @@ pub fn prune_item(
     Ok(bytes)
 }
 
+/// A pruned plain bundle, described rather than built: its new header and
+/// where each kept code object comes from, so a writer copies the objects
+/// straight from the source instead of holding the bundle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlainPrune {
+    /// The new bundle header (magic, entry count, entry table).
+    pub header: Vec<u8>,
+    /// Each kept code object: offset in the new bundle, absolute offset
+    /// in the source, size.
+    pub objects: Vec<(u64, u64, u64)>,
+    /// Length of the new bundle.
+    pub len: u64,
+}
+
+/// What [`prune_item_streamed`] gives back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrunedItem {
+    /// The bytes, built: a compressed bundle (recompressed) or a kept bare
+    /// code object.
+    Built(Vec<u8>),
+    /// A plain bundle, described: nothing of it is held.
+    Plain(PlainPrune),
+}
+
+impl PrunedItem {
+    /// Length of the pruned item in bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            PrunedItem::Built(bytes) => bytes.len() as u64,
+            PrunedItem::Plain(plain) => plain.len,
+        }
+    }
+
+    /// Whether the pruned item has no bytes (never, for a bundle).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// [`prune_item`] without holding a plain bundle: the same bytes, but a
+/// plain bundle comes back as its new header and the source ranges of the
+/// kept code objects (nothing is read but the header the walk already
+/// parsed). Compressed bundles and bare code objects are built as
+/// [`prune_item`] builds them, one at a time.
+pub fn prune_item_streamed(
+    item: &Item,
+    src: &dyn ReadAt,
+    keep: &dyn Fn(&EntryId) -> bool,
+) -> Result<PrunedItem, Error> {
+    if !matches!(item.format, Format::Plain) {
+        return prune_item(item, src, keep).map(PrunedItem::Built);
+    }
+    let kept: Vec<&crate::bundle::Entry> = item
+        .entries
+        .iter()
+        .filter(|e| e.id.is_host() || keep(&e.id))
+        .collect();
+    let sized: Vec<(&str, u64)> = kept.iter().map(|e| (e.id.raw(), e.size)).collect();
+    let layout = bundle_layout(&sized, entry_align(item));
+    let mut objects = Vec::with_capacity(kept.len());
+    for (e, &offset) in kept.iter().zip(&layout.offsets) {
+        // The walk checked the entries against the bundle; checked again,
+        // since the writer copies these ranges blindly.
+        let abs = item
+            .abs_offset()
+            .checked_add(e.offset)
+            .filter(|&abs| {
+                e.offset.saturating_add(e.size) <= item.len
+                    && abs.checked_add(e.size).is_some_and(|end| end <= src.size())
+            })
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::BadRange,
+                    format!(
+                        "entry {} of the bundle at {:#x} runs past the bundle",
+                        e.id.raw(),
+                        item.offset
+                    ),
+                )
+            })?;
+        if e.size > 0 {
+            objects.push((offset, abs, e.size));
+        }
+    }
+    if layout.len > item.len {
+        return Err(Error::new(
+            ErrorKind::BadRange,
+            format!(
+                "pruned bundle at {:#x} takes {} bytes, more than the original's {}",
+                item.offset, layout.len, item.len
+            ),
+        ));
+    }
+    Ok(PrunedItem::Plain(PlainPrune {
+        header: layout.header,
+        objects,
+        len: layout.len,
+    }))
+}
+
 /// The alignment of the original's code objects: the largest power of two
 /// up to 4096 that divides every non-empty entry's offset.
 fn entry_align(item: &Item) -> u64 {
@@ -155,6 +255,40 @@ mod tests {
         assert_eq!(ids, [HOST, A]);
         assert_eq!(back.read_entry(&pruned, 1).unwrap(), code_a);
         assert_eq!(back.entries[1].offset % 4096, 0);
+    }
+
+    #[test]
+    fn streamed_plain_prune_describes_the_built_bytes() {
+        let code_a = vec![7u8; 5000];
+        let code_b = vec![9u8; 3000];
+        for (entries, keep_a) in [
+            (
+                vec![(HOST, &b""[..]), (A, &code_a[..]), (B, &code_b[..])],
+                true,
+            ),
+            (
+                vec![(HOST, &b""[..]), (B, &code_b[..]), (A, &code_a[..])],
+                true,
+            ),
+            (vec![(HOST, &b""[..]), (B, &code_b[..])], false),
+        ] {
+            let original = write_bundle(&entries, 4096);
+            let item = only_first(&original);
+            let built = prune_item(&item, &original, &keep_gfx90a).unwrap();
+            let PrunedItem::Plain(plain) =
+                prune_item_streamed(&item, &original, &keep_gfx90a).unwrap()
+            else {
+                panic!("a plain bundle is described, not built")
+            };
+            // Rebuild it the way a streaming writer does.
+            let mut bytes = plain.header.clone();
+            for &(offset, abs, size) in &plain.objects {
+                bytes.resize(offset as usize, 0);
+                bytes.extend_from_slice(&original[abs as usize..(abs + size) as usize]);
+            }
+            bytes.resize(plain.len as usize, 0);
+            assert_eq!(bytes, built, "keep gfx90a: {keep_a}");
+        }
     }
 
     #[test]

@@ -20,13 +20,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     let filter = kpack_amdgpu::TargetFilter::from_lists(&keep, &[])?;
     let fat = kpack_elf::read_fat_binary(&input, kpack_bundle::WalkOptions::default())?;
-    let (image, report) = kpack_elf::prune(&input, &fat, &|id| {
-        id.target().is_some_and(|t| filter.keeps_id(t))
-    })?;
-    std::fs::write(&output, &image)?;
+    // Streamed into the file, as the CLI does.
+    let file = std::fs::File::options()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&output)?;
+    let (_, report) = kpack_elf::prune_to(
+        &input,
+        &fat,
+        &|id| id.target().is_some_and(|t| filter.keeps_id(t)),
+        file,
+    )?;
     eprintln!(
-        "{} -> {} bytes, {} bundles, layout {:?}",
-        report.input_size, report.output_size, report.bundles, report.layout
+        "{} -> {} bytes, {} bundles, layout {:?}, {} run(s)",
+        report.input_size, report.output_size, report.bundles, report.layout, report.runs
     );
     Ok(())
 }

@@ -33,6 +33,6 @@ pub use read::{
     SEGMENT_SECTION, SectionInfo, WRAPPER_SIZE, Wrapper, looks_like_elf, read_fat_binary,
 };
 pub use transform::{
-    Layout, PruneReport, TransformReport, prune, prune_to, transform, transform_to,
+    Layout, PruneLayout, PruneReport, TransformReport, prune, prune_to, transform, transform_to,
 };
 pub use verify::{verify_image, verify_pruned_image};

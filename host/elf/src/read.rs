@@ -129,6 +129,10 @@ pub struct FatBinary {
     pub machine: Option<Machine>,
     /// `.hip_fatbin`, if present.
     pub fatbin: Option<SectionInfo>,
+    /// `.hip_fatbin.1`, `.hip_fatbin.2`, ...: the later runs of a file
+    /// `kpack prune` laid out in runs, in address order. Their bundles
+    /// follow `.hip_fatbin`'s in `bundles`, with offsets from its address.
+    pub fatbin_runs: Vec<SectionInfo>,
     /// `.hipFatBinSegment`, if present.
     pub segment: Option<SectionInfo>,
     /// `.rocm_kpack_ref`, if present.
@@ -195,6 +199,7 @@ pub fn read_fat_binary(path: &Path, opts: WalkOptions) -> Result<FatBinary, Erro
             kind: ElfKind::BundleFile,
             machine: None,
             fatbin: None,
+            fatbin_runs: Vec::new(),
             segment: None,
             marker: None,
             wrappers: Vec::new(),
@@ -283,6 +288,45 @@ fn read_elf(path: &Path, source: SizedFile, opts: WalkOptions) -> Result<FatBina
         }
     }
 
+    // Later runs of a pruned file; their bundles get offsets from
+    // .hip_fatbin's address, which is what a wrapper pointer minus that
+    // address gives.
+    let mut fatbin_runs = Vec::new();
+    if let Some(fb) = fatbin.filter(|f| f.in_file) {
+        for s in obj.sections() {
+            let name = s.name().unwrap_or_default();
+            if name == FATBIN_SECTION || !crate::verify::is_fatbin_run(name) {
+                continue;
+            }
+            let Some(run) = find(name).filter(|r| r.in_file && r.addr >= fb.addr) else {
+                continue;
+            };
+            fatbin_runs.push(run);
+        }
+        fatbin_runs.sort_by_key(|r: &SectionInfo| r.addr);
+        for run in &fatbin_runs {
+            if run
+                .offset
+                .checked_add(run.size)
+                .is_none_or(|e| e > source.size())
+            {
+                return Err(Error::new(
+                    ErrorKind::Malformed,
+                    path,
+                    format!(
+                        "{FATBIN_SECTION} run at {:#x} runs past the end of the file",
+                        run.addr
+                    ),
+                ));
+            }
+            for item in walk(&source, run.offset, run.size, opts) {
+                let mut item = item.map_err(|e| Error::bundle(path, FATBIN_SECTION, e))?;
+                item.offset = item.offset.saturating_add(run.addr - fb.addr);
+                bundles.push(item);
+            }
+        }
+    }
+
     let mut wrappers = Vec::new();
     if let Some(seg) = segment {
         let data = obj
@@ -356,6 +400,7 @@ fn read_elf(path: &Path, source: SizedFile, opts: WalkOptions) -> Result<FatBina
         kind,
         machine: Some(machine),
         fatbin,
+        fatbin_runs,
         segment,
         marker,
         wrappers,

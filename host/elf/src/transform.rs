@@ -28,6 +28,7 @@
 //!   wrappers and their relocations (`write.rs`).
 
 mod plan;
+mod prune_plan;
 mod source;
 mod write;
 
@@ -77,6 +78,29 @@ impl Layout {
         match self {
             Layout::InPlace => "in-place",
             Layout::SharedPage => "shared-page",
+        }
+    }
+}
+
+/// The layout `kpack prune` took when whole pages left the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PruneLayout {
+    /// Only the pages after the last bundle left: [`Layout::InPlace`] with
+    /// the bundles as a kept prefix of `.hip_fatbin`.
+    InPlace,
+    /// The bundles' runs of `.hip_fatbin` in `PT_LOAD`s of their own, the
+    /// whole pages between and after them out of the file, the program
+    /// header table on the first free page(s) (`prune_plan.rs`).
+    Runs,
+}
+
+impl PruneLayout {
+    /// The name `prune` prints and puts in its JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            PruneLayout::InPlace => "in-place",
+            PruneLayout::Runs => "runs",
         }
     }
 }
@@ -162,11 +186,12 @@ pub fn transform_to<W: Write + Seek>(
 /// What [`prune`] did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct PruneReport {
-    /// The layout taken: `in-place` when whole pages left the file (the
+    /// The layout taken: `runs` when whole pages between bundles left the
+    /// file, `in-place` when only those after the last bundle did (the
     /// program header table then sits on the first free page of
     /// `.hip_fatbin`), `None` when the file kept its layout and only the
     /// section's bytes changed.
-    pub layout: Option<Layout>,
+    pub layout: Option<PruneLayout>,
     /// Input size in bytes.
     pub input_size: u64,
     /// Output size in bytes.
@@ -177,6 +202,9 @@ pub struct PruneReport {
     pub bundle_bytes: u64,
     /// Bundles rewritten.
     pub bundles: usize,
+    /// Sections `.hip_fatbin` ends up split into (`.hip_fatbin`, then
+    /// `.hip_fatbin.1`, ...): more than one in the `runs` layout.
+    pub runs: usize,
 }
 
 /// Rewrite the fat binary at `input` (already read as `fat`) keeping, in
@@ -199,10 +227,12 @@ pub fn prune(
     Ok((image.into_inner(), report))
 }
 
-/// [`prune`] into `out` (empty, positioned at its start; a temp file): the
-/// input is copied through a bounded buffer and the pruned bundles written
-/// over `.hip_fatbin` with positioned writes. Only the pruned bundles are
-/// held in memory, never the file. Returns `out` and the report.
+/// [`prune`] into `out` (empty, positioned at its start; a temp file),
+/// streaming: the input is copied through a bounded buffer, `.hip_fatbin`
+/// written as zeros and pruned bundles, a plain bundle's code objects
+/// copied straight from the input. Memory holds one recompressed bundle at
+/// a time beyond a small budget, never the file or the section. Returns
+/// `out` and the report.
 pub fn prune_to<W: Write + Seek>(
     input: &Path,
     fat: &FatBinary,
@@ -212,12 +242,9 @@ pub fn prune_to<W: Write + Seek>(
     let (fatbin, _) = offloadable(input, fat)?;
     let source = Source::new(input, &fat.source);
     let headers = Headers::read(&source)?;
-    // Every pruned bundle, to go at its old offset in .hip_fatbin with
-    // zeros around it.
-    let mut pruned = Vec::with_capacity(fat.bundles.len());
-    let mut kept_len = 0u64;
-    for (index, item) in fat.bundles.iter().enumerate() {
-        let bytes = kpack_bundle::prune_item(item, &fat.source, keep).map_err(|e| {
+    let prune_one = |index: usize| {
+        let item = &fat.bundles[index];
+        kpack_bundle::prune_item_streamed(item, &fat.source, keep).map_err(|e| {
             Error::bundle(
                 input,
                 &format!(
@@ -226,12 +253,21 @@ pub fn prune_to<W: Write + Seek>(
                 ),
                 e,
             )
-        })?;
+        })
+    };
+    // Every pruned bundle, to go at its old offset in .hip_fatbin with
+    // zeros around it: plain ones described, compressed ones built and
+    // kept while they fit the budget, else built again when written.
+    let mut slots = Vec::with_capacity(fat.bundles.len());
+    let mut held = 0u64;
+    for (index, item) in fat.bundles.iter().enumerate() {
+        let pruned = prune_one(index)?;
+        let len = pruned.len();
         // prune_item never returns more than the item's bytes, which the
         // walk found inside the section.
         if item
             .offset
-            .checked_add(bytes.len() as u64)
+            .checked_add(len)
             .is_none_or(|end| end > fatbin.size)
         {
             return Err(Error::new(
@@ -240,51 +276,55 @@ pub fn prune_to<W: Write + Seek>(
                 format!("bundle {index} runs past the end of {FATBIN_SECTION}"),
             ));
         }
-        kept_len = kept_len.max(item.offset + bytes.len() as u64);
-        pruned.push((item.offset, bytes));
+        let slot = match pruned {
+            kpack_bundle::PrunedItem::Built(bytes) if held + len > HELD_BUNDLES => {
+                drop(bytes);
+                prune_plan::Slot::Again(index)
+            }
+            pruned => {
+                if let kpack_bundle::PrunedItem::Built(_) = pruned {
+                    held += len;
+                }
+                prune_plan::Slot::Ready(pruned)
+            }
+        };
+        slots.push((item.offset, len, slot));
     }
-    let plan = Plan::prune(input, &headers, fatbin, kept_len, source.len())?;
+    slots.sort_by_key(|(offset, _, _)| *offset);
+    if slots.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
+        return Err(Error::new(
+            ErrorKind::Malformed,
+            input,
+            format!("bundles in {FATBIN_SECTION} overlap"),
+        ));
+    }
+    let extents: Vec<_> = slots.iter().map(|(at, len, _)| *at..at + len).collect();
+    let plan = prune_plan::plan(input, &headers, &source, fatbin, &extents)?;
     let mut out = Out::new(input, out);
-    let (layout, bytes_removed, output_size) = match &plan {
-        Some(plan) => {
-            write::assemble(&source, plan, &[], &mut out)?;
-            (Some(plan.layout), plan.bytes_removed(), plan.output_size)
-        }
-        None => {
-            out.copy_all(&source)?;
-            (None, 0, source.len())
-        }
+    let rebuild = |index: usize| match prune_one(index)? {
+        kpack_bundle::PrunedItem::Built(bytes) => Ok(bytes),
+        kpack_bundle::PrunedItem::Plain(_) => Err(Error::new(
+            ErrorKind::Malformed,
+            input,
+            format!("bundle {index} changed format between two reads"),
+        )),
     };
-    // Everything of .hip_fatbin before the kpack page (all of it when the
-    // layout stays) is still in the output at its input offset: zeros, then
-    // each pruned bundle, cut at that end.
-    let keep_end = plan
-        .as_ref()
-        .map_or(fatbin.size, |plan| plan.kpack_page_offset - fatbin.offset);
-    let region = |m: String| Error::new(ErrorKind::Layout, input, format!("{FATBIN_SECTION}: {m}"));
-    out.zero_at(output_size, fatbin.offset, keep_end)
-        .map_err(region)?;
-    for (offset, bytes) in &pruned {
-        // The plan puts the kpack page after `kept_len`, so every bundle
-        // fits before it; checked all the same.
-        if offset.saturating_add(bytes.len() as u64) > keep_end {
-            return Err(region(format!(
-                "pruned bundle at {offset:#x} overlaps the cut at {keep_end:#x}"
-            )));
-        }
-        out.put_at(output_size, fatbin.offset + offset, bytes)
-            .map_err(region)?;
-    }
+    prune_plan::write(&source, &plan, fatbin, &slots, &rebuild, &mut out)?;
     let report = PruneReport {
-        layout,
+        layout: plan.layout,
         input_size: source.len(),
-        output_size,
-        bytes_removed,
-        bundle_bytes: kept_len,
+        output_size: plan.output_size,
+        bytes_removed: plan.bytes_removed,
+        bundle_bytes: extents.iter().map(|r| r.end).max().unwrap_or(0),
         bundles: fat.bundles.len(),
+        runs: plan.runs,
     };
     Ok((out.finish()?, report))
 }
+
+/// Bytes of recompressed bundles [`prune_to`] holds between planning and
+/// writing; past it, each is compressed again when written.
+const HELD_BUNDLES: u64 = 64 << 20;
 
 /// The `.hip_fatbin` to remove and the wrappers to redirect, or why `fat`
 /// cannot be offloaded.
@@ -317,6 +357,15 @@ fn offloadable(input: &Path, fat: &FatBinary) -> Result<(SectionInfo, Vec<Wrappe
             ));
         }
     };
+    if !fat.fatbin_runs.is_empty() {
+        return Err(fail(
+            ErrorKind::AlreadyTransformed,
+            format!(
+                "{FATBIN_SECTION} was split into {} runs by kpack prune: start from the unpruned file",
+                fat.fatbin_runs.len() + 1
+            ),
+        ));
+    }
     if fat.wrappers.is_empty() {
         return Err(fail(
             ErrorKind::Offload,

@@ -193,14 +193,16 @@ fn verify<'d, R: ReadRef<'d>>(data: R, pruned: bool) -> Result<Vec<String>, Stri
                     f.push(format!("wrapper {i} is still HIPF in a file with a marker"))
                 }
                 (HIPF, None) if pruned => {
-                    let inside = fatbin.as_ref().is_some_and(|fb| {
-                        fb.elf_section_header().sh_type.get(LE) != elf::SHT_NOBITS
+                    // `.hip_fatbin` or one of the runs prune split it into.
+                    let inside = obj.sections().any(|fb| {
+                        fb.name().is_ok_and(is_fatbin_run)
+                            && fb.elf_section_header().sh_type.get(LE) != elf::SHT_NOBITS
                             && ptr >= fb.address()
                             && u128::from(ptr) < end(fb.address(), fb.size())
                     });
                     if !inside {
                         f.push(format!(
-                            "wrapper {i} points at {ptr:#x}, outside {FATBIN_SECTION}'s file bytes"
+                            "wrapper {i} points at {ptr:#x}, outside {FATBIN_SECTION}'s file bytes (and its runs)"
                         ));
                     }
                 }
@@ -234,6 +236,17 @@ fn verify<'d, R: ReadRef<'d>>(data: R, pruned: bool) -> Result<Vec<String>, Stri
 
 /// The end of `start + len`, exact: header fields are untrusted, and a
 /// range past `u64::MAX` must fail a check, not overflow.
+/// `.hip_fatbin`, or `.hip_fatbin.N`: a later run of it in a file
+/// `kpack prune` laid out in runs.
+pub(crate) fn is_fatbin_run(name: &str) -> bool {
+    name.strip_prefix(FATBIN_SECTION).is_some_and(|rest| {
+        rest.is_empty()
+            || rest
+                .strip_prefix('.')
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
 fn end(start: u64, len: u64) -> u128 {
     u128::from(start) + u128::from(len)
 }

@@ -231,3 +231,56 @@ fn a_missing_target_warns_and_strict_refuses() {
     ]);
     assert_eq!(same.status.code(), Some(2), "{}", stderr(&same));
 }
+
+#[test]
+fn two_tu_fixtures_take_the_runs_layout_and_free_pages_between_bundles() {
+    // Two bundles each, whole pages free between them once pruned: the
+    // runs layout (which `every_fixture_pruned_to_one_target_...` then
+    // runs under the stub, strip, objcopy and patchelf).
+    let dir = tempfile::tempdir().unwrap();
+    for (name, keep) in [
+        ("corpus/exe_2tu_wide", "gfx1010"),
+        ("corpus/lib2tu_2arch.so", "gfx1030"),
+        ("clang19/lib2tu_plain.so", "gfx1100"),
+    ] {
+        let input = fixture(name);
+        let output = dir.path().join(name.replace('/', "_"));
+        let out = kpack([
+            "prune".as_ref(),
+            input.as_os_str(),
+            "-o".as_ref(),
+            output.as_os_str(),
+            "--keep".as_ref(),
+            keep.as_ref(),
+            "--json".as_ref(),
+        ]);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(v["layout"], "runs", "{name}: {v}");
+        let result = &v["result"];
+        assert!(result["runs"].as_u64().unwrap() >= 2, "{name}: {v}");
+        let removed = result["bytes_removed"].as_u64().unwrap();
+        // More than the tail: pages between the two bundles left too.
+        let in_len = std::fs::metadata(&input).unwrap().len();
+        let out_len = std::fs::metadata(&output).unwrap().len();
+        assert!(removed >= 2 * 4096, "{name}: {v}");
+        assert!(out_len + removed <= in_len + 4096, "{name}: {v}");
+        // Read back through its runs: both bundles, only the kept target.
+        let inspect = kpack(["inspect".as_ref(), output.as_os_str()]);
+        assert!(inspect.status.success(), "{name}: {}", stderr(&inspect));
+        let text = stdout(&inspect);
+        assert_eq!(text.matches("  bundle ").count(), 2, "{name}: {text}");
+        assert!(text.contains(keep), "{name}: {text}");
+        // Pruning the result again is refused, not mangled.
+        let again = kpack([
+            "prune".as_ref(),
+            output.as_os_str(),
+            "-o".as_ref(),
+            dir.path().join("again").as_os_str(),
+            "--keep".as_ref(),
+            keep.as_ref(),
+        ]);
+        assert_eq!(again.status.code(), Some(2), "{name}: {}", stderr(&again));
+        assert!(stderr(&again).contains("runs"), "{}", stderr(&again));
+    }
+}

@@ -347,16 +347,14 @@ impl Plan {
     }
 }
 
-/// Find the `PT_LOAD` holding `fatbin`, put the kpack page on the first
-/// whole page of it and cut the whole pages after that.
-fn plan_cut(
+/// Index of the file-backed `PT_LOAD` that holds all of `fatbin`.
+pub(super) fn fatbin_segment(
     path: &Path,
     program: &[ProgramHeader64<LE>],
     fatbin: SectionInfo,
-    file_len: u64,
-) -> Result<Cut, Error> {
+) -> Result<usize, Error> {
     let (fatbin_addr, fatbin_size, fatbin_offset) = (fatbin.addr, fatbin.size, fatbin.offset);
-    let segment_index = program
+    program
         .iter()
         .position(|p| {
             p.p_type.get(LE) == elf::PT_LOAD
@@ -380,7 +378,19 @@ fn plan_cut(
                 path,
                 format!(".hip_fatbin at {fatbin_addr:#x} is not inside one file-backed PT_LOAD"),
             )
-        })?;
+        })
+}
+
+/// Find the `PT_LOAD` holding `fatbin`, put the kpack page on the first
+/// whole page of it and cut the whole pages after that.
+fn plan_cut(
+    path: &Path,
+    program: &[ProgramHeader64<LE>],
+    fatbin: SectionInfo,
+    file_len: u64,
+) -> Result<Cut, Error> {
+    let (fatbin_addr, fatbin_size, fatbin_offset) = (fatbin.addr, fatbin.size, fatbin.offset);
+    let segment_index = fatbin_segment(path, program, fatbin)?;
     let segment = program[segment_index];
     let (seg_vaddr, seg_offset, seg_filesz, seg_memsz) = (
         segment.p_vaddr.get(LE),
@@ -660,7 +670,11 @@ fn padding_start(sections: &[SectionHeader64<LE>], cut: &Cut) -> Option<u64> {
 /// End of the input bytes kept after the cut: the old section header table
 /// (and `.shstrtab`, when it is the last thing before it) are dropped from
 /// the end of the file, to be written again.
-fn kept_tail_end(file: &FileHeader64<LE>, old_shstrtab: &Range<u64>, file_len: u64) -> u64 {
+pub(super) fn kept_tail_end(
+    file: &FileHeader64<LE>,
+    old_shstrtab: &Range<u64>,
+    file_len: u64,
+) -> u64 {
     let shoff = file.e_shoff.get(LE);
     let shnum = u64::from(file.e_shnum.get(LE));
     let mut end = file_len;
@@ -676,7 +690,7 @@ fn kept_tail_end(file: &FileHeader64<LE>, old_shstrtab: &Range<u64>, file_len: u
 
 /// A read-only `SHT_PROGBITS` section header whose name is at `name` in
 /// `.shstrtab`, built from `template` (the NULL header).
-fn alloc_section(
+pub(super) fn alloc_section(
     template: SectionHeader64<LE>,
     name: u64,
     addr: u64,

@@ -28,6 +28,11 @@ impl<'a> Source<'a> {
         }
     }
 
+    /// The input's path, for errors.
+    pub(super) fn path(&self) -> &'a Path {
+        self.path
+    }
+
     /// Size of the input in bytes.
     pub(super) fn len(&self) -> u64 {
         self.len

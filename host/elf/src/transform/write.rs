@@ -65,7 +65,7 @@ impl<'a, W: Write + Seek> Out<'a, W> {
         )
     }
 
-    fn write(&mut self, bytes: &[u8]) -> Result<(), Error> {
+    pub(super) fn write(&mut self, bytes: &[u8]) -> Result<(), Error> {
         let at = self.pos;
         self.w.write_all(bytes).map_err(|e| self.io(at, e))?;
         self.pos += bytes.len() as u64;
@@ -74,11 +74,21 @@ impl<'a, W: Write + Seek> Out<'a, W> {
 
     /// `len` bytes of the input from `offset`, file to file when the
     /// output is a file (see [`Source::copy_to`]).
-    fn copy(&mut self, source: &Source<'_>, offset: u64, len: u64) -> Result<(), Error> {
+    pub(super) fn copy(&mut self, source: &Source<'_>, offset: u64, len: u64) -> Result<(), Error> {
         check_range(self.input, offset, len, source.len())?;
         source.copy_to(offset, len, &mut self.w)?;
         self.pos += len;
         Ok(())
+    }
+
+    /// `count` zeros at the sequential position.
+    pub(super) fn zeros(&mut self, count: u64) -> Result<(), Error> {
+        self.zeros_to(self.pos.saturating_add(count))
+    }
+
+    /// Output offset the next sequential write lands on.
+    pub(super) fn pos(&self) -> u64 {
+        self.pos
     }
 
     /// Zeros up to output offset `to`.
@@ -108,23 +118,6 @@ impl<'a, W: Write + Seek> Out<'a, W> {
             .and_then(|_| self.w.write_all(bytes))
             .and_then(|()| self.w.seek(SeekFrom::Start(pos)).map(|_| ()))
             .map_err(|e| format!("cannot write at output offset {at:#x}: {e}"))
-    }
-
-    /// Overwrite `count` bytes at output offset `at` with zeros.
-    pub(super) fn zero_at(&mut self, len: u64, at: u64, count: u64) -> Result<(), String> {
-        let buf = vec![0u8; CHUNK.min(count) as usize];
-        let mut done = 0;
-        while done < count {
-            let n = (count - done).min(CHUNK) as usize;
-            self.put_at(len, at + done, &buf[..n])?;
-            done += n as u64;
-        }
-        Ok(())
-    }
-
-    /// All of the input, through the bounded buffer.
-    pub(super) fn copy_all(&mut self, source: &Source<'_>) -> Result<(), Error> {
-        self.copy(source, 0, source.len())
     }
 
     /// Flush and hand back the writer.

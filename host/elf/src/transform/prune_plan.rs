@@ -1,0 +1,704 @@
+//! `kpack prune`'s layouts and their streaming writer.
+//!
+//! Pruning keeps every bundle at its address, so the bytes it frees lie
+//! *between* bundles as well as after the last one. When whole pages are
+//! free in two or more gaps, the *runs* layout takes them all out:
+//!
+//! ```text
+//! before: [ rodata | b0 ....... | b1 ....... | b2 ....... | eh_frame ] one R PT_LOAD
+//! after:  [ rodata | b0' ][PHDRs][ b1' ] ... [ b2' ...      eh_frame ] R PT_LOADs
+//!          .hip_fatbin    kpack  .hip_fatbin.1   .hip_fatbin.2
+//! ```
+//!
+//! The segment holding `.hip_fatbin` is split into `PT_LOAD`s around the
+//! free pages (no virtual address moves; `p_offset ≡ p_vaddr` mod the page,
+//! the holes between them unmapped); the program header table moves to the
+//! first free gap large enough, at the start of its own `PT_LOAD` and
+//! before any removed byte, so it keeps the first segment's
+//! `p_vaddr - p_offset` (old kernels compute `AT_PHDR` from `e_phoff`) and
+//! is not in a trailing segment (patchelf ≤ 0.18). Gaps before that one
+//! stay in the file as zeros. `.hip_fatbin` keeps its index and shrinks to
+//! the first run; each later run is a section `.hip_fatbin.N` (what strip
+//! and objcopy lay each segment out by). With one gap, or a `p_align`
+//! above a page, prune falls back to [`Plan::prune`]'s single cut, or to
+//! the unchanged layout.
+//!
+//! Either way the output is a list of [`Piece`]s written in order, the
+//! bytes of `.hip_fatbin` synthesized on the way: zeros, and each pruned
+//! bundle streamed from the input (a plain bundle's new header, then its
+//! kept code objects copied through the bounded buffer).
+
+use std::ops::Range;
+use std::path::Path;
+
+use kpack_bundle::PrunedItem;
+use object::LittleEndian as LE;
+use object::elf::{self, FileHeader64, SectionHeader64};
+use object::pod;
+
+use super::plan::{Plan, alloc_section, fatbin_segment, kept_tail_end};
+use super::source::{Headers, Source, check_range};
+use super::write::{Out, kpack_page, shstrtab};
+use super::{Layout, PAGE, PHDR_SECTION, PHDR_SIZE, PruneLayout, SHDR_SIZE};
+use crate::error::{Error, ErrorKind};
+use crate::read::{FATBIN_SECTION, SectionInfo};
+
+/// One stretch of the output, in order.
+#[derive(Debug)]
+pub(super) enum Piece {
+    /// Input bytes, copied; those of `.hip_fatbin` are synthesized
+    /// (zeros and the pruned bundles).
+    Input(Range<u64>),
+    /// New bytes: a program header table page, `.shstrtab`, the section
+    /// header table.
+    Bytes(Vec<u8>),
+    /// Zeros.
+    Zeros(u64),
+}
+
+/// The whole output of a prune, before a byte is written.
+#[derive(Debug)]
+pub(super) struct PrunePlan {
+    /// `None` when the file keeps its layout.
+    pub(super) layout: Option<PruneLayout>,
+    pub(super) pieces: Vec<Piece>,
+    /// The new ELF header, written over the first bytes last.
+    pub(super) file_header: Option<FileHeader64<LE>>,
+    pub(super) output_size: u64,
+    pub(super) bytes_removed: u64,
+    /// Sections `.hip_fatbin` is split into.
+    pub(super) runs: usize,
+}
+
+/// Plan the output of a prune whose bundles keep `extents` (offsets into
+/// `fatbin`, sorted, inside it): the runs layout when it frees more than
+/// the tail, else [`Plan::prune`], else the unchanged layout.
+pub(super) fn plan(
+    path: &Path,
+    headers: &Headers,
+    source: &Source<'_>,
+    fatbin: SectionInfo,
+    extents: &[Range<u64>],
+) -> Result<PrunePlan, Error> {
+    let file_len = source.len();
+    if let Some(plan) = plan_runs(path, headers, source, fatbin, extents)? {
+        return Ok(plan);
+    }
+    let kept_len = extents.iter().map(|r| r.end).max().unwrap_or(0);
+    let Some(plan) = Plan::prune(path, headers, fatbin, kept_len, file_len)? else {
+        return Ok(PrunePlan {
+            layout: None,
+            pieces: vec![Piece::Input(0..file_len)],
+            file_header: None,
+            output_size: file_len,
+            bytes_removed: 0,
+            runs: 1,
+        });
+    };
+    let old = &plan.old_shstrtab;
+    let old = source.read(old.start, old.end - old.start)?;
+    let shstrtab = shstrtab(&plan, old);
+    let shstrtab_len = shstrtab.len() as u64;
+    let mut pieces = vec![
+        Piece::Input(0..plan.kpack_page_offset),
+        Piece::Bytes(kpack_page(&plan, &[])),
+        Piece::Input(plan.kept_tail.clone()),
+        Piece::Bytes(shstrtab),
+    ];
+    let shstrtab_end = plan.kpack_page_offset
+        + plan.kpack_page_len
+        + (plan.kept_tail.end - plan.kept_tail.start)
+        + shstrtab_len;
+    pieces.push(Piece::Zeros(
+        plan.section_table_offset.saturating_sub(shstrtab_end),
+    ));
+    pieces.push(Piece::Bytes(section_table(&plan.section_headers)));
+    Ok(PrunePlan {
+        layout: match plan.layout {
+            Layout::InPlace => Some(PruneLayout::InPlace),
+            Layout::SharedPage => None,
+        },
+        pieces,
+        file_header: Some(plan.file_header),
+        output_size: plan.output_size,
+        bytes_removed: plan.bytes_removed(),
+        runs: 1,
+    })
+}
+
+fn section_table(headers: &[SectionHeader64<LE>]) -> Vec<u8> {
+    headers
+        .iter()
+        .flat_map(|h| pod::bytes_of(h).iter().copied())
+        .collect()
+}
+
+/// The runs layout, or `None` when it would not free more than the tail
+/// (fewer than two gaps with a whole page), when a later segment is
+/// aligned above a page, or when no gap before a removed page holds the
+/// program header table.
+fn plan_runs(
+    path: &Path,
+    headers: &Headers,
+    source: &Source<'_>,
+    fatbin: SectionInfo,
+    extents: &[Range<u64>],
+) -> Result<Option<PrunePlan>, Error> {
+    let file_len = source.len();
+    let layout_error = |m: String| Error::new(ErrorKind::Layout, path, m);
+    let program = &headers.program;
+    let si = fatbin_segment(path, program, fatbin)?;
+    let seg = program[si];
+    let (vaddr, offset, filesz, memsz, seg_align) = (
+        seg.p_vaddr.get(LE),
+        seg.p_offset.get(LE),
+        seg.p_filesz.get(LE),
+        seg.p_memsz.get(LE),
+        seg.p_align.get(LE),
+    );
+    // The single-cut plan reports an impossible segment.
+    if filesz > memsz
+        || offset.checked_add(filesz).is_none_or(|e| e > file_len)
+        || vaddr.checked_add(memsz).is_none()
+        || (vaddr ^ offset) % PAGE != 0
+    {
+        return Ok(None);
+    }
+    let align = program
+        .iter()
+        .filter(|p| p.p_type.get(LE) == elf::PT_LOAD && p.p_offset.get(LE) > fatbin.offset)
+        .map(|p| p.p_align.get(LE))
+        .fold(PAGE.max(seg_align), u64::max);
+    if align != PAGE {
+        // Every hole would have to be a multiple of the larger alignment.
+        return Ok(None);
+    }
+    // Input file offset of an address in the segment.
+    let in_off = |v: u64| offset + (v - vaddr);
+    let fatbin_end = fatbin.addr + fatbin.size;
+    // A hole never takes the segment's last file byte: the last piece
+    // keeps file bytes and the segment's zero-fill.
+    let limit = fatbin_end.min((vaddr + filesz).saturating_sub(1));
+    let mut holes: Vec<Range<u64>> = Vec::new();
+    let mut cursor = fatbin.addr;
+    for r in extents
+        .iter()
+        .chain(std::iter::once(&(fatbin.size..fatbin.size)))
+    {
+        let start = fatbin.addr + r.start;
+        let g0 = cursor.checked_next_multiple_of(PAGE).unwrap_or(u64::MAX);
+        let g1 = start.min(limit) & !(PAGE - 1);
+        if g1 > g0 {
+            holes.push(g0..g1);
+        }
+        cursor = cursor.max(fatbin.addr + r.end);
+    }
+    if holes.len() < 2 {
+        return Ok(None);
+    }
+    // The kernel reads an executable's table into one page on some
+    // versions; ld.so reads a library's whatever its size.
+    let kernel_loaded = headers.file.e_type.get(LE) == elf::ET_EXEC
+        || program.iter().any(|p| p.p_type.get(LE) == elf::PT_INTERP);
+    let others = program.len() - 1;
+    // The table goes at the start of the first gap that holds it; the
+    // gaps before stay. At most: the piece before, the table, and one
+    // piece after each remaining gap plus the last.
+    let Some((first, table_pages)) = (0..holes.len()).find_map(|j| {
+        let phnum = (others + holes.len() - j + 3) as u64;
+        let pages = (phnum * PHDR_SIZE).div_ceil(PAGE);
+        let fits = holes[j].end - holes[j].start >= pages * PAGE;
+        (fits && !(kernel_loaded && pages > 1)).then_some((j, pages))
+    }) else {
+        return Ok(None);
+    };
+    let table_addr = holes[first].start;
+    let table_end = table_addr + table_pages * PAGE;
+    let mut cuts: Vec<Range<u64>> = holes[first..].to_vec();
+    cuts[0].start = table_end;
+    let bytes_removed: u64 = cuts.iter().map(|c| c.end - c.start).sum();
+    if bytes_removed == 0 || holes.len() - first < 2 {
+        return Ok(None);
+    }
+    // Output offset of input offset `o` outside every cut.
+    let cut_files: Vec<Range<u64>> = cuts
+        .iter()
+        .filter(|c| c.end > c.start)
+        .map(|c| in_off(c.start)..in_off(c.end))
+        .collect();
+    let shift = |o: u64| {
+        o - cut_files
+            .iter()
+            .filter(|c| c.end <= o)
+            .map(|c| c.end - c.start)
+            .sum::<u64>()
+    };
+    let table_file = in_off(table_addr)..in_off(table_end);
+
+    // The segment's pieces, in address order: before the table, the
+    // table, then between the cuts.
+    let load = |flags: u32, start: u64, filesz: u64, memsz: u64, align: u64| {
+        let mut h = seg;
+        h.p_flags.set(LE, flags);
+        h.p_offset.set(LE, shift(in_off(start)));
+        h.p_vaddr.set(LE, start);
+        h.p_paddr.set(LE, start);
+        h.p_filesz.set(LE, filesz);
+        h.p_memsz.set(LE, memsz);
+        h.p_align.set(LE, align);
+        h
+    };
+    let flags = seg.p_flags.get(LE);
+    let mut pieces = Vec::new();
+    if table_addr > vaddr {
+        pieces.push(load(
+            flags,
+            vaddr,
+            table_addr - vaddr,
+            table_addr - vaddr,
+            seg_align,
+        ));
+    }
+    let table_at = pieces.len();
+    // p_filesz/p_memsz set once the table's length is known.
+    pieces.push(load(elf::PF_R, table_addr, 0, 0, PAGE.max(seg_align)));
+    // Address ranges of the runs after the table.
+    let mut runs = Vec::new();
+    let mut start = table_end;
+    for cut in &cuts {
+        if cut.start > start {
+            runs.push(start..cut.start);
+        }
+        start = cut.end;
+    }
+    runs.push(start..vaddr + filesz);
+    for (i, run) in runs.iter().enumerate() {
+        let len = run.end - run.start;
+        let mem = if i + 1 == runs.len() {
+            vaddr + memsz - run.start
+        } else {
+            len
+        };
+        pieces.push(load(flags, run.start, len, mem, seg_align));
+    }
+    let table_index = si + table_at;
+    let mut table = Vec::with_capacity(program.len() + pieces.len());
+    for (index, header) in program.iter().enumerate() {
+        if index == si {
+            table.extend(pieces.iter().copied());
+            continue;
+        }
+        let mut header = *header;
+        let o = header.p_offset.get(LE);
+        let size = header.p_filesz.get(LE);
+        if size > 0 && overlaps(o, size, &cut_files, &table_file) {
+            return Err(layout_error(format!(
+                "segment {index} (type {:#x}) overlaps the device code being removed",
+                header.p_type.get(LE)
+            )));
+        }
+        header.p_offset.set(LE, shift(o));
+        table.push(header);
+    }
+    let table_len = table.len() as u64 * PHDR_SIZE;
+    if table_len > table_pages * PAGE {
+        return Err(layout_error(format!(
+            "{} program headers do not fit in {table_pages} page(s)",
+            table.len()
+        )));
+    }
+    table[table_index].p_filesz.set(LE, table_len);
+    table[table_index].p_memsz.set(LE, table_len);
+    for h in table
+        .iter_mut()
+        .filter(|p| p.p_type.get(LE) == elf::PT_PHDR)
+    {
+        h.p_offset.set(LE, table_file.start);
+        h.p_vaddr.set(LE, table_addr);
+        h.p_paddr.set(LE, table_addr);
+        h.p_filesz.set(LE, table_len);
+        h.p_memsz.set(LE, table_len);
+    }
+
+    // Sections: .hip_fatbin shrinks to the first run, the others move
+    // with the cuts; then the table's cover and the later runs.
+    let shstrndx = headers.shstrndx();
+    let old_shstr = headers.sections[shstrndx];
+    let (old_shstrtab_offset, old_shstrtab_size) =
+        (old_shstr.sh_offset.get(LE), old_shstr.sh_size.get(LE));
+    check_range(path, old_shstrtab_offset, old_shstrtab_size, file_len)?;
+    let old_shstrtab = old_shstrtab_offset..old_shstrtab_offset + old_shstrtab_size;
+    let mut sections = headers.sections.clone();
+    for (index, header) in sections.iter_mut().enumerate() {
+        if index == fatbin.index {
+            header.sh_size.set(LE, table_addr - fatbin.addr);
+            continue;
+        }
+        if index == shstrndx {
+            continue;
+        }
+        let o = header.sh_offset.get(LE);
+        let size = header.sh_size.get(LE);
+        let sh_type = header.sh_type.get(LE);
+        let in_file = sh_type != elf::SHT_NOBITS && sh_type != elf::SHT_NULL;
+        if in_file && size > 0 && overlaps(o, size, &cut_files, &table_file) {
+            return Err(layout_error(format!(
+                "section {index} overlaps the device code being removed"
+            )));
+        }
+        header.sh_offset.set(LE, shift(o));
+    }
+    let template = sections[0];
+    let mut names: Vec<String> = Vec::new();
+    let mut shstrtab_len = old_shstrtab_size;
+    let mut name = |n: String| {
+        let at = shstrtab_len;
+        shstrtab_len += n.len() as u64 + 1;
+        names.push(n);
+        at
+    };
+    // Not allocated, so BFD does not lay it out after the table it takes
+    // for the segment's header; it keeps libelf off the table's bytes.
+    let mut cover = alloc_section(
+        template,
+        name(PHDR_SECTION.to_owned()),
+        0,
+        table_file.start,
+        table_len,
+    );
+    cover.sh_flags.set(LE, 0);
+    sections.push(cover);
+    let fatbin_header = headers.sections[fatbin.index];
+    let fatbin_align = fatbin_header.sh_addralign.get(LE);
+    for (n, run) in runs.iter().filter(|r| r.start < fatbin_end).enumerate() {
+        let mut h = fatbin_header;
+        h.sh_name
+            .set(LE, name(format!("{FATBIN_SECTION}.{}", n + 1)) as u32);
+        h.sh_addr.set(LE, run.start);
+        h.sh_offset.set(LE, shift(in_off(run.start)));
+        h.sh_size.set(LE, run.end.min(fatbin_end) - run.start);
+        if fatbin_align > 1 && !run.start.is_multiple_of(fatbin_align) {
+            h.sh_addralign.set(LE, PAGE);
+        }
+        sections.push(h);
+    }
+    let run_sections = names.len() - 1;
+
+    // Output pieces: up to the table, the table page(s), the input between
+    // the cuts up to the old .shstrtab / section table, then those anew.
+    let tail_end = kept_tail_end(&headers.file, &old_shstrtab, file_len);
+    let mut out = vec![Piece::Input(0..table_file.start)];
+    let mut page = vec![0u8; (table_pages * PAGE) as usize];
+    for (i, h) in table.iter().enumerate() {
+        let at = i * PHDR_SIZE as usize;
+        page[at..at + PHDR_SIZE as usize].copy_from_slice(pod::bytes_of(h));
+    }
+    out.push(Piece::Bytes(page));
+    let mut from = table_file.end;
+    for cut in &cut_files {
+        if cut.start > from {
+            out.push(Piece::Input(from..cut.start));
+        }
+        from = cut.end;
+    }
+    if tail_end < from {
+        return Err(layout_error(
+            "section header table sits inside the device code".into(),
+        ));
+    }
+    out.push(Piece::Input(from..tail_end));
+    let shstrtab_offset = shift(tail_end);
+    let mut strtab = source.read(old_shstrtab.start, old_shstrtab_size)?;
+    for n in &names {
+        strtab.extend_from_slice(n.as_bytes());
+        strtab.push(0);
+    }
+    let section_table_offset = (shstrtab_offset + shstrtab_len).next_multiple_of(8);
+    sections[shstrndx].sh_offset.set(LE, shstrtab_offset);
+    sections[shstrndx].sh_size.set(LE, shstrtab_len);
+    out.push(Piece::Bytes(strtab));
+    out.push(Piece::Zeros(
+        section_table_offset - shstrtab_offset - shstrtab_len,
+    ));
+    out.push(Piece::Bytes(section_table(&sections)));
+    let output_size = section_table_offset + sections.len() as u64 * SHDR_SIZE;
+
+    let mut file_header = headers.file;
+    file_header.e_phoff.set(LE, table_file.start);
+    file_header.e_phnum.set(
+        LE,
+        u16::try_from(table.len()).map_err(|_| layout_error("too many program headers".into()))?,
+    );
+    file_header.e_shoff.set(LE, section_table_offset);
+    file_header.e_shnum.set(
+        LE,
+        u16::try_from(sections.len()).map_err(|_| layout_error("too many sections".into()))?,
+    );
+    Ok(Some(PrunePlan {
+        layout: Some(PruneLayout::Runs),
+        pieces: out,
+        file_header: Some(file_header),
+        output_size,
+        bytes_removed,
+        runs: 1 + run_sections,
+    }))
+}
+
+/// Whether `[o, o + size)` touches a cut or the table's pages.
+fn overlaps(o: u64, size: u64, cuts: &[Range<u64>], table: &Range<u64>) -> bool {
+    let end = o.saturating_add(size);
+    cuts.iter()
+        .chain(std::iter::once(table))
+        .any(|c| o < c.end && end > c.start)
+}
+
+/// A pruned bundle waiting to be written at `offset` in `.hip_fatbin`.
+pub(super) enum Slot {
+    /// Built or described.
+    Ready(PrunedItem),
+    /// Built once to learn its length and dropped (memory): built again
+    /// when written, the same bytes (compression is deterministic).
+    Again(usize),
+}
+
+/// Write `plan` into `out`, the bytes of `.hip_fatbin` (`fatbin`)
+/// synthesized from `bundles` (`(offset in the section, length, slot)`,
+/// sorted); `rebuild(i)` builds bundle `i` of the input again.
+pub(super) fn write<W: std::io::Write + std::io::Seek>(
+    source: &Source<'_>,
+    plan: &PrunePlan,
+    fatbin: SectionInfo,
+    bundles: &[(u64, u64, Slot)],
+    rebuild: &dyn Fn(usize) -> Result<Vec<u8>, Error>,
+    out: &mut Out<'_, W>,
+) -> Result<(), Error> {
+    let path = source.path();
+    let region = |m: String| Error::new(ErrorKind::Layout, path, format!("{FATBIN_SECTION}: {m}"));
+    let zone = fatbin.offset..fatbin.offset + fatbin.size;
+    let mut next = 0;
+    for piece in &plan.pieces {
+        let range = match piece {
+            Piece::Bytes(bytes) => {
+                out.write(bytes)?;
+                continue;
+            }
+            Piece::Zeros(n) => {
+                out.zeros(*n)?;
+                continue;
+            }
+            Piece::Input(range) => range.clone(),
+        };
+        let mut pos = range.start;
+        while pos < range.end {
+            if pos < zone.start || pos >= zone.end {
+                let stop = if pos < zone.start {
+                    range.end.min(zone.start)
+                } else {
+                    range.end
+                };
+                out.copy(source, pos, stop - pos)?;
+                pos = stop;
+                continue;
+            }
+            let stop = range.end.min(zone.end);
+            let Some((at, len, slot)) = bundles
+                .get(next)
+                .filter(|(at, _, _)| zone.start + at < stop)
+            else {
+                out.zeros(stop - pos)?;
+                pos = stop;
+                continue;
+            };
+            let start = zone.start + at;
+            if start < pos || start + len > stop {
+                return Err(region(format!(
+                    "pruned bundle at {at:#x} does not lie whole in a kept run"
+                )));
+            }
+            out.zeros(start - pos)?;
+            let before = out.pos();
+            match slot {
+                Slot::Ready(PrunedItem::Built(bytes)) => out.write(bytes)?,
+                Slot::Again(i) => out.write(&rebuild(*i)?)?,
+                Slot::Ready(PrunedItem::Plain(plain)) => {
+                    out.write(&plain.header)?;
+                    for &(offset, abs, size) in &plain.objects {
+                        out.zeros((before + offset).saturating_sub(out.pos()))?;
+                        out.copy(source, abs, size)?;
+                    }
+                    out.zeros((before + plain.len).saturating_sub(out.pos()))?;
+                }
+            }
+            if out.pos() - before != *len {
+                return Err(region(format!(
+                    "pruned bundle at {at:#x} came out {} bytes long, planned {len}",
+                    out.pos() - before
+                )));
+            }
+            pos = start + len;
+            next += 1;
+        }
+    }
+    if next != bundles.len() {
+        return Err(region(format!(
+            "{} pruned bundle(s) fell outside the kept runs",
+            bundles.len() - next
+        )));
+    }
+    if out.pos() != plan.output_size {
+        return Err(region(format!(
+            "wrote {:#x} bytes, planned {:#x}",
+            out.pos(),
+            plan.output_size
+        )));
+    }
+    if let Some(header) = &plan.file_header {
+        out.put_at(plan.output_size, 0, pod::bytes_of(header))
+            .map_err(|m| Error::new(ErrorKind::Layout, path, format!("ELF header: {m}")))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic, reason = "tests")]
+
+    use std::path::PathBuf;
+
+    use kpack_bundle::ReadAt;
+    use object::read::elf::{ElfFile64, ProgramHeader as _};
+    use object::{Object, ObjectSection};
+
+    use super::*;
+    use crate::read::read_fat_binary;
+
+    fn fixture(path: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures")
+            .join(path)
+    }
+
+    /// Prune `path` keeping `target` into a real file; the output bytes
+    /// and the report.
+    fn prune(path: &Path, target: &str) -> (Vec<u8>, crate::PruneReport) {
+        let fat = read_fat_binary(path, Default::default()).unwrap();
+        let out_path = std::env::temp_dir().join(format!(
+            "kpack-prune-plan-test-{}-{}",
+            std::process::id(),
+            path.file_name().unwrap().to_string_lossy()
+        ));
+        let file = std::fs::File::options()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(&out_path)
+            .unwrap();
+        let keep = |id: &kpack_bundle::EntryId| id.raw().ends_with(target);
+        let (_, report) = crate::prune_to(path, &fat, &keep, file).unwrap();
+        let bytes = std::fs::read(&out_path).unwrap();
+        std::fs::remove_file(&out_path).unwrap();
+        (bytes, report)
+    }
+
+    #[test]
+    fn two_bundles_with_free_pages_between_take_the_runs_layout() {
+        for (name, target) in [
+            ("corpus/lib2tu_2arch.so", "gfx1030"),
+            ("corpus/exe_2tu_wide", "gfx1010"),
+            ("clang19/lib2tu_plain.so", "gfx1100"),
+        ] {
+            let input = fixture(name);
+            let original = std::fs::read(&input).unwrap();
+            let (image, report) = prune(&input, target);
+            assert_eq!(report.layout, Some(PruneLayout::Runs), "{name}");
+            assert!(report.runs >= 2, "{name}: {report:?}");
+            // Whole pages left the file, between the bundles too.
+            assert!(report.bytes_removed >= 2 * PAGE, "{name}: {report:?}");
+            assert_eq!(report.output_size, image.len() as u64, "{name}");
+            assert!(
+                (image.len() as u64) + report.bytes_removed <= original.len() as u64 + PAGE,
+                "{name}"
+            );
+            assert!(
+                crate::verify_pruned_image(&*image).unwrap().is_empty(),
+                "{name}"
+            );
+
+            let obj = ElfFile64::<LE, _>::parse(&*image).unwrap();
+            let before = ElfFile64::<LE, _>::parse(&*original).unwrap();
+            // No allocated section moved in memory.
+            for s in before.sections() {
+                if s.elf_section_header().sh_flags.get(LE) & u64::from(elf::SHF_ALLOC) != 0 {
+                    let name = s.name().unwrap();
+                    let after = obj.section_by_name(name).unwrap();
+                    assert_eq!(after.address(), s.address(), "{name}");
+                }
+            }
+            let loads: Vec<_> = obj
+                .elf_program_headers()
+                .iter()
+                .filter(|p| p.p_type(LE) == elf::PT_LOAD)
+                .collect();
+            // Sorted, disjoint, congruent; the table starts its own PT_LOAD
+            // with the first one's p_vaddr - p_offset.
+            for w in loads.windows(2) {
+                assert!(
+                    w[0].p_vaddr(LE) + w[0].p_memsz(LE) <= w[1].p_vaddr(LE),
+                    "{name}"
+                );
+            }
+            for p in &loads {
+                assert_eq!(p.p_vaddr(LE) % PAGE, p.p_offset(LE) % PAGE, "{name}");
+            }
+            let phoff = obj.elf_header().e_phoff.get(LE);
+            let table = loads.iter().find(|p| p.p_offset(LE) == phoff).unwrap();
+            assert_eq!(
+                table.p_vaddr(LE) - table.p_offset(LE),
+                loads[0].p_vaddr(LE) - loads[0].p_offset(LE),
+                "{name}"
+            );
+            assert!(loads.last().unwrap().p_offset(LE) > phoff, "{name}");
+            assert!(obj.section_by_name(".hip_fatbin.1").is_some(), "{name}");
+
+            // Every bundle, read back through the runs, is what prune_item
+            // builds in memory: streaming changed no byte.
+            let out_path = std::env::temp_dir().join(format!(
+                "kpack-prune-plan-reread-{}-{}",
+                std::process::id(),
+                input.file_name().unwrap().to_string_lossy()
+            ));
+            std::fs::write(&out_path, &image).unwrap();
+            let back = read_fat_binary(&out_path, Default::default()).unwrap();
+            let fat = read_fat_binary(&input, Default::default()).unwrap();
+            assert_eq!(back.bundles.len(), fat.bundles.len(), "{name}");
+            assert!(!back.fatbin_runs.is_empty(), "{name}");
+            let keep = |id: &kpack_bundle::EntryId| id.raw().ends_with(target);
+            for (old, new) in fat.bundles.iter().zip(&back.bundles) {
+                assert_eq!(old.offset, new.offset, "{name}");
+                let built = kpack_bundle::prune_item(old, &fat.source, &keep).unwrap();
+                let mut got = vec![0u8; built.len()];
+                back.source
+                    .read_exact_at(new.abs_offset(), &mut got)
+                    .unwrap();
+                assert!(got == built, "{name}: bundle at {:#x}", old.offset);
+            }
+            assert_eq!(back.targets(), vec![target.to_owned()], "{name}");
+            // A runs file is not pruned or offloaded again.
+            let again = crate::prune(&out_path, &back, &keep).unwrap_err();
+            assert_eq!(again.kind(), ErrorKind::AlreadyTransformed, "{name}");
+            std::fs::remove_file(&out_path).unwrap();
+        }
+    }
+
+    #[test]
+    fn one_gap_keeps_the_single_cut_layout() {
+        // One bundle: only the pages after it are free.
+        let input = fixture("corpus/libaxpy_wide.so");
+        let fat = read_fat_binary(&input, Default::default()).unwrap();
+        assert_eq!(fat.bundles.len(), 1);
+        let (_, report) = prune(&input, "gfx1030");
+        assert_eq!(report.layout, Some(PruneLayout::InPlace));
+        assert_eq!(report.runs, 1);
+    }
+}
