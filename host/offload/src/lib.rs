@@ -708,7 +708,7 @@ fn add_items(
                     };
                     let stored = match compressor {
                         Some(c) => c.compress(bytes, key, name)?,
-                        None => std::borrow::Cow::Borrowed(bytes),
+                        None => bytes,
                     };
                     let Some(writer) = writers.get(processor.as_str()) else {
                         return Err(StreamError::Other(Error::Io {
@@ -720,7 +720,7 @@ fn add_items(
                     writer
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .add_precompressed(key, name, &stored, bytes.len() as u64)?;
+                        .add_precompressed(key, name, stored, bytes.len() as u64)?;
                     Ok(())
                 })
                 .map_err(|e| match e {
