@@ -287,14 +287,17 @@ impl ArchiveWriter {
     ) -> Result<()> {
         let key = self.check_new(key, arch)?;
         self.raw_key_added(&key)?;
-        // Out of `self` while its frame is stored, then back with its buffer.
-        let Some(mut c) = self.compressor.take() else {
+        let Some(c) = self.compressor.as_mut() else {
             return self.store(key, arch, data, data.len() as u64, metadata);
         };
-        let stored = c
-            .compress(data, &key, arch)
-            .and_then(|frame| self.store(key.clone(), arch, frame, data.len() as u64, metadata));
-        self.compressor = Some(c);
+        c.compress(data, &key, arch)?;
+        // The frame leaves the compressor while `store` borrows `self`, and
+        // goes back with its capacity.
+        let frame = std::mem::take(&mut c.out);
+        let stored = self.store(key, arch, &frame, data.len() as u64, metadata);
+        if let Some(c) = self.compressor.as_mut() {
+            c.out = frame;
+        }
         stored
     }
 
