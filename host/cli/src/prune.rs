@@ -12,6 +12,27 @@ use kpack_bundle::WalkOptions;
 use crate::exit::CliResult;
 use crate::safety;
 
+/// `--keep` and `--strict`, shared by `kpack prune` and `kpack wheel prune`.
+#[derive(clap::Args)]
+pub struct KeepArgs {
+    /// GPU targets to keep, repeatable and comma-separated, matched as
+    /// `--gpu-targets`: `gfx90a` keeps every gfx90a variant,
+    /// `gfx90a:xnack+` only that one; generic and `-strict` ids are
+    /// targets of their own.
+    #[arg(long, value_name = "T,...", value_delimiter = ',', required = true)]
+    keep: Vec<String>,
+    /// A requested target the input lacks is an error, not a warning.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+impl KeepArgs {
+    /// The parsed `--keep` list.
+    pub fn list(&self) -> anyhow::Result<kpack_prune::KeepList> {
+        Ok(kpack_prune::KeepList::parse(&self.keep)?)
+    }
+}
+
 /// Arguments of `kpack prune`.
 #[derive(clap::Args)]
 pub struct Args {
@@ -21,15 +42,8 @@ pub struct Args {
     /// Pruned binary to write.
     #[arg(short, long)]
     output: PathBuf,
-    /// GPU targets to keep, repeatable and comma-separated, matched as
-    /// `--gpu-targets`: `gfx90a` keeps every gfx90a variant,
-    /// `gfx90a:xnack+` only that one; generic and `-strict` ids are
-    /// targets of their own.
-    #[arg(long, value_name = "T,...", value_delimiter = ',', required = true)]
-    keep: Vec<String>,
-    /// A requested target the input lacks is an error, not a warning.
-    #[arg(long)]
-    strict: bool,
+    #[command(flatten)]
+    keep: KeepArgs,
     /// Replace an existing OUTPUT.
     #[arg(long)]
     force: bool,
@@ -40,7 +54,7 @@ pub struct Args {
 
 /// Run `kpack prune`.
 pub fn run(args: Args) -> CliResult {
-    let keep = kpack_prune::KeepList::parse(&args.keep)?;
+    let keep = args.keep.list()?;
     safety::regular_file(&args.input)?;
     safety::not_same_file(&args.input, &args.output)?;
     safety::not_existing(&args.output, args.force)?;
@@ -59,7 +73,7 @@ pub fn run(args: Args) -> CliResult {
     // Each requested target the binary lacks: a warning, or with --strict
     // an error before anything is written.
     let missing = keep.missing(targets);
-    if args.strict && !missing.is_empty() {
+    if args.keep.strict && !missing.is_empty() {
         return Err(anyhow!(
             "{input}: has no code object for {} (it has {})",
             missing.join(", "),

@@ -37,13 +37,8 @@ struct PruneArgs {
     /// pruned wheel has the input's name).
     #[arg(short, long)]
     output: PathBuf,
-    /// GPU targets to keep, repeatable and comma-separated, matched as
-    /// `--gpu-targets` (see `kpack prune`).
-    #[arg(long, value_name = "T,...", value_delimiter = ',', required = true)]
-    keep: Vec<String>,
-    /// A requested target the wheel lacks is an error, not a warning.
-    #[arg(long)]
-    strict: bool,
+    #[command(flatten)]
+    keep: crate::prune::KeepArgs,
     /// Do not check the MD5 of compressed bundles.
     #[arg(long)]
     no_verify_hash: bool,
@@ -162,7 +157,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 fn prune(args: PruneArgs) -> CliResult {
-    let keep = kpack_prune::KeepList::parse(&args.keep)?;
+    let keep = args.keep.list()?;
     crate::safety::regular_file(&args.input)?;
     crate::safety::not_stdout(&args.output, "wheel prune")?;
     let handlers = if args.handlers.is_empty() {
@@ -171,7 +166,7 @@ fn prune(args: PruneArgs) -> CliResult {
         Some(args.handlers.load()?)
     };
     let mut opts = PruneOptions::new(keep);
-    opts.strict = args.strict;
+    opts.strict = args.keep.strict;
     opts.verify_hash = !args.no_verify_hash;
     opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
     opts.mtime = source_date_epoch()?;

@@ -403,3 +403,30 @@ fn offloadable(input: &Path, fat: &FatBinary) -> Result<(SectionInfo, Vec<Wrappe
     }
     Ok((fatbin, patches))
 }
+
+/// Run `write` on a real file in the temp directory (so positioned writes
+/// go through the OS), named for the test and `name`; returns what it
+/// wrote and `write`'s result. The file is removed.
+#[cfg(test)]
+pub(crate) fn written_through_file<T>(
+    test: &str,
+    name: &Path,
+    write: impl FnOnce(std::fs::File) -> T,
+) -> (Vec<u8>, T) {
+    let out_path = std::env::temp_dir().join(format!(
+        "kpack-{test}-{}-{}",
+        std::process::id(),
+        name.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    let file = std::fs::File::options()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&out_path)
+        .unwrap();
+    let result = write(file);
+    let bytes = std::fs::read(&out_path).unwrap();
+    std::fs::remove_file(&out_path).unwrap();
+    (bytes, result)
+}

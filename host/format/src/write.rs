@@ -145,6 +145,17 @@ struct Reserved {
     filled: Vec<bool>,
 }
 
+/// A zstd compressor at `level`; an invalid level is an
+/// [`ErrorKind::InvalidArgument`] error.
+pub(crate) fn zstd_compressor(level: i32) -> Result<zstd::bulk::Compressor<'static>> {
+    zstd::bulk::Compressor::new(level).map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!("zstd level {level}: {e}"),
+        )
+    })
+}
+
 /// Compresses code objects exactly as [`ArchiveWriter`] stores them, for
 /// [`ArchiveWriter::add_precompressed`] from worker threads (one per
 /// thread: it keeps its zstd context and its output buffer between calls,
@@ -170,12 +181,7 @@ impl KernelCompressor {
         match compression {
             Compression::None => Ok(None),
             Compression::Zstd { level } => {
-                let zstd = zstd::bulk::Compressor::new(level).map_err(|e| {
-                    Error::new(
-                        ErrorKind::InvalidArgument,
-                        format!("zstd level {level}: {e}"),
-                    )
-                })?;
+                let zstd = zstd_compressor(level)?;
                 Ok(Some(KernelCompressor {
                     zstd,
                     out: Vec::new(),
@@ -184,12 +190,7 @@ impl KernelCompressor {
             Compression::ZstdDelta { level } => {
                 // Kernels are spooled raw and delta-compressed at finish;
                 // validate the level now, not after every kernel is spooled.
-                zstd::bulk::Compressor::new(level).map_err(|e| {
-                    Error::new(
-                        ErrorKind::InvalidArgument,
-                        format!("zstd level {level}: {e}"),
-                    )
-                })?;
+                zstd_compressor(level)?;
                 Ok(None)
             }
         }

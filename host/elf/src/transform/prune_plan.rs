@@ -582,22 +582,12 @@ mod tests {
     /// and the report.
     fn prune(path: &Path, target: &str) -> (Vec<u8>, crate::PruneReport) {
         let fat = read_fat_binary(path, Default::default()).unwrap();
-        let out_path = std::env::temp_dir().join(format!(
-            "kpack-prune-plan-test-{}-{}",
-            std::process::id(),
-            path.file_name().unwrap().to_string_lossy()
-        ));
-        let file = std::fs::File::options()
-            .create(true)
-            .truncate(true)
-            .read(true)
-            .write(true)
-            .open(&out_path)
-            .unwrap();
         let keep = |id: &kpack_bundle::EntryId| id.raw().ends_with(target);
-        let (_, report) = crate::prune_to(path, &fat, &keep, file).unwrap();
-        let bytes = std::fs::read(&out_path).unwrap();
-        std::fs::remove_file(&out_path).unwrap();
+        let (bytes, result) =
+            crate::transform::written_through_file("prune-plan-test", path, |file| {
+                crate::prune_to(path, &fat, &keep, file)
+            });
+        let (_, report) = result.unwrap();
         (bytes, report)
     }
 

@@ -334,22 +334,11 @@ mod tests {
                     continue;
                 }
                 let expected = in_memory_reference(&path, &fat, marker);
-                // A real file, so positioned writes go through the OS.
-                let out_path = std::env::temp_dir().join(format!(
-                    "kpack-elf-write-test-{}-{}",
-                    std::process::id(),
-                    path.file_name().unwrap().to_string_lossy()
-                ));
-                let file = std::fs::File::options()
-                    .create(true)
-                    .truncate(true)
-                    .read(true)
-                    .write(true)
-                    .open(&out_path)
-                    .unwrap();
-                let (_, report) = crate::transform_to(&path, &fat, marker, file).unwrap();
-                let written = std::fs::read(&out_path).unwrap();
-                std::fs::remove_file(&out_path).unwrap();
+                let (written, result) =
+                    crate::transform::written_through_file("elf-write-test", &path, |file| {
+                        crate::transform_to(&path, &fat, marker, file)
+                    });
+                let (_, report) = result.unwrap();
                 assert_eq!(
                     report.output_size,
                     written.len() as u64,

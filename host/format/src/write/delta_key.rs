@@ -66,12 +66,7 @@ impl DeltaCompressor {
     pub fn new(compression: Compression) -> Result<Option<DeltaCompressor>> {
         match compression {
             Compression::ZstdDelta { level } => {
-                zstd::bulk::Compressor::new(level).map_err(|e| {
-                    Error::new(
-                        ErrorKind::InvalidArgument,
-                        format!("zstd level {level}: {e}"),
-                    )
-                })?;
+                super::zstd_compressor(level)?;
                 Ok(Some(DeltaCompressor { level }))
             }
             _ => Ok(None),
