@@ -71,3 +71,51 @@ pub fn offload_into(input: &Path, dir: &Path, extra: &[&str]) -> PathBuf {
     );
     out_bin
 }
+
+/// A fresh Python virtual environment (`python3 -m venv`; scripts/test.sh
+/// installs python3-venv), for tests that `pip install` wheels.
+pub struct Venv {
+    python: PathBuf,
+}
+
+impl Venv {
+    /// Create one in `dir/venv`.
+    pub fn create(dir: &Path) -> Venv {
+        let venv = dir.join("venv");
+        let o = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .output()
+            .expect("python3");
+        assert!(
+            o.status.success(),
+            "python3 -m venv failed (install python3-venv):\n{}",
+            kpack_tests::stderr(&o)
+        );
+        Venv {
+            python: venv.join("bin/python"),
+        }
+    }
+
+    /// `python -m pip ARGS` in it.
+    pub fn pip(&self, args: &[&str]) -> Output {
+        Command::new(&self.python)
+            .args(["-m", "pip"])
+            .args(args)
+            .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+            .output()
+            .unwrap()
+    }
+
+    /// Its platlib directory (site-packages for native code).
+    pub fn platlib(&self) -> PathBuf {
+        let o = Command::new(&self.python)
+            .args([
+                "-c",
+                "import sysconfig; print(sysconfig.get_paths()['platlib'])",
+            ])
+            .output()
+            .unwrap();
+        PathBuf::from(kpack_tests::stdout(&o).trim())
+    }
+}

@@ -454,26 +454,8 @@ fn splits_a_fat_wheel_into_host_and_device_wheels() {
 /// pip-install the host wheel and the gfx90a device wheel into a fresh venv;
 /// every kernel resolves for gfx90a through the installed markers, none for gfx1030.
 fn install_and_resolve(tmp: &Path, out: &Path) {
-    let venv = tmp.join("venv");
-    let o = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .output()
-        .expect("python3");
-    assert!(
-        o.status.success(),
-        "python3 -m venv failed (install python3-venv):\n{}",
-        stderr(&o)
-    );
-    let py = venv.join("bin/python");
-    let pip = |args: &[&str]| {
-        Command::new(&py)
-            .args(["-m", "pip"])
-            .args(args)
-            .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
-            .output()
-            .unwrap()
-    };
+    let venv = crate::util::Venv::create(tmp);
+    let pip = |args: &[&str]| venv.pip(args);
     let host = out.join(WHEEL);
     let dev = out.join("fatpkg_device_gfx90a-1.0-py3-none-linux_x86_64.whl");
     let o = pip(&[
@@ -491,14 +473,7 @@ fn install_and_resolve(tmp: &Path, out: &Path) {
     );
     let o = pip(&["check"]);
     assert!(o.status.success(), "pip check:\n{}", stdout(&o));
-    let o = Command::new(&py)
-        .args([
-            "-c",
-            "import sysconfig; print(sysconfig.get_paths()['platlib'])",
-        ])
-        .output()
-        .unwrap();
-    let site = PathBuf::from(stdout(&o).trim());
+    let site = venv.platlib();
     assert!(
         site.join("fatpkg/lib/rocblas/library/TensileLibrary_gfx90a.co")
             .is_file()

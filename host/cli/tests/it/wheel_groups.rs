@@ -196,22 +196,8 @@ fn pip_installs_exactly_the_wheels_of_one_sub_family() {
         ]
     );
 
-    let venv = tmp.path().join("venv");
-    let o = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .output()
-        .expect("python3");
-    assert!(o.status.success(), "python3 -m venv:\n{}", stderr(&o));
-    let py = venv.join("bin/python");
-    let pip = |args: &[&str]| {
-        Command::new(&py)
-            .args(["-m", "pip"])
-            .args(args)
-            .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
-            .output()
-            .unwrap()
-    };
+    let venv = crate::util::Venv::create(tmp.path());
+    let pip = |args: &[&str]| venv.pip(args);
     let o = pip(&[
         "install",
         "--no-index",
@@ -245,14 +231,7 @@ fn pip_installs_exactly_the_wheels_of_one_sub_family() {
     let o = pip(&["check"]);
     assert!(o.status.success(), "pip check:\n{}", stdout(&o));
 
-    let o = Command::new(&py)
-        .args([
-            "-c",
-            "import sysconfig; print(sysconfig.get_paths()['platlib'])",
-        ])
-        .output()
-        .unwrap();
-    let site = std::path::PathBuf::from(stdout(&o).trim());
+    let site = venv.platlib();
     let kpacks: Vec<String> = walk_files(&site)
         .into_iter()
         .filter(|p| p.extension().is_some_and(|x| x == "kpack"))

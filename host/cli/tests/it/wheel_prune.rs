@@ -6,7 +6,6 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 
 use kpack_tests::{fixture, oracle, sha256_hex, stderr, stdout};
 
@@ -137,34 +136,20 @@ fn prunes_a_fat_wheel_to_one_gpu() {
 /// `pip install --no-index --no-deps WHEEL` into a fresh venv; returns its
 /// platlib directory.
 fn pip_install(tmp: &Path, wheel: &Path) -> std::path::PathBuf {
-    let venv = tmp.join("venv");
-    let o = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .output()
-        .expect("python3");
-    assert!(o.status.success(), "python3 -m venv: {}", stderr(&o));
-    let py = venv.join("bin/python");
-    let o = Command::new(&py)
-        .args(["-m", "pip", "install", "--no-index", "--no-deps"])
-        .arg(wheel)
-        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
-        .output()
-        .unwrap();
+    let venv = crate::util::Venv::create(tmp);
+    let o = venv.pip(&[
+        "install",
+        "--no-index",
+        "--no-deps",
+        wheel.to_str().unwrap(),
+    ]);
     assert!(
         o.status.success(),
         "pip install: {}\n{}",
         stdout(&o),
         stderr(&o)
     );
-    let o = Command::new(&py)
-        .args([
-            "-c",
-            "import sysconfig; print(sysconfig.get_paths()['platlib'])",
-        ])
-        .output()
-        .unwrap();
-    std::path::PathBuf::from(stdout(&o).trim())
+    venv.platlib()
 }
 
 #[test]
