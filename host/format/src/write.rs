@@ -735,31 +735,7 @@ impl ArchiveWriter {
             (true, true) => 9,
         };
         self.write_toc_head(&mut t, fields, 1, &arches)?;
-        write_str(&mut t, "toc").map_err(e)?;
-        write_map_len(&mut t, groups.len() as u32).map_err(e)?;
-        for (key, ordinals) in &groups {
-            write_str(&mut t, key).map_err(e)?;
-            write_map_len(&mut t, ordinals.len() as u32).map_err(e)?;
-            for &ordinal in ordinals {
-                let p = &self.pending[ordinal];
-                write_str(&mut t, &p.arch).map_err(e)?;
-                write_map_len(&mut t, if p.metadata.is_empty() { 3 } else { 4 }).map_err(e)?;
-                write_str(&mut t, "type").map_err(e)?;
-                write_str(&mut t, "hsaco").map_err(e)?;
-                write_str(&mut t, "ordinal").map_err(e)?;
-                write_uint(&mut t, ordinal as u64).map_err(e)?;
-                write_str(&mut t, "original_size").map_err(e)?;
-                write_uint(&mut t, p.original_size).map_err(e)?;
-                if !p.metadata.is_empty() {
-                    write_str(&mut t, "metadata").map_err(e)?;
-                    write_map_len(&mut t, p.metadata.len() as u32).map_err(e)?;
-                    for (k, v) in &p.metadata {
-                        write_str(&mut t, k).map_err(e)?;
-                        write_str(&mut t, v).map_err(e)?;
-                    }
-                }
-            }
-        }
+        self.write_toc_entries(&mut t, &groups, |_| Vec::new())?;
         write_str(&mut t, "compression_scheme").map_err(e)?;
         if zstd {
             write_str(&mut t, "zstd-per-kernel").map_err(e)?;
@@ -859,6 +835,51 @@ impl ArchiveWriter {
         write_array_len(t, arches.len() as u32).map_err(e)?;
         for a in arches {
             write_str(t, a).map_err(e)?;
+        }
+        Ok(())
+    }
+
+    /// The TOC's `toc` field: per key, per arch, an entry map of `type`,
+    /// `ordinal`, `original_size`, then `extra(ordinal)` (v2's frame place
+    /// and base; nothing in v1), then `metadata` when there is any.
+    fn write_toc_entries(
+        &self,
+        t: &mut Vec<u8>,
+        groups: &[(&str, Vec<usize>)],
+        extra: impl Fn(usize) -> Vec<(&'static str, u64)>,
+    ) -> Result<()> {
+        use rmp::encode::{write_map_len, write_str, write_uint};
+        let e = |_| Error::new(ErrorKind::Io, "msgpack encoding failed");
+        write_str(t, "toc").map_err(e)?;
+        write_map_len(t, groups.len() as u32).map_err(e)?;
+        for (key, ordinals) in groups {
+            write_str(t, key).map_err(e)?;
+            write_map_len(t, ordinals.len() as u32).map_err(e)?;
+            for &ordinal in ordinals {
+                let p = &self.pending[ordinal];
+                let extra = extra(ordinal);
+                let n = 3 + extra.len() as u32 + u32::from(!p.metadata.is_empty());
+                write_str(t, &p.arch).map_err(e)?;
+                write_map_len(t, n).map_err(e)?;
+                write_str(t, "type").map_err(e)?;
+                write_str(t, "hsaco").map_err(e)?;
+                write_str(t, "ordinal").map_err(e)?;
+                write_uint(t, ordinal as u64).map_err(e)?;
+                write_str(t, "original_size").map_err(e)?;
+                write_uint(t, p.original_size).map_err(e)?;
+                for (name, value) in extra {
+                    write_str(t, name).map_err(e)?;
+                    write_uint(t, value).map_err(e)?;
+                }
+                if !p.metadata.is_empty() {
+                    write_str(t, "metadata").map_err(e)?;
+                    write_map_len(t, p.metadata.len() as u32).map_err(e)?;
+                    for (k, v) in &p.metadata {
+                        write_str(t, k).map_err(e)?;
+                        write_str(t, v).map_err(e)?;
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -969,43 +990,14 @@ impl ArchiveWriter {
         let groups = self.ordinals_by_key();
         let mut t = Vec::new();
         let e = |_| Error::new(ErrorKind::Io, "msgpack encoding failed");
-        use rmp::encode::{write_map_len, write_str, write_uint};
+        use rmp::encode::write_str;
         self.write_toc_head(&mut t, 6, u64::from(crate::VERSION_DELTA), &arches)?;
-        write_str(&mut t, "toc").map_err(e)?;
-        write_map_len(&mut t, groups.len() as u32).map_err(e)?;
-        for (key, ordinals) in &groups {
-            write_str(&mut t, key).map_err(e)?;
-            write_map_len(&mut t, ordinals.len() as u32).map_err(e)?;
-            for &ordinal in ordinals {
-                let p = &self.pending[ordinal];
-                let f = &placed[ordinal];
-                let n = 5 + u32::from(f.base.is_some()) + u32::from(!p.metadata.is_empty());
-                write_str(&mut t, &p.arch).map_err(e)?;
-                write_map_len(&mut t, n).map_err(e)?;
-                write_str(&mut t, "type").map_err(e)?;
-                write_str(&mut t, "hsaco").map_err(e)?;
-                write_str(&mut t, "ordinal").map_err(e)?;
-                write_uint(&mut t, ordinal as u64).map_err(e)?;
-                write_str(&mut t, "original_size").map_err(e)?;
-                write_uint(&mut t, p.original_size).map_err(e)?;
-                write_str(&mut t, "offset").map_err(e)?;
-                write_uint(&mut t, f.offset).map_err(e)?;
-                write_str(&mut t, "size").map_err(e)?;
-                write_uint(&mut t, f.size).map_err(e)?;
-                if let Some(base) = f.base {
-                    write_str(&mut t, "base").map_err(e)?;
-                    write_uint(&mut t, base).map_err(e)?;
-                }
-                if !p.metadata.is_empty() {
-                    write_str(&mut t, "metadata").map_err(e)?;
-                    write_map_len(&mut t, p.metadata.len() as u32).map_err(e)?;
-                    for (k, v) in &p.metadata {
-                        write_str(&mut t, k).map_err(e)?;
-                        write_str(&mut t, v).map_err(e)?;
-                    }
-                }
-            }
-        }
+        self.write_toc_entries(&mut t, &groups, |ordinal| {
+            let f = &placed[ordinal];
+            let mut fields = vec![("offset", f.offset), ("size", f.size)];
+            fields.extend(f.base.map(|b| ("base", b)));
+            fields
+        })?;
         write_str(&mut t, "compression_scheme").map_err(e)?;
         write_str(&mut t, "zstd-delta").map_err(e)?;
         Ok(t)
