@@ -22,9 +22,9 @@
 #[path = "support/bench.rs"]
 mod bench;
 
-use bench::{elf_section, evict};
+use bench::{elf_section, evict, new_cache, timed_load};
 
-use std::ffi::{CString, c_void};
+use std::ffi::CString;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -74,35 +74,12 @@ fn offloaded(binary: &str, arch: &str) -> Offloaded {
 /// p50 of `rounds` warm `kpack_load_code_object` calls of entry `co` on
 /// one cache (after one untimed load fills its memos), and the size.
 fn warm_p50(o: &Offloaded, arch: &CString, co: u32, rounds: usize) -> (Duration, usize) {
-    let arches = [arch.as_ptr()];
-    let mut cache: kpack_cache_t = std::ptr::null_mut();
-    // SAFETY: valid out pointer.
-    assert_eq!(
-        unsafe { kpack_cache_create(&mut cache) },
-        kpack_error_t::KPACK_SUCCESS
-    );
+    let cache = new_cache();
     let mut times = Vec::with_capacity(rounds);
     let mut size = 0usize;
     for i in 0..=rounds {
-        let mut out: *mut c_void = std::ptr::null_mut();
-        let t = Instant::now();
-        // SAFETY: all pointers valid for the call.
-        let e = unsafe {
-            kpack_load_code_object(
-                cache,
-                o.marker.as_ptr().cast(),
-                o.binary.as_ptr(),
-                co,
-                arches.as_ptr(),
-                1,
-                &mut out,
-                &mut size,
-            )
-        };
-        let dt = t.elapsed();
-        assert_eq!(e, kpack_error_t::KPACK_SUCCESS, "load #{co}");
-        // SAFETY: buffer from kpack_load_code_object.
-        unsafe { kpack_free_code_object(out) };
+        let (dt, n) = timed_load(cache, &o.marker, &o.binary, co, arch);
+        size = n;
         if i > 0 {
             times.push(dt);
         }

@@ -14,9 +14,9 @@
 #[path = "support/bench.rs"]
 mod bench;
 
-use bench::evict;
+use bench::{evict, new_cache, timed_load};
 
-use std::ffi::{CString, c_void};
+use std::ffi::CString;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -54,38 +54,12 @@ unsafe impl Sync for Loader {}
 
 impl Loader {
     fn load(&self, co: u32) -> (Duration, usize) {
-        let arches = [self.arch.as_ptr()];
-        let mut out: *mut c_void = std::ptr::null_mut();
-        let mut size = 0usize;
-        let t = Instant::now();
-        // SAFETY: all pointers valid for the call.
-        let e = unsafe {
-            kpack_load_code_object(
-                self.cache,
-                self.marker.as_ptr().cast(),
-                self.binary.as_ptr(),
-                co,
-                arches.as_ptr(),
-                1,
-                &mut out,
-                &mut size,
-            )
-        };
-        let dt = t.elapsed();
-        assert_eq!(e, kpack_error_t::KPACK_SUCCESS);
-        // SAFETY: buffer from kpack_load_code_object.
-        unsafe { kpack_free_code_object(out) };
-        (dt, size)
+        timed_load(self.cache, &self.marker, &self.binary, co, &self.arch)
     }
 }
 
 fn new_loader(root: &Path, kernel_name: &str, arch: &str) -> Loader {
-    let mut cache: kpack_cache_t = std::ptr::null_mut();
-    // SAFETY: valid out pointer.
-    assert_eq!(
-        unsafe { kpack_cache_create(&mut cache) },
-        kpack_error_t::KPACK_SUCCESS
-    );
+    let cache = new_cache();
     let marker = Marker {
         kernel_name: kernel_name.into(),
         search_paths: vec!["../.kpack/bench_@GFXARCH@.kpack".into()],

@@ -17,9 +17,9 @@
 #[path = "support/bench.rs"]
 mod bench;
 
-use bench::{elf_section, evict};
+use bench::{elf_section, evict, new_cache, timed_load};
 
-use std::ffi::{CString, c_void};
+use std::ffi::CString;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -28,36 +28,12 @@ use rocm_kpack::*;
 
 /// New cache + one `kpack_load_code_object`; returns (time, size).
 fn cold_load(marker: &[u8], binary: &CString, arch: &CString, co: u32) -> (Duration, usize) {
-    let arches = [arch.as_ptr()];
-    let mut out: *mut c_void = std::ptr::null_mut();
-    let mut size = 0usize;
     let t = Instant::now();
-    let mut cache: kpack_cache_t = std::ptr::null_mut();
-    // SAFETY: valid out pointer.
-    assert_eq!(
-        unsafe { kpack_cache_create(&mut cache) },
-        kpack_error_t::KPACK_SUCCESS
-    );
-    // SAFETY: all pointers valid for the call.
-    let e = unsafe {
-        kpack_load_code_object(
-            cache,
-            marker.as_ptr().cast(),
-            binary.as_ptr(),
-            co,
-            arches.as_ptr(),
-            1,
-            &mut out,
-            &mut size,
-        )
-    };
+    let cache = new_cache();
+    let (_, size) = timed_load(cache, marker, binary, co, arch);
     let dt = t.elapsed();
-    assert_eq!(e, kpack_error_t::KPACK_SUCCESS, "load #{co}");
-    // SAFETY: buffer from kpack_load_code_object; cache has no other users.
-    unsafe {
-        kpack_free_code_object(out);
-        kpack_cache_destroy(cache);
-    }
+    // SAFETY: the cache has no other users.
+    unsafe { kpack_cache_destroy(cache) };
     (dt, size)
 }
 
