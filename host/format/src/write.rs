@@ -674,16 +674,7 @@ impl ArchiveWriter {
             });
         }
 
-        let mut out = tempfile::Builder::new()
-            .prefix(&crate::temp_prefix("archive"))
-            .tempfile_in(&self.dir)
-            .map_err(|e| {
-                Error::io(
-                    format!("cannot create a temp file in {}", self.dir.display()),
-                    e,
-                )
-            })?;
-        set_readable(out.as_file())?;
+        let mut out = self.archive_temp()?;
         {
             let werr = |e| Error::io("cannot write archive", e);
             let mut w = BufWriter::with_capacity(1 << 20, out.as_file_mut());
@@ -797,6 +788,22 @@ impl ArchiveWriter {
         }
     }
 
+    /// The temp file the archive is written to, beside its destination and
+    /// readable like a file `cp` would make, until it is renamed into place.
+    fn archive_temp(&self) -> Result<tempfile::NamedTempFile> {
+        let out = tempfile::Builder::new()
+            .prefix(&crate::temp_prefix("archive"))
+            .tempfile_in(&self.dir)
+            .map_err(|e| {
+                Error::io(
+                    format!("cannot create a temp file in {}", self.dir.display()),
+                    e,
+                )
+            })?;
+        set_readable(out.as_file())?;
+        Ok(out)
+    }
+
     /// Ordinals grouped by key, keys in order of first appearance (in
     /// sorted mode: already sorted).
     fn ordinals_by_key(&self) -> Vec<(&str, Vec<usize>)> {
@@ -885,25 +892,12 @@ impl ArchiveWriter {
     }
 
     fn finish_delta(&mut self, level: i32) -> Result<Written> {
-        let mut groups: Vec<Vec<usize>> = Vec::new();
-        let mut slot: HashMap<&str, usize> = HashMap::new();
-        for (ordinal, p) in self.pending.iter().enumerate() {
-            let i = *slot.entry(p.key.as_str()).or_insert_with(|| {
-                groups.push(Vec::new());
-                groups.len() - 1
-            });
-            groups[i].push(ordinal);
-        }
-        let mut out = tempfile::Builder::new()
-            .prefix(&crate::temp_prefix("archive"))
-            .tempfile_in(&self.dir)
-            .map_err(|e| {
-                Error::io(
-                    format!("cannot create a temp file in {}", self.dir.display()),
-                    e,
-                )
-            })?;
-        set_readable(out.as_file())?;
+        let groups: Vec<Vec<usize>> = self
+            .ordinals_by_key()
+            .into_iter()
+            .map(|(_, ordinals)| ordinals)
+            .collect();
+        let mut out = self.archive_temp()?;
         let mut placed: Vec<Option<Placed>> = (0..self.pending.len()).map(|_| None).collect();
         let werr = |e| Error::io("cannot write archive", e);
         let mut pos = BLOB_START;
