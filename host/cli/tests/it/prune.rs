@@ -15,7 +15,7 @@ use kpack_tests::{
 };
 
 use crate::offload::packaging_steps;
-use crate::util::{kpack, stub_hip};
+use crate::util::{kpack, kpack_prune, stub_hip};
 
 /// A run under the stub HIP runtime built without `-DKPACK_LOAD`: its log
 /// lines and every bundle a wrapper handed it.
@@ -101,14 +101,7 @@ fn prune_and_run(set: &str, names: &[&str], oracle: &[OracleEntry]) {
             .cloned()
             .collect();
         let output = dir.path().join(format!("{name}.pruned"));
-        let out = kpack([
-            "prune".as_ref(),
-            input.as_os_str(),
-            "-o".as_ref(),
-            output.as_os_str(),
-            "--keep".as_ref(),
-            target.as_ref(),
-        ]);
+        let out = kpack_prune(&input, &output, &target, &[]);
         assert!(out.status.success(), "{name}: {}", stderr(&out));
         let in_len = std::fs::metadata(&input).unwrap().len();
         let out_len = std::fs::metadata(&output).unwrap().len();
@@ -174,14 +167,7 @@ fn keeping_nothing_is_an_error_and_writes_nothing() {
     let input = fixture("corpus/libaxpy_2arch.so");
     let output = dir.path().join("out.so");
     for keep in ["", "gfx1100"] {
-        let out = kpack([
-            "prune".as_ref(),
-            input.as_os_str(),
-            "-o".as_ref(),
-            output.as_os_str(),
-            "--keep".as_ref(),
-            keep.as_ref(),
-        ]);
+        let out = kpack_prune(&input, &output, keep, &[]);
         assert_eq!(out.status.code(), Some(2), "{keep:?}: {}", stderr(&out));
         assert!(stderr(&out).contains("keep nothing"), "{}", stderr(&out));
         assert!(!output.exists());
@@ -220,15 +206,7 @@ fn a_missing_target_warns_and_strict_refuses() {
     let again = kpack(args(&[]));
     assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
     // And the output is never the input.
-    let same = kpack([
-        "prune".as_ref(),
-        input.as_os_str(),
-        "-o".as_ref(),
-        input.as_os_str(),
-        "--keep".as_ref(),
-        "gfx90a".as_ref(),
-        "--force".as_ref(),
-    ]);
+    let same = kpack_prune(&input, &input, "gfx90a", &["--force"]);
     assert_eq!(same.status.code(), Some(2), "{}", stderr(&same));
 }
 
@@ -245,15 +223,7 @@ fn two_tu_fixtures_take_the_runs_layout_and_free_pages_between_bundles() {
     ] {
         let input = fixture(name);
         let output = dir.path().join(name.replace('/', "_"));
-        let out = kpack([
-            "prune".as_ref(),
-            input.as_os_str(),
-            "-o".as_ref(),
-            output.as_os_str(),
-            "--keep".as_ref(),
-            keep.as_ref(),
-            "--json".as_ref(),
-        ]);
+        let out = kpack_prune(&input, &output, keep, &["--json"]);
         assert!(out.status.success(), "{name}: {}", stderr(&out));
         let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
         assert_eq!(v["layout"], "runs", "{name}: {v}");
@@ -272,14 +242,7 @@ fn two_tu_fixtures_take_the_runs_layout_and_free_pages_between_bundles() {
         assert_eq!(text.matches("  bundle ").count(), 2, "{name}: {text}");
         assert!(text.contains(keep), "{name}: {text}");
         // Pruning the result again is refused, not mangled.
-        let again = kpack([
-            "prune".as_ref(),
-            output.as_os_str(),
-            "-o".as_ref(),
-            dir.path().join("again").as_os_str(),
-            "--keep".as_ref(),
-            keep.as_ref(),
-        ]);
+        let again = kpack_prune(&output, &dir.path().join("again"), keep, &[]);
         assert_eq!(again.status.code(), Some(2), "{name}: {}", stderr(&again));
         assert!(stderr(&again).contains("runs"), "{}", stderr(&again));
     }

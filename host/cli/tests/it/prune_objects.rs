@@ -12,18 +12,11 @@ use std::process::Command;
 use kpack_bundle::WalkOptions;
 use kpack_tests::{fixture, stderr, stdout};
 
-use crate::util::kpack;
+use crate::util::kpack_prune;
 
 /// `kpack prune INPUT -o OUTPUT --keep KEEP`, which must succeed.
 fn prune(input: &Path, output: &Path, keep: &str) {
-    let out = kpack([
-        "prune".as_ref(),
-        input.as_os_str(),
-        "-o".as_ref(),
-        output.as_os_str(),
-        "--keep".as_ref(),
-        keep.as_ref(),
-    ]);
+    let out = kpack_prune(input, output, keep, &[]);
     assert!(
         out.status.success(),
         "{}: {}",
@@ -261,16 +254,7 @@ fn archives_pruned_keep_a_valid_index_and_link() {
 fn thin_archives_and_empty_keeps_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let out_path = dir.path().join("out");
-    let run = |input: &str, keep: &str| {
-        kpack([
-            "prune".as_ref(),
-            fixture(input).as_os_str(),
-            "-o".as_ref(),
-            out_path.as_os_str(),
-            "--keep".as_ref(),
-            keep.as_ref(),
-        ])
-    };
+    let run = |input: &str, keep: &str| kpack_prune(&fixture(input), &out_path, keep, &[]);
     let out = run("clang19/libnd_thin.a", "gfx942");
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("thin archive"), "{}", stderr(&out));

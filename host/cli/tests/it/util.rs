@@ -72,6 +72,21 @@ pub fn offload_into(input: &Path, dir: &Path, extra: &[&str]) -> PathBuf {
     out_bin
 }
 
+/// `kpack prune INPUT -o OUTPUT --keep KEEP EXTRA...` (its status is the
+/// caller's to check).
+pub fn kpack_prune(input: &Path, output: &Path, keep: &str, extra: &[&str]) -> Output {
+    let mut args: Vec<&OsStr> = vec![
+        "prune".as_ref(),
+        input.as_os_str(),
+        "-o".as_ref(),
+        output.as_os_str(),
+        "--keep".as_ref(),
+        keep.as_ref(),
+    ];
+    args.extend(extra.iter().map(OsStr::new));
+    kpack(args)
+}
+
 /// A fresh Python virtual environment (`python3 -m venv`; scripts/test.sh
 /// installs python3-venv), for tests that `pip install` wheels.
 pub struct Venv {
