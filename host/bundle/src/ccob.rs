@@ -3,8 +3,6 @@
 
 use std::io::Read;
 
-use md5::{Digest, Md5};
-
 use crate::error::{Error, ErrorKind};
 use crate::source::{ReadAt, read_vec};
 
@@ -289,7 +287,7 @@ fn inflate_zlib(payload: &[u8], expect: u64, at: u64) -> Result<(Vec<u8>, u64), 
 
 /// The CCOB hash of `data`: the first 8 MD5 bytes as a little-endian u64.
 pub fn md5_low(data: &[u8]) -> u64 {
-    let digest = Md5::digest(data);
+    let digest = fast_md5::digest(data);
     u64::from_le_bytes(digest[..8].try_into().unwrap_or_default())
 }
 
@@ -346,7 +344,7 @@ mod tests {
     #[test]
     fn writes_headers_as_the_spec_lays_them_out() {
         let b = sample();
-        let md5 = Md5::digest(&b);
+        let md5 = fast_md5::digest(&b);
         for (version, method, hlen) in [
             (1u16, Method::Zlib, 20usize),
             (1, Method::Zstd, 20),

@@ -5,7 +5,7 @@ use std::io::{self, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
-use md5::{Digest, Md5};
+use fast_md5::Md5;
 
 use crate::bundle::{BundleHeader, parse_bundle};
 use crate::ccob::{CcobHeader, Method};
@@ -329,7 +329,7 @@ impl<'a> Inflater<'a> {
             return Err(self.size_error());
         }
         let digest: Option<[u8; 16]> = match (self.md5.take(), self.piped_md5.take()) {
-            (Some(h), _) => Some(h.finalize().into()),
+            (Some(h), _) => Some(h.finalize()),
             // The hashing stage sends the digest before the last chunk, so
             // having read to the end, it is there.
             (None, Some(rx)) => Some(rx.recv().map_err(|_| {
@@ -518,7 +518,7 @@ impl Pipe {
                         Err(_) => true,
                     };
                     if last && chunk.is_ok() {
-                        let _ = dtx.send(std::mem::take(&mut md5).finalize().into());
+                        let _ = dtx.send(std::mem::replace(&mut md5, Md5::new()).finalize());
                     }
                     if htx.send(chunk).is_err() || last {
                         return;
@@ -658,7 +658,7 @@ mod tests {
             let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
             let (out, digest) = through_hashing_pipe(&data);
             assert!(out == data, "{len} bytes came out changed");
-            assert_eq!(digest, <[u8; 16]>::from(Md5::digest(&data)), "{len} bytes");
+            assert_eq!(digest, fast_md5::digest(&data), "{len} bytes");
         }
     }
 
