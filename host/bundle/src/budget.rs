@@ -27,10 +27,69 @@ pub const DEFAULT_READ_MEMORY_LIMIT: u64 = 128 << 20;
 static PROCESS_LIMIT: AtomicU64 = AtomicU64::new(DEFAULT_MEMORY_LIMIT);
 static PROCESS: OnceLock<MemoryBudget> = OnceLock::new();
 
-#[derive(Debug, Default)]
+/// A zstd decoder kept between bundles ([`MemoryBudget::recycle_decoder`]).
+pub type ZstdDecoder = zstd::zstd_safe::DCtx<'static>;
+
+#[derive(Default)]
 struct State {
+    /// Bytes held by reservations.
     in_flight: u64,
+    /// The most bytes ever held at once, spare decoders included.
     peak: u64,
+    /// Decoders kept for reuse, with the bytes each holds (its window
+    /// buffer is what they hold: reusing one spares the page faults and
+    /// zeroing of a fresh window, which cost as much as the decoding).
+    spares: Vec<(ZstdDecoder, u64)>,
+    /// Their bytes together.
+    spare_bytes: u64,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("in_flight", &self.in_flight)
+            .field("peak", &self.peak)
+            .field("spares", &self.spares.len())
+            .field("spare_bytes", &self.spare_bytes)
+            .finish()
+    }
+}
+
+impl State {
+    /// Whether `bytes` more fit under `limit`, dropping spare decoders
+    /// (largest first) until they do or none is left.
+    fn make_room(&mut self, bytes: u64, limit: u64) -> bool {
+        while self.in_flight + self.spare_bytes + bytes > limit {
+            let Some((_, held)) = self.take_spare(|_| true, true) else {
+                return false;
+            };
+            self.spare_bytes -= held;
+            // The decoder taken is dropped here, freeing its window.
+        }
+        true
+    }
+
+    /// Remove the spare that `fits` and is the smallest (or the largest,
+    /// with `largest`); its bytes stay counted in `spare_bytes`.
+    fn take_spare(
+        &mut self,
+        fits: impl Fn(u64) -> bool,
+        largest: bool,
+    ) -> Option<(ZstdDecoder, u64)> {
+        let pick = self
+            .spares
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, held))| fits(*held))
+            .min_by_key(|(_, (_, held))| if largest { u64::MAX - held } else { *held })
+            .map(|(i, _)| i)?;
+        Some(self.spares.swap_remove(pick))
+    }
+
+    fn hold(&mut self, bytes: u64) {
+        self.in_flight += bytes;
+        self.peak = self.peak.max(self.in_flight + self.spare_bytes);
+    }
 }
 
 #[derive(Debug)]
@@ -82,14 +141,31 @@ impl MemoryBudget {
         self.shared.limit
     }
 
-    /// The most bytes ever held at once (the test hook for memory bounds).
+    /// The most bytes ever held at once, spare decoders included (the
+    /// test hook for memory bounds).
     pub fn peak(&self) -> u64 {
         self.lock().peak
     }
 
-    /// Bytes held right now.
+    /// Bytes held by reservations right now (spare decoders not counted).
     pub fn in_flight(&self) -> u64 {
         self.lock().in_flight
+    }
+
+    /// Bytes held by spare decoders right now.
+    pub fn spare_bytes(&self) -> u64 {
+        self.lock().spare_bytes
+    }
+
+    /// Drop every spare decoder.
+    pub fn drop_spares(&self) {
+        let spares = {
+            let mut st = self.lock();
+            st.spare_bytes = 0;
+            std::mem::take(&mut st.spares)
+        };
+        drop(spares);
+        self.shared.freed.notify_all();
     }
 
     /// Hold `bytes`, waiting while other holders leave too little room;
@@ -99,19 +175,68 @@ impl MemoryBudget {
             return None;
         }
         let mut st = self.lock();
-        while st.in_flight + bytes > self.shared.limit {
+        while !st.make_room(bytes, self.shared.limit) {
             st = self
                 .shared
                 .freed
                 .wait(st)
                 .unwrap_or_else(|poison| poison.into_inner());
         }
-        st.in_flight += bytes;
-        st.peak = st.peak.max(st.in_flight);
+        st.hold(bytes);
         Some(Reservation {
             budget: self.clone(),
             bytes,
         })
+    }
+
+    /// Hold what a zstd stream needs: its decoder's `window` (the bytes the
+    /// decoder allocates) and `other` bytes beside it, as
+    /// [`acquire_alone`](Self::acquire_alone) would. When a spare decoder
+    /// is kept ([`recycle_decoder`](Self::recycle_decoder)) it comes with
+    /// the reservation, which then counts the larger of its buffer and
+    /// `window` (zstd reuses a buffer that is large enough and replaces one
+    /// that is not). Spares are taken smallest-adequate first, else the
+    /// largest; one that would not fit beside the others is dropped and
+    /// the stream starts with a fresh decoder.
+    pub fn acquire_decoder(&self, window: u64, other: u64) -> (Option<ZstdDecoder>, Reservation) {
+        {
+            let mut st = self.lock();
+            let spare = st
+                .take_spare(|held| held >= window, false)
+                .or_else(|| st.take_spare(|_| true, true));
+            if let Some((dctx, held)) = spare {
+                st.spare_bytes -= held;
+                let bytes = held.max(window) + other;
+                if st.make_room(bytes, self.shared.limit) {
+                    st.hold(bytes);
+                    let reservation = Reservation {
+                        budget: self.clone(),
+                        bytes,
+                    };
+                    return (Some(dctx), reservation);
+                }
+            }
+        }
+        (None, self.acquire_alone(window + other))
+    }
+
+    /// Keep `dctx` as a spare for the next [`acquire_decoder`](Self::acquire_decoder)
+    /// and release `reservation`, which held it: the spare goes on holding
+    /// the bytes its buffers take (when they are within the reservation;
+    /// otherwise it is dropped).
+    pub fn recycle_decoder(&self, mut dctx: ZstdDecoder, mut reservation: Reservation) {
+        let reset = dctx.reset(zstd::zstd_safe::ResetDirective::SessionOnly);
+        let held = dctx.sizeof() as u64;
+        if reset.is_err() || held > reservation.bytes {
+            return;
+        }
+        let mut st = self.lock();
+        st.in_flight -= reservation.bytes;
+        reservation.bytes = 0;
+        st.spare_bytes += held;
+        st.spares.push((dctx, held));
+        drop(st);
+        self.shared.freed.notify_all();
     }
 
     /// Hold `bytes` even when they exceed the ceiling: if they fit, as
@@ -123,15 +248,20 @@ impl MemoryBudget {
             return r;
         }
         let mut st = self.lock();
-        while st.in_flight > 0 {
+        loop {
+            // Every spare goes: the holder is to be alone.
+            let held = st.in_flight;
+            st.make_room(0, held);
+            if st.in_flight == 0 {
+                break;
+            }
             st = self
                 .shared
                 .freed
                 .wait(st)
                 .unwrap_or_else(|poison| poison.into_inner());
         }
-        st.in_flight = bytes;
-        st.peak = st.peak.max(bytes);
+        st.hold(bytes);
         Reservation {
             budget: self.clone(),
             bytes,
@@ -237,6 +367,74 @@ mod tests {
         assert_eq!(t.join().unwrap(), 150);
         assert_eq!(b.peak(), 150);
         assert_eq!(b.in_flight(), 0);
+    }
+
+    /// A decoder that has decoded something, so its buffers hold bytes.
+    fn used_decoder() -> ZstdDecoder {
+        let frame = zstd::bulk::compress(&[7u8; 300_000], 3).unwrap();
+        let mut dctx = ZstdDecoder::create();
+        // In small pieces, as the pipe reads: a frame decoded whole into
+        // a buffer large enough needs no window buffer.
+        let mut out = vec![0u8; 16 << 10];
+        let mut src = zstd::zstd_safe::InBuffer::around(&frame);
+        loop {
+            let mut sink = zstd::zstd_safe::OutBuffer::around(&mut out[..]);
+            if dctx.decompress_stream(&mut sink, &mut src).unwrap() == 0 {
+                return dctx;
+            }
+        }
+    }
+
+    #[test]
+    fn a_recycled_decoder_is_kept_counted_and_handed_to_the_next_stream() {
+        let b = MemoryBudget::new(4 << 20);
+        let (spare, r) = b.acquire_decoder(1 << 20, 100);
+        assert!(spare.is_none());
+        assert_eq!(r.bytes(), (1 << 20) + 100);
+        b.recycle_decoder(used_decoder(), r);
+        let kept = b.spare_bytes();
+        assert!(kept > 300_000, "{kept}");
+        assert_eq!(b.in_flight(), 0);
+        // The next stream gets it, and holds the larger of its buffers and
+        // the window asked for.
+        let (spare, r) = b.acquire_decoder(1000, 100);
+        assert!(spare.is_some());
+        assert_eq!(r.bytes(), kept + 100);
+        assert_eq!(b.spare_bytes(), 0);
+        drop(r);
+        assert!(b.peak() <= (1 << 20) + 100 + kept);
+    }
+
+    #[test]
+    fn spares_are_dropped_to_make_room_and_for_a_holder_alone() {
+        let b = MemoryBudget::new(1 << 20);
+        let (_, r) = b.acquire_decoder(600_000, 0);
+        b.recycle_decoder(used_decoder(), r);
+        let kept = b.spare_bytes();
+        assert!(kept > 0);
+        // Room for this only without the spare: it goes, nothing waits.
+        let r = b.acquire((1 << 20) - kept / 2).unwrap();
+        assert_eq!(b.spare_bytes(), 0);
+        assert!(b.peak() <= 1 << 20, "{}", b.peak());
+        drop(r);
+        let (_, r) = b.acquire_decoder(600_000, 0);
+        b.recycle_decoder(used_decoder(), r);
+        assert!(b.spare_bytes() > 0);
+        let r = b.acquire_alone(2 << 20);
+        assert_eq!(b.spare_bytes(), 0);
+        drop(r);
+        let (_, r) = b.acquire_decoder(600_000, 0);
+        b.recycle_decoder(used_decoder(), r);
+        b.drop_spares();
+        assert_eq!((b.spare_bytes(), b.in_flight()), (0, 0));
+    }
+
+    #[test]
+    fn a_decoder_larger_than_its_reservation_is_not_kept() {
+        let b = MemoryBudget::new(1 << 20);
+        let r = b.acquire(1000).unwrap();
+        b.recycle_decoder(used_decoder(), r);
+        assert_eq!((b.spare_bytes(), b.in_flight()), (0, 0));
     }
 
     #[test]

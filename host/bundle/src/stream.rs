@@ -74,7 +74,7 @@ impl<'a> Inflater<'a> {
         len: u64,
         hash: bool,
     ) -> Result<Inflater<'a>, Error> {
-        let dec = decoder(src, &header, payload, len)?;
+        let dec = decoder(src, &header, payload, len, None)?;
         Ok(Inflater::over(dec, start, header, payload, hash))
     }
 
@@ -360,20 +360,31 @@ impl<'a> Inflater<'a> {
 
 /// The decoder of a CCOB payload, limited to one byte past the declared
 /// size (so an oversized stream is caught).
+///
+/// A zstd payload is decoded with `dctx` when given (a decoder kept from
+/// an earlier bundle: see [`crate::MemoryBudget::acquire_decoder`]), else
+/// with a fresh one.
 pub(crate) fn decoder<'a>(
     src: &'a dyn ReadAt,
     header: &CcobHeader,
     payload: u64,
     len: u64,
+    dctx: Option<&'a mut crate::budget::ZstdDecoder>,
 ) -> Result<Box<dyn Read + Send + 'a>, Error> {
     let reader = RangeReader::new(src, payload, len);
     let bad = |m: String| Error::at(ErrorKind::Decompress, payload, m);
     let limit = header.uncompressed_size + 1;
     Ok(match header.method {
         Method::Zstd => {
-            let mut d = zstd::stream::read::Decoder::new(reader)
-                .map_err(|e| bad(format!("zstd: {e}")))?
-                .single_frame();
+            let mut d = match dctx {
+                Some(dctx) => zstd::stream::read::Decoder::with_context(
+                    io::BufReader::with_capacity(zstd::zstd_safe::DCtx::in_size(), reader),
+                    dctx,
+                ),
+                None => zstd::stream::read::Decoder::new(reader)
+                    .map_err(|e| bad(format!("zstd: {e}")))?,
+            }
+            .single_frame();
             // LLVM enables long-distance matching, which may need a
             // window past the decoder's default limit.
             d.window_log_max(31)

@@ -6,7 +6,7 @@ use std::io::Write;
 
 use crate::budget::MemoryBudget;
 use crate::bundle::{BUNDLE_MAGIC, Entry, parse_bundle};
-use crate::ccob::{CCOB_MAGIC, CcobHeader, check_ratio, parse_header};
+use crate::ccob::{CCOB_MAGIC, CcobHeader, Method, check_ratio, parse_header};
 use crate::codeobject;
 use crate::error::{Error, ErrorKind};
 use crate::source::{ReadAt, copy_range, read_vec};
@@ -80,7 +80,9 @@ impl Item {
     /// Memory: before reading, the item takes from `budget` its decoder's
     /// memory (for zstd the window its frame declares; LLVM's
     /// single-segment frames declare the whole inflated bundle) plus its
-    /// largest entry buffer, and holds it until done. A bundle that does
+    /// largest entry buffer, and holds it until done; a zstd decoder is
+    /// then kept in the budget for the next bundle (its window buffer
+    /// reused: see [`MemoryBudget::acquire_decoder`]). A bundle that does
     /// not fit beside others waits; one that exceeds the whole ceiling only
     /// through its window waits to run alone; an entry larger than the
     /// whole ceiling is an [`ErrorKind::MemoryLimit`] error.
@@ -97,17 +99,35 @@ impl Item {
         let runs = self.runs();
         let run_bytes = self.largest_run(&runs).1;
         let window = self.decoder_bytes(src)?;
-        let _held = budget.acquire_alone(window + run_bytes);
         let (header, payload) = match (&self.format, self.payload) {
             (Format::Compressed(header), Some(payload)) => (*header, payload),
-            _ => return self.read_runs(&runs, None, src, &mut f),
+            _ => {
+                let _held = budget.acquire_alone(window + run_bytes);
+                return self.read_runs(&runs, None, src, &mut f);
+            }
         };
-        let dec = crate::stream::decoder(src, &header, payload.0, payload.1)?;
-        std::thread::scope(|scope| {
+        // A zstd stream reuses a decoder an earlier bundle kept, if any.
+        let (spare, held) = match header.method {
+            Method::Zstd => {
+                let pipe = crate::stream::PIPE_BYTES;
+                budget.acquire_decoder(window - pipe, pipe + run_bytes)
+            }
+            Method::Zlib => (None, budget.acquire_alone(window + run_bytes)),
+        };
+        let mut dctx = match (header.method, spare) {
+            (Method::Zstd, None) => crate::budget::ZstdDecoder::try_create(),
+            (_, spare) => spare,
+        };
+        let dec = crate::stream::decoder(src, &header, payload.0, payload.1, dctx.as_mut())?;
+        let done = std::thread::scope(|scope| {
             let pipe = crate::stream::Pipe::spawn(scope, dec, self.verify_hash);
             let inflater = Inflater::over_hashed_pipe(pipe, self.abs, header, payload.0);
             self.read_runs(&runs, Some(inflater), src, &mut f)
-        })
+        });
+        if let Some(dctx) = dctx {
+            budget.recycle_decoder(dctx, held);
+        }
+        done
     }
 
     /// The [`ErrorKind::MemoryLimit`] error [`stream_entries`](Self::stream_entries)

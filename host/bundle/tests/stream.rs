@@ -233,6 +233,28 @@ fn peak_memory_counts_decoder_windows_and_stays_under_the_ceiling() {
 }
 
 #[test]
+fn one_decoder_serves_bundle_after_bundle_on_one_thread() {
+    let (region, _) = big_window_region();
+    let items: Vec<Item> = walk(&region, 0, region.len() as u64, WalkOptions::default())
+        .map(Result::unwrap)
+        .collect();
+    let one = items
+        .iter()
+        .map(|i| i.memory_needed(&region).unwrap())
+        .max()
+        .unwrap();
+    let budget = MemoryBudget::new(8 * one);
+    for item in &items {
+        assert_eq!(streamed(item, &region, &budget), whole(item, &region));
+        assert_eq!(budget.in_flight(), 0);
+        assert!(budget.spare_bytes() > 0);
+    }
+    // A fresh decoder beside the kept one would have held two windows.
+    assert!(budget.peak() <= one, "peak {} > {one}", budget.peak());
+    assert!(budget.spare_bytes() < one);
+}
+
+#[test]
 fn a_window_larger_than_the_ceiling_streams_alone() {
     let (region, entry) = big_window_region();
     let items: Vec<Item> = walk(&region, 0, region.len() as u64, WalkOptions::default())
