@@ -93,11 +93,26 @@ impl Item {
         &self,
         src: &dyn ReadAt,
         budget: &MemoryBudget,
+        f: impl FnMut(usize, &Entry, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.stream_entries_holding(src, budget, 0, f)
+    }
+
+    /// [`stream_entries`](Self::stream_entries) whose reservation also
+    /// holds `extra` bytes for the caller (copies of entries it keeps
+    /// while streaming): taken with the stream's own, all at once, since
+    /// taking more while holding some could deadlock two workers that
+    /// each wait for the other's bytes.
+    pub fn stream_entries_holding<E: From<Error>>(
+        &self,
+        src: &dyn ReadAt,
+        budget: &MemoryBudget,
+        extra: u64,
         mut f: impl FnMut(usize, &Entry, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
         self.check_fits(budget)?;
         let runs = self.runs();
-        let run_bytes = self.largest_run(&runs).1;
+        let run_bytes = self.largest_run(&runs).1 + extra;
         let window = self.decoder_bytes(src)?;
         let (header, payload) = match (&self.format, self.payload) {
             (Format::Compressed(header), Some(payload)) => (*header, payload),

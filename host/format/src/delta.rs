@@ -27,7 +27,45 @@ fn window_log(prefix_len: usize, src_len: usize) -> u32 {
 /// Compress `src` as one zstd frame at `level`, against `prefix` when given.
 /// Deterministic: fixed parameters, single-threaded context.
 pub(crate) fn compress(level: i32, src: &[u8], prefix: Option<&[u8]>) -> Result<Vec<u8>, String> {
-    let mut cctx = CCtx::create();
+    Frames::new().compress(level, src, prefix)
+}
+
+/// One thread's zstd context for [`compress`], reused frame after frame:
+/// its tables (with long-distance matching, megabytes) are allocated once
+/// instead of page-faulted in afresh for every frame. Every frame starts
+/// from a full reset, so it is the frame a fresh context writes.
+pub(crate) struct Frames<'m> {
+    cctx: CCtx<'m>,
+}
+
+impl<'m> Frames<'m> {
+    pub(crate) fn new() -> Frames<'m> {
+        Frames {
+            cctx: CCtx::create(),
+        }
+    }
+
+    /// [`compress`] with this context.
+    pub(crate) fn compress(
+        &mut self,
+        level: i32,
+        src: &[u8],
+        prefix: Option<&'m [u8]>,
+    ) -> Result<Vec<u8>, String> {
+        let cctx = &mut self.cctx;
+        let err = |c: usize| zstd_safe::get_error_name(c).to_owned();
+        cctx.reset(zstd_safe::ResetDirective::SessionAndParameters)
+            .map_err(err)?;
+        compress_with(cctx, level, src, prefix)
+    }
+}
+
+fn compress_with<'m>(
+    cctx: &mut CCtx<'m>,
+    level: i32,
+    src: &[u8],
+    prefix: Option<&'m [u8]>,
+) -> Result<Vec<u8>, String> {
     let err = |c: usize| zstd_safe::get_error_name(c).to_owned();
     cctx.set_parameter(CParameter::CompressionLevel(level))
         .map_err(err)?;
@@ -105,44 +143,96 @@ const SHINGLE: usize = 16;
 /// bytes are sampled wherever they sit) enters the sketch.
 const SAMPLE_BITS: u32 = 5;
 
+/// The gear hash's byte table: 256 fixed pseudo-random words (SplitMix64
+/// from seed 0), so sketches are the same on every build and machine.
+const GEAR: [u64; 256] = {
+    let mut table = [0u64; 256];
+    let mut state = 0u64;
+    let mut i = 0;
+    while i < 256 {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        table[i] = z ^ (z >> 31);
+        i += 1;
+    }
+    table
+};
+
+/// How far each byte's gear word moves per step: after [`SHINGLE`] steps
+/// it has left the 64-bit hash, so the hash is a function of exactly the
+/// last [`SHINGLE`] bytes.
+const GEAR_SHIFT: u32 = 64 / SHINGLE as u32;
+
+/// Independent hash chains [`sketch`] runs side by side.
+const LANES: usize = 4;
+
+/// Steps of every chain between two flushes of [`sketch`]'s sample buffer.
+const BLOCK: usize = 64;
+
 /// A content-defined sample of `data`'s shingles: the sorted, deduplicated
-/// hashes of every [`SHINGLE`]-byte window whose hash has its low
-/// [`SAMPLE_BITS`] bits zero. Shared sample hashes between two members
-/// estimate how much of one zstd finds in the other as a prefix.
+/// gear hashes (`h = (h << 4) + GEAR[byte]`, as zstd's long-distance
+/// matcher and content-defined chunkers roll them) of every
+/// [`SHINGLE`]-byte window whose top [`SAMPLE_BITS`] bits are zero (the
+/// top bits are the ones every byte of the window reaches). Shared sample
+/// hashes between two members estimate how much of one zstd finds in the
+/// other as a prefix.
+///
+/// A shift and an add per byte. The windows are cut into [`LANES`] runs,
+/// each hashed by a chain of its own (primed with the bytes before its
+/// first window, so every window is hashed exactly once, as on its own),
+/// and the chains step together, which the CPU runs in parallel; samples
+/// are stored without a branch and kept by advancing a count.
 fn sketch(data: &[u8]) -> Vec<u64> {
     if data.len() < SHINGLE {
         return Vec::new();
     }
-    // A polynomial rolling hash over the window, in wrapping u64
-    // arithmetic; then a finaliser so the low bits are well mixed.
-    const P: u64 = 0x100_0000_01b3;
-    let pow = (0..SHINGLE).fold(1u64, |a, _| a.wrapping_mul(P));
-    let mut h = 0u64;
-    for &b in &data[..SHINGLE] {
-        h = h.wrapping_mul(P).wrapping_add(u64::from(b) + 1);
-    }
-    let mask = (1u64 << SAMPLE_BITS) - 1;
-    let mix = |mut x: u64| {
-        x ^= x >> 33;
-        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        x ^= x >> 33;
-        x
+    let roll = |h: u64, b: u8| (h << GEAR_SHIFT).wrapping_add(GEAR[usize::from(b)]);
+    let sampled = |h: u64| h >> (64 - SAMPLE_BITS) == 0;
+    // Window `w` is data[w..w + SHINGLE]; lane `l` takes windows
+    // l*per..(l+1)*per, and the last few (fewer than LANES) go one by one.
+    let windows = data.len() - (SHINGLE - 1);
+    let per = windows / LANES;
+    let prime = |w: usize| {
+        data[w..w + SHINGLE - 1]
+            .iter()
+            .fold(0u64, |h, &b| roll(h, b))
     };
-    let mut out = Vec::with_capacity(data.len() >> SAMPLE_BITS);
-    let mut i = SHINGLE;
-    loop {
-        let m = mix(h);
-        if m & mask == 0 {
-            out.push(m);
+    let mut out = Vec::with_capacity((data.len() >> SAMPLE_BITS) + 16);
+    if per > 0 {
+        let lanes: [&[u8]; LANES] =
+            std::array::from_fn(|l| &data[l * per + SHINGLE - 1..(l + 1) * per + SHINGLE - 1]);
+        let mut h: [u64; LANES] = std::array::from_fn(|l| prime(l * per));
+        // A buffer and a count per lane: one shared count would chain
+        // every lane's store to the previous lane's test.
+        let mut buf = [[0u64; BLOCK]; LANES];
+        for start in (0..per).step_by(BLOCK) {
+            let end = (start + BLOCK).min(per);
+            let mut n = [0usize; LANES];
+            #[allow(
+                clippy::needless_range_loop,
+                reason = "one index steps every lane in lockstep"
+            )]
+            for s in start..end {
+                for l in 0..LANES {
+                    h[l] = roll(h[l], lanes[l][s]);
+                    buf[l][n[l] % BLOCK] = h[l];
+                    n[l] += usize::from(sampled(h[l]));
+                }
+            }
+            for l in 0..LANES {
+                out.extend_from_slice(&buf[l][..n[l]]);
+            }
         }
-        if i == data.len() {
-            break;
+    }
+    let tail = LANES * per;
+    let mut h = prime(tail);
+    for &b in &data[tail + SHINGLE - 1..] {
+        h = roll(h, b);
+        if sampled(h) {
+            out.push(h);
         }
-        h = h
-            .wrapping_mul(P)
-            .wrapping_add(u64::from(data[i]) + 1)
-            .wrapping_sub(pow.wrapping_mul(u64::from(data[i - SHINGLE]) + 1));
-        i += 1;
     }
     out.sort_unstable();
     out.dedup();
@@ -189,9 +279,11 @@ pub(crate) fn plan(members: &[&[u8]], spread: Spread) -> Result<Plan, String> {
             alone: vec![u64::MAX; n],
         });
     }
-    let measured: Vec<(u64, Vec<u64>)> = map_all(spread, n, |i| {
+    let measured: Vec<(u64, Vec<u64>)> = map_all(spread, n, |frames, i| {
         let m = members[i];
-        compress(TRIAL_LEVEL, m, None).map(|f| (f.len() as u64, sketch(m)))
+        frames
+            .compress(TRIAL_LEVEL, m, None)
+            .map(|f| (f.len() as u64, sketch(m)))
     })?;
     let alone: Vec<u64> = measured.iter().map(|(a, _)| *a).collect();
     let mut delta = vec![vec![u64::MAX; n]; n];
@@ -223,15 +315,19 @@ pub(crate) fn plan_exhaustive(
     spread: Spread,
 ) -> Result<Plan, String> {
     let n = members.len();
-    let alone: Vec<u64> = map_all(spread, n, |i| {
-        compress(level, members[i], None).map(|f| f.len() as u64)
+    let alone: Vec<u64> = map_all(spread, n, |frames, i| {
+        frames
+            .compress(level, members[i], None)
+            .map(|f| f.len() as u64)
     })?;
     let pairs: Vec<(usize, usize)> = (0..n)
         .flat_map(|t| (0..n).filter(move |&b| b != t).map(move |b| (t, b)))
         .collect();
-    let sizes: Vec<u64> = map_all(spread, pairs.len(), |i| {
+    let sizes: Vec<u64> = map_all(spread, pairs.len(), |frames, i| {
         let (t, b) = pairs[i];
-        compress(level, members[t], Some(members[b])).map(|f| f.len() as u64)
+        frames
+            .compress(level, members[t], Some(members[b]))
+            .map(|f| f.len() as u64)
     })?;
     let mut delta = vec![vec![u64::MAX; n]; n];
     for (&(t, b), &s) in pairs.iter().zip(&sizes) {
@@ -256,28 +352,33 @@ pub(crate) enum Spread {
     Threads(usize),
 }
 
-/// `f(0..n)`, results in order (the first error by index wins).
-fn map_all<T: Send>(
+/// `f(0..n)`, results in order (the first error by index wins), each
+/// thread with a [`Frames`] of its own.
+fn map_all<'m, T: Send>(
     spread: Spread,
     n: usize,
-    f: impl Fn(usize) -> Result<T, String> + Sync + Send,
+    f: impl Fn(&mut Frames<'m>, usize) -> Result<T, String> + Sync + Send,
 ) -> Result<Vec<T>, String> {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
     match spread {
-        Spread::Rayon => (0..n).into_par_iter().map(f).collect(),
-        Spread::Threads(k) if k <= 1 || n <= 1 => (0..n).map(f).collect(),
+        Spread::Rayon => (0..n).into_par_iter().map_init(Frames::new, f).collect(),
+        Spread::Threads(k) if k <= 1 || n <= 1 => {
+            let mut frames = Frames::new();
+            (0..n).map(|i| f(&mut frames, i)).collect()
+        }
         Spread::Threads(k) => {
             let next = AtomicUsize::new(0);
             let slots: Vec<Mutex<Option<Result<T, String>>>> =
                 (0..n).map(|_| Mutex::new(None)).collect();
             let work = || {
+                let mut frames = Frames::new();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     if i >= n {
                         break;
                     }
-                    let r = f(i);
+                    let r = f(&mut frames, i);
                     *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
                 }
             };
@@ -319,8 +420,8 @@ pub(crate) fn encode_key(level: i32, members: &[&[u8]], spread: Spread) -> Resul
     } else {
         plan(members, spread)
     }?;
-    let mut frames = map_all(spread, members.len(), |i| {
-        compress(level, members[i], plan.base[i].map(|b| members[b]))
+    let mut frames = map_all(spread, members.len(), |frames, i| {
+        frames.compress(level, members[i], plan.base[i].map(|b| members[b]))
     })?;
     // The plan's sizes are estimates: a delta that came out no smaller
     // than its member alone is stored alone instead.
@@ -437,6 +538,58 @@ mod tests {
                 (x >> 24) as u8
             })
             .collect()
+    }
+
+    #[test]
+    fn the_laned_sketch_samples_every_window_once() {
+        // Each window hashed on its own, from its 16 bytes.
+        let naive = |data: &[u8]| -> Vec<u64> {
+            let mut out: Vec<u64> = data
+                .windows(SHINGLE)
+                .map(|w| {
+                    w.iter().fold(0u64, |h, &b| {
+                        (h << GEAR_SHIFT).wrapping_add(GEAR[usize::from(b)])
+                    })
+                })
+                .filter(|h| h >> (64 - SAMPLE_BITS) == 0)
+                .collect();
+            out.sort_unstable();
+            out.dedup();
+            out
+        };
+        let data = object(5, 20_000);
+        for len in [
+            0, 15, 16, 17, 18, 19, 20, 31, 32, 33, 270, 271, 272, 273, 1000, 1001, 19_999, 20_000,
+        ] {
+            assert_eq!(sketch(&data[..len]), naive(&data[..len]), "{len} bytes");
+        }
+        // About one window in 32 is sampled.
+        let n = sketch(&data).len();
+        assert!((400..900).contains(&n), "{n}");
+    }
+
+    #[test]
+    fn a_reused_context_writes_the_frames_a_fresh_one_does() {
+        let a = object(1, 300_000);
+        let mut b = a.clone();
+        b[1000..1100].copy_from_slice(&[3; 100]);
+        let c = object(2, 5_000);
+        let calls = [
+            (3, &b[..], Some(&a[..])),
+            (1, &c, None),
+            (3, &a, None),
+            (19, &c, Some(&b)),
+            (3, &b, Some(&a)),
+        ];
+        let mut frames = Frames::new();
+        for (level, src, prefix) in calls {
+            assert_eq!(
+                frames.compress(level, src, prefix).unwrap(),
+                compress(level, src, prefix).unwrap(),
+                "level {level}, {} bytes",
+                src.len()
+            );
+        }
     }
 
     #[test]

@@ -786,9 +786,8 @@ fn reserve(
 ///
 /// Memory: a worker takes from `budget`, before reading, what
 /// [`kpack_bundle::Item::stream_entries`] needs plus the peak of the
-/// copies it will hold ([`held_peak`]), all at once, and streams against
-/// an unbounded budget: taking more while holding some could deadlock two
-/// workers that each wait for the other's bytes.
+/// copies it will hold ([`held_peak`]), all at once
+/// ([`kpack_bundle::Item::stream_entries_holding`]).
 fn add_delta(
     input: &Path,
     bundles: &[kpack_bundle::Item],
@@ -808,9 +807,6 @@ fn add_delta(
                 bundle: b,
                 source,
             };
-            let need = item.memory_needed(source).map_err(bundle_error)? + held_peak(item, row);
-            let _held = budget.acquire_alone(need);
-            let unbounded = MemoryBudget::new(u64::MAX);
             let mut left: BTreeMap<&str, usize> = BTreeMap::new();
             for (_, _, group) in row.iter().flatten() {
                 *left.entry(group.as_str()).or_default() += 1;
@@ -819,9 +815,10 @@ fn add_delta(
             // A big bundle's memory often keeps it alone in the budget: its
             // keys then use every thread of `-j`, not just this worker.
             let threads = rayon::current_num_threads();
-            item.stream_entries(
+            item.stream_entries_holding(
                 source,
-                &unbounded,
+                budget,
+                held_peak(item, row),
                 |i, _, bytes| -> Result<(), StreamError> {
                     let Some(Some((key, name, group))) = row.get(i) else {
                         return Ok(());
