@@ -417,9 +417,20 @@ pub fn offload_binary_filtered(
             .marker_search_paths_for(&opts.search_paths, &fat.bundles, &|t| filter.keeps(t)),
         ..opts.clone()
     };
-    let (staged, transform) = transform_checked(input, &fat, opts, output)?;
+    // The host image (mostly a copy of the input, done by the kernel) is
+    // written beside the bundles' streaming, which keeps every core busy
+    // on its own: one after the other, the copy was a serial stretch.
     let keep = |t: &str| filter.keeps(t);
-    let added = add_code_objects(input, &fat, &opts.kernel_name, &keep, archives)?;
+    let (transformed, added) = std::thread::scope(|scope| {
+        let host = scope.spawn(|| transform_checked(input, &fat, opts, output));
+        let added = add_code_objects(input, &fat, &opts.kernel_name, &keep, archives);
+        let transformed = host
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (transformed, added)
+    });
+    let (staged, transform) = transformed?;
+    let added = added?;
     staged.persist(input)?;
     Ok(Outcome::Offloaded {
         transform,
