@@ -64,14 +64,24 @@ secs=0
 offload() {  # offload NAME FLAGS...: $OUT/NAME/xla_rocm_plugin.so + .kpack/; sets $secs
   local dir=$OUT/$1
   shift
-  rm -rf "$dir"
-  mkdir -p "$dir"
-  /usr/bin/time -f "%e" -o "$dir.time" "$K" offload "$JAX" -o "$dir/xla_rocm_plugin.so" \
-    --archives "$dir/.kpack" "$@" > /dev/null 2> "$OUT/stderr" || {
-    cat "$OUT/stderr" >&2
-    exit 1
-  }
-  secs=$(cat "$dir.time")
+  local i s
+  secs=""
+  # Best of REPEAT runs (default 3; the exhaustive and level-19 offloads
+  # run once): this 2-core VM's neighbours add seconds to single runs.
+  for ((i = 0; i < ${RUNS:-${REPEAT:-3}}; i++)); do
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    /usr/bin/time -f "%e" -o "$dir.time" "$K" offload "$JAX" -o "$dir/xla_rocm_plugin.so" \
+      --archives "$dir/.kpack" "$@" > /dev/null 2> "$OUT/stderr" || {
+      cat "$OUT/stderr" >&2
+      exit 1
+    }
+    s=$(cat "$dir.time")
+    if [ -z "$secs" ] || awk -v a="$s" -v b="$secs" 'BEGIN { exit !(a < b) }'; then
+      secs=$s
+    fi
+  done
+  echo "$secs" > "$dir.time"
 }
 offload zstd --compression zstd
 t_zstd=$secs
@@ -79,12 +89,12 @@ offload delta --archive-group family --compression zstd-delta
 t_delta=$secs
 t_full=-
 if [ -z "${SKIP_FULL:-}" ]; then
-  KPACK_BENCH_EXHAUSTIVE_DELTA=1 offload full --archive-group family --compression zstd-delta
+  RUNS=1 KPACK_BENCH_EXHAUSTIVE_DELTA=1 offload full --archive-group family --compression zstd-delta
   t_full=$secs
 fi
 t_l19=-
 if [ -z "${SKIP_L19:-}" ]; then
-  offload l19 --compression zstd --level 19
+  RUNS=1 offload l19 --compression zstd --level 19
   t_l19=$secs
 elif [ -f "$OUT/l19.time" ]; then
   t_l19="$(cat "$OUT/l19.time") (earlier run)"
