@@ -27,8 +27,34 @@ pub const DEFAULT_READ_MEMORY_LIMIT: u64 = 128 << 20;
 static PROCESS_LIMIT: AtomicU64 = AtomicU64::new(DEFAULT_MEMORY_LIMIT);
 static PROCESS: OnceLock<MemoryBudget> = OnceLock::new();
 
-/// A zstd decoder kept between bundles ([`MemoryBudget::recycle_decoder`]).
+/// A zstd decoder, kept between bundles in a [`StreamKit`].
 pub type ZstdDecoder = zstd::zstd_safe::DCtx<'static>;
+
+/// What a stream keeps from one bundle to the next
+/// ([`MemoryBudget::acquire_kit`]): its zstd decoder, whose window buffer
+/// is most of what it holds, and a scratch buffer for the caller (empty,
+/// its capacity kept). Reusing them spares the page faults and zeroing of
+/// fresh memory, which cost as much as the decoding.
+#[derive(Default)]
+pub struct StreamKit {
+    /// The decoder, if the last stream was zstd.
+    pub decoder: Option<ZstdDecoder>,
+    /// The caller's scratch buffer.
+    pub arena: Vec<u8>,
+}
+
+/// A kept kit and what its decoder and arena hold, in bytes.
+struct Spare {
+    kit: StreamKit,
+    decoder: u64,
+    arena: u64,
+}
+
+impl Spare {
+    fn bytes(&self) -> u64 {
+        self.decoder + self.arena
+    }
+}
 
 #[derive(Default)]
 struct State {
@@ -36,10 +62,8 @@ struct State {
     in_flight: u64,
     /// The most bytes ever held at once, spare decoders included.
     peak: u64,
-    /// Decoders kept for reuse, with the bytes each holds (its window
-    /// buffer is what they hold: reusing one spares the page faults and
-    /// zeroing of a fresh window, which cost as much as the decoding).
-    spares: Vec<(ZstdDecoder, u64)>,
+    /// Kits kept for reuse.
+    spares: Vec<Spare>,
     /// Their bytes together.
     spare_bytes: u64,
 }
@@ -56,34 +80,37 @@ impl std::fmt::Debug for State {
 }
 
 impl State {
-    /// Whether `bytes` more fit under `limit`, dropping spare decoders
+    /// Whether `bytes` more fit under `limit`, dropping spare kits
     /// (largest first) until they do or none is left.
     fn make_room(&mut self, bytes: u64, limit: u64) -> bool {
         while self.in_flight + self.spare_bytes + bytes > limit {
-            let Some((_, held)) = self.take_spare(|_| true, true) else {
+            if self.take_spare(|_| true, true).is_none() {
                 return false;
-            };
-            self.spare_bytes -= held;
-            // The decoder taken is dropped here, freeing its window.
+            }
+            // The kit taken is dropped here, freeing its buffers.
         }
         true
     }
 
     /// Remove the spare that `fits` and is the smallest (or the largest,
-    /// with `largest`); its bytes stay counted in `spare_bytes`.
-    fn take_spare(
-        &mut self,
-        fits: impl Fn(u64) -> bool,
-        largest: bool,
-    ) -> Option<(ZstdDecoder, u64)> {
+    /// with `largest`), and stop counting it.
+    fn take_spare(&mut self, fits: impl Fn(&Spare) -> bool, largest: bool) -> Option<Spare> {
         let pick = self
             .spares
             .iter()
             .enumerate()
-            .filter(|(_, (_, held))| fits(*held))
-            .min_by_key(|(_, (_, held))| if largest { u64::MAX - held } else { *held })
+            .filter(|(_, s)| fits(s))
+            .min_by_key(|(_, s)| {
+                if largest {
+                    u64::MAX - s.bytes()
+                } else {
+                    s.bytes()
+                }
+            })
             .map(|(i, _)| i)?;
-        Some(self.spares.swap_remove(pick))
+        let spare = self.spares.swap_remove(pick);
+        self.spare_bytes -= spare.bytes();
+        Some(spare)
     }
 
     fn hold(&mut self, bytes: u64) {
@@ -152,12 +179,12 @@ impl MemoryBudget {
         self.lock().in_flight
     }
 
-    /// Bytes held by spare decoders right now.
+    /// Bytes held by spare kits right now.
     pub fn spare_bytes(&self) -> u64 {
         self.lock().spare_bytes
     }
 
-    /// Drop every spare decoder.
+    /// Drop every spare kit.
     pub fn drop_spares(&self) {
         let spares = {
             let mut st = self.lock();
@@ -189,52 +216,68 @@ impl MemoryBudget {
         })
     }
 
-    /// Hold what a zstd stream needs: its decoder's `window` (the bytes the
-    /// decoder allocates) and `other` bytes beside it, as
-    /// [`acquire_alone`](Self::acquire_alone) would. When a spare decoder
-    /// is kept ([`recycle_decoder`](Self::recycle_decoder)) it comes with
-    /// the reservation, which then counts the larger of its buffer and
-    /// `window` (zstd reuses a buffer that is large enough and replaces one
-    /// that is not). Spares are taken smallest-adequate first, else the
-    /// largest; one that would not fit beside the others is dropped and
-    /// the stream starts with a fresh decoder.
-    pub fn acquire_decoder(&self, window: u64, other: u64) -> (Option<ZstdDecoder>, Reservation) {
+    /// Hold what a stream needs: its decoder's `window` (the bytes a zstd
+    /// decoder allocates; 0 for none), an `arena` of that many bytes for
+    /// the caller, and `other` bytes beside them, as
+    /// [`acquire_alone`](Self::acquire_alone) would. When a kit was kept
+    /// ([`recycle_kit`](Self::recycle_kit)) it comes with the reservation,
+    /// which then counts the larger of its decoder's buffers and `window`
+    /// (zstd reuses a buffer that is large enough and replaces one that is
+    /// not) and of its arena's capacity and `arena`. Kits are taken
+    /// smallest-adequate first, else the largest; one that would not fit
+    /// beside the others is dropped and the stream starts afresh (an
+    /// empty kit: the caller creates the decoder and sizes the arena).
+    pub fn acquire_kit(&self, window: u64, arena: u64, other: u64) -> (StreamKit, Reservation) {
         {
             let mut st = self.lock();
             let spare = st
-                .take_spare(|held| held >= window, false)
+                .take_spare(|s| s.decoder >= window && s.arena >= arena, false)
                 .or_else(|| st.take_spare(|_| true, true));
-            if let Some((dctx, held)) = spare {
-                st.spare_bytes -= held;
-                let bytes = held.max(window) + other;
+            if let Some(spare) = spare {
+                let bytes = spare.decoder.max(window) + spare.arena.max(arena) + other;
                 if st.make_room(bytes, self.shared.limit) {
                     st.hold(bytes);
                     let reservation = Reservation {
                         budget: self.clone(),
                         bytes,
                     };
-                    return (Some(dctx), reservation);
+                    return (spare.kit, reservation);
                 }
             }
         }
-        (None, self.acquire_alone(window + other))
+        (
+            StreamKit::default(),
+            self.acquire_alone(window + arena + other),
+        )
     }
 
-    /// Keep `dctx` as a spare for the next [`acquire_decoder`](Self::acquire_decoder)
-    /// and release `reservation`, which held it: the spare goes on holding
-    /// the bytes its buffers take (when they are within the reservation;
-    /// otherwise it is dropped).
-    pub fn recycle_decoder(&self, mut dctx: ZstdDecoder, mut reservation: Reservation) {
-        let reset = dctx.reset(zstd::zstd_safe::ResetDirective::SessionOnly);
-        let held = dctx.sizeof() as u64;
-        if reset.is_err() || held > reservation.bytes {
+    /// Keep `kit` for the next [`acquire_kit`](Self::acquire_kit) and
+    /// release `reservation`, which held it: the kit goes on holding the
+    /// bytes its decoder and arena take (when they are within the
+    /// reservation; otherwise it is dropped).
+    pub fn recycle_kit(&self, mut kit: StreamKit, mut reservation: Reservation) {
+        let reset = kit
+            .decoder
+            .as_mut()
+            .map(|d| d.reset(zstd::zstd_safe::ResetDirective::SessionOnly));
+        if matches!(reset, Some(Err(_))) {
+            kit.decoder = None;
+        }
+        let decoder = kit.decoder.as_ref().map_or(0, |d| d.sizeof() as u64);
+        kit.arena.clear();
+        let spare = Spare {
+            arena: kit.arena.capacity() as u64,
+            decoder,
+            kit,
+        };
+        if spare.bytes() == 0 || spare.bytes() > reservation.bytes {
             return;
         }
         let mut st = self.lock();
         st.in_flight -= reservation.bytes;
         reservation.bytes = 0;
-        st.spare_bytes += held;
-        st.spares.push((dctx, held));
+        st.spare_bytes += spare.bytes();
+        st.spares.push(spare);
         drop(st);
         self.shared.freed.notify_all();
     }
@@ -369,8 +412,9 @@ mod tests {
         assert_eq!(b.in_flight(), 0);
     }
 
-    /// A decoder that has decoded something, so its buffers hold bytes.
-    fn used_decoder() -> ZstdDecoder {
+    /// A kit whose decoder has decoded something, so its buffers hold
+    /// bytes.
+    fn used_kit() -> StreamKit {
         let frame = zstd::bulk::compress(&[7u8; 300_000], 3).unwrap();
         let mut dctx = ZstdDecoder::create();
         // In small pieces, as the pipe reads: a frame decoded whole into
@@ -380,7 +424,10 @@ mod tests {
         loop {
             let mut sink = zstd::zstd_safe::OutBuffer::around(&mut out[..]);
             if dctx.decompress_stream(&mut sink, &mut src).unwrap() == 0 {
-                return dctx;
+                return StreamKit {
+                    decoder: Some(dctx),
+                    arena: Vec::new(),
+                };
             }
         }
     }
@@ -388,17 +435,17 @@ mod tests {
     #[test]
     fn a_recycled_decoder_is_kept_counted_and_handed_to_the_next_stream() {
         let b = MemoryBudget::new(4 << 20);
-        let (spare, r) = b.acquire_decoder(1 << 20, 100);
-        assert!(spare.is_none());
+        let (kit, r) = b.acquire_kit(1 << 20, 0, 100);
+        assert!(kit.decoder.is_none());
         assert_eq!(r.bytes(), (1 << 20) + 100);
-        b.recycle_decoder(used_decoder(), r);
+        b.recycle_kit(used_kit(), r);
         let kept = b.spare_bytes();
         assert!(kept > 300_000, "{kept}");
         assert_eq!(b.in_flight(), 0);
         // The next stream gets it, and holds the larger of its buffers and
         // the window asked for.
-        let (spare, r) = b.acquire_decoder(1000, 100);
-        assert!(spare.is_some());
+        let (kit, r) = b.acquire_kit(1000, 0, 100);
+        assert!(kit.decoder.is_some());
         assert_eq!(r.bytes(), kept + 100);
         assert_eq!(b.spare_bytes(), 0);
         drop(r);
@@ -408,8 +455,8 @@ mod tests {
     #[test]
     fn spares_are_dropped_to_make_room_and_for_a_holder_alone() {
         let b = MemoryBudget::new(1 << 20);
-        let (_, r) = b.acquire_decoder(600_000, 0);
-        b.recycle_decoder(used_decoder(), r);
+        let (_, r) = b.acquire_kit(600_000, 0, 0);
+        b.recycle_kit(used_kit(), r);
         let kept = b.spare_bytes();
         assert!(kept > 0);
         // Room for this only without the spare: it goes, nothing waits.
@@ -417,15 +464,38 @@ mod tests {
         assert_eq!(b.spare_bytes(), 0);
         assert!(b.peak() <= 1 << 20, "{}", b.peak());
         drop(r);
-        let (_, r) = b.acquire_decoder(600_000, 0);
-        b.recycle_decoder(used_decoder(), r);
+        let (_, r) = b.acquire_kit(600_000, 0, 0);
+        b.recycle_kit(used_kit(), r);
         assert!(b.spare_bytes() > 0);
         let r = b.acquire_alone(2 << 20);
         assert_eq!(b.spare_bytes(), 0);
         drop(r);
-        let (_, r) = b.acquire_decoder(600_000, 0);
-        b.recycle_decoder(used_decoder(), r);
+        let (_, r) = b.acquire_kit(600_000, 0, 0);
+        b.recycle_kit(used_kit(), r);
         b.drop_spares();
+        assert_eq!((b.spare_bytes(), b.in_flight()), (0, 0));
+    }
+
+    #[test]
+    fn a_kept_arena_comes_back_with_its_capacity_and_is_counted() {
+        let b = MemoryBudget::new(1 << 20);
+        let (mut kit, r) = b.acquire_kit(0, 1000, 10);
+        assert_eq!((kit.arena.capacity(), r.bytes()), (0, 1010));
+        kit.arena.reserve_exact(1000);
+        kit.arena.extend_from_slice(&[1; 700]);
+        b.recycle_kit(kit, r);
+        let kept = b.spare_bytes();
+        assert!(kept >= 1000, "{kept}");
+        // Asked for less, the reservation counts the whole arena.
+        let (kit, r) = b.acquire_kit(0, 500, 10);
+        assert!(kit.arena.capacity() >= 1000 && kit.arena.is_empty());
+        assert_eq!(r.bytes(), kept + 10);
+        b.recycle_kit(kit, r);
+        // Asked for more, the reservation counts what was asked.
+        let (kit, r) = b.acquire_kit(0, 5000, 10);
+        assert!(kit.arena.capacity() >= 1000);
+        assert_eq!(r.bytes(), 5010);
+        drop((kit, r));
         assert_eq!((b.spare_bytes(), b.in_flight()), (0, 0));
     }
 
@@ -433,7 +503,7 @@ mod tests {
     fn a_decoder_larger_than_its_reservation_is_not_kept() {
         let b = MemoryBudget::new(1 << 20);
         let r = b.acquire(1000).unwrap();
-        b.recycle_decoder(used_decoder(), r);
+        b.recycle_kit(used_kit(), r);
         assert_eq!((b.spare_bytes(), b.in_flight()), (0, 0));
     }
 

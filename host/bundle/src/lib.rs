@@ -40,8 +40,8 @@ mod target;
 mod walk;
 
 pub use budget::{
-    DEFAULT_MEMORY_LIMIT, DEFAULT_READ_MEMORY_LIMIT, MemoryBudget, Reservation, ZstdDecoder,
-    parse_size,
+    DEFAULT_MEMORY_LIMIT, DEFAULT_READ_MEMORY_LIMIT, MemoryBudget, Reservation, StreamKit,
+    ZstdDecoder, parse_size,
 };
 pub use bundle::{
     BUNDLE_MAGIC, BundleHeader, BundleLayout, Entry, bundle_layout, parse_bundle, write_bundle,

@@ -362,7 +362,7 @@ impl<'a> Inflater<'a> {
 /// size (so an oversized stream is caught).
 ///
 /// A zstd payload is decoded with `dctx` when given (a decoder kept from
-/// an earlier bundle: see [`crate::MemoryBudget::acquire_decoder`]), else
+/// an earlier bundle: see [`crate::MemoryBudget::acquire_kit`]), else
 /// with a fresh one.
 pub(crate) fn decoder<'a>(
     src: &'a dyn ReadAt,

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use crate::budget::MemoryBudget;
+use crate::budget::{MemoryBudget, StreamKit, ZstdDecoder};
 use crate::bundle::{BUNDLE_MAGIC, Entry, parse_bundle};
 use crate::ccob::{CCOB_MAGIC, CcobHeader, Method, check_ratio, parse_header};
 use crate::codeobject;
@@ -82,7 +82,7 @@ impl Item {
     /// single-segment frames declare the whole inflated bundle) plus its
     /// largest entry buffer, and holds it until done; a zstd decoder is
     /// then kept in the budget for the next bundle (its window buffer
-    /// reused: see [`MemoryBudget::acquire_decoder`]). A bundle that does
+    /// reused: see [`MemoryBudget::acquire_kit`]). A bundle that does
     /// not fit beside others waits; one that exceeds the whole ceiling only
     /// through its window waits to run alone; an entry larger than the
     /// whole ceiling is an [`ErrorKind::MemoryLimit`] error.
@@ -93,55 +93,64 @@ impl Item {
         &self,
         src: &dyn ReadAt,
         budget: &MemoryBudget,
-        f: impl FnMut(usize, &Entry, &[u8]) -> Result<(), E>,
+        mut f: impl FnMut(usize, &Entry, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        self.stream_entries_holding(src, budget, 0, f)
+        self.stream_entries_with_arena(src, budget, 0, |_, i, e, bytes| f(i, e, bytes))
     }
 
-    /// [`stream_entries`](Self::stream_entries) whose reservation also
-    /// holds `extra` bytes for the caller (copies of entries it keeps
-    /// while streaming): taken with the stream's own, all at once, since
-    /// taking more while holding some could deadlock two workers that
-    /// each wait for the other's bytes.
-    pub fn stream_entries_holding<E: From<Error>>(
+    /// [`stream_entries`](Self::stream_entries) with an arena for the
+    /// caller: `f` also gets a buffer of at least `arena` bytes' capacity
+    /// (empty at the start), for copies of entries it keeps while
+    /// streaming. The arena is held in the same reservation as the stream's
+    /// own memory, taken all at once (taking more while holding some could
+    /// deadlock two workers that each wait for the other's bytes), and kept
+    /// with the decoder for the next bundle (a [`StreamKit`]), so its pages
+    /// are not faulted in afresh each time.
+    pub fn stream_entries_with_arena<E: From<Error>>(
         &self,
         src: &dyn ReadAt,
         budget: &MemoryBudget,
-        extra: u64,
-        mut f: impl FnMut(usize, &Entry, &[u8]) -> Result<(), E>,
+        arena: u64,
+        mut f: impl FnMut(&mut Vec<u8>, usize, &Entry, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
         self.check_fits(budget)?;
         let runs = self.runs();
-        let run_bytes = self.largest_run(&runs).1 + extra;
+        let run_bytes = self.largest_run(&runs).1;
         let window = self.decoder_bytes(src)?;
-        let (header, payload) = match (&self.format, self.payload) {
-            (Format::Compressed(header), Some(payload)) => (*header, payload),
-            _ => {
-                let _held = budget.acquire_alone(window + run_bytes);
-                return self.read_runs(&runs, None, src, &mut f);
-            }
+        let compressed = match (&self.format, self.payload) {
+            (Format::Compressed(header), Some(payload)) => Some((*header, payload)),
+            _ => None,
         };
-        // A zstd stream reuses a decoder an earlier bundle kept, if any.
-        let (spare, held) = match header.method {
-            Method::Zstd => {
-                let pipe = crate::stream::PIPE_BYTES;
-                budget.acquire_decoder(window - pipe, pipe + run_bytes)
-            }
-            Method::Zlib => (None, budget.acquire_alone(window + run_bytes)),
-        };
-        let mut dctx = match (header.method, spare) {
-            (Method::Zstd, None) => crate::budget::ZstdDecoder::try_create(),
-            (_, spare) => spare,
-        };
-        let dec = crate::stream::decoder(src, &header, payload.0, payload.1, dctx.as_mut())?;
-        let done = std::thread::scope(|scope| {
-            let pipe = crate::stream::Pipe::spawn(scope, dec, self.verify_hash);
-            let inflater = Inflater::over_hashed_pipe(pipe, self.abs, header, payload.0);
-            self.read_runs(&runs, Some(inflater), src, &mut f)
-        });
-        if let Some(dctx) = dctx {
-            budget.recycle_decoder(dctx, held);
+        // The pipe's chunks are not the decoder's: only the decoder's
+        // buffers come back with a kit.
+        let pipe = compressed.map_or(0, |_| crate::stream::PIPE_BYTES);
+        let (mut kit, held) = budget.acquire_kit(window - pipe, arena, pipe + run_bytes);
+        let StreamKit {
+            decoder,
+            arena: scratch,
+        } = &mut kit;
+        if (scratch.capacity() as u64) < arena {
+            *scratch = Vec::new();
+            scratch.reserve_exact(usize::try_from(arena).unwrap_or(usize::MAX));
         }
+        let mut f = |i: usize, e: &Entry, bytes: &[u8]| f(scratch, i, e, bytes);
+        let done = match compressed {
+            None => self.read_runs(&runs, None, src, &mut f),
+            Some((header, payload)) => {
+                let zstd = header.method == Method::Zstd;
+                if zstd && decoder.is_none() {
+                    *decoder = ZstdDecoder::try_create();
+                }
+                let dctx = decoder.as_mut().filter(|_| zstd);
+                let dec = crate::stream::decoder(src, &header, payload.0, payload.1, dctx)?;
+                std::thread::scope(|scope| {
+                    let pipe = crate::stream::Pipe::spawn(scope, dec, self.verify_hash);
+                    let inflater = Inflater::over_hashed_pipe(pipe, self.abs, header, payload.0);
+                    self.read_runs(&runs, Some(inflater), src, &mut f)
+                })
+            }
+        };
+        budget.recycle_kit(kit, held);
         done
     }
 

@@ -693,10 +693,9 @@ fn add_items(
         reserve(bundles, &dests, archives)?;
     }
     let writers = writer_locks(archives);
-    bundles
-        .par_iter()
-        .zip(&dests)
-        .enumerate()
+    largest_first(bundles)
+        .into_par_iter()
+        .map(|b| (b, (&bundles[b], &dests[b])))
         .try_for_each_init(
             || KernelCompressor::new(compression),
             |compressor, (b, (item, row))| -> Result<(), Error> {
@@ -747,6 +746,21 @@ fn add_items(
     Ok(added)
 }
 
+/// The indices of `bundles`, largest inflated size first (ties: file
+/// order): each worker takes them in that order, so a decoder (and arena)
+/// kept from one bundle is big enough for the next and zstd reuses its
+/// window instead of allocating a larger one. The archives do not depend
+/// on the order.
+fn largest_first(bundles: &[kpack_bundle::Item]) -> Vec<usize> {
+    let inflated = |item: &kpack_bundle::Item| match &item.format {
+        kpack_bundle::Format::Compressed(header) => header.uncompressed_size,
+        _ => item.len,
+    };
+    let mut order: Vec<usize> = (0..bundles.len()).collect();
+    order.sort_by_key(|&b| (std::cmp::Reverse(inflated(&bundles[b])), b));
+    order
+}
+
 /// Each archive's writer behind a lock of its own, for the bundle workers.
 fn writer_locks(archives: &mut ArchiveSet) -> BTreeMap<&str, Mutex<&mut ArchiveWriter>> {
     archives
@@ -786,8 +800,9 @@ fn reserve(
 /// [`add_items`] for `zstd-delta`: the bundles are streamed in parallel as
 /// for `zstd`, and each worker encodes whole kernel keys itself. A key is
 /// `<kernel_name>#<bundle>`, so one bundle holds every target of its key;
-/// the worker keeps a copy of each kept entry until the last entry of its
-/// archive group in this bundle has arrived, then chooses the bases and
+/// the worker keeps a copy of each kept entry (in its stream's arena) until
+/// the last entry of its archive group in this bundle has arrived, then
+/// chooses the bases and
 /// compresses the frames ([`DeltaCompressor::compress_key`], on plain
 /// threads, `-j` of them: see there) and hands them to the writer
 /// ([`ArchiveWriter::add_delta_key`]). Nothing raw is spooled, and the
@@ -796,9 +811,10 @@ fn reserve(
 /// writer falls back to encoding that key at `finish`.)
 ///
 /// Memory: a worker takes from `budget`, before reading, what
-/// [`kpack_bundle::Item::stream_entries`] needs plus the peak of the
-/// copies it will hold ([`held_peak`]), all at once
-/// ([`kpack_bundle::Item::stream_entries_holding`]).
+/// [`kpack_bundle::Item::stream_entries`] needs plus an arena for the
+/// copies it will hold ([`arena_peak`]), all at once
+/// ([`kpack_bundle::Item::stream_entries_with_arena`]); the arena is
+/// emptied whenever no copy is held, and kept for the next bundle.
 fn add_delta(
     input: &Path,
     bundles: &[kpack_bundle::Item],
@@ -808,8 +824,10 @@ fn add_delta(
     budget: &MemoryBudget,
     delta: DeltaCompressor,
 ) -> Result<(), Error> {
-    bundles.par_iter().zip(dests).enumerate().try_for_each(
-        |(b, (item, row))| -> Result<(), Error> {
+    largest_first(bundles)
+        .into_par_iter()
+        .map(|b| (b, (&bundles[b], &dests[b])))
+        .try_for_each(|(b, (item, row))| -> Result<(), Error> {
             if row.iter().all(Option::is_none) {
                 return Ok(());
             }
@@ -822,15 +840,16 @@ fn add_delta(
             for (_, _, group) in row.iter().flatten() {
                 *left.entry(group.as_str()).or_default() += 1;
             }
-            let mut held: BTreeMap<&str, Vec<(&str, Vec<u8>)>> = BTreeMap::new();
+            // Each held copy: its target and where it lies in the arena.
+            let mut held: BTreeMap<&str, Vec<(&str, std::ops::Range<usize>)>> = BTreeMap::new();
             // A big bundle's memory often keeps it alone in the budget: its
             // keys then use every thread of `-j`, not just this worker.
             let threads = rayon::current_num_threads();
-            item.stream_entries_holding(
+            item.stream_entries_with_arena(
                 source,
                 budget,
-                held_peak(item, row),
-                |i, _, bytes| -> Result<(), StreamError> {
+                arena_peak(item, row),
+                |arena, i, _, bytes| -> Result<(), StreamError> {
                     let Some(Some((key, name, group))) = row.get(i) else {
                         return Ok(());
                     };
@@ -838,16 +857,23 @@ fn add_delta(
                     let left = left.entry(group).or_default();
                     *left = left.saturating_sub(1);
                     if *left > 0 {
-                        held.entry(group).or_default().push((name, bytes.to_vec()));
+                        let at = arena.len();
+                        arena.extend_from_slice(bytes);
+                        held.entry(group).or_default().push((name, at..arena.len()));
+                        arena.extend_from_slice(&[0; ARENA_GAP]);
                         return Ok(());
                     }
                     let copies = held.remove(group).unwrap_or_default();
-                    let mut members: Vec<(&str, &[u8])> =
-                        copies.iter().map(|(a, d)| (*a, d.as_slice())).collect();
+                    let mut members: Vec<(&str, &[u8])> = copies
+                        .iter()
+                        .map(|(a, at)| (*a, &arena[at.clone()]))
+                        .collect();
                     members.push((name, bytes));
                     let dk = delta.compress_key(key, &members, threads)?;
                     drop(members);
-                    drop(copies);
+                    if held.is_empty() {
+                        arena.clear();
+                    }
                     let Some(writer) = writers.get(group) else {
                         return Err(StreamError::Other(Error::Io {
                             path: input.to_path_buf(),
@@ -866,24 +892,34 @@ fn add_delta(
                 StreamError::Bundle(source) => bundle_error(source),
                 StreamError::Other(e) => e,
             })
-        },
-    )
+        })
 }
 
-/// The most bytes [`add_delta`] holds in copies at once for `item`: it
-/// replays the order [`kpack_bundle::Item::stream_entries`] hands entries
-/// in (by offset, then size, then index), adding each kept entry that is
-/// not its group's last in the bundle and releasing a group's copies when
-/// its last entry arrives (that one is read in place).
-fn held_peak(item: &kpack_bundle::Item, row: &[Option<Dest>]) -> u64 {
+/// Bytes left between two copies in [`add_delta`]'s arena. zstd treats a
+/// prefix that ends exactly where the data starts as one contiguous
+/// stream, and then finds other matches than against a prefix elsewhere:
+/// with a gap, a frame is the same wherever its members lie in memory
+/// (as the writer's own encoding at `finish` and `archive convert` place
+/// them).
+const ARENA_GAP: usize = 1;
+
+/// The arena [`add_delta`] needs for `item`'s copies: it replays the order
+/// [`kpack_bundle::Item::stream_entries`] hands entries in (by offset, then
+/// size, then index), appending each kept entry that is not its group's
+/// last in the bundle, releasing a group's copies when its last entry
+/// arrives (that one is read in place) and emptying the arena when no
+/// copy is held; the arena's longest stretch is the answer. (With every
+/// group's entries together, as bundles list targets in order, that is
+/// the largest group's copies.)
+fn arena_peak(item: &kpack_bundle::Item, row: &[Option<Dest>]) -> u64 {
     let mut left: BTreeMap<&str, usize> = BTreeMap::new();
     for (_, _, group) in row.iter().flatten() {
         *left.entry(group.as_str()).or_default() += 1;
     }
     let mut order: Vec<usize> = (0..item.entries.len()).collect();
     order.sort_by_key(|&i| (item.entries[i].offset, item.entries[i].size, i));
-    let mut held: BTreeMap<&str, u64> = BTreeMap::new();
-    let (mut now, mut peak) = (0u64, 0u64);
+    let mut holding: BTreeMap<&str, usize> = BTreeMap::new();
+    let (mut len, mut peak) = (0u64, 0u64);
     for i in order {
         let Some(Some((_, _, group))) = row.get(i) else {
             continue;
@@ -891,14 +927,15 @@ fn held_peak(item: &kpack_bundle::Item, row: &[Option<Dest>]) -> u64 {
         let group = group.as_str();
         let left = left.entry(group).or_default();
         *left = left.saturating_sub(1);
-        let bytes = held.entry(group).or_default();
         if *left > 0 {
-            *bytes += item.entries[i].size;
-            now += item.entries[i].size;
-            peak = peak.max(now);
+            *holding.entry(group).or_default() += 1;
+            len += item.entries[i].size + ARENA_GAP as u64;
+            peak = peak.max(len);
         } else {
-            now -= *bytes;
-            *bytes = 0;
+            holding.remove(group);
+            if holding.is_empty() {
+                len = 0;
+            }
         }
     }
     peak
