@@ -183,7 +183,9 @@ const BLOCK: usize = 64;
 /// each hashed by a chain of its own (primed with the bytes before its
 /// first window, so every window is hashed exactly once, as on its own),
 /// and the chains step together, which the CPU runs in parallel; samples
-/// are stored without a branch and kept by advancing a count.
+/// are stored without a branch and kept by advancing a count, then
+/// deduplicated in a hash set (code repeats itself: most samples of a code
+/// object are duplicates, which sorting first would pay for).
 fn sketch(data: &[u8]) -> Vec<u64> {
     if data.len() < SHINGLE {
         return Vec::new();
@@ -199,7 +201,8 @@ fn sketch(data: &[u8]) -> Vec<u64> {
             .iter()
             .fold(0u64, |h, &b| roll(h, b))
     };
-    let mut out = Vec::with_capacity((data.len() >> SAMPLE_BITS) + 16);
+    let mut set: SampleSet = SampleSet::default();
+    set.reserve(data.len() >> (SAMPLE_BITS + 3));
     if per > 0 {
         let lanes: [&[u8]; LANES] =
             std::array::from_fn(|l| &data[l * per + SHINGLE - 1..(l + 1) * per + SHINGLE - 1]);
@@ -222,7 +225,7 @@ fn sketch(data: &[u8]) -> Vec<u64> {
                 }
             }
             for l in 0..LANES {
-                out.extend_from_slice(&buf[l][..n[l]]);
+                set.extend(&buf[l][..n[l]]);
             }
         }
     }
@@ -231,12 +234,37 @@ fn sketch(data: &[u8]) -> Vec<u64> {
     for &b in &data[tail + SHINGLE - 1..] {
         h = roll(h, b);
         if sampled(h) {
-            out.push(h);
+            set.insert(h);
         }
     }
+    let mut out: Vec<u64> = set.into_iter().collect();
     out.sort_unstable();
-    out.dedup();
     out
+}
+
+/// The distinct samples of one sketch.
+type SampleSet = std::collections::HashSet<u64, std::hash::BuildHasherDefault<SampleHasher>>;
+
+/// A sample is already a hash, but a weak one at both ends (its top bits
+/// are zero by selection, its low bits come from the last byte alone):
+/// one xor-shift and one multiply spread it for the set.
+#[derive(Default)]
+struct SampleHasher(u64);
+
+impl std::hash::Hasher for SampleHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(self.0 ^ u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (v ^ (v >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
 }
 
 /// `|a ∩ b|` of two sorted, deduplicated sketches.
