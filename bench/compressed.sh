@@ -72,10 +72,16 @@ secs=0 mb=0
 # the best wall time is kept (this 2-core VM's neighbours add seconds to
 # single runs) and the largest peak RSS.
 REPEAT=${REPEAT:-3}
-measure() {  # measure CMD...: sets $secs and $mb
-  local kb s k i
+measure() {  # measure [--reset PATH] CMD...: sets $secs and $mb
+  local kb s k i reset=""
+  if [ "$1" = --reset ]; then
+    reset=$2
+    shift 2
+  fi
   secs="" kb=0
   for ((i = 0; i < REPEAT; i++)); do
+    # Each run writes its outputs afresh.
+    [ -n "$reset" ] && rm -rf "$reset"
     /usr/bin/time -f "%e %M" -o "$OUT/time" "$@" > /dev/null 2> "$OUT/stderr" || {
       cat "$OUT/stderr" >&2
       echo "failed: $*" >&2
@@ -116,7 +122,7 @@ echo "kpack: $K ($("$K" --version | head -1)); $(nproc) cores" >&2
 # References for the JAX library: every inflated code object, concatenated.
 fresh
 warm "$JAX"
-measure "$K" extract --all "$JAX" -o "$OUT/x/objects"
+measure --reset "$OUT/x/objects" "$K" extract --all "$JAX" -o "$OUT/x/objects"
 extract_secs=$secs extract_mb=$mb
 find "$OUT/x/objects" -type f -print0 | sort -z | xargs -0 cat > "$OUT/x/objects.bin"
 rm -rf "$OUT/x/objects"
@@ -141,17 +147,17 @@ row "\`kpack inspect\`" "inflate + MD5" "$zstd_md5" 1.2 150
 secs=$extract_secs mb=$extract_mb
 row "\`kpack extract --all\`" - - - -
 fresh
-measure "$K" offload "$JAX" -o "$OUT/x/a/lib.so" --archives "$OUT/x/a/.kpack"
+measure --reset "$OUT/x/a" "$K" offload "$JAX" -o "$OUT/x/a/lib.so" --archives "$OUT/x/a/.kpack"
 row "\`kpack offload\` (zstd, hash checked)" "\`zstd -3 -T2\`" "$zstd_c" 2.0 300
 fresh
-measure "$K" offload "$JAX" -o "$OUT/x/a/lib.so" --archives "$OUT/x/a/.kpack" --no-verify-hash
+measure --reset "$OUT/x/a" "$K" offload "$JAX" -o "$OUT/x/a/lib.so" --archives "$OUT/x/a/.kpack" --no-verify-hash
 row "\`kpack offload --no-verify-hash\`" "\`zstd -3 -T2\`" "$zstd_c" 1.5 300
 fresh
-measure "$K" offload "$JAX" -o "$OUT/x/a/lib.so" --archives "$OUT/x/a/.kpack" --compression none --no-verify-hash
+measure --reset "$OUT/x/a" "$K" offload "$JAX" -o "$OUT/x/a/lib.so" --archives "$OUT/x/a/.kpack" --compression none --no-verify-hash
 row "\`kpack offload --compression none --no-verify-hash\`" "\`zstd -d\`" "$zstd_d" - -
 fresh
 warm "$WHEEL"
-measure "$K" wheel split "$WHEEL" -o "$OUT/x/w"
+measure --reset "$OUT/x/w" "$K" wheel split "$WHEEL" -o "$OUT/x/w"
 row "\`kpack wheel split\` of the whole wheel ($(($(stat -c %s "$WHEEL") / 1000000)) MB)" - - - 400
 printf '| AMD rocm-kpack (issue 11, same library) | ≈ 330 s | ≈ 4.7 GB | | | |\n' | tee -a "$ROWS"
 
@@ -160,14 +166,14 @@ printf '\n## synthetic torch-scale library (%d bytes; bench/torch-scale: %s)\n\n
   "$(stat -c %s "$TORCH")" "$(grep -h 'bytes inflated' "$OUT/torch-scale.log" 2> /dev/null | sed 's/^.*: //' || echo cached)" | tee -a "$ROWS"
 printf '| command | wall | peak RSS | reference | ratio | target |\n|---|---|---|---|---|---|\n' | tee -a "$ROWS"
 warm "$TORCH"
-measure "$K" offload "$TORCH" -o "$OUT/x/t/lib.so" --archives "$OUT/x/t/.kpack"
+measure --reset "$OUT/x/t" "$K" offload "$TORCH" -o "$OUT/x/t/lib.so" --archives "$OUT/x/t/.kpack"
 row "\`kpack offload\` (zstd, hash checked)" - - - 400
 
 fresh
 printf '\n## librocsparse.so.0.1, plain bundles (%d bytes)\n\n' "$(stat -c %s "$ROCSPARSE")" | tee -a "$ROWS"
 printf '| command | wall | peak RSS | reference | ratio | target |\n|---|---|---|---|---|---|\n' | tee -a "$ROWS"
 warm "$ROCSPARSE"
-measure cp "$ROCSPARSE" "$OUT/x/copy.so"
+measure --reset "$OUT/x/copy.so" cp "$ROCSPARSE" "$OUT/x/copy.so"
 cp_secs=$secs
 rm -f "$OUT/x/copy.so"
 row "reference: \`cp\`" - - - -
@@ -175,9 +181,9 @@ measure zstd -q -3 -T2 -f "$ROCSPARSE" -o "$OUT/x/lib.zst"
 zstd_file=$secs
 rm -f "$OUT/x/lib.zst"
 row "reference: \`zstd -3 -T2\` of the file" - - - -
-measure "$K" offload "$ROCSPARSE" -o "$OUT/x/n/lib.so" --archives "$OUT/x/n/.kpack" --compression none
+measure --reset "$OUT/x/n" "$K" offload "$ROCSPARSE" -o "$OUT/x/n/lib.so" --archives "$OUT/x/n/.kpack" --compression none
 row "\`kpack offload --compression none\`" "\`cp\`" "$cp_secs" 1.3 -
-measure "$K" offload "$ROCSPARSE" -o "$OUT/x/z/lib.so" --archives "$OUT/x/z/.kpack"
+measure --reset "$OUT/x/z" "$K" offload "$ROCSPARSE" -o "$OUT/x/z/lib.so" --archives "$OUT/x/z/.kpack"
 row "\`kpack offload\` (zstd)" "\`zstd -3 -T2\` of the file" "$zstd_file" 1.0 -
 rm -rf "$OUT/x"
 
