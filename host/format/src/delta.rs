@@ -107,16 +107,22 @@ pub(crate) fn decompress_with_prefix(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Plan {
     pub(crate) base: Vec<Option<usize>>,
-    /// Each member's trial frame alone, in bytes (`u64::MAX`: not measured).
-    alone: Vec<u64>,
+    /// Per member, the delta frame size from which [`encode_key`] also
+    /// compresses the member alone and keeps the smaller frame: its frame
+    /// alone when the plan measured it, else [`CHECK_SHARE`] of its bytes
+    /// (`u64::MAX`: never).
+    check_from: Vec<u64>,
 }
 
 impl Plan {
-    /// Whether member `t`'s real delta frame of `delta_len` bytes lost to
-    /// its trial frame alone: then it is stored alone (a base), which no
-    /// other member depends on, since only chosen bases serve deltas.
-    pub(crate) fn demote(&self, t: usize, delta_len: usize) -> bool {
-        self.alone.get(t).is_some_and(|&a| delta_len as u64 >= a)
+    /// Whether member `t`'s real delta frame of `delta_len` bytes may lose
+    /// to the member alone, so it is worth compressing alone to compare
+    /// (a member stored alone is a base no other member depends on, since
+    /// only chosen bases serve deltas).
+    pub(crate) fn check_alone(&self, t: usize, delta_len: usize) -> bool {
+        self.check_from
+            .get(t)
+            .is_some_and(|&a| delta_len as u64 >= a)
     }
 }
 
@@ -125,9 +131,12 @@ impl Plan {
 /// it to price the sketched choice; n² compressions per key, not for use.
 pub(crate) const EXHAUSTIVE_ENV: &str = "KPACK_BENCH_EXHAUSTIVE_DELTA";
 
-/// zstd level of the trial frames that measure each member alone: fast,
-/// and only ever compared with each other.
-const TRIAL_LEVEL: i32 = 1;
+/// A delta frame of at least `1 / CHECK_SHARE` of its member's bytes is
+/// compared with the member compressed alone ([`Plan::check_alone`]): a
+/// good delta is far smaller (code objects compress 10-50x alone here, and
+/// a sibling's delta is a fraction of that), so the check costs nothing
+/// where the choice was right and catches it where it was not.
+const CHECK_SHARE: u64 = 32;
 
 /// What a delta costs beyond the bytes it does not find in its base
 /// (larger frame header and window), so a member that shares nothing is
@@ -288,40 +297,38 @@ fn shared(a: &[u64], b: &[u64]) -> usize {
 /// without compressing every pair (which made a 27-target library's
 /// offload several times slower than per-kernel zstd):
 ///
-/// 1. Measure every member alone at [`TRIAL_LEVEL`] (`alone[t]`), and
-///    sketch it ([`sketch`]).
+/// 1. Sketch every member ([`sketch`]) and price it alone at its length
+///    (`alone[t]`: siblings of one kernel compress alike, so their raw
+///    sizes rank them as their compressed sizes would; a level-1 trial
+///    frame of every member cost 0.75 core-seconds on JAX's plugin and
+///    changed the archives by 0.07%).
 /// 2. Estimate `delta[t][b] = alone[t] × (1 − shared(t, b) / |sketch t|)`
 ///    `+ DELTA_OVERHEAD`: the part of `t` not found in `b` costs what it
 ///    costs alone.
 /// 3. Pick bases greedily on those estimates ([`choose`]).
 ///
-/// The caller compresses only the final frames, and keeps a member whose
-/// real delta turns out no smaller than its trial frame alone as a base
-/// ([`Plan::demote`]). Deterministic at any thread count: sizes and sketches
-/// do not depend on scheduling.
+/// The caller compresses only the final frames, and compares a delta that
+/// comes out large with its member alone ([`Plan::check_alone`]).
+/// Deterministic at any thread count: sizes and sketches do not depend on
+/// scheduling.
 pub(crate) fn plan(members: &[&[u8]], spread: Spread) -> Result<Plan, String> {
     let n = members.len();
     if n <= 1 {
         return Ok(Plan {
             base: vec![None; n],
-            alone: vec![u64::MAX; n],
+            check_from: vec![u64::MAX; n],
         });
     }
-    let measured: Vec<(u64, Vec<u64>)> = map_all(spread, n, |frames, i| {
-        let m = members[i];
-        frames
-            .compress(TRIAL_LEVEL, m, None)
-            .map(|f| (f.len() as u64, sketch(m)))
-    })?;
-    let alone: Vec<u64> = measured.iter().map(|(a, _)| *a).collect();
+    let sketches: Vec<Vec<u64>> = map_all(spread, n, |_, i| Ok(sketch(members[i])))?;
+    let alone: Vec<u64> = members.iter().map(|m| m.len() as u64).collect();
     let mut delta = vec![vec![u64::MAX; n]; n];
     for t in 0..n {
-        let st = &measured[t].1;
+        let st = &sketches[t];
         for b in (0..n).filter(|&b| b != t) {
             let found = if st.is_empty() {
                 0
             } else {
-                shared(st, &measured[b].1) as u128 * 1_000_000 / st.len() as u128
+                shared(st, &sketches[b]) as u128 * 1_000_000 / st.len() as u128
             };
             // Fixed-point, so the estimate is exact integer arithmetic.
             let missing = 1_000_000 - found.min(1_000_000);
@@ -330,7 +337,7 @@ pub(crate) fn plan(members: &[&[u8]], spread: Spread) -> Result<Plan, String> {
     }
     Ok(Plan {
         base: choose(&alone, &delta),
-        alone,
+        check_from: alone.iter().map(|a| a / CHECK_SHARE).collect(),
     })
 }
 
@@ -363,7 +370,7 @@ pub(crate) fn plan_exhaustive(
     }
     Ok(Plan {
         base: choose(&alone, &delta),
-        alone,
+        check_from: alone,
     })
 }
 
@@ -440,23 +447,36 @@ pub(crate) struct Encoded {
 /// sorted by arch) and compress every frame at `level`: the whole of the
 /// scheme's per-key work, the same bytes whether the writer runs it at
 /// `finish` or a worker runs it as soon as the key's members are in hand.
-/// A delta whose frame came out no smaller than its trial frame alone is
-/// stored alone ([`Plan::demote`]).
+/// A delta whose frame came out large is compared with its member
+/// compressed alone, and the smaller frame is kept ([`Plan::check_alone`]).
 pub(crate) fn encode_key(level: i32, members: &[&[u8]], spread: Spread) -> Result<Encoded, String> {
-    let mut plan = if std::env::var_os(EXHAUSTIVE_ENV).is_some() {
+    let plan = if std::env::var_os(EXHAUSTIVE_ENV).is_some() {
         plan_exhaustive(level, members, spread)
     } else {
         plan(members, spread)
     }?;
+    encode_planned(level, members, plan, spread)
+}
+
+/// [`encode_key`]'s frames for a chosen `plan`.
+fn encode_planned(
+    level: i32,
+    members: &[&[u8]],
+    mut plan: Plan,
+    spread: Spread,
+) -> Result<Encoded, String> {
     let mut frames = map_all(spread, members.len(), |frames, i| {
         frames.compress(level, members[i], plan.base[i].map(|b| members[b]))
     })?;
     // The plan's sizes are estimates: a delta that came out no smaller
     // than its member alone is stored alone instead.
     for i in 0..members.len() {
-        if plan.base[i].is_some() && plan.demote(i, frames[i].len()) {
-            frames[i] = compress(level, members[i], None)?;
-            plan.base[i] = None;
+        if plan.base[i].is_some() && plan.check_alone(i, frames[i].len()) {
+            let alone = compress(level, members[i], None)?;
+            if alone.len() <= frames[i].len() {
+                frames[i] = alone;
+                plan.base[i] = None;
+            }
         }
     }
     Ok(Encoded {
@@ -618,6 +638,26 @@ mod tests {
                 src.len()
             );
         }
+    }
+
+    #[test]
+    fn a_large_delta_is_stored_alone_when_that_is_smaller() {
+        let base = object(1, 50_000);
+        let stranger = object(2, 50_000);
+        let members: Vec<&[u8]> = vec![&base, &stranger];
+        // A plan that got it wrong: the stranger as a delta against base.
+        let wrong = |check_from| Plan {
+            base: vec![None, Some(0)],
+            check_from: vec![u64::MAX, check_from],
+        };
+        let alone = compress(3, &stranger, None).unwrap();
+        let e = encode_planned(3, &members, wrong(0), Spread::Threads(1)).unwrap();
+        assert_eq!(e.base, vec![None, None]);
+        assert_eq!(e.frames[1], alone);
+        // Below the check's size, the delta is kept as planned.
+        let e = encode_planned(3, &members, wrong(u64::MAX), Spread::Threads(1)).unwrap();
+        assert_eq!(e.base, vec![None, Some(0)]);
+        assert!(e.frames[1].len() >= alone.len());
     }
 
     #[test]
