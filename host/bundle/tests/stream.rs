@@ -199,12 +199,24 @@ fn big_window_region() -> (Vec<u8>, u64) {
     (region, 100_000)
 }
 
-#[test]
-fn peak_memory_counts_decoder_windows_and_stays_under_the_ceiling() {
+/// [`big_window_region`] walked: the region, its items, the entry size and
+/// the most memory one item needs.
+fn big_window_items() -> (Vec<u8>, Vec<Item>, u64, u64) {
     let (region, entry) = big_window_region();
     let items: Vec<Item> = walk(&region, 0, region.len() as u64, WalkOptions::default())
         .map(Result::unwrap)
         .collect();
+    let one = items
+        .iter()
+        .map(|i| i.memory_needed(&region).unwrap())
+        .max()
+        .unwrap();
+    (region, items, entry, one)
+}
+
+#[test]
+fn peak_memory_counts_decoder_windows_and_stays_under_the_ceiling() {
+    let (region, items, entry, one) = big_window_items();
     assert_eq!(items.len(), 4);
     for item in &items {
         assert_eq!(single_segment(item, &region), Some(true));
@@ -214,11 +226,6 @@ fn peak_memory_counts_decoder_windows_and_stays_under_the_ceiling() {
         // The window (the whole content) is counted, not only the entry.
         assert!(item.memory_needed(&region).unwrap() > h.uncompressed_size + entry);
     }
-    let one = items
-        .iter()
-        .map(|i| i.memory_needed(&region).unwrap())
-        .max()
-        .unwrap();
     // Room for one decoder and a half: two threads, one bundle at a time.
     let ceiling = one + one / 2;
     let budget = MemoryBudget::new(ceiling);
@@ -234,15 +241,7 @@ fn peak_memory_counts_decoder_windows_and_stays_under_the_ceiling() {
 
 #[test]
 fn one_decoder_serves_bundle_after_bundle_on_one_thread() {
-    let (region, _) = big_window_region();
-    let items: Vec<Item> = walk(&region, 0, region.len() as u64, WalkOptions::default())
-        .map(Result::unwrap)
-        .collect();
-    let one = items
-        .iter()
-        .map(|i| i.memory_needed(&region).unwrap())
-        .max()
-        .unwrap();
+    let (region, items, _, one) = big_window_items();
     let budget = MemoryBudget::new(8 * one);
     for item in &items {
         assert_eq!(streamed(item, &region, &budget), whole(item, &region));
@@ -256,15 +255,7 @@ fn one_decoder_serves_bundle_after_bundle_on_one_thread() {
 
 #[test]
 fn a_window_larger_than_the_ceiling_streams_alone() {
-    let (region, entry) = big_window_region();
-    let items: Vec<Item> = walk(&region, 0, region.len() as u64, WalkOptions::default())
-        .map(Result::unwrap)
-        .collect();
-    let one = items
-        .iter()
-        .map(|i| i.memory_needed(&region).unwrap())
-        .max()
-        .unwrap();
+    let (region, items, entry, one) = big_window_items();
     // The entries fit, their decoders do not: each bundle runs alone.
     let budget = MemoryBudget::new(entry * 2);
     stream_on_two_threads(&items, &region, &budget);
