@@ -60,7 +60,7 @@ impl Spare {
 struct State {
     /// Bytes held by reservations.
     in_flight: u64,
-    /// The most bytes ever held at once, spare decoders included.
+    /// The most bytes ever held at once, spare kits included.
     peak: u64,
     /// Kits kept for reuse.
     spares: Vec<Spare>,
@@ -168,13 +168,13 @@ impl MemoryBudget {
         self.shared.limit
     }
 
-    /// The most bytes ever held at once, spare decoders included (the
+    /// The most bytes ever held at once, spare kits included.(the
     /// test hook for memory bounds).
     pub fn peak(&self) -> u64 {
         self.lock().peak
     }
 
-    /// Bytes held by reservations right now (spare decoders not counted).
+    /// Bytes held by reservations right now (spare kits not counted).
     pub fn in_flight(&self) -> u64 {
         self.lock().in_flight
     }
