@@ -124,14 +124,25 @@ impl Item {
         // The pipe's chunks are not the decoder's: only the decoder's
         // buffers come back with a kit.
         let pipe = compressed.map_or(0, |_| crate::stream::PIPE_BYTES);
-        let (mut kit, held) = budget.acquire_kit(window - pipe, arena, pipe + run_bytes);
+        let (mut kit, held) =
+            budget.acquire_kit(window.saturating_sub(pipe), arena, pipe + run_bytes);
         let StreamKit {
             decoder,
             arena: scratch,
         } = &mut kit;
         if (scratch.capacity() as u64) < arena {
             *scratch = Vec::new();
-            scratch.reserve_exact(usize::try_from(arena).unwrap_or(usize::MAX));
+            let fits = usize::try_from(arena)
+                .ok()
+                .is_some_and(|n| scratch.try_reserve_exact(n).is_ok());
+            if !fits {
+                return Err(Error::at(
+                    ErrorKind::MemoryLimit,
+                    self.abs,
+                    format!("cannot allocate {arena} bytes to hold this bundle's entries"),
+                )
+                .into());
+            }
         }
         let mut f = |i: usize, e: &Entry, bytes: &[u8]| f(scratch, i, e, bytes);
         let done = match compressed {
