@@ -32,18 +32,64 @@ pub type ZstdDecoder = zstd::zstd_safe::DCtx<'static>;
 
 /// What a stream keeps from one bundle to the next
 /// ([`MemoryBudget::acquire_kit`]): its zstd decoder, whose window buffer
-/// is most of what it holds, and a scratch buffer for the caller (empty,
-/// its capacity kept). Reusing them spares the page faults and zeroing of
-/// fresh memory, which cost as much as the decoding.
+/// is most of what it holds, or the buffer a whole bundle was inflated
+/// into, and a scratch buffer for the caller (empty, its capacity kept).
+/// Reusing them spares the page faults and zeroing of fresh memory, which
+/// cost as much as the decoding.
 #[derive(Default)]
 pub struct StreamKit {
     /// The decoder, if the last stream was zstd.
     pub decoder: Option<ZstdDecoder>,
+    /// The last bundle inflated whole (its length kept: the bytes stay
+    /// initialised for the next one).
+    pub inflated: Vec<u8>,
     /// The caller's scratch buffer.
     pub arena: Vec<u8>,
 }
 
-/// A kept kit and what its decoder and arena hold, in bytes.
+/// What a stream uses of a kept [`StreamKit`] (the rest is dropped when
+/// the kit is handed over, and not counted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KitUse {
+    /// Neither the decoder nor the whole-bundle buffer (zlib, plain bundles).
+    ArenaOnly,
+    /// The zstd decoder and its window (a zstd stream).
+    Decoder,
+    /// The whole-bundle buffer and a decoder context without a streaming
+    /// window (a zstd bundle inflated in one call).
+    Whole,
+}
+
+/// What a zstd context holds at most without a streaming window.
+const CONTEXT_ONLY: u64 = 640 << 10;
+
+impl StreamKit {
+    /// Drop what `usage` does not use; the bytes the decoder and the
+    /// whole-bundle buffer still hold.
+    fn keep_for(&mut self, usage: KitUse) -> u64 {
+        let context = |d: &ZstdDecoder| d.sizeof() as u64;
+        match usage {
+            KitUse::ArenaOnly => {
+                self.decoder = None;
+                self.inflated = Vec::new();
+            }
+            KitUse::Decoder => self.inflated = Vec::new(),
+            KitUse::Whole => {
+                if self
+                    .decoder
+                    .as_ref()
+                    .is_some_and(|d| context(d) > CONTEXT_ONLY)
+                {
+                    self.decoder = None;
+                }
+            }
+        }
+        self.decoder.as_ref().map_or(0, context) + self.inflated.capacity() as u64
+    }
+}
+
+/// A kept kit and what its decoder (with the whole-bundle buffer) and its
+/// arena hold, in bytes.
 struct Spare {
     kit: StreamKit,
     decoder: u64,
@@ -217,7 +263,8 @@ impl MemoryBudget {
     }
 
     /// Hold what a stream needs: its decoder's `window` (the bytes a zstd
-    /// decoder allocates; 0 for none), an `arena` of that many bytes for
+    /// decoder allocates, or the buffer a bundle is inflated into whole; 0
+    /// for none), an `arena` of that many bytes for
     /// the caller, and `other` bytes beside them, as
     /// [`acquire_alone`](Self::acquire_alone) would. When a kit was kept
     /// ([`recycle_kit`](Self::recycle_kit)) it comes with the reservation,
@@ -227,14 +274,21 @@ impl MemoryBudget {
     /// smallest-adequate first, else the largest; one that would not fit
     /// beside the others is dropped and the stream starts afresh (an
     /// empty kit: the caller creates the decoder and sizes the arena).
-    pub fn acquire_kit(&self, window: u64, arena: u64, other: u64) -> (StreamKit, Reservation) {
+    pub fn acquire_kit(
+        &self,
+        usage: KitUse,
+        window: u64,
+        arena: u64,
+        other: u64,
+    ) -> (StreamKit, Reservation) {
         {
             let mut st = self.lock();
             let spare = st
                 .take_spare(|s| s.decoder >= window && s.arena >= arena, false)
                 .or_else(|| st.take_spare(|_| true, true));
-            if let Some(spare) = spare {
-                let bytes = spare.decoder.max(window) + spare.arena.max(arena) + other;
+            if let Some(mut spare) = spare {
+                let kept = spare.kit.keep_for(usage);
+                let bytes = kept.max(window) + spare.arena.max(arena) + other;
                 if st.make_room(bytes, self.shared.limit) {
                     st.hold(bytes);
                     let reservation = Reservation {
@@ -263,7 +317,8 @@ impl MemoryBudget {
         if matches!(reset, Some(Err(_))) {
             kit.decoder = None;
         }
-        let decoder = kit.decoder.as_ref().map_or(0, |d| d.sizeof() as u64);
+        let decoder =
+            kit.decoder.as_ref().map_or(0, |d| d.sizeof() as u64) + kit.inflated.capacity() as u64;
         kit.arena.clear();
         let spare = Spare {
             arena: kit.arena.capacity() as u64,
@@ -426,7 +481,7 @@ mod tests {
             if dctx.decompress_stream(&mut sink, &mut src).unwrap() == 0 {
                 return StreamKit {
                     decoder: Some(dctx),
-                    arena: Vec::new(),
+                    ..StreamKit::default()
                 };
             }
         }
@@ -435,7 +490,7 @@ mod tests {
     #[test]
     fn a_recycled_decoder_is_kept_counted_and_handed_to_the_next_stream() {
         let b = MemoryBudget::new(4 << 20);
-        let (kit, r) = b.acquire_kit(1 << 20, 0, 100);
+        let (kit, r) = b.acquire_kit(KitUse::Decoder, 1 << 20, 0, 100);
         assert!(kit.decoder.is_none());
         assert_eq!(r.bytes(), (1 << 20) + 100);
         b.recycle_kit(used_kit(), r);
@@ -444,7 +499,7 @@ mod tests {
         assert_eq!(b.in_flight(), 0);
         // The next stream gets it, and holds the larger of its buffers and
         // the window asked for.
-        let (kit, r) = b.acquire_kit(1000, 0, 100);
+        let (kit, r) = b.acquire_kit(KitUse::Decoder, 1000, 0, 100);
         assert!(kit.decoder.is_some());
         assert_eq!(r.bytes(), kept + 100);
         assert_eq!(b.spare_bytes(), 0);
@@ -455,7 +510,7 @@ mod tests {
     #[test]
     fn spares_are_dropped_to_make_room_and_for_a_holder_alone() {
         let b = MemoryBudget::new(1 << 20);
-        let (_, r) = b.acquire_kit(600_000, 0, 0);
+        let (_, r) = b.acquire_kit(KitUse::Decoder, 600_000, 0, 0);
         b.recycle_kit(used_kit(), r);
         let kept = b.spare_bytes();
         assert!(kept > 0);
@@ -464,13 +519,13 @@ mod tests {
         assert_eq!(b.spare_bytes(), 0);
         assert!(b.peak() <= 1 << 20, "{}", b.peak());
         drop(r);
-        let (_, r) = b.acquire_kit(600_000, 0, 0);
+        let (_, r) = b.acquire_kit(KitUse::Decoder, 600_000, 0, 0);
         b.recycle_kit(used_kit(), r);
         assert!(b.spare_bytes() > 0);
         let r = b.acquire_alone(2 << 20);
         assert_eq!(b.spare_bytes(), 0);
         drop(r);
-        let (_, r) = b.acquire_kit(600_000, 0, 0);
+        let (_, r) = b.acquire_kit(KitUse::Decoder, 600_000, 0, 0);
         b.recycle_kit(used_kit(), r);
         b.drop_spares();
         assert_eq!((b.spare_bytes(), b.in_flight()), (0, 0));
@@ -479,7 +534,7 @@ mod tests {
     #[test]
     fn a_kept_arena_comes_back_with_its_capacity_and_is_counted() {
         let b = MemoryBudget::new(1 << 20);
-        let (mut kit, r) = b.acquire_kit(0, 1000, 10);
+        let (mut kit, r) = b.acquire_kit(KitUse::Decoder, 0, 1000, 10);
         assert_eq!((kit.arena.capacity(), r.bytes()), (0, 1010));
         kit.arena.reserve_exact(1000);
         kit.arena.extend_from_slice(&[1; 700]);
@@ -487,12 +542,12 @@ mod tests {
         let kept = b.spare_bytes();
         assert!(kept >= 1000, "{kept}");
         // Asked for less, the reservation counts the whole arena.
-        let (kit, r) = b.acquire_kit(0, 500, 10);
+        let (kit, r) = b.acquire_kit(KitUse::Decoder, 0, 500, 10);
         assert!(kit.arena.capacity() >= 1000 && kit.arena.is_empty());
         assert_eq!(r.bytes(), kept + 10);
         b.recycle_kit(kit, r);
         // Asked for more, the reservation counts what was asked.
-        let (kit, r) = b.acquire_kit(0, 5000, 10);
+        let (kit, r) = b.acquire_kit(KitUse::Decoder, 0, 5000, 10);
         assert!(kit.arena.capacity() >= 1000);
         assert_eq!(r.bytes(), 5010);
         drop((kit, r));

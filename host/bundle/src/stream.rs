@@ -341,20 +341,10 @@ impl<'a> Inflater<'a> {
             })?),
             (None, None) => None,
         };
-        if let Some(digest) = digest {
-            let got = u64::from_le_bytes(digest[..8].try_into().unwrap_or_default());
-            if got != self.header.hash {
-                return Err(Error::at(
-                    ErrorKind::HashMismatch,
-                    self.start,
-                    format!(
-                        "CCOB MD5 mismatch: header {:016x}, payload {got:016x}",
-                        self.header.hash
-                    ),
-                ));
-            }
+        match digest {
+            Some(digest) => check_md5(digest, self.header.hash, self.start),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -406,17 +396,46 @@ pub(crate) const PIPE_BYTES: u64 = ((2 * PIPE_DEPTH + 3) * PIPE_CHUNK) as u64;
 /// blocks of slack, the `BufReader` in front of it, the context.
 const ZSTD_FIXED: u64 = 640 << 10;
 
-/// The memory a streaming decoder of this CCOB allocates: for zstd the
-/// window its frame header declares (a single-segment frame, which LLVM
-/// writes, declares its whole content), for zlib 32 KiB; plus the fixed
-/// buffers and a [`Pipe`]. A header that cannot be read counts the whole
-/// inflated size (the decoder then reports what is wrong with it).
+/// How a CCOB payload is inflated, and the memory it takes: see
+/// [`decoder_bytes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Inflation {
+    /// As a stream through a [`Pipe`], holding this many bytes.
+    Stream(u64),
+    /// In one call into a buffer of the whole inflated bundle
+    /// ([`inflate_whole`]), holding this many bytes: a zstd frame whose
+    /// window covers the whole bundle (LLVM writes single-segment frames,
+    /// whose window is their content), which a streaming decoder would
+    /// hold whole anyway, so the buffer replaces its window, and entries
+    /// are handed on as slices of it, with no pipe and no copies. The
+    /// figure also covers streaming it (the pipe instead of the payload),
+    /// which `Item::stream_entries` does when two such bundles do not fit
+    /// in the budget: then decoding and hashing overlap within the bundle
+    /// instead of across bundles.
+    Whole(u64),
+}
+
+impl Inflation {
+    /// The bytes it holds.
+    pub(crate) fn bytes(self) -> u64 {
+        match self {
+            Inflation::Stream(b) | Inflation::Whole(b) => b,
+        }
+    }
+}
+
+/// How this CCOB is inflated, and what that holds: in one call, the
+/// inflated bundle, the compressed payload read beside it and the
+/// decoder's context; as a stream, for zstd the window its frame header
+/// declares, for zlib 32 KiB, plus the fixed buffers and a [`Pipe`]. A
+/// header that cannot be read counts the whole inflated size as a stream
+/// (the decoder then reports what is wrong with it).
 pub(crate) fn decoder_bytes(
     src: &dyn ReadAt,
     header: &CcobHeader,
     payload: u64,
     len: u64,
-) -> Result<u64, Error> {
+) -> Result<Inflation, Error> {
     let window = match header.method {
         Method::Zlib => 32 << 10,
         Method::Zstd => {
@@ -424,13 +443,85 @@ pub(crate) fn decoder_bytes(
             let n = len.min(fh.len() as u64) as usize;
             src.read_exact_at(payload, &mut fh[..n])
                 .map_err(|e| Error::io(payload, e))?;
-            zstd_window(&fh[..n])
+            let declared = zstd_window(&fh[..n]);
+            if declared.is_some_and(|w| w >= header.uncompressed_size) {
+                // Streamed instead (see `Item::stream_entries`), the pipe
+                // takes the payload's place.
+                return Ok(Inflation::Whole(
+                    header.uncompressed_size + ZSTD_FIXED + len.max(PIPE_BYTES),
+                ));
+            }
+            declared
                 .unwrap_or(header.uncompressed_size)
                 .min(header.uncompressed_size)
                 + ZSTD_FIXED
         }
     };
-    Ok(window + PIPE_BYTES)
+    Ok(Inflation::Stream(window + PIPE_BYTES))
+}
+
+/// Inflate the zstd CCOB payload at `payload` (`len` bytes; its first
+/// frame, as the streaming decoder reads) in one call with `dctx` into
+/// `out[..uncompressed_size]`. `out` keeps its length from call to call,
+/// so a buffer already large enough is not cleared again. Errors name the
+/// payload's offset (corrupt stream) or the bundle's `start` (wrong size),
+/// as the streaming reader's do.
+pub(crate) fn inflate_whole(
+    src: &dyn ReadAt,
+    header: &CcobHeader,
+    (payload, len): (u64, u64),
+    start: u64,
+    dctx: &mut crate::budget::ZstdDecoder,
+    out: &mut Vec<u8>,
+) -> Result<usize, Error> {
+    let size = header.uncompressed_size;
+    let corrupt = |code: usize| {
+        Error::at(
+            ErrorKind::Decompress,
+            payload,
+            format!(
+                "zstd stream is corrupt: {}",
+                zstd::zstd_safe::get_error_name(code)
+            ),
+        )
+    };
+    let wrong_size = |got: String| {
+        Error::at(
+            ErrorKind::Decompress,
+            start,
+            format!("CCOB inflated to {got}, header says {size}"),
+        )
+    };
+    let n = usize::try_from(size).map_err(|_| wrong_size("more than fits in memory".into()))?;
+    let comp = crate::source::read_vec(src, payload, len)?;
+    let frame = zstd::zstd_safe::find_frame_compressed_size(&comp).map_err(corrupt)?;
+    if out.len() < n {
+        out.try_reserve_exact(n - out.len())
+            .map_err(|_| wrong_size("more than fits in memory".into()))?;
+        out.resize(n, 0);
+    }
+    match dctx.decompress(&mut out[..n], &comp[..frame]) {
+        Ok(got) if got == n => Ok(n),
+        Ok(got) => Err(wrong_size(format!("{got} bytes"))),
+        Err(code) if zstd::zstd_safe::get_error_name(code).contains("too small") => {
+            Err(wrong_size("more than that".into()))
+        }
+        Err(code) => Err(corrupt(code)),
+    }
+}
+
+/// The MD5 check of a whole inflated bundle: the error the streaming
+/// reader reports when the first 8 bytes of `digest` are not `expected`.
+pub(crate) fn check_md5(digest: [u8; 16], expected: u64, start: u64) -> Result<(), Error> {
+    let got = u64::from_le_bytes(digest[..8].try_into().unwrap_or_default());
+    if got != expected {
+        return Err(Error::at(
+            ErrorKind::HashMismatch,
+            start,
+            format!("CCOB MD5 mismatch: header {expected:016x}, payload {got:016x}"),
+        ));
+    }
+    Ok(())
 }
 
 /// The decoder window a zstd frame header declares (RFC 8878 3.1.1.1):

@@ -4,13 +4,13 @@
 
 use std::io::Write;
 
-use crate::budget::{MemoryBudget, StreamKit, ZstdDecoder};
+use crate::budget::{KitUse, MemoryBudget, StreamKit, ZstdDecoder};
 use crate::bundle::{BUNDLE_MAGIC, Entry, parse_bundle};
 use crate::ccob::{CCOB_MAGIC, CcobHeader, Method, check_ratio, parse_header};
 use crate::codeobject;
 use crate::error::{Error, ErrorKind};
 use crate::source::{ReadAt, copy_range, read_vec};
-use crate::stream::{Inflater, v1_payload_len};
+use crate::stream::{Inflater, Inflation, v1_payload_len};
 
 /// How to walk.
 #[derive(Debug, Clone, Copy)]
@@ -116,18 +116,38 @@ impl Item {
         self.check_fits(budget)?;
         let runs = self.runs();
         let run_bytes = self.largest_run(&runs).1;
-        let window = self.decoder_bytes(src)?;
+        let inflation = self.decoder_bytes(src)?;
         let compressed = match (&self.format, self.payload) {
             (Format::Compressed(header), Some(payload)) => Some((*header, payload)),
             _ => None,
         };
-        // The pipe's chunks are not the decoder's: only the decoder's
-        // buffers come back with a kit.
-        let pipe = compressed.map_or(0, |_| crate::stream::PIPE_BYTES);
-        let (mut kit, held) =
-            budget.acquire_kit(window.saturating_sub(pipe), arena, pipe + run_bytes);
+        // Only the decoder's buffers (or the whole-bundle buffer) come back
+        // with a kit: not the pipe's chunks, nor the compressed payload a
+        // whole inflation reads beside it.
+        // Inflated whole only where two such bundles fit in the budget, so
+        // that bundles overlap each other (a whole inflation hashes after
+        // decoding; a stream overlaps the two).
+        let whole = matches!(inflation, Inflation::Whole(b)
+            if (b + run_bytes + arena).saturating_mul(2) <= budget.limit());
+        let beside = match (inflation, compressed) {
+            (Inflation::Whole(_), Some((_, (_, len)))) => len.max(crate::stream::PIPE_BYTES),
+            (Inflation::Stream(_), Some(_)) => crate::stream::PIPE_BYTES,
+            _ => 0,
+        };
+        let usage = match compressed {
+            Some(_) if whole => KitUse::Whole,
+            Some((header, _)) if header.method == Method::Zstd => KitUse::Decoder,
+            _ => KitUse::ArenaOnly,
+        };
+        let (mut kit, held) = budget.acquire_kit(
+            usage,
+            inflation.bytes().saturating_sub(beside),
+            arena,
+            beside + run_bytes,
+        );
         let StreamKit {
             decoder,
+            inflated,
             arena: scratch,
         } = &mut kit;
         if (scratch.capacity() as u64) < arena {
@@ -147,6 +167,22 @@ impl Item {
         let mut f = |i: usize, e: &Entry, bytes: &[u8]| f(scratch, i, e, bytes);
         let done = match compressed {
             None => self.read_runs(&runs, None, src, &mut f),
+            Some((header, payload)) if whole => {
+                if decoder.is_none() {
+                    *decoder = ZstdDecoder::try_create();
+                }
+                match decoder {
+                    Some(dctx) => {
+                        self.read_whole(src, header, payload, dctx, inflated, &runs, &mut f)
+                    }
+                    None => Err(Error::at(
+                        ErrorKind::MemoryLimit,
+                        self.abs,
+                        "cannot allocate a zstd decoder",
+                    )
+                    .into()),
+                }
+            }
             Some((header, payload)) => {
                 let zstd = header.method == Method::Zstd;
                 if zstd && decoder.is_none() {
@@ -182,16 +218,73 @@ impl Item {
     /// budget for this item: the decoder's (see there) plus the largest
     /// entry buffer.
     pub fn memory_needed(&self, src: &dyn ReadAt) -> Result<u64, Error> {
-        Ok(self.decoder_bytes(src)? + self.largest_run(&self.runs()).1)
+        Ok(self.decoder_bytes(src)?.bytes() + self.largest_run(&self.runs()).1)
     }
 
-    fn decoder_bytes(&self, src: &dyn ReadAt) -> Result<u64, Error> {
+    fn decoder_bytes(&self, src: &dyn ReadAt) -> Result<Inflation, Error> {
         match (&self.format, self.payload) {
             (Format::Compressed(header), Some((at, len))) => {
                 crate::stream::decoder_bytes(src, header, at, len)
             }
-            _ => Ok(0),
+            _ => Ok(Inflation::Stream(0)),
         }
+    }
+
+    /// The body of [`stream_entries`](Self::stream_entries) for a bundle
+    /// inflated whole ([`Inflation::Whole`]): one call into `buf`, then
+    /// every run's entries handed on as slices of it, in the order
+    /// [`read_runs`](Self::read_runs) hands them, while a second thread
+    /// computes the MD5 (when the walk checks it; a mismatch is reported
+    /// after `f` has seen every entry, as when streaming).
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the stream's parts, borrowed apart"
+    )]
+    fn read_whole<E: From<Error>>(
+        &self,
+        src: &dyn ReadAt,
+        header: CcobHeader,
+        payload: (u64, u64),
+        dctx: &mut ZstdDecoder,
+        buf: &mut Vec<u8>,
+        runs: &[Vec<usize>],
+        f: &mut impl FnMut(usize, &Entry, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let n = crate::stream::inflate_whole(src, &header, payload, self.abs, dctx, buf)?;
+        let data = &buf[..n];
+        let verify = self.verify_hash;
+        std::thread::scope(|scope| {
+            let md5 = verify.then(|| scope.spawn(|| fast_md5::digest(data)));
+            let mut handed = Ok(());
+            'runs: for run in runs {
+                for &i in run {
+                    let e = &self.entries[i];
+                    let Some(bytes) = usize::try_from(e.offset)
+                        .ok()
+                        .zip(usize::try_from(e.offset + e.size).ok())
+                        .and_then(|(from, to)| data.get(from..to))
+                    else {
+                        handed = Err(Error::at(
+                            ErrorKind::BadRange,
+                            self.abs,
+                            format!("entry {i} lies past the inflated bundle's {n} bytes"),
+                        )
+                        .into());
+                        break 'runs;
+                    };
+                    if let Err(e) = f(i, e, bytes) {
+                        handed = Err(e);
+                        break 'runs;
+                    }
+                }
+            }
+            let digest = md5.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+            handed?;
+            if let Some(digest) = digest {
+                crate::stream::check_md5(digest, header.hash, self.abs)?;
+            }
+            Ok(())
+        })
     }
 
     /// The run of entries with the largest buffer, and its size.

@@ -15,8 +15,8 @@
 )]
 
 use kpack_bundle::{
-    ErrorKind, Format, Item, MemoryBudget, Method, WalkOptions, deflate, inflate, parse_bundle,
-    walk, write_bundle,
+    CcobHeader, ErrorKind, Format, Item, MemoryBudget, Method, WalkOptions, deflate, inflate,
+    md5_low, parse_bundle, walk, write_bundle,
 };
 use kpack_tests::fixture;
 use object::{Object, ObjectSection};
@@ -251,6 +251,82 @@ fn one_decoder_serves_bundle_after_bundle_on_one_thread() {
     // A fresh decoder beside the kept one would have held two windows.
     assert!(budget.peak() <= one, "peak {} > {one}", budget.peak());
     assert!(budget.spare_bytes() < one);
+}
+
+/// A CCOB v3 of `plain` whose zstd frame has a 1 KiB window and no
+/// content size (not single-segment, unlike LLVM's): it cannot be inflated
+/// whole within its window, so it is streamed through the pipe.
+fn small_window_ccob(plain: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+    enc.window_log(10).unwrap();
+    enc.include_contentsize(false).unwrap();
+    enc.write_all(plain).unwrap();
+    let payload = enc.finish().unwrap();
+    let mut header = CcobHeader {
+        version: 3,
+        method: Method::Zstd,
+        total_size: None,
+        uncompressed_size: plain.len() as u64,
+        hash: md5_low(plain),
+    };
+    header.total_size = Some(header.header_len() + payload.len() as u64);
+    let mut ccob = header.to_bytes();
+    ccob.extend(payload);
+    ccob
+}
+
+/// A plain bundle of six code objects of `len` bytes each.
+fn six_objects(len: usize) -> Vec<u8> {
+    let objects: Vec<(String, Vec<u8>)> = (0..6u8)
+        .map(|k| (format!("hipv4-amdgcn-amd-amdhsa--gfx90{k}"), code(k, len)))
+        .collect();
+    let refs: Vec<(&str, &[u8])> = objects.iter().map(|(i, c)| (i.as_str(), &c[..])).collect();
+    write_bundle(&refs, 4096)
+}
+
+#[test]
+fn a_frame_with_a_small_window_streams_and_a_single_segment_frame_inflates_whole() {
+    // 9 MB in a frame with a 1 KiB window: streamed through the pipe in a
+    // few MB. 300 KB in a single-segment frame (as LLVM writes them), whose
+    // window is the whole bundle anyway: inflated whole, in that much.
+    let big = six_objects(1_500_000);
+    let small = six_objects(50_000);
+    let cases = [
+        (small_window_ccob(&big), big.len() as u64, true),
+        (
+            deflate(&small, 3, Method::Zstd, 3).unwrap(),
+            small.len() as u64,
+            false,
+        ),
+    ];
+    for (ccob, inflated, streams) in &cases {
+        let item = walk(ccob, 0, ccob.len() as u64, WalkOptions::default())
+            .next()
+            .unwrap()
+            .unwrap();
+        assert_eq!(single_segment(&item, ccob), Some(!streams));
+        let needed = item.memory_needed(ccob).unwrap();
+        assert_eq!(needed < *inflated, *streams, "{needed} vs {inflated}");
+        let budget = MemoryBudget::new(1 << 30);
+        assert_eq!(streamed(&item, ccob, &budget), whole(&item, ccob));
+        assert_eq!(budget.peak(), needed);
+        // A wrong hash is caught on both paths, after every entry.
+        let mut bad = ccob.clone();
+        bad[24] ^= 1;
+        let item = walk(&bad, 0, bad.len() as u64, WalkOptions::default())
+            .next()
+            .unwrap()
+            .unwrap();
+        let mut seen = 0;
+        let e = item
+            .stream_entries(&bad, &MemoryBudget::default(), |_, _, _| {
+                seen += 1;
+                Ok::<(), kpack_bundle::Error>(())
+            })
+            .unwrap_err();
+        assert_eq!((e.kind(), seen), (ErrorKind::HashMismatch, 6));
+    }
 }
 
 #[test]
