@@ -287,7 +287,11 @@ fn inflate_zlib(payload: &[u8], expect: u64, at: u64) -> Result<(Vec<u8>, u64), 
 
 /// The CCOB hash of `data`: the first 8 MD5 bytes as a little-endian u64.
 pub fn md5_low(data: &[u8]) -> u64 {
-    let digest = fast_md5::digest(data);
+    digest_low(fast_md5::digest(data))
+}
+
+/// The CCOB hash of an MD5 `digest`: its first 8 bytes, little-endian.
+pub(crate) fn digest_low(digest: [u8; 16]) -> u64 {
     u64::from_le_bytes(digest[..8].try_into().unwrap_or_default())
 }
 

@@ -513,7 +513,7 @@ pub(crate) fn inflate_whole(
 /// The MD5 check of a whole inflated bundle: the error the streaming
 /// reader reports when the first 8 bytes of `digest` are not `expected`.
 pub(crate) fn check_md5(digest: [u8; 16], expected: u64, start: u64) -> Result<(), Error> {
-    let got = u64::from_le_bytes(digest[..8].try_into().unwrap_or_default());
+    let got = crate::ccob::digest_low(digest);
     if got != expected {
         return Err(Error::at(
             ErrorKind::HashMismatch,

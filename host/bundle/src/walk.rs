@@ -121,14 +121,14 @@ impl Item {
             (Format::Compressed(header), Some(payload)) => Some((*header, payload)),
             _ => None,
         };
-        // Only the decoder's buffers (or the whole-bundle buffer) come back
-        // with a kit: not the pipe's chunks, nor the compressed payload a
-        // whole inflation reads beside it.
         // Inflated whole only where two such bundles fit in the budget, so
         // that bundles overlap each other (a whole inflation hashes after
         // decoding; a stream overlaps the two).
         let whole = matches!(inflation, Inflation::Whole(b)
             if (b + run_bytes + arena).saturating_mul(2) <= budget.limit());
+        // Only the decoder's buffers (or the whole-bundle buffer) come back
+        // with a kit: not the pipe's chunks, nor the compressed payload a
+        // whole inflation reads beside it.
         let beside = match (inflation, compressed) {
             (Inflation::Whole(_), Some((_, (_, len)))) => len.max(crate::stream::PIPE_BYTES),
             (Inflation::Stream(_), Some(_)) => crate::stream::PIPE_BYTES,
@@ -164,31 +164,24 @@ impl Item {
                 .into());
             }
         }
+        if usage != KitUse::ArenaOnly && decoder.is_none() {
+            *decoder = ZstdDecoder::try_create();
+        }
         let mut f = |i: usize, e: &Entry, bytes: &[u8]| f(scratch, i, e, bytes);
         let done = match compressed {
             None => self.read_runs(&runs, None, src, &mut f),
-            Some((header, payload)) if whole => {
-                if decoder.is_none() {
-                    *decoder = ZstdDecoder::try_create();
-                }
-                match decoder {
-                    Some(dctx) => {
-                        self.read_whole(src, header, payload, dctx, inflated, &runs, &mut f)
-                    }
-                    None => Err(Error::at(
-                        ErrorKind::MemoryLimit,
-                        self.abs,
-                        "cannot allocate a zstd decoder",
-                    )
-                    .into()),
-                }
-            }
+            Some((header, payload)) if whole => match decoder {
+                Some(dctx) => self.read_whole(src, header, payload, dctx, inflated, &runs, &mut f),
+                None => Err(Error::at(
+                    ErrorKind::MemoryLimit,
+                    self.abs,
+                    "cannot allocate a zstd decoder",
+                )
+                .into()),
+            },
             Some((header, payload)) => {
-                let zstd = header.method == Method::Zstd;
-                if zstd && decoder.is_none() {
-                    *decoder = ZstdDecoder::try_create();
-                }
-                let dctx = decoder.as_mut().filter(|_| zstd);
+                // zlib has no decoder in the kit: its usage dropped it.
+                let dctx = decoder.as_mut();
                 let dec = crate::stream::decoder(src, &header, payload.0, payload.1, dctx)?;
                 std::thread::scope(|scope| {
                     let pipe = crate::stream::Pipe::spawn(scope, dec, self.verify_hash);
@@ -255,29 +248,21 @@ impl Item {
         let verify = self.verify_hash;
         std::thread::scope(|scope| {
             let md5 = verify.then(|| scope.spawn(|| fast_md5::digest(data)));
-            let mut handed = Ok(());
-            'runs: for run in runs {
-                for &i in run {
-                    let e = &self.entries[i];
-                    let Some(bytes) = usize::try_from(e.offset)
-                        .ok()
-                        .zip(usize::try_from(e.offset + e.size).ok())
-                        .and_then(|(from, to)| data.get(from..to))
-                    else {
-                        handed = Err(Error::at(
+            let handed = runs.iter().try_for_each(|run| -> Result<(), E> {
+                let (from, to) = run_range(&self.entries, run);
+                let bytes = usize::try_from(from)
+                    .ok()
+                    .zip(usize::try_from(to).ok())
+                    .and_then(|(from, to)| data.get(from..to))
+                    .ok_or_else(|| {
+                        Error::at(
                             ErrorKind::BadRange,
                             self.abs,
-                            format!("entry {i} lies past the inflated bundle's {n} bytes"),
+                            format!("entries lie past the inflated bundle's {n} bytes"),
                         )
-                        .into());
-                        break 'runs;
-                    };
-                    if let Err(e) = f(i, e, bytes) {
-                        handed = Err(e);
-                        break 'runs;
-                    }
-                }
-            }
+                    })?;
+                self.hand_run(run, from, bytes, f)
+            });
             let digest = md5.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
             handed?;
             if let Some(digest) = digest {
@@ -325,14 +310,27 @@ impl Item {
                     .read_exact_at(self.abs + from, buf)
                     .map_err(|e| Error::io(self.abs + from, e))?,
             }
-            for &i in run {
-                let e = &self.entries[i];
-                let at = (e.offset - from) as usize;
-                f(i, e, &buf[at..at + e.size as usize])?;
-            }
+            self.hand_run(run, from, buf, f)?;
         }
         if let Some(inf) = inflater {
             inf.finish()?;
+        }
+        Ok(())
+    }
+
+    /// Hand the entries of `run` to `f` from `buf`, the run's bytes from
+    /// offset `from` on ([`run_range`]).
+    fn hand_run<E>(
+        &self,
+        run: &[usize],
+        from: u64,
+        buf: &[u8],
+        f: &mut impl FnMut(usize, &Entry, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        for &i in run {
+            let e = &self.entries[i];
+            let at = (e.offset - from) as usize;
+            f(i, e, &buf[at..at + e.size as usize])?;
         }
         Ok(())
     }

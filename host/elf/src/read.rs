@@ -269,28 +269,10 @@ fn read_elf(path: &Path, source: SizedFile, opts: WalkOptions) -> Result<FatBina
     let segment = find(SEGMENT_SECTION);
     let marker = find(MARKER_SECTION);
 
+    // `.hip_fatbin`, then the later runs of a pruned file in address
+    // order; a run's bundles get offsets from .hip_fatbin's address, which
+    // is what a wrapper pointer minus that address gives.
     let mut bundles = Vec::new();
-    if let Some(fb) = fatbin.filter(|f| f.in_file) {
-        if fb
-            .offset
-            .checked_add(fb.size)
-            .is_none_or(|e| e > source.size())
-        {
-            return Err(Error::new(
-                ErrorKind::Malformed,
-                path,
-                format!("{FATBIN_SECTION} runs past the end of the file"),
-            ));
-        }
-        for item in walk(&source, fb.offset, fb.size, opts) {
-            let item = item.map_err(|e| Error::bundle(path, FATBIN_SECTION, e))?;
-            bundles.push(item);
-        }
-    }
-
-    // Later runs of a pruned file; their bundles get offsets from
-    // .hip_fatbin's address, which is what a wrapper pointer minus that
-    // address gives.
     let mut fatbin_runs = Vec::new();
     if let Some(fb) = fatbin.filter(|f| f.in_file) {
         for s in obj.sections() {
@@ -298,13 +280,17 @@ fn read_elf(path: &Path, source: SizedFile, opts: WalkOptions) -> Result<FatBina
             if name == FATBIN_SECTION || !crate::verify::is_fatbin_run(name) {
                 continue;
             }
-            let Some(run) = find(name).filter(|r| r.in_file && r.addr >= fb.addr) else {
-                continue;
-            };
-            fatbin_runs.push(run);
+            if let Some(run) = find(name).filter(|r| r.in_file && r.addr >= fb.addr) {
+                fatbin_runs.push(run);
+            }
         }
         fatbin_runs.sort_by_key(|r: &SectionInfo| r.addr);
-        for run in &fatbin_runs {
+        let runs = std::iter::once((&fb, FATBIN_SECTION.to_string())).chain(
+            fatbin_runs
+                .iter()
+                .map(|r| (r, format!("{FATBIN_SECTION} run at {:#x}", r.addr))),
+        );
+        for (run, what) in runs {
             if run
                 .offset
                 .checked_add(run.size)
@@ -313,10 +299,7 @@ fn read_elf(path: &Path, source: SizedFile, opts: WalkOptions) -> Result<FatBina
                 return Err(Error::new(
                     ErrorKind::Malformed,
                     path,
-                    format!(
-                        "{FATBIN_SECTION} run at {:#x} runs past the end of the file",
-                        run.addr
-                    ),
+                    format!("{what} runs past the end of the file"),
                 ));
             }
             for item in walk(&source, run.offset, run.size, opts) {

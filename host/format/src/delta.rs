@@ -56,39 +56,29 @@ impl<'m> Frames<'m> {
         let err = |c: usize| zstd_safe::get_error_name(c).to_owned();
         cctx.reset(zstd_safe::ResetDirective::SessionAndParameters)
             .map_err(err)?;
-        compress_with(cctx, level, src, prefix)
-    }
-}
-
-fn compress_with<'m>(
-    cctx: &mut CCtx<'m>,
-    level: i32,
-    src: &[u8],
-    prefix: Option<&'m [u8]>,
-) -> Result<Vec<u8>, String> {
-    let err = |c: usize| zstd_safe::get_error_name(c).to_owned();
-    cctx.set_parameter(CParameter::CompressionLevel(level))
-        .map_err(err)?;
-    cctx.set_parameter(CParameter::ContentSizeFlag(true))
-        .map_err(err)?;
-    cctx.set_parameter(CParameter::ChecksumFlag(false))
-        .map_err(err)?;
-    if let Some(prefix) = prefix {
-        // Without a window covering the prefix, matches further back than
-        // the level's default window (2 MiB at level 3) are never found.
-        cctx.set_parameter(CParameter::WindowLog(window_log(prefix.len(), src.len())))
+        cctx.set_parameter(CParameter::CompressionLevel(level))
             .map_err(err)?;
-        // What `zstd --patch-from` switches on once the window outgrows the
-        // level's match finder: without long-distance matching, level 3's
-        // 2^17-entry hash table forgets most of a multi-megabyte base, and
-        // sibling deltas on JAX's plugin came out 4-150x larger.
-        cctx.set_parameter(CParameter::EnableLongDistanceMatching(true))
+        cctx.set_parameter(CParameter::ContentSizeFlag(true))
             .map_err(err)?;
-        cctx.ref_prefix(prefix).map_err(err)?;
+        cctx.set_parameter(CParameter::ChecksumFlag(false))
+            .map_err(err)?;
+        if let Some(prefix) = prefix {
+            // Without a window covering the prefix, matches further back than
+            // the level's default window (2 MiB at level 3) are never found.
+            cctx.set_parameter(CParameter::WindowLog(window_log(prefix.len(), src.len())))
+                .map_err(err)?;
+            // What `zstd --patch-from` switches on once the window outgrows the
+            // level's match finder: without long-distance matching, level 3's
+            // 2^17-entry hash table forgets most of a multi-megabyte base, and
+            // sibling deltas on JAX's plugin came out 4-150x larger.
+            cctx.set_parameter(CParameter::EnableLongDistanceMatching(true))
+                .map_err(err)?;
+            cctx.ref_prefix(prefix).map_err(err)?;
+        }
+        let mut out = Vec::with_capacity(zstd_safe::compress_bound(src.len()));
+        cctx.compress2(&mut out, src).map_err(err)?;
+        Ok(out)
     }
-    let mut out = Vec::with_capacity(zstd_safe::compress_bound(src.len()));
-    cctx.compress2(&mut out, src).map_err(err)?;
-    Ok(out)
 }
 
 /// Decode the single frame `frame` into `out` against `prefix` (the

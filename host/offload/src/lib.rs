@@ -693,9 +693,8 @@ fn add_items(
         reserve(bundles, &dests, archives)?;
     }
     let writers = writer_locks(archives);
-    largest_first(bundles)
+    largest_first(bundles, &dests)
         .into_par_iter()
-        .map(|b| (b, (&bundles[b], &dests[b])))
         .try_for_each_init(
             || KernelCompressor::new(compression),
             |compressor, (b, (item, row))| -> Result<(), Error> {
@@ -746,18 +745,21 @@ fn add_items(
     Ok(added)
 }
 
-/// The indices of `bundles`, largest inflated size first (ties: file
-/// order): each worker takes them in that order, so a decoder (and arena)
-/// kept from one bundle is big enough for the next and zstd reuses its
-/// window instead of allocating a larger one. The archives do not depend
-/// on the order.
-fn largest_first(bundles: &[kpack_bundle::Item]) -> Vec<usize> {
+/// `bundles` with their `rows` and indices, largest inflated size first
+/// (ties: file order): each worker takes them in that order, so a decoder
+/// (and arena) kept from one bundle is big enough for the next and zstd
+/// reuses its window instead of allocating a larger one. The archives do
+/// not depend on the order.
+fn largest_first<'a, R>(
+    bundles: &'a [kpack_bundle::Item],
+    rows: &'a [R],
+) -> Vec<(usize, (&'a kpack_bundle::Item, &'a R))> {
     let inflated = |item: &kpack_bundle::Item| match &item.format {
         kpack_bundle::Format::Compressed(header) => header.uncompressed_size,
         _ => item.len,
     };
-    let mut order: Vec<usize> = (0..bundles.len()).collect();
-    order.sort_by_key(|&b| (std::cmp::Reverse(inflated(&bundles[b])), b));
+    let mut order: Vec<_> = bundles.iter().zip(rows).enumerate().collect();
+    order.sort_by_key(|(b, (item, _))| (std::cmp::Reverse(inflated(item)), *b));
     order
 }
 
@@ -824,10 +826,8 @@ fn add_delta(
     budget: &MemoryBudget,
     delta: DeltaCompressor,
 ) -> Result<(), Error> {
-    largest_first(bundles)
-        .into_par_iter()
-        .map(|b| (b, (&bundles[b], &dests[b])))
-        .try_for_each(|(b, (item, row))| -> Result<(), Error> {
+    largest_first(bundles, dests).into_par_iter().try_for_each(
+        |(b, (item, row))| -> Result<(), Error> {
             if row.iter().all(Option::is_none) {
                 return Ok(());
             }
@@ -836,10 +836,7 @@ fn add_delta(
                 bundle: b,
                 source,
             };
-            let mut left: BTreeMap<&str, usize> = BTreeMap::new();
-            for (_, _, group) in row.iter().flatten() {
-                *left.entry(group.as_str()).or_default() += 1;
-            }
+            let mut left = kept_per_group(row);
             // Each held copy: its target and where it lies in the arena.
             let mut held: BTreeMap<&str, Vec<(&str, std::ops::Range<usize>)>> = BTreeMap::new();
             // A big bundle's memory often keeps it alone in the budget: its
@@ -892,7 +889,8 @@ fn add_delta(
                 StreamError::Bundle(source) => bundle_error(source),
                 StreamError::Other(e) => e,
             })
-        })
+        },
+    )
 }
 
 /// Bytes left between two copies in [`add_delta`]'s arena. zstd treats a
@@ -912,13 +910,10 @@ const ARENA_GAP: usize = 1;
 /// group's entries together, as bundles list targets in order, that is
 /// the largest group's copies.)
 fn arena_peak(item: &kpack_bundle::Item, row: &[Option<Dest>]) -> u64 {
-    let mut left: BTreeMap<&str, usize> = BTreeMap::new();
-    for (_, _, group) in row.iter().flatten() {
-        *left.entry(group.as_str()).or_default() += 1;
-    }
+    let mut left = kept_per_group(row);
     let mut order: Vec<usize> = (0..item.entries.len()).collect();
     order.sort_by_key(|&i| (item.entries[i].offset, item.entries[i].size, i));
-    let mut holding: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut holding: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
     let (mut len, mut peak) = (0u64, 0u64);
     for i in order {
         let Some(Some((_, _, group))) = row.get(i) else {
@@ -928,7 +923,7 @@ fn arena_peak(item: &kpack_bundle::Item, row: &[Option<Dest>]) -> u64 {
         let left = left.entry(group).or_default();
         *left = left.saturating_sub(1);
         if *left > 0 {
-            *holding.entry(group).or_default() += 1;
+            holding.insert(group);
             len += item.entries[i].size + ARENA_GAP as u64;
             peak = peak.max(len);
         } else {
@@ -939,6 +934,15 @@ fn arena_peak(item: &kpack_bundle::Item, row: &[Option<Dest>]) -> u64 {
         }
     }
     peak
+}
+
+/// How many of a bundle's entries (`row`) each archive group keeps.
+fn kept_per_group(row: &[Option<Dest>]) -> BTreeMap<&str, usize> {
+    let mut kept: BTreeMap<&str, usize> = BTreeMap::new();
+    for (_, _, group) in row.iter().flatten() {
+        *kept.entry(group.as_str()).or_default() += 1;
+    }
+    kept
 }
 
 /// [`add_items`] for inputs without compressed bundles: nothing to

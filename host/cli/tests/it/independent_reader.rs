@@ -12,31 +12,17 @@ use std::process::Command;
 
 use kpack_tests::{fixture, sha256_hex, stderr, stdout, workspace_root};
 
-use crate::util::{kpack, scratch};
+use crate::util::{Venv, kpack, scratch};
 
 /// A venv with msgpack and zstandard, made once per target directory.
 fn python() -> PathBuf {
-    let venv = scratch().join("kpak-reader-venv");
-    let py = venv.join("bin/python");
-    let ready = venv.join(".ready");
+    let dir = scratch().join("kpak-reader-venv");
+    let py = dir.join("bin/python");
+    let ready = dir.join(".ready");
     if ready.is_file() {
         return py;
     }
-    let o = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .output()
-        .expect("python3");
-    assert!(
-        o.status.success(),
-        "python3 -m venv failed (install python3-venv):\n{}",
-        stderr(&o)
-    );
-    let o = Command::new(&py)
-        .args(["-m", "pip", "install", "-q", "msgpack", "zstandard"])
-        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
-        .output()
-        .unwrap();
+    let o = Venv::at(&dir).pip(&["install", "-q", "msgpack", "zstandard"]);
     assert!(o.status.success(), "pip install:\n{}", stderr(&o));
     std::fs::write(&ready, b"").unwrap();
     py

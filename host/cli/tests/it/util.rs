@@ -96,10 +96,14 @@ pub struct Venv {
 impl Venv {
     /// Create one in `dir/venv`.
     pub fn create(dir: &Path) -> Venv {
-        let venv = dir.join("venv");
+        Venv::at(&dir.join("venv"))
+    }
+
+    /// Create one at `venv`.
+    pub fn at(venv: &Path) -> Venv {
         let o = Command::new("python3")
             .args(["-m", "venv"])
-            .arg(&venv)
+            .arg(venv)
             .output()
             .expect("python3");
         assert!(
