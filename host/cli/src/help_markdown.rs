@@ -33,9 +33,16 @@ fn render(root: Command) -> String {
     }
     for c in &commands {
         let name = c.get_bin_name().unwrap_or_else(|| c.get_name());
-        let help = (*c).clone().term_width(WIDTH).render_long_help().to_string();
+        let help = (*c)
+            .clone()
+            .term_width(WIDTH)
+            .render_long_help()
+            .to_string();
         let help: Vec<&str> = help.lines().map(str::trim_end).collect();
-        page.push_str(&format!("\n## {name}\n\n```text\n{}\n```\n", help.join("\n").trim_end()));
+        page.push_str(&format!(
+            "\n## {name}\n\n```text\n{}\n```\n",
+            help.join("\n").trim_end()
+        ));
     }
     page
 }

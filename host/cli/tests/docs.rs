@@ -134,10 +134,14 @@ fn every_code_block_is_tested_or_marked_illustrative() {
             }
             for l in &b.body {
                 if lang == "console" && l.starts_with("$ ") && !l.starts_with("$ kpack ") {
-                    problems.push(format!("{at}: a console example runs something else than kpack: {l}"));
+                    problems.push(format!(
+                        "{at}: a console example runs something else than kpack: {l}"
+                    ));
                 }
                 if lang == "sh" && l.starts_with("$ ") {
-                    problems.push(format!("{at}: an illustrative `sh` block holds a transcript line: {l}"));
+                    problems.push(format!(
+                        "{at}: an illustrative `sh` block holds a transcript line: {l}"
+                    ));
                 }
             }
         }
@@ -219,7 +223,10 @@ fn write_wheel(path: &Path) {
 /// The directory the examples run in: `tests/fixtures/`, the artifact and
 /// the wheel (see the guide's introduction).
 fn playground(dir: &Path) {
-    copy_tree(&workspace_root().join("tests/fixtures"), &dir.join("tests/fixtures"));
+    copy_tree(
+        &workspace_root().join("tests/fixtures"),
+        &dir.join("tests/fixtures"),
+    );
     let art = dir.join(ARTIFACT);
     write(&art.join("artifact_manifest.txt"), b"stage\n");
     write(
@@ -248,7 +255,10 @@ fn console_examples_run_as_shown() {
         if !text.contains("```console") {
             continue;
         }
-        let slug = rel(&f).replace('/', "-").trim_end_matches(".md").to_string();
+        let slug = rel(&f)
+            .replace('/', "-")
+            .trim_end_matches(".md")
+            .to_string();
         let copy = scratch.join(format!("{slug}.md"));
         std::fs::write(&copy, &text).unwrap();
         playground(&scratch.join(format!("{slug}.in")));
@@ -258,9 +268,15 @@ fn console_examples_run_as_shown() {
     let cases = trycmd::TestCases::new();
     cases
         .register_bin("kpack", Path::new(KPACK))
-        .env("XDG_CACHE_HOME", scratch.join("cache").display().to_string())
+        .env(
+            "XDG_CACHE_HOME",
+            scratch.join("cache").display().to_string(),
+        )
         .env("XDG_DATA_HOME", scratch.join("data").display().to_string())
-        .env("KPACK_PLUGIN_DIR", scratch.join("no-plugins").display().to_string())
+        .env(
+            "KPACK_PLUGIN_DIR",
+            scratch.join("no-plugins").display().to_string(),
+        )
         .env("SOURCE_DATE_EPOCH", "1767225600");
     for (_, copy) in &pages {
         cases.case(copy);
@@ -280,7 +296,11 @@ fn console_examples_run_as_shown() {
 #[test]
 fn command_reference_is_generated_from_the_cli() {
     let out = Command::new(KPACK).arg("help-markdown").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let generated = String::from_utf8(out.stdout).unwrap();
     let page = workspace_root().join("docs/src/reference/commands.md");
     if std::env::var_os("KPACK_BLESS").is_some() {
@@ -399,10 +419,11 @@ fn every_relative_link_resolves() {
                 problems.push(format!("{at}: no such file"));
                 continue;
             }
-            if let Some(a) = anchor {
-                if dest.extension().is_some_and(|x| x == "md") && !anchors(&dest).contains(a) {
-                    problems.push(format!("{at}: no heading with that anchor"));
-                }
+            if let Some(a) = anchor
+                && dest.extension().is_some_and(|x| x == "md")
+                && !anchors(&dest).contains(a)
+            {
+                problems.push(format!("{at}: no heading with that anchor"));
             }
         }
     }
@@ -418,7 +439,10 @@ fn the_newcomer_questions_are_one_click_from_the_readme() {
         "docs/src/guide/wheels.md#a-wheel-for-gfx1100-only",
         "docs/src/guide/troubleshooting.md",
     ] {
-        assert!(readme.contains(&format!("]({target})")), "README.md does not link {target}");
+        assert!(
+            readme.contains(&format!("]({target})")),
+            "README.md does not link {target}"
+        );
     }
 }
 
@@ -426,11 +450,21 @@ fn the_newcomer_questions_are_one_click_from_the_readme() {
 fn architecture_names_every_workspace_crate() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .current_dir(workspace_root())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let text = std::fs::read_to_string(workspace_root().join("ARCHITECTURE.md")).unwrap();
     let missing: Vec<&str> = meta["packages"]
