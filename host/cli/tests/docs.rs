@@ -87,11 +87,11 @@ fn split_blocks(text: &str) -> (Vec<Block>, String) {
     let mut prose = String::new();
     let mut open: Option<Block> = None;
     for (i, line) in text.lines().enumerate() {
-        let fence = line.trim_start().starts_with("```");
+        let fence = line.starts_with("```");
         match open.take() {
             None if fence => {
                 open = Some(Block {
-                    info: line.trim_start().trim_start_matches('`').trim().to_string(),
+                    info: line.trim_start_matches('`').trim().to_string(),
                     line: i + 1,
                     body: Vec::new(),
                 });
