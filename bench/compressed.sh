@@ -159,7 +159,7 @@ fresh
 warm "$WHEEL"
 measure --reset "$OUT/x/w" "$K" wheel split "$WHEEL" -o "$OUT/x/w"
 row "\`kpack wheel split\` of the whole wheel ($(($(stat -c %s "$WHEEL") / 1000000)) MB)" - - - 400
-printf '| AMD rocm-kpack (issue 11, same library) | ≈ 330 s | ≈ 4.7 GB | | | |\n' | tee -a "$ROWS"
+printf '| AMD rocm-kpack (same library, measured when the targets were set) | ≈ 330 s | ≈ 4.7 GB | | | |\n' | tee -a "$ROWS"
 
 fresh
 printf '\n## synthetic torch-scale library (%d bytes; bench/torch-scale: %s)\n\n' \
