@@ -319,6 +319,20 @@ fn command_reference_is_generated_from_the_cli() {
     );
 }
 
+#[test]
+fn the_reference_generator_is_hidden() {
+    for flag in ["--help", "--list"] {
+        let out = Command::new(KPACK).arg(flag).output().unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("offload"), "kpack {flag}: {text}");
+        assert!(
+            !text.contains("help-markdown"),
+            "kpack {flag} lists help-markdown: {text}"
+        );
+    }
+}
+
 /// The id mdBook (and GitHub) gives a heading: its text lower-cased,
 /// spaces to `-`, everything but letters, digits, `-` and `_` dropped.
 fn anchor_of(heading: &str) -> String {
