@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compressed fat binaries at torch scale (issue 11's targets), measured
+# Compressed fat binaries at torch scale (the targets for compressed inputs), measured
 # against what the compression itself costs, in one run on this machine:
 #
 #   - JAX's ROCm plugin library (`xla_rocm_plugin.so` from PyPI's
