@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 use crate::delta;
 
 mod delta_key;
+mod toc;
 use crate::error::{Error, ErrorKind, Result};
-use crate::{BLOB_START, MAGIC, VERSION};
+use crate::{BLOB_START, MAGIC, Scheme, VERSION};
 use delta_key::DeltaKeys;
 pub use delta_key::{DeltaCompressor, DeltaKey};
 
@@ -714,52 +715,66 @@ impl ArchiveWriter {
     fn encode_toc(&self, blob_len: u64) -> Result<Vec<u8>> {
         let arches = self.toc_arches();
         let groups = self.ordinals_by_key();
-
         let zstd = self.compressor.is_some();
         let index = zstd && self.options.order == EntryOrder::Sorted;
-        let mut t = Vec::new();
-        let e = |_| Error::new(ErrorKind::Io, "msgpack encoding failed");
-        use rmp::encode::{write_array_len, write_map_len, write_str, write_uint};
-        let fields = match (zstd, index) {
-            (false, _) => 7,
-            (true, false) => 8,
-            (true, true) => 9,
-        };
-        self.write_toc_head(&mut t, fields, 1, &arches)?;
-        self.write_toc_entries(&mut t, &groups, |_| Vec::new())?;
-        write_str(&mut t, "compression_scheme").map_err(e)?;
+        let mut toc = self.toc_out(1, &arches, &groups, None);
         if zstd {
-            write_str(&mut t, "zstd-per-kernel").map_err(e)?;
-            write_str(&mut t, "zstd_offset").map_err(e)?;
-            write_uint(&mut t, BLOB_START).map_err(e)?;
-            write_str(&mut t, "zstd_size").map_err(e)?;
-            write_uint(&mut t, blob_len).map_err(e)?;
-            if index {
-                // Where each frame's bytes start (after its size word), so a
-                // reader opens without walking every size word of the blob.
-                write_str(&mut t, crate::FRAME_INDEX_KEY).map_err(e)?;
-                write_array_len(&mut t, self.pending.len() as u32).map_err(e)?;
+            toc.compression_scheme = Scheme::ZstdPerKernel.as_str();
+            toc.zstd_offset = Some(BLOB_START);
+            toc.zstd_size = Some(blob_len);
+            // Where each frame's bytes start (after its size word), so a
+            // reader opens without walking every size word of the blob.
+            toc.zstd_frame_offsets = index.then(|| {
                 let mut at = BLOB_START + 4;
-                for p in &self.pending {
-                    write_uint(&mut t, at + 4).map_err(e)?;
-                    at += 4 + p.stored_len;
-                }
-            }
+                (self.pending.iter())
+                    .map(|p| {
+                        at += 4 + p.stored_len;
+                        at - p.stored_len
+                    })
+                    .collect()
+            });
         } else {
-            write_str(&mut t, "none").map_err(e)?;
-            write_str(&mut t, "blobs").map_err(e)?;
-            write_array_len(&mut t, self.pending.len() as u32).map_err(e)?;
             let mut offset = BLOB_START;
-            for p in &self.pending {
-                write_map_len(&mut t, 2).map_err(e)?;
-                write_str(&mut t, "offset").map_err(e)?;
-                write_uint(&mut t, offset).map_err(e)?;
-                write_str(&mut t, "size").map_err(e)?;
-                write_uint(&mut t, p.stored_len).map_err(e)?;
-                offset += p.stored_len;
-            }
+            toc.blobs = Some(
+                (self.pending.iter())
+                    .map(|p| {
+                        offset += p.stored_len;
+                        toc::BlobOut {
+                            offset: offset - p.stored_len,
+                            size: p.stored_len,
+                        }
+                    })
+                    .collect(),
+            );
         }
-        Ok(t)
+        toc.to_bytes()
+    }
+
+    /// The TOC fields every scheme has; scheme `none` until the caller
+    /// says otherwise.
+    fn toc_out<'a>(
+        &'a self,
+        version: u64,
+        arches: &'a [&'a str],
+        groups: &'a [(&'a str, Vec<usize>)],
+        placed: Option<&'a [Placed]>,
+    ) -> toc::TocOut<'a> {
+        toc::TocOut {
+            format_version: version,
+            group_name: &self.options.group_name,
+            gfx_arch_family: &self.options.gfx_arch_family,
+            gfx_arches: arches,
+            toc: toc::Groups {
+                pending: &self.pending,
+                groups,
+                placed,
+            },
+            compression_scheme: Scheme::None.as_str(),
+            zstd_offset: None,
+            zstd_size: None,
+            zstd_frame_offsets: None,
+            blobs: None,
+        }
     }
 }
 
@@ -817,78 +832,6 @@ impl ArchiveWriter {
             groups[i].1.push(ordinal);
         }
         groups
-    }
-
-    /// The TOC's opening: a map of `fields` entries starting with
-    /// `format_version`, `group_name`, `gfx_arch_family` and `gfx_arches`
-    /// (the v1 and v2 TOCs share them; the caller writes the rest).
-    fn write_toc_head(
-        &self,
-        t: &mut Vec<u8>,
-        fields: u32,
-        version: u64,
-        arches: &[&str],
-    ) -> Result<()> {
-        use rmp::encode::{write_array_len, write_map_len, write_str, write_uint};
-        let e = |_| Error::new(ErrorKind::Io, "msgpack encoding failed");
-        write_map_len(t, fields).map_err(e)?;
-        write_str(t, "format_version").map_err(e)?;
-        write_uint(t, version).map_err(e)?;
-        write_str(t, "group_name").map_err(e)?;
-        write_str(t, &self.options.group_name).map_err(e)?;
-        write_str(t, "gfx_arch_family").map_err(e)?;
-        write_str(t, &self.options.gfx_arch_family).map_err(e)?;
-        write_str(t, "gfx_arches").map_err(e)?;
-        write_array_len(t, arches.len() as u32).map_err(e)?;
-        for a in arches {
-            write_str(t, a).map_err(e)?;
-        }
-        Ok(())
-    }
-
-    /// The TOC's `toc` field: per key, per arch, an entry map of `type`,
-    /// `ordinal`, `original_size`, then `extra(ordinal)` (v2's frame place
-    /// and base; nothing in v1), then `metadata` when there is any.
-    fn write_toc_entries(
-        &self,
-        t: &mut Vec<u8>,
-        groups: &[(&str, Vec<usize>)],
-        extra: impl Fn(usize) -> Vec<(&'static str, u64)>,
-    ) -> Result<()> {
-        use rmp::encode::{write_map_len, write_str, write_uint};
-        let e = |_| Error::new(ErrorKind::Io, "msgpack encoding failed");
-        write_str(t, "toc").map_err(e)?;
-        write_map_len(t, groups.len() as u32).map_err(e)?;
-        for (key, ordinals) in groups {
-            write_str(t, key).map_err(e)?;
-            write_map_len(t, ordinals.len() as u32).map_err(e)?;
-            for &ordinal in ordinals {
-                let p = &self.pending[ordinal];
-                let extra = extra(ordinal);
-                let n = 3 + extra.len() as u32 + u32::from(!p.metadata.is_empty());
-                write_str(t, &p.arch).map_err(e)?;
-                write_map_len(t, n).map_err(e)?;
-                write_str(t, "type").map_err(e)?;
-                write_str(t, "hsaco").map_err(e)?;
-                write_str(t, "ordinal").map_err(e)?;
-                write_uint(t, ordinal as u64).map_err(e)?;
-                write_str(t, "original_size").map_err(e)?;
-                write_uint(t, p.original_size).map_err(e)?;
-                for (name, value) in extra {
-                    write_str(t, name).map_err(e)?;
-                    write_uint(t, value).map_err(e)?;
-                }
-                if !p.metadata.is_empty() {
-                    write_str(t, "metadata").map_err(e)?;
-                    write_map_len(t, p.metadata.len() as u32).map_err(e)?;
-                    for (k, v) in &p.metadata {
-                        write_str(t, k).map_err(e)?;
-                        write_str(t, v).map_err(e)?;
-                    }
-                }
-            }
-        }
-        Ok(())
     }
 
     fn finish_delta(&mut self, level: i32) -> Result<Written> {
@@ -982,19 +925,14 @@ impl ArchiveWriter {
     fn encode_toc_v2(&self, placed: &[Placed]) -> Result<Vec<u8>> {
         let arches = self.toc_arches();
         let groups = self.ordinals_by_key();
-        let mut t = Vec::new();
-        let e = |_| Error::new(ErrorKind::Io, "msgpack encoding failed");
-        use rmp::encode::write_str;
-        self.write_toc_head(&mut t, 6, u64::from(crate::VERSION_DELTA), &arches)?;
-        self.write_toc_entries(&mut t, &groups, |ordinal| {
-            let f = &placed[ordinal];
-            let mut fields = vec![("offset", f.offset), ("size", f.size)];
-            fields.extend(f.base.map(|b| ("base", b)));
-            fields
-        })?;
-        write_str(&mut t, "compression_scheme").map_err(e)?;
-        write_str(&mut t, "zstd-delta").map_err(e)?;
-        Ok(t)
+        let mut toc = self.toc_out(
+            u64::from(crate::VERSION_DELTA),
+            &arches,
+            &groups,
+            Some(placed),
+        );
+        toc.compression_scheme = Scheme::ZstdDelta.as_str();
+        toc.to_bytes()
     }
 }
 

@@ -187,7 +187,7 @@ fn rejects_missing_and_wrong_typed_keys() {
     rejects(
         archive(b"AAAABBBB", &noop_toc(|f| set(f, "group_name", V::U(3)))),
         ErrorKind::InvalidFormat,
-        "expected str",
+        "group_name: invalid type: integer `3`, expected a string",
     );
     rejects(
         archive(
@@ -195,7 +195,7 @@ fn rejects_missing_and_wrong_typed_keys() {
             &noop_toc(|f| set(f, "gfx_arches", V::A(vec![V::Nil]))),
         ),
         ErrorKind::InvalidFormat,
-        "gfx_arches element",
+        "gfx_arches[0]: invalid type",
     );
     let toc = noop_toc(|f| {
         set(
@@ -228,7 +228,7 @@ fn rejects_missing_and_wrong_typed_keys() {
     rejects(
         archive(b"AAAABBBB", &toc),
         ErrorKind::InvalidFormat,
-        "ordinal is a msgpack str",
+        "ordinal is a msgpack str, of the wrong type",
     );
 }
 
