@@ -42,12 +42,19 @@ pub(crate) fn position() -> u64 {
     POS.with(Cell::get)
 }
 
+/// Most elements reserved ahead for one container; a longer one grows as
+/// it is filled (the fast reader keeps no position, so its "bytes left"
+/// are the whole input's).
+const MAX_RESERVE: usize = 4096;
+
 /// How many more elements a container can hold if each takes at least
-/// `min_each` bytes: the most a visitor should reserve.
+/// `min_each` bytes (and at most [`MAX_RESERVE`]): the most a visitor
+/// should reserve.
 pub(crate) fn seq_capacity(hint: Option<usize>, min_each: u64) -> usize {
     let left = END.with(Cell::get).saturating_sub(position()) / min_each.max(1);
     hint.unwrap_or(0)
         .min(usize::try_from(left).unwrap_or(usize::MAX))
+        .min(MAX_RESERVE)
 }
 
 /// A byte slice read through [`Read`], publishing its position.
@@ -98,38 +105,77 @@ pub(crate) struct Failure {
     pub(crate) message: String,
 }
 
+/// How a decode reads its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reader {
+    /// Strings borrowed straight from the input, no position kept: the
+    /// [`At`] offsets are meaningless. For the first try at a whole parse;
+    /// a parse that fails is run again [`Tracked`](Reader::Tracked) for
+    /// its error (the bytes are the same, so is the failure).
+    Fast,
+    /// Every read publishes its position: [`At`] offsets are right.
+    Tracked,
+}
+
 /// Decode the first msgpack object of `bytes` (which start at absolute
-/// offset `base`) as a `T`; returns it and the number of bytes it used
-/// (anything after it is left alone).
-pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8], base: u64) -> Result<(T, usize), Failure> {
+/// offset `base`) as a `T`; anything after it is left alone. A failure is
+/// always described with the tracked reader's offsets and path.
+pub(crate) fn decode<T: DeserializeOwned>(
+    bytes: &[u8],
+    base: u64,
+    reader: Reader,
+) -> Result<T, Failure> {
     let end = base.saturating_add(bytes.len() as u64);
-    let run = |bytes| {
-        POS.with(|p| p.set(base));
-        END.with(|e| e.set(end));
-        FAILED_AT.with(|f| f.set(None));
-        let mut de = rmp_serde::Deserializer::new(Tracked {
-            rest: bytes,
-            pos: base,
-        });
+    start(base, end);
+    if reader == Reader::Fast {
+        let mut de = rmp_serde::Deserializer::from_read_ref(bytes);
         de.set_max_depth(MAX_DEPTH);
-        de
-    };
-    let mut de = run(bytes);
+        if let Ok(v) = T::deserialize(&mut de) {
+            return Ok(v);
+        }
+        start(base, end);
+    }
+    let mut de = tracked(bytes, base);
     match T::deserialize(&mut de) {
-        Ok(v) => Ok((v, (position() - base) as usize)),
+        Ok(v) => Ok(v),
         Err(e) => {
             let at = position();
             let failed_at = FAILED_AT.with(Cell::get);
             // Decode again, this time keeping the path to the failure (the
-            // fast path carries no such bookkeeping): same bytes, same error.
-            let mut again = run(bytes);
-            let path = match serde_path_to_error::deserialize::<_, T>(&mut again) {
+            // other passes carry no such bookkeeping): same bytes, same error.
+            start(base, end);
+            let path = match serde_path_to_error::deserialize::<_, T>(&mut tracked(bytes, base)) {
                 Err(e) if e.path().iter().next().is_some() => e.path().to_string(),
                 _ => String::new(),
             };
             Err(failure(&e, at, failed_at, end, path))
         }
     }
+}
+
+/// How many bytes the first msgpack object of `bytes` takes.
+pub(crate) fn length(bytes: &[u8], base: u64) -> Result<usize, Failure> {
+    decode::<de::IgnoredAny>(bytes, base, Reader::Tracked)?;
+    Ok((position() - base) as usize)
+}
+
+/// Reset the thread's decode state for a decode of `[base, end)`.
+fn start(base: u64, end: u64) {
+    POS.with(|p| p.set(base));
+    END.with(|e| e.set(end));
+    FAILED_AT.with(|f| f.set(None));
+}
+
+fn tracked(
+    bytes: &[u8],
+    base: u64,
+) -> rmp_serde::Deserializer<rmp_serde::decode::ReadReader<Tracked<'_>>> {
+    let mut de = rmp_serde::Deserializer::new(Tracked {
+        rest: bytes,
+        pos: base,
+    });
+    de.set_max_depth(MAX_DEPTH);
+    de
 }
 
 fn failure(
@@ -318,8 +364,8 @@ mod tests {
     fn values_carry_absolute_offsets_and_the_length_used_is_returned() {
         // {"a": 5, "b": "x"} then a trailing byte.
         let bytes = [0x82, 0xa1, b'a', 0x05, 0xa1, b'b', 0xa1, b'x', 0xff];
-        let (MapOf(p), used) = decode::<MapOf<Pair>>(&bytes, 100).unwrap();
-        assert_eq!(used, 8);
+        let MapOf(p) = decode::<MapOf<Pair>>(&bytes, 100, Reader::Tracked).unwrap();
+        assert_eq!(length(&bytes, 100).unwrap(), 8);
         assert_eq!(p.a, At { at: 103, v: 5 });
         assert_eq!(p.b.map(|b| b.at), Some(106));
     }
@@ -327,7 +373,7 @@ mod tests {
     #[test]
     fn a_wrong_type_names_the_path_and_the_value_offset() {
         let bytes = [0x82, 0xa1, b'a', 0x05, 0xa1, b'b', 0x07];
-        let e = decode::<MapOf<Pair>>(&bytes, 0x10).unwrap_err();
+        let e = decode::<MapOf<Pair>>(&bytes, 0x10, Reader::Fast).unwrap_err();
         assert!(!e.syntax && !e.truncated, "{e:?}");
         assert_eq!(e.offset, 0x16, "{e:?}");
         assert!(e.message.starts_with("b: "), "{e:?}");
@@ -336,18 +382,22 @@ mod tests {
     #[test]
     fn arrays_are_not_maps() {
         let bytes = [0x92, 0x05, 0xa1, b'x'];
-        let e = decode::<MapOf<Pair>>(&bytes, 0).unwrap_err();
+        let e = decode::<MapOf<Pair>>(&bytes, 0, Reader::Fast).unwrap_err();
         assert!(e.message.contains("expected a map"), "{e:?}");
     }
 
     #[test]
     fn truncation_and_reserved_byte_are_syntax_errors() {
-        let e = decode::<MapOf<Pair>>(&[0x82, 0xa1, b'a'], 0).unwrap_err();
+        let e = decode::<MapOf<Pair>>(&[0x82, 0xa1, b'a'], 0, Reader::Fast).unwrap_err();
         assert!(e.syntax && e.truncated, "{e:?}");
         assert_eq!(e.offset, 3, "{e:?}");
-        let e = decode::<MapOf<Pair>>(&[0xc1], 0).unwrap_err();
+        let e = decode::<MapOf<Pair>>(&[0xc1], 0, Reader::Fast).unwrap_err();
         assert!(e.syntax && !e.truncated, "{e:?}");
-        assert!(decode::<MapOf<Pair>>(&[], 0).unwrap_err().truncated);
+        assert!(
+            decode::<MapOf<Pair>>(&[], 0, Reader::Fast)
+                .unwrap_err()
+                .truncated
+        );
     }
 
     #[test]
@@ -355,7 +405,7 @@ mod tests {
         let mut bytes = vec![0x82, 0xa1, b'a', 0x05, 0xa1, b'z'];
         bytes.extend([0x91; 10_000]);
         bytes.push(0xc0);
-        let e = decode::<MapOf<Pair>>(&bytes, 0).unwrap_err();
+        let e = decode::<MapOf<Pair>>(&bytes, 0, Reader::Fast).unwrap_err();
         assert!(e.syntax && e.message.contains("nesting"), "{e:?}");
     }
 
@@ -363,12 +413,14 @@ mod tests {
     fn huge_announced_lengths_reserve_only_what_the_bytes_left_can_hold() {
         // An array announcing 2^32-1 elements in a 6-byte input.
         let bytes = [0xdd, 0xff, 0xff, 0xff, 0xff, 0x01];
-        let e = decode::<Seq<u64>>(&bytes, 0).unwrap_err();
+        let e = decode::<Seq<u64>>(&bytes, 0, Reader::Fast).unwrap_err();
         assert!(e.truncated, "{e:?}");
         POS.with(|p| p.set(10));
         END.with(|e| e.set(16));
         assert_eq!(seq_capacity(Some(usize::MAX), 1), 6);
         assert_eq!(seq_capacity(Some(2), 1), 2);
         assert_eq!(seq_capacity(Some(usize::MAX), 2), 3);
+        END.with(|e| e.set(1 << 40));
+        assert_eq!(seq_capacity(Some(usize::MAX), 1), MAX_RESERVE);
     }
 }

@@ -6,7 +6,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use crate::decode::{self, At, Seq};
+use crate::decode::{self, At, Reader, Seq};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Most bytes of a marker the runtime will look at (AMD's lookahead).
@@ -42,6 +42,13 @@ impl Marker {
     /// truncation from malformation.
     pub fn parse(bytes: &[u8]) -> Result<Marker> {
         let bytes = &bytes[..bytes.len().min(MARKER_MAX_LEN)];
+        // Offsets for errors cost a tracked reader: only a failed parse
+        // is run again with one.
+        Marker::parse_with(bytes, Reader::Fast)
+            .or_else(|_| Marker::parse_with(bytes, Reader::Tracked))
+    }
+
+    fn parse_with(bytes: &[u8], reader: Reader) -> Result<Marker> {
         let invalid = |offset: u64, msg: String| Error::at(ErrorKind::InvalidArgument, offset, msg);
         if let Some(&first) = bytes.first()
             && !decode::is_map(first)
@@ -51,7 +58,7 @@ impl Marker {
                 format!("marker root is a {}, not a map", decode::type_name(first)),
             ));
         }
-        let (raw, _) = decode::decode::<RawMarker>(bytes, 0).map_err(|f| {
+        let raw = decode::decode::<RawMarker>(bytes, 0, reader).map_err(|f| {
             let mut err = if f.syntax {
                 invalid(
                     f.offset,

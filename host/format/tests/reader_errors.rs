@@ -461,3 +461,28 @@ fn never_panics_on_truncated_or_mutated_vectors() {
         }
     }
 }
+
+/// A rejected archive is parsed a second time with offsets tracked: the
+/// offset an error names is the offending value's own.
+#[test]
+fn error_offsets_point_at_the_offending_value() {
+    let bytes = archive(
+        b"AAAABBBB",
+        &noop_toc(|f| set(f, "format_version", V::U(2))),
+    );
+    let at = Archive::from_bytes(bytes.clone())
+        .unwrap_err()
+        .offset()
+        .unwrap() as usize;
+    assert_eq!(&bytes[at - 14..=at], b"format_version\x02");
+
+    let bytes = archive(
+        b"AAAABBBB",
+        &noop_toc(|f| set(f, "blobs", blobs(&[(64, 4), (0x99, 4)]))),
+    );
+    let at = Archive::from_bytes(bytes.clone())
+        .unwrap_err()
+        .offset()
+        .unwrap() as usize;
+    assert_eq!(&bytes[at - 6..=at + 1], b"offset\xcc\x99");
+}

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{Base, Entry, Scheme};
-use crate::decode::{self, At, MapOf, Seq};
+use crate::decode::{self, At, MapOf, Reader, Seq};
 use crate::error::{Error, ErrorKind, Result};
 
 mod raw;
@@ -37,8 +37,6 @@ pub(super) struct Toc {
     pub(super) gfx_arch_family: String,
     pub(super) gfx_arches: Vec<String>,
     pub(super) toc_offset: u64,
-    /// Bytes of msgpack the TOC takes.
-    pub(super) toc_len: u64,
     /// Sorted by key, byte-wise (AMD's `std::map` order).
     pub(super) binaries: Vec<Binary>,
     pub(super) blob_count: u64,
@@ -57,8 +55,20 @@ fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
 impl Toc {
     /// Parse and check the header and TOC of the archive `bytes`.
     pub(super) fn parse(bytes: &[u8]) -> Result<Toc> {
+        // Offsets for errors cost a tracked reader: only a failed parse is
+        // run again with one, for its error.
+        Toc::parse_with(bytes, Reader::Fast).or_else(|_| Toc::parse_with(bytes, Reader::Tracked))
+    }
+
+    /// Bytes of msgpack the TOC of the archive `bytes` takes.
+    pub(super) fn toc_len(&self, bytes: &[u8]) -> u64 {
+        let toc = bytes.get(self.toc_offset as usize..).unwrap_or_default();
+        decode::length(toc, self.toc_offset).map_or(0, |n| n as u64)
+    }
+
+    fn parse_with(bytes: &[u8], reader: Reader) -> Result<Toc> {
         let (version, toc_offset) = parse_header(bytes)?;
-        let (raw, toc_len) = decode_toc(bytes, toc_offset)?;
+        let raw = decode_toc(bytes, toc_offset, reader)?;
         let format_version = check_format_version(&raw, toc_offset, version)?;
         let scheme = scheme_of(&raw, version)?;
         let required = |key: &str| missing(toc_offset, "TOC", key);
@@ -99,7 +109,6 @@ impl Toc {
             gfx_arch_family,
             gfx_arches,
             toc_offset,
-            toc_len: toc_len as u64,
             binaries,
             blob_count,
             version,
@@ -149,8 +158,8 @@ fn parse_header(bytes: &[u8]) -> Result<(u32, u64)> {
     Ok((version, toc_offset))
 }
 
-/// The TOC's msgpack, typed, and the number of bytes it took.
-fn decode_toc(bytes: &[u8], toc_offset: u64) -> Result<(RawToc, usize)> {
+/// The TOC's msgpack, typed.
+fn decode_toc(bytes: &[u8], toc_offset: u64, reader: Reader) -> Result<RawToc> {
     // toc_offset < len (checked), so it fits in usize and the TOC has a byte.
     let toc_bytes = &bytes[toc_offset as usize..];
     let root = toc_bytes.first().copied().unwrap_or(0xc1);
@@ -161,8 +170,8 @@ fn decode_toc(bytes: &[u8], toc_offset: u64) -> Result<(RawToc, usize)> {
             format!("TOC root is a {}, not a map", decode::type_name(root)),
         ));
     }
-    let (MapOf(raw), used) =
-        decode::decode::<MapOf<RawToc>>(toc_bytes, toc_offset).map_err(|f| {
+    let MapOf(raw) =
+        decode::decode::<MapOf<RawToc>>(toc_bytes, toc_offset, reader).map_err(|f| {
             if f.syntax {
                 Error::at(
                     ErrorKind::MsgpackParseFailed,
@@ -173,7 +182,7 @@ fn decode_toc(bytes: &[u8], toc_offset: u64) -> Result<(RawToc, usize)> {
                 Error::format(f.offset, format!("malformed TOC: {}", f.message))
             }
         })?;
-    Ok((raw, used))
+    Ok(raw)
 }
 
 /// `format_version`, which must equal the header's version.
@@ -238,39 +247,31 @@ struct Places<'b> {
 /// The `toc` map as sorted, checked [`Binary`]s: keys unique and sorted
 /// byte-wise, each key's arches unique and sorted.
 fn build_binaries(raw: RawBinaries, places: &Places<'_>) -> Result<Vec<Binary>> {
-    let mut binaries = Vec::with_capacity(raw.0.len());
-    let mut key_at = Vec::with_capacity(raw.0.len());
-    for b in raw.0 {
-        let mut entries = Vec::with_capacity(b.entries.len());
-        let mut arch_at = Vec::with_capacity(b.entries.len());
-        for (arch, ev) in b.entries {
-            arch_at.push((Arc::clone(&arch.v), arch.at));
-            entries.push(parse_entry(&b.key.v, &arch.v, ev, places)?);
+    let mut raw = raw.0;
+    raw.sort_by(|a, b| a.key.v.cmp(&b.key.v));
+    if let Some(w) = raw.windows(2).find(|w| w[0].key.v == w[1].key.v) {
+        return Err(duplicate(&w[1].key, "toc"));
+    }
+    let mut binaries = Vec::with_capacity(raw.len());
+    for mut b in raw {
+        b.entries.sort_by(|x, y| x.0.v.cmp(&y.0.v));
+        if let Some(w) = b.entries.windows(2).find(|w| w[0].0.v == w[1].0.v) {
+            return Err(duplicate(&w[1].0, "toc value"));
         }
-        unique(&mut arch_at, "toc value")?;
-        entries.sort_by(|a, b| a.arch.cmp(&b.arch));
-        key_at.push((Arc::clone(&b.key.v), b.key.at));
+        let entries = (b.entries.into_iter())
+            .map(|(arch, ev)| parse_entry(&b.key.v, &arch.v, ev, places))
+            .collect::<Result<Vec<_>>>()?;
         binaries.push(Binary {
             key: b.key.v,
             entries,
         });
     }
-    unique(&mut key_at, "toc")?;
-    binaries.sort_by(|a, b| a.key.cmp(&b.key));
     Ok(binaries)
 }
 
-/// Refuse a name that occurs twice among `names` (name, offset) of the
-/// map `what`, naming the second occurrence.
-fn unique(names: &mut [(Arc<str>, u64)], what: &str) -> Result<()> {
-    names.sort_unstable();
-    match names.windows(2).find(|w| w[0].0 == w[1].0) {
-        Some(w) => Err(Error::format(
-            w[1].1,
-            format!("duplicate key {:?} in {what}", w[1].0),
-        )),
-        None => Ok(()),
-    }
+/// A key met a second time (at `name`'s offset) in the map `what`.
+fn duplicate(name: &At<Arc<str>>, what: &str) -> Error {
+    Error::format(name.at, format!("duplicate key {:?} in {what}", name.v))
 }
 
 /// (absolute offset, size) of each ordinal's stored bytes.
