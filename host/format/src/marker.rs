@@ -280,6 +280,36 @@ mod tests {
     }
 
     #[test]
+    fn skips_values_of_every_msgpack_type_where_amd_does() {
+        let mut v = Vec::new();
+        rmp::encode::write_map_len(&mut v, 5).unwrap();
+        // An ext key with an ext value, a bin key with a map value.
+        rmp::encode::write_ext_meta(&mut v, 2, 7).unwrap();
+        v.extend([1, 2]);
+        rmp::encode::write_ext_meta(&mut v, 1, 3).unwrap();
+        v.push(9);
+        rmp::encode::write_bin(&mut v, b"kernel_name").unwrap();
+        rmp::encode::write_map_len(&mut v, 1).unwrap();
+        rmp::encode::write_f64(&mut v, 1.5).unwrap();
+        rmp::encode::write_sint(&mut v, -3).unwrap();
+        rmp::encode::write_str(&mut v, "kpack_search_paths").unwrap();
+        rmp::encode::write_array_len(&mut v, 4).unwrap();
+        rmp::encode::write_ext_meta(&mut v, 1, 5).unwrap();
+        v.push(0);
+        rmp::encode::write_bin(&mut v, b"not a str").unwrap();
+        rmp::encode::write_str(&mut v, "a.kpack").unwrap();
+        rmp::encode::write_bool(&mut v, true).unwrap();
+        rmp::encode::write_str(&mut v, "kernel_name").unwrap();
+        rmp::encode::write_str(&mut v, "k").unwrap();
+        // A second kernel_name: the first wins.
+        rmp::encode::write_str(&mut v, "kernel_name").unwrap();
+        rmp::encode::write_str(&mut v, "other").unwrap();
+        let m = Marker::parse(&v).unwrap();
+        assert_eq!(m.kernel_name, "k");
+        assert_eq!(m.search_paths, ["a.kpack"]);
+    }
+
+    #[test]
     fn applies_amds_field_rules() {
         let enc = |f: &dyn Fn(&mut Vec<u8>)| {
             let mut v = Vec::new();
