@@ -170,3 +170,74 @@ fn c_program_with_amds_own_declarations_links_and_runs() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `tests/c/two_gpus.c`: one cache serving a gfx1100 and a gfx1201 device
+/// (and lists naming both) from eight threads at once returns each the
+/// object of its own arch and index. The two arches' archives use the two
+/// schemes, so raw and zstd loads interleave.
+#[test]
+fn one_cache_serves_two_gpu_architectures_from_many_threads() {
+    use kpack_format::{ArchiveWriter, Compression, WriterOptions};
+    const CO_COUNT: u32 = 12;
+    let work = tempfile::tempdir().unwrap();
+    let kpack_dir = work.path().join(".kpack");
+    std::fs::create_dir(&kpack_dir).unwrap();
+    for (arch, compression) in [
+        ("gfx1100", Compression::Zstd { level: 3 }),
+        ("gfx1201", Compression::None),
+    ] {
+        let options = WriterOptions {
+            group_name: "two".into(),
+            gfx_arch_family: arch.into(),
+            compression,
+            ..Default::default()
+        };
+        let path = kpack_dir.join(format!("two_{arch}.kpack"));
+        let mut w = ArchiveWriter::create(&path, options).unwrap();
+        for co in 0..CO_COUNT {
+            let unit = format!("{arch}#{co};");
+            let size = 1000 + 37 * co as usize;
+            let bytes: Vec<u8> = unit.bytes().cycle().take(size).collect();
+            w.add(&format!("lib/libtwo.so#{co}"), arch, &bytes).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let marker = Marker {
+        kernel_name: "lib/libtwo.so".into(),
+        search_paths: vec![format!("{}/two_@GFXARCH@.kpack", kpack_dir.display())],
+    };
+    let marker_path = work.path().join("two.marker");
+    std::fs::write(&marker_path, marker.to_bytes()).unwrap();
+
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe = work.path().join("two_gpus");
+    let status = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread"])
+        .arg("-I")
+        .arg(crate_dir.join("include"))
+        .arg(crate_dir.join("tests/c/two_gpus.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", lib_dir().display()))
+        .arg(format!("-Wl,-rpath,{}", soname_dir(work.path()).display()))
+        .arg("-lrocm_kpack")
+        .status()
+        .expect("run cc");
+    assert!(status.success(), "cc failed");
+    let out = Command::new(&exe)
+        .arg(&marker_path)
+        .arg(work.path().join("lib/libtwo.so"))
+        .arg(CO_COUNT.to_string())
+        .env_remove("ROCM_KPACK_PATH")
+        .env_remove("ROCM_KPACK_PATH_PREFIX")
+        .env_remove("ROCM_KPACK_DISABLE")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains(" passed, 0 failed"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.starts_with("1648 passed"), "{stdout}");
+}

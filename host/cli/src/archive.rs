@@ -70,7 +70,7 @@ total uncompressed bytes).")]
     Pack {
         /// Directory laid out as `extract` writes it.
         dir: PathBuf,
-        /// The .kpack file to write.
+        /// The .kpack file to write (missing parent directories are created).
         #[arg(short, long)]
         output: PathBuf,
         /// The TOC's group_name.
@@ -526,6 +526,12 @@ fn pack(
         compression,
         ..Default::default()
     };
+    // As `offload -o` and `archive convert -o` do: missing parent
+    // directories are created, and removed again if no archive comes out.
+    let created = match out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(dir) => Some(crate::safety::CreatedDir::create(dir)?),
+        None => None,
+    };
     let mut w = ArchiveWriter::create(out, options)?;
     let bar = crate::ui::progress(files.len() as u64, crate::ui::Unit::Items);
     for (key, arch, path) in &files {
@@ -540,6 +546,9 @@ fn pack(
         b.finish_and_clear();
     }
     print_written(&w.finish()?);
+    if let Some(created) = created {
+        created.keep();
+    }
     Ok(())
 }
 

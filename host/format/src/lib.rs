@@ -62,11 +62,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod decode;
 mod delta;
 mod error;
 mod marker;
 mod mmap;
-mod msgpack;
 mod read;
 mod tempname;
 mod verify;

@@ -1,8 +1,13 @@
 //! The `.rocm_kpack_ref` marker (spec §3.1): a msgpack map telling the
 //! runtime which archives to search and which TOC key prefix to use.
 
+use std::fmt;
+
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+
+use crate::decode::{self, At, Reader, Seq};
 use crate::error::{Error, ErrorKind, Result};
-use crate::msgpack::{self, Data};
 
 /// Most bytes of a marker the runtime will look at (AMD's lookahead).
 pub const MARKER_MAX_LEN: usize = 64 * 1024;
@@ -37,90 +42,73 @@ impl Marker {
     /// truncation from malformation.
     pub fn parse(bytes: &[u8]) -> Result<Marker> {
         let bytes = &bytes[..bytes.len().min(MARKER_MAX_LEN)];
+        // Offsets for errors cost a tracked reader: only a failed parse
+        // is run again with one.
+        Marker::parse_with(bytes, Reader::Fast)
+            .or_else(|_| Marker::parse_with(bytes, Reader::Tracked))
+    }
+
+    fn parse_with(bytes: &[u8], reader: Reader) -> Result<Marker> {
         let invalid = |offset: u64, msg: String| Error::at(ErrorKind::InvalidArgument, offset, msg);
-        let (root, _) = msgpack::decode(bytes, 0).map_err(|e| {
-            let mut err = invalid(e.offset, format!("marker is not valid msgpack: {e}"));
-            if e.offset as usize >= bytes.len()
-                || e.reason.contains("past the end")
-                || e.reason.contains("longer than")
-            {
-                err.truncated = true;
-            }
+        if let Some(&first) = bytes.first()
+            && !decode::is_map(first)
+        {
+            return Err(invalid(
+                0,
+                format!("marker root is a {}, not a map", decode::type_name(first)),
+            ));
+        }
+        let raw = decode::decode::<RawMarker>(bytes, 0, reader).map_err(|f| {
+            let mut err = if f.syntax {
+                invalid(
+                    f.offset,
+                    format!("marker is not valid msgpack: {}", f.message),
+                )
+            } else {
+                invalid(f.offset, format!("malformed marker: {}", f.message))
+            };
+            err.truncated = f.truncated;
             err
         })?;
-        let Data::Map(items) = root.data else {
+        let Some(kernel_name) = raw.kernel_name else {
+            return Err(invalid(0, "marker has no kernel_name".into()));
+        };
+        if kernel_name.v.is_empty() {
             return Err(invalid(
-                0,
-                format!("marker root is a {}, not a map", root.data.type_name()),
+                kernel_name.at,
+                "marker kernel_name is empty".into(),
             ));
-        };
-        let field = |name: &str| {
-            items
-                .iter()
-                .find(|(k, _)| k.data == Data::Str(name.as_bytes()))
-                .map(|(_, v)| v)
-        };
-        let kernel_name = match field("kernel_name").map(|v| (&v.data, v.offset)) {
-            Some((Data::Str(s), off)) => std::str::from_utf8(s)
-                .map_err(|_| invalid(off, "marker kernel_name is not UTF-8".into()))?
-                .to_owned(),
-            Some((d, off)) => {
-                return Err(invalid(
-                    off,
-                    format!("marker kernel_name is a {}, not a str", d.type_name()),
-                ));
-            }
-            None => return Err(invalid(0, "marker has no kernel_name".into())),
-        };
-        if kernel_name.is_empty() {
-            return Err(invalid(0, "marker kernel_name is empty".into()));
         }
-        let search_paths: Vec<String> =
-            match field("kpack_search_paths").map(|v| (&v.data, v.offset)) {
-                Some((Data::Array(a), _)) => a
-                    .iter()
-                    .filter_map(|v| match v.data {
-                        Data::Str(s) => std::str::from_utf8(s).ok().map(str::to_owned),
-                        _ => None,
-                    })
-                    .collect(),
-                Some((d, off)) => {
-                    return Err(invalid(
-                        off,
-                        format!(
-                            "marker kpack_search_paths is a {}, not an array",
-                            d.type_name()
-                        ),
-                    ));
-                }
-                None => return Err(invalid(0, "marker has no kpack_search_paths".into())),
-            };
+        let Some(paths) = raw.search_paths else {
+            return Err(invalid(0, "marker has no kpack_search_paths".into()));
+        };
+        let search_paths: Vec<String> = paths.v.0.into_iter().filter_map(|p| p.0).collect();
         if search_paths.is_empty() {
             return Err(invalid(
-                0,
+                paths.at,
                 "marker kpack_search_paths has no string entry".into(),
             ));
         }
         Ok(Marker {
-            kernel_name,
+            kernel_name: kernel_name.v,
             search_paths,
         })
     }
 
     /// Encode as AMD's split tool does: `{kpack_search_paths, kernel_name}`.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        // Writing to a Vec cannot fail; lengths beyond u32 cannot occur for
-        // a marker (paths and names are far shorter).
-        let _ = rmp::encode::write_map_len(&mut out, 2);
-        let _ = rmp::encode::write_str(&mut out, "kpack_search_paths");
-        let _ = rmp::encode::write_array_len(&mut out, self.search_paths.len() as u32);
-        for p in &self.search_paths {
-            let _ = rmp::encode::write_str(&mut out, p);
+        #[derive(Serialize)]
+        struct Out<'a> {
+            kpack_search_paths: &'a [String],
+            kernel_name: &'a str,
         }
-        let _ = rmp::encode::write_str(&mut out, "kernel_name");
-        let _ = rmp::encode::write_str(&mut out, &self.kernel_name);
-        out
+        let out = Out {
+            kpack_search_paths: &self.search_paths,
+            kernel_name: &self.kernel_name,
+        };
+        // Writing to a Vec cannot fail, and the lengths of a marker's
+        // strings and list are far below msgpack's 2^32 limits.
+        rmp_serde::to_vec_named(&out).unwrap_or_default()
     }
 
     /// For an error from [`Marker::parse`]: whether more bytes might help.
@@ -130,6 +118,122 @@ impl Marker {
         } else {
             MarkerProblem::Invalid
         }
+    }
+}
+
+/// The marker's keys as AMD's runtime reads them: the first occurrence of
+/// each wins, every other key (of any type) is skipped.
+#[derive(Debug, Default)]
+struct RawMarker {
+    kernel_name: Option<At<String>>,
+    search_paths: Option<At<Seq<PathItem>>>,
+}
+
+impl<'de> Deserialize<'de> for RawMarker {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawMarker;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map")
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<RawMarker, A::Error> {
+                let mut raw = RawMarker::default();
+                while let Some(key) = map.next_key::<Key>()? {
+                    match key {
+                        Key::KernelName if raw.kernel_name.is_none() => {
+                            raw.kernel_name = Some(map.next_value()?);
+                        }
+                        Key::SearchPaths if raw.search_paths.is_none() => {
+                            raw.search_paths = Some(map.next_value()?);
+                        }
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(raw)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A marker key: one of the two the runtime reads, or anything else.
+enum Key {
+    KernelName,
+    SearchPaths,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        d.deserialize_any(Skip(|s: &str| match s {
+            "kernel_name" => Key::KernelName,
+            "kpack_search_paths" => Key::SearchPaths,
+            _ => Key::Other,
+        }))
+        .map(|k| k.unwrap_or(Key::Other))
+    }
+}
+
+/// A `kpack_search_paths` element: a string is kept, anything else skipped.
+#[derive(Debug)]
+struct PathItem(Option<String>);
+
+impl<'de> Deserialize<'de> for PathItem {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        d.deserialize_any(Skip(str::to_owned)).map(PathItem)
+    }
+}
+
+/// A visitor mapping a UTF-8 string through `0` and skipping any other
+/// value (invalid UTF-8 included) as `None`.
+struct Skip<F>(F);
+
+macro_rules! skip_scalar {
+    ($($method:ident($ty:ty)),*) => {$(
+        fn $method<E: de::Error>(self, _: $ty) -> std::result::Result<Self::Value, E> {
+            Ok(None)
+        }
+    )*};
+}
+
+impl<'de, T, F: FnOnce(&str) -> T> Visitor<'de> for Skip<F> {
+    type Value = Option<T>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any msgpack value")
+    }
+    fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<Self::Value, E> {
+        Ok(Some((self.0)(s)))
+    }
+    skip_scalar!(
+        visit_bool(bool),
+        visit_i64(i64),
+        visit_u64(u64),
+        visit_f64(f64),
+        visit_bytes(&[u8])
+    );
+    fn visit_unit<E: de::Error>(self) -> std::result::Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_none<E: de::Error>(self) -> std::result::Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> std::result::Result<Self::Value, A::Error> {
+        IgnoredAny.visit_seq(seq).map(|_| None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> std::result::Result<Self::Value, A::Error> {
+        IgnoredAny.visit_map(map).map(|_| None)
+    }
+    fn visit_newtype_struct<D: Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<Self::Value, D::Error> {
+        IgnoredAny::deserialize(d).map(|_| None)
     }
 }
 
@@ -173,6 +277,36 @@ mod tests {
         }
         let e = Marker::parse(&[0x91, 0x01]).unwrap_err();
         assert_eq!(Marker::problem(&e), MarkerProblem::Invalid);
+    }
+
+    #[test]
+    fn skips_values_of_every_msgpack_type_where_amd_does() {
+        let mut v = Vec::new();
+        rmp::encode::write_map_len(&mut v, 5).unwrap();
+        // An ext key with an ext value, a bin key with a map value.
+        rmp::encode::write_ext_meta(&mut v, 2, 7).unwrap();
+        v.extend([1, 2]);
+        rmp::encode::write_ext_meta(&mut v, 1, 3).unwrap();
+        v.push(9);
+        rmp::encode::write_bin(&mut v, b"kernel_name").unwrap();
+        rmp::encode::write_map_len(&mut v, 1).unwrap();
+        rmp::encode::write_f64(&mut v, 1.5).unwrap();
+        rmp::encode::write_sint(&mut v, -3).unwrap();
+        rmp::encode::write_str(&mut v, "kpack_search_paths").unwrap();
+        rmp::encode::write_array_len(&mut v, 4).unwrap();
+        rmp::encode::write_ext_meta(&mut v, 1, 5).unwrap();
+        v.push(0);
+        rmp::encode::write_bin(&mut v, b"not a str").unwrap();
+        rmp::encode::write_str(&mut v, "a.kpack").unwrap();
+        rmp::encode::write_bool(&mut v, true).unwrap();
+        rmp::encode::write_str(&mut v, "kernel_name").unwrap();
+        rmp::encode::write_str(&mut v, "k").unwrap();
+        // A second kernel_name: the first wins.
+        rmp::encode::write_str(&mut v, "kernel_name").unwrap();
+        rmp::encode::write_str(&mut v, "other").unwrap();
+        let m = Marker::parse(&v).unwrap();
+        assert_eq!(m.kernel_name, "k");
+        assert_eq!(m.search_paths, ["a.kpack"]);
     }
 
     #[test]

@@ -442,7 +442,7 @@ impl Archive {
             self.toc.version,
             self.file_size(),
             self.toc.toc_offset,
-            self.toc.toc_len
+            self.toc.toc_len(self.backing.bytes())
         );
         let _ = writeln!(s, "format_version: {}", self.toc.format_version);
         let _ = writeln!(s, "group_name: {:?}", self.toc.group_name);

@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 use crate::delta;
 
 mod delta_key;
+mod toc;
 use crate::error::{Error, ErrorKind, Result};
-use crate::{BLOB_START, MAGIC, VERSION};
+use crate::{BLOB_START, MAGIC, Scheme, VERSION};
 use delta_key::DeltaKeys;
 pub use delta_key::{DeltaCompressor, DeltaKey};
 
@@ -603,34 +604,9 @@ impl ArchiveWriter {
             }
             return self.finish_delta(level);
         }
-        if let Some(r) = &self.reserved {
-            if let Some(i) = r.filled.iter().position(|f| !f) {
-                let p = &self.pending[i];
-                return Err(Error::new(
-                    ErrorKind::InvalidArgument,
-                    format!(
-                        "reserved kernel {:?} for {:?} was never added",
-                        p.key, p.arch
-                    ),
-                ));
-            }
-            // Kernels were written at their places; the TOC goes after the last.
-            self.spool
-                .as_file_mut()
-                .seek(SeekFrom::Start(self.spool_len))
-                .map_err(|e| Error::io("cannot seek spool file", e))?;
-        }
-        let in_order = self.options.order == EntryOrder::Insertion
-            || self
-                .pending
-                .windows(2)
-                .all(|w| (&w[0].key, &w[0].arch) < (&w[1].key, &w[1].arch));
-        if !in_order {
-            self.pending
-                .sort_by(|a, b| (&a.key, &a.arch).cmp(&(&b.key, &b.arch)));
-        }
+        self.check_reserved()?;
+        let in_order = self.order_entries();
         let zstd = self.compressor.is_some();
-        let n = self.pending.len() as u64;
         // Blob area: NoOp = raw blobs; zstd = count + (size word + frame)*.
         let blob_len = self.spool_len - BLOB_START;
         if zstd && blob_len >= MAX_ZSTD_BLOB {
@@ -641,69 +617,13 @@ impl ArchiveWriter {
         }
         let toc_offset = BLOB_START + blob_len;
         let toc = self.encode_toc(blob_len)?;
-        let mut header = [0u8; BLOB_START as usize];
-        header[0..4].copy_from_slice(&MAGIC);
-        header[4..8].copy_from_slice(&VERSION.to_le_bytes());
-        header[8..16].copy_from_slice(&toc_offset.to_le_bytes());
+        let header = header(VERSION, toc_offset);
         let file_size = toc_offset + toc.len() as u64;
         if in_order {
-            let werr = |e| Error::io("cannot write archive", e);
-            let f = self.spool.as_file_mut();
-            f.write_all(&toc).map_err(werr)?;
-            f.seek(SeekFrom::Start(0)).map_err(werr)?;
-            f.write_all(&header).map_err(werr)?;
-            if zstd {
-                f.write_all(&(n as u32).to_le_bytes()).map_err(werr)?;
-            }
-            f.flush().map_err(werr)?;
-            set_readable(self.spool.as_file())?;
-            let spool = std::mem::replace(
-                &mut self.spool,
-                tempfile::Builder::new()
-                    .prefix(&crate::temp_prefix("spool"))
-                    .tempfile_in(&self.dir)
-                    .map_err(|e| Error::io("temp file", e))?,
-            );
-            spool
-                .persist(&self.dest)
-                .map_err(|e| Error::io("cannot rename archive into place", e.error))?;
-            return Ok(Written {
-                path: self.dest.clone(),
-                entries: self.pending.len(),
-                file_size,
-            });
+            self.persist_spool(&toc, &header)?;
+        } else {
+            self.copy_in_order(&toc, &header)?;
         }
-
-        let mut out = self.archive_temp()?;
-        {
-            let werr = |e| Error::io("cannot write archive", e);
-            let mut w = BufWriter::with_capacity(1 << 20, out.as_file_mut());
-            w.write_all(&header).map_err(werr)?;
-            if zstd {
-                w.write_all(&(n as u32).to_le_bytes()).map_err(werr)?;
-            }
-            let mut buf = Vec::new();
-            for p in &self.pending {
-                let len = usize::try_from(p.stored_len)
-                    .map_err(|_| Error::new(ErrorKind::OutOfMemory, "kernel too large"))?;
-                buf.resize(len, 0);
-                let spool = self.spool.as_file_mut();
-                spool
-                    .seek(SeekFrom::Start(p.spool_offset))
-                    .map_err(|e| Error::io("cannot seek spool file", e))?;
-                spool
-                    .read_exact(&mut buf)
-                    .map_err(|e| Error::io("cannot read spool file", e))?;
-                if zstd {
-                    w.write_all(&(len as u32).to_le_bytes()).map_err(werr)?;
-                }
-                w.write_all(&buf).map_err(werr)?;
-            }
-            w.write_all(&toc).map_err(werr)?;
-            w.flush().map_err(werr)?;
-        }
-        out.persist(&self.dest)
-            .map_err(|e| Error::io("cannot rename archive into place", e.error))?;
         Ok(Written {
             path: self.dest.clone(),
             entries: self.pending.len(),
@@ -711,55 +631,169 @@ impl ArchiveWriter {
         })
     }
 
+    /// With reserved places: every one was filled; the spool is positioned
+    /// after the last kernel, where the TOC goes.
+    fn check_reserved(&mut self) -> Result<()> {
+        let Some(r) = &self.reserved else {
+            return Ok(());
+        };
+        if let Some(i) = r.filled.iter().position(|f| !f) {
+            let p = &self.pending[i];
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "reserved kernel {:?} for {:?} was never added",
+                    p.key, p.arch
+                ),
+            ));
+        }
+        self.spool
+            .as_file_mut()
+            .seek(SeekFrom::Start(self.spool_len))
+            .map_err(|e| Error::io("cannot seek spool file", e))?;
+        Ok(())
+    }
+
+    /// Put the entries in their final order; whether that is the order the
+    /// spool holds them in (so the spool can become the archive).
+    fn order_entries(&mut self) -> bool {
+        let in_order = self.options.order == EntryOrder::Insertion
+            || self
+                .pending
+                .windows(2)
+                .all(|w| (&w[0].key, &w[0].arch) < (&w[1].key, &w[1].arch));
+        if !in_order {
+            self.pending
+                .sort_by(|a, b| (&a.key, &a.arch).cmp(&(&b.key, &b.arch)));
+        }
+        in_order
+    }
+
+    /// The spool holds the blobs in final order: append the TOC, write the
+    /// header (and frame count) over its placeholder, rename it into place.
+    fn persist_spool(&mut self, toc: &[u8], header: &[u8]) -> Result<()> {
+        let werr = |e| Error::io("cannot write archive", e);
+        let count = self.frame_count_word();
+        let f = self.spool.as_file_mut();
+        f.write_all(toc).map_err(werr)?;
+        f.seek(SeekFrom::Start(0)).map_err(werr)?;
+        f.write_all(header).map_err(werr)?;
+        if let Some(count) = count {
+            f.write_all(&count).map_err(werr)?;
+        }
+        f.flush().map_err(werr)?;
+        set_readable(self.spool.as_file())?;
+        let spool = std::mem::replace(
+            &mut self.spool,
+            tempfile::Builder::new()
+                .prefix(&crate::temp_prefix("spool"))
+                .tempfile_in(&self.dir)
+                .map_err(|e| Error::io("temp file", e))?,
+        );
+        spool
+            .persist(&self.dest)
+            .map_err(|e| Error::io("cannot rename archive into place", e.error))?;
+        Ok(())
+    }
+
+    /// zstd: the blob's leading frame count.
+    fn frame_count_word(&self) -> Option<[u8; 4]> {
+        let n = self.pending.len() as u32;
+        self.compressor.is_some().then(|| n.to_le_bytes())
+    }
+
+    /// The spool holds the blobs in insertion order: copy them into a new
+    /// file in final order, then the TOC, and rename that into place.
+    fn copy_in_order(&mut self, toc: &[u8], header: &[u8]) -> Result<()> {
+        let mut out = self.archive_temp()?;
+        let werr = |e| Error::io("cannot write archive", e);
+        let zstd = self.compressor.is_some();
+        let count = self.frame_count_word();
+        let mut w = BufWriter::with_capacity(1 << 20, out.as_file_mut());
+        w.write_all(header).map_err(werr)?;
+        if let Some(count) = count {
+            w.write_all(&count).map_err(werr)?;
+        }
+        let mut buf = Vec::new();
+        for p in &self.pending {
+            read_spooled_into(self.spool.as_file_mut(), p, &mut buf)?;
+            if zstd {
+                w.write_all(&(buf.len() as u32).to_le_bytes())
+                    .map_err(werr)?;
+            }
+            w.write_all(&buf).map_err(werr)?;
+        }
+        w.write_all(toc).map_err(werr)?;
+        w.flush().map_err(werr)?;
+        drop(w);
+        out.persist(&self.dest)
+            .map_err(|e| Error::io("cannot rename archive into place", e.error))?;
+        Ok(())
+    }
+
     fn encode_toc(&self, blob_len: u64) -> Result<Vec<u8>> {
         let arches = self.toc_arches();
         let groups = self.ordinals_by_key();
-
         let zstd = self.compressor.is_some();
         let index = zstd && self.options.order == EntryOrder::Sorted;
-        let mut t = Vec::new();
-        let e = |_| Error::new(ErrorKind::Io, "msgpack encoding failed");
-        use rmp::encode::{write_array_len, write_map_len, write_str, write_uint};
-        let fields = match (zstd, index) {
-            (false, _) => 7,
-            (true, false) => 8,
-            (true, true) => 9,
-        };
-        self.write_toc_head(&mut t, fields, 1, &arches)?;
-        self.write_toc_entries(&mut t, &groups, |_| Vec::new())?;
-        write_str(&mut t, "compression_scheme").map_err(e)?;
+        let mut toc = self.toc_out(1, &arches, &groups, None);
         if zstd {
-            write_str(&mut t, "zstd-per-kernel").map_err(e)?;
-            write_str(&mut t, "zstd_offset").map_err(e)?;
-            write_uint(&mut t, BLOB_START).map_err(e)?;
-            write_str(&mut t, "zstd_size").map_err(e)?;
-            write_uint(&mut t, blob_len).map_err(e)?;
-            if index {
-                // Where each frame's bytes start (after its size word), so a
-                // reader opens without walking every size word of the blob.
-                write_str(&mut t, crate::FRAME_INDEX_KEY).map_err(e)?;
-                write_array_len(&mut t, self.pending.len() as u32).map_err(e)?;
+            toc.compression_scheme = Scheme::ZstdPerKernel.as_str();
+            toc.zstd_offset = Some(BLOB_START);
+            toc.zstd_size = Some(blob_len);
+            // Where each frame's bytes start (after its size word), so a
+            // reader opens without walking every size word of the blob.
+            toc.zstd_frame_offsets = index.then(|| {
                 let mut at = BLOB_START + 4;
-                for p in &self.pending {
-                    write_uint(&mut t, at + 4).map_err(e)?;
-                    at += 4 + p.stored_len;
-                }
-            }
+                (self.pending.iter())
+                    .map(|p| {
+                        at += 4 + p.stored_len;
+                        at - p.stored_len
+                    })
+                    .collect()
+            });
         } else {
-            write_str(&mut t, "none").map_err(e)?;
-            write_str(&mut t, "blobs").map_err(e)?;
-            write_array_len(&mut t, self.pending.len() as u32).map_err(e)?;
             let mut offset = BLOB_START;
-            for p in &self.pending {
-                write_map_len(&mut t, 2).map_err(e)?;
-                write_str(&mut t, "offset").map_err(e)?;
-                write_uint(&mut t, offset).map_err(e)?;
-                write_str(&mut t, "size").map_err(e)?;
-                write_uint(&mut t, p.stored_len).map_err(e)?;
-                offset += p.stored_len;
-            }
+            toc.blobs = Some(
+                (self.pending.iter())
+                    .map(|p| {
+                        offset += p.stored_len;
+                        toc::BlobOut {
+                            offset: offset - p.stored_len,
+                            size: p.stored_len,
+                        }
+                    })
+                    .collect(),
+            );
         }
-        Ok(t)
+        toc.to_bytes()
+    }
+
+    /// The TOC fields every scheme has; scheme `none` until the caller
+    /// says otherwise.
+    fn toc_out<'a>(
+        &'a self,
+        version: u64,
+        arches: &'a [&'a str],
+        groups: &'a [(&'a str, Vec<usize>)],
+        placed: Option<&'a [Placed]>,
+    ) -> toc::TocOut<'a> {
+        toc::TocOut {
+            format_version: version,
+            group_name: &self.options.group_name,
+            gfx_arch_family: &self.options.gfx_arch_family,
+            gfx_arches: arches,
+            toc: toc::Groups {
+                pending: &self.pending,
+                groups,
+                placed,
+            },
+            compression_scheme: Scheme::None.as_str(),
+            zstd_offset: None,
+            zstd_size: None,
+            zstd_frame_offsets: None,
+            blobs: None,
+        }
     }
 }
 
@@ -819,78 +853,6 @@ impl ArchiveWriter {
         groups
     }
 
-    /// The TOC's opening: a map of `fields` entries starting with
-    /// `format_version`, `group_name`, `gfx_arch_family` and `gfx_arches`
-    /// (the v1 and v2 TOCs share them; the caller writes the rest).
-    fn write_toc_head(
-        &self,
-        t: &mut Vec<u8>,
-        fields: u32,
-        version: u64,
-        arches: &[&str],
-    ) -> Result<()> {
-        use rmp::encode::{write_array_len, write_map_len, write_str, write_uint};
-        let e = |_| Error::new(ErrorKind::Io, "msgpack encoding failed");
-        write_map_len(t, fields).map_err(e)?;
-        write_str(t, "format_version").map_err(e)?;
-        write_uint(t, version).map_err(e)?;
-        write_str(t, "group_name").map_err(e)?;
-        write_str(t, &self.options.group_name).map_err(e)?;
-        write_str(t, "gfx_arch_family").map_err(e)?;
-        write_str(t, &self.options.gfx_arch_family).map_err(e)?;
-        write_str(t, "gfx_arches").map_err(e)?;
-        write_array_len(t, arches.len() as u32).map_err(e)?;
-        for a in arches {
-            write_str(t, a).map_err(e)?;
-        }
-        Ok(())
-    }
-
-    /// The TOC's `toc` field: per key, per arch, an entry map of `type`,
-    /// `ordinal`, `original_size`, then `extra(ordinal)` (v2's frame place
-    /// and base; nothing in v1), then `metadata` when there is any.
-    fn write_toc_entries(
-        &self,
-        t: &mut Vec<u8>,
-        groups: &[(&str, Vec<usize>)],
-        extra: impl Fn(usize) -> Vec<(&'static str, u64)>,
-    ) -> Result<()> {
-        use rmp::encode::{write_map_len, write_str, write_uint};
-        let e = |_| Error::new(ErrorKind::Io, "msgpack encoding failed");
-        write_str(t, "toc").map_err(e)?;
-        write_map_len(t, groups.len() as u32).map_err(e)?;
-        for (key, ordinals) in groups {
-            write_str(t, key).map_err(e)?;
-            write_map_len(t, ordinals.len() as u32).map_err(e)?;
-            for &ordinal in ordinals {
-                let p = &self.pending[ordinal];
-                let extra = extra(ordinal);
-                let n = 3 + extra.len() as u32 + u32::from(!p.metadata.is_empty());
-                write_str(t, &p.arch).map_err(e)?;
-                write_map_len(t, n).map_err(e)?;
-                write_str(t, "type").map_err(e)?;
-                write_str(t, "hsaco").map_err(e)?;
-                write_str(t, "ordinal").map_err(e)?;
-                write_uint(t, ordinal as u64).map_err(e)?;
-                write_str(t, "original_size").map_err(e)?;
-                write_uint(t, p.original_size).map_err(e)?;
-                for (name, value) in extra {
-                    write_str(t, name).map_err(e)?;
-                    write_uint(t, value).map_err(e)?;
-                }
-                if !p.metadata.is_empty() {
-                    write_str(t, "metadata").map_err(e)?;
-                    write_map_len(t, p.metadata.len() as u32).map_err(e)?;
-                    for (k, v) in &p.metadata {
-                        write_str(t, k).map_err(e)?;
-                        write_str(t, v).map_err(e)?;
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
     fn finish_delta(&mut self, level: i32) -> Result<Written> {
         let groups: Vec<Vec<usize>> = self
             .ordinals_by_key()
@@ -905,43 +867,7 @@ impl ArchiveWriter {
             let mut w = BufWriter::with_capacity(1 << 20, out.as_file_mut());
             w.write_all(&[0u8; BLOB_START as usize]).map_err(werr)?;
             for ordinals in &groups {
-                let key = &self.pending[ordinals[0]].key;
-                let zerr =
-                    |m: String| Error::new(ErrorKind::Io, format!("zstd failed on {key:?}: {m}"));
-                // A key is either all framed (encoded by a worker) or all
-                // raw: `add_delta_key` and `raw_key_added` keep it so.
-                let (frames, base) = if self.pending[ordinals[0]].framed.is_some() {
-                    let mut frames = Vec::with_capacity(ordinals.len());
-                    let mut base = Vec::with_capacity(ordinals.len());
-                    for &o in ordinals {
-                        frames.push(read_spooled(self.spool.as_file_mut(), &self.pending[o])?);
-                        let arch = self.pending[o].framed.as_ref().and_then(Option::as_ref);
-                        base.push(match arch {
-                            None => None,
-                            Some(arch) => Some(
-                                ordinals
-                                    .iter()
-                                    .position(|&b| &self.pending[b].arch == arch)
-                                    .ok_or_else(|| {
-                                        Error::new(
-                                            ErrorKind::Io,
-                                            format!("{key:?}: base {arch:?} missing"),
-                                        )
-                                    })?,
-                            ),
-                        });
-                    }
-                    (frames, base)
-                } else {
-                    let mut raw = Vec::with_capacity(ordinals.len());
-                    for &o in ordinals {
-                        raw.push(read_spooled(self.spool.as_file_mut(), &self.pending[o])?);
-                    }
-                    let members: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
-                    let e =
-                        delta::encode_key(level, &members, delta::Spread::Rayon).map_err(zerr)?;
-                    (e.frames, e.base)
-                };
+                let delta::Encoded { frames, base } = self.key_frames(ordinals, level)?;
                 for (i, frame) in frames.iter().enumerate() {
                     w.write_all(frame).map_err(werr)?;
                     placed[ordinals[i]] = Some(Placed {
@@ -957,14 +883,10 @@ impl ArchiveWriter {
             w.write_all(&toc).map_err(werr)?;
             w.flush().map_err(werr)?;
         }
-        let toc_offset = pos;
-        let mut header = [0u8; crate::HEADER_SIZE];
-        header[0..4].copy_from_slice(&MAGIC);
-        header[4..8].copy_from_slice(&crate::VERSION_DELTA.to_le_bytes());
-        header[8..16].copy_from_slice(&toc_offset.to_le_bytes());
         let f = out.as_file_mut();
         f.seek(SeekFrom::Start(0)).map_err(werr)?;
-        f.write_all(&header).map_err(werr)?;
+        f.write_all(&header(crate::VERSION_DELTA, pos))
+            .map_err(werr)?;
         f.flush().map_err(werr)?;
         let file_size = f
             .metadata()
@@ -979,38 +901,84 @@ impl ArchiveWriter {
         })
     }
 
+    /// The frames of one key's entries (`ordinals`, in order) and, for
+    /// each, the index in `ordinals` of its base, if it is a delta. A key
+    /// is either all framed (encoded by a worker) or all raw (encoded
+    /// here): `add_delta_key` and `raw_key_added` keep it so.
+    fn key_frames(&mut self, ordinals: &[usize], level: i32) -> Result<delta::Encoded> {
+        let key = self.pending[ordinals[0]].key.clone();
+        let mut spooled = Vec::with_capacity(ordinals.len());
+        for &o in ordinals {
+            spooled.push(read_spooled(self.spool.as_file_mut(), &self.pending[o])?);
+        }
+        if self.pending[ordinals[0]].framed.is_none() {
+            let members: Vec<&[u8]> = spooled.iter().map(Vec::as_slice).collect();
+            let e = delta::encode_key(level, &members, delta::Spread::Rayon)
+                .map_err(|m| Error::new(ErrorKind::Io, format!("zstd failed on {key:?}: {m}")))?;
+            return Ok(e);
+        }
+        let mut base = Vec::with_capacity(ordinals.len());
+        for &o in ordinals {
+            let Some(arch) = self.pending[o].framed.as_ref().and_then(Option::as_ref) else {
+                base.push(None);
+                continue;
+            };
+            let at = ordinals
+                .iter()
+                .position(|&b| &self.pending[b].arch == arch)
+                .ok_or_else(|| {
+                    Error::new(ErrorKind::Io, format!("{key:?}: base {arch:?} missing"))
+                })?;
+            base.push(Some(at));
+        }
+        Ok(delta::Encoded {
+            frames: spooled,
+            base,
+        })
+    }
+
     fn encode_toc_v2(&self, placed: &[Placed]) -> Result<Vec<u8>> {
         let arches = self.toc_arches();
         let groups = self.ordinals_by_key();
-        let mut t = Vec::new();
-        let e = |_| Error::new(ErrorKind::Io, "msgpack encoding failed");
-        use rmp::encode::write_str;
-        self.write_toc_head(&mut t, 6, u64::from(crate::VERSION_DELTA), &arches)?;
-        self.write_toc_entries(&mut t, &groups, |ordinal| {
-            let f = &placed[ordinal];
-            let mut fields = vec![("offset", f.offset), ("size", f.size)];
-            fields.extend(f.base.map(|b| ("base", b)));
-            fields
-        })?;
-        write_str(&mut t, "compression_scheme").map_err(e)?;
-        write_str(&mut t, "zstd-delta").map_err(e)?;
-        Ok(t)
+        let mut toc = self.toc_out(
+            u64::from(crate::VERSION_DELTA),
+            &arches,
+            &groups,
+            Some(placed),
+        );
+        toc.compression_scheme = Scheme::ZstdDelta.as_str();
+        toc.to_bytes()
     }
 }
 
 /// The bytes `p` spooled (raw kernel or frame), read back from `spool`.
 /// Leaves the file position after them: writers seek back to the end.
 fn read_spooled(spool: &mut File, p: &Pending) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    read_spooled_into(spool, p, &mut buf)?;
+    Ok(buf)
+}
+
+/// [`read_spooled`] into `buf` (resized to fit), reusing its allocation.
+fn read_spooled_into(spool: &mut File, p: &Pending, buf: &mut Vec<u8>) -> Result<()> {
     let len = usize::try_from(p.stored_len)
         .map_err(|_| Error::new(ErrorKind::OutOfMemory, "kernel too large"))?;
-    let mut buf = vec![0u8; len];
+    buf.resize(len, 0);
     spool
         .seek(SeekFrom::Start(p.spool_offset))
         .map_err(|e| Error::io("cannot seek spool file", e))?;
     spool
-        .read_exact(&mut buf)
-        .map_err(|e| Error::io("cannot read spool file", e))?;
-    Ok(buf)
+        .read_exact(buf)
+        .map_err(|e| Error::io("cannot read spool file", e))
+}
+
+/// The 64-byte header area: magic, `version`, `toc_offset`, zero padding.
+fn header(version: u32, toc_offset: u64) -> [u8; BLOB_START as usize] {
+    let mut header = [0u8; BLOB_START as usize];
+    header[0..4].copy_from_slice(&MAGIC);
+    header[4..8].copy_from_slice(&version.to_le_bytes());
+    header[8..16].copy_from_slice(&toc_offset.to_le_bytes());
+    header
 }
 
 /// Temp files are created 0600; an installed archive must be world-readable.

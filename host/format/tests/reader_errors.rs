@@ -187,7 +187,7 @@ fn rejects_missing_and_wrong_typed_keys() {
     rejects(
         archive(b"AAAABBBB", &noop_toc(|f| set(f, "group_name", V::U(3)))),
         ErrorKind::InvalidFormat,
-        "expected str",
+        "group_name: invalid type: integer `3`, expected a string",
     );
     rejects(
         archive(
@@ -195,7 +195,7 @@ fn rejects_missing_and_wrong_typed_keys() {
             &noop_toc(|f| set(f, "gfx_arches", V::A(vec![V::Nil]))),
         ),
         ErrorKind::InvalidFormat,
-        "gfx_arches element",
+        "gfx_arches[0]: invalid type",
     );
     let toc = noop_toc(|f| {
         set(
@@ -228,7 +228,7 @@ fn rejects_missing_and_wrong_typed_keys() {
     rejects(
         archive(b"AAAABBBB", &toc),
         ErrorKind::InvalidFormat,
-        "ordinal is a msgpack str",
+        "ordinal is a msgpack str, of the wrong type",
     );
 }
 
@@ -460,4 +460,29 @@ fn never_panics_on_truncated_or_mutated_vectors() {
             }
         }
     }
+}
+
+/// A rejected archive is parsed a second time with offsets tracked: the
+/// offset an error names is the offending value's own.
+#[test]
+fn error_offsets_point_at_the_offending_value() {
+    let bytes = archive(
+        b"AAAABBBB",
+        &noop_toc(|f| set(f, "format_version", V::U(2))),
+    );
+    let at = Archive::from_bytes(bytes.clone())
+        .unwrap_err()
+        .offset()
+        .unwrap() as usize;
+    assert_eq!(&bytes[at - 14..=at], b"format_version\x02");
+
+    let bytes = archive(
+        b"AAAABBBB",
+        &noop_toc(|f| set(f, "blobs", blobs(&[(64, 4), (0x99, 4)]))),
+    );
+    let at = Archive::from_bytes(bytes.clone())
+        .unwrap_err()
+        .offset()
+        .unwrap() as usize;
+    assert_eq!(&bytes[at - 6..=at + 1], b"offset\xcc\x99");
 }

@@ -375,84 +375,17 @@ impl Cache {
         arches.hash(&mut h);
         let hash = h.finish();
         if let Ok(map) = self.resolutions.read()
-            && let Some(found) = map.get(&hash).and_then(|v| {
-                v.iter()
-                    .find(|r| r.matches(binary_path, &marker.search_paths, arches))
-            })
+            && let Some(found) = memoised(&map, hash, binary_path, marker, arches)
         {
-            return Ok(Arc::clone(found));
+            return Ok(found);
         }
 
         let mut diag = String::new();
-        let candidates = self.candidates(marker, binary_path, arches);
-        let mut valid: Vec<(PathBuf, Arc<Archive>)> = Vec::new();
-        for c in &candidates {
-            match self.open_cached(&c.path) {
-                Ok(a) => {
-                    let _ = writeln!(
-                        diag,
-                        "  {} ({}): opened, arches {:?}",
-                        c.path.display(),
-                        c.origin,
-                        a.arches()
-                    );
-                    valid.push((c.path.clone(), a));
-                }
-                Err(why) => {
-                    let _ = writeln!(diag, "  {} ({}): {why}", c.path.display(), c.origin);
-                }
-            }
-        }
+        let valid = self.open_candidates(marker, binary_path, arches, &mut diag);
         if valid.is_empty() {
-            let mut msg = format!(
-                "no archive found for {:?} (binary {}, arches {arches:?}); tried:\n{}",
-                marker.kernel_name,
-                binary_path.display(),
-                if diag.is_empty() {
-                    "  (no candidate paths)\n".to_owned()
-                } else {
-                    diag
-                }
-            );
-            if self.config.path.is_none() {
-                for (pattern, targets) in self.shipped_targets(marker, binary_path) {
-                    let _ = writeln!(
-                        msg,
-                        "  archives present for {pattern}: {}",
-                        if targets.is_empty() {
-                            "none".to_owned()
-                        } else {
-                            targets.join(", ")
-                        }
-                    );
-                }
-            }
-            self.debug(|| msg.clone());
-            self.set_diagnostic(msg.clone());
-            return Err(Error::new(ErrorKind::ArchiveNotFound, msg));
+            return Err(self.no_archive(marker, binary_path, arches, diag));
         }
-
-        let mut pairs: Vec<(usize, String)> = Vec::new();
-        for arch in arches {
-            for target in compatible_targets(arch) {
-                for (i, (path, a)) in valid.iter().enumerate() {
-                    // The same archive reached twice (two search paths, a
-                    // symlink) is tried once per target.
-                    let dup = pairs
-                        .iter()
-                        .any(|(j, t)| *t == target && Arc::ptr_eq(&valid[*j].1, a));
-                    if a.has_arch(&target) && !dup {
-                        let _ = writeln!(
-                            diag,
-                            "  candidate {}: {} as target {target:?} (device arch {arch:?})",
-                            pairs.len() + 1,
-                            path.display()
-                        );
-                        pairs.push((i, target.clone()));
-                    }
-                }
-            }
-        }
+        let pairs = compatible_pairs(&valid, arches, &mut diag);
         self.debug(|| {
             format!(
                 "resolved {:?} for {}:\n{diag}",
@@ -470,11 +403,8 @@ impl Cache {
             diagnostic: diag,
         });
         if let Ok(mut map) = self.resolutions.write() {
-            if let Some(existing) = map.get(&hash).and_then(|v| {
-                v.iter()
-                    .find(|r| r.matches(binary_path, &marker.search_paths, arches))
-            }) {
-                return Ok(Arc::clone(existing));
+            if let Some(existing) = memoised(&map, hash, binary_path, marker, arches) {
+                return Ok(existing);
             }
             // Markers come from loaded binaries, so real processes need few
             // entries; the cap keeps hostile or endless distinct markers
@@ -484,6 +414,74 @@ impl Cache {
             }
         }
         Ok(res)
+    }
+
+    /// Every candidate archive that opens, in candidate order; one line of
+    /// `diag` per candidate.
+    fn open_candidates(
+        &self,
+        marker: &Marker,
+        binary_path: &Path,
+        arches: &[&str],
+        diag: &mut String,
+    ) -> Vec<(PathBuf, Arc<Archive>)> {
+        let mut valid = Vec::new();
+        for c in &self.candidates(marker, binary_path, arches) {
+            match self.open_cached(&c.path) {
+                Ok(a) => {
+                    let _ = writeln!(
+                        diag,
+                        "  {} ({}): opened, arches {:?}",
+                        c.path.display(),
+                        c.origin,
+                        a.arches()
+                    );
+                    valid.push((c.path.clone(), a));
+                }
+                Err(why) => {
+                    let _ = writeln!(diag, "  {} ({}): {why}", c.path.display(), c.origin);
+                }
+            }
+        }
+        valid
+    }
+
+    /// The `ArchiveNotFound` error (and diagnostic) when no candidate
+    /// opened: what was tried and, unless `ROCM_KPACK_PATH` replaced the
+    /// search, which targets are shipped beside each search path.
+    fn no_archive(
+        &self,
+        marker: &Marker,
+        binary_path: &Path,
+        arches: &[&str],
+        diag: String,
+    ) -> Error {
+        let mut msg = format!(
+            "no archive found for {:?} (binary {}, arches {arches:?}); tried:\n{}",
+            marker.kernel_name,
+            binary_path.display(),
+            if diag.is_empty() {
+                "  (no candidate paths)\n".to_owned()
+            } else {
+                diag
+            }
+        );
+        if self.config.path.is_none() {
+            for (pattern, targets) in self.shipped_targets(marker, binary_path) {
+                let _ = writeln!(
+                    msg,
+                    "  archives present for {pattern}: {}",
+                    if targets.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        targets.join(", ")
+                    }
+                );
+            }
+        }
+        self.debug(|| msg.clone());
+        self.set_diagnostic(msg.clone());
+        Error::new(ErrorKind::ArchiveNotFound, msg)
     }
 
     /// For a failed search only (reads directories): per marker search
@@ -649,6 +647,53 @@ pub(crate) fn weakly_canonical(path: &Path) -> Option<PathBuf> {
         return Some(out);
     }
     None
+}
+
+/// The memoised resolution for (`binary_path`, `marker`'s search paths,
+/// `arches`), if any.
+fn memoised(
+    map: &HashMap<u64, Vec<Arc<Resolution>>>,
+    hash: u64,
+    binary_path: &Path,
+    marker: &Marker,
+    arches: &[&str],
+) -> Option<Arc<Resolution>> {
+    map.get(&hash)?
+        .iter()
+        .find(|r| r.matches(binary_path, &marker.search_paths, arches))
+        .map(Arc::clone)
+}
+
+/// Every compatible (index into `valid`, target) pair in the order a load
+/// tries them (rocm-systems #9953): arches in list order, each arch's
+/// targets most specific first, archives in candidate order; the same
+/// archive reached twice (two search paths, a symlink) is tried once per
+/// target. One line of `diag` per pair.
+fn compatible_pairs(
+    valid: &[(PathBuf, Arc<Archive>)],
+    arches: &[&str],
+    diag: &mut String,
+) -> Vec<(usize, String)> {
+    let mut pairs: Vec<(usize, String)> = Vec::new();
+    for arch in arches {
+        for target in compatible_targets(arch) {
+            for (i, (path, a)) in valid.iter().enumerate() {
+                let dup = pairs
+                    .iter()
+                    .any(|(j, t)| *t == target && Arc::ptr_eq(&valid[*j].1, a));
+                if a.has_arch(&target) && !dup {
+                    let _ = writeln!(
+                        diag,
+                        "  candidate {}: {} as target {target:?} (device arch {arch:?})",
+                        pairs.len() + 1,
+                        path.display()
+                    );
+                    pairs.push((i, target.clone()));
+                }
+            }
+        }
+    }
+    pairs
 }
 
 /// `arch` (an agent ISA name, prefix optional) follows the target-id

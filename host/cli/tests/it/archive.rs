@@ -124,6 +124,44 @@ fn archive_pack_dry_run_writes_nothing() {
 }
 
 #[test]
+fn archive_pack_creates_missing_parent_directories_and_removes_them_on_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(tree.join("gfx900/lib")).unwrap();
+    std::fs::write(tree.join("gfx900/lib/a.so#0.hsaco"), b"code").unwrap();
+    let pack = |out: &std::path::Path| {
+        kpack([
+            "archive".as_ref(),
+            "pack".as_ref(),
+            tree.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ])
+    };
+    let packed = dir.path().join("a/b/x.kpack");
+    let out = pack(&packed);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        &*Archive::open(&packed)
+            .unwrap()
+            .get("lib/a.so#0", "gfx900")
+            .unwrap(),
+        b"code"
+    );
+
+    // A kernel that cannot be read: exit 2, and the directories made for
+    // the output are gone again.
+    std::os::unix::fs::symlink(
+        dir.path().join("missing"),
+        tree.join("gfx900/lib/b.so#0.hsaco"),
+    )
+    .unwrap();
+    let out = pack(&dir.path().join("c/d/x.kpack"));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!dir.path().join("c").exists());
+}
+
+#[test]
 fn archive_verify_exit_codes_distinguish_findings_from_errors() {
     let dir = tempfile::tempdir().unwrap();
     let good = vector("amd_test_zstd.kpack");

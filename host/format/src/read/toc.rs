@@ -6,9 +6,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{Base, Entry, Scheme};
+use crate::decode::{self, At, MapOf, Reader, Seq};
 use crate::error::{Error, ErrorKind, Result};
-use crate::msgpack::{self, Data, Fields, Value, as_array, as_map, as_str, as_uint};
+
+mod raw;
+
 use crate::{BLOB_START, FRAME_INDEX_KEY, HEADER_SIZE, MAGIC, VERSION, VERSION_DELTA};
+use raw::{RawBinaries, RawEntry, RawToc};
 
 /// AMD's loader refuses zstd blobs larger than this (§2.6 step 10).
 const MAX_ZSTD_BLOB: u64 = 1 << 32;
@@ -33,8 +37,6 @@ pub(super) struct Toc {
     pub(super) gfx_arch_family: String,
     pub(super) gfx_arches: Vec<String>,
     pub(super) toc_offset: u64,
-    /// Bytes of msgpack the TOC takes.
-    pub(super) toc_len: u64,
     /// Sorted by key, byte-wise (AMD's `std::map` order).
     pub(super) binaries: Vec<Binary>,
     pub(super) blob_count: u64,
@@ -53,156 +55,53 @@ fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
 impl Toc {
     /// Parse and check the header and TOC of the archive `bytes`.
     pub(super) fn parse(bytes: &[u8]) -> Result<Toc> {
-        let len = bytes.len() as u64;
-        if bytes.len() < HEADER_SIZE {
-            return Err(Error::format(
-                0,
-                format!("file is {len} bytes, shorter than the 16-byte header"),
-            ));
-        }
-        if bytes[0..4] != MAGIC {
-            return Err(Error::format(
-                0,
-                format!("bad magic {:02x?}, expected \"KPAK\"", &bytes[0..4]),
-            ));
-        }
-        let version = u32_at(bytes, 4).unwrap_or(0);
-        if version != VERSION && version != VERSION_DELTA {
-            return Err(Error::at(
-                ErrorKind::UnsupportedVersion,
-                4,
-                format!("header version {version}, only 1 and 2 are supported"),
-            ));
-        }
-        let mut raw = [0u8; 8];
-        raw.copy_from_slice(&bytes[8..16]);
-        let toc_offset = u64::from_le_bytes(raw);
-        if toc_offset >= len {
-            return Err(Error::format(
-                8,
-                format!("toc_offset {toc_offset:#x} is not inside the {len}-byte file"),
-            ));
-        }
-        if toc_offset < BLOB_START {
-            return Err(Error::format(
-                8,
-                format!("toc_offset {toc_offset:#x} points into the 64-byte header"),
-            ));
-        }
-        // toc_offset < len, so it fits in usize.
-        let toc_bytes = &bytes[toc_offset as usize..];
-        let (root, used) = msgpack::decode(toc_bytes, toc_offset).map_err(|e| {
-            Error::at(
-                ErrorKind::MsgpackParseFailed,
-                e.offset,
-                format!("TOC is not valid msgpack: {e}"),
-            )
-        })?;
-        let root_offset = root.offset;
-        let Data::Map(root_items) = root.data else {
-            return Err(Error::at(
-                ErrorKind::MsgpackParseFailed,
-                root.offset,
-                format!("TOC root is a {}, not a map", root.data.type_name()),
-            ));
-        };
-        let root = Fields::new(&root_items, root_offset, "TOC")?;
+        // Offsets for errors cost a tracked reader: only a failed parse is
+        // run again with one, for its error.
+        Toc::parse_with(bytes, Reader::Fast).or_else(|_| Toc::parse_with(bytes, Reader::Tracked))
+    }
 
-        let fv = root.require("format_version")?;
-        let format_version = as_uint(fv, "format_version")?;
-        if format_version != u64::from(version) {
-            return Err(Error::at(
-                ErrorKind::UnsupportedVersion,
-                fv.offset,
-                format!("TOC format_version {format_version} in a version {version} header"),
-            ));
-        }
-        let group_name = as_str(root.require("group_name")?, "group_name")?.to_owned();
+    /// Bytes of msgpack the TOC of the archive `bytes` takes.
+    pub(super) fn toc_len(&self, bytes: &[u8]) -> u64 {
+        let toc = bytes.get(self.toc_offset as usize..).unwrap_or_default();
+        decode::length(toc, self.toc_offset).map_or(0, |n| n as u64)
+    }
+
+    fn parse_with(bytes: &[u8], reader: Reader) -> Result<Toc> {
+        let (version, toc_offset) = parse_header(bytes)?;
+        let raw = decode_toc(bytes, toc_offset, reader)?;
+        let format_version = check_format_version(&raw, toc_offset, version)?;
+        let scheme = scheme_of(&raw, version)?;
+        let required = |key: &str| missing(toc_offset, "TOC", key);
+        let group_name = raw
+            .group_name
+            .clone()
+            .ok_or_else(|| required("group_name"))?;
         let gfx_arch_family =
-            as_str(root.require("gfx_arch_family")?, "gfx_arch_family")?.to_owned();
-        let arches_v = root.require("gfx_arches")?;
-        let gfx_arches = as_array(arches_v, "gfx_arches")?
-            .iter()
-            .map(|v| as_str(v, "gfx_arches element").map(str::to_owned))
-            .collect::<Result<Vec<_>>>()?;
-        let scheme = match root.get("compression_scheme") {
-            // Both AMD readers default a missing scheme to "none".
-            None => Scheme::None,
-            Some(v) => match as_str(v, "compression_scheme")? {
-                "none" => Scheme::None,
-                "zstd-per-kernel" => Scheme::ZstdPerKernel,
-                "zstd-delta" => Scheme::ZstdDelta,
-                other => {
-                    return Err(Error::at(
-                        ErrorKind::NotImplemented,
-                        v.offset,
-                        format!("unknown compression_scheme {other:?}"),
-                    ));
-                }
-            },
+            (raw.gfx_arch_family.clone()).ok_or_else(|| required("gfx_arch_family"))?;
+        let gfx_arches = match &raw.gfx_arches {
+            Some(list) => list.0.clone(),
+            None => return Err(required("gfx_arches")),
         };
-
-        // Version 2 holds zstd-delta and nothing else: a v1 reader must never
-        // see the scheme (AMD's treats unknown schemes as "none").
-        if (version == VERSION_DELTA) != (scheme == Scheme::ZstdDelta) {
-            return Err(Error::format(
-                4,
-                format!(
-                    "compression_scheme {:?} in a version {version} header",
-                    scheme.as_str()
-                ),
-            ));
-        }
-        let mut indexed = false;
+        let indexed = scheme == Scheme::ZstdPerKernel && raw.zstd_frame_offsets.is_some();
         let blobs = match scheme {
-            Scheme::None => Some(noop_blobs(&root, toc_offset)?),
-            Scheme::ZstdPerKernel => match root.get(FRAME_INDEX_KEY) {
-                Some(index) => {
-                    indexed = true;
-                    Some(indexed_frames(&root, index, bytes, toc_offset)?)
-                }
-                None => Some(zstd_frames(&root, bytes, toc_offset)?),
-            },
+            Scheme::None => Some(noop_blobs(&raw, toc_offset)?),
+            Scheme::ZstdPerKernel => Some(match &raw.zstd_frame_offsets {
+                Some(index) => indexed_frames(&raw, index, bytes, toc_offset)?,
+                None => zstd_frames(&raw, bytes, toc_offset)?,
+            }),
             Scheme::ZstdDelta => None,
         };
-
-        let toc_v = root.require("toc")?;
-        let toc = Fields::new(as_map(toc_v, "toc")?, toc_v.offset, "toc")?;
-        let mut binaries = Vec::with_capacity(toc.len());
-        // Few distinct arches per archive: each is allocated once.
-        let mut arch_names: Vec<Arc<str>> = Vec::new();
-        for (key, arches_v) in toc.iter() {
-            let key: Arc<str> = key.into();
-            let arch_map =
-                Fields::new(as_map(arches_v, "toc value")?, arches_v.offset, "toc value")?;
-            let mut entries = Vec::with_capacity(arch_map.len());
-            for (arch, ev) in arch_map.iter() {
-                let arch = match arch_names.iter().find(|a| ***a == *arch) {
-                    Some(a) => Arc::clone(a),
-                    None => {
-                        let a: Arc<str> = arch.into();
-                        arch_names.push(Arc::clone(&a));
-                        a
-                    }
-                };
-                entries.push(parse_entry(
-                    &key,
-                    &arch,
-                    ev,
-                    blobs.as_ref(),
-                    scheme,
-                    toc_offset,
-                )?);
-            }
-            entries.sort_by(|a, b| a.arch.cmp(&b.arch));
-            binaries.push(Binary { key, entries });
-        }
-        binaries.sort_by(|a, b| a.key.cmp(&b.key));
+        let toc = raw.toc.ok_or_else(|| required("toc"))?;
+        let places = Places {
+            blobs: blobs.as_ref(),
+            scheme,
+            toc_offset,
+        };
+        let mut binaries = build_binaries(toc.v, &places)?;
         let blob_count = match blobs {
             Some(b) => b.len() as u64,
             None => resolve_bases(&mut binaries)?,
         };
-
         Ok(Toc {
             scheme,
             format_version,
@@ -210,7 +109,6 @@ impl Toc {
             gfx_arch_family,
             gfx_arches,
             toc_offset,
-            toc_len: used as u64,
             binaries,
             blob_count,
             version,
@@ -219,22 +117,184 @@ impl Toc {
     }
 }
 
+/// The header's version and `toc_offset`, checked against the file.
+fn parse_header(bytes: &[u8]) -> Result<(u32, u64)> {
+    let len = bytes.len() as u64;
+    if bytes.len() < HEADER_SIZE {
+        return Err(Error::format(
+            0,
+            format!("file is {len} bytes, shorter than the 16-byte header"),
+        ));
+    }
+    if bytes[0..4] != MAGIC {
+        return Err(Error::format(
+            0,
+            format!("bad magic {:02x?}, expected \"KPAK\"", &bytes[0..4]),
+        ));
+    }
+    let version = u32_at(bytes, 4).unwrap_or(0);
+    if version != VERSION && version != VERSION_DELTA {
+        return Err(Error::at(
+            ErrorKind::UnsupportedVersion,
+            4,
+            format!("header version {version}, only 1 and 2 are supported"),
+        ));
+    }
+    let mut raw = [0u8; 8];
+    raw.copy_from_slice(&bytes[8..16]);
+    let toc_offset = u64::from_le_bytes(raw);
+    if toc_offset >= len {
+        return Err(Error::format(
+            8,
+            format!("toc_offset {toc_offset:#x} is not inside the {len}-byte file"),
+        ));
+    }
+    if toc_offset < BLOB_START {
+        return Err(Error::format(
+            8,
+            format!("toc_offset {toc_offset:#x} points into the 64-byte header"),
+        ));
+    }
+    Ok((version, toc_offset))
+}
+
+/// The TOC's msgpack, typed.
+fn decode_toc(bytes: &[u8], toc_offset: u64, reader: Reader) -> Result<RawToc> {
+    // toc_offset < len (checked), so it fits in usize and the TOC has a byte.
+    let toc_bytes = &bytes[toc_offset as usize..];
+    let root = toc_bytes.first().copied().unwrap_or(0xc1);
+    if !decode::is_map(root) {
+        return Err(Error::at(
+            ErrorKind::MsgpackParseFailed,
+            toc_offset,
+            format!("TOC root is a {}, not a map", decode::type_name(root)),
+        ));
+    }
+    let MapOf(raw) =
+        decode::decode::<MapOf<RawToc>>(toc_bytes, toc_offset, reader).map_err(|f| {
+            if f.syntax {
+                Error::at(
+                    ErrorKind::MsgpackParseFailed,
+                    f.offset,
+                    format!("TOC is not valid msgpack: {}", f.message),
+                )
+            } else {
+                Error::format(f.offset, format!("malformed TOC: {}", f.message))
+            }
+        })?;
+    Ok(raw)
+}
+
+/// `format_version`, which must equal the header's version.
+fn check_format_version(raw: &RawToc, toc_offset: u64, version: u32) -> Result<u64> {
+    let fv = raw
+        .format_version
+        .ok_or_else(|| missing(toc_offset, "TOC", "format_version"))?;
+    if fv.v != u64::from(version) {
+        return Err(Error::at(
+            ErrorKind::UnsupportedVersion,
+            fv.at,
+            format!("TOC format_version {} in a version {version} header", fv.v),
+        ));
+    }
+    Ok(fv.v)
+}
+
+/// `compression_scheme`, which must agree with the header's version.
+fn scheme_of(raw: &RawToc, version: u32) -> Result<Scheme> {
+    let scheme = match &raw.compression_scheme {
+        // Both AMD readers default a missing scheme to "none".
+        None => Scheme::None,
+        Some(v) => match v.v.as_str() {
+            "none" => Scheme::None,
+            "zstd-per-kernel" => Scheme::ZstdPerKernel,
+            "zstd-delta" => Scheme::ZstdDelta,
+            other => {
+                return Err(Error::at(
+                    ErrorKind::NotImplemented,
+                    v.at,
+                    format!("unknown compression_scheme {other:?}"),
+                ));
+            }
+        },
+    };
+    // Version 2 holds zstd-delta and nothing else: a v1 reader must never
+    // see the scheme (AMD's treats unknown schemes as "none").
+    if (version == VERSION_DELTA) != (scheme == Scheme::ZstdDelta) {
+        return Err(Error::format(
+            4,
+            format!(
+                "compression_scheme {:?} in a version {version} header",
+                scheme.as_str()
+            ),
+        ));
+    }
+    Ok(scheme)
+}
+
+/// `what` (a map at `at`) lacks `key`.
+fn missing(at: u64, what: &str, key: &str) -> Error {
+    Error::format(at, format!("{what} has no {key:?} key"))
+}
+
+/// What an entry needs to place its stored bytes.
+struct Places<'b> {
+    blobs: Option<&'b Blobs>,
+    scheme: Scheme,
+    toc_offset: u64,
+}
+
+/// The `toc` map as sorted, checked [`Binary`]s: keys unique and sorted
+/// byte-wise, each key's arches unique and sorted.
+fn build_binaries(raw: RawBinaries, places: &Places<'_>) -> Result<Vec<Binary>> {
+    let mut raw = raw.0;
+    raw.sort_by(|a, b| a.key.v.cmp(&b.key.v));
+    if let Some(w) = raw.windows(2).find(|w| w[0].key.v == w[1].key.v) {
+        return Err(duplicate(&w[1].key, "toc"));
+    }
+    let mut binaries = Vec::with_capacity(raw.len());
+    for mut b in raw {
+        b.entries.sort_by(|x, y| x.0.v.cmp(&y.0.v));
+        if let Some(w) = b.entries.windows(2).find(|w| w[0].0.v == w[1].0.v) {
+            return Err(duplicate(&w[1].0, "toc value"));
+        }
+        let entries = (b.entries.into_iter())
+            .map(|(arch, ev)| parse_entry(&b.key.v, &arch.v, ev, places))
+            .collect::<Result<Vec<_>>>()?;
+        binaries.push(Binary {
+            key: b.key.v,
+            entries,
+        });
+    }
+    Ok(binaries)
+}
+
+/// A key met a second time (at `name`'s offset) in the map `what`.
+fn duplicate(name: &At<Arc<str>>, what: &str) -> Error {
+    Error::format(name.at, format!("duplicate key {:?} in {what}", name.v))
+}
+
 /// (absolute offset, size) of each ordinal's stored bytes.
 type Blobs = Vec<(u64, u64)>;
 
-fn noop_blobs(root: &Fields<'_, '_, '_>, toc_offset: u64) -> Result<Blobs> {
-    let blobs_v = root.require("blobs")?;
-    let items = as_array(blobs_v, "blobs")?;
-    let mut blobs = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let f = Fields::new(as_map(item, "blobs element")?, item.offset, "blobs element")?;
-        let off_v = f.require("offset")?;
-        let offset = as_uint(off_v, "blob offset")?;
-        let size = as_uint(f.require("size")?, "blob size")?;
+fn noop_blobs(raw: &RawToc, toc_offset: u64) -> Result<Blobs> {
+    let Some(items) = &raw.blobs else {
+        return Err(missing(toc_offset, "TOC", "blobs"));
+    };
+    let mut blobs = Vec::with_capacity(items.0.len());
+    for (i, item) in items.0.iter().enumerate() {
+        let f = &item.v.0;
+        let off_v = f
+            .offset
+            .ok_or_else(|| missing(item.at, "blobs element", "offset"))?;
+        let offset = off_v.v;
+        let size = f
+            .size
+            .ok_or_else(|| missing(item.at, "blobs element", "size"))?;
         let end = offset.checked_add(size);
         if offset < BLOB_START || end.is_none_or(|e| e > toc_offset) {
             return Err(Error::format(
-                off_v.offset,
+                off_v.at,
                 format!(
                     "blobs[{i}] [{offset:#x}, +{size}) is outside the blob area [0x40, {toc_offset:#x})"
                 ),
@@ -261,8 +321,8 @@ fn noop_blobs(root: &Fields<'_, '_, '_>, toc_offset: u64) -> Result<Blobs> {
     Ok(blobs)
 }
 
-fn zstd_frames(root: &Fields<'_, '_, '_>, bytes: &[u8], toc_offset: u64) -> Result<Blobs> {
-    let (start, end) = zstd_blob_range(root, toc_offset)?;
+fn zstd_frames(raw: &RawToc, bytes: &[u8], toc_offset: u64) -> Result<Blobs> {
+    let (start, end) = zstd_blob_range(raw, toc_offset)?;
     let size = end - start;
     // In range of the file, so these fit in usize.
     let (start_u, end_u) = (start as usize, (start + size) as usize);
@@ -320,75 +380,42 @@ fn zstd_frames(root: &Fields<'_, '_, '_>, bytes: &[u8], toc_offset: u64) -> Resu
 fn parse_entry(
     key: &Arc<str>,
     arch: &Arc<str>,
-    v: &Value<'_>,
-    blobs: Option<&Blobs>,
-    scheme: Scheme,
-    toc_offset: u64,
+    raw: At<MapOf<RawEntry>>,
+    places: &Places<'_>,
 ) -> Result<Entry> {
-    let f = Fields::new(as_map(v, "toc entry")?, v.offset, "toc entry")?;
+    let (at, f) = (raw.at, raw.v.0);
     let what = || format!("toc[{key:?}][{arch:?}]");
-    if let Some(t) = f.get("type") {
-        as_str(t, "entry type")?;
-    }
-    let ord_v = f.require("ordinal")?;
-    let ordinal = as_uint(ord_v, "ordinal")?;
-    let original_size = as_uint(f.require("original_size")?, "original_size")?;
-    let mut base = None;
-    let Some((stored_offset, stored_size)) = (match blobs {
-        Some(blobs) => usize::try_from(ordinal)
-            .ok()
-            .and_then(|i| blobs.get(i))
-            .copied(),
-        None => {
-            // zstd-delta: the entry places its own frame.
-            let off_v = f.require("offset")?;
-            let offset = as_uint(off_v, "frame offset")?;
-            let size = as_uint(f.require("size")?, "frame size")?;
-            if offset < BLOB_START || offset.checked_add(size).is_none_or(|e| e > toc_offset) {
+    let ord_v = f
+        .ordinal
+        .ok_or_else(|| missing(at, "toc entry", "ordinal"))?;
+    let ordinal = ord_v.v;
+    let original_size =
+        (f.original_size).ok_or_else(|| missing(at, "toc entry", "original_size"))?;
+    let (stored_offset, stored_size, base) = match places.blobs {
+        Some(blobs) => {
+            let blob = usize::try_from(ordinal).ok().and_then(|i| blobs.get(i));
+            let Some(&(offset, size)) = blob else {
                 return Err(Error::format(
-                    off_v.offset,
+                    ord_v.at,
                     format!(
-                        "{}: frame [{offset:#x}, +{size}) is outside the blob area [0x40, {toc_offset:#x})",
-                        what()
+                        "{}: ordinal {ordinal} but the archive has {} blobs",
+                        what(),
+                        blobs.len()
                     ),
                 ));
-            }
-            if let Some(b) = f.get("base") {
-                base = Some(Base {
-                    ordinal: as_uint(b, "base")?,
-                    toc_at: b.offset,
-                    offset: 0,
-                    size: 0,
-                    original_size: 0,
-                });
-            }
-            Some((offset, size))
+            };
+            (offset, size, None)
         }
-    }) else {
-        return Err(Error::format(
-            ord_v.offset,
-            format!(
-                "{}: ordinal {ordinal} but the archive has {} blobs",
-                what(),
-                blobs.map_or(0, Vec::len)
-            ),
-        ));
+        None => delta_frame(&f, at, places.toc_offset, &what)?,
     };
-    if scheme == Scheme::None && stored_size != original_size {
+    if places.scheme == Scheme::None && stored_size != original_size {
         return Err(Error::format(
-            ord_v.offset,
+            ord_v.at,
             format!(
                 "{}: blob {ordinal} is {stored_size} bytes but original_size is {original_size}",
                 what()
             ),
         ));
-    }
-    let mut metadata = Vec::new();
-    if let Some(m) = f.get("metadata") {
-        let mf = Fields::new(as_map(m, "metadata")?, m.offset, "metadata")?;
-        for (k, mv) in mf.iter() {
-            metadata.push(((*k).to_owned(), as_str(mv, "metadata value")?.to_owned()));
-        }
     }
     Ok(Entry {
         key: Arc::clone(key),
@@ -397,9 +424,39 @@ fn parse_entry(
         original_size,
         stored_offset,
         stored_size,
-        metadata,
+        metadata: f.metadata.map(|m| m.0).unwrap_or_default(),
         base,
     })
+}
+
+/// zstd-delta: the frame an entry places itself (checked against the blob
+/// area) and its base, to be resolved once every entry is known.
+fn delta_frame(
+    f: &RawEntry,
+    at: u64,
+    toc_offset: u64,
+    what: &dyn Fn() -> String,
+) -> Result<(u64, u64, Option<Base>)> {
+    let off_v = f.offset.ok_or_else(|| missing(at, "toc entry", "offset"))?;
+    let offset = off_v.v;
+    let size = f.size.ok_or_else(|| missing(at, "toc entry", "size"))?;
+    if offset < BLOB_START || offset.checked_add(size).is_none_or(|e| e > toc_offset) {
+        return Err(Error::format(
+            off_v.at,
+            format!(
+                "{}: frame [{offset:#x}, +{size}) is outside the blob area [0x40, {toc_offset:#x})",
+                what()
+            ),
+        ));
+    }
+    let base = f.base.map(|b| Base {
+        ordinal: b.v,
+        toc_at: b.at,
+        offset: 0,
+        size: 0,
+        original_size: 0,
+    });
+    Ok((offset, size, base))
 }
 
 /// zstd-delta: check that ordinals are unique and frames disjoint, and
@@ -487,17 +544,17 @@ fn resolve_bases(binaries: &mut [Binary]) -> Result<u64> {
 /// index must tile the blob exactly as a walk would; each frame's size word
 /// is compared when that frame is read (and by `verify`).
 fn indexed_frames(
-    root: &Fields<'_, '_, '_>,
-    index: &Value<'_>,
+    raw: &RawToc,
+    index: &At<Seq<At<u64>>>,
     bytes: &[u8],
     toc_offset: u64,
 ) -> Result<Blobs> {
-    let (start, end) = zstd_blob_range(root, toc_offset)?;
+    let (start, end) = zstd_blob_range(raw, toc_offset)?;
     let count = u64::from(u32_at(bytes, start as usize).unwrap_or(0));
-    let offsets = as_array(index, FRAME_INDEX_KEY)?;
+    let offsets = &index.v.0;
     if offsets.len() as u64 != count {
         return Err(Error::format(
-            index.offset,
+            index.at,
             format!(
                 "{FRAME_INDEX_KEY} has {} offsets but the zstd blob announces {count} frames",
                 offsets.len()
@@ -507,10 +564,10 @@ fn indexed_frames(
     let mut frames: Blobs = Vec::with_capacity(offsets.len());
     let mut expect = start + 8;
     for (i, v) in offsets.iter().enumerate() {
-        let at = as_uint(v, "frame offset")?;
+        let at = v.v;
         if at != expect || at > end {
             return Err(Error::format(
-                v.offset,
+                v.at,
                 format!(
                     "{FRAME_INDEX_KEY}[{i}] is {at:#x}, but frame {i} starts at {expect:#x} \
                      (blob [{start:#x}, {end:#x}))"
@@ -518,12 +575,12 @@ fn indexed_frames(
             ));
         }
         let next = match offsets.get(i + 1) {
-            Some(n) => as_uint(n, "frame offset")?,
+            Some(n) => n.v,
             None => end.saturating_add(4),
         };
         if next < at.saturating_add(4) || next > end.saturating_add(4) {
             return Err(Error::format(
-                v.offset,
+                v.at,
                 format!(
                     "{FRAME_INDEX_KEY}[{}] is {next:#x}, not after frame {i} at {at:#x} \
                      and inside the blob end {end:#x}",
@@ -544,21 +601,24 @@ fn indexed_frames(
 }
 
 /// `[zstd_offset, zstd_offset + zstd_size)`, checked against the file.
-fn zstd_blob_range(root: &Fields<'_, '_, '_>, toc_offset: u64) -> Result<(u64, u64)> {
-    let off_v = root.require("zstd_offset")?;
-    let start = as_uint(off_v, "zstd_offset")?;
-    let size_v = root.require("zstd_size")?;
-    let size = as_uint(size_v, "zstd_size")?;
+fn zstd_blob_range(raw: &RawToc, toc_offset: u64) -> Result<(u64, u64)> {
+    let off_v = raw
+        .zstd_offset
+        .ok_or_else(|| missing(toc_offset, "TOC", "zstd_offset"))?;
+    let size_v = raw
+        .zstd_size
+        .ok_or_else(|| missing(toc_offset, "TOC", "zstd_size"))?;
+    let (start, size) = (off_v.v, size_v.v);
     if size > MAX_ZSTD_BLOB {
         return Err(Error::format(
-            size_v.offset,
+            size_v.at,
             format!("zstd_size {size} exceeds 4 GiB"),
         ));
     }
     let end = start.checked_add(size);
     if start < BLOB_START || end.is_none_or(|e| e > toc_offset) {
         return Err(Error::format(
-            off_v.offset,
+            off_v.at,
             format!(
                 "zstd blob [{start:#x}, +{size}) is outside the blob area [0x40, {toc_offset:#x})"
             ),
