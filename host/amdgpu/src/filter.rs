@@ -112,7 +112,7 @@ impl TargetFilter {
         if self.is_empty() {
             return true;
         }
-        let text = target.rsplit_once("--").map_or(target, |(_, t)| t);
+        let text = strip_target_prefix(target.trim());
         let Ok(TargetPattern(id)) = TargetPattern::parse(text) else {
             let named = |p: &TargetPattern| p.to_string() == text;
             return !self.exclude.iter().any(named)

@@ -57,6 +57,6 @@ pub use generic::{GENERIC_TABLE, covered_by, generic_for, is_generic};
 pub use mach::{EF_AMDGPU_MACH, MACH_TABLE, mach_for_processor, processor_for_mach};
 pub use name::{find_target, gfx_tokens, parse_sanitized_target, parse_target};
 pub use target::{
-    Feature, TARGET_PREFIX, TARGET_TRIPLE, TargetId, TargetIdError, split_processor,
-    strip_target_prefix,
+    Feature, QualifiedTarget, SPIRV_ARCH, TARGET_PREFIX, TARGET_TRIPLE, TargetId, TargetIdError,
+    split_processor, strip_target_prefix,
 };

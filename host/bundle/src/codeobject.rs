@@ -101,7 +101,7 @@ impl CodeObjectInfo {
             }
         }
         if let Some(md) = &self.metadata_target {
-            let md_target = md.rsplit("--").next().unwrap_or(md);
+            let md_target = kpack_amdgpu::strip_target_prefix(md);
             // Whether a strict object's metadata names the `-strict`
             // variant is the compiler's business; either spelling agrees.
             if TargetId::parse(md_target)

@@ -101,8 +101,7 @@ fn stale_temps(dirs: &[PathBuf]) -> Vec<PathBuf> {
 
 /// `kpack verify --gpu GPU DIR...`.
 fn run_gpu(args: &Args, gpu: &str) -> CliResult {
-    kpack_amdgpu::TargetId::parse(kpack_amdgpu::strip_target_prefix(gpu))
-        .with_context(|| format!("--gpu {gpu:?}"))?;
+    kpack_amdgpu::TargetId::parse_qualified(gpu).with_context(|| format!("--gpu {gpu:?}"))?;
     let rep = explain_gpu(&args.dirs, gpu)?;
     if args.json {
         let v = serde_json::json!({ "schema_version": 1, "missing": rep.missing(), "report": rep });

@@ -28,6 +28,7 @@ mod prune_objects;
 mod rerun;
 mod runtime_e2e;
 mod safety;
+mod spellings;
 mod split;
 mod targets;
 mod util;
