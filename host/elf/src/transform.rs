@@ -205,6 +205,9 @@ pub struct PruneReport {
     /// Sections `.hip_fatbin` ends up split into (`.hip_fatbin`, then
     /// `.hip_fatbin.1`, ...): more than one in the `runs` layout.
     pub runs: usize,
+    /// Why each layout not taken was refused (`runs: ...`, `in-place:
+    /// ...`), and how the one taken was bent to the segments' alignment.
+    pub layout_notes: Vec<String>,
 }
 
 /// Rewrite the fat binary at `input` (already read as `fat`) keeping, in
@@ -318,6 +321,7 @@ pub fn prune_to<W: Write + Seek>(
         bundle_bytes: extents.iter().map(|r| r.end).max().unwrap_or(0),
         bundles: fat.bundles.len(),
         runs: plan.runs,
+        layout_notes: plan.notes.clone(),
     };
     Ok((out.finish()?, report))
 }
