@@ -125,6 +125,23 @@ pub const CLANG19_FAT_FIXTURES: &[(&str, &str)] = &[
     ("exe_axpy_aarch64", "in-place"),
 ];
 
+/// Executables and shared libraries with device code among the clang-22
+/// fixtures (`tests/fixtures/clang22`, see its README), with the layout
+/// `kpack offload` takes for each, as [`CLANG19_FAT_FIXTURES`].
+pub const CLANG22_FAT_FIXTURES: &[(&str, &str)] = &[
+    ("libaxpy_plain.so", "in-place"),
+    ("libaxpy_ccob.so", "shared-page"),
+    ("libaxpy_small.so", "shared-page"),
+    ("exe_axpy_ccob", "shared-page"),
+    ("exe_axpy_plain", "in-place"),
+    ("libaxpy_spirv.so", "in-place"),
+    ("libaxpy_spirv_ccob.so", "in-place"),
+    ("libaxpy_spirv_only.so", "in-place"),
+    ("exe_axpy_spirv", "in-place"),
+    ("libaxpy_align32k.so", "in-place"),
+    ("exe_newdriver", "in-place"),
+];
+
 /// `e_machine` of the ELF file at `path` (62 x86-64, 183 aarch64).
 pub fn e_machine(path: &Path) -> u16 {
     let bytes = std::fs::read(path).unwrap();
@@ -157,6 +174,13 @@ pub fn oracle() -> &'static [OracleEntry] {
 pub fn clang19_oracle() -> &'static [OracleEntry] {
     static O: OnceLock<Vec<OracleEntry>> = OnceLock::new();
     O.get_or_init(|| read_oracle("clang19"))
+}
+
+/// Every device entry of every clang-22 fixture, from
+/// `tests/fixtures/clang22/ORACLE.tsv` (same columns; SPIR-V modules too).
+pub fn clang22_oracle() -> &'static [OracleEntry] {
+    static O: OnceLock<Vec<OracleEntry>> = OnceLock::new();
+    O.get_or_init(|| read_oracle("clang22"))
 }
 
 fn read_oracle(set: &str) -> Vec<OracleEntry> {
