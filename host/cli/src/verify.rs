@@ -129,6 +129,7 @@ fn run_gpu(args: &Args, gpu: &str) -> CliResult {
                         code,
                         diagnostic,
                         provider,
+                        spirv,
                     } => {
                         println!("  {}: MISSING ({error}, kpack error {code})", k.key);
                         for line in diagnostic.lines() {
@@ -136,6 +137,9 @@ fn run_gpu(args: &Args, gpu: &str) -> CliResult {
                         }
                         if let Some(p) = provider {
                             println!("    => {p}");
+                        }
+                        if let Some(s) = spirv {
+                            println!("    => {s}");
                         }
                     }
                 }

@@ -29,6 +29,7 @@ mod rerun;
 mod runtime_e2e;
 mod safety;
 mod spellings;
+mod spirv;
 mod split;
 mod targets;
 mod util;
