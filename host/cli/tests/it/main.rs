@@ -15,6 +15,7 @@ mod auditwheel;
 mod embedded;
 mod generic_strict;
 mod handler_authors;
+mod host_only_inputs;
 mod independent_reader;
 mod inspect;
 mod manners;
