@@ -497,28 +497,7 @@ impl<'s> Runs<'s> {
             file_len,
         )?;
         let mut shstrtab_len = old_shstr.sh_size.get(LE);
-        let mut sections = headers.sections.clone();
-        for (index, header) in sections.iter_mut().enumerate() {
-            if index == fatbin.index {
-                header.sh_size.set(LE, self.table_addr - fatbin.addr);
-                continue;
-            }
-            if index == shstrndx {
-                continue;
-            }
-            let o = header.sh_offset.get(LE);
-            let size = header.sh_size.get(LE);
-            let sh_type = header.sh_type.get(LE);
-            let in_file = sh_type != elf::SHT_NOBITS && sh_type != elf::SHT_NULL;
-            if in_file && size > 0 && self.overlaps(o, size) {
-                return Err(Error::new(
-                    ErrorKind::Layout,
-                    path,
-                    format!("section {index} overlaps the device code being removed"),
-                ));
-            }
-            header.sh_offset.set(LE, self.shift(o));
-        }
+        let mut sections = self.moved_sections(path, headers, fatbin)?;
         let template = sections[0];
         let mut names: Vec<String> = Vec::new();
         let mut name = |n: String| {
@@ -561,6 +540,65 @@ impl<'s> Runs<'s> {
             sections.push(h);
         }
         Ok((sections, names))
+    }
+
+    /// The input's section headers, `.hip_fatbin` shrunk to the first
+    /// run, the others moved with the cuts (`.shstrtab` is placed later).
+    fn moved_sections(
+        &self,
+        path: &Path,
+        headers: &Headers,
+        fatbin: SectionInfo,
+    ) -> Result<Vec<SectionHeader64<LE>>, Error> {
+        let shstrndx = headers.shstrndx();
+        let mut sections = headers.sections.clone();
+        for (index, header) in sections.iter_mut().enumerate() {
+            if index == fatbin.index {
+                header.sh_size.set(LE, self.table_addr - fatbin.addr);
+                continue;
+            }
+            if index == shstrndx {
+                continue;
+            }
+            let o = header.sh_offset.get(LE);
+            let size = header.sh_size.get(LE);
+            let sh_type = header.sh_type.get(LE);
+            let in_file = sh_type != elf::SHT_NOBITS && sh_type != elf::SHT_NULL;
+            if in_file && size > 0 && self.overlaps(o, size) {
+                return Err(Error::new(
+                    ErrorKind::Layout,
+                    path,
+                    format!("section {index} overlaps the device code being removed"),
+                ));
+            }
+            header.sh_offset.set(LE, self.shift(o));
+        }
+        Ok(sections)
+    }
+
+    /// The new ELF header: the table at its page(s), the new section
+    /// header table.
+    fn file_header(
+        &self,
+        path: &Path,
+        headers: &Headers,
+        phnum: usize,
+        shoff: u64,
+        shnum: usize,
+    ) -> Result<FileHeader64<LE>, Error> {
+        let layout_error = |m: &str| Error::new(ErrorKind::Layout, path, m);
+        let mut file_header = headers.file;
+        file_header.e_phoff.set(LE, self.table_file.start);
+        file_header.e_phnum.set(
+            LE,
+            u16::try_from(phnum).map_err(|_| layout_error("too many program headers"))?,
+        );
+        file_header.e_shoff.set(LE, shoff);
+        file_header.e_shnum.set(
+            LE,
+            u16::try_from(shnum).map_err(|_| layout_error("too many sections"))?,
+        );
+        Ok(file_header)
     }
 
     /// Phase 6: the output pieces (input up to the table, the table
@@ -618,18 +656,13 @@ impl<'s> Runs<'s> {
         out.push(Piece::Bytes(section_table(&sections)));
         let output_size = section_table_offset + sections.len() as u64 * SHDR_SIZE;
 
-        let mut file_header = headers.file;
-        file_header.e_phoff.set(LE, self.table_file.start);
-        file_header.e_phnum.set(
-            LE,
-            u16::try_from(table.len())
-                .map_err(|_| layout_error("too many program headers".into()))?,
-        );
-        file_header.e_shoff.set(LE, section_table_offset);
-        file_header.e_shnum.set(
-            LE,
-            u16::try_from(sections.len()).map_err(|_| layout_error("too many sections".into()))?,
-        );
+        let file_header = self.file_header(
+            path,
+            headers,
+            table.len(),
+            section_table_offset,
+            sections.len(),
+        )?;
         let mut refused = Vec::new();
         if self.seg.block > PAGE {
             refused.push(format!(
@@ -679,21 +712,70 @@ pub(super) fn write<W: std::io::Write + std::io::Seek>(
     out: &mut Out<'_, W>,
 ) -> Result<(), Error> {
     let path = source.path();
-    let region = |m: String| Error::new(ErrorKind::Layout, path, format!("{FATBIN_SECTION}: {m}"));
-    let zone = fatbin.offset..fatbin.offset + fatbin.size;
-    let mut next = 0;
+    let mut fatbin_writer = FatbinWriter {
+        source,
+        zone: fatbin.offset..fatbin.offset + fatbin.size,
+        bundles,
+        rebuild,
+        next: 0,
+    };
     for piece in &plan.pieces {
-        let range = match piece {
-            Piece::Bytes(bytes) => {
-                out.write(bytes)?;
-                continue;
-            }
-            Piece::Zeros(n) => {
-                out.zeros(*n)?;
-                continue;
-            }
-            Piece::Input(range) => range.clone(),
-        };
+        match piece {
+            Piece::Bytes(bytes) => out.write(bytes)?,
+            Piece::Zeros(n) => out.zeros(*n)?,
+            Piece::Input(range) => fatbin_writer.input(range.clone(), out)?,
+        }
+    }
+    if fatbin_writer.next != bundles.len() {
+        return Err(region_error(
+            path,
+            format!(
+                "{} pruned bundle(s) fell outside the kept runs",
+                bundles.len() - fatbin_writer.next
+            ),
+        ));
+    }
+    if out.pos() != plan.output_size {
+        return Err(region_error(
+            path,
+            format!(
+                "wrote {:#x} bytes, planned {:#x}",
+                out.pos(),
+                plan.output_size
+            ),
+        ));
+    }
+    if let Some(header) = &plan.file_header {
+        out.put_at(plan.output_size, 0, pod::bytes_of(header))
+            .map_err(|m| Error::new(ErrorKind::Layout, path, format!("ELF header: {m}")))?;
+    }
+    Ok(())
+}
+
+fn region_error(path: &Path, m: String) -> Error {
+    Error::new(ErrorKind::Layout, path, format!("{FATBIN_SECTION}: {m}"))
+}
+
+/// Copies input pieces, synthesizing `.hip_fatbin`'s bytes (`zone`, input
+/// offsets) from the pruned bundles in order.
+struct FatbinWriter<'a, 's> {
+    source: &'a Source<'s>,
+    zone: Range<u64>,
+    bundles: &'a [(u64, u64, Slot)],
+    rebuild: &'a dyn Fn(usize) -> Result<Vec<u8>, Error>,
+    /// The next bundle to write.
+    next: usize,
+}
+
+impl FatbinWriter<'_, '_> {
+    /// Write the input bytes `range`: outside the zone copied, inside it
+    /// zeros around the pruned bundles that fall in it.
+    fn input<W: std::io::Write + std::io::Seek>(
+        &mut self,
+        range: Range<u64>,
+        out: &mut Out<'_, W>,
+    ) -> Result<(), Error> {
+        let zone = self.zone.clone();
         let mut pos = range.start;
         while pos < range.end {
             if pos < zone.start || pos >= zone.end {
@@ -702,13 +784,14 @@ pub(super) fn write<W: std::io::Write + std::io::Seek>(
                 } else {
                     range.end
                 };
-                out.copy(source, pos, stop - pos)?;
+                out.copy(self.source, pos, stop - pos)?;
                 pos = stop;
                 continue;
             }
             let stop = range.end.min(zone.end);
-            let Some((at, len, slot)) = bundles
-                .get(next)
+            let Some((at, len, slot)) = self
+                .bundles
+                .get(self.next)
                 .filter(|(at, _, _)| zone.start + at < stop)
             else {
                 out.zeros(stop - pos)?;
@@ -717,52 +800,51 @@ pub(super) fn write<W: std::io::Write + std::io::Seek>(
             };
             let start = zone.start + at;
             if start < pos || start + len > stop {
-                return Err(region(format!(
-                    "pruned bundle at {at:#x} does not lie whole in a kept run"
-                )));
+                return Err(region_error(
+                    self.source.path(),
+                    format!("pruned bundle at {at:#x} does not lie whole in a kept run"),
+                ));
             }
             out.zeros(start - pos)?;
-            let before = out.pos();
-            match slot {
-                Slot::Ready(PrunedItem::Built(bytes)) => out.write(bytes)?,
-                Slot::Again(i) => out.write(&rebuild(*i)?)?,
-                Slot::Ready(PrunedItem::Plain(plain)) => {
-                    out.write(&plain.header)?;
-                    for &(offset, abs, size) in &plain.objects {
-                        out.zeros((before + offset).saturating_sub(out.pos()))?;
-                        out.copy(source, abs, size)?;
-                    }
-                    out.zeros((before + plain.len).saturating_sub(out.pos()))?;
+            self.bundle(*at, *len, slot, out)?;
+            pos = start + len;
+            self.next += 1;
+        }
+        Ok(())
+    }
+
+    /// Write one pruned bundle (`len` bytes, at `at` in the section).
+    fn bundle<W: std::io::Write + std::io::Seek>(
+        &self,
+        at: u64,
+        len: u64,
+        slot: &Slot,
+        out: &mut Out<'_, W>,
+    ) -> Result<(), Error> {
+        let before = out.pos();
+        match slot {
+            Slot::Ready(PrunedItem::Built(bytes)) => out.write(bytes)?,
+            Slot::Again(i) => out.write(&(self.rebuild)(*i)?)?,
+            Slot::Ready(PrunedItem::Plain(plain)) => {
+                out.write(&plain.header)?;
+                for &(offset, abs, size) in &plain.objects {
+                    out.zeros((before + offset).saturating_sub(out.pos()))?;
+                    out.copy(self.source, abs, size)?;
                 }
+                out.zeros((before + plain.len).saturating_sub(out.pos()))?;
             }
-            if out.pos() - before != *len {
-                return Err(region(format!(
+        }
+        if out.pos() - before != len {
+            return Err(region_error(
+                self.source.path(),
+                format!(
                     "pruned bundle at {at:#x} came out {} bytes long, planned {len}",
                     out.pos() - before
-                )));
-            }
-            pos = start + len;
-            next += 1;
+                ),
+            ));
         }
+        Ok(())
     }
-    if next != bundles.len() {
-        return Err(region(format!(
-            "{} pruned bundle(s) fell outside the kept runs",
-            bundles.len() - next
-        )));
-    }
-    if out.pos() != plan.output_size {
-        return Err(region(format!(
-            "wrote {:#x} bytes, planned {:#x}",
-            out.pos(),
-            plan.output_size
-        )));
-    }
-    if let Some(header) = &plan.file_header {
-        out.put_at(plan.output_size, 0, pod::bytes_of(header))
-            .map_err(|m| Error::new(ErrorKind::Layout, path, format!("ELF header: {m}")))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
