@@ -149,6 +149,30 @@ mod tests {
     }
 
     #[test]
+    fn reads_every_qualified_spelling_on_both_sides() {
+        let four = "amdgcn-amd-amdhsa-unknown-gfx942";
+        assert!(keeps(four, "", "gfx942:sramecc+"));
+        assert!(keeps(
+            "gfx942",
+            "",
+            "hip-amdgcn-amd-amdhsa-unknown-gfx942:xnack-"
+        ));
+        assert!(!keeps("", four, "hipv4-amdgcn-amd-amdhsa--gfx942"));
+        assert!(keeps("", four, "amdgcn-amd-amdhsa-unknown-gfx90a"));
+        assert!(keeps(
+            "amdgcnspirv",
+            "",
+            "hip-spirv64-amd-amdhsa--amdgcnspirv"
+        ));
+        assert!(!keeps("amdgcnspirv", "", "gfx942"));
+        assert!(!keeps(
+            "",
+            "amdgcnspirv",
+            "hipv4-spirv64-amd-amdhsa--amdgcnspirv"
+        ));
+    }
+
+    #[test]
     fn bare_processor_matches_every_feature_variant() {
         for t in [
             "gfx90a",
