@@ -196,3 +196,63 @@ fn split_gives_spirv_an_arch_artifact_that_verify_checks() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
+
+#[test]
+fn recombine_groups_spirv_and_verify_resolves_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let art = tmp.path().join("in/blas_lib_gfx94X");
+    crate::util::artifact_with_library(&art, fixture("clang22/libaxpy_spirv.so"), "libaxpy.so");
+    let shards = tmp.path().join("shards");
+    let out = kpack([
+        "split".as_ref(),
+        art.as_os_str(),
+        "-o".as_ref(),
+        shards.join("gfx94X_build").as_os_str(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let config = tmp.path().join("config.json");
+    std::fs::write(
+        &config,
+        r#"{"primary_shard":"gfx94X_build","architecture_groups":{
+            "gfx94X":{"display_name":"MI300","architectures":["gfx942"]},
+            "spirv":{"display_name":"portable SPIR-V","architectures":["amdgcnspirv"]}}}"#,
+    )
+    .unwrap();
+    let out_dir = tmp.path().join("out");
+    let out = kpack([
+        "recombine".as_ref(),
+        shards.as_os_str(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        "-o".as_ref(),
+        out_dir.as_os_str(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(out_dir.join("blas_lib_spirv").is_dir());
+    let out = kpack(["verify".as_ref(), out_dir.as_os_str()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let out = kpack([
+        "verify".as_ref(),
+        "--gpu".as_ref(),
+        "amdgcnspirv".as_ref(),
+        out_dir.as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("libaxpy.so_amdgcnspirv.kpack as amdgcnspirv"),
+        "{}",
+        stdout(&out)
+    );
+}
