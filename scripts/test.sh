@@ -30,6 +30,12 @@ done
 for tool in clang-19 ld.lld-19 llvm-ar-19 llvm-objdump-19 clang-offload-bundler-19; do
   command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
 done
+# The clang-22 fixtures' tests read SPIR-V and code-object-v6 entries and
+# check rebuilt notes with llvm-readobj-22; tests/fixtures/clang22/build.sh
+# rebuilds those fixtures with clang-22, lld-22 and clang-offload-bundler-22.
+for tool in clang-22 ld.lld-22 llvm-readobj-22 clang-offload-bundler-22; do
+  command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
+done
 # Links the Windows build of librocm_kpack (below).
 command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-x86-64)
 # Runs the C ABI test program cross-built for Windows (kpack-capi's wine test).
@@ -43,6 +49,7 @@ if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends gcc binutils patchelf python3 python3-venv llvm-19 clang-19 clang-tools-19 lld-19 \
+    llvm-22 clang-22 clang-tools-22 lld-22 \
     elfutils dwz debugedit g++ cmake pkg-config libzstd-dev gcc-mingw-w64-x86-64 wine64 >/dev/null
 fi
 

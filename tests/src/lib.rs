@@ -125,6 +125,23 @@ pub const CLANG19_FAT_FIXTURES: &[(&str, &str)] = &[
     ("exe_axpy_aarch64", "in-place"),
 ];
 
+/// Executables and shared libraries with device code among the clang-22
+/// fixtures (`tests/fixtures/clang22`, see its README), with the layout
+/// `kpack offload` takes for each, as [`CLANG19_FAT_FIXTURES`].
+pub const CLANG22_FAT_FIXTURES: &[(&str, &str)] = &[
+    ("libaxpy_plain.so", "in-place"),
+    ("libaxpy_ccob.so", "shared-page"),
+    ("libaxpy_small.so", "shared-page"),
+    ("exe_axpy_ccob", "shared-page"),
+    ("exe_axpy_plain", "in-place"),
+    ("libaxpy_spirv.so", "in-place"),
+    ("libaxpy_spirv_ccob.so", "in-place"),
+    ("libaxpy_spirv_only.so", "in-place"),
+    ("exe_axpy_spirv", "in-place"),
+    ("libaxpy_align32k.so", "in-place"),
+    ("exe_newdriver", "in-place"),
+];
+
 /// `e_machine` of the ELF file at `path` (62 x86-64, 183 aarch64).
 pub fn e_machine(path: &Path) -> u16 {
     let bytes = std::fs::read(path).unwrap();
@@ -157,6 +174,13 @@ pub fn oracle() -> &'static [OracleEntry] {
 pub fn clang19_oracle() -> &'static [OracleEntry] {
     static O: OnceLock<Vec<OracleEntry>> = OnceLock::new();
     O.get_or_init(|| read_oracle("clang19"))
+}
+
+/// Every device entry of every clang-22 fixture, from
+/// `tests/fixtures/clang22/ORACLE.tsv` (same columns; SPIR-V modules too).
+pub fn clang22_oracle() -> &'static [OracleEntry] {
+    static O: OnceLock<Vec<OracleEntry>> = OnceLock::new();
+    O.get_or_init(|| read_oracle("clang22"))
 }
 
 fn read_oracle(set: &str) -> Vec<OracleEntry> {
@@ -266,4 +290,107 @@ pub fn stub_command(stub: &Path, binary: &Path) -> Command {
     };
     cmd.env("LD_LIBRARY_PATH", stub);
     cmd
+}
+
+/// The text AMD's compiler for ROCm 10 writes before a target id in
+/// `amdhsa.target` (four-field triple, environment `unknown`), where LLVM
+/// writes `amdgcn-amd-amdhsa--`.
+pub const FOUR_FIELD_PREFIX: &str = "amdgcn-amd-amdhsa-unknown-";
+
+/// `code_object` (an AMDGPU ELF64 code object as clang writes it) with
+/// its metadata note's `amdhsa.target` respelled the way AMD's compiler
+/// for ROCm 10 writes it (`amdgcn-amd-amdhsa-unknown-gfx942...`).
+///
+/// The msgpack string grows, so the note section is rebuilt at the end of
+/// the file and its section header and `PT_NOTE` point there (no longer
+/// allocated: address 0); the old note's bytes stay where they were,
+/// referenced by nothing. Other notes are copied unchanged.
+pub fn with_four_field_target(code_object: &[u8]) -> Vec<u8> {
+    let u16_at = |b: &[u8], o: usize| u16::from_le_bytes(b[o..o + 2].try_into().unwrap()) as usize;
+    let u32_at = |b: &[u8], o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap()) as usize;
+    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap()) as usize;
+    let mut out = code_object.to_vec();
+    assert_eq!(&out[..5], b"\x7fELF\x02", "an ELF64 code object");
+    let (phoff, shoff) = (u64_at(&out, 0x20), u64_at(&out, 0x28));
+    let (phentsize, phnum) = (u16_at(&out, 0x36), u16_at(&out, 0x38));
+    let (shentsize, shnum) = (u16_at(&out, 0x3a), u16_at(&out, 0x3c));
+    let note_section = (0..shnum)
+        .map(|i| shoff + i * shentsize)
+        .find(|&sh| u32_at(&out, sh + 4) == 7)
+        .expect("a SHT_NOTE section");
+    let (old_off, old_size) = (
+        u64_at(&out, note_section + 0x18),
+        u64_at(&out, note_section + 0x20),
+    );
+    let mut notes = Vec::new();
+    let mut at = old_off;
+    let mut respelled = false;
+    while at < old_off + old_size {
+        let (namesz, descsz, kind) = (u32_at(&out, at), u32_at(&out, at + 4), u32_at(&out, at + 8));
+        let name = &out[at + 12..at + 12 + namesz];
+        let desc_at = at + 12 + namesz.next_multiple_of(4);
+        let mut desc = out[desc_at..desc_at + descsz].to_vec();
+        if name == b"AMDGPU\0" && kind == 32 {
+            desc = respell_metadata_target(&desc);
+            respelled = true;
+        }
+        notes.extend_from_slice(&(namesz as u32).to_le_bytes());
+        notes.extend_from_slice(&(desc.len() as u32).to_le_bytes());
+        notes.extend_from_slice(&(kind as u32).to_le_bytes());
+        notes.extend_from_slice(name);
+        notes.resize(notes.len().next_multiple_of(4), 0);
+        notes.extend_from_slice(&desc);
+        notes.resize(notes.len().next_multiple_of(4), 0);
+        at = desc_at + descsz.next_multiple_of(4);
+    }
+    assert!(respelled, "no AMDGPU metadata note");
+    out.resize(out.len().next_multiple_of(8), 0);
+    let new_off = out.len() as u64;
+    out.extend_from_slice(&notes);
+    let put = |out: &mut Vec<u8>, o: usize, v: u64| out[o..o + 8].copy_from_slice(&v.to_le_bytes());
+    // sh_flags without SHF_ALLOC, sh_addr 0, sh_offset, sh_size
+    let flags = u64_at(&out, note_section + 8) as u64 & !2;
+    put(&mut out, note_section + 8, flags);
+    put(&mut out, note_section + 0x10, 0);
+    put(&mut out, note_section + 0x18, new_off);
+    put(&mut out, note_section + 0x20, notes.len() as u64);
+    for ph in (0..phnum).map(|i| phoff + i * phentsize) {
+        if u32_at(&out, ph) == 4 && u64_at(&out, ph + 8) == old_off {
+            put(&mut out, ph + 8, new_off);
+            put(&mut out, ph + 0x10, 0);
+            put(&mut out, ph + 0x18, 0);
+            put(&mut out, ph + 0x20, notes.len() as u64);
+            put(&mut out, ph + 0x28, notes.len() as u64);
+        }
+    }
+    out
+}
+
+/// The msgpack metadata `desc` with the string after the key
+/// `amdhsa.target` respelled with [`FOUR_FIELD_PREFIX`]. msgpack maps carry
+/// no byte lengths, so only the string's own header changes.
+fn respell_metadata_target(desc: &[u8]) -> Vec<u8> {
+    let key = b"\xadamdhsa.target";
+    let k = desc
+        .windows(key.len())
+        .position(|w| w == key)
+        .expect("amdhsa.target in the metadata");
+    let v = k + key.len();
+    let (len, head) = match desc[v] {
+        b @ 0xa0..=0xbf => (usize::from(b & 0x1f), 1),
+        0xd9 => (usize::from(desc[v + 1]), 2),
+        b => panic!("amdhsa.target value type {b:#x}"),
+    };
+    let old = std::str::from_utf8(&desc[v + head..v + head + len]).unwrap();
+    let new = old.replacen("amdgcn-amd-amdhsa--", FOUR_FIELD_PREFIX, 1);
+    assert_ne!(old, new, "amdhsa.target {old:?} has no two-dash prefix");
+    let mut out = desc[..v].to_vec();
+    if new.len() < 32 {
+        out.push(0xa0 | new.len() as u8);
+    } else {
+        out.extend_from_slice(&[0xd9, u8::try_from(new.len()).unwrap()]);
+    }
+    out.extend_from_slice(new.as_bytes());
+    out.extend_from_slice(&desc[v + head + len..]);
+    out
 }

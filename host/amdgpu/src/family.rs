@@ -198,9 +198,15 @@ pub fn family(target: &str) -> Option<&'static Family> {
 /// assert_eq!(bundle_key("gfx90a:xnack+", Level::Family).as_deref(), Some("gfx9"));
 /// assert_eq!(bundle_key("gfx1250-strict", Level::Target).as_deref(), Some("gfx1250"));
 /// assert_eq!(dist_name("gfx12_5"), "gfx12-5");
+/// // Portable SPIR-V runs on every family: a bundle of its own at each level.
+/// assert_eq!(bundle_key("amdgcnspirv", Level::Family).as_deref(), Some("amdgcnspirv"));
 /// ```
 pub fn bundle_key(target: &str, level: Level) -> Option<String> {
     let p = processor(target);
+    if crate::is_spirv_target(p) {
+        // rocm-bootstrap 0.3.0 has no name for it.
+        return Some(crate::SPIRV_TARGET.to_string());
+    }
     match level {
         Level::Target => {
             let owner = PACKAGE_OWNERS
@@ -231,6 +237,7 @@ pub fn bundle_key(target: &str, level: Level) -> Option<String> {
 /// assert_eq!(archive_group("gfx90a", Level::SubFamily), "gfx9-0");
 /// assert_eq!(archive_group("gfx11-generic", Level::SubFamily), "gfx11");
 /// assert_eq!(archive_group("gfx1250-strict", Level::Target), "gfx1250-strict");
+/// assert_eq!(archive_group("amdgcnspirv", Level::Family), "amdgcnspirv");
 /// ```
 pub fn archive_group(target: &str, level: Level) -> String {
     let p = processor(target);

@@ -112,7 +112,7 @@ impl TargetFilter {
         if self.is_empty() {
             return true;
         }
-        let text = target.rsplit_once("--").map_or(target, |(_, t)| t);
+        let text = strip_target_prefix(target.trim());
         let Ok(TargetPattern(id)) = TargetPattern::parse(text) else {
             let named = |p: &TargetPattern| p.to_string() == text;
             return !self.exclude.iter().any(named)
@@ -146,6 +146,30 @@ mod tests {
 
     fn keeps(include: &str, exclude: &str, target: &str) -> bool {
         TargetFilter::new(include, exclude).unwrap().keeps(target)
+    }
+
+    #[test]
+    fn reads_every_qualified_spelling_on_both_sides() {
+        let four = "amdgcn-amd-amdhsa-unknown-gfx942";
+        assert!(keeps(four, "", "gfx942:sramecc+"));
+        assert!(keeps(
+            "gfx942",
+            "",
+            "hip-amdgcn-amd-amdhsa-unknown-gfx942:xnack-"
+        ));
+        assert!(!keeps("", four, "hipv4-amdgcn-amd-amdhsa--gfx942"));
+        assert!(keeps("", four, "amdgcn-amd-amdhsa-unknown-gfx90a"));
+        assert!(keeps(
+            "amdgcnspirv",
+            "",
+            "hip-spirv64-amd-amdhsa--amdgcnspirv"
+        ));
+        assert!(!keeps("amdgcnspirv", "", "gfx942"));
+        assert!(!keeps(
+            "",
+            "amdgcnspirv",
+            "hipv4-spirv64-amd-amdhsa--amdgcnspirv"
+        ));
     }
 
     #[test]

@@ -14,6 +14,8 @@
 //!   sub-family → family (rocm-bootstrap 0.3.0), and its dist names;
 //! - [`filter`](TargetFilter): which targets `--gpu-targets` and
 //!   `--exclude-arch` keep;
+//! - [`spirv`](SPIRV_TARGET): portable SPIR-V (`amdgcnspirv`), its
+//!   module header and where a loader tries it;
 //! - [`code_object`](Header): what a code object's ELF header says, from
 //!   its first 52 bytes.
 //!
@@ -42,6 +44,7 @@ mod filter;
 mod generic;
 mod mach;
 mod name;
+mod spirv;
 mod target;
 
 pub use code_object::{
@@ -56,7 +59,11 @@ pub use filter::{TargetFilter, TargetPattern};
 pub use generic::{GENERIC_TABLE, covered_by, generic_for, is_generic};
 pub use mach::{EF_AMDGPU_MACH, MACH_TABLE, mach_for_processor, processor_for_mach};
 pub use name::{find_target, gfx_tokens, parse_sanitized_target, parse_target};
+pub use spirv::{
+    SPIRV_MAGIC, SPIRV_TARGET, SpirvError, SpirvHeader, is_device_arch_name, is_spirv_target,
+    loader_order,
+};
 pub use target::{
-    Feature, TARGET_PREFIX, TARGET_TRIPLE, TargetId, TargetIdError, split_processor,
-    strip_target_prefix,
+    Feature, QualifiedTarget, SPIRV_ARCH, TARGET_PREFIX, TARGET_TRIPLE, TargetId, TargetIdError,
+    split_processor, strip_target_prefix,
 };

@@ -8,23 +8,99 @@ pub const TARGET_TRIPLE: &str = "amdgcn-amd-amdhsa";
 
 /// The prefix ROCr puts before a target id in agent ISA names and
 /// `amdhsa.target` (`amdgcn-amd-amdhsa--gfx942:xnack-`): the triple plus
-/// an empty environment field.
+/// an empty environment field. AMD's compiler for ROCm 10 fills the
+/// environment in (`amdgcn-amd-amdhsa-unknown-gfx942`); [`QualifiedTarget`]
+/// reads both.
 pub const TARGET_PREFIX: &str = "amdgcn-amd-amdhsa--";
 
-/// Drop a leading [`TARGET_PREFIX`] when something follows it (a bare
-/// prefix is returned unchanged, so it never becomes an empty target).
+/// The architecture field of portable SPIR-V bundle entries
+/// (`hipv4-spirv64-amd-amdhsa--amdgcnspirv`).
+pub const SPIRV_ARCH: &str = "spirv64";
+
+/// The vendor and OS fields every HSA triple carries, with the dashes
+/// around them.
+const VENDOR_OS: &str = "-amd-amdhsa-";
+
+/// A target id with what may be written before it: an offload kind
+/// (`hip`, `hipv4`, `openmp`, ...), an architecture (`amdgcn` or
+/// `spirv64`), the HSA vendor and OS, and an environment field that LLVM
+/// leaves empty (`amdgcn-amd-amdhsa--gfx942`) and AMD's ROCm 10 compiler
+/// writes as `unknown` (`amdgcn-amd-amdhsa-unknown-gfx942`). This is the
+/// one reader of every such spelling: code-object notes, bundle entry ids,
+/// agent ISA names, command-line targets.
+///
+/// ```
+/// use kpack_amdgpu::QualifiedTarget;
+/// let q = QualifiedTarget::split("hip-amdgcn-amd-amdhsa-unknown-gfx942:xnack-").unwrap();
+/// assert_eq!((q.kind, q.arch, q.environment, q.target), (Some("hip"), "amdgcn", "unknown", "gfx942:xnack-"));
+/// let q = QualifiedTarget::split("amdgcn-amd-amdhsa--gfx9-4-generic").unwrap();
+/// assert_eq!((q.kind, q.environment, q.target), (None, "", "gfx9-4-generic"));
+/// assert!(QualifiedTarget::split("gfx942").is_none());
+/// assert!(QualifiedTarget::split("host-x86_64-unknown-linux-gnu").is_none());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QualifiedTarget<'a> {
+    /// The offload kind before the triple, if any (`hipv4`).
+    pub kind: Option<&'a str>,
+    /// `amdgcn` or `spirv64`.
+    pub arch: &'a str,
+    /// The environment field: empty or, from AMD's compiler, `unknown`.
+    pub environment: &'a str,
+    /// The target id text after the triple (never empty).
+    pub target: &'a str,
+}
+
+impl<'a> QualifiedTarget<'a> {
+    /// Split `[kind-]arch-amd-amdhsa-[environment]-target`; `None` when
+    /// `s` is not spelled so (a bare target id, a host entry, a triple
+    /// with nothing after it).
+    pub fn split(s: &'a str) -> Option<QualifiedTarget<'a>> {
+        let at = s.find(VENDOR_OS)?;
+        let head = &s[..at];
+        let (kind, arch) = match head.rsplit_once('-') {
+            Some((kind, arch)) => (Some(kind), arch),
+            None => (None, head),
+        };
+        let word = |w: &str| w.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !(arch == "amdgcn" || arch == SPIRV_ARCH)
+            || kind.is_some_and(|k| k.is_empty() || !word(k))
+        {
+            return None;
+        }
+        let (environment, target) = s[at + VENDOR_OS.len()..].split_once('-')?;
+        if !word(environment) || target.is_empty() {
+            return None;
+        }
+        Some(QualifiedTarget {
+            kind,
+            arch,
+            environment,
+            target,
+        })
+    }
+
+    /// Whether the entry holds portable SPIR-V rather than an AMDGPU code
+    /// object.
+    pub fn is_spirv(&self) -> bool {
+        self.arch == SPIRV_ARCH
+    }
+}
+
+/// Drop whatever [`QualifiedTarget`] reads before a target id (offload
+/// kind, triple with either environment spelling) when something follows
+/// it; anything else is returned unchanged, so a bare prefix never becomes
+/// an empty target.
 ///
 /// ```
 /// use kpack_amdgpu::strip_target_prefix;
 /// assert_eq!(strip_target_prefix("amdgcn-amd-amdhsa--gfx942"), "gfx942");
+/// assert_eq!(strip_target_prefix("amdgcn-amd-amdhsa-unknown-gfx942:sramecc+"), "gfx942:sramecc+");
+/// assert_eq!(strip_target_prefix("hipv4-amdgcn-amd-amdhsa--gfx90a"), "gfx90a");
 /// assert_eq!(strip_target_prefix("gfx942"), "gfx942");
 /// assert_eq!(strip_target_prefix("amdgcn-amd-amdhsa--"), "amdgcn-amd-amdhsa--");
 /// ```
 pub fn strip_target_prefix(s: &str) -> &str {
-    match s.strip_prefix(TARGET_PREFIX) {
-        Some(rest) if !rest.is_empty() => rest,
-        _ => s,
-    }
+    QualifiedTarget::split(s).map_or(s, |q| q.target)
 }
 
 /// The suffix that names a processor's strict variant (`gfx1250-strict`).
@@ -125,6 +201,20 @@ impl TargetId {
             });
         }
         Ok(TargetId::new(processor, features))
+    }
+
+    /// Parse a target id in any spelling [`strip_target_prefix`] reads
+    /// (`gfx942`, `amdgcn-amd-amdhsa--gfx942`,
+    /// `amdgcn-amd-amdhsa-unknown-gfx942`, `hip-amdgcn-amd-amdhsa--gfx942`),
+    /// surrounding whitespace ignored.
+    ///
+    /// ```
+    /// use kpack_amdgpu::TargetId;
+    /// let t = TargetId::parse_qualified("amdgcn-amd-amdhsa-unknown-gfx942:xnack-").unwrap();
+    /// assert_eq!(t.to_string(), "gfx942:xnack-");
+    /// ```
+    pub fn parse_qualified(text: &str) -> Result<TargetId, TargetIdError> {
+        TargetId::parse(strip_target_prefix(text.trim()))
     }
 
     /// Build a target id from parts (features are put in canonical order).
@@ -348,6 +438,46 @@ mod tests {
             assert_eq!(e.reason(), why, "{bad:?}");
             assert_eq!(e.to_string(), format!("target id {bad:?}: {why}"));
         }
+    }
+
+    #[test]
+    fn reads_both_environment_spellings_and_any_kind() {
+        for (text, want) in [
+            ("amdgcn-amd-amdhsa--gfx942", "gfx942"),
+            ("amdgcn-amd-amdhsa-unknown-gfx942", "gfx942"),
+            (
+                "amdgcn-amd-amdhsa-unknown-gfx942:sramecc+:xnack-",
+                "gfx942:sramecc+:xnack-",
+            ),
+            (
+                "hip-amdgcn-amd-amdhsa-unknown-gfx90a:xnack+",
+                "gfx90a:xnack+",
+            ),
+            ("hipv4-amdgcn-amd-amdhsa--gfx9-4-generic", "gfx9-4-generic"),
+            ("openmp-amdgcn-amd-amdhsa--gfx1100", "gfx1100"),
+            ("hipv4-spirv64-amd-amdhsa--amdgcnspirv", "amdgcnspirv"),
+            (" amdgcn-amd-amdhsa-unknown-gfx1201 ", "gfx1201"),
+        ] {
+            assert_eq!(
+                TargetId::parse_qualified(text).unwrap().to_string(),
+                want,
+                "{text}"
+            );
+        }
+        for text in [
+            "amdgcn-amd-amdhsa--",
+            "amdgcn-amd-amdhsa-unknown-",
+            "x86_64-amd-amdhsa--gfx942",
+            "-amdgcn-amd-amdhsa--gfx942",
+            "host-x86_64-unknown-linux-gnu",
+        ] {
+            assert_eq!(strip_target_prefix(text), text, "{text}");
+        }
+        assert!(
+            QualifiedTarget::split("hipv4-spirv64-amd-amdhsa--amdgcnspirv")
+                .unwrap()
+                .is_spirv()
+        );
     }
 
     #[test]

@@ -63,56 +63,68 @@ pub fn parse_bundle(src: &dyn ReadAt, start: u64, limit: u64) -> Result<BundleHe
     let mut entries = Vec::with_capacity(count as usize);
     let mut end = 32u64;
     for i in 0..count {
-        let desc = read_vec(src, pos, 24.min(limit.saturating_sub(pos)))?;
-        if desc.len() < 24 {
-            return Err(Error::at(
-                ErrorKind::Truncated,
-                pos,
-                format!("entry {i} descriptor is cut off"),
-            ));
-        }
-        let field =
-            |k: usize| u64::from_le_bytes(desc[k * 8..k * 8 + 8].try_into().unwrap_or_default());
-        let (offset, size, id_len) = (field(0), field(1), field(2));
-        if id_len == 0 || id_len > MAX_ID_LEN || pos + 24 + id_len > limit {
-            return Err(Error::at(
-                ErrorKind::BadRange,
-                pos + 16,
-                format!("entry {i} id length {id_len} is impossible"),
-            ));
-        }
-        let id_bytes = read_vec(src, pos + 24, id_len)?;
-        let id_text = std::str::from_utf8(&id_bytes).map_err(|_| {
-            Error::at(
-                ErrorKind::BadEntryId,
-                pos + 24,
-                format!("entry {i} id is not text"),
-            )
-        })?;
-        let id = EntryId::parse(id_text).map_err(|e| e.offset_by(pos + 24))?;
-        let entry_end = offset.checked_add(size).filter(|&e| e <= avail);
-        let Some(entry_end) = entry_end else {
-            return Err(Error::at(
-                ErrorKind::BadRange,
-                pos,
-                format!(
-                    "entry {i} ({id_text}) range {offset:#x}+{size:#x} runs past the end of its section ({avail:#x} bytes from the bundle start)"
-                ),
-            ));
-        };
-        if size > 0 && offset < 32 {
-            return Err(Error::at(
-                ErrorKind::BadRange,
-                pos,
-                format!("entry {i} ({id_text}) overlaps the bundle header"),
-            ));
-        }
-        end = end.max(entry_end);
-        pos += 24 + id_len;
-        entries.push(Entry { id, offset, size });
+        let (entry, desc_len) = parse_entry(src, i, pos, limit, avail)?;
+        end = end.max(entry.offset + entry.size);
+        pos += desc_len;
+        entries.push(entry);
     }
     end = end.max(pos - start);
     Ok(BundleHeader { entries, len: end })
+}
+
+/// Entry descriptor `i` at `pos` (the bundle has `avail` bytes before
+/// `limit`): the entry and the descriptor's length.
+fn parse_entry(
+    src: &dyn ReadAt,
+    i: u64,
+    pos: u64,
+    limit: u64,
+    avail: u64,
+) -> Result<(Entry, u64), Error> {
+    let desc = read_vec(src, pos, 24.min(limit.saturating_sub(pos)))?;
+    if desc.len() < 24 {
+        return Err(Error::at(
+            ErrorKind::Truncated,
+            pos,
+            format!("entry {i} descriptor is cut off"),
+        ));
+    }
+    let field =
+        |k: usize| u64::from_le_bytes(desc[k * 8..k * 8 + 8].try_into().unwrap_or_default());
+    let (offset, size, id_len) = (field(0), field(1), field(2));
+    if id_len == 0 || id_len > MAX_ID_LEN || pos + 24 + id_len > limit {
+        return Err(Error::at(
+            ErrorKind::BadRange,
+            pos + 16,
+            format!("entry {i} id length {id_len} is impossible"),
+        ));
+    }
+    let id_bytes = read_vec(src, pos + 24, id_len)?;
+    let id_text = std::str::from_utf8(&id_bytes).map_err(|_| {
+        Error::at(
+            ErrorKind::BadEntryId,
+            pos + 24,
+            format!("entry {i} id is not text"),
+        )
+    })?;
+    let id = EntryId::parse(id_text).map_err(|e| e.offset_by(pos + 24))?;
+    if offset.checked_add(size).is_none_or(|e| e > avail) {
+        return Err(Error::at(
+            ErrorKind::BadRange,
+            pos,
+            format!(
+                "entry {i} ({id_text}) range {offset:#x}+{size:#x} runs past the end of its section ({avail:#x} bytes from the bundle start)"
+            ),
+        ));
+    }
+    if size > 0 && offset < 32 {
+        return Err(Error::at(
+            ErrorKind::BadRange,
+            pos,
+            format!("entry {i} ({id_text}) overlaps the bundle header"),
+        ));
+    }
+    Ok((Entry { id, offset, size }, 24 + id_len))
 }
 
 /// Write an uncompressed bundle holding `entries` (id, code object), each

@@ -101,7 +101,7 @@ impl CodeObjectInfo {
             }
         }
         if let Some(md) = &self.metadata_target {
-            let md_target = md.rsplit("--").next().unwrap_or(md);
+            let md_target = kpack_amdgpu::strip_target_prefix(md);
             // Whether a strict object's metadata names the `-strict`
             // variant is the compiler's business; either spelling agrees.
             if TargetId::parse(md_target)
@@ -263,6 +263,44 @@ pub fn inspect(src: &dyn ReadAt, base: u64, len: u64) -> Result<CodeObjectInfo, 
         }
     }
     Ok(info)
+}
+
+/// A portable SPIR-V entry's module header, as `inspect` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SpirvInfo {
+    /// `1.<minor>`.
+    pub version: String,
+    /// The module's length in 32-bit words.
+    pub words: u64,
+}
+
+/// When entry `id` is portable SPIR-V (a `spirv64` triple or the
+/// `amdgcnspirv` target) or its `len` bytes at `base` start with the SPIR-V
+/// magic: its header (magic, version, whole words), or why it is no valid
+/// module. `None` for anything else (a code object, presumably).
+pub fn inspect_spirv(
+    id: &EntryId,
+    src: &dyn ReadAt,
+    base: u64,
+    len: u64,
+) -> Option<Result<SpirvInfo, Error>> {
+    let head = match read_vec(src, base, len.min(8)) {
+        Ok(head) => head,
+        Err(e) => return Some(Err(e)),
+    };
+    let named = kpack_amdgpu::QualifiedTarget::split(id.raw()).is_some_and(|q| q.is_spirv())
+        || kpack_amdgpu::is_spirv_target(id.raw());
+    if !named && !kpack_amdgpu::SpirvHeader::is_spirv(&head) {
+        return None;
+    }
+    Some(
+        kpack_amdgpu::SpirvHeader::parse(&head, len)
+            .map(|h| SpirvInfo {
+                version: format!("{}.{}", h.major, h.minor),
+                words: h.words,
+            })
+            .map_err(|e| Error::at(ErrorKind::BadHeader, base, format!("SPIR-V module: {e}"))),
+    )
 }
 
 /// Pull `amdhsa.target` and kernel names out of the msgpack metadata; a

@@ -47,7 +47,7 @@ pub use bundle::{
     BUNDLE_MAGIC, BundleHeader, BundleLayout, Entry, bundle_layout, parse_bundle, write_bundle,
 };
 pub use ccob::{CCOB_MAGIC, CcobHeader, Inflated, Method, deflate, inflate, md5_low, parse_header};
-pub use codeobject::{CodeObjectInfo, inspect as inspect_code_object};
+pub use codeobject::{CodeObjectInfo, SpirvInfo, inspect as inspect_code_object, inspect_spirv};
 pub use error::{Error, ErrorKind};
 pub use prune::{PlainPrune, PrunedItem, prune_item, prune_item_streamed};
 pub use source::{ReadAt, SizedFile};

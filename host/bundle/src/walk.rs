@@ -150,20 +150,7 @@ impl Item {
             inflated,
             arena: scratch,
         } = &mut kit;
-        if (scratch.capacity() as u64) < arena {
-            *scratch = Vec::new();
-            let fits = usize::try_from(arena)
-                .ok()
-                .is_some_and(|n| scratch.try_reserve_exact(n).is_ok());
-            if !fits {
-                return Err(Error::at(
-                    ErrorKind::MemoryLimit,
-                    self.abs,
-                    format!("cannot allocate {arena} bytes to hold this bundle's entries"),
-                )
-                .into());
-            }
-        }
+        reserve_arena(scratch, arena, self.abs)?;
         if usage != KitUse::ArenaOnly && decoder.is_none() {
             *decoder = ZstdDecoder::try_create();
         }
@@ -625,6 +612,27 @@ fn hex_prefix(b: &[u8]) -> String {
         .map(|x| format!("{x:02x}"))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// Give `scratch` a capacity of at least `arena` bytes (for the bundle at
+/// `abs`), or say that it cannot be allocated.
+fn reserve_arena(scratch: &mut Vec<u8>, arena: u64, abs: u64) -> Result<(), Error> {
+    if (scratch.capacity() as u64) >= arena {
+        return Ok(());
+    }
+    *scratch = Vec::new();
+    let fits = usize::try_from(arena)
+        .ok()
+        .is_some_and(|n| scratch.try_reserve_exact(n).is_ok());
+    if fits {
+        Ok(())
+    } else {
+        Err(Error::at(
+            ErrorKind::MemoryLimit,
+            abs,
+            format!("cannot allocate {arena} bytes to hold this bundle's entries"),
+        ))
+    }
 }
 
 #[cfg(test)]

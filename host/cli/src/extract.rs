@@ -53,7 +53,7 @@ pub fn run(args: Args) -> CliResult {
     let wanted: Vec<TargetId> = args
         .target
         .iter()
-        .map(|t| TargetId::parse(t.strip_prefix(kpack_amdgpu::TARGET_PREFIX).unwrap_or(t)))
+        .map(|t| TargetId::parse_qualified(t))
         .collect::<Result<_, _>>()?;
     args.memory.install(kpack_bundle::DEFAULT_READ_MEMORY_LIMIT);
     crate::safety::regular_file(&args.file)?;

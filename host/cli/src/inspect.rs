@@ -114,6 +114,9 @@ struct EntryReport {
     target: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     code_object: Option<CodeObjectInfo>,
+    /// A portable SPIR-V entry's module header.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spirv: Option<kpack_bundle::SpirvInfo>,
     kernel_count: usize,
     warnings: Vec<String>,
 }
@@ -286,6 +289,13 @@ fn bundle_reports(
             let mut infos: Vec<Option<CodeObjectResult>> = vec![None; item.entries.len()];
             item.stream_entries(source, budget, |i, entry, bytes| {
                 if !entry.id.is_host() && entry.size > 0 {
+                    if let Some(r) = kpack_bundle::inspect_spirv(&entry.id, &bytes, 0, entry.size) {
+                        infos[i] = Some(
+                            r.map(|s| (Image::Spirv(s), 0))
+                                .map_err(|e| format!("not a valid SPIR-V module: {e}")),
+                        );
+                        return Ok(());
+                    }
                     let r = kpack_bundle::inspect_code_object(&bytes, 0, entry.size);
                     // Kernel names are dropped here unless shown: a big
                     // library's names add up to far more than its headers.
@@ -294,9 +304,9 @@ fn bundle_reports(
                         if !with_names {
                             info.kernels = Vec::new();
                         }
-                        (info, count)
+                        (Image::CodeObject(info), count)
                     });
-                    infos[i] = Some(r.map_err(|e| e.to_string()));
+                    infos[i] = Some(r.map_err(|e| format!("not a valid AMDGPU code object: {e}")));
                 }
                 Ok::<(), kpack_bundle::Error>(())
             })
@@ -313,15 +323,17 @@ fn bundle_reports(
         for (i, entry) in item.entries.iter().enumerate() {
             let mut warnings = Vec::new();
             let mut code_object = None;
+            let mut spirv = None;
             let mut kernel_count = 0;
             if !entry.id.is_host() && entry.size > 0 {
                 match infos[i].take() {
-                    Some(Ok((info, count))) => {
+                    Some(Ok((Image::CodeObject(info), count))) => {
                         warnings.extend(info.mismatches(&entry.id));
                         kernel_count = count;
                         code_object = Some(info);
                     }
-                    Some(Err(e)) => warnings.push(format!("not a valid AMDGPU code object: {e}")),
+                    Some(Ok((Image::Spirv(info), _))) => spirv = Some(info),
+                    Some(Err(e)) => warnings.push(e),
                     None => {}
                 }
                 let arch = entry
@@ -337,6 +349,7 @@ fn bundle_reports(
                 entry: entry.clone(),
                 target: entry.id.target().map(|t| t.to_string()),
                 code_object,
+                spirv,
                 kernel_count,
                 warnings,
             });
@@ -354,7 +367,14 @@ fn bundle_reports(
 
 /// What decoding one code object gave, with its kernel count (the error
 /// as text: the report shows it as a warning).
-type CodeObjectResult = Result<(CodeObjectInfo, usize), String>;
+type CodeObjectResult = Result<(Image, usize), String>;
+
+/// What a device entry holds.
+#[derive(Clone)]
+enum Image {
+    CodeObject(CodeObjectInfo),
+    Spirv(kpack_bundle::SpirvInfo),
+}
 
 fn print_pe_text(f: &PeReport, with_names: bool) {
     let kind = match f.kind {
@@ -485,6 +505,11 @@ fn print_bundles(bundles: &[BundleReport], totals: &BTreeMap<String, ArchTotal>,
                         e.kernel_count,
                         if e.kernel_count == 1 { "" } else { "s" }
                     )
+                })
+                .or_else(|| {
+                    e.spirv
+                        .as_ref()
+                        .map(|s| format!("SPIR-V {} module, {} words", s.version, s.words))
                 })
                 .unwrap_or_else(|| "not a code object".into());
             println!(

@@ -191,6 +191,9 @@ pub fn run(args: Args) -> CliResult {
                 transform.marker_addr,
                 transform.layout.name()
             );
+            for note in &transform.layout_notes {
+                println!("  {note}");
+            }
             println!("  {code_objects} code objects for {}", targets.join(", "));
             print_excluded(excluded);
             print_archives(&written);

@@ -100,6 +100,11 @@ pub fn run(args: Args) -> CliResult {
         missing: &missing,
     };
     let summary = report.summary(&args.input, &args.output);
+    if !args.json {
+        for note in report.layout_notes() {
+            crate::ui::info(format_args!("  layout {note}"));
+        }
+    }
     print_report(&args, &targets, report.layout(), &report, &summary)
 }
 

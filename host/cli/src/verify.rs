@@ -101,8 +101,7 @@ fn stale_temps(dirs: &[PathBuf]) -> Vec<PathBuf> {
 
 /// `kpack verify --gpu GPU DIR...`.
 fn run_gpu(args: &Args, gpu: &str) -> CliResult {
-    kpack_amdgpu::TargetId::parse(kpack_amdgpu::strip_target_prefix(gpu))
-        .with_context(|| format!("--gpu {gpu:?}"))?;
+    kpack_amdgpu::TargetId::parse_qualified(gpu).with_context(|| format!("--gpu {gpu:?}"))?;
     let rep = explain_gpu(&args.dirs, gpu)?;
     if args.json {
         let v = serde_json::json!({ "schema_version": 1, "missing": rep.missing(), "report": rep });
@@ -130,6 +129,7 @@ fn run_gpu(args: &Args, gpu: &str) -> CliResult {
                         code,
                         diagnostic,
                         provider,
+                        spirv,
                     } => {
                         println!("  {}: MISSING ({error}, kpack error {code})", k.key);
                         for line in diagnostic.lines() {
@@ -137,6 +137,9 @@ fn run_gpu(args: &Args, gpu: &str) -> CliResult {
                         }
                         if let Some(p) = provider {
                             println!("    => {p}");
+                        }
+                        if let Some(s) = spirv {
+                            println!("    => {s}");
                         }
                     }
                 }

@@ -227,6 +227,37 @@ fn read_elf(path: &Path, source: SizedFile, opts: WalkOptions) -> Result<FatBina
             format!("not a 64-bit little-endian ELF: {e}"),
         )
     })?;
+    let (machine, kind) = machine_and_kind(path, &obj)?;
+    let fatbin = section_info(&obj, FATBIN_SECTION);
+    let segment = section_info(&obj, SEGMENT_SECTION);
+    let marker = section_info(&obj, MARKER_SECTION);
+    let (bundles, fatbin_runs) = match fatbin.filter(|f| f.in_file) {
+        Some(fb) => walk_fatbin(path, &obj, &source, fb, opts)?,
+        None => (Vec::new(), Vec::new()),
+    };
+    let wrappers = match segment {
+        Some(seg) => read_wrappers(path, &obj, machine, kind, seg, fatbin, &bundles)?,
+        None => Vec::new(),
+    };
+    Ok(FatBinary {
+        kind,
+        machine: Some(machine),
+        fatbin,
+        fatbin_runs,
+        segment,
+        marker,
+        wrappers,
+        bundles,
+        source,
+    })
+}
+
+/// The host machine and ELF type, or why the file holds no device code
+/// kpack can handle.
+fn machine_and_kind<'d, R: object::ReadRef<'d>>(
+    path: &Path,
+    obj: &ElfFile64<'d, LE, R>,
+) -> Result<(Machine, ElfKind), Error> {
     let hdr = obj.elf_header();
     let Some(machine) = Machine::from_e_machine(hdr.e_machine(LE)) else {
         return Err(Error::new(
@@ -250,146 +281,158 @@ fn read_elf(path: &Path, source: SizedFile, opts: WalkOptions) -> Result<FatBina
             ));
         }
     };
-    let find = |name: &str| {
-        obj.section_by_name(name).map(|s| {
-            let (offset, size) = s
-                .file_range()
-                .unwrap_or((s.elf_section_header().sh_offset.get(LE), 0));
-            SectionInfo {
-                index: s.index().0,
-                addr: s.address(),
-                offset,
-                size: s.size(),
-                in_file: s.elf_section_header().sh_type.get(LE) != elf::SHT_NOBITS
-                    && size == s.size(),
-            }
-        })
-    };
-    let fatbin = find(FATBIN_SECTION);
-    let segment = find(SEGMENT_SECTION);
-    let marker = find(MARKER_SECTION);
+    Ok((machine, kind))
+}
 
-    // `.hip_fatbin`, then the later runs of a pruned file in address
-    // order; a run's bundles get offsets from .hip_fatbin's address, which
-    // is what a wrapper pointer minus that address gives.
+/// Where section `name` is (the first of that name), `in_file` when all
+/// its bytes are in the file (not `SHT_NOBITS`, as in a separated debug
+/// file).
+fn section_info<'d, R: object::ReadRef<'d>>(
+    obj: &ElfFile64<'d, LE, R>,
+    name: &str,
+) -> Option<SectionInfo> {
+    obj.section_by_name(name).map(|s| {
+        let (offset, size) = s
+            .file_range()
+            .unwrap_or((s.elf_section_header().sh_offset.get(LE), 0));
+        SectionInfo {
+            index: s.index().0,
+            addr: s.address(),
+            offset,
+            size: s.size(),
+            in_file: s.elf_section_header().sh_type.get(LE) != elf::SHT_NOBITS && size == s.size(),
+        }
+    })
+}
+
+/// The bundles of `.hip_fatbin` (`fb`), then of the later runs of a pruned
+/// file in address order, and those runs. A run's bundles get offsets
+/// from `.hip_fatbin`'s address, which is what a wrapper pointer minus
+/// that address gives.
+fn walk_fatbin<'d, R: object::ReadRef<'d>>(
+    path: &Path,
+    obj: &ElfFile64<'d, LE, R>,
+    source: &SizedFile,
+    fb: SectionInfo,
+    opts: WalkOptions,
+) -> Result<(Vec<Item>, Vec<SectionInfo>), Error> {
     let mut bundles = Vec::new();
     let mut fatbin_runs = Vec::new();
-    if let Some(fb) = fatbin.filter(|f| f.in_file) {
-        for s in obj.sections() {
-            let name = s.name().unwrap_or_default();
-            if name == FATBIN_SECTION || !crate::verify::is_fatbin_run(name) {
-                continue;
-            }
-            if let Some(run) = find(name).filter(|r| r.in_file && r.addr >= fb.addr) {
-                fatbin_runs.push(run);
-            }
+    for s in obj.sections() {
+        let name = s.name().unwrap_or_default();
+        if name == FATBIN_SECTION || !crate::verify::is_fatbin_run(name) {
+            continue;
         }
-        fatbin_runs.sort_by_key(|r: &SectionInfo| r.addr);
-        let runs = std::iter::once((&fb, FATBIN_SECTION.to_string())).chain(
-            fatbin_runs
-                .iter()
-                .map(|r| (r, format!("{FATBIN_SECTION} run at {:#x}", r.addr))),
-        );
-        for (run, what) in runs {
-            if run
-                .offset
-                .checked_add(run.size)
-                .is_none_or(|e| e > source.size())
-            {
-                return Err(Error::new(
-                    ErrorKind::Malformed,
-                    path,
-                    format!("{what} runs past the end of the file"),
-                ));
-            }
-            for item in walk(&source, run.offset, run.size, opts) {
-                let mut item = item.map_err(|e| Error::bundle(path, FATBIN_SECTION, e))?;
-                item.offset = item.offset.saturating_add(run.addr - fb.addr);
-                bundles.push(item);
-            }
+        if let Some(run) = section_info(obj, name).filter(|r| r.in_file && r.addr >= fb.addr) {
+            fatbin_runs.push(run);
         }
     }
+    fatbin_runs.sort_by_key(|r: &SectionInfo| r.addr);
+    let runs = std::iter::once((&fb, FATBIN_SECTION.to_string())).chain(
+        fatbin_runs
+            .iter()
+            .map(|r| (r, format!("{FATBIN_SECTION} run at {:#x}", r.addr))),
+    );
+    for (run, what) in runs {
+        if run
+            .offset
+            .checked_add(run.size)
+            .is_none_or(|e| e > source.size())
+        {
+            return Err(Error::new(
+                ErrorKind::Malformed,
+                path,
+                format!("{what} runs past the end of the file"),
+            ));
+        }
+        for item in walk(source, run.offset, run.size, opts) {
+            let mut item = item.map_err(|e| Error::bundle(path, FATBIN_SECTION, e))?;
+            item.offset = item.offset.saturating_add(run.addr - fb.addr);
+            bundles.push(item);
+        }
+    }
+    Ok((bundles, fatbin_runs))
+}
 
+/// The wrappers of `.hipFatBinSegment` (`seg`), each pointer resolved
+/// through its relocation and matched to a bundle of `fatbin`.
+fn read_wrappers<'d, R: object::ReadRef<'d>>(
+    path: &Path,
+    obj: &ElfFile64<'d, LE, R>,
+    machine: Machine,
+    kind: ElfKind,
+    seg: SectionInfo,
+    fatbin: Option<SectionInfo>,
+    bundles: &[Item],
+) -> Result<Vec<Wrapper>, Error> {
     let mut wrappers = Vec::new();
-    if let Some(seg) = segment {
-        let data = obj
-            .section_by_index(object::SectionIndex(seg.index))
-            .and_then(|s| s.data())
-            .map_err(|e| {
-                Error::new(
-                    ErrorKind::Malformed,
-                    path,
-                    format!("cannot read {SEGMENT_SECTION}: {e}"),
-                )
-            })?;
-        if !(data.len() as u64).is_multiple_of(WRAPPER_SIZE) {
+    let data = obj
+        .section_by_index(object::SectionIndex(seg.index))
+        .and_then(|s| s.data())
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Malformed,
+                path,
+                format!("cannot read {SEGMENT_SECTION}: {e}"),
+            )
+        })?;
+    if !(data.len() as u64).is_multiple_of(WRAPPER_SIZE) {
+        return Err(Error::new(
+            ErrorKind::Offload,
+            path,
+            format!(
+                "{SEGMENT_SECTION} is {} bytes, not a multiple of {WRAPPER_SIZE}",
+                data.len()
+            ),
+        ));
+    }
+    let relocs = pointer_relocations(obj, machine, kind, seg, path)?;
+    for (i, w) in data.chunks_exact(WRAPPER_SIZE as usize).enumerate() {
+        let u32_at = |k: usize| u32::from_le_bytes(w[k..k + 4].try_into().unwrap_or_default());
+        let u64_at = |k: usize| u64::from_le_bytes(w[k..k + 8].try_into().unwrap_or_default());
+        let magic = match u32_at(0) {
+            HIPF => Magic::Hipf,
+            HIPK => Magic::Hipk,
+            other => Magic::Other(other),
+        };
+        // Addresses are untrusted: wrap as the loader would, never overflow.
+        let addr = seg.addr.wrapping_add(i as u64 * WRAPPER_SIZE);
+        let slot = addr.wrapping_add(8);
+        let stored = u64_at(8);
+        let (pointer, via) = match relocs.iter().find(|r| r.slot == slot) {
+            Some(r) => (r.value, r.via.clone()),
+            None => (stored, PointerVia::Inline),
+        };
+        let bundle = fatbin.and_then(|fb| {
+            let off = pointer.checked_sub(fb.addr)?;
+            bundles.iter().position(|b: &Item| b.offset == off)
+        });
+        if magic == Magic::Hipf && bundle.is_none() {
+            let range = fatbin
+                .map(|f| format!("{:#x}..{:#x}", f.addr, f.addr.wrapping_add(f.size)))
+                .unwrap_or_else(|| "absent".into());
             return Err(Error::new(
                 ErrorKind::Offload,
                 path,
                 format!(
-                    "{SEGMENT_SECTION} is {} bytes, not a multiple of {WRAPPER_SIZE}",
-                    data.len()
+                    "wrapper {i} at {addr:#x} points at {pointer:#x}, which is not the start of a bundle in {FATBIN_SECTION} ({range})"
                 ),
             ));
         }
-        let relocs = pointer_relocations(&obj, machine, kind, seg, path)?;
-        for (i, w) in data.chunks_exact(WRAPPER_SIZE as usize).enumerate() {
-            let u32_at = |k: usize| u32::from_le_bytes(w[k..k + 4].try_into().unwrap_or_default());
-            let u64_at = |k: usize| u64::from_le_bytes(w[k..k + 8].try_into().unwrap_or_default());
-            let magic = match u32_at(0) {
-                HIPF => Magic::Hipf,
-                HIPK => Magic::Hipk,
-                other => Magic::Other(other),
-            };
-            // Addresses are untrusted: wrap as the loader would, never overflow.
-            let addr = seg.addr.wrapping_add(i as u64 * WRAPPER_SIZE);
-            let slot = addr.wrapping_add(8);
-            let stored = u64_at(8);
-            let (pointer, via) = match relocs.iter().find(|r| r.slot == slot) {
-                Some(r) => (r.value, r.via.clone()),
-                None => (stored, PointerVia::Inline),
-            };
-            let bundle = fatbin.and_then(|fb| {
-                let off = pointer.checked_sub(fb.addr)?;
-                bundles.iter().position(|b: &Item| b.offset == off)
-            });
-            if magic == Magic::Hipf && bundle.is_none() {
-                let range = fatbin
-                    .map(|f| format!("{:#x}..{:#x}", f.addr, f.addr.wrapping_add(f.size)))
-                    .unwrap_or_else(|| "absent".into());
-                return Err(Error::new(
-                    ErrorKind::Offload,
-                    path,
-                    format!(
-                        "wrapper {i} at {addr:#x} points at {pointer:#x}, which is not the start of a bundle in {FATBIN_SECTION} ({range})"
-                    ),
-                ));
-            }
-            wrappers.push(Wrapper {
-                index: i,
-                addr,
-                file_offset: seg.offset + i as u64 * WRAPPER_SIZE,
-                magic,
-                version: u32_at(4),
-                stored_pointer: stored,
-                pointer,
-                via,
-                reserved: u64_at(16),
-                bundle,
-            });
-        }
+        wrappers.push(Wrapper {
+            index: i,
+            addr,
+            file_offset: seg.offset + i as u64 * WRAPPER_SIZE,
+            magic,
+            version: u32_at(4),
+            stored_pointer: stored,
+            pointer,
+            via,
+            reserved: u64_at(16),
+            bundle,
+        });
     }
-    Ok(FatBinary {
-        kind,
-        machine: Some(machine),
-        fatbin,
-        fatbin_runs,
-        segment,
-        marker,
-        wrappers,
-        bundles,
-        source,
-    })
+    Ok(wrappers)
 }
 
 /// A relocation that fills a wrapper pointer slot.

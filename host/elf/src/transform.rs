@@ -122,6 +122,11 @@ pub struct TransformReport {
     pub wrappers: usize,
     /// Relocations redirected to the marker.
     pub relocations: usize,
+    /// Why no (or less) device code left the file than `.hip_fatbin`
+    /// holds: the layout refused and the reason. Empty when every whole
+    /// page of device code after the program header table left.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub layout_notes: Vec<String>,
 }
 
 /// One wrapper to redirect: where it is and which code-object index it gets.
@@ -171,7 +176,9 @@ pub fn transform_to<W: Write + Seek>(
     let mut out = Out::new(input, out);
     write::assemble(&source, &plan, marker, &mut out)?;
     let relocations = write::patch(&mut out, plan.output_size, &plan, machine, &patches)?;
+    let layout_notes = offload_layout_notes(&plan, fatbin);
     let report = TransformReport {
+        layout_notes,
         layout: plan.layout,
         input_size: source.len(),
         output_size: plan.output_size,
@@ -181,6 +188,22 @@ pub fn transform_to<W: Write + Seek>(
         relocations,
     };
     Ok((out.finish()?, report))
+}
+
+/// Why `plan` frees less than `.hip_fatbin`'s whole pages, in words for
+/// the offload report.
+fn offload_layout_notes(plan: &Plan, fatbin: crate::read::SectionInfo) -> Vec<String> {
+    match plan.layout {
+        Layout::SharedPage => vec![format!(
+            "in-place refused: {FATBIN_SECTION} ({} bytes at {:#x}) holds no whole {PAGE}-byte page, so no page can leave the file; its device code stays in the file's pages (the program headers and marker are written over its first bytes, the rest is left as it was), and the archives hold it too",
+            fatbin.size, fatbin.addr
+        )],
+        Layout::InPlace if plan.bytes_removed() == 0 => vec![format!(
+            "{FATBIN_SECTION} ({} bytes at {:#x}): no whole p_align block of it after the program header table could leave the file, so its device code stays in the file's pages",
+            fatbin.size, fatbin.addr
+        )],
+        Layout::InPlace => Vec::new(),
+    }
 }
 
 /// What [`prune`] did.
@@ -205,6 +228,9 @@ pub struct PruneReport {
     /// Sections `.hip_fatbin` ends up split into (`.hip_fatbin`, then
     /// `.hip_fatbin.1`, ...): more than one in the `runs` layout.
     pub runs: usize,
+    /// Why each layout not taken was refused (`runs: ...`, `in-place:
+    /// ...`), and how the one taken was bent to the segments' alignment.
+    pub layout_notes: Vec<String>,
 }
 
 /// Rewrite the fat binary at `input` (already read as `fat`) keeping, in
@@ -318,6 +344,7 @@ pub fn prune_to<W: Write + Seek>(
         bundle_bytes: extents.iter().map(|r| r.end).max().unwrap_or(0),
         bundles: fat.bundles.len(),
         runs: plan.runs,
+        layout_notes: plan.notes.clone(),
     };
     Ok((out.finish()?, report))
 }

@@ -190,6 +190,15 @@ impl Pruned {
         }
     }
 
+    /// Why each layout a linked binary did not take was refused, and how
+    /// the one taken was bent to its segments' alignment.
+    pub fn layout_notes(&self) -> &[String] {
+        match self {
+            Pruned::Linked(r) => &r.layout_notes,
+            Pruned::LinkInput(_) => &[],
+        }
+    }
+
     /// One line saying what happened, `input -> output: ...`.
     pub fn summary(&self, input: &Path, output: &Path) -> String {
         let (input, output) = (input.display(), output.display());

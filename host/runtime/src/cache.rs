@@ -369,6 +369,9 @@ impl Cache {
         binary_path: &Path,
         arches: &[&str],
     ) -> Result<Arc<Resolution>> {
+        // Portable SPIR-V, when named, after every native and generic target.
+        let ordered = kpack_amdgpu::loader_order(arches);
+        let arches = &ordered[..];
         let mut h = DefaultHasher::new();
         binary_path.hash(&mut h);
         marker.search_paths.hash(&mut h);
@@ -698,8 +701,11 @@ fn compatible_pairs(
 
 /// `arch` (an agent ISA name, prefix optional) follows the target-id
 /// grammar with a `gfx` processor, as loosely as [`compatible_targets`]
-/// reads it (empty features skipped).
+/// reads it (empty features skipped), or names portable SPIR-V.
 fn is_agent_isa(arch: &str) -> bool {
+    if kpack_amdgpu::is_spirv_target(arch) {
+        return true;
+    }
     let s = strip_target_prefix(arch);
     let canonical: Vec<&str> = s.split(':').filter(|p| !p.is_empty()).collect();
     s.starts_with("gfx") && kpack_amdgpu::TargetId::parse(&canonical.join(":")).is_ok()

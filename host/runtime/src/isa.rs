@@ -9,7 +9,8 @@ use kpack_amdgpu::strip_target_prefix;
 /// Targets an archive may be named for to serve device `agent_isa`, most
 /// specific first, in AMD's order: with `n` features, masks from `2^n − 1`
 /// down to 0, feature `i` included when bit `n−1−i` is set. The
-/// `amdgcn-amd-amdhsa--` prefix is stripped first. Empty input or an empty
+/// triple prefix (`amdgcn-amd-amdhsa--` or AMD's `amdgcn-amd-amdhsa-unknown-`) is
+/// stripped first. Empty input or an empty
 /// processor gives nothing.
 ///
 /// ```
@@ -64,6 +65,11 @@ mod tests {
             compatible_targets("amdgcn-amd-amdhsa--gfx90a:xnack+"),
             ["gfx90a:xnack+", "gfx90a"]
         );
+        // AMD's ROCm 10 spelling, environment field filled in.
+        assert_eq!(
+            compatible_targets("amdgcn-amd-amdhsa-unknown-gfx942:sramecc+"),
+            ["gfx942:sramecc+", "gfx942"]
+        );
         // Mask order for three features: 100 precedes 011.
         let three = compatible_targets("p:a:b:c");
         assert_eq!(
@@ -99,8 +105,8 @@ mod tests {
             ["amdgcn-amd-amdhsa--"]
         );
         assert_eq!(
-            strip_target_prefix("hipv4-amdgcn-amd-amdhsa--gfx900"),
-            "hipv4-amdgcn-amd-amdhsa--gfx900"
+            compatible_targets("amdgcn-amd-amdhsa-unknown-"),
+            ["amdgcn-amd-amdhsa-unknown-"]
         );
     }
 }

@@ -377,3 +377,38 @@ fn loads_bases_and_deltas_from_a_zstd_delta_family_archive() {
         }
     }
 }
+
+#[test]
+fn portable_spirv_only_when_named_and_after_native_and_generic_code() {
+    let tree = split_tree(&["gfx1201", "gfx12-generic", "amdgcnspirv"]);
+    let cache = Cache::new(Config::default());
+    // Named first by the caller, still tried after native and generic code.
+    let got = load(
+        &cache,
+        tree.path(),
+        0,
+        &["amdgcnspirv", "gfx1201", "gfx12-generic"],
+    );
+    assert_eq!(got.unwrap(), "gfx1201:lib/libx.so#0");
+    let got = load(
+        &cache,
+        tree.path(),
+        1,
+        &["amdgcnspirv", "gfx1250", "gfx12-generic"],
+    );
+    assert_eq!(got.unwrap(), "gfx12-generic:lib/libx.so#1");
+    // Not named: never offered, even when nothing else serves.
+    let err = load(&cache, tree.path(), 0, &["gfx1250"]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ArchiveNotFound, "{err}");
+    // Named, and nothing else serves: loaded.
+    let got = load(&cache, tree.path(), 0, &["gfx1250", "amdgcnspirv"]);
+    assert_eq!(got.unwrap(), "amdgcnspirv:lib/libx.so#0");
+    // AMD's four-field ISA name reads as its target id.
+    let got = load(
+        &cache,
+        tree.path(),
+        1,
+        &["amdgcn-amd-amdhsa-unknown-gfx1201"],
+    );
+    assert_eq!(got.unwrap(), "gfx1201:lib/libx.so#1");
+}

@@ -5,7 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use kpack_amdgpu::{Level, TargetId, bundle_key, dist_name, generic_for, strip_target_prefix};
+use kpack_amdgpu::{
+    Level, SPIRV_TARGET, TargetId, bundle_key, dist_name, generic_for, is_spirv_target,
+    strip_target_prefix,
+};
 use kpack_runtime::{Cache, Config};
 use serde::Serialize;
 
@@ -81,6 +84,11 @@ pub enum GpuOutcome {
         /// none was built), when that can be told.
         #[serde(skip_serializing_if = "Option::is_none")]
         provider: Option<String>,
+        /// Where portable SPIR-V (`amdgcnspirv`) for it is, when only that
+        /// would serve: the loader tries it only when the caller's arch
+        /// list names it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        spirv: Option<String>,
     },
 }
 
@@ -247,6 +255,15 @@ fn explain(
                     code: e.kind().code(),
                     diagnostic: e.to_string(),
                     provider: provider.get_or_insert_with(|| hint(&bin)).clone(),
+                    spirv: (!arches.iter().any(|a| is_spirv_target(a)))
+                        .then(|| cache.locate(&b.marker, &bin, k, &[SPIRV_TARGET]).ok())
+                        .flatten()
+                        .map(|loc| {
+                            format!(
+                                "only portable SPIR-V would serve: {} as {SPIRV_TARGET}, loaded when the arch list names {SPIRV_TARGET}",
+                                shown(&loc.archive)
+                            )
+                        }),
                 },
             };
             kernels.push(GpuKernel { key, outcome });

@@ -108,7 +108,7 @@ impl RecombineConfig {
                 let a = a
                     .as_str()
                     .ok_or_else(|| format!("group {name:?}: architectures must be strings"))?;
-                if !a.starts_with("gfx") {
+                if !kpack_amdgpu::is_device_arch_name(a) {
                     return Err(format!(
                         "group {name:?}: architecture {a:?} does not start with gfx"
                     ));
@@ -174,13 +174,14 @@ pub struct RecombineReport {
 }
 
 /// An artifact directory name: `(component, None)` for `<c>_generic`,
-/// `(component, Some(arch))` for `<c>_<gfx…>`.
+/// `(component, Some(arch))` for `<c>_<gfx…>` and `<c>_amdgcnspirv`.
 pub fn parse_artifact_name(name: &str) -> Option<(String, Option<String>)> {
     if let Some(c) = name.strip_suffix("_generic") {
         return (!c.is_empty()).then(|| (c.to_string(), None));
     }
     let (c, arch) = name.rsplit_once('_')?;
-    (arch.starts_with("gfx") && !c.is_empty()).then(|| (c.to_string(), Some(arch.to_string())))
+    (kpack_amdgpu::is_device_arch_name(arch) && !c.is_empty())
+        .then(|| (c.to_string(), Some(arch.to_string())))
 }
 
 /// File beside recombined artifacts recording what each artifact is

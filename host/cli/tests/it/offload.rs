@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kpack_tests::{
-    CLANG19_FAT_FIXTURES, FAT_FIXTURES, OracleEntry, clang19_oracle, fixture, oracle, sha256_hex,
-    stderr, stub_command,
+    CLANG19_FAT_FIXTURES, CLANG22_FAT_FIXTURES, FAT_FIXTURES, OracleEntry, clang19_oracle,
+    clang22_oracle, fixture, oracle, sha256_hex, stderr, stub_command,
 };
 
 use crate::util::{kpack, stub_hip};
@@ -473,6 +473,18 @@ fn every_clang19_fixture_offloads_verifies_survives_packaging_and_still_runs() {
     }
 }
 
+#[test]
+fn every_clang22_fixture_offloads_verifies_survives_packaging_and_still_runs() {
+    let set = FixtureSet {
+        dir: "clang22",
+        oracle: clang22_oracle(),
+        max_growth: 4096,
+    };
+    for (name, layout) in CLANG22_FAT_FIXTURES {
+        offload_loop(&set, name, Some(layout));
+    }
+}
+
 /// One program header, as compared across the transform.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Segment {
@@ -521,7 +533,12 @@ fn no_virtual_address_moves_except_the_removed_pages() {
     let names = FAT_FIXTURES.iter().map(|n| format!("corpus/{n}")).chain(
         CLANG19_FAT_FIXTURES
             .iter()
-            .map(|(n, _)| format!("clang19/{n}")),
+            .map(|(n, _)| format!("clang19/{n}"))
+            .chain(
+                CLANG22_FAT_FIXTURES
+                    .iter()
+                    .map(|(n, _)| format!("clang22/{n}")),
+            ),
     );
     let mut checked = 0;
     for rel in names {
@@ -638,7 +655,10 @@ fn no_virtual_address_moves_except_the_removed_pages() {
         }
         checked += 1;
     }
-    assert_eq!(checked, FAT_FIXTURES.len() + CLANG19_FAT_FIXTURES.len());
+    assert_eq!(
+        checked,
+        FAT_FIXTURES.len() + CLANG19_FAT_FIXTURES.len() + CLANG22_FAT_FIXTURES.len()
+    );
 }
 
 #[test]

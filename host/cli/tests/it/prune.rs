@@ -10,8 +10,8 @@ use std::path::Path;
 use kpack_amdgpu::TargetFilter;
 use kpack_bundle::{WalkOptions, walk};
 use kpack_tests::{
-    CLANG19_FAT_FIXTURES, FAT_FIXTURES, OracleEntry, clang19_oracle, fixture, oracle, sha256_hex,
-    stderr, stdout, stub_command,
+    CLANG19_FAT_FIXTURES, CLANG22_FAT_FIXTURES, FAT_FIXTURES, OracleEntry, clang19_oracle,
+    clang22_oracle, fixture, oracle, sha256_hex, stderr, stdout, stub_command,
 };
 
 use crate::offload::packaging_steps;
@@ -82,6 +82,12 @@ fn clang19_fixtures_pruned_to_one_target_run_with_only_that_code() {
         .filter(|n| !n.contains("aarch64"))
         .collect();
     prune_and_run("clang19", &names, clang19_oracle());
+}
+
+#[test]
+fn clang22_fixtures_pruned_to_one_target_run_with_only_that_code() {
+    let names: Vec<&str> = CLANG22_FAT_FIXTURES.iter().map(|(n, _)| *n).collect();
+    prune_and_run("clang22", &names, clang22_oracle());
 }
 
 fn prune_and_run(set: &str, names: &[&str], oracle: &[OracleEntry]) {
