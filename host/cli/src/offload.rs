@@ -1,11 +1,12 @@
 //! `kpack offload INPUT -o OUTPUT --archives DIR`: move a fat binary's
 //! device code into per-arch archives and write a host-only binary.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use kpack_format::WriterOptions;
-use kpack_offload::{ArchiveSet, OffloadOptions, Outcome, offload_binary_filtered, relative_path};
+use kpack_binary::TransformReport;
+use kpack_offload::{ArchiveSet, Offload, OffloadOptions, Outcome, offload, relative_path};
 
 use crate::archive_args::ArchiveArgs;
 use crate::exit::CliResult;
@@ -102,22 +103,16 @@ pub fn run(args: Args) -> CliResult {
         args.archives.display()
     ));
     let spinner = crate::ui::spinner(format!("offloading {}", args.input.display()));
-    let outcome = args.archive.thread_pool()?.install(|| {
-        offload_binary_filtered(&args.input, &args.output, &opts, &filter, &mut archives)
+    let done = args.archive.thread_pool()?.install(|| {
+        offload(&args.input, &args.output, &opts, &filter, archives)
     });
-    let written = outcome
-        .map_err(anyhow::Error::from)
-        .and_then(|o| match archives.finish() {
-            Ok(w) => Ok((o, w)),
-            Err(e) => {
-                let _ = std::fs::remove_file(&args.output);
-                Err(e.into())
-            }
-        });
     if let Some(s) = &spinner {
         s.finish_and_clear();
     }
-    let (outcome, written) = written?;
+    let Offload {
+        outcome,
+        archives: written,
+    } = done?;
     // A host-only input writes no archive: leave no empty directory either.
     if !written.is_empty() {
         created.keep();
@@ -147,56 +142,48 @@ pub fn run(args: Args) -> CliResult {
             "{}: already offloaded by kpack; copied unchanged",
             args.input.display()
         ),
-        Outcome::OffloadedPe {
+        Outcome::Offloaded {
             transform,
             code_objects,
             targets,
             excluded,
             ..
         } => {
-            if transform.signature_invalidated {
-                eprintln!(
-                    "warning: {}: the Authenticode signature is kept but no longer valid; re-sign the output",
-                    args.input.display()
-                );
-            }
-            println!(
-                "{} -> {}: {} -> {} bytes ({} bytes of device code removed), {} wrapper(s) HIPK, marker .kpackrf at {:#x}",
-                args.input.display(),
-                args.output.display(),
-                transform.input_size,
-                transform.output_size,
-                transform.bytes_removed,
-                transform.wrappers,
-                transform.marker_addr
-            );
-            println!("  {code_objects} code objects for {}", targets.join(", "));
-            print_excluded(excluded);
-            print_archives(&written);
-        }
-        Outcome::Offloaded {
-            transform,
-            code_objects,
-            targets,
-            excluded,
-        } => {
-            println!(
-                "{} -> {}: {} -> {} bytes ({} bytes of device code removed), {} wrapper(s) HIPK, marker at {:#x}, layout {}",
-                args.input.display(),
-                args.output.display(),
-                transform.input_size,
-                transform.output_size,
-                transform.bytes_removed,
-                transform.wrappers,
-                transform.marker_addr,
-                transform.layout.name()
-            );
+            print_transform(&args.input, &args.output, transform);
             println!("  {code_objects} code objects for {}", targets.join(", "));
             print_excluded(excluded);
             print_archives(&written);
         }
     }
     Ok(())
+}
+
+/// The transform's line: sizes, wrappers, marker, and the ELF layout taken
+/// (a PE image's marker is its `.kpackrf` section).
+fn print_transform(input: &Path, output: &Path, transform: &TransformReport) {
+    let (input, output) = (input.display(), output.display());
+    match transform {
+        TransformReport::Pe(t) => {
+            if t.signature_invalidated {
+                eprintln!(
+                    "warning: {input}: the Authenticode signature is kept but no longer valid; re-sign the output"
+                );
+            }
+            println!(
+                "{input} -> {output}: {} -> {} bytes ({} bytes of device code removed), {} wrapper(s) HIPK, marker .kpackrf at {:#x}",
+                t.input_size, t.output_size, t.bytes_removed, t.wrappers, t.marker_addr
+            );
+        }
+        TransformReport::Elf(t) => println!(
+            "{input} -> {output}: {} -> {} bytes ({} bytes of device code removed), {} wrapper(s) HIPK, marker at {:#x}, layout {}",
+            t.input_size,
+            t.output_size,
+            t.bytes_removed,
+            t.wrappers,
+            t.marker_addr,
+            t.layout.name()
+        ),
+    }
 }
 
 /// One line per archive written, paths relative to the current directory.

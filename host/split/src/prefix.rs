@@ -6,12 +6,10 @@ use std::path::{Path, PathBuf};
 
 use kpack_amdgpu::{Level, TargetFilter, TargetId};
 use kpack_bundle::WalkOptions;
-use kpack_elf::{ElfKind, MARKER_SECTION, read_fat_binary};
+use kpack_binary::{FileKind, HostBinary};
+use kpack_elf::{MARKER_SECTION, read_fat_binary};
 use kpack_format::{Compression, WriterOptions};
-use kpack_offload::{
-    ArchiveSet, OffloadOptions, Outcome, add_code_objects, check_filter, offload_binary_filtered,
-    transform_checked,
-};
+use kpack_offload::{ArchiveSet, OffloadOptions, Outcome, offload_binary};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -488,8 +486,6 @@ fn copy(src: &Path, dst: &Path) -> std::result::Result<u64, String> {
     std::fs::copy(src, dst).map_err(|e| format!("cannot copy to {}: {e}", dst.display()))
 }
 
-const EM_X86_64: u16 = 62;
-
 fn process_file(
     layout: &PrefixLayout<'_>,
     opts: &SplitOptions<'_>,
@@ -515,32 +511,14 @@ fn process_file(
         r.database = Some((c.handler.clone(), c.classification.to_string()));
         return Ok(r);
     }
-    let mut head = [0u8; 24];
-    let n = std::fs::File::open(&src)
-        .and_then(|mut f| read_up_to(&mut f, &mut head))
-        .map_err(|e| format!("cannot read: {e}"))?;
-    let head = &head[..n];
-    let is_elf = head.starts_with(b"\x7fELF") && n >= 20;
-    let machine = if is_elf {
-        u16::from_le_bytes([head[18], head[19]])
-    } else {
-        0
-    };
-    let device_file = head.starts_with(kpack_bundle::BUNDLE_MAGIC)
-        || head.starts_with(kpack_bundle::CCOB_MAGIC)
-        || kpack_amdgpu::is_amdgpu_elf(head);
-    if is_elf && machine == EM_X86_64 {
-        return host_elf(layout, opts, rel, &src, r);
+    let kind = FileKind::of_path(&src).map_err(|e| format!("cannot read: {e}"))?;
+    if kind.is_host_binary() {
+        return host_binary(layout, opts, rel, &src, r);
     }
-    // By magic (`MZ`, then `PE\0\0` at `e_lfanew`), never by extension:
-    // `.dll`, `.exe` and `.pyd` alike.
-    if head.starts_with(b"MZ") && kpack_pe::is_pe_file(&src).map_err(|e| error_chain(&e))? {
-        return host_pe(layout, opts, rel, &src, r);
-    }
-    if device_file {
+    if kind.is_device_file() {
         return bundle_file(layout, opts, rel, &src, r);
     }
-    if head.starts_with(b"!<arch>\n") && static_archive_has_device_code(&src)? {
+    if kind == FileKind::StaticArchive && static_archive_has_device_code(&src)? {
         r.warning = Some(
             "static archive with device code kept in the generic artifact as is (link it into a binary to split it)".into(),
         );
@@ -587,86 +565,74 @@ fn static_archive_has_device_code(src: &Path) -> std::result::Result<bool, Strin
     }
 }
 
-fn host_elf(
+/// A host binary (ELF for a known machine, or PE): offloaded into the
+/// generic artifact with its archives in each arch's tree; without device
+/// code, already offloaded, or a link input, copied as it is.
+fn host_binary(
     layout: &PrefixLayout<'_>,
     opts: &SplitOptions<'_>,
     rel: &str,
     src: &Path,
     mut r: FileResult,
 ) -> std::result::Result<FileResult, String> {
-    let fat = match read_fat_binary(
-        src,
-        WalkOptions {
-            verify_hash: opts.verify_hash,
-        },
-    ) {
-        Ok(f) => f,
-        Err(e) if e.kind() == kpack_elf::ErrorKind::Unsupported => {
+    let walk = WalkOptions {
+        verify_hash: opts.verify_hash,
+    };
+    let bin = match HostBinary::read(src, walk) {
+        Ok(b) => b,
+        // A file kpack cannot rewrite (32-bit, big-endian, another
+        // machine) has no HIP device code it could move: shipped as is.
+        Err(e) if e.is_unsupported() => {
             r.generic_bytes = copy(src, &layout.generic.join(rel))?;
             return Ok(r);
         }
         Err(e) => return Err(error_chain(&e)),
     };
-    let targets = || fat.targets();
-    let copy_generic = |r: &mut FileResult| -> std::result::Result<(), String> {
-        r.generic_bytes = copy(src, &layout.generic.join(rel))?;
-        Ok(())
-    };
-    if fat.is_transformed() {
+    if bin.is_transformed() {
         r.already = true;
-        copy_generic(&mut r)?;
-        return Ok(r);
-    }
-    if fat.bundles.is_empty() {
+    } else if bin.bundles().is_empty() {
         r.host_only = true;
-        copy_generic(&mut r)?;
+    } else if bin.is_link_input() {
+        r.warning = Some(format!(
+            "relocatable object with device code ({}) kept in the generic artifact as is (link it into a binary to split it)",
+            bin.targets().join(", ")
+        ));
+    }
+    if r.already || r.host_only || r.warning.is_some() {
+        r.generic_bytes = copy(src, &layout.generic.join(rel))?;
         return Ok(r);
     }
-    match fat.kind {
-        ElfKind::Exec | ElfKind::Dyn => {}
-        ElfKind::Rel | ElfKind::BundleFile => {
-            r.warning = Some(format!(
-                "relocatable object with device code ({}) kept in the generic artifact as is (link it into a binary to split it)",
-                targets().join(", ")
-            ));
-            copy_generic(&mut r)?;
-            return Ok(r);
-        }
-    }
-    check_filter(src, &fat.bundles, &opts.targets).map_err(|e| error_chain(&e))?;
     let Planned {
-        mut archives,
+        archives,
         kernel_name,
         stem,
         search_path,
         oo,
-    } = plan_archives(layout, opts, rel, &fat.bundles);
+    } = plan_archives(layout, opts, rel, bin.bundles());
     let out = layout.generic.join(rel);
-    let (staged, transform) =
-        transform_checked(src, &fat, &oo, &out).map_err(|e| error_chain(&e))?;
-
-    let added = add_code_objects(
-        src,
-        &fat,
-        &kernel_name,
-        &|t| opts.targets.keeps(t),
-        &mut archives,
-    )
-    .map_err(|e| error_chain(&e))?;
-    r.excluded.extend(added.excluded);
-    let (moved, count) = (added.targets, added.count);
-    finish_archives(opts, &stem, archives, &mut r)?;
-    let written = transform.output_size;
-    staged.persist(src).map_err(|e| error_chain(&e))?;
-    r.generic_bytes = written;
+    let done = offload_binary(src, &bin, &out, &oo, &opts.targets, archives)
+        .map_err(|e| error_chain(&e))?;
+    let Outcome::Offloaded {
+        transform,
+        code_objects,
+        targets,
+        excluded,
+        ..
+    } = done.outcome
+    else {
+        return Err(format!("binary not offloaded: {:?}", done.outcome));
+    };
+    r.excluded.extend(excluded);
+    report_archives(opts, &stem, done.archives, &mut r);
+    r.generic_bytes = transform.output_size();
     r.binary = Some(BinaryReport {
         path: rel.to_string(),
         kernel_name,
         search_path,
-        code_objects: count,
-        targets: moved,
+        code_objects,
+        targets,
         bytes_in: r.bytes_in,
-        bytes_out: written,
+        bytes_out: r.generic_bytes,
     });
     Ok(r)
 }
@@ -727,11 +693,8 @@ fn plan_archives(
     let search_path = archives.search_path(&bin_dir, &root.join(&opts.archive_dir));
     let oo = OffloadOptions {
         kernel_name: kernel_name.clone(),
-        search_paths: archives.marker_search_paths_for(
-            std::slice::from_ref(&search_path),
-            bundles,
-            &|t| opts.targets.keeps(t),
-        ),
+        // Expanded for archive groups by the offload itself.
+        search_paths: vec![search_path.clone()],
         verify_hash: opts.verify_hash,
     };
     Planned {
@@ -743,14 +706,14 @@ fn plan_archives(
     }
 }
 
-/// Write the archives of one binary and report them.
-fn finish_archives(
+/// Report the archives written for one binary.
+fn report_archives(
     opts: &SplitOptions<'_>,
     stem: &str,
-    archives: ArchiveSet,
+    written: Vec<(String, kpack_format::Written)>,
     r: &mut FileResult,
-) -> std::result::Result<(), String> {
-    for (processor, written) in archives.finish().map_err(|e| error_chain(&e))? {
+) {
+    for (processor, written) in written {
         r.arch_bytes.push((processor.clone(), written.file_size));
         r.archives.push(ArchiveReport {
             arch: processor.clone(),
@@ -759,78 +722,6 @@ fn finish_archives(
             bytes: written.file_size,
         });
     }
-    Ok(())
-}
-
-/// A Windows PE image (DLL, EXE, `.pyd`): the same flow as [`host_elf`],
-/// with kpack-offload's PE path reading, transforming and verifying it.
-fn host_pe(
-    layout: &PrefixLayout<'_>,
-    opts: &SplitOptions<'_>,
-    rel: &str,
-    src: &Path,
-    mut r: FileResult,
-) -> std::result::Result<FileResult, String> {
-    let walk = WalkOptions {
-        verify_hash: opts.verify_hash,
-    };
-    let fat = match kpack_pe::read_fat_binary(src, walk) {
-        Ok(f) => f,
-        // A PE kpack cannot rewrite (PE32, another machine) has no HIP
-        // device code it could move: shipped as is, like such ELF files.
-        Err(e) if e.kind() == kpack_pe::ErrorKind::Unsupported => {
-            r.generic_bytes = copy(src, &layout.generic.join(rel))?;
-            return Ok(r);
-        }
-        Err(e) => return Err(error_chain(&e)),
-    };
-    if fat.is_transformed() {
-        r.already = true;
-        r.generic_bytes = copy(src, &layout.generic.join(rel))?;
-        return Ok(r);
-    }
-    if fat.bundles.is_empty() {
-        r.host_only = true;
-        r.generic_bytes = copy(src, &layout.generic.join(rel))?;
-        return Ok(r);
-    }
-    check_filter(src, &fat.bundles, &opts.targets).map_err(|e| error_chain(&e))?;
-    let Planned {
-        mut archives,
-        kernel_name,
-        stem,
-        search_path,
-        oo,
-    } = plan_archives(layout, opts, rel, &fat.bundles);
-    drop(fat);
-    let out = layout.generic.join(rel);
-    let outcome = offload_binary_filtered(src, &out, &oo, &opts.targets, &mut archives)
-        .map_err(|e| error_chain(&e))?;
-    let Outcome::OffloadedPe {
-        code_objects,
-        targets,
-        excluded,
-        ..
-    } = outcome
-    else {
-        return Err(format!("PE image not offloaded: {outcome:?}"));
-    };
-    r.excluded.extend(excluded);
-    finish_archives(opts, &stem, archives, &mut r)?;
-    let bytes_out = std::fs::metadata(&out)
-        .map_err(|e| format!("cannot stat {}: {e}", out.display()))?
-        .len();
-    r.generic_bytes = bytes_out;
-    r.binary = Some(BinaryReport {
-        path: rel.to_string(),
-        kernel_name,
-        search_path,
-        code_objects,
-        targets,
-        bytes_in: r.bytes_in,
-        bytes_out,
-    });
-    Ok(r)
 }
 
 fn bundle_file(

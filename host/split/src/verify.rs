@@ -6,9 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use kpack_bundle::ReadAt;
+use kpack_binary::{FileKind, HostBinary};
 use kpack_bundle::WalkOptions;
-use kpack_elf::{ElfKind, Magic, read_fat_binary};
 use kpack_format::{Archive, Marker};
 use kpack_runtime::{Cache, Config};
 use serde::Serialize;
@@ -416,17 +415,9 @@ pub(crate) fn files_of(root: &Path) -> Vec<(PathBuf, String)> {
         .collect()
 }
 
-fn head(path: &Path) -> Vec<u8> {
-    use std::io::Read;
-    let mut buf = Vec::new();
-    if let Ok(f) = std::fs::File::open(path) {
-        let _ = f.take(24).read_to_end(&mut buf);
-    }
-    buf
-}
-
-fn is_host_elf(h: &[u8]) -> bool {
-    h.len() >= 20 && h.starts_with(b"\x7fELF") && u16::from_le_bytes([h[18], h[19]]) == 62
+/// What the file at `path` is (an unreadable file is nothing).
+fn kind(path: &Path) -> FileKind {
+    FileKind::of_path(path).unwrap_or(FileKind::Other)
 }
 
 /// Host binaries with markers under `a`'s prefixes; fat binaries left
@@ -452,10 +443,8 @@ pub(crate) fn check_host_files(
                 }
                 continue;
             }
-            let h = head(&path);
-            let device = h.starts_with(kpack_bundle::BUNDLE_MAGIC)
-                || h.starts_with(kpack_bundle::CCOB_MAGIC);
-            if device {
+            let kind = kind(&path);
+            if matches!(kind, FileKind::Bundle | FileKind::Ccob) {
                 finding(
                     rep,
                     Severity::Warning,
@@ -465,12 +454,12 @@ pub(crate) fn check_host_files(
                 );
                 continue;
             }
-            if !is_host_elf(&h) {
+            if !kind.is_host_binary() {
                 continue;
             }
-            let fat = match read_fat_binary(&path, WalkOptions { verify_hash: false }) {
-                Ok(f) => f,
-                Err(e) if e.kind() == kpack_elf::ErrorKind::Unsupported => continue,
+            let bin = match HostBinary::read(&path, WalkOptions { verify_hash: false }) {
+                Ok(b) => b,
+                Err(e) if e.is_unsupported() => continue,
                 Err(e) => {
                     finding(
                         rep,
@@ -482,32 +471,29 @@ pub(crate) fn check_host_files(
                     continue;
                 }
             };
-            let pending = fat.wrappers.iter().any(|w| w.magic == Magic::Hipf);
-            match fat.kind {
-                ElfKind::Rel if !fat.bundles.is_empty() => {
-                    finding(
-                        rep,
-                        Severity::Warning,
-                        "generic",
-                        &path,
-                        "relocatable object with device code",
-                    );
-                    continue;
-                }
-                _ if pending || (!fat.bundles.is_empty() && !fat.is_transformed()) => {
-                    finding(
-                        rep,
-                        Severity::Error,
-                        "generic",
-                        &path,
-                        "fat binary left in a generic artifact (device code not offloaded)",
-                    );
-                    continue;
-                }
-                _ => {}
+            if bin.is_link_input() && !bin.bundles().is_empty() {
+                finding(
+                    rep,
+                    Severity::Warning,
+                    "generic",
+                    &path,
+                    "relocatable object with device code",
+                );
+                continue;
             }
-            let Some(sec) = fat.marker.filter(|_| fat.is_transformed()) else {
-                if fat.is_transformed() {
+            if bin.has_pending_wrappers() || (!bin.bundles().is_empty() && !bin.is_transformed()) {
+                finding(
+                    rep,
+                    Severity::Error,
+                    "generic",
+                    &path,
+                    "fat binary left in a generic artifact (device code not offloaded)",
+                );
+                continue;
+            }
+            let marker = bin.read_marker().filter(|_| bin.is_transformed());
+            let Some(bytes) = marker else {
+                if bin.is_transformed() {
                     finding(
                         rep,
                         Severity::Error,
@@ -518,12 +504,7 @@ pub(crate) fn check_host_files(
                 }
                 continue;
             };
-            let mut bytes = vec![
-                0u8;
-                usize::try_from(sec.size.min(kpack_format::MARKER_MAX_LEN as u64))
-                    .unwrap_or(0)
-            ];
-            if fat.source.read_exact_at(sec.offset, &mut bytes).is_err() {
+            let Ok(bytes) = bytes else {
                 finding(
                     rep,
                     Severity::Error,
@@ -532,14 +513,10 @@ pub(crate) fn check_host_files(
                     "cannot read the marker",
                 );
                 continue;
-            }
+            };
             match Marker::parse(&bytes) {
                 Ok(marker) => {
-                    let indices = fat
-                        .wrappers
-                        .iter()
-                        .map(|w| (w.reserved & 0xffff_ffff) as u32)
-                        .collect();
+                    let indices = bin.wrapper_indices().into_iter().collect();
                     let rel_in_install = rel.clone();
                     marked.push(Marked {
                         rel: rel_in_install,
@@ -593,7 +570,7 @@ fn check_arch(
                 scan_archive(&path, (exact || group).then_some(arch), &mut info, rep);
                 continue;
             }
-            if is_host_elf(&head(&path)) {
+            if kind(&path).is_host_binary() {
                 finding(
                     rep,
                     Severity::Error,
