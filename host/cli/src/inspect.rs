@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use kpack_binary::HostBinary;
 use kpack_bundle::{CodeObjectInfo, Entry, Format, Item, ReadAt, WalkOptions};
-use kpack_elf::{ElfKind, FatBinary, Wrapper, read_fat_binary};
+use kpack_elf::{ElfKind, FatBinary, Wrapper};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -198,28 +199,28 @@ fn inspect_one(
             opts.verify_hash,
         )?));
     }
-    // By magic, never by extension.
-    if kpack_pe::is_pe_file(path)? {
-        let fat = kpack_pe::read_fat_binary(path, *opts)?;
-        let (bundles, totals) = bundle_reports(path, &fat.bundles, &fat.source, kernels)?;
-        *warned |= warn(path, &bundles);
-        return Ok(AnyReport::Pe(PeReport {
-            path: path.to_path_buf(),
-            format: "pe",
-            kind: fat.kind,
-            image_base: fat.image_base,
-            device_code: !fat.bundles.is_empty(),
-            transformed: fat.is_transformed(),
-            signed: fat.signed,
-            fatbin: fat.fatbin.clone(),
-            segment: fat.segment.clone(),
-            marker: fat.marker.clone(),
-            wrappers: fat.wrappers.clone(),
-            bundles,
-            totals,
-        }));
-    }
-    let fat = read_fat_binary(path, *opts)?;
+    let fat = match HostBinary::read(path, *opts)? {
+        HostBinary::Elf(fat) => fat,
+        HostBinary::Pe(fat) => {
+            let (bundles, totals) = bundle_reports(path, &fat.bundles, &fat.source, kernels)?;
+            *warned |= warn(path, &bundles);
+            return Ok(AnyReport::Pe(PeReport {
+                path: path.to_path_buf(),
+                format: "pe",
+                kind: fat.kind,
+                image_base: fat.image_base,
+                device_code: !fat.bundles.is_empty(),
+                transformed: fat.is_transformed(),
+                signed: fat.signed,
+                fatbin: fat.fatbin.clone(),
+                segment: fat.segment.clone(),
+                marker: fat.marker.clone(),
+                wrappers: fat.wrappers.clone(),
+                bundles,
+                totals,
+            }));
+        }
+    };
     let report = file_report(path, &fat, kernels)?;
     *warned |= warn(path, &report.bundles);
     Ok(AnyReport::Fat(report))

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use kpack_format::WriterOptions;
 use kpack_binary::TransformReport;
+use kpack_format::WriterOptions;
 use kpack_offload::{ArchiveSet, Offload, OffloadOptions, Outcome, offload, relative_path};
 
 use crate::archive_args::ArchiveArgs;
@@ -103,9 +103,10 @@ pub fn run(args: Args) -> CliResult {
         args.archives.display()
     ));
     let spinner = crate::ui::spinner(format!("offloading {}", args.input.display()));
-    let done = args.archive.thread_pool()?.install(|| {
-        offload(&args.input, &args.output, &opts, &filter, archives)
-    });
+    let done = args
+        .archive
+        .thread_pool()?
+        .install(|| offload(&args.input, &args.output, &opts, &filter, archives));
     if let Some(s) = &spinner {
         s.finish_and_clear();
     }

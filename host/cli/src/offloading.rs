@@ -16,13 +16,13 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use kpack_amdgpu::TargetId;
+use kpack_binary::FileKind;
 use kpack_offloading::{
-    Archive, ArchiveFormat, DeviceCode, Entry, MAGIC, MemberKind, ReadOptions, Reader, is_archive,
+    Archive, ArchiveFormat, DeviceCode, Entry, MemberKind, ReadOptions, Reader,
 };
 use serde::Serialize;
 
@@ -39,29 +39,17 @@ pub enum Input {
 
 /// Sniff `path`: `Some` if this module handles it.
 pub fn detect(path: &Path) -> anyhow::Result<Option<Input>> {
-    let mut head = [0u8; 8];
-    let mut f =
-        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let mut n = 0;
-    while n < head.len() {
-        match f.read(&mut head[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-        }
-    }
-    let head = &head[..n];
-    if is_archive(head) {
-        return Ok(Some(Input::Archive));
-    }
-    if head.starts_with(&MAGIC) {
-        return Ok(Some(Input::OffloadBinary));
-    }
-    if !head.starts_with(b"\x7fELF") {
-        return Ok(None);
+    let kind =
+        FileKind::of_path(path).with_context(|| format!("cannot read {}", path.display()))?;
+    match kind {
+        FileKind::StaticArchive => return Ok(Some(Input::Archive)),
+        FileKind::OffloadBinary => return Ok(Some(Input::OffloadBinary)),
+        FileKind::HostElf { .. } | FileKind::OtherElf { .. } | FileKind::CodeObject => {}
+        _ => return Ok(None),
     }
     // Section headers only: fat binaries can be gigabytes. A malformed
     // ELF is left to the fat-binary reader and its errors.
+    let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let cache = object::ReadCache::new(f);
     let has_offloading = kpack_offloading::has_offloading_section(&cache);
     Ok(has_offloading.then_some(Input::Elf))

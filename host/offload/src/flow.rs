@@ -65,11 +65,8 @@ pub fn offload_binary(
     }
     check_filter(input, bin.bundles(), filter)?;
     let opts = &OffloadOptions {
-        search_paths: archives.marker_search_paths_for(
-            &opts.search_paths,
-            bin.bundles(),
-            &|t| filter.keeps(t),
-        ),
+        search_paths: archives
+            .marker_search_paths_for(&opts.search_paths, bin.bundles(), &|t| filter.keeps(t)),
         ..opts.clone()
     };
     // The host image (mostly a copy of the input, done by the kernel) is

@@ -59,7 +59,6 @@ impl Staged {
     }
 }
 
-
 /// Write `bytes` to `path` through a temp file in the same directory,
 /// with the permissions of `mode_from`.
 pub fn write_atomically(path: &Path, bytes: &[u8], mode_from: &Path) -> Result<(), Error> {

@@ -5,8 +5,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use kpack_amdgpu::{Level, TargetFilter, TargetId};
-use kpack_bundle::WalkOptions;
 use kpack_binary::{FileKind, HostBinary};
+use kpack_bundle::WalkOptions;
 use kpack_elf::{MARKER_SECTION, read_fat_binary};
 use kpack_format::{Compression, WriterOptions};
 use kpack_offload::{ArchiveSet, OffloadOptions, Outcome, offload_binary};

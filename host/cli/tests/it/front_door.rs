@@ -49,7 +49,12 @@ fn split_offloads_aarch64_and_pe_binaries_like_x86_64_ones() {
     let art = tmp.path().join("blas_lib");
     mixed_artifact(&art);
     let out = tmp.path().join("out");
-    let o = kpack(["split".as_ref(), art.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    let o = kpack([
+        "split".as_ref(),
+        art.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let generic = out.join("blas_generic/stage");
     for bin in ["lib/libx86.so", "lib/libarm.so", "bin/k.dll"] {
@@ -72,7 +77,12 @@ fn verify_reports_missing_archives_of_a_pe_image_as_for_elf() {
     let art = tmp.path().join("blas_lib");
     mixed_artifact(&art);
     let out = tmp.path().join("out");
-    let o = kpack(["split".as_ref(), art.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    let o = kpack([
+        "split".as_ref(),
+        art.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     // Delete the DLL's archives (and only those) from every arch artifact.
     let mut removed = 0;
