@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compressed fat binaries at torch scale (issue 11's targets), measured
+# Compressed fat binaries at torch scale (the targets for compressed inputs), measured
 # against what the compression itself costs, in one run on this machine:
 #
 #   - JAX's ROCm plugin library (`xla_rocm_plugin.so` from PyPI's
@@ -159,7 +159,7 @@ fresh
 warm "$WHEEL"
 measure --reset "$OUT/x/w" "$K" wheel split "$WHEEL" -o "$OUT/x/w"
 row "\`kpack wheel split\` of the whole wheel ($(($(stat -c %s "$WHEEL") / 1000000)) MB)" - - - 400
-printf '| AMD rocm-kpack (issue 11, same library) | ≈ 330 s | ≈ 4.7 GB | | | |\n' | tee -a "$ROWS"
+printf '| AMD rocm-kpack (same library, measured when the targets were set) | ≈ 330 s | ≈ 4.7 GB | | | |\n' | tee -a "$ROWS"
 
 fresh
 printf '\n## synthetic torch-scale library (%d bytes; bench/torch-scale: %s)\n\n' \

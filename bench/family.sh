@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Family archives (issue 15's targets) on JAX's ROCm plugin library
+# Family archives (the zstd-delta targets) on JAX's ROCm plugin library
 # (`xla_rocm_plugin.so` from PyPI's jax-rocm7-pjrt 0.12.0: 459 MB, 45 CCOB
 # bundles, 27 targets), in one run on this machine:
 #

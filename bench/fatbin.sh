@@ -5,7 +5,7 @@
 #
 #   usage: bench/fatbin.sh [LIB]    (default: see bench/rocsparse.sh)
 #
-# Not a test: numbers go into the README by hand.
+# Not a test: numbers go into docs/src/reference/performance.md by hand.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${BENCH_OUT:-bench/out/fatbin}

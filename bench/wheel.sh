@@ -8,7 +8,7 @@
 #
 #   usage: bench/wheel.sh [WHEEL]   (default: pip download cupy-rocm-5-0==13.3.0)
 #
-# Not a test: numbers go into the README by hand.
+# Not a test: numbers go into docs/src/reference/performance.md by hand.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${BENCH_OUT:-bench/out/wheel}

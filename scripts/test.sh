@@ -66,6 +66,14 @@ cargo test --workspace --locked "$@"
 # discovery, `;`-separated ROCM_KPACK_PATH); kpack-capi's wine test runs it.
 cargo build --locked --target x86_64-pc-windows-gnu -p kpack-capi
 
+# The user guide (docs/, an mdBook) builds. mdBook is not packaged by Debian
+# 12: installed once with cargo (about 4 minutes on 2 cores), then reused.
+MDBOOK_VERSION=0.5.4
+if ! mdbook --version 2>/dev/null | grep -q "v$MDBOOK_VERSION"; then
+  cargo install mdbook --locked --version "$MDBOOK_VERSION" --quiet
+fi
+mdbook build docs    # into docs/book (git-ignored)
+
 # `pip install kpack`: the wheel built with maturin, installed into a fresh
 # venv, its Python API run on a fixture (reuses the dev build above).
 scripts/test-python.sh

@@ -72,7 +72,7 @@ pub fn list(command: &clap::Command) -> anyhow::Result<()> {
         .get_subcommands()
         .map(|c| c.get_name().to_string())
         .collect();
-    for sub in command.get_subcommands() {
+    for sub in command.get_subcommands().filter(|c| !c.is_hide_set()) {
         let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
         println!("    {:<16} {about}", sub.get_name());
     }

@@ -13,6 +13,7 @@ mod exit;
 mod external;
 mod extract;
 mod handlers;
+mod help_markdown;
 mod inspect;
 mod memory_args;
 mod offload;
@@ -99,6 +100,9 @@ enum Command {
         #[arg(short, long)]
         output: Option<std::path::PathBuf>,
     },
+    /// Print every command's help as Markdown (the guide's command reference).
+    #[command(hide = true)]
+    HelpMarkdown,
     /// `kpack foo ARGS` runs `kpack-foo ARGS` from PATH (see `kpack --list`).
     #[command(external_subcommand)]
     External(Vec<OsString>),
@@ -142,6 +146,7 @@ fn main() -> ExitCode {
         Command::Wheel(args) => wheel::run(args),
         Command::Completions { shell } => completions(shell),
         Command::Man { output } => man(output.as_deref()),
+        Command::HelpMarkdown => help_markdown::run(<Cli as clap::CommandFactory>::command()),
         Command::External(args) => return external::run(args),
     };
     exit::finish(result)

@@ -1,5 +1,5 @@
 //! `kpack inspect` / `kpack extract` on new-offload-driver objects and
-//! static archives (issue 16), against clang-offload-packager-19's images
+//! static archives, against clang-offload-packager-19's images
 //! (`clang19/OFFLOAD_ORACLE.tsv`) and clang-offload-bundler-19's entries
 //! (`clang19/ORACLE.tsv`).
 

@@ -1,5 +1,5 @@
 //! Database handlers end to end: the standard handlers on the seed layouts
-//! of issue 4, the sandbox guests, WIT compatibility, the registry, and
+//! they must recognise, the sandbox guests, WIT compatibility, the registry, and
 //! cargo-style external subcommands. Everything goes through the built
 //! `kpack` binary (`kpack plugins ...`).
 //!
@@ -82,7 +82,7 @@ fn write(root: &Path, rel: &str, bytes: &[u8]) {
     std::fs::write(p, bytes).unwrap();
 }
 
-/// The layouts listed in issue 4, and what the standard handlers must say
+/// The database layouts of ROCm's libraries, and what the standard handlers must say
 /// about each file: `key handler path` (`-` = no handler claims it).
 const SEED: &[(&str, &str, &str)] = &[
     (

@@ -1,4 +1,4 @@
-//! `kpack prune` on link inputs (issue 16): clang-19 relocatable objects
+//! `kpack prune` on link inputs: clang-19 relocatable objects
 //! (new driver `.llvm.offloading`, old driver `.hip_fatbin`) and static
 //! archives pruned to one arch still link, and what the linker puts in the
 //! result's bundle is exactly that arch. Oracles: `llvm-objdump-19

@@ -1,4 +1,4 @@
-//! What kpack promises about your files (issue 18, "Data safety" and the
+//! What kpack promises about your files (data safety, and the
 //! small ones): inputs are never written, outputs stay inside their root,
 //! existing outputs need `--force`, failed runs leave nothing, stale temp
 //! files are cleaned, non-regular inputs are refused, EPIPE is quiet, and
