@@ -53,14 +53,8 @@ impl ArchiveSet {
         dir_for: impl Fn(&str) -> PathBuf + Send + Sync + 'static,
     ) -> ArchiveSet {
         ArchiveSet {
-            dir: PathBuf::new(),
             dir_for: Some(Box::new(dir_for)),
-            name,
-            options,
-            writers: BTreeMap::new(),
-            no_clobber: false,
-            group: Level::Target,
-            budget: None,
+            ..ArchiveSet::new(PathBuf::new(), name, options)
         }
     }
 

@@ -30,6 +30,21 @@ fn mixed_artifact(art: &Path) {
     std::fs::copy(fixture("pe/dll_2tu.dll"), art.join("stage/bin/k.dll")).unwrap();
 }
 
+/// [`mixed_artifact`] split into `tmp/out`, which is returned.
+fn split_mixed(tmp: &Path) -> std::path::PathBuf {
+    let art = tmp.join("blas_lib");
+    mixed_artifact(&art);
+    let out = tmp.join("out");
+    let o = kpack([
+        "split".as_ref(),
+        art.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    out
+}
+
 /// The wrappers of `bin` as `kpack inspect --json` shows them.
 fn wrapper_magics(bin: &Path) -> Vec<String> {
     let o = kpack(["inspect".as_ref(), "--json".as_ref(), bin.as_os_str()]);
@@ -46,16 +61,7 @@ fn wrapper_magics(bin: &Path) -> Vec<String> {
 #[test]
 fn split_offloads_aarch64_and_pe_binaries_like_x86_64_ones() {
     let tmp = tempfile::tempdir().unwrap();
-    let art = tmp.path().join("blas_lib");
-    mixed_artifact(&art);
-    let out = tmp.path().join("out");
-    let o = kpack([
-        "split".as_ref(),
-        art.as_os_str(),
-        "-o".as_ref(),
-        out.as_os_str(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let out = split_mixed(tmp.path());
     let generic = out.join("blas_generic/stage");
     for bin in ["lib/libx86.so", "lib/libarm.so", "bin/k.dll"] {
         let magics = wrapper_magics(&generic.join(bin));
@@ -74,16 +80,7 @@ fn split_offloads_aarch64_and_pe_binaries_like_x86_64_ones() {
 #[test]
 fn verify_reports_missing_archives_of_a_pe_image_as_for_elf() {
     let tmp = tempfile::tempdir().unwrap();
-    let art = tmp.path().join("blas_lib");
-    mixed_artifact(&art);
-    let out = tmp.path().join("out");
-    let o = kpack([
-        "split".as_ref(),
-        art.as_os_str(),
-        "-o".as_ref(),
-        out.as_os_str(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let out = split_mixed(tmp.path());
     // Delete the DLL's archives (and only those) from every arch artifact.
     let mut removed = 0;
     for e in walkdir::WalkDir::new(&out) {
