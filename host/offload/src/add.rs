@@ -86,6 +86,54 @@ fn add_items(
     keep: &(dyn Fn(&str) -> bool + Sync),
     archives: &mut ArchiveSet,
 ) -> Result<Added, Error> {
+    let (dests, added) = plan_dests(bundles, kernel_name, keep, archives);
+    for processor in dests.iter().flatten().flatten().map(|d| d.2.as_str()) {
+        archives.writer(processor)?;
+    }
+    let compression = archives.options.compression;
+    let budget = archives
+        .budget
+        .clone()
+        .unwrap_or_else(|| MemoryBudget::process().clone());
+    check_fits(input, bundles, &dests, &budget)?;
+    if let Some(delta) = DeltaCompressor::new(compression)?
+        && archives.options.order == EntryOrder::Sorted
+    {
+        let writers = writer_locks(archives);
+        add_delta(input, bundles, source, &dests, &writers, &budget, delta)?;
+        return Ok(added);
+    }
+    if !bundles
+        .iter()
+        .any(|b| matches!(b.format, kpack_bundle::Format::Compressed(_)))
+    {
+        add_plain(input, bundles, source, &dests, archives)?;
+        return Ok(added);
+    }
+    if compression == kpack_format::Compression::None {
+        reserve(bundles, &dests, archives)?;
+    }
+    let writers = writer_locks(archives);
+    add_streamed(
+        input,
+        bundles,
+        source,
+        &dests,
+        &writers,
+        &budget,
+        compression,
+    )?;
+    Ok(added)
+}
+
+/// Where each entry of each bundle goes (`None`: host code or left out
+/// by `keep`), and the figures of what will be added.
+fn plan_dests(
+    bundles: &[kpack_bundle::Item],
+    kernel_name: &str,
+    keep: &(dyn Fn(&str) -> bool + Sync),
+    archives: &ArchiveSet,
+) -> (Vec<Vec<Option<Dest>>>, Added) {
     let mut dests: Vec<Vec<Option<Dest>>> = Vec::with_capacity(bundles.len());
     let mut targets = Vec::new();
     let mut excluded = Vec::new();
@@ -112,9 +160,6 @@ fn add_items(
         }
         dests.push(row);
     }
-    for processor in dests.iter().flatten().flatten().map(|d| d.2.as_str()) {
-        archives.writer(processor)?;
-    }
     targets.sort();
     targets.dedup();
     let added = Added {
@@ -122,41 +167,43 @@ fn add_items(
         targets,
         excluded,
     };
-    let compression = archives.options.compression;
-    let budget = archives
-        .budget
-        .clone()
-        .unwrap_or_else(|| MemoryBudget::process().clone());
-    // Checked in order first, so the error names the first bundle that
-    // cannot fit whatever the thread timing.
-    for (b, (item, row)) in bundles.iter().zip(&dests).enumerate() {
+    (dests, added)
+}
+
+/// Every bundle with a kept entry must fit `budget`. Checked in order, so
+/// the error names the first bundle that cannot fit whatever the thread
+/// timing.
+fn check_fits(
+    input: &Path,
+    bundles: &[kpack_bundle::Item],
+    dests: &[Vec<Option<Dest>>],
+    budget: &MemoryBudget,
+) -> Result<(), Error> {
+    for (b, (item, row)) in bundles.iter().zip(dests).enumerate() {
         if row.iter().any(Option::is_some) {
-            item.check_fits(&budget).map_err(|source| Error::Bundle {
+            item.check_fits(budget).map_err(|source| Error::Bundle {
                 path: input.to_path_buf(),
                 bundle: b,
                 source,
             })?;
         }
     }
-    if let Some(delta) = DeltaCompressor::new(compression)?
-        && archives.options.order == EntryOrder::Sorted
-    {
-        let writers = writer_locks(archives);
-        add_delta(input, bundles, source, &dests, &writers, &budget, delta)?;
-        return Ok(added);
-    }
-    if !bundles
-        .iter()
-        .any(|b| matches!(b.format, kpack_bundle::Format::Compressed(_)))
-    {
-        add_plain(input, bundles, source, &dests, archives)?;
-        return Ok(added);
-    }
-    if compression == kpack_format::Compression::None {
-        reserve(bundles, &dests, archives)?;
-    }
-    let writers = writer_locks(archives);
-    largest_first(bundles, &dests)
+    Ok(())
+}
+
+/// [`add_items`] for compressed bundles and per-kernel compression: each
+/// worker inflates a bundle, compresses each kept entry with its own
+/// compressor and hands the frame to its writer.
+fn add_streamed(
+    input: &Path,
+    bundles: &[kpack_bundle::Item],
+    source: &kpack_bundle::SizedFile,
+    dests: &[Vec<Option<Dest>>],
+    writers: &BTreeMap<&str, Mutex<&mut ArchiveWriter>>,
+    budget: &MemoryBudget,
+    compression: kpack_format::Compression,
+) -> Result<(), Error> {
+    largest_first(bundles, dests)
         .into_par_iter()
         .try_for_each_init(
             || KernelCompressor::new(compression),
@@ -174,7 +221,7 @@ fn add_items(
                         });
                     }
                 };
-                item.stream_entries(source, &budget, |i, _, bytes| -> Result<(), StreamError> {
+                item.stream_entries(source, budget, |i, _, bytes| -> Result<(), StreamError> {
                     let Some(Some((key, name, processor))) = row.get(i) else {
                         return Ok(());
                     };
@@ -204,8 +251,7 @@ fn add_items(
                     StreamError::Other(e) => e,
                 })
             },
-        )?;
-    Ok(added)
+        )
 }
 
 /// `bundles` with their `rows` and indices, largest inflated size first
