@@ -408,16 +408,26 @@ fn extract(
     write_entries(&a, &chosen, out)
 }
 
-/// Decode `chosen` into a staging directory in `out`, then move each to
-/// its path there: a corrupt entry leaves nothing behind, not the entries
-/// before it.
-fn write_entries(a: &Archive, chosen: &[(&kpack_format::Entry, PathBuf)], out: &Path) -> CliResult {
+/// The output directory of an extract (created if needed; removed again
+/// unless kept) and a staging directory inside it, stale temps of earlier
+/// runs cleaned up.
+pub(crate) fn extract_stage(
+    out: &Path,
+) -> anyhow::Result<(crate::safety::CreatedDir, tempfile::TempDir)> {
     let created = crate::safety::CreatedDir::create(out)?;
     crate::safety::clean_stale_temps(out);
     let stage = tempfile::Builder::new()
         .prefix(&kpack_format::temp_prefix("extract"))
         .tempdir_in(out)
         .with_context(|| format!("cannot create a staging directory in {}", out.display()))?;
+    Ok((created, stage))
+}
+
+/// Decode `chosen` into a staging directory in `out`, then move each to
+/// its path there: a corrupt entry leaves nothing behind, not the entries
+/// before it.
+fn write_entries(a: &Archive, chosen: &[(&kpack_format::Entry, PathBuf)], out: &Path) -> CliResult {
+    let (created, stage) = extract_stage(out)?;
     let mut sizes = Vec::new();
     for (e, rel) in chosen {
         let bytes = a.read(e)?;

@@ -513,12 +513,7 @@ pub fn extract(
     for img in &chosen {
         crate::safety::not_existing(&output.join(&img.file_name), force)?;
     }
-    let created = crate::safety::CreatedDir::create(output)?;
-    crate::safety::clean_stale_temps(output);
-    let stage = tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("extract"))
-        .tempdir_in(output)
-        .with_context(|| format!("cannot create a staging directory in {}", output.display()))?;
+    let (created, stage) = crate::archive::extract_stage(output)?;
     for img in &chosen {
         let p = stage.path().join(&img.file_name);
         std::fs::write(&p, &img.bytes).with_context(|| format!("cannot write {}", p.display()))?;

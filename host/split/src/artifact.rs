@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{Error, ErrorKind, Result, error_chain};
-use crate::manifest::{MANIFEST, keep_link, prefix_link, read_manifest, write_manifest};
+use crate::manifest::{artifact_dirs, keep_link, prefix_link, read_manifest, write_manifest};
 use crate::prefix::{PrefixLayout, PrefixReport, SplitOptions, refuse_split_output, split_prefix};
 
 /// One artifact to split.
@@ -36,14 +36,7 @@ pub fn component_from_dir_name(name: &str) -> Option<String> {
 /// subdirectory with a manifest whose name gives a component, sorted.
 /// The second list names the subdirectories skipped, with the reason.
 pub fn batch_inputs(shard: &Path) -> Result<(Vec<ArtifactInput>, Vec<String>)> {
-    let mut names = Vec::new();
-    for e in std::fs::read_dir(shard).map_err(|e| Error::io(shard, "cannot list", e))? {
-        let e = e.map_err(|e| Error::io(shard, "cannot list", e))?;
-        if e.path().join(MANIFEST).is_file() {
-            names.push(e.file_name().to_string_lossy().into_owned());
-        }
-    }
-    names.sort();
+    let names = artifact_dirs(shard)?;
     let mut inputs = Vec::new();
     let mut skipped = Vec::new();
     for n in names {

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::manifest::{MANIFEST, keep_link, prefix_link, read_manifest, write_manifest};
+use crate::manifest::{artifact_dirs, keep_link, prefix_link, read_manifest, write_manifest};
 
 /// One architecture group of the config.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -288,19 +288,6 @@ fn list_shards(shards: &Path, config: &RecombineConfig) -> Result<Vec<String>> {
         ));
     }
     Ok(shard_names)
-}
-
-/// The artifact directories (those holding a manifest) of shard `sdir`, sorted.
-fn artifact_dirs(sdir: &Path) -> Result<Vec<String>> {
-    let mut names = Vec::new();
-    for e in std::fs::read_dir(sdir).map_err(|e| Error::io(sdir, "cannot list", e))? {
-        let e = e.map_err(|e| Error::io(sdir, "cannot list", e))?;
-        if e.path().join(MANIFEST).is_file() {
-            names.push(e.file_name().to_string_lossy().into_owned());
-        }
-    }
-    names.sort();
-    Ok(names)
 }
 
 impl Found {

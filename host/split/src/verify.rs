@@ -474,13 +474,7 @@ pub(crate) fn check_host_files(
         for (path, rel) in files_of(&a.join(p)) {
             if rel.ends_with(".kpack") {
                 if !archives_allowed {
-                    finding(
-                        rep,
-                        Severity::Error,
-                        "generic",
-                        &path,
-                        "archive in a generic artifact",
-                    );
+                    generic_finding(rep, Severity::Error, &path, "archive in a generic artifact");
                 }
                 continue;
             }
@@ -498,10 +492,9 @@ pub(crate) fn check_host_files(
 fn check_host_file(path: &Path, rel: String, rep: &mut VerifyReport) -> Option<Marked> {
     let kind = kind(path);
     if matches!(kind, FileKind::Bundle | FileKind::Ccob) {
-        finding(
+        generic_finding(
             rep,
             Severity::Warning,
-            "generic",
             path,
             "bundle file with device code in a generic artifact",
         );
@@ -514,10 +507,9 @@ fn check_host_file(path: &Path, rel: String, rep: &mut VerifyReport) -> Option<M
         Ok(b) => b,
         Err(e) if e.is_unsupported() => return None,
         Err(e) => {
-            finding(
+            generic_finding(
                 rep,
                 Severity::Error,
-                "generic",
                 path,
                 format!("unreadable host binary: {}", error_chain(&e)),
             );
@@ -525,20 +517,18 @@ fn check_host_file(path: &Path, rel: String, rep: &mut VerifyReport) -> Option<M
         }
     };
     if bin.is_link_input() && !bin.bundles().is_empty() {
-        finding(
+        generic_finding(
             rep,
             Severity::Warning,
-            "generic",
             path,
             "relocatable object with device code",
         );
         return None;
     }
     if bin.has_pending_wrappers() || (!bin.bundles().is_empty() && !bin.is_transformed()) {
-        finding(
+        generic_finding(
             rep,
             Severity::Error,
-            "generic",
             path,
             "fat binary left in a generic artifact (device code not offloaded)",
         );
@@ -558,10 +548,9 @@ fn marked_binary(
     let marker = bin.read_marker().filter(|_| bin.is_transformed());
     let Some(bytes) = marker else {
         if bin.is_transformed() {
-            finding(
+            generic_finding(
                 rep,
                 Severity::Error,
-                "generic",
                 path,
                 "HIPK wrappers but no .rocm_kpack_ref marker",
             );
@@ -569,13 +558,7 @@ fn marked_binary(
         return None;
     };
     let Ok(bytes) = bytes else {
-        finding(
-            rep,
-            Severity::Error,
-            "generic",
-            path,
-            "cannot read the marker",
-        );
+        generic_finding(rep, Severity::Error, path, "cannot read the marker");
         return None;
     };
     match Marker::parse(&bytes) {
@@ -585,16 +568,20 @@ fn marked_binary(
             indices: bin.wrapper_indices().into_iter().collect(),
         }),
         Err(e) => {
-            finding(
-                rep,
-                Severity::Error,
-                "generic",
-                path,
-                format!("invalid marker: {e}"),
-            );
+            generic_finding(rep, Severity::Error, path, format!("invalid marker: {e}"));
             None
         }
     }
+}
+
+/// A finding of the `generic` check.
+fn generic_finding(
+    rep: &mut VerifyReport,
+    severity: Severity,
+    path: &Path,
+    message: impl Into<String>,
+) {
+    finding(rep, severity, "generic", path, message);
 }
 
 /// Whether `arch` names one processor (`gfx90a`, `gfx11-generic`,
