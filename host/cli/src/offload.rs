@@ -64,6 +64,34 @@ pub fn run(args: Args) -> CliResult {
     if let Some(dir) = args.output.parent().filter(|d| !d.as_os_str().is_empty()) {
         safety::clean_stale_temps(dir);
     }
+    let (archives, opts) = plan(&args);
+    let spinner = crate::ui::spinner(format!("offloading {}", args.input.display()));
+    let done = args
+        .archive
+        .thread_pool()?
+        .install(|| offload(&args.input, &args.output, &opts, &filter, archives));
+    if let Some(s) = &spinner {
+        s.finish_and_clear();
+    }
+    let Offload {
+        outcome,
+        archives: written,
+    } = done?;
+    // A host-only input writes no archive: leave no empty directory either.
+    if !written.is_empty() {
+        created.keep();
+    }
+    if args.json {
+        print_json(&args, &opts, &outcome, &written)
+    } else {
+        print_text(&args, &outcome, &written);
+        Ok(())
+    }
+}
+
+/// The archive set and the offload options the flags ask for (archive
+/// name, marker key and search paths defaulted from the file names).
+fn plan(args: &Args) -> (ArchiveSet, OffloadOptions) {
     let file_name = |p: &PathBuf| {
         p.file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -91,51 +119,47 @@ pub fn run(args: Args) -> CliResult {
     } else {
         args.search_paths.clone()
     };
-    let opts = OffloadOptions {
-        kernel_name: key.clone(),
-        search_paths: search_paths.clone(),
-        verify_hash: args.archive.verify_hash(),
-    };
     crate::ui::info(format_args!(
         "{} -> {}, archives in {} (name {name}, key {key})",
         args.input.display(),
         args.output.display(),
         args.archives.display()
     ));
-    let spinner = crate::ui::spinner(format!("offloading {}", args.input.display()));
-    let done = args
-        .archive
-        .thread_pool()?
-        .install(|| offload(&args.input, &args.output, &opts, &filter, archives));
-    if let Some(s) = &spinner {
-        s.finish_and_clear();
-    }
-    let Offload {
-        outcome,
-        archives: written,
-    } = done?;
-    // A host-only input writes no archive: leave no empty directory either.
-    if !written.is_empty() {
-        created.keep();
-    }
-    if args.json {
-        let archives: Vec<_> = written
-            .iter()
-            .map(|(_, w)| serde_json::json!({"path": w.path, "entries": w.entries, "bytes": w.file_size}))
-            .collect();
-        let v = serde_json::json!({
-            "schema_version": 1,
-            "input": args.input,
-            "output": args.output,
-            "kernel_name": key,
-            "search_paths": search_paths,
-            "result": outcome,
-            "archives": archives,
-        });
-        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
-        return Ok(());
-    }
-    match &outcome {
+    let opts = OffloadOptions {
+        kernel_name: key,
+        search_paths,
+        verify_hash: args.archive.verify_hash(),
+    };
+    (archives, opts)
+}
+
+/// The `--json` document.
+fn print_json(
+    args: &Args,
+    opts: &OffloadOptions,
+    outcome: &Outcome,
+    written: &[(String, kpack_format::Written)],
+) -> CliResult {
+    let archives: Vec<_> = written
+        .iter()
+        .map(|(_, w)| serde_json::json!({"path": w.path, "entries": w.entries, "bytes": w.file_size}))
+        .collect();
+    let v = serde_json::json!({
+        "schema_version": 1,
+        "input": args.input,
+        "output": args.output,
+        "kernel_name": opts.kernel_name,
+        "search_paths": opts.search_paths,
+        "result": outcome,
+        "archives": archives,
+    });
+    println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+    Ok(())
+}
+
+/// The text report.
+fn print_text(args: &Args, outcome: &Outcome, written: &[(String, kpack_format::Written)]) {
+    match outcome {
         Outcome::HostOnly => {
             eprintln!("{}: no device code; copied unchanged", args.input.display())
         }
@@ -153,10 +177,9 @@ pub fn run(args: Args) -> CliResult {
             print_transform(&args.input, &args.output, transform);
             println!("  {code_objects} code objects for {}", targets.join(", "));
             print_excluded(excluded);
-            print_archives(&written);
+            print_archives(written);
         }
     }
-    Ok(())
 }
 
 /// The transform's line: sizes, wrappers, marker, and the ELF layout taken

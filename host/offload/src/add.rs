@@ -86,6 +86,54 @@ fn add_items(
     keep: &(dyn Fn(&str) -> bool + Sync),
     archives: &mut ArchiveSet,
 ) -> Result<Added, Error> {
+    let (dests, added) = plan_dests(bundles, kernel_name, keep, archives);
+    for processor in dests.iter().flatten().flatten().map(|d| d.2.as_str()) {
+        archives.writer(processor)?;
+    }
+    let compression = archives.options.compression;
+    let budget = archives
+        .budget
+        .clone()
+        .unwrap_or_else(|| MemoryBudget::process().clone());
+    check_fits(input, bundles, &dests, &budget)?;
+    let delta =
+        DeltaCompressor::new(compression)?.filter(|_| archives.options.order == EntryOrder::Sorted);
+    if delta.is_none() {
+        if !bundles
+            .iter()
+            .any(|b| matches!(b.format, kpack_bundle::Format::Compressed(_)))
+        {
+            add_plain(input, bundles, source, &dests, archives)?;
+            return Ok(added);
+        }
+        if compression == kpack_format::Compression::None {
+            reserve(bundles, &dests, archives)?;
+        }
+    }
+    let writers = writer_locks(archives);
+    let streams = Streams {
+        input,
+        bundles,
+        source,
+        dests: &dests,
+        writers: &writers,
+        budget: &budget,
+    };
+    match delta {
+        Some(delta) => streams.add_delta(delta)?,
+        None => streams.add_streamed(compression)?,
+    }
+    Ok(added)
+}
+
+/// Where each entry of each bundle goes (`None`: host code or left out
+/// by `keep`), and the figures of what will be added.
+fn plan_dests(
+    bundles: &[kpack_bundle::Item],
+    kernel_name: &str,
+    keep: &(dyn Fn(&str) -> bool + Sync),
+    archives: &ArchiveSet,
+) -> (Vec<Vec<Option<Dest>>>, Added) {
     let mut dests: Vec<Vec<Option<Dest>>> = Vec::with_capacity(bundles.len());
     let mut targets = Vec::new();
     let mut excluded = Vec::new();
@@ -112,9 +160,6 @@ fn add_items(
         }
         dests.push(row);
     }
-    for processor in dests.iter().flatten().flatten().map(|d| d.2.as_str()) {
-        archives.writer(processor)?;
-    }
     targets.sort();
     targets.dedup();
     let added = Added {
@@ -122,90 +167,185 @@ fn add_items(
         targets,
         excluded,
     };
-    let compression = archives.options.compression;
-    let budget = archives
-        .budget
-        .clone()
-        .unwrap_or_else(|| MemoryBudget::process().clone());
-    // Checked in order first, so the error names the first bundle that
-    // cannot fit whatever the thread timing.
-    for (b, (item, row)) in bundles.iter().zip(&dests).enumerate() {
+    (dests, added)
+}
+
+/// Every bundle with a kept entry must fit `budget`. Checked in order, so
+/// the error names the first bundle that cannot fit whatever the thread
+/// timing.
+fn check_fits(
+    input: &Path,
+    bundles: &[kpack_bundle::Item],
+    dests: &[Vec<Option<Dest>>],
+    budget: &MemoryBudget,
+) -> Result<(), Error> {
+    for (b, (item, row)) in bundles.iter().zip(dests).enumerate() {
         if row.iter().any(Option::is_some) {
-            item.check_fits(&budget).map_err(|source| Error::Bundle {
+            item.check_fits(budget).map_err(|source| Error::Bundle {
                 path: input.to_path_buf(),
                 bundle: b,
                 source,
             })?;
         }
     }
-    if let Some(delta) = DeltaCompressor::new(compression)?
-        && archives.options.order == EntryOrder::Sorted
-    {
-        let writers = writer_locks(archives);
-        add_delta(input, bundles, source, &dests, &writers, &budget, delta)?;
-        return Ok(added);
+    Ok(())
+}
+
+/// The writers' locks, keyed by processor or archive group.
+type WriterLocks<'w, 'a> = BTreeMap<&'w str, Mutex<&'a mut ArchiveWriter>>;
+
+/// What the bundle workers of [`Streams::add_streamed`] and
+/// [`Streams::add_delta`] share: the bundles, where their kept entries go,
+/// the writers and the memory budget.
+struct Streams<'s, 'w, 'a> {
+    input: &'s Path,
+    bundles: &'s [kpack_bundle::Item],
+    source: &'s kpack_bundle::SizedFile,
+    dests: &'s [Vec<Option<Dest>>],
+    writers: &'s WriterLocks<'w, 'a>,
+    budget: &'s MemoryBudget,
+}
+
+impl<'s, 'a> Streams<'s, '_, 'a> {
+    /// The writer of `group` (`what`: processor or group); none is an
+    /// internal error.
+    fn writer(
+        &self,
+        group: &str,
+        what: &str,
+    ) -> Result<&'s Mutex<&'a mut ArchiveWriter>, StreamError> {
+        self.writers.get(group).ok_or_else(|| {
+            StreamError::Other(Error::Io {
+                path: self.input.to_path_buf(),
+                what: "internal error",
+                source: std::io::Error::other(format!("no archive writer for a {what}")),
+            })
+        })
     }
-    if !bundles
-        .iter()
-        .any(|b| matches!(b.format, kpack_bundle::Format::Compressed(_)))
-    {
-        add_plain(input, bundles, source, &dests, archives)?;
-        return Ok(added);
+
+    /// A failure while streaming bundle `b`.
+    fn stream_error(&self, b: usize, e: StreamError) -> Error {
+        match e {
+            StreamError::Bundle(source) => Error::Bundle {
+                path: self.input.to_path_buf(),
+                bundle: b,
+                source,
+            },
+            StreamError::Other(e) => e,
+        }
     }
-    if compression == kpack_format::Compression::None {
-        reserve(bundles, &dests, archives)?;
+
+    /// [`add_items`] for compressed bundles and per-kernel compression: each
+    /// worker inflates a bundle, compresses each kept entry with its own
+    /// compressor and hands the frame to its writer.
+    fn add_streamed(&self, compression: kpack_format::Compression) -> Result<(), Error> {
+        largest_first(self.bundles, self.dests)
+            .into_par_iter()
+            .try_for_each_init(
+                || KernelCompressor::new(compression),
+                |compressor, (b, (item, row))| -> Result<(), Error> {
+                    if row.iter().all(Option::is_none) {
+                        return Ok(());
+                    }
+                    let compressor = match compressor {
+                        Ok(c) => c,
+                        Err(e) => {
+                            return Err(Error::Io {
+                                path: self.input.to_path_buf(),
+                                what: "cannot start compressing",
+                                source: std::io::Error::other(e.to_string()),
+                            });
+                        }
+                    };
+                    item.stream_entries(self.source, self.budget, |i, _, bytes| {
+                        let Some(Some((key, name, processor))) = row.get(i) else {
+                            return Ok(());
+                        };
+                        let stored = match compressor {
+                            Some(c) => c.compress(bytes, key, name)?,
+                            None => bytes,
+                        };
+                        self.writer(processor, "processor")?
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .add_precompressed(key, name, stored, bytes.len() as u64)?;
+                        Ok::<(), StreamError>(())
+                    })
+                    .map_err(|e| self.stream_error(b, e))
+                },
+            )
     }
-    let writers = writer_locks(archives);
-    largest_first(bundles, &dests)
-        .into_par_iter()
-        .try_for_each_init(
-            || KernelCompressor::new(compression),
-            |compressor, (b, (item, row))| -> Result<(), Error> {
+
+    /// [`add_items`] for `zstd-delta`: the bundles are streamed in parallel as
+    /// for `zstd`, and each worker encodes whole kernel keys itself. A key is
+    /// `<kernel_name>#<bundle>`, so one bundle holds every target of its key;
+    /// the worker keeps a copy of each kept entry (in its stream's arena) until
+    /// the last entry of its archive group in this bundle has arrived, then
+    /// chooses the bases and
+    /// compresses the frames ([`DeltaCompressor::compress_key`], on plain
+    /// threads, `-j` of them: see there) and hands them to the writer
+    /// ([`ArchiveWriter::add_delta_key`]). Nothing raw is spooled, and the
+    /// archive is the one the writer's `finish` would encode from raw kernels,
+    /// at any `-j`. (Should another binary of the same set reuse a key, the
+    /// writer falls back to encoding that key at `finish`.)
+    ///
+    /// Memory: a worker takes from `budget`, before reading, what
+    /// [`kpack_bundle::Item::stream_entries`] needs plus an arena for the
+    /// copies it will hold ([`arena_peak`]), all at once
+    /// ([`kpack_bundle::Item::stream_entries_with_arena`]); the arena is
+    /// emptied whenever no copy is held, and kept for the next bundle.
+    fn add_delta(&self, delta: DeltaCompressor) -> Result<(), Error> {
+        largest_first(self.bundles, self.dests)
+            .into_par_iter()
+            .try_for_each(|(b, (item, row))| -> Result<(), Error> {
                 if row.iter().all(Option::is_none) {
                     return Ok(());
                 }
-                let compressor = match compressor {
-                    Ok(c) => c,
-                    Err(e) => {
-                        return Err(Error::Io {
-                            path: input.to_path_buf(),
-                            what: "cannot start compressing",
-                            source: std::io::Error::other(e.to_string()),
-                        });
-                    }
-                };
-                item.stream_entries(source, &budget, |i, _, bytes| -> Result<(), StreamError> {
-                    let Some(Some((key, name, processor))) = row.get(i) else {
-                        return Ok(());
-                    };
-                    let stored = match compressor {
-                        Some(c) => c.compress(bytes, key, name)?,
-                        None => bytes,
-                    };
-                    let Some(writer) = writers.get(processor.as_str()) else {
-                        return Err(StreamError::Other(Error::Io {
-                            path: input.to_path_buf(),
-                            what: "internal error",
-                            source: std::io::Error::other("no archive writer for a processor"),
-                        }));
-                    };
-                    writer
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .add_precompressed(key, name, stored, bytes.len() as u64)?;
-                    Ok(())
-                })
-                .map_err(|e| match e {
-                    StreamError::Bundle(source) => Error::Bundle {
-                        path: input.to_path_buf(),
-                        bundle: b,
-                        source,
+                let mut left = kept_per_group(row);
+                // Each held copy: its target and where it lies in the arena.
+                let mut held: BTreeMap<&str, Vec<(&str, std::ops::Range<usize>)>> = BTreeMap::new();
+                // A big bundle's memory often keeps it alone in the budget: its
+                // keys then use every thread of `-j`, not just this worker.
+                let threads = rayon::current_num_threads();
+                item.stream_entries_with_arena(
+                    self.source,
+                    self.budget,
+                    arena_peak(item, row),
+                    |arena, i, _, bytes| -> Result<(), StreamError> {
+                        let Some(Some((key, name, group))) = row.get(i) else {
+                            return Ok(());
+                        };
+                        let group = group.as_str();
+                        let left = left.entry(group).or_default();
+                        *left = left.saturating_sub(1);
+                        if *left > 0 {
+                            let at = arena.len();
+                            arena.extend_from_slice(bytes);
+                            held.entry(group).or_default().push((name, at..arena.len()));
+                            arena.extend_from_slice(&[0; ARENA_GAP]);
+                            return Ok(());
+                        }
+                        let copies = held.remove(group).unwrap_or_default();
+                        let mut members: Vec<(&str, &[u8])> = copies
+                            .iter()
+                            .map(|(a, at)| (*a, &arena[at.clone()]))
+                            .collect();
+                        members.push((name, bytes));
+                        let dk = delta.compress_key(key, &members, threads)?;
+                        drop(members);
+                        if held.is_empty() {
+                            arena.clear();
+                        }
+                        self.writer(group, "group")?
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .add_delta_key(dk)?;
+                        Ok(())
                     },
-                    StreamError::Other(e) => e,
-                })
-            },
-        )?;
-    Ok(added)
+                )
+                .map_err(|e| self.stream_error(b, e))
+            })
+    }
 }
 
 /// `bundles` with their `rows` and indices, largest inflated size first
@@ -260,100 +400,6 @@ fn reserve(
         archives.writer(group)?.reserve(entries)?;
     }
     Ok(())
-}
-
-/// [`add_items`] for `zstd-delta`: the bundles are streamed in parallel as
-/// for `zstd`, and each worker encodes whole kernel keys itself. A key is
-/// `<kernel_name>#<bundle>`, so one bundle holds every target of its key;
-/// the worker keeps a copy of each kept entry (in its stream's arena) until
-/// the last entry of its archive group in this bundle has arrived, then
-/// chooses the bases and
-/// compresses the frames ([`DeltaCompressor::compress_key`], on plain
-/// threads, `-j` of them: see there) and hands them to the writer
-/// ([`ArchiveWriter::add_delta_key`]). Nothing raw is spooled, and the
-/// archive is the one the writer's `finish` would encode from raw kernels,
-/// at any `-j`. (Should another binary of the same set reuse a key, the
-/// writer falls back to encoding that key at `finish`.)
-///
-/// Memory: a worker takes from `budget`, before reading, what
-/// [`kpack_bundle::Item::stream_entries`] needs plus an arena for the
-/// copies it will hold ([`arena_peak`]), all at once
-/// ([`kpack_bundle::Item::stream_entries_with_arena`]); the arena is
-/// emptied whenever no copy is held, and kept for the next bundle.
-fn add_delta(
-    input: &Path,
-    bundles: &[kpack_bundle::Item],
-    source: &kpack_bundle::SizedFile,
-    dests: &[Vec<Option<Dest>>],
-    writers: &BTreeMap<&str, Mutex<&mut ArchiveWriter>>,
-    budget: &MemoryBudget,
-    delta: DeltaCompressor,
-) -> Result<(), Error> {
-    largest_first(bundles, dests).into_par_iter().try_for_each(
-        |(b, (item, row))| -> Result<(), Error> {
-            if row.iter().all(Option::is_none) {
-                return Ok(());
-            }
-            let bundle_error = |source| Error::Bundle {
-                path: input.to_path_buf(),
-                bundle: b,
-                source,
-            };
-            let mut left = kept_per_group(row);
-            // Each held copy: its target and where it lies in the arena.
-            let mut held: BTreeMap<&str, Vec<(&str, std::ops::Range<usize>)>> = BTreeMap::new();
-            // A big bundle's memory often keeps it alone in the budget: its
-            // keys then use every thread of `-j`, not just this worker.
-            let threads = rayon::current_num_threads();
-            item.stream_entries_with_arena(
-                source,
-                budget,
-                arena_peak(item, row),
-                |arena, i, _, bytes| -> Result<(), StreamError> {
-                    let Some(Some((key, name, group))) = row.get(i) else {
-                        return Ok(());
-                    };
-                    let group = group.as_str();
-                    let left = left.entry(group).or_default();
-                    *left = left.saturating_sub(1);
-                    if *left > 0 {
-                        let at = arena.len();
-                        arena.extend_from_slice(bytes);
-                        held.entry(group).or_default().push((name, at..arena.len()));
-                        arena.extend_from_slice(&[0; ARENA_GAP]);
-                        return Ok(());
-                    }
-                    let copies = held.remove(group).unwrap_or_default();
-                    let mut members: Vec<(&str, &[u8])> = copies
-                        .iter()
-                        .map(|(a, at)| (*a, &arena[at.clone()]))
-                        .collect();
-                    members.push((name, bytes));
-                    let dk = delta.compress_key(key, &members, threads)?;
-                    drop(members);
-                    if held.is_empty() {
-                        arena.clear();
-                    }
-                    let Some(writer) = writers.get(group) else {
-                        return Err(StreamError::Other(Error::Io {
-                            path: input.to_path_buf(),
-                            what: "internal error",
-                            source: std::io::Error::other("no archive writer for a group"),
-                        }));
-                    };
-                    writer
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .add_delta_key(dk)?;
-                    Ok(())
-                },
-            )
-            .map_err(|e| match e {
-                StreamError::Bundle(source) => bundle_error(source),
-                StreamError::Other(e) => e,
-            })
-        },
-    )
 }
 
 /// Bytes left between two copies in [`add_delta`]'s arena. zstd treats a

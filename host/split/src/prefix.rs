@@ -243,10 +243,41 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
     };
     let nodes = walk(layout.source)?;
     refuse_archives(layout.source, &nodes)?;
+    let files = write_skeleton(layout, &nodes, &mut report)?;
+    if let Some(p) = opts.progress {
+        p(Progress::Walked {
+            prefix: layout.prefix,
+            files: files.len() as u64,
+            bytes: files.iter().map(|f| f.1).sum(),
+        });
+    }
+    let claims = classify_files(layout.source, &files, opts.databases)?;
+    let results = process_files(layout, opts, &files, &claims);
+    refuse_offloaded(layout, &results)?;
+    for (rel, r) in results {
+        report.add_file(layout.source, &rel, r);
+    }
+    report.refuse_shared_archives();
+    report
+        .archives
+        .sort_by(|a, b| (&a.arch, &a.path).cmp(&(&b.arch, &b.path)));
+    Ok(report)
+}
+
+/// The outcome of [`process_file`] for each file, by path in the prefix.
+type FileResults = Vec<(String, std::result::Result<FileResult, String>)>;
+
+/// Create the generic output's directories and symlinks of `nodes`;
+/// returns the regular files (path in the prefix, size).
+fn write_skeleton<'n>(
+    layout: &PrefixLayout<'_>,
+    nodes: &'n [Node],
+    report: &mut PrefixReport,
+) -> Result<Vec<(&'n str, u64)>> {
     std::fs::create_dir_all(layout.generic)
         .map_err(|e| Error::io(layout.generic, "cannot create", e))?;
     let mut files = Vec::new();
-    for node in &nodes {
+    for node in nodes {
         match node {
             Node::Dir(rel) => {
                 let d = layout.generic.join(rel);
@@ -260,16 +291,17 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
             Node::File(rel, size) => files.push((rel.as_str(), *size)),
         }
     }
-    if let Some(p) = opts.progress {
-        p(Progress::Walked {
-            prefix: layout.prefix,
-            files: files.len() as u64,
-            bytes: files.iter().map(|f| f.1).sum(),
-        });
-    }
-    let claims = classify_files(layout.source, &files, opts.databases)?;
+    Ok(files)
+}
 
-    let results: Vec<(String, std::result::Result<FileResult, String>)> = files
+/// [`process_file`] over every file, in parallel, in the order of `files`.
+fn process_files(
+    layout: &PrefixLayout<'_>,
+    opts: &SplitOptions<'_>,
+    files: &[(&str, u64)],
+    claims: &[Option<Claim>],
+) -> FileResults {
+    files
         .par_iter()
         .zip(claims.par_iter())
         .map(|(&(rel, size), claim)| {
@@ -282,11 +314,13 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
             }
             (rel.to_string(), r)
         })
-        .collect();
+        .collect()
+}
 
-    // A binary kpack already offloaded means this tree is split output:
-    // its archives are elsewhere, and a second split would only copy it
-    // under new artifact names, so say so instead (nothing is kept).
+/// A binary kpack already offloaded means this tree is split output:
+/// its archives are elsewhere, and a second split would only copy it
+/// under new artifact names, so say so instead (nothing is kept).
+fn refuse_offloaded(layout: &PrefixLayout<'_>, results: &FileResults) -> Result<()> {
     if let Some((rel, _)) = results
         .iter()
         .find(|(_, r)| r.as_ref().is_ok_and(|r| r.already))
@@ -299,57 +333,60 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
             ),
         ));
     }
-    for (rel, r) in results {
-        report.files += 1;
+    Ok(())
+}
+
+impl PrefixReport {
+    /// Count one file of the prefix read from `source`.
+    fn add_file(&mut self, source: &Path, rel: &str, r: std::result::Result<FileResult, String>) {
+        self.files += 1;
         let r = match r {
             Ok(r) => r,
             Err(e) => {
-                report
-                    .errors
-                    .push(format!("{}: {e}", layout.source.join(&rel).display()));
-                continue;
+                self.errors
+                    .push(format!("{}: {e}", source.join(rel).display()));
+                return;
             }
         };
-        report.bytes_in += r.bytes_in;
-        report.bytes_out_generic += r.generic_bytes;
+        self.bytes_in += r.bytes_in;
+        self.bytes_out_generic += r.generic_bytes;
         for (a, b) in r.arch_bytes {
-            *report.bytes_out_arch.entry(a).or_default() += b;
+            *self.bytes_out_arch.entry(a).or_default() += b;
         }
-        report.binaries.extend(r.binary);
-        report.archives.extend(r.archives);
-        report.host_only += u64::from(r.host_only);
-        report.already_offloaded += u64::from(r.already);
+        self.binaries.extend(r.binary);
+        self.archives.extend(r.archives);
+        self.host_only += u64::from(r.host_only);
+        self.already_offloaded += u64::from(r.already);
         if let Some((h, v)) = r.database {
-            *report.databases.entry(h).or_default().entry(v).or_default() += 1;
+            *self.databases.entry(h).or_default().entry(v).or_default() += 1;
         }
         if let Some(a) = r.device_file {
-            *report.device_files.entry(a).or_default() += 1;
+            *self.device_files.entry(a).or_default() += 1;
         }
         for t in r.excluded {
-            *report.excluded.entry(t).or_default() += 1;
+            *self.excluded.entry(t).or_default() += 1;
         }
-        report.warnings.extend(
+        self.warnings.extend(
             r.warning
-                .map(|w| format!("{}: {w}", layout.source.join(&rel).display())),
+                .map(|w| format!("{}: {w}", source.join(rel).display())),
         );
     }
-    // Per-binary stems are injective unless paths contain '.' where another
-    // has '/': refuse rather than let two binaries share an archive.
-    let mut seen = std::collections::BTreeSet::new();
-    let mut clashes = Vec::new();
-    for a in &report.archives {
-        if !seen.insert(a.path.as_str()) {
-            clashes.push(format!(
-                "two binaries map to the archive {}; rename one",
-                a.path
-            ));
+
+    /// Per-binary stems are injective unless paths contain '.' where another
+    /// has '/': refuse rather than let two binaries share an archive.
+    fn refuse_shared_archives(&mut self) {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut clashes = Vec::new();
+        for a in &self.archives {
+            if !seen.insert(a.path.as_str()) {
+                clashes.push(format!(
+                    "two binaries map to the archive {}; rename one",
+                    a.path
+                ));
+            }
         }
+        self.errors.extend(clashes);
     }
-    report.errors.extend(clashes);
-    report
-        .archives
-        .sort_by(|a, b| (&a.arch, &a.path).cmp(&(&b.arch, &b.path)));
-    Ok(report)
 }
 
 /// The end of the message refusing split output.
