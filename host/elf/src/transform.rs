@@ -36,9 +36,7 @@ use std::io::{Cursor, Seek, Write};
 use std::path::Path;
 
 use crate::error::{Error, ErrorKind};
-use crate::read::{
-    ElfKind, FATBIN_SECTION, FatBinary, MARKER_SECTION, Magic, PointerVia, SectionInfo,
-};
+use crate::read::{ElfKind, FATBIN_SECTION, FatBinary, MARKER_SECTION, Magic, SectionInfo};
 
 use plan::Plan;
 use source::{Headers, Source};
@@ -389,16 +387,10 @@ fn offloadable(input: &Path, fat: &FatBinary) -> Result<(SectionInfo, Vec<Wrappe
                 format!("wrapper {} does not point at a bundle", wrapper.index),
             ));
         };
-        let rela_entry = match &wrapper.via {
-            PointerVia::Inline => None,
-            PointerVia::Relative { rela_entry } | PointerVia::Symbol { rela_entry, .. } => {
-                Some(*rela_entry)
-            }
-        };
         patches.push(WrapperPatch {
             file_offset: wrapper.file_offset,
             co_index: bundle as u64,
-            rela_entry,
+            rela_entry: wrapper.via.rela_entry(),
         });
     }
     Ok((fatbin, patches))

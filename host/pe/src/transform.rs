@@ -28,7 +28,7 @@
 
 use std::path::Path;
 
-use kpack_elf::{HIPK, Magic};
+use kpack_bundle::{HIPK, Magic};
 use kpack_format::MARKER_MAX_LEN;
 use object::pe;
 

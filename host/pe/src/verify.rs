@@ -3,7 +3,7 @@
 //! and what kpack promises (marker parsable, wrappers redirected to it, no
 //! base relocation into the removed device code).
 
-use kpack_elf::{HIPF, HIPK, WRAPPER_SIZE};
+use kpack_bundle::{HIPF, HIPK, WRAPPER_SIZE};
 use kpack_format::Marker;
 use object::pe;
 
