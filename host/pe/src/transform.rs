@@ -35,6 +35,7 @@ use object::pe;
 use crate::error::{Error, ErrorKind};
 use crate::image::{
     DEBUG_ENTRY_SIZE, DIR_DEBUG, DIR_SECURITY, Image, SECTION_HEADER_SIZE, Section, checksum, opt,
+    u32_at, u64_at,
 };
 use crate::read::{
     FATBIN_SECTION, FatBinary, MARKER_CHARACTERISTICS, MARKER_SECTION, PointerVia, SectionInfo,
@@ -479,7 +480,7 @@ impl Patcher<'_> {
         let mut moved = 0;
         for k in 0..u64::from(d.size) / DEBUG_ENTRY_SIZE {
             let old = dir_off + k * DEBUG_ENTRY_SIZE;
-            let ptr = get_u32(self.data, old + 24).ok_or_else(|| {
+            let ptr = u32_at(self.data, old + 24).ok_or_else(|| {
                 self.fail(
                     ErrorKind::Malformed,
                     format!("debug directory entry {k} at {old:#x} runs past the end of the file"),
@@ -537,7 +538,7 @@ impl Patcher<'_> {
             let Some(value) = image
                 .offset_of(rva)
                 .and_then(|old| self.plan.map(old))
-                .and_then(|p| get_u64(&self.out, p))
+                .and_then(|p| u64_at(&self.out, p))
             else {
                 continue;
             };
@@ -708,18 +709,6 @@ fn put(out: &mut [u8], at: u64, bytes: &[u8]) {
     if let Some(dst) = out.get_mut(at..at + bytes.len()) {
         dst.copy_from_slice(bytes);
     }
-}
-
-fn get_u32(data: &[u8], at: u64) -> Option<u32> {
-    let at = usize::try_from(at).ok()?;
-    let b = data.get(at..at.checked_add(4)?)?;
-    Some(u32::from_le_bytes(b.try_into().ok()?))
-}
-
-fn get_u64(data: &[u8], at: u64) -> Option<u64> {
-    let at = usize::try_from(at).ok()?;
-    let b = data.get(at..at.checked_add(8)?)?;
-    Some(u64::from_le_bytes(b.try_into().ok()?))
 }
 
 #[cfg(test)]
