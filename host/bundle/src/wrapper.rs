@@ -212,6 +212,19 @@ pub trait HostLayout {
         !w.is_empty() && w.iter().all(|w| w.magic == Magic::Hipk)
     }
 
+    /// Why the binary cannot be offloaded again, if kpack already did:
+    /// every wrapper is HIPK, or it has a marker section
+    /// (`marker_section` names it in the message).
+    fn already_offloaded(&self, marker_section: &str) -> Option<String> {
+        if self.is_transformed() {
+            Some("already transformed by kpack (every wrapper is HIPK)".into())
+        } else if self.marker().is_some() {
+            Some(format!("already has a {marker_section} section"))
+        } else {
+            None
+        }
+    }
+
     /// Some wrapper is still HIPF (its device code in the file).
     fn has_pending_wrappers(&self) -> bool {
         self.wrappers().iter().any(|w| w.magic == Magic::Hipf)
@@ -291,6 +304,74 @@ mod tests {
         assert_eq!(f.reserved, 7);
         assert_eq!(WrapperFields::parse(b"HIPK").magic, Magic::Hipk);
         assert_eq!(WrapperFields::parse(&[]).magic, Magic::Other(0));
+    }
+
+    struct Layout {
+        fatbin: Option<SectionInfo>,
+        marker: Option<SectionInfo>,
+        wrappers: Vec<Wrapper>,
+        bundles: Vec<Item>,
+        source: SizedFile,
+    }
+    crate::impl_host_layout!(Layout);
+
+    fn wrapper(magic: Magic, reserved: u64) -> Wrapper {
+        Wrapper {
+            index: 0,
+            addr: 0,
+            file_offset: 0,
+            magic,
+            version: 1,
+            stored_pointer: 0,
+            pointer: 0,
+            via: PointerVia::Inline,
+            reserved,
+            bundle: None,
+        }
+    }
+
+    #[test]
+    fn layout_tells_offloaded_from_pending_by_the_wrappers_and_the_marker() {
+        let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+        let mut l = Layout {
+            fatbin: None,
+            marker: None,
+            wrappers: Vec::new(),
+            bundles: Vec::new(),
+            source: SizedFile::open(&manifest).unwrap(),
+        };
+        assert!(l.is_host_only());
+        assert!(!l.is_transformed(), "no wrapper is not transformed");
+        assert_eq!(l.already_offloaded(".m"), None);
+        l.wrappers = vec![wrapper(Magic::Hipk, 0x1_0000_0003), wrapper(Magic::Hipf, 4)];
+        assert!(!l.is_host_only());
+        assert!(!l.is_transformed());
+        assert!(l.has_pending_wrappers());
+        assert_eq!(l.wrapper_indices(), vec![3, 4]);
+        l.wrappers[1].magic = Magic::Hipk;
+        assert!(l.is_transformed());
+        assert!(!l.has_pending_wrappers());
+        assert!(
+            l.already_offloaded(".m")
+                .unwrap()
+                .contains("every wrapper is HIPK")
+        );
+        l.wrappers[1].magic = Magic::Hipf;
+        l.marker = Some(SectionInfo {
+            index: 1,
+            addr: 0,
+            rva: None,
+            offset: 0,
+            size: 1,
+            raw_size: None,
+            in_file: true,
+        });
+        assert_eq!(
+            l.already_offloaded(".m").as_deref(),
+            Some("already has a .m section")
+        );
+        assert!(l.targets().is_empty());
+        assert!(crate::ReadAt::size(HostLayout::source(&l)) > 0);
     }
 
     #[test]

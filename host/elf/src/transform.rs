@@ -35,6 +35,8 @@ mod write;
 use std::io::{Cursor, Seek, Write};
 use std::path::Path;
 
+use kpack_bundle::HostLayout as _;
+
 use crate::error::{Error, ErrorKind};
 use crate::read::{ElfKind, FATBIN_SECTION, FatBinary, MARKER_SECTION, Magic, SectionInfo};
 
@@ -345,17 +347,8 @@ fn offloadable(input: &Path, fat: &FatBinary) -> Result<(SectionInfo, Vec<Wrappe
             "only executables and shared libraries can be offloaded".into(),
         ));
     }
-    if fat.is_transformed() {
-        return Err(fail(
-            ErrorKind::AlreadyTransformed,
-            "already transformed by kpack (every wrapper is HIPK)".into(),
-        ));
-    }
-    if fat.marker.is_some() {
-        return Err(fail(
-            ErrorKind::AlreadyTransformed,
-            format!("already has a {MARKER_SECTION} section"),
-        ));
+    if let Some(why) = fat.already_offloaded(MARKER_SECTION) {
+        return Err(fail(ErrorKind::AlreadyTransformed, why));
     }
     let fatbin = match fat.fatbin {
         Some(fatbin) if fatbin.in_file => fatbin,

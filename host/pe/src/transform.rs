@@ -28,7 +28,7 @@
 
 use std::path::Path;
 
-use kpack_bundle::{HIPK, Magic};
+use kpack_bundle::{HIPK, HostLayout as _, Magic};
 use kpack_format::MARKER_MAX_LEN;
 use object::pe;
 
@@ -186,17 +186,8 @@ fn offloadable<'f>(
     marker: &[u8],
 ) -> Result<(&'f SectionInfo, Vec<WrapperPatch>), Error> {
     let fail = |kind, msg: String| Error::new(kind, input, msg);
-    if fat.is_transformed() {
-        return Err(fail(
-            ErrorKind::AlreadyTransformed,
-            "already transformed by kpack (every wrapper is HIPK)".into(),
-        ));
-    }
-    if fat.marker.is_some() {
-        return Err(fail(
-            ErrorKind::AlreadyTransformed,
-            format!("already has a {MARKER_SECTION} section"),
-        ));
+    if let Some(why) = fat.already_offloaded(MARKER_SECTION) {
+        return Err(fail(ErrorKind::AlreadyTransformed, why));
     }
     let Some(fb) = fat.fatbin.as_ref() else {
         return Err(fail(
