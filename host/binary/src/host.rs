@@ -46,11 +46,12 @@ impl Error {
     /// big-endian, another machine): such a file has no device code kpack
     /// can move, and is shipped as it is.
     pub fn is_unsupported(&self) -> bool {
-        match self {
-            Error::Elf(e) => e.kind() == kpack_elf::ErrorKind::Unsupported,
-            Error::Pe(e) => e.kind() == kpack_pe::ErrorKind::Unsupported,
-            _ => false,
-        }
+        let kind = match self {
+            Error::Elf(e) => e.kind(),
+            Error::Pe(e) => e.kind(),
+            _ => return false,
+        };
+        kind == kpack_bundle::HostErrorKind::Unsupported
     }
 }
 

@@ -57,6 +57,6 @@ pub use source::{ReadAt, SizedFile};
 pub use target::{EntryId, OffloadKind};
 pub use walk::{Format, Item, WalkOptions, Walker, walk};
 pub use wrapper::{
-    HIPF, HIPK, HostLayout, Magic, PointerVia, SectionInfo, WRAPPER_SIZE, Wrapper, WrapperFields,
-    targets_of,
+    HIPF, HIPK, HostErrorKind, HostLayout, Magic, PointerVia, SectionInfo, WRAPPER_SIZE, Wrapper,
+    WrapperFields, targets_of,
 };

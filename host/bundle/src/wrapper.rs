@@ -168,6 +168,26 @@ pub struct SectionInfo {
     pub in_file: bool,
 }
 
+/// What went wrong reading or rewriting a host binary, whatever its
+/// format, for callers that branch on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HostErrorKind {
+    /// Reading or writing a file failed.
+    Io,
+    /// The file is not a host binary kpack handles (ELF: 32-bit,
+    /// big-endian, another machine; PE: PE32, not x86-64, ...).
+    Unsupported,
+    /// The ELF or PE structure is corrupt or inconsistent.
+    Malformed,
+    /// The offload data (wrappers, bundles) is corrupt or inconsistent.
+    Offload,
+    /// The file was already transformed by kpack.
+    AlreadyTransformed,
+    /// The transform cannot be done for this layout.
+    Layout,
+}
+
 /// The device target ids of `bundles`, sorted, each once.
 pub fn targets_of(bundles: &[Item]) -> Vec<String> {
     let mut t: Vec<String> = bundles
