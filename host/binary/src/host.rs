@@ -4,7 +4,7 @@
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use kpack_bundle::{Item, ReadAt, SizedFile, WalkOptions};
+use kpack_bundle::{HostLayout, Item, ReadAt, SizedFile, WalkOptions};
 use kpack_elf::{ElfKind, Machine};
 
 use crate::kind::FileKind;
@@ -46,11 +46,12 @@ impl Error {
     /// big-endian, another machine): such a file has no device code kpack
     /// can move, and is shipped as it is.
     pub fn is_unsupported(&self) -> bool {
-        match self {
-            Error::Elf(e) => e.kind() == kpack_elf::ErrorKind::Unsupported,
-            Error::Pe(e) => e.kind() == kpack_pe::ErrorKind::Unsupported,
-            _ => false,
-        }
+        let kind = match self {
+            Error::Elf(e) => e.kind(),
+            Error::Pe(e) => e.kind(),
+            _ => return false,
+        };
+        kind == kpack_bundle::HostErrorKind::Unsupported
     }
 }
 
@@ -124,55 +125,44 @@ impl HostBinary {
         }
     }
 
+    /// Its offload layout, the same for every format: wrappers, bundles,
+    /// the device-code and marker sections, the file.
+    pub fn layout(&self) -> &dyn HostLayout {
+        match self {
+            HostBinary::Elf(f) => f,
+            HostBinary::Pe(f) => f,
+        }
+    }
+
     /// The bundles its wrappers (or the whole file) hold, in file order.
     pub fn bundles(&self) -> &[Item] {
-        match self {
-            HostBinary::Elf(f) => &f.bundles,
-            HostBinary::Pe(f) => &f.bundles,
-        }
+        self.layout().bundles()
     }
 
     /// The file, to read bundles from.
     pub fn source(&self) -> &SizedFile {
-        match self {
-            HostBinary::Elf(f) => &f.source,
-            HostBinary::Pe(f) => &f.source,
-        }
+        self.layout().source()
     }
 
     /// Every wrapper is HIPK: offloaded by kpack.
     pub fn is_transformed(&self) -> bool {
-        match self {
-            HostBinary::Elf(f) => f.is_transformed(),
-            HostBinary::Pe(f) => f.is_transformed(),
-        }
+        self.layout().is_transformed()
     }
 
     /// Some wrapper is still HIPF (its device code in the file).
     pub fn has_pending_wrappers(&self) -> bool {
-        match self {
-            HostBinary::Elf(f) => f.wrappers.iter().any(|w| w.magic == kpack_elf::Magic::Hipf),
-            HostBinary::Pe(f) => f.wrappers.iter().any(|w| w.magic == kpack_elf::Magic::Hipf),
-        }
+        self.layout().has_pending_wrappers()
     }
 
     /// The code-object index each wrapper's reserved word names (the
     /// `#<index>` of its TOC keys once offloaded).
     pub fn wrapper_indices(&self) -> Vec<u32> {
-        // The low 32 bits are the index; the truncation is the format's.
-        let low = |r: u64| (r & 0xffff_ffff) as u32;
-        match self {
-            HostBinary::Elf(f) => f.wrappers.iter().map(|w| low(w.reserved)).collect(),
-            HostBinary::Pe(f) => f.wrappers.iter().map(|w| low(w.reserved)).collect(),
-        }
+        self.layout().wrapper_indices()
     }
 
     /// Target ids of its device code, sorted, each once.
     pub fn targets(&self) -> Vec<String> {
-        match self {
-            HostBinary::Elf(f) => f.targets(),
-            HostBinary::Pe(f) => f.targets(),
-        }
+        self.layout().targets()
     }
 
     /// A relocatable object or a bare bundle file: device code a linker
@@ -191,15 +181,13 @@ impl HostBinary {
     /// in a PE image), at most [`kpack_format::MARKER_MAX_LEN`]: `None`
     /// without a marker section.
     pub fn read_marker(&self) -> Option<std::io::Result<Vec<u8>>> {
-        let (offset, size) = match self {
-            HostBinary::Elf(f) => f.marker.as_ref().map(|m| (m.offset, m.size))?,
-            HostBinary::Pe(f) => f.marker.as_ref().map(|m| (m.offset, m.size))?,
-        };
-        let len = usize::try_from(size.min(kpack_format::MARKER_MAX_LEN as u64)).unwrap_or(0);
+        let marker = self.layout().marker()?;
+        let len =
+            usize::try_from(marker.size.min(kpack_format::MARKER_MAX_LEN as u64)).unwrap_or(0);
         let mut bytes = vec![0u8; len];
         Some(
             self.source()
-                .read_exact_at(offset, &mut bytes)
+                .read_exact_at(marker.offset, &mut bytes)
                 .map(|()| bytes),
         )
     }

@@ -212,9 +212,9 @@ fn inspect_one(
                 device_code: !fat.bundles.is_empty(),
                 transformed: fat.is_transformed(),
                 signed: fat.signed,
-                fatbin: fat.fatbin.clone(),
-                segment: fat.segment.clone(),
-                marker: fat.marker.clone(),
+                fatbin: fat.fatbin,
+                segment: fat.segment,
+                marker: fat.marker,
                 wrappers: fat.wrappers.clone(),
                 bundles,
                 totals,
@@ -388,9 +388,9 @@ fn print_pe_text(f: &PeReport, with_names: bool) {
         if let Some(s) = s {
             println!(
                 "  {name:<10} rva {:#x}  raw {:#x}+{:#x}  virtual size {} bytes{}",
-                s.rva,
+                s.rva.unwrap_or_default(),
                 s.offset,
-                s.raw_size,
+                s.raw_size.unwrap_or_default(),
                 s.size,
                 if s.in_file {
                     ""
@@ -405,10 +405,7 @@ fn print_pe_text(f: &PeReport, with_names: bool) {
             Some(b) => format!("bundle {b}"),
             None => "no bundle".into(),
         };
-        let via = match w.via {
-            kpack_pe::PointerVia::Inline => "inline",
-            kpack_pe::PointerVia::BaseReloc => "IMAGE_REL_BASED_DIR64",
-        };
+        let via = w.via.describe();
         println!(
             "  wrapper {} at {:#x}: {:?} v{} -> {:#x} ({via}) {target}, reserved {}",
             w.index, w.addr, w.magic, w.version, w.pointer, w.reserved
@@ -450,7 +447,7 @@ fn print_text(f: &FileReport, with_names: bool) {
             w.magic,
             w.version,
             w.pointer,
-            via_name(&w.via),
+            w.via.describe(),
             w.reserved
         );
     }
@@ -517,15 +514,5 @@ fn kind_name(k: ElfKind) -> &'static str {
         ElfKind::Dyn => "ELF shared object (library or PIE executable)",
         ElfKind::Rel => "ELF relocatable object",
         ElfKind::BundleFile => "offload bundle / code object file",
-    }
-}
-
-fn via_name(v: &kpack_elf::PointerVia) -> String {
-    match v {
-        kpack_elf::PointerVia::Inline => "inline".into(),
-        kpack_elf::PointerVia::Relative { .. } => "R_X86_64_RELATIVE".into(),
-        kpack_elf::PointerVia::Symbol { symbol, addend, .. } => {
-            format!("R_X86_64_64 {symbol}+{addend}")
-        }
     }
 }

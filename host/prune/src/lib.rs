@@ -159,7 +159,7 @@ pub struct Prunable {
 
 enum Kind {
     /// A linked executable or shared library.
-    Linked(kpack_elf::FatBinary),
+    Linked(Box<kpack_elf::FatBinary>),
     /// A relocatable object or static archive, read whole.
     LinkInput { data: Vec<u8>, archive: bool },
 }
@@ -275,7 +275,7 @@ fn open_linked(path: &Path, walk: WalkOptions) -> Result<Option<Prunable>, Error
     Ok(Some(Prunable {
         path: path.to_path_buf(),
         targets: fat.targets(),
-        kind: Kind::Linked(fat),
+        kind: Kind::Linked(Box::new(fat)),
     }))
 }
 
