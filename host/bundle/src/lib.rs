@@ -16,7 +16,9 @@
 //!   buffer held against a shared [`MemoryBudget`];
 //! - [`CodeObjectInfo`]: what an AMDGPU code object says about itself (its
 //!   header decoded by [`kpack_amdgpu::Header`], its metadata note), and
-//!   where that disagrees with its bundle id.
+//!   where that disagrees with its bundle id;
+//! - [`Wrapper`], [`HostLayout`]: the HIP fat-binary wrapper that points at
+//!   a bundle, and the offload layout every host format's reader returns.
 //!
 //! ```
 //! use kpack_bundle::{walk, write_bundle, WalkOptions};
@@ -38,6 +40,7 @@ mod source;
 mod stream;
 mod target;
 mod walk;
+mod wrapper;
 
 pub use budget::{
     DEFAULT_MEMORY_LIMIT, DEFAULT_READ_MEMORY_LIMIT, MemoryBudget, Reservation, StreamKit,
@@ -53,3 +56,7 @@ pub use prune::{PlainPrune, PrunedItem, prune_item, prune_item_streamed};
 pub use source::{ReadAt, SizedFile};
 pub use target::{EntryId, OffloadKind};
 pub use walk::{Format, Item, WalkOptions, Walker, walk};
+pub use wrapper::{
+    HIPF, HIPK, HostErrorKind, HostLayout, Magic, PointerVia, SectionInfo, WRAPPER_SIZE, Wrapper,
+    WrapperFields, targets_of,
+};

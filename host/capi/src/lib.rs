@@ -270,14 +270,15 @@ unsafe fn archive_ref<'a>(archive: kpack_archive_t) -> Option<&'a kpack_archive>
     unsafe { archive.as_ref() }
 }
 
-/// Number of architectures in `gfx_arches`.
+/// The length of one of an archive's string lists (`list` picks it): the
+/// body of every `kpack_get_*_count`.
 ///
 /// # Safety
 /// `archive` NULL or a live handle; `count` NULL or writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn kpack_get_architecture_count(
+unsafe fn list_count(
     archive: kpack_archive_t,
     count: *mut usize,
+    list: fn(&kpack_archive) -> &[CString],
 ) -> kpack_error_t {
     guard(|| {
         // SAFETY: per this function's contract.
@@ -288,9 +289,50 @@ pub unsafe extern "C" fn kpack_get_architecture_count(
         let Some(count) = (unsafe { count.as_mut() }) else {
             return KPACK_ERROR_INVALID_ARGUMENT;
         };
-        *count = a.arches.len();
+        *count = list(a).len();
         KPACK_SUCCESS
     })
+}
+
+/// The `index`-th string of one of an archive's lists (`list` picks it),
+/// valid until close: the body of every indexed `kpack_get_*`.
+///
+/// # Safety
+/// `archive` NULL or a live handle; `out` NULL or writable.
+unsafe fn list_get(
+    archive: kpack_archive_t,
+    index: usize,
+    out: *mut *const c_char,
+    list: fn(&kpack_archive) -> &[CString],
+) -> kpack_error_t {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let Some(a) = (unsafe { archive_ref(archive) }) else {
+            return KPACK_ERROR_INVALID_ARGUMENT;
+        };
+        // SAFETY: per this function's contract.
+        let Some(out) = (unsafe { out.as_mut() }) else {
+            return KPACK_ERROR_INVALID_ARGUMENT;
+        };
+        let Some(s) = list(a).get(index) else {
+            return KPACK_ERROR_INVALID_ARGUMENT;
+        };
+        *out = s.as_ptr();
+        KPACK_SUCCESS
+    })
+}
+
+/// Number of architectures in `gfx_arches`.
+///
+/// # Safety
+/// `archive` NULL or a live handle; `count` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kpack_get_architecture_count(
+    archive: kpack_archive_t,
+    count: *mut usize,
+) -> kpack_error_t {
+    // SAFETY: per this function's contract.
+    unsafe { list_count(archive, count, |a| &a.arches) }
 }
 
 /// The `index`-th entry of `gfx_arches` (file order); valid until close.
@@ -303,21 +345,8 @@ pub unsafe extern "C" fn kpack_get_architecture(
     index: usize,
     arch: *mut *const c_char,
 ) -> kpack_error_t {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        let Some(a) = (unsafe { archive_ref(archive) }) else {
-            return KPACK_ERROR_INVALID_ARGUMENT;
-        };
-        // SAFETY: per this function's contract.
-        let Some(out) = (unsafe { arch.as_mut() }) else {
-            return KPACK_ERROR_INVALID_ARGUMENT;
-        };
-        let Some(s) = a.arches.get(index) else {
-            return KPACK_ERROR_INVALID_ARGUMENT;
-        };
-        *out = s.as_ptr();
-        KPACK_SUCCESS
-    })
+    // SAFETY: per this function's contract.
+    unsafe { list_get(archive, index, arch, |a| &a.arches) }
 }
 
 /// Number of distinct binary keys.
@@ -329,18 +358,8 @@ pub unsafe extern "C" fn kpack_get_binary_count(
     archive: kpack_archive_t,
     count: *mut usize,
 ) -> kpack_error_t {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        let Some(a) = (unsafe { archive_ref(archive) }) else {
-            return KPACK_ERROR_INVALID_ARGUMENT;
-        };
-        // SAFETY: per this function's contract.
-        let Some(count) = (unsafe { count.as_mut() }) else {
-            return KPACK_ERROR_INVALID_ARGUMENT;
-        };
-        *count = a.binaries.len();
-        KPACK_SUCCESS
-    })
+    // SAFETY: per this function's contract.
+    unsafe { list_count(archive, count, |a| &a.binaries) }
 }
 
 /// The `index`-th binary key in byte-wise sorted order; valid until close.
@@ -353,21 +372,8 @@ pub unsafe extern "C" fn kpack_get_binary(
     index: usize,
     binary: *mut *const c_char,
 ) -> kpack_error_t {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        let Some(a) = (unsafe { archive_ref(archive) }) else {
-            return KPACK_ERROR_INVALID_ARGUMENT;
-        };
-        // SAFETY: per this function's contract.
-        let Some(out) = (unsafe { binary.as_mut() }) else {
-            return KPACK_ERROR_INVALID_ARGUMENT;
-        };
-        let Some(s) = a.binaries.get(index) else {
-            return KPACK_ERROR_INVALID_ARGUMENT;
-        };
-        *out = s.as_ptr();
-        KPACK_SUCCESS
-    })
+    // SAFETY: per this function's contract.
+    unsafe { list_get(archive, index, binary, |a| &a.binaries) }
 }
 
 /// Copy the kernel for `binary_name` and `arch` into a `malloc` buffer

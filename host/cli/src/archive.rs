@@ -232,46 +232,8 @@ fn list(file: &Path, json: bool, dump: bool) -> CliResult {
         print!("{}", a.dump());
         return Ok(());
     }
-    // zstd-delta archives also show each entry's base and stored/original
-    // ratio; other schemes keep their established output.
-    let delta = a.scheme() == kpack_format::Scheme::ZstdDelta;
-    let base_of = |e: &kpack_format::Entry| {
-        e.base()
-            .and_then(|o| a.entry_by_ordinal(o))
-            .map(|b| (b.ordinal(), b.key().to_owned(), b.arch().to_owned()))
-    };
-    let ratio = |e: &kpack_format::Entry| e.stored_size() as f64 / e.original_size().max(1) as f64;
     if json {
-        let entries: Vec<_> = a
-            .entries()
-            .map(|e| {
-                let mut doc = json!({
-                    "key": e.key(), "arch": e.arch(), "ordinal": e.ordinal(),
-                    "original_size": e.original_size(), "stored_size": e.stored_size(),
-                });
-                if delta {
-                    doc["ratio"] = json!((ratio(e) * 10_000.0).round() / 10_000.0);
-                    doc["base"] = match base_of(e) {
-                        Some((ordinal, key, arch)) => {
-                            json!({ "ordinal": ordinal, "key": key, "arch": arch })
-                        }
-                        None => serde_json::Value::Null,
-                    };
-                }
-                doc
-            })
-            .collect();
-        let doc = json!({
-            "schema_version": SCHEMA_VERSION,
-            "path": file.display().to_string(),
-            "group_name": a.group_name(),
-            "gfx_arch_family": a.gfx_arch_family(),
-            "gfx_arches": a.arches(),
-            "compression_scheme": a.scheme().as_str(),
-            "file_size": a.file_size(),
-            "entries": entries,
-        });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        println!("{}", serde_json::to_string_pretty(&list_doc(file, &a))?);
         return Ok(());
     }
     println!(
@@ -284,26 +246,10 @@ fn list(file: &Path, json: bool, dump: bool) -> CliResult {
         a.entry_count()
     );
     let width = a.entries().map(|e| e.key().len()).max().unwrap_or(3).max(3);
-    if delta {
-        println!(
-            "{:width$}  {:16}  {:>12}  {:>12}  {:>6}  BASE",
-            "KEY", "ARCH", "SIZE", "STORED", "RATIO"
-        );
-        for e in a.entries() {
-            let base = match base_of(e) {
-                Some((_, key, arch)) if key == e.key() => arch,
-                Some((_, key, arch)) => format!("{key} {arch}"),
-                None => "-".to_owned(),
-            };
-            println!(
-                "{:width$}  {:16}  {:>12}  {:>12}  {:>6.3}  {base}",
-                e.key(),
-                e.arch(),
-                e.original_size(),
-                e.stored_size(),
-                ratio(e)
-            );
-        }
+    // zstd-delta archives also show each entry's base and stored/original
+    // ratio; other schemes keep their established output.
+    if a.scheme() == kpack_format::Scheme::ZstdDelta {
+        list_delta(&a, width);
         return Ok(());
     }
     println!(
@@ -320,6 +266,75 @@ fn list(file: &Path, json: bool, dump: bool) -> CliResult {
         );
     }
     Ok(())
+}
+
+/// The delta base of `e` in `a`: (ordinal, key, arch).
+fn base_of(a: &Archive, e: &kpack_format::Entry) -> Option<(u64, String, String)> {
+    e.base()
+        .and_then(|o| a.entry_by_ordinal(o))
+        .map(|b| (b.ordinal(), b.key().to_owned(), b.arch().to_owned()))
+}
+
+/// Stored size over original size.
+fn ratio(e: &kpack_format::Entry) -> f64 {
+    e.stored_size() as f64 / e.original_size().max(1) as f64
+}
+
+/// The `archive list --json` document.
+fn list_doc(file: &Path, a: &Archive) -> serde_json::Value {
+    let delta = a.scheme() == kpack_format::Scheme::ZstdDelta;
+    let entries: Vec<_> = a
+        .entries()
+        .map(|e| {
+            let mut doc = json!({
+                "key": e.key(), "arch": e.arch(), "ordinal": e.ordinal(),
+                "original_size": e.original_size(), "stored_size": e.stored_size(),
+            });
+            if delta {
+                doc["ratio"] = json!((ratio(e) * 10_000.0).round() / 10_000.0);
+                doc["base"] = match base_of(a, e) {
+                    Some((ordinal, key, arch)) => {
+                        json!({ "ordinal": ordinal, "key": key, "arch": arch })
+                    }
+                    None => serde_json::Value::Null,
+                };
+            }
+            doc
+        })
+        .collect();
+    json!({
+        "schema_version": SCHEMA_VERSION,
+        "path": file.display().to_string(),
+        "group_name": a.group_name(),
+        "gfx_arch_family": a.gfx_arch_family(),
+        "gfx_arches": a.arches(),
+        "compression_scheme": a.scheme().as_str(),
+        "file_size": a.file_size(),
+        "entries": entries,
+    })
+}
+
+/// The entry table of a zstd-delta archive: with stored/original ratio and base.
+fn list_delta(a: &Archive, width: usize) {
+    println!(
+        "{:width$}  {:16}  {:>12}  {:>12}  {:>6}  BASE",
+        "KEY", "ARCH", "SIZE", "STORED", "RATIO"
+    );
+    for e in a.entries() {
+        let base = match base_of(a, e) {
+            Some((_, key, arch)) if key == e.key() => arch,
+            Some((_, key, arch)) => format!("{key} {arch}"),
+            None => "-".to_owned(),
+        };
+        println!(
+            "{:width$}  {:16}  {:>12}  {:>12}  {:>6.3}  {base}",
+            e.key(),
+            e.arch(),
+            e.original_size(),
+            e.stored_size(),
+            ratio(e)
+        );
+    }
 }
 
 /// `DIR/arch/key.hsaco`, or an error when the key or arch would escape DIR.
@@ -365,52 +380,6 @@ fn extract(
         chosen.push((e, rel));
     }
     let written = chosen.len();
-    if crate::safety::is_stdout(out) && written > 0 {
-        // `-o -`: one entry's code object to stdout, for pipes.
-        let [(e, _)] = chosen.as_slice() else {
-            return Err(anyhow::anyhow!(
-                "-o -: {}: --key/--arch matched {written} entries; stdout takes exactly one",
-                file.display()
-            )
-            .into());
-        };
-        crate::safety::write_stdout(&a.read(e)?)?;
-        return Ok(());
-    }
-    if written > 0 {
-        // Every entry is decoded into a staging directory first: a corrupt
-        // entry leaves nothing behind, not the entries before it.
-        let created = crate::safety::CreatedDir::create(out)?;
-        crate::safety::clean_stale_temps(out);
-        let stage = tempfile::Builder::new()
-            .prefix(&kpack_format::temp_prefix("extract"))
-            .tempdir_in(out)
-            .with_context(|| format!("cannot create a staging directory in {}", out.display()))?;
-        let mut sizes = Vec::new();
-        for (e, rel) in &chosen {
-            let bytes = a.read(e)?;
-            let path = stage.path().join(rel);
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)
-                    .with_context(|| format!("cannot create {}", parent.display()))?;
-            }
-            std::fs::write(&path, &bytes)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-            sizes.push(bytes.len());
-        }
-        for ((_, rel), size) in chosen.iter().zip(sizes) {
-            let dest = out.join(rel);
-            if let Some(parent) = dest.parent() {
-                std::fs::create_dir_all(parent)
-                    .with_context(|| format!("cannot create {}", parent.display()))?;
-            }
-            std::fs::rename(stage.path().join(rel), &dest)
-                .with_context(|| format!("cannot move into {}", dest.display()))?;
-            println!("{}\t{size}", dest.display());
-        }
-        drop(stage);
-        created.keep();
-    }
     if written == 0 {
         let mut hint = String::new();
         if let Some(k) = key {
@@ -424,6 +393,65 @@ fn extract(
         }
         return Err(anyhow::anyhow!("nothing to extract from {}{hint}", file.display()).into());
     }
+    if crate::safety::is_stdout(out) {
+        // `-o -`: one entry's code object to stdout, for pipes.
+        let [(e, _)] = chosen.as_slice() else {
+            return Err(anyhow::anyhow!(
+                "-o -: {}: --key/--arch matched {written} entries; stdout takes exactly one",
+                file.display()
+            )
+            .into());
+        };
+        crate::safety::write_stdout(&a.read(e)?)?;
+        return Ok(());
+    }
+    write_entries(&a, &chosen, out)
+}
+
+/// The output directory of an extract (created if needed; removed again
+/// unless kept) and a staging directory inside it, stale temps of earlier
+/// runs cleaned up.
+pub(crate) fn extract_stage(
+    out: &Path,
+) -> anyhow::Result<(crate::safety::CreatedDir, tempfile::TempDir)> {
+    let created = crate::safety::CreatedDir::create(out)?;
+    crate::safety::clean_stale_temps(out);
+    let stage = tempfile::Builder::new()
+        .prefix(&kpack_format::temp_prefix("extract"))
+        .tempdir_in(out)
+        .with_context(|| format!("cannot create a staging directory in {}", out.display()))?;
+    Ok((created, stage))
+}
+
+/// Decode `chosen` into a staging directory in `out`, then move each to
+/// its path there: a corrupt entry leaves nothing behind, not the entries
+/// before it.
+fn write_entries(a: &Archive, chosen: &[(&kpack_format::Entry, PathBuf)], out: &Path) -> CliResult {
+    let (created, stage) = extract_stage(out)?;
+    let mut sizes = Vec::new();
+    for (e, rel) in chosen {
+        let bytes = a.read(e)?;
+        let path = stage.path().join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        std::fs::write(&path, &bytes)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        sizes.push(bytes.len());
+    }
+    for ((_, rel), size) in chosen.iter().zip(sizes) {
+        let dest = out.join(rel);
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        std::fs::rename(stage.path().join(rel), &dest)
+            .with_context(|| format!("cannot move into {}", dest.display()))?;
+        println!("{}\t{size}", dest.display());
+    }
+    drop(stage);
+    created.keep();
     Ok(())
 }
 

@@ -60,6 +60,42 @@ pub fn convert(files: &[PathBuf], out: &Path, compression: Compression, force: b
 
 fn run(files: &[PathBuf], out: &Path, compression: Compression, force: bool) -> anyhow::Result<()> {
     crate::safety::not_stdout(out, "archive convert")?;
+    let (group, listed, items) = read_inputs(files)?;
+    let outputs = plan(out, &group, &listed, &items, compression)?;
+    for o in &outputs {
+        for file in files {
+            crate::safety::not_same_file(file, &o.path)?;
+        }
+        crate::safety::not_existing(&o.path, force)?;
+    }
+    let created = crate::safety::CreatedDir::create(out)?;
+    for o in outputs {
+        let options = WriterOptions {
+            group_name: group.clone(),
+            gfx_arch_family: o.family,
+            gfx_arches: Some(o.arches),
+            compression,
+            ..Default::default()
+        };
+        let mut w = ArchiveWriter::create(&o.path, options)?;
+        for item in o.members {
+            let metadata: Vec<(&str, &str)> = item
+                .metadata
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            w.add_with_metadata(&item.key, &item.arch, &item.bytes, &metadata)?;
+        }
+        crate::archive::print_written(&w.finish()?);
+    }
+    created.keep();
+    Ok(())
+}
+
+/// Every entry of every input, decoded: the inputs' common group name,
+/// the arches their TOCs list (with those of the entries; sorted, each
+/// once), and the entries.
+fn read_inputs(files: &[PathBuf]) -> anyhow::Result<(String, Vec<String>, Vec<Item>)> {
     let mut group: Option<String> = None;
     let mut listed: Vec<String> = Vec::new();
     let mut items: Vec<Item> = Vec::new();
@@ -99,58 +135,61 @@ fn run(files: &[PathBuf], out: &Path, compression: Compression, force: bool) -> 
     listed.extend(items.iter().map(|i| i.arch.clone()));
     listed.sort();
     listed.dedup();
+    Ok((group, listed, items))
+}
 
-    // (output path, gfx_arch_family, gfx_arches, items)
-    let mut outputs: Vec<(PathBuf, String, Vec<String>, Vec<&Item>)> = Vec::new();
+/// One archive to write.
+struct Output<'a> {
+    path: PathBuf,
+    /// Its `gfx_arch_family`.
+    family: String,
+    /// Its `gfx_arches`.
+    arches: Vec<String>,
+    members: Vec<&'a Item>,
+}
+
+/// The archives to write into `out`: one family archive for `zstd-delta`,
+/// else one per processor.
+fn plan<'a>(
+    out: &Path,
+    group: &str,
+    listed: &[String],
+    items: &'a [Item],
+    compression: Compression,
+) -> anyhow::Result<Vec<Output<'a>>> {
+    let mut outputs = Vec::new();
     if let Compression::ZstdDelta { .. } = compression {
-        let label = family_label(&listed);
+        let label = family_label(listed);
         let path = out.join(format!("{group}_{label}.kpack"));
-        outputs.push((path, label, listed.clone(), items.iter().collect()));
-    } else {
-        let mut by_processor: BTreeMap<&str, Vec<&Item>> = BTreeMap::new();
-        for item in &items {
-            by_processor
-                .entry(processor(&item.arch))
-                .or_default()
-                .push(item);
-        }
-        for (p, members) in by_processor {
-            crate::safety::plain_name("processor", p)?;
-            let arches: Vec<String> = listed
-                .iter()
-                .filter(|a| processor(a) == p)
-                .cloned()
-                .collect();
-            let path = out.join(format!("{group}_{p}.kpack"));
-            outputs.push((path, p.to_owned(), arches, members));
-        }
+        outputs.push(Output {
+            path,
+            family: label,
+            arches: listed.to_vec(),
+            members: items.iter().collect(),
+        });
+        return Ok(outputs);
     }
-    for (path, ..) in &outputs {
-        for file in files {
-            crate::safety::not_same_file(file, path)?;
-        }
-        crate::safety::not_existing(path, force)?;
+    let mut by_processor: BTreeMap<&str, Vec<&Item>> = BTreeMap::new();
+    for item in items {
+        by_processor
+            .entry(processor(&item.arch))
+            .or_default()
+            .push(item);
     }
-    let created = crate::safety::CreatedDir::create(out)?;
-    for (path, family, arches, members) in outputs {
-        let options = WriterOptions {
-            group_name: group.clone(),
-            gfx_arch_family: family,
-            gfx_arches: Some(arches),
-            compression,
-            ..Default::default()
-        };
-        let mut w = ArchiveWriter::create(&path, options)?;
-        for item in members {
-            let metadata: Vec<(&str, &str)> = item
-                .metadata
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            w.add_with_metadata(&item.key, &item.arch, &item.bytes, &metadata)?;
-        }
-        crate::archive::print_written(&w.finish()?);
+    for (p, members) in by_processor {
+        crate::safety::plain_name("processor", p)?;
+        let arches: Vec<String> = listed
+            .iter()
+            .filter(|a| processor(a) == p)
+            .cloned()
+            .collect();
+        let path = out.join(format!("{group}_{p}.kpack"));
+        outputs.push(Output {
+            path,
+            family: p.to_owned(),
+            arches,
+            members,
+        });
     }
-    created.keep();
-    Ok(())
+    Ok(outputs)
 }

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use kpack_amdgpu::TargetId;
+use kpack_binary::HostBinary;
 use kpack_bundle::WalkOptions;
-use kpack_elf::read_fat_binary;
 use rayon::prelude::*;
 
 use crate::exit::CliResult;
@@ -75,14 +75,8 @@ pub fn run(args: Args) -> CliResult {
     let walk = WalkOptions {
         verify_hash: !args.no_verify_hash,
     };
-    // PE (DLL, EXE) by magic, else ELF or bundle file.
-    let (bundles, source) = if kpack_pe::is_pe_file(&args.file)? {
-        let f = kpack_pe::read_fat_binary(&args.file, walk)?;
-        (f.bundles, f.source)
-    } else {
-        let f = read_fat_binary(&args.file, walk)?;
-        (f.bundles, f.source)
-    };
+    let bin = HostBinary::read(&args.file, walk)?;
+    let (bundles, source) = (bin.bundles(), bin.source());
     let budget = kpack_bundle::MemoryBudget::process();
     let mut jobs = Vec::new();
     let mut found = BTreeSet::new();
@@ -141,7 +135,7 @@ pub fn run(args: Args) -> CliResult {
         // before anything is written.
         let mut bytes = Vec::new();
         bundles[job.bundle]
-            .stream_entries(&source, budget, |i, _, data| {
+            .stream_entries(source, budget, |i, _, data| {
                 if i == job.entry {
                     bytes = data.to_vec();
                 }
@@ -186,7 +180,7 @@ pub fn run(args: Args) -> CliResult {
         .filter(|(_, list)| !list.is_empty())
         .try_for_each(|(b, list)| -> anyhow::Result<()> {
             bundles[b]
-                .stream_entries(&source, budget, |i, _, data| -> anyhow::Result<()> {
+                .stream_entries(source, budget, |i, _, data| -> anyhow::Result<()> {
                     let Some(job) = list.iter().find(|j| j.entry == i) else {
                         return Ok(());
                     };

@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use kpack_binary::HostBinary;
 use kpack_bundle::{CodeObjectInfo, Entry, Format, Item, ReadAt, WalkOptions};
-use kpack_elf::{ElfKind, FatBinary, Wrapper, read_fat_binary};
+use kpack_elf::{ElfKind, FatBinary, Wrapper};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -201,28 +202,28 @@ fn inspect_one(
             opts.verify_hash,
         )?));
     }
-    // By magic, never by extension.
-    if kpack_pe::is_pe_file(path)? {
-        let fat = kpack_pe::read_fat_binary(path, *opts)?;
-        let (bundles, totals) = bundle_reports(path, &fat.bundles, &fat.source, kernels)?;
-        *warned |= warn(path, &bundles);
-        return Ok(AnyReport::Pe(PeReport {
-            path: path.to_path_buf(),
-            format: "pe",
-            kind: fat.kind,
-            image_base: fat.image_base,
-            device_code: !fat.bundles.is_empty(),
-            transformed: fat.is_transformed(),
-            signed: fat.signed,
-            fatbin: fat.fatbin.clone(),
-            segment: fat.segment.clone(),
-            marker: fat.marker.clone(),
-            wrappers: fat.wrappers.clone(),
-            bundles,
-            totals,
-        }));
-    }
-    let fat = read_fat_binary(path, *opts)?;
+    let fat = match HostBinary::read(path, *opts)? {
+        HostBinary::Elf(fat) => fat,
+        HostBinary::Pe(fat) => {
+            let (bundles, totals) = bundle_reports(path, &fat.bundles, &fat.source, kernels)?;
+            *warned |= warn(path, &bundles);
+            return Ok(AnyReport::Pe(PeReport {
+                path: path.to_path_buf(),
+                format: "pe",
+                kind: fat.kind,
+                image_base: fat.image_base,
+                device_code: !fat.bundles.is_empty(),
+                transformed: fat.is_transformed(),
+                signed: fat.signed,
+                fatbin: fat.fatbin,
+                segment: fat.segment,
+                marker: fat.marker,
+                wrappers: fat.wrappers.clone(),
+                bundles,
+                totals,
+            }));
+        }
+    };
     let report = file_report(path, &fat, kernels)?;
     *warned |= warn(path, &report.bundles);
     Ok(AnyReport::Fat(report))
@@ -407,9 +408,9 @@ fn print_pe_text(f: &PeReport, with_names: bool) {
         if let Some(s) = s {
             println!(
                 "  {name:<10} rva {:#x}  raw {:#x}+{:#x}  virtual size {} bytes{}",
-                s.rva,
+                s.rva.unwrap_or_default(),
                 s.offset,
-                s.raw_size,
+                s.raw_size.unwrap_or_default(),
                 s.size,
                 if s.in_file {
                     ""
@@ -424,10 +425,7 @@ fn print_pe_text(f: &PeReport, with_names: bool) {
             Some(b) => format!("bundle {b}"),
             None => "no bundle".into(),
         };
-        let via = match w.via {
-            kpack_pe::PointerVia::Inline => "inline",
-            kpack_pe::PointerVia::BaseReloc => "IMAGE_REL_BASED_DIR64",
-        };
+        let via = w.via.describe();
         println!(
             "  wrapper {} at {:#x}: {:?} v{} -> {:#x} ({via}) {target}, reserved {}",
             w.index, w.addr, w.magic, w.version, w.pointer, w.reserved
@@ -469,7 +467,7 @@ fn print_text(f: &FileReport, with_names: bool) {
             w.magic,
             w.version,
             w.pointer,
-            via_name(&w.via),
+            w.via.describe(),
             w.reserved
         );
     }
@@ -541,15 +539,5 @@ fn kind_name(k: ElfKind) -> &'static str {
         ElfKind::Dyn => "ELF shared object (library or PIE executable)",
         ElfKind::Rel => "ELF relocatable object",
         ElfKind::BundleFile => "offload bundle / code object file",
-    }
-}
-
-fn via_name(v: &kpack_elf::PointerVia) -> String {
-    match v {
-        kpack_elf::PointerVia::Inline => "inline".into(),
-        kpack_elf::PointerVia::Relative { .. } => "R_X86_64_RELATIVE".into(),
-        kpack_elf::PointerVia::Symbol { symbol, addend, .. } => {
-            format!("R_X86_64_64 {symbol}+{addend}")
-        }
     }
 }

@@ -1,11 +1,12 @@
 //! `kpack offload INPUT -o OUTPUT --archives DIR`: move a fat binary's
 //! device code into per-arch archives and write a host-only binary.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use kpack_binary::TransformReport;
 use kpack_format::WriterOptions;
-use kpack_offload::{ArchiveSet, OffloadOptions, Outcome, offload_binary_filtered, relative_path};
+use kpack_offload::{ArchiveSet, Offload, OffloadOptions, Outcome, offload, relative_path};
 
 use crate::archive_args::ArchiveArgs;
 use crate::exit::CliResult;
@@ -63,6 +64,34 @@ pub fn run(args: Args) -> CliResult {
     if let Some(dir) = args.output.parent().filter(|d| !d.as_os_str().is_empty()) {
         safety::clean_stale_temps(dir);
     }
+    let (archives, opts) = plan(&args);
+    let spinner = crate::ui::spinner(format!("offloading {}", args.input.display()));
+    let done = args
+        .archive
+        .thread_pool()?
+        .install(|| offload(&args.input, &args.output, &opts, &filter, archives));
+    if let Some(s) = &spinner {
+        s.finish_and_clear();
+    }
+    let Offload {
+        outcome,
+        archives: written,
+    } = done?;
+    // A host-only input writes no archive: leave no empty directory either.
+    if !written.is_empty() {
+        created.keep();
+    }
+    if args.json {
+        print_json(&args, &opts, &outcome, &written)
+    } else {
+        print_text(&args, &outcome, &written);
+        Ok(())
+    }
+}
+
+/// The archive set and the offload options the flags ask for (archive
+/// name, marker key and search paths defaulted from the file names).
+fn plan(args: &Args) -> (ArchiveSet, OffloadOptions) {
     let file_name = |p: &PathBuf| {
         p.file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -90,56 +119,47 @@ pub fn run(args: Args) -> CliResult {
     } else {
         args.search_paths.clone()
     };
-    let opts = OffloadOptions {
-        kernel_name: key.clone(),
-        search_paths: search_paths.clone(),
-        verify_hash: args.archive.verify_hash(),
-    };
     crate::ui::info(format_args!(
         "{} -> {}, archives in {} (name {name}, key {key})",
         args.input.display(),
         args.output.display(),
         args.archives.display()
     ));
-    let spinner = crate::ui::spinner(format!("offloading {}", args.input.display()));
-    let outcome = args.archive.thread_pool()?.install(|| {
-        offload_binary_filtered(&args.input, &args.output, &opts, &filter, &mut archives)
+    let opts = OffloadOptions {
+        kernel_name: key,
+        search_paths,
+        verify_hash: args.archive.verify_hash(),
+    };
+    (archives, opts)
+}
+
+/// The `--json` document.
+fn print_json(
+    args: &Args,
+    opts: &OffloadOptions,
+    outcome: &Outcome,
+    written: &[(String, kpack_format::Written)],
+) -> CliResult {
+    let archives: Vec<_> = written
+        .iter()
+        .map(|(_, w)| serde_json::json!({"path": w.path, "entries": w.entries, "bytes": w.file_size}))
+        .collect();
+    let v = serde_json::json!({
+        "schema_version": 1,
+        "input": args.input,
+        "output": args.output,
+        "kernel_name": opts.kernel_name,
+        "search_paths": opts.search_paths,
+        "result": outcome,
+        "archives": archives,
     });
-    let written = outcome
-        .map_err(anyhow::Error::from)
-        .and_then(|o| match archives.finish() {
-            Ok(w) => Ok((o, w)),
-            Err(e) => {
-                let _ = std::fs::remove_file(&args.output);
-                Err(e.into())
-            }
-        });
-    if let Some(s) = &spinner {
-        s.finish_and_clear();
-    }
-    let (outcome, written) = written?;
-    // A host-only input writes no archive: leave no empty directory either.
-    if !written.is_empty() {
-        created.keep();
-    }
-    if args.json {
-        let archives: Vec<_> = written
-            .iter()
-            .map(|(_, w)| serde_json::json!({"path": w.path, "entries": w.entries, "bytes": w.file_size}))
-            .collect();
-        let v = serde_json::json!({
-            "schema_version": 1,
-            "input": args.input,
-            "output": args.output,
-            "kernel_name": key,
-            "search_paths": search_paths,
-            "result": outcome,
-            "archives": archives,
-        });
-        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
-        return Ok(());
-    }
-    match &outcome {
+    println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+    Ok(())
+}
+
+/// The text report.
+fn print_text(args: &Args, outcome: &Outcome, written: &[(String, kpack_format::Written)]) {
+    match outcome {
         Outcome::HostOnly => {
             eprintln!("{}: no device code; copied unchanged", args.input.display())
         }
@@ -147,59 +167,52 @@ pub fn run(args: Args) -> CliResult {
             "{}: already offloaded by kpack; copied unchanged",
             args.input.display()
         ),
-        Outcome::OffloadedPe {
+        Outcome::Offloaded {
             transform,
             code_objects,
             targets,
             excluded,
             ..
         } => {
-            if transform.signature_invalidated {
+            print_transform(&args.input, &args.output, transform);
+            println!("  {code_objects} code objects for {}", targets.join(", "));
+            print_excluded(excluded);
+            print_archives(written);
+        }
+    }
+}
+
+/// The transform's line: sizes, wrappers, marker, and the ELF layout taken
+/// (a PE image's marker is its `.kpackrf` section).
+fn print_transform(input: &Path, output: &Path, transform: &TransformReport) {
+    let (input, output) = (input.display(), output.display());
+    match transform {
+        TransformReport::Pe(t) => {
+            if t.signature_invalidated {
                 eprintln!(
-                    "warning: {}: the Authenticode signature is kept but no longer valid; re-sign the output",
-                    args.input.display()
+                    "warning: {input}: the Authenticode signature is kept but no longer valid; re-sign the output"
                 );
             }
             println!(
-                "{} -> {}: {} -> {} bytes ({} bytes of device code removed), {} wrapper(s) HIPK, marker .kpackrf at {:#x}",
-                args.input.display(),
-                args.output.display(),
-                transform.input_size,
-                transform.output_size,
-                transform.bytes_removed,
-                transform.wrappers,
-                transform.marker_addr
+                "{input} -> {output}: {} -> {} bytes ({} bytes of device code removed), {} wrapper(s) HIPK, marker .kpackrf at {:#x}",
+                t.input_size, t.output_size, t.bytes_removed, t.wrappers, t.marker_addr
             );
-            println!("  {code_objects} code objects for {}", targets.join(", "));
-            print_excluded(excluded);
-            print_archives(&written);
         }
-        Outcome::Offloaded {
-            transform,
-            code_objects,
-            targets,
-            excluded,
-        } => {
+        TransformReport::Elf(t) => {
             println!(
-                "{} -> {}: {} -> {} bytes ({} bytes of device code removed), {} wrapper(s) HIPK, marker at {:#x}, layout {}",
-                args.input.display(),
-                args.output.display(),
-                transform.input_size,
-                transform.output_size,
-                transform.bytes_removed,
-                transform.wrappers,
-                transform.marker_addr,
-                transform.layout.name()
+                "{input} -> {output}: {} -> {} bytes ({} bytes of device code removed), {} wrapper(s) HIPK, marker at {:#x}, layout {}",
+                t.input_size,
+                t.output_size,
+                t.bytes_removed,
+                t.wrappers,
+                t.marker_addr,
+                t.layout.name()
             );
-            for note in &transform.layout_notes {
+            for note in &t.layout_notes {
                 println!("  {note}");
             }
-            println!("  {code_objects} code objects for {}", targets.join(", "));
-            print_excluded(excluded);
-            print_archives(&written);
         }
     }
-    Ok(())
 }
 
 /// One line per archive written, paths relative to the current directory.

@@ -16,13 +16,13 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use kpack_amdgpu::TargetId;
+use kpack_binary::FileKind;
 use kpack_offloading::{
-    Archive, ArchiveFormat, DeviceCode, Entry, MAGIC, MemberKind, ReadOptions, Reader, is_archive,
+    Archive, ArchiveFormat, DeviceCode, Entry, MemberKind, ReadOptions, Reader,
 };
 use serde::Serialize;
 
@@ -39,29 +39,17 @@ pub enum Input {
 
 /// Sniff `path`: `Some` if this module handles it.
 pub fn detect(path: &Path) -> anyhow::Result<Option<Input>> {
-    let mut head = [0u8; 8];
-    let mut f =
-        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let mut n = 0;
-    while n < head.len() {
-        match f.read(&mut head[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-        }
-    }
-    let head = &head[..n];
-    if is_archive(head) {
-        return Ok(Some(Input::Archive));
-    }
-    if head.starts_with(&MAGIC) {
-        return Ok(Some(Input::OffloadBinary));
-    }
-    if !head.starts_with(b"\x7fELF") {
-        return Ok(None);
+    let kind =
+        FileKind::of_path(path).with_context(|| format!("cannot read {}", path.display()))?;
+    match kind {
+        FileKind::StaticArchive => return Ok(Some(Input::Archive)),
+        FileKind::OffloadBinary => return Ok(Some(Input::OffloadBinary)),
+        FileKind::HostElf { .. } | FileKind::OtherElf { .. } | FileKind::CodeObject => {}
+        _ => return Ok(None),
     }
     // Section headers only: fat binaries can be gigabytes. A malformed
     // ELF is left to the fat-binary reader and its errors.
+    let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let cache = object::ReadCache::new(f);
     let has_offloading = kpack_offloading::has_offloading_section(&cache);
     Ok(has_offloading.then_some(Input::Elf))
@@ -172,65 +160,14 @@ fn walk(
         totals: BTreeMap::new(),
     };
     let mut images = Vec::new();
+    let sink = collect.then_some(&mut images);
     match input {
-        Input::Archive => {
-            let ar = Archive::parse(&data).with_context(|| path.display().to_string())?;
-            report.archive_format = Some(ar.format());
-            report.thin = Some(ar.is_thin());
-            report.symbols = Some(
-                ar.symbols()
-                    .with_context(|| path.display().to_string())?
-                    .len(),
-            );
-            let dir = path.parent().unwrap_or(Path::new("."));
-            let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-            for m in ar.members() {
-                let name = m.name().into_owned();
-                let base = Path::new(&name)
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| name.clone());
-                let k = seen.entry(base.clone()).or_default();
-                let stem = if *k == 0 { base } else { format!("{base}.{k}") };
-                *k += 1;
-                let what = || {
-                    format!(
-                        "{}: member `{name}` at {:#x}",
-                        path.display(),
-                        m.header_offset()
-                    )
-                };
-                let bytes: Cow<'_, [u8]> = m.contents(dir).with_context(what)?;
-                let mut mr = MemberReport {
-                    name: name.clone(),
-                    header_offset: Some(m.header_offset()),
-                    size: m.size(),
-                    kind: MemberKind::of(&bytes),
-                    thin_path: m.is_thin().then(|| m.thin_path(dir)),
-                    entries: Vec::new(),
-                    bundles: Vec::new(),
-                };
-                if mr.kind == MemberKind::Elf {
-                    let code = DeviceCode::parse(&bytes, &opts).with_context(what)?;
-                    member_code(&code, &stem, &mut mr, collect.then_some(&mut images))
-                        .with_context(what)?;
-                }
-                report.members.push(mr);
-            }
-        }
+        Input::Archive => walk_archive(path, &data, &opts, &mut report, sink)?,
         Input::Elf => {
             let code =
                 DeviceCode::parse(&data, &opts).with_context(|| path.display().to_string())?;
-            let mut mr = MemberReport {
-                name: file_name.clone(),
-                header_offset: None,
-                size: data.len() as u64,
-                kind: MemberKind::Elf,
-                thin_path: None,
-                entries: Vec::new(),
-                bundles: Vec::new(),
-            };
-            member_code(&code, &file_name, &mut mr, collect.then_some(&mut images))
+            let mut mr = MemberReport::whole_file(&file_name, &data, MemberKind::Elf);
+            member_code(&code, &file_name, &mut mr, sink)
                 .with_context(|| path.display().to_string())?;
             report.members.push(mr);
         }
@@ -238,16 +175,8 @@ fn walk(
             let binaries = Reader::with_options(&data, opts)
                 .read_all()
                 .with_context(|| path.display().to_string())?;
-            let mut mr = MemberReport {
-                name: file_name.clone(),
-                header_offset: None,
-                size: data.len() as u64,
-                kind: MemberKind::OffloadBinary,
-                thin_path: None,
-                entries: Vec::new(),
-                bundles: Vec::new(),
-            };
-            let mut sink = collect.then_some(&mut images);
+            let mut mr = MemberReport::whole_file(&file_name, &data, MemberKind::OffloadBinary);
+            let mut sink = sink;
             let mut index = 0;
             for (b, bin) in binaries.iter().enumerate() {
                 for e in bin.entries() {
@@ -257,25 +186,101 @@ fn walk(
             report.members.push(mr);
         }
     }
-    for m in &report.members {
-        for e in &m.entries {
-            let t = report
-                .totals
-                .entry(e.arch.clone().unwrap_or_else(|| "(no arch)".into()))
-                .or_default();
-            t.images += 1;
-            t.bytes += e.size;
-        }
-        for b in &m.bundles {
-            let t = report
-                .totals
-                .entry(b.target.clone().unwrap_or_else(|| b.id.clone()))
-                .or_default();
-            t.images += 1;
-            t.bytes += b.size;
+    report.add_totals();
+    Ok((report, images))
+}
+
+impl MemberReport {
+    /// The one member of an input that is not an archive: the file itself.
+    fn whole_file(name: &str, data: &[u8], kind: MemberKind) -> MemberReport {
+        MemberReport {
+            name: name.to_string(),
+            header_offset: None,
+            size: data.len() as u64,
+            kind,
+            thin_path: None,
+            entries: Vec::new(),
+            bundles: Vec::new(),
         }
     }
-    Ok((report, images))
+}
+
+/// The members of the static archive `data` (read from `path`) into
+/// `report`, and with `sink` their images.
+fn walk_archive(
+    path: &Path,
+    data: &[u8],
+    opts: &ReadOptions,
+    report: &mut Report,
+    mut sink: Option<&mut Vec<Image>>,
+) -> anyhow::Result<()> {
+    let ar = Archive::parse(data).with_context(|| path.display().to_string())?;
+    report.archive_format = Some(ar.format());
+    report.thin = Some(ar.is_thin());
+    report.symbols = Some(
+        ar.symbols()
+            .with_context(|| path.display().to_string())?
+            .len(),
+    );
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for m in ar.members() {
+        let name = m.name().into_owned();
+        let base = Path::new(&name)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| name.clone());
+        let k = seen.entry(base.clone()).or_default();
+        let stem = if *k == 0 { base } else { format!("{base}.{k}") };
+        *k += 1;
+        let what = || {
+            format!(
+                "{}: member `{name}` at {:#x}",
+                path.display(),
+                m.header_offset()
+            )
+        };
+        let bytes: Cow<'_, [u8]> = m.contents(dir).with_context(what)?;
+        let mut mr = MemberReport {
+            name: name.clone(),
+            header_offset: Some(m.header_offset()),
+            size: m.size(),
+            kind: MemberKind::of(&bytes),
+            thin_path: m.is_thin().then(|| m.thin_path(dir)),
+            entries: Vec::new(),
+            bundles: Vec::new(),
+        };
+        if mr.kind == MemberKind::Elf {
+            let code = DeviceCode::parse(&bytes, opts).with_context(what)?;
+            member_code(&code, &stem, &mut mr, sink.as_deref_mut()).with_context(what)?;
+        }
+        report.members.push(mr);
+    }
+    Ok(())
+}
+
+impl Report {
+    /// Images and bytes per arch (bundle entries: per target, else id).
+    fn add_totals(&mut self) {
+        for m in &self.members {
+            for e in &m.entries {
+                let t = self
+                    .totals
+                    .entry(e.arch.clone().unwrap_or_else(|| "(no arch)".into()))
+                    .or_default();
+                t.images += 1;
+                t.bytes += e.size;
+            }
+            for b in &m.bundles {
+                let t = self
+                    .totals
+                    .entry(b.target.clone().unwrap_or_else(|| b.id.clone()))
+                    .or_default();
+                t.images += 1;
+                t.bytes += b.size;
+            }
+        }
+    }
 }
 
 #[allow(
@@ -397,53 +402,7 @@ impl Report {
         }
         let archive = self.format == "ar";
         for m in &self.members {
-            let indent = if archive { "    " } else { "  " };
-            if archive {
-                let kind = match m.kind {
-                    MemberKind::Elf => "ELF",
-                    MemberKind::Bitcode => "LLVM bitcode (not read)",
-                    MemberKind::OffloadBinary => "OffloadBinary",
-                    MemberKind::Archive => "nested archive (not read)",
-                    MemberKind::Other => "not an object",
-                };
-                let thin = m
-                    .thin_path
-                    .as_ref()
-                    .map(|p| format!(", thin: {}", p.display()))
-                    .unwrap_or_default();
-                println!(
-                    "  member {} at {:#x} ({} bytes{thin}): {kind}",
-                    m.name,
-                    m.header_offset.unwrap_or(0),
-                    m.size
-                );
-            }
-            if m.kind == MemberKind::Elf && m.entries.is_empty() && m.bundles.is_empty() {
-                println!("{indent}no device code");
-            }
-            for e in &m.entries {
-                println!(
-                    "{indent}[{}] {:<8} {:<5} {:<20} {:<16} {:>10} bytes  ({} binary {} v{}{})",
-                    e.index,
-                    e.kind,
-                    e.producer,
-                    e.triple.as_deref().unwrap_or("-"),
-                    e.arch.as_deref().unwrap_or("-"),
-                    e.size,
-                    e.section,
-                    e.binary,
-                    e.version,
-                    e.compression
-                        .map(|c| format!(", {c:?}"))
-                        .unwrap_or_default()
-                );
-            }
-            for b in &m.bundles {
-                println!(
-                    "{indent}.hip_fatbin bundle {} {:<44} {:>10} bytes",
-                    b.bundle, b.id, b.size
-                );
-            }
+            m.print_text(archive);
         }
         if !self.totals.is_empty() {
             println!("  totals per target:");
@@ -455,6 +414,60 @@ impl Report {
                     t.bytes
                 );
             }
+        }
+    }
+}
+
+impl MemberReport {
+    /// The member's lines (its own header line only in an `archive`).
+    fn print_text(&self, archive: bool) {
+        let m = self;
+        let indent = if archive { "    " } else { "  " };
+        if archive {
+            let kind = match m.kind {
+                MemberKind::Elf => "ELF",
+                MemberKind::Bitcode => "LLVM bitcode (not read)",
+                MemberKind::OffloadBinary => "OffloadBinary",
+                MemberKind::Archive => "nested archive (not read)",
+                MemberKind::Other => "not an object",
+            };
+            let thin = m
+                .thin_path
+                .as_ref()
+                .map(|p| format!(", thin: {}", p.display()))
+                .unwrap_or_default();
+            println!(
+                "  member {} at {:#x} ({} bytes{thin}): {kind}",
+                m.name,
+                m.header_offset.unwrap_or(0),
+                m.size
+            );
+        }
+        if m.kind == MemberKind::Elf && m.entries.is_empty() && m.bundles.is_empty() {
+            println!("{indent}no device code");
+        }
+        for e in &m.entries {
+            println!(
+                "{indent}[{}] {:<8} {:<5} {:<20} {:<16} {:>10} bytes  ({} binary {} v{}{})",
+                e.index,
+                e.kind,
+                e.producer,
+                e.triple.as_deref().unwrap_or("-"),
+                e.arch.as_deref().unwrap_or("-"),
+                e.size,
+                e.section,
+                e.binary,
+                e.version,
+                e.compression
+                    .map(|c| format!(", {c:?}"))
+                    .unwrap_or_default()
+            );
+        }
+        for b in &m.bundles {
+            println!(
+                "{indent}.hip_fatbin bundle {} {:<44} {:>10} bytes",
+                b.bundle, b.id, b.size
+            );
         }
     }
 }
@@ -500,12 +513,7 @@ pub fn extract(
     for img in &chosen {
         crate::safety::not_existing(&output.join(&img.file_name), force)?;
     }
-    let created = crate::safety::CreatedDir::create(output)?;
-    crate::safety::clean_stale_temps(output);
-    let stage = tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("extract"))
-        .tempdir_in(output)
-        .with_context(|| format!("cannot create a staging directory in {}", output.display()))?;
+    let (created, stage) = crate::archive::extract_stage(output)?;
     for img in &chosen {
         let p = stage.path().join(&img.file_name);
         std::fs::write(&p, &img.bytes).with_context(|| format!("cannot write {}", p.display()))?;

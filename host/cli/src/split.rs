@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use kpack_split::{
-    ArtifactInput, Progress, SplitOptions, batch_inputs, component_from_dir_name, split_artifacts,
+    ArtifactInput, ArtifactReport, Progress, SplitOptions, batch_inputs, component_from_dir_name,
+    split_artifacts,
 };
 
 use crate::archive_args::ArchiveArgs;
@@ -71,57 +72,12 @@ pub fn run(mut args: Args) -> CliResult {
         args.inputs.push(d);
         args.batch = true;
     }
-    let mut inputs = Vec::new();
-    if args.batch {
-        if args.component.is_some() {
-            return Err(anyhow::anyhow!("--component cannot be used with --batch").into());
-        }
-        for shard in &args.inputs {
-            let (found, skipped) = batch_inputs(shard)?;
-            for s in skipped {
-                crate::ui::note(format_args!("{}: skipped {s}", shard.display()));
-            }
-            inputs.extend(found);
-        }
+    let inputs = if args.batch {
+        batch_artifacts(&args)?
     } else {
-        if args.component.is_some() && args.inputs.len() > 1 {
-            return Err(anyhow::anyhow!("--component needs exactly one input").into());
-        }
-        for dir in &args.inputs {
-            let name = dir
-                .canonicalize()
-                .with_context(|| dir.display().to_string())?;
-            let name = name
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let component = match &args.component {
-                Some(c) => c.clone(),
-                None => component_from_dir_name(&name).with_context(|| {
-                    format!(
-                        "{}: cannot tell the component from the name; pass --component",
-                        dir.display()
-                    )
-                })?,
-            };
-            inputs.push(ArtifactInput {
-                dir: dir.clone(),
-                component,
-            });
-        }
-    }
-    if let Some(c) = &args.component
-        && (c.is_empty() || c.contains(['/', '\\', ':']))
-    {
-        return Err(anyhow::anyhow!("--component {c:?}: must be a plain name").into());
-    }
-    crate::safety::not_stdout(&args.output, "split")?;
-    crate::safety::inside_root("--archive-dir", args.archive_dir.trim_matches('/'))?;
-    // Splitting into an input would read its own output (and capture its
-    // own staging directory); an input inside the output could be replaced.
-    for i in &inputs {
-        crate::safety::not_nested(&i.dir, &args.output)?;
-    }
+        named_artifacts(&args)?
+    };
+    check_paths(&args, &inputs)?;
     let handlers = if args.handlers.is_empty() {
         None
     } else {
@@ -136,28 +92,7 @@ pub fn run(mut args: Args) -> CliResult {
     opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
 
     let bar = crate::ui::progress(0, crate::ui::Unit::Bytes);
-    let progress = |p: Progress<'_>| match p {
-        Progress::Walked {
-            prefix,
-            files,
-            bytes,
-        } => {
-            crate::ui::info_above(
-                bar.as_ref(),
-                format_args!("{prefix}: {files} files, {bytes} bytes"),
-            );
-            if let Some(b) = &bar {
-                b.inc_length(bytes);
-                b.set_message(prefix.to_string());
-            }
-        }
-        Progress::File { path, bytes } => {
-            crate::ui::info_above(bar.as_ref(), format_args!("done {path} ({bytes} bytes)"));
-            if let Some(b) = &bar {
-                b.inc(bytes);
-            }
-        }
-    };
+    let progress = |p: Progress<'_>| show_progress(bar.as_ref(), p);
     opts.progress = Some(&progress);
 
     let start = std::time::Instant::now();
@@ -182,38 +117,7 @@ pub fn run(mut args: Args) -> CliResult {
         let v = serde_json::json!({ "schema_version": 1, "artifacts": reports });
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
     } else {
-        for r in &reports {
-            if !r.errors.is_empty() {
-                println!(
-                    "{}: FAILED ({} errors), nothing written",
-                    r.input.display(),
-                    r.errors.len()
-                );
-                continue;
-            }
-            let kind = if r.generic_only {
-                "generic-only".to_string()
-            } else {
-                format!("archs {}", r.arches.join(", "))
-            };
-            println!(
-                "{} -> {}: {} files, {} -> {} bytes, {} binaries offloaded ({} code objects), {kind}",
-                r.input.display(),
-                r.outputs.join(", "),
-                r.files,
-                r.bytes_in,
-                r.bytes_out,
-                r.binaries_offloaded,
-                r.code_objects
-            );
-            for (h, m) in &r.databases {
-                let parts: Vec<String> = m.iter().map(|(v, n)| format!("{v}: {n}")).collect();
-                println!("  database {h}: {}", parts.join(", "));
-            }
-            for (t, n) in &r.excluded {
-                println!("  excluded {t}: {n}");
-            }
-        }
+        reports.iter().for_each(print_text);
         crate::ui::status(format_args!("done in {:.2?}", start.elapsed()));
     }
     if failed == 0 {
@@ -226,4 +130,126 @@ pub fn run(mut args: Args) -> CliResult {
         )));
     }
     Ok(())
+}
+
+/// The component name, the output and the archive directory are usable.
+fn check_paths(args: &Args, inputs: &[ArtifactInput]) -> anyhow::Result<()> {
+    if let Some(c) = &args.component
+        && (c.is_empty() || c.contains(['/', '\\', ':']))
+    {
+        anyhow::bail!("--component {c:?}: must be a plain name");
+    }
+    crate::safety::not_stdout(&args.output, "split")?;
+    crate::safety::inside_root("--archive-dir", args.archive_dir.trim_matches('/'))?;
+    // Splitting into an input would read its own output (and capture its
+    // own staging directory); an input inside the output could be replaced.
+    for i in inputs {
+        crate::safety::not_nested(&i.dir, &args.output)?;
+    }
+    Ok(())
+}
+
+/// `--batch`: every `<component>_<family>` artifact of each shard directory.
+fn batch_artifacts(args: &Args) -> anyhow::Result<Vec<ArtifactInput>> {
+    if args.component.is_some() {
+        anyhow::bail!("--component cannot be used with --batch");
+    }
+    let mut inputs = Vec::new();
+    for shard in &args.inputs {
+        let (found, skipped) = batch_inputs(shard)?;
+        for s in skipped {
+            crate::ui::note(format_args!("{}: skipped {s}", shard.display()));
+        }
+        inputs.extend(found);
+    }
+    Ok(inputs)
+}
+
+/// Artifact directories named on the command line, each with its component
+/// (`--component`, else from the directory's name).
+fn named_artifacts(args: &Args) -> anyhow::Result<Vec<ArtifactInput>> {
+    if args.component.is_some() && args.inputs.len() > 1 {
+        anyhow::bail!("--component needs exactly one input");
+    }
+    let mut inputs = Vec::new();
+    for dir in &args.inputs {
+        let name = dir
+            .canonicalize()
+            .with_context(|| dir.display().to_string())?;
+        let name = name
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let component = match &args.component {
+            Some(c) => c.clone(),
+            None => component_from_dir_name(&name).with_context(|| {
+                format!(
+                    "{}: cannot tell the component from the name; pass --component",
+                    dir.display()
+                )
+            })?,
+        };
+        inputs.push(ArtifactInput {
+            dir: dir.clone(),
+            component,
+        });
+    }
+    Ok(inputs)
+}
+
+/// Progress lines above the bar, and the bar itself.
+fn show_progress(bar: Option<&indicatif::ProgressBar>, p: Progress<'_>) {
+    match p {
+        Progress::Walked {
+            prefix,
+            files,
+            bytes,
+        } => {
+            crate::ui::info_above(bar, format_args!("{prefix}: {files} files, {bytes} bytes"));
+            if let Some(b) = bar {
+                b.inc_length(bytes);
+                b.set_message(prefix.to_string());
+            }
+        }
+        Progress::File { path, bytes } => {
+            crate::ui::info_above(bar, format_args!("done {path} ({bytes} bytes)"));
+            if let Some(b) = bar {
+                b.inc(bytes);
+            }
+        }
+    }
+}
+
+/// The text summary of one artifact.
+fn print_text(r: &ArtifactReport) {
+    if !r.errors.is_empty() {
+        println!(
+            "{}: FAILED ({} errors), nothing written",
+            r.input.display(),
+            r.errors.len()
+        );
+        return;
+    }
+    let kind = if r.generic_only {
+        "generic-only".to_string()
+    } else {
+        format!("archs {}", r.arches.join(", "))
+    };
+    println!(
+        "{} -> {}: {} files, {} -> {} bytes, {} binaries offloaded ({} code objects), {kind}",
+        r.input.display(),
+        r.outputs.join(", "),
+        r.files,
+        r.bytes_in,
+        r.bytes_out,
+        r.binaries_offloaded,
+        r.code_objects
+    );
+    for (h, m) in &r.databases {
+        let parts: Vec<String> = m.iter().map(|(v, n)| format!("{v}: {n}")).collect();
+        println!("  database {h}: {}", parts.join(", "));
+    }
+    for (t, n) in &r.excluded {
+        println!("  excluded {t}: {n}");
+    }
 }

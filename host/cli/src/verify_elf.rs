@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::Context;
+use kpack_binary::FileKind;
 use object::ReadCache;
 
 use crate::exit::{CliError, CliResult};
@@ -35,7 +36,9 @@ pub fn run(args: Args) -> CliResult {
     for path in &args.files {
         crate::safety::regular_file(path)?;
         // PE images (DLL, EXE), told by magic: kpack-pe's structural checks.
-        if kpack_pe::is_pe_file(path)? {
+        if FileKind::of_path(path).with_context(|| format!("cannot read {}", path.display()))?
+            == FileKind::Pe
+        {
             let bytes =
                 std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
             all.push((path.clone(), kpack_pe::verify_image(&bytes)));

@@ -3,24 +3,9 @@
 use std::fmt;
 use std::path::PathBuf;
 
-/// What went wrong, for callers that branch on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ErrorKind {
-    /// Reading or writing a file failed.
-    Io,
-    /// The file is not an ELF this crate handles (32-bit, big-endian, not
-    /// x86-64, ...).
-    Unsupported,
-    /// The ELF structure is corrupt or inconsistent.
-    Malformed,
-    /// The offload data (wrappers, bundles) is corrupt or inconsistent.
-    Offload,
-    /// The file was already transformed by kpack.
-    AlreadyTransformed,
-    /// The transform cannot be done for this layout.
-    Layout,
-}
+/// What went wrong, for callers that branch on it: the kinds every host
+/// format shares.
+pub use kpack_bundle::HostErrorKind as ErrorKind;
 
 /// An error naming the file and, where known, the offset.
 ///

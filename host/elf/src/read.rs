@@ -5,6 +5,7 @@
 use std::fs::File;
 use std::path::Path;
 
+pub use kpack_bundle::{HIPF, HIPK, Magic, PointerVia, SectionInfo, WRAPPER_SIZE, Wrapper};
 use kpack_bundle::{Item, ReadAt, SizedFile, WalkOptions, walk};
 use object::elf;
 use object::read::elf::{ElfFile64, FileHeader as _};
@@ -21,12 +22,6 @@ pub const FATBIN_SECTION: &str = ".hip_fatbin";
 pub const SEGMENT_SECTION: &str = ".hipFatBinSegment";
 /// Name of the section kpack adds: the msgpack marker.
 pub const MARKER_SECTION: &str = ".rocm_kpack_ref";
-/// Wrapper magic of an untouched fat binary (`HIPF`; file bytes `FPIH`).
-pub const HIPF: u32 = 0x4849_5046;
-/// Wrapper magic after kpack (`HIPK`; file bytes `HIPK`).
-pub const HIPK: u32 = 0x4B50_4948;
-/// Size of one wrapper on 64-bit targets.
-pub const WRAPPER_SIZE: u64 = 24;
 
 /// What kind of file holds the device code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -41,84 +36,6 @@ pub enum ElfKind {
     /// Not a host ELF: a bare offload bundle, CCOB or AMDGPU code object
     /// file (`.co`, `.hsaco`), walked as a whole.
     BundleFile,
-}
-
-/// Where a section is.
-#[derive(Debug, Clone, Copy, serde::Serialize)]
-pub struct SectionInfo {
-    /// Index in the section header table.
-    pub index: usize,
-    /// `sh_addr`.
-    pub addr: u64,
-    /// `sh_offset`.
-    pub offset: u64,
-    /// `sh_size`.
-    pub size: u64,
-    /// `false` for `SHT_NOBITS` (no bytes in the file).
-    pub in_file: bool,
-}
-
-/// How a wrapper's pointer gets its run-time value.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(tag = "via", rename_all = "snake_case")]
-pub enum PointerVia {
-    /// The value stored in the file is used as is (`ET_EXEC`).
-    Inline,
-    /// An `R_X86_64_RELATIVE` / `R_AARCH64_RELATIVE` dynamic relocation;
-    /// the addend is the target.
-    Relative {
-        /// File offset of the relocation entry.
-        rela_entry: u64,
-    },
-    /// An `R_X86_64_64` / `R_AARCH64_ABS64` relocation against a symbol
-    /// (`-fgpu-rdc` builds).
-    Symbol {
-        /// File offset of the relocation entry.
-        rela_entry: u64,
-        /// The symbol, e.g. `__hip_fatbin`.
-        symbol: String,
-        /// The addend.
-        addend: i64,
-    },
-}
-
-/// Wrapper magic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum Magic {
-    /// An untouched wrapper.
-    #[serde(rename = "HIPF")]
-    Hipf,
-    /// A wrapper kpack redirected to its marker.
-    #[serde(rename = "HIPK")]
-    Hipk,
-    /// Anything else.
-    #[serde(rename = "other")]
-    Other(u32),
-}
-
-/// One 24-byte `__CudaFatBinaryWrapper`.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Wrapper {
-    /// Position in `.hipFatBinSegment`.
-    pub index: usize,
-    /// Virtual address of the wrapper (section offset in an `ET_REL`).
-    pub addr: u64,
-    /// File offset of the wrapper.
-    pub file_offset: u64,
-    /// Magic.
-    pub magic: Magic,
-    /// Version (1 for HIP).
-    pub version: u32,
-    /// The value stored in the file's pointer slot.
-    pub stored_pointer: u64,
-    /// The address the pointer has at run time.
-    pub pointer: u64,
-    /// How the pointer gets that value.
-    pub via: PointerVia,
-    /// The `reserved1` field (kpack's co_index once transformed).
-    pub reserved: u64,
-    /// Index of the bundle in `.hip_fatbin` the pointer lands on.
-    pub bundle: Option<usize>,
 }
 
 /// The offload layout of an ELF file.
@@ -146,31 +63,7 @@ pub struct FatBinary {
     pub source: SizedFile,
 }
 
-impl FatBinary {
-    /// `true` when there is no device code and no marker.
-    pub fn is_host_only(&self) -> bool {
-        self.fatbin.is_none() && self.wrappers.is_empty() && self.marker.is_none()
-    }
-
-    /// The device target ids present, sorted, each once.
-    pub fn targets(&self) -> Vec<String> {
-        let mut t: Vec<String> = self
-            .bundles
-            .iter()
-            .flat_map(|b| b.entries.iter())
-            .filter(|e| !e.id.is_host())
-            .filter_map(|e| e.id.target().map(|t| t.to_string()))
-            .collect();
-        t.sort();
-        t.dedup();
-        t
-    }
-
-    /// `true` when every wrapper is HIPK (the file was transformed).
-    pub fn is_transformed(&self) -> bool {
-        !self.wrappers.is_empty() && self.wrappers.iter().all(|w| w.magic == Magic::Hipk)
-    }
-}
+kpack_bundle::impl_host_layout!(FatBinary);
 
 /// `true` if the first bytes are an x86-64 (or any) ELF header.
 pub fn looks_like_elf(head: &[u8]) -> bool {
@@ -301,6 +194,8 @@ fn section_info<'d, R: object::ReadRef<'d>>(
             offset,
             size: s.size(),
             in_file: s.elf_section_header().sh_type.get(LE) != elf::SHT_NOBITS && size == s.size(),
+            rva: None,
+            raw_size: None,
         }
     })
 }

@@ -35,10 +35,10 @@ mod write;
 use std::io::{Cursor, Seek, Write};
 use std::path::Path;
 
+use kpack_bundle::HostLayout as _;
+
 use crate::error::{Error, ErrorKind};
-use crate::read::{
-    ElfKind, FATBIN_SECTION, FatBinary, MARKER_SECTION, Magic, PointerVia, SectionInfo,
-};
+use crate::read::{ElfKind, FATBIN_SECTION, FatBinary, MARKER_SECTION, Magic, SectionInfo};
 
 use plan::Plan;
 use source::{Headers, Source};
@@ -281,9 +281,42 @@ pub fn prune_to<W: Write + Seek>(
             )
         })
     };
-    // Every pruned bundle, to go at its old offset in .hip_fatbin with
-    // zeros around it: plain ones described, compressed ones built and
-    // kept while they fit the budget, else built again when written.
+    let slots = pruned_slots(input, fat, fatbin, &prune_one)?;
+    let extents: Vec<_> = slots.iter().map(|(at, len, _)| *at..at + len).collect();
+    let plan = prune_plan::plan(input, &headers, &source, fatbin, &extents)?;
+    let mut out = Out::new(input, out);
+    let rebuild = |index: usize| match prune_one(index)? {
+        kpack_bundle::PrunedItem::Built(bytes) => Ok(bytes),
+        kpack_bundle::PrunedItem::Plain(_) => Err(Error::new(
+            ErrorKind::Malformed,
+            input,
+            format!("bundle {index} changed format between two reads"),
+        )),
+    };
+    prune_plan::write(&source, &plan, fatbin, &slots, &rebuild, &mut out)?;
+    let report = PruneReport {
+        layout: plan.layout,
+        input_size: source.len(),
+        output_size: plan.output_size,
+        bytes_removed: plan.bytes_removed,
+        bundle_bytes: extents.iter().map(|r| r.end).max().unwrap_or(0),
+        bundles: fat.bundles.len(),
+        runs: plan.runs,
+        layout_notes: plan.notes.clone(),
+    };
+    Ok((out.finish()?, report))
+}
+
+/// Every pruned bundle, sorted by offset, to go at its old offset in
+/// `.hip_fatbin` (`fatbin`) with zeros around it: plain ones described,
+/// compressed ones built and kept while they fit the budget, else built
+/// again (by `prune_one`) when written.
+fn pruned_slots(
+    input: &Path,
+    fat: &FatBinary,
+    fatbin: SectionInfo,
+    prune_one: &dyn Fn(usize) -> Result<kpack_bundle::PrunedItem, Error>,
+) -> Result<Vec<(u64, u64, prune_plan::Slot)>, Error> {
     let mut slots = Vec::with_capacity(fat.bundles.len());
     let mut held = 0u64;
     for (index, item) in fat.bundles.iter().enumerate() {
@@ -324,29 +357,7 @@ pub fn prune_to<W: Write + Seek>(
             format!("bundles in {FATBIN_SECTION} overlap"),
         ));
     }
-    let extents: Vec<_> = slots.iter().map(|(at, len, _)| *at..at + len).collect();
-    let plan = prune_plan::plan(input, &headers, &source, fatbin, &extents)?;
-    let mut out = Out::new(input, out);
-    let rebuild = |index: usize| match prune_one(index)? {
-        kpack_bundle::PrunedItem::Built(bytes) => Ok(bytes),
-        kpack_bundle::PrunedItem::Plain(_) => Err(Error::new(
-            ErrorKind::Malformed,
-            input,
-            format!("bundle {index} changed format between two reads"),
-        )),
-    };
-    prune_plan::write(&source, &plan, fatbin, &slots, &rebuild, &mut out)?;
-    let report = PruneReport {
-        layout: plan.layout,
-        input_size: source.len(),
-        output_size: plan.output_size,
-        bytes_removed: plan.bytes_removed,
-        bundle_bytes: extents.iter().map(|r| r.end).max().unwrap_or(0),
-        bundles: fat.bundles.len(),
-        runs: plan.runs,
-        layout_notes: plan.notes.clone(),
-    };
-    Ok((out.finish()?, report))
+    Ok(slots)
 }
 
 /// Bytes of recompressed bundles [`prune_to`] holds between planning and
@@ -363,17 +374,8 @@ fn offloadable(input: &Path, fat: &FatBinary) -> Result<(SectionInfo, Vec<Wrappe
             "only executables and shared libraries can be offloaded".into(),
         ));
     }
-    if fat.is_transformed() {
-        return Err(fail(
-            ErrorKind::AlreadyTransformed,
-            "already transformed by kpack (every wrapper is HIPK)".into(),
-        ));
-    }
-    if fat.marker.is_some() {
-        return Err(fail(
-            ErrorKind::AlreadyTransformed,
-            format!("already has a {MARKER_SECTION} section"),
-        ));
+    if let Some(why) = fat.already_offloaded(MARKER_SECTION) {
+        return Err(fail(ErrorKind::AlreadyTransformed, why));
     }
     let fatbin = match fat.fatbin {
         Some(fatbin) if fatbin.in_file => fatbin,
@@ -416,16 +418,10 @@ fn offloadable(input: &Path, fat: &FatBinary) -> Result<(SectionInfo, Vec<Wrappe
                 format!("wrapper {} does not point at a bundle", wrapper.index),
             ));
         };
-        let rela_entry = match &wrapper.via {
-            PointerVia::Inline => None,
-            PointerVia::Relative { rela_entry } | PointerVia::Symbol { rela_entry, .. } => {
-                Some(*rela_entry)
-            }
-        };
         patches.push(WrapperPatch {
             file_offset: wrapper.file_offset,
             co_index: bundle as u64,
-            rela_entry,
+            rela_entry: wrapper.via.rela_entry(),
         });
     }
     Ok((fatbin, patches))

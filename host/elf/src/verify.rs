@@ -3,13 +3,14 @@
 //! promises (markers mapped and parsable, wrappers redirected, no
 //! relocation into removed bytes).
 
+use kpack_bundle::{Magic, WrapperFields};
 use object::LittleEndian as LE;
 use object::elf;
 use object::read::elf::{ElfFile64, FileHeader as _, ProgramHeader as _};
 use object::{Object, ObjectSection, ReadRef};
 
 use crate::machine::Machine;
-use crate::read::{FATBIN_SECTION, HIPF, HIPK, MARKER_SECTION, SEGMENT_SECTION, WRAPPER_SIZE};
+use crate::read::{FATBIN_SECTION, MARKER_SECTION, SEGMENT_SECTION, WRAPPER_SIZE};
 
 /// Check the ELF image `data` (the whole file). Returns one sentence per
 /// problem; empty means the file passed. `Err` only when the bytes are not
@@ -29,213 +30,297 @@ pub fn verify_pruned_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<String>, S
 fn verify<'d, R: ReadRef<'d>>(data: R, pruned: bool) -> Result<Vec<String>, String> {
     let obj = ElfFile64::<LE, R>::parse(data)
         .map_err(|e| format!("not a 64-bit little-endian ELF: {e}"))?;
-    let mut f = Vec::new();
-    let hdr = obj.elf_header();
-    let file_len = data.len().unwrap_or(0);
     let phdrs = obj.elf_program_headers();
-    let loads: Vec<_> = phdrs
-        .iter()
-        .filter(|p| p.p_type(LE) == elf::PT_LOAD)
-        .collect();
+    let mut c = Checks {
+        obj: &obj,
+        data,
+        file_len: data.len().unwrap_or(0),
+        phdrs,
+        loads: phdrs
+            .iter()
+            .filter(|p| p.p_type(LE) == elf::PT_LOAD)
+            .collect(),
+        pruned,
+        f: Vec::new(),
+    };
+    c.segments();
+    c.program_header_table();
+    c.interpreter();
+    c.sections_in_segments();
+    let marker_addr = c.marker();
+    let relas = relocation_targets(&obj);
+    c.wrappers(marker_addr, &relas);
+    c.removed_device_code(&relas);
+    Ok(c.f)
+}
 
-    // Segments.
-    let mut last_vaddr = 0;
-    for (i, p) in loads.iter().enumerate() {
-        let (off, va, fsz, msz, al) = (
-            p.p_offset(LE),
-            p.p_vaddr(LE),
-            p.p_filesz(LE),
-            p.p_memsz(LE),
-            p.p_align(LE),
-        );
-        if al > 1 && (off % al != va % al) {
-            f.push(format!(
-                "PT_LOAD {i}: p_offset {off:#x} and p_vaddr {va:#x} differ modulo p_align {al:#x}"
-            ));
+type Phdr = elf::ProgramHeader64<LE>;
+
+/// The file under check and the findings so far.
+struct Checks<'d, 'o, R: ReadRef<'d>> {
+    obj: &'o ElfFile64<'d, LE, R>,
+    data: R,
+    file_len: u64,
+    phdrs: &'d [Phdr],
+    /// The `PT_LOAD` entries, in table order.
+    loads: Vec<&'d Phdr>,
+    /// Checking the output of [`crate::prune`].
+    pruned: bool,
+    f: Vec<String>,
+}
+
+impl<'d, R: ReadRef<'d>> Checks<'d, '_, R> {
+    /// Segments: aligned, in the file, ascending, no shared file bytes.
+    fn segments(&mut self) {
+        let file_len = self.file_len;
+        let mut last_vaddr = 0;
+        let loads = self.loads.clone();
+        for (i, p) in loads.into_iter().enumerate() {
+            let (off, va, fsz, msz, al) = (
+                p.p_offset(LE),
+                p.p_vaddr(LE),
+                p.p_filesz(LE),
+                p.p_memsz(LE),
+                p.p_align(LE),
+            );
+            if al > 1 && (off % al != va % al) {
+                self.f.push(format!(
+                    "PT_LOAD {i}: p_offset {off:#x} and p_vaddr {va:#x} differ modulo p_align {al:#x}"
+                ));
+            }
+            if off % 4096 != va % 4096 {
+                self.f.push(format!(
+                    "PT_LOAD {i}: p_offset {off:#x} and p_vaddr {va:#x} differ modulo the page size"
+                ));
+            }
+            if off.checked_add(fsz).is_none_or(|e| e > file_len) {
+                self.f.push(format!("PT_LOAD {i}: file range {off:#x}+{fsz:#x} runs past the end of the file ({file_len:#x})"));
+            }
+            if fsz > msz {
+                self.f
+                    .push(format!("PT_LOAD {i}: p_filesz {fsz:#x} > p_memsz {msz:#x}"));
+            }
+            if va < last_vaddr {
+                self.f
+                    .push(format!("PT_LOAD {i}: not in ascending p_vaddr order"));
+            }
+            last_vaddr = va;
+            self.segment_pairs(i, p);
         }
-        if off % 4096 != va % 4096 {
-            f.push(format!(
-                "PT_LOAD {i}: p_offset {off:#x} and p_vaddr {va:#x} differ modulo the page size"
-            ));
-        }
-        if off.checked_add(fsz).is_none_or(|e| e > file_len) {
-            f.push(format!("PT_LOAD {i}: file range {off:#x}+{fsz:#x} runs past the end of the file ({file_len:#x})"));
-        }
-        if fsz > msz {
-            f.push(format!("PT_LOAD {i}: p_filesz {fsz:#x} > p_memsz {msz:#x}"));
-        }
-        if va < last_vaddr {
-            f.push(format!("PT_LOAD {i}: not in ascending p_vaddr order"));
-        }
-        last_vaddr = va;
-        for (j, q) in loads.iter().enumerate().skip(i + 1) {
+    }
+
+    /// `PT_LOAD` `i` against every later one.
+    fn segment_pairs(&mut self, i: usize, p: &Phdr) {
+        let (off, fsz, msz) = (p.p_offset(LE), p.p_filesz(LE), p.p_memsz(LE));
+        for (j, q) in self.loads.iter().enumerate().skip(i + 1) {
             let (qo, qf) = (q.p_offset(LE), q.p_filesz(LE));
             if fsz > 0 && qf > 0 && u128::from(off) < end(qo, qf) && u128::from(qo) < end(off, fsz)
             {
-                f.push(format!("PT_LOAD {i} and {j} share file bytes"));
+                self.f.push(format!("PT_LOAD {i} and {j} share file bytes"));
             }
             if (fsz == 0 || qf == 0) && off == qo && msz > 0 && q.p_memsz(LE) > 0 {
-                f.push(format!("PT_LOAD {i} and {j} start at the same file offset {off:#x} and one has no file bytes"));
+                self.f.push(format!("PT_LOAD {i} and {j} start at the same file offset {off:#x} and one has no file bytes"));
             }
         }
     }
 
-    // Program header table.
-    let phoff = hdr.e_phoff(LE);
-    let phlen = u64::from(hdr.e_phnum(LE)) * u64::from(hdr.e_phentsize(LE));
-    let covering = loads.iter().find(|p| {
-        p.p_offset(LE) <= phoff && end(phoff, phlen) <= end(p.p_offset(LE), p.p_filesz(LE))
-    });
-    match covering {
-        None => f.push(format!(
-            "program header table at {phoff:#x} is not covered by a PT_LOAD"
-        )),
-        Some(l) => {
-            if let Some(ph) = phdrs.iter().find(|p| p.p_type(LE) == elf::PT_PHDR) {
-                let expect = l.p_vaddr(LE).wrapping_add(phoff - l.p_offset(LE));
-                if ph.p_offset(LE) != phoff || ph.p_vaddr(LE) != expect {
-                    f.push(format!(
-                        "PT_PHDR (offset {:#x}, vaddr {:#x}) does not describe the table at offset {phoff:#x} / vaddr {expect:#x}",
-                        ph.p_offset(LE),
-                        ph.p_vaddr(LE)
-                    ));
-                }
-                if ph.p_filesz(LE) != phlen {
-                    f.push(format!(
-                        "PT_PHDR size {:#x} is not e_phnum * e_phentsize ({phlen:#x})",
-                        ph.p_filesz(LE)
-                    ));
-                }
-            }
+    /// The program header table: mapped by a `PT_LOAD`, described by
+    /// `PT_PHDR`.
+    fn program_header_table(&mut self) {
+        let hdr = self.obj.elf_header();
+        let phoff = hdr.e_phoff(LE);
+        let phlen = u64::from(hdr.e_phnum(LE)) * u64::from(hdr.e_phentsize(LE));
+        let covering = self.loads.iter().find(|p| {
+            p.p_offset(LE) <= phoff && end(phoff, phlen) <= end(p.p_offset(LE), p.p_filesz(LE))
+        });
+        let Some(l) = covering else {
+            self.f.push(format!(
+                "program header table at {phoff:#x} is not covered by a PT_LOAD"
+            ));
+            return;
+        };
+        let Some(ph) = self.phdrs.iter().find(|p| p.p_type(LE) == elf::PT_PHDR) else {
+            return;
+        };
+        let expect = l.p_vaddr(LE).wrapping_add(phoff - l.p_offset(LE));
+        if ph.p_offset(LE) != phoff || ph.p_vaddr(LE) != expect {
+            self.f.push(format!(
+                "PT_PHDR (offset {:#x}, vaddr {:#x}) does not describe the table at offset {phoff:#x} / vaddr {expect:#x}",
+                ph.p_offset(LE),
+                ph.p_vaddr(LE)
+            ));
+        }
+        if ph.p_filesz(LE) != phlen {
+            self.f.push(format!(
+                "PT_PHDR size {:#x} is not e_phnum * e_phentsize ({phlen:#x})",
+                ph.p_filesz(LE)
+            ));
         }
     }
-    if let Some(interp) = phdrs.iter().find(|p| p.p_type(LE) == elf::PT_INTERP) {
+
+    /// `PT_INTERP` holds one NUL-terminated path.
+    fn interpreter(&mut self) {
+        let Some(interp) = self.phdrs.iter().find(|p| p.p_type(LE) == elf::PT_INTERP) else {
+            return;
+        };
         let ok = interp
-            .data(LE, data)
+            .data(LE, self.data)
             .ok()
             .is_some_and(|d| d.last() == Some(&0) && d.len() > 1 && !d[..d.len() - 1].contains(&0));
         if !ok {
-            f.push("PT_INTERP does not hold a NUL-terminated path".into());
+            self.f
+                .push("PT_INTERP does not hold a NUL-terminated path".into());
         }
     }
 
-    // Section-to-segment coverage.
-    for s in obj.sections() {
-        let sh = s.elf_section_header();
-        let flags = sh.sh_flags.get(LE);
-        let (addr, size) = (sh.sh_addr.get(LE), sh.sh_size.get(LE));
-        if flags & u64::from(elf::SHF_ALLOC) == 0
-            || size == 0
-            || flags & u64::from(elf::SHF_TLS) != 0
-        {
-            continue;
-        }
-        let name = s.name().unwrap_or("?");
-        let nobits = sh.sh_type.get(LE) == elf::SHT_NOBITS;
-        let seg = loads.iter().find(|p| {
-            p.p_vaddr(LE) <= addr && end(addr, size) <= end(p.p_vaddr(LE), p.p_memsz(LE))
-        });
-        match seg {
-            None => f.push(format!(
-                "section {name} ({addr:#x}+{size:#x}) is not inside one PT_LOAD"
-            )),
-            Some(p) if !nobits => {
-                let in_file = end(addr, size) <= end(p.p_vaddr(LE), p.p_filesz(LE));
-                let off_ok =
-                    u128::from(sh.sh_offset.get(LE)) == end(p.p_offset(LE), addr - p.p_vaddr(LE));
-                if !in_file || !off_ok {
-                    f.push(format!(
-                        "section {name} is not mapped from its file bytes by its PT_LOAD"
-                    ));
-                }
+    /// Every allocated section inside one `PT_LOAD`, mapped from its file
+    /// bytes.
+    fn sections_in_segments(&mut self) {
+        for s in self.obj.sections() {
+            let sh = s.elf_section_header();
+            let flags = sh.sh_flags.get(LE);
+            let (addr, size) = (sh.sh_addr.get(LE), sh.sh_size.get(LE));
+            if flags & u64::from(elf::SHF_ALLOC) == 0
+                || size == 0
+                || flags & u64::from(elf::SHF_TLS) != 0
+            {
+                continue;
             }
-            Some(_) => {}
-        }
-    }
-
-    // Offload state.
-    let fatbin = obj.section_by_name(FATBIN_SECTION);
-    let marker = obj.section_by_name(MARKER_SECTION);
-    let mut marker_addr = None;
-    if let Some(m) = &marker {
-        let sh = m.elf_section_header();
-        if sh.sh_flags.get(LE) & u64::from(elf::SHF_ALLOC) == 0 {
-            f.push(format!("{MARKER_SECTION} is not mapped (no SHF_ALLOC)"));
-        }
-        match m.data() {
-            Ok(bytes) => match kpack_format::Marker::parse(bytes) {
-                Ok(_) => marker_addr = Some((m.address(), m.size())),
-                Err(e) => f.push(format!("{MARKER_SECTION} does not parse: {e}")),
-            },
-            Err(e) => f.push(format!("{MARKER_SECTION} cannot be read: {e}")),
-        }
-    }
-    let relas = relocation_targets(&obj);
-    if let Some(seg) = obj.section_by_name(SEGMENT_SECTION) {
-        let data = seg.data().unwrap_or(&[]);
-        for (i, w) in data.chunks_exact(WRAPPER_SIZE as usize).enumerate() {
-            let magic = u32::from_le_bytes(w[0..4].try_into().unwrap_or_default());
-            let slot = seg.address().wrapping_add(i as u64 * WRAPPER_SIZE + 8);
-            let stored = u64::from_le_bytes(w[8..16].try_into().unwrap_or_default());
-            let ptr = relas.iter().find(|r| r.0 == slot).map_or(stored, |r| r.1);
-            match (magic, marker_addr) {
-                (HIPK, Some((ma, _))) if ptr == ma => {}
-                (HIPK, Some((ma, _))) => f.push(format!(
-                    "wrapper {i} is HIPK but points at {ptr:#x}, not the marker at {ma:#x}"
+            let name = s.name().unwrap_or("?");
+            let nobits = sh.sh_type.get(LE) == elf::SHT_NOBITS;
+            let seg = self.loads.iter().find(|p| {
+                p.p_vaddr(LE) <= addr && end(addr, size) <= end(p.p_vaddr(LE), p.p_memsz(LE))
+            });
+            match seg {
+                None => self.f.push(format!(
+                    "section {name} ({addr:#x}+{size:#x}) is not inside one PT_LOAD"
                 )),
-                (HIPK, _) if pruned => f.push(format!(
-                    "wrapper {i} is HIPK in a pruned file (it was offloaded, not pruned)"
-                )),
-                (HIPK, None) => f.push(format!(
-                    "wrapper {i} is HIPK but there is no {MARKER_SECTION}"
-                )),
-                (HIPF, Some(_)) => {
-                    f.push(format!("wrapper {i} is still HIPF in a file with a marker"))
-                }
-                (HIPF, None) if pruned => {
-                    // `.hip_fatbin` or one of the runs prune split it into.
-                    let inside = obj.sections().any(|fb| {
-                        fb.name().is_ok_and(is_fatbin_run)
-                            && fb.elf_section_header().sh_type.get(LE) != elf::SHT_NOBITS
-                            && ptr >= fb.address()
-                            && u128::from(ptr) < end(fb.address(), fb.size())
-                    });
-                    if !inside {
-                        f.push(format!(
-                            "wrapper {i} points at {ptr:#x}, outside {FATBIN_SECTION}'s file bytes (and its runs)"
+                Some(p) if !nobits => {
+                    let in_file = end(addr, size) <= end(p.p_vaddr(LE), p.p_filesz(LE));
+                    let off_ok = u128::from(sh.sh_offset.get(LE))
+                        == end(p.p_offset(LE), addr - p.p_vaddr(LE));
+                    if !in_file || !off_ok {
+                        self.f.push(format!(
+                            "section {name} is not mapped from its file bytes by its PT_LOAD"
                         ));
                     }
                 }
-                (HIPF, None) => f.push(format!("wrapper {i} is HIPF: device code not offloaded")),
-                (other, _) => f.push(format!("wrapper {i} has unknown magic {other:#x}")),
+                Some(_) => {}
             }
         }
     }
-    if pruned && marker.is_some() {
-        f.push(format!("a pruned file has a {MARKER_SECTION} section"));
-    }
-    if let Some(fb) = &fatbin {
-        let sh = fb.elf_section_header();
-        let transformed = marker.is_some();
-        if transformed && sh.sh_type.get(LE) != elf::SHT_NOBITS {
-            f.push(format!("{FATBIN_SECTION} still has file bytes"));
+
+    /// The marker section: mapped and parsable. Returns its address and
+    /// size when it parses; a pruned file has none.
+    fn marker(&mut self) -> Option<(u64, u64)> {
+        let m = self.obj.section_by_name(MARKER_SECTION)?;
+        let sh = m.elf_section_header();
+        if sh.sh_flags.get(LE) & u64::from(elf::SHF_ALLOC) == 0 {
+            self.f
+                .push(format!("{MARKER_SECTION} is not mapped (no SHF_ALLOC)"));
         }
-        if sh.sh_type.get(LE) == elf::SHT_NOBITS {
+        let mut marker_addr = None;
+        match m.data() {
+            Ok(bytes) => match kpack_format::Marker::parse(bytes) {
+                Ok(_) => marker_addr = Some((m.address(), m.size())),
+                Err(e) => self.f.push(format!("{MARKER_SECTION} does not parse: {e}")),
+            },
+            Err(e) => self.f.push(format!("{MARKER_SECTION} cannot be read: {e}")),
+        }
+        marker_addr
+    }
+
+    /// Every wrapper: HIPK at the marker once offloaded, HIPF into the
+    /// device code once pruned.
+    fn wrappers(&mut self, marker_addr: Option<(u64, u64)>, relas: &[(u64, u64)]) {
+        let Some(seg) = self.obj.section_by_name(SEGMENT_SECTION) else {
+            return;
+        };
+        let data = seg.data().unwrap_or(&[]);
+        for (i, w) in data.chunks_exact(WRAPPER_SIZE as usize).enumerate() {
+            let w = WrapperFields::parse(w);
+            let slot = seg.address().wrapping_add(i as u64 * WRAPPER_SIZE + 8);
+            let ptr = relas
+                .iter()
+                .find(|r| r.0 == slot)
+                .map_or(w.pointer, |r| r.1);
+            self.wrapper(i, w.magic, ptr, marker_addr);
+        }
+    }
+
+    /// Wrapper `i` with `magic`, pointing at `ptr` at run time.
+    fn wrapper(&mut self, i: usize, magic: Magic, ptr: u64, marker_addr: Option<(u64, u64)>) {
+        let pruned = self.pruned;
+        match (magic, marker_addr) {
+            (Magic::Hipk, Some((ma, _))) if ptr == ma => {}
+            (Magic::Hipk, Some((ma, _))) => self.f.push(format!(
+                "wrapper {i} is HIPK but points at {ptr:#x}, not the marker at {ma:#x}"
+            )),
+            (Magic::Hipk, _) if pruned => self.f.push(format!(
+                "wrapper {i} is HIPK in a pruned file (it was offloaded, not pruned)"
+            )),
+            (Magic::Hipk, None) => self.f.push(format!(
+                "wrapper {i} is HIPK but there is no {MARKER_SECTION}"
+            )),
+            (Magic::Hipf, Some(_)) => self
+                .f
+                .push(format!("wrapper {i} is still HIPF in a file with a marker")),
+            (Magic::Hipf, None) if pruned => {
+                if !self.in_fatbin_runs(ptr) {
+                    self.f.push(format!(
+                        "wrapper {i} points at {ptr:#x}, outside {FATBIN_SECTION}'s file bytes (and its runs)"
+                    ));
+                }
+            }
+            (Magic::Hipf, None) => self
+                .f
+                .push(format!("wrapper {i} is HIPF: device code not offloaded")),
+            (Magic::Other(other), _) => self
+                .f
+                .push(format!("wrapper {i} has unknown magic {other:#x}")),
+        }
+    }
+
+    /// `ptr` is inside the file bytes of `.hip_fatbin` or one of the runs
+    /// prune split it into.
+    fn in_fatbin_runs(&self, ptr: u64) -> bool {
+        self.obj.sections().any(|fb| {
+            fb.name().is_ok_and(is_fatbin_run)
+                && fb.elf_section_header().sh_type.get(LE) != elf::SHT_NOBITS
+                && ptr >= fb.address()
+                && u128::from(ptr) < end(fb.address(), fb.size())
+        })
+    }
+
+    /// Once offloaded, `.hip_fatbin` has no file bytes and no relocation
+    /// points into it; a pruned file has no marker.
+    fn removed_device_code(&mut self, relas: &[(u64, u64)]) {
+        let marker = self.obj.section_by_name(MARKER_SECTION);
+        if self.pruned && marker.is_some() {
+            self.f
+                .push(format!("a pruned file has a {MARKER_SECTION} section"));
+        }
+        let Some(fb) = self.obj.section_by_name(FATBIN_SECTION) else {
+            return;
+        };
+        let sh_type = fb.elf_section_header().sh_type.get(LE);
+        if marker.is_some() && sh_type != elf::SHT_NOBITS {
+            self.f
+                .push(format!("{FATBIN_SECTION} still has file bytes"));
+        }
+        if sh_type == elf::SHT_NOBITS {
             let (lo, hi) = (u128::from(fb.address()), end(fb.address(), fb.size()));
-            for (slot, target) in &relas {
+            for (slot, target) in relas {
                 if u128::from(*target) >= lo && u128::from(*target) < hi {
-                    f.push(format!(
+                    self.f.push(format!(
                         "relocation at {slot:#x} points at {target:#x}, inside removed device code"
                     ));
                 }
             }
         }
     }
-    Ok(f)
 }
 
-/// The end of `start + len`, exact: header fields are untrusted, and a
-/// range past `u64::MAX` must fail a check, not overflow.
 /// `.hip_fatbin`, or `.hip_fatbin.N`: a later run of it in a file
 /// `kpack prune` laid out in runs.
 pub(crate) fn is_fatbin_run(name: &str) -> bool {
@@ -247,6 +332,8 @@ pub(crate) fn is_fatbin_run(name: &str) -> bool {
     })
 }
 
+/// The end of `start + len`, exact: header fields are untrusted, and a
+/// range past `u64::MAX` must fail a check, not overflow.
 fn end(start: u64, len: u64) -> u128 {
     u128::from(start) + u128::from(len)
 }

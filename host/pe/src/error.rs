@@ -2,23 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-/// What went wrong, for callers that branch on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ErrorKind {
-    /// Reading the file failed.
-    Io,
-    /// The file is not a PE image this crate handles (PE32, not x86-64, ...).
-    Unsupported,
-    /// The PE structure is corrupt or inconsistent.
-    Malformed,
-    /// The offload data (wrappers, bundles) is corrupt or inconsistent.
-    Offload,
-    /// The file was already transformed by kpack.
-    AlreadyTransformed,
-    /// The transform cannot be done for this layout.
-    Layout,
-}
+/// What went wrong, for callers that branch on it: the kinds every host
+/// format shares.
+pub use kpack_bundle::HostErrorKind as ErrorKind;
 
 /// An error naming the file and what failed there (section, offset in hex).
 #[derive(Debug, thiserror::Error)]

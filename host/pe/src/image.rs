@@ -125,20 +125,7 @@ pub fn looks_like_pe(data: &[u8]) -> bool {
 impl Image {
     /// Parse the headers, sections and base relocations of `data`.
     pub fn parse<'d, R: ReadRef<'d>>(data: R) -> Result<Image, ParseError> {
-        match object::read::pe::optional_header_magic(data) {
-            Ok(pe::IMAGE_NT_OPTIONAL_HDR64_MAGIC) => {}
-            Ok(pe::IMAGE_NT_OPTIONAL_HDR32_MAGIC) => {
-                return Err(ParseError::Unsupported(
-                    "PE32 (32-bit) images are not supported, only PE32+".into(),
-                ));
-            }
-            Ok(m) => {
-                return Err(ParseError::Unsupported(format!(
-                    "optional header magic {m:#x} is not PE32+ (0x20b)"
-                )));
-            }
-            Err(e) => return Err(ParseError::Malformed("not a PE image".into(), e)),
-        }
+        check_pe32_plus(data)?;
         let file = PeFile64::<R>::parse(data)
             .map_err(|e| ParseError::Malformed("cannot parse the PE headers".into(), e))?;
         let nt = file.nt_headers();
@@ -162,41 +149,12 @@ impl Image {
                 size: d.size.get(LE),
             })
             .collect();
-        let mut sections = Vec::new();
-        for (i, s) in file.sections().enumerate() {
-            let h = s.pe_section();
-            let name = match s.name() {
-                Ok(n) => n.to_string(),
-                Err(_) => String::from_utf8_lossy(h.raw_name()).into_owned(),
-            };
-            sections.push(Section {
-                name,
-                header_offset: section_table_offset + i as u64 * SECTION_HEADER_SIZE,
-                virtual_size: h.virtual_size.get(LE),
-                virtual_address: h.virtual_address.get(LE),
-                raw_size: h.size_of_raw_data.get(LE),
-                raw_ptr: h.pointer_to_raw_data.get(LE),
-                ptr_relocs: h.pointer_to_relocations.get(LE),
-                ptr_lines: h.pointer_to_linenumbers.get(LE),
-                characteristics: h.characteristics.get(LE),
-            });
-        }
-        let mut base_relocs = Vec::new();
-        let blocks = file
-            .data_directories()
-            .relocation_blocks(data, &file.section_table())
-            .map_err(|e| ParseError::Malformed("cannot read the base relocations".into(), e))?;
-        if let Some(mut blocks) = blocks {
-            while let Some(block) = blocks.next().map_err(|e| {
-                ParseError::Malformed("cannot read a base relocation block".into(), e)
-            })? {
-                for r in block {
-                    if r.typ != pe::IMAGE_REL_BASED_ABSOLUTE {
-                        base_relocs.push((r.virtual_address, r.typ));
-                    }
-                }
-            }
-        }
+        let sections = file
+            .sections()
+            .enumerate()
+            .map(|(i, s)| Section::of(&s, section_table_offset + i as u64 * SECTION_HEADER_SIZE))
+            .collect();
+        let base_relocs = base_relocations(&file, data)?;
         Ok(Image {
             file_len: data.len().unwrap_or(0),
             opt_offset,
@@ -271,6 +229,72 @@ impl Image {
     }
 }
 
+/// `data`'s optional header says PE32+.
+fn check_pe32_plus<'d, R: ReadRef<'d>>(data: R) -> Result<(), ParseError> {
+    match object::read::pe::optional_header_magic(data) {
+        Ok(pe::IMAGE_NT_OPTIONAL_HDR64_MAGIC) => Ok(()),
+        Ok(pe::IMAGE_NT_OPTIONAL_HDR32_MAGIC) => Err(ParseError::Unsupported(
+            "PE32 (32-bit) images are not supported, only PE32+".into(),
+        )),
+        Ok(m) => Err(ParseError::Unsupported(format!(
+            "optional header magic {m:#x} is not PE32+ (0x20b)"
+        ))),
+        Err(e) => Err(ParseError::Malformed("not a PE image".into(), e)),
+    }
+}
+
+impl Section {
+    /// Section `s`, whose header is at file offset `header_offset`.
+    fn of<'d, R: ReadRef<'d>>(
+        s: &object::read::pe::PeSection<'d, '_, pe::ImageNtHeaders64, R>,
+        header_offset: u64,
+    ) -> Section {
+        let h = s.pe_section();
+        let name = match s.name() {
+            Ok(n) => n.to_string(),
+            Err(_) => String::from_utf8_lossy(h.raw_name()).into_owned(),
+        };
+        Section {
+            name,
+            header_offset,
+            virtual_size: h.virtual_size.get(LE),
+            virtual_address: h.virtual_address.get(LE),
+            raw_size: h.size_of_raw_data.get(LE),
+            raw_ptr: h.pointer_to_raw_data.get(LE),
+            ptr_relocs: h.pointer_to_relocations.get(LE),
+            ptr_lines: h.pointer_to_linenumbers.get(LE),
+            characteristics: h.characteristics.get(LE),
+        }
+    }
+}
+
+/// Every base relocation (RVA, type), `IMAGE_REL_BASED_ABSOLUTE` padding
+/// left out.
+fn base_relocations<'d, R: ReadRef<'d>>(
+    file: &PeFile64<'d, R>,
+    data: R,
+) -> Result<Vec<(u32, u16)>, ParseError> {
+    let mut base_relocs = Vec::new();
+    let blocks = file
+        .data_directories()
+        .relocation_blocks(data, &file.section_table())
+        .map_err(|e| ParseError::Malformed("cannot read the base relocations".into(), e))?;
+    let Some(mut blocks) = blocks else {
+        return Ok(base_relocs);
+    };
+    while let Some(block) = blocks
+        .next()
+        .map_err(|e| ParseError::Malformed("cannot read a base relocation block".into(), e))?
+    {
+        for r in block {
+            if r.typ != pe::IMAGE_REL_BASED_ABSOLUTE {
+                base_relocs.push((r.virtual_address, r.typ));
+            }
+        }
+    }
+    Ok(base_relocs)
+}
+
 /// The PE image checksum (`CheckSumMappedFile`): a 16-bit end-around-carry
 /// sum of the file's little-endian 16-bit words, with the 4 bytes of the
 /// CheckSum field at `checksum_offset` read as zero, plus the file length.
@@ -293,6 +317,22 @@ pub fn checksum(data: &[u8], checksum_offset: u64) -> u32 {
     }
     sum = (sum & 0xffff) + (sum >> 16);
     (sum as u32).wrapping_add(data.len() as u32)
+}
+
+/// The little-endian `u32` at `at` in `data`, if all of it is there.
+pub(crate) fn u32_at(data: &[u8], at: u64) -> Option<u32> {
+    let at = usize::try_from(at).ok()?;
+    Some(u32::from_le_bytes(
+        data.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
+}
+
+/// The little-endian `u64` at `at` in `data`, if all of it is there.
+pub(crate) fn u64_at(data: &[u8], at: u64) -> Option<u64> {
+    let at = usize::try_from(at).ok()?;
+    Some(u64::from_le_bytes(
+        data.get(at..at.checked_add(8)?)?.try_into().ok()?,
+    ))
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! HIP fat binaries in Windows PE32+ images (DLLs and EXEs).
 //!
-//! The Windows twin of `kpack-elf`, with the same public shapes so callers
-//! treat both alike. Layers, bottom up:
+//! The Windows counterpart of `kpack-elf`: both return the wrapper and
+//! section types of `kpack-bundle` and implement its `HostLayout`, so
+//! callers treat both alike. Layers, bottom up:
 //! - [`looks_like_pe`] / [`is_pe_file`]: detection by magic (`MZ`, then
 //!   `PE\0\0` at `e_lfanew`), never by file name;
 //! - [`read_fat_binary`]: headers, sections and base relocations through
@@ -40,7 +41,7 @@ mod verify;
 pub use error::{Error, ErrorKind};
 pub use image::{checksum, looks_like_pe};
 pub use read::{
-    FATBIN_SECTION, FatBinary, MARKER_CHARACTERISTICS, MARKER_SECTION, PeKind, PointerVia,
+    FATBIN_SECTION, FatBinary, MARKER_CHARACTERISTICS, MARKER_SECTION, Magic, PeKind, PointerVia,
     SEGMENT_SECTION, SectionInfo, Wrapper, is_pe_file, read_fat_binary,
 };
 pub use transform::{TransformReport, transform};

@@ -6,8 +6,8 @@
 use std::fs::File;
 use std::path::Path;
 
-use kpack_bundle::{Item, ReadAt, SizedFile, WalkOptions, walk};
-use kpack_elf::{HIPF, HIPK, Magic, WRAPPER_SIZE};
+use kpack_bundle::{Item, ReadAt, SizedFile, WRAPPER_SIZE, WalkOptions, WrapperFields, walk};
+pub use kpack_bundle::{Magic, PointerVia, SectionInfo, Wrapper};
 use object::ReadCache;
 use object::pe;
 
@@ -33,74 +33,17 @@ pub enum PeKind {
     Exe,
 }
 
-/// Where a section is.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct SectionInfo {
-    /// Index in the section table.
-    pub index: usize,
-    /// Virtual address at the preferred image base (`ImageBase + RVA`).
-    pub addr: u64,
-    /// `VirtualAddress` (RVA).
-    pub rva: u32,
-    /// `PointerToRawData`.
-    pub offset: u64,
-    /// `VirtualSize`.
-    pub size: u64,
-    /// `SizeOfRawData`.
-    pub raw_size: u64,
-    /// `false` when part of the section is zero-filled by the loader
-    /// (`SizeOfRawData < VirtualSize`): its bytes are not all in the file.
-    pub in_file: bool,
-}
-
-impl SectionInfo {
-    fn new(index: usize, s: &Section, image_base: u64) -> SectionInfo {
-        SectionInfo {
-            index,
-            addr: image_base.wrapping_add(u64::from(s.virtual_address)),
-            rva: s.virtual_address,
-            offset: u64::from(s.raw_ptr),
-            size: u64::from(s.virtual_size),
-            raw_size: u64::from(s.raw_size),
-            in_file: s.raw_size >= s.virtual_size,
-        }
+/// Where section `s` (at `index` in the section table) is.
+fn section_info(index: usize, s: &Section, image_base: u64) -> SectionInfo {
+    SectionInfo {
+        index,
+        addr: image_base.wrapping_add(u64::from(s.virtual_address)),
+        rva: Some(s.virtual_address),
+        offset: u64::from(s.raw_ptr),
+        size: u64::from(s.virtual_size),
+        raw_size: Some(s.raw_size),
+        in_file: s.raw_size >= s.virtual_size,
     }
-}
-
-/// How a wrapper's pointer gets its run-time value.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(tag = "via", rename_all = "snake_case")]
-pub enum PointerVia {
-    /// The stored VA is used as is (`/fixed` image, or no base relocation).
-    Inline,
-    /// An `IMAGE_REL_BASED_DIR64` base relocation adds the load delta.
-    BaseReloc,
-}
-
-/// One 24-byte `__CudaFatBinaryWrapper`.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Wrapper {
-    /// Position in `.hipFatB`.
-    pub index: usize,
-    /// Virtual address of the wrapper at the preferred image base.
-    pub addr: u64,
-    /// File offset of the wrapper.
-    pub file_offset: u64,
-    /// Magic.
-    pub magic: Magic,
-    /// Version (1 for HIP).
-    pub version: u32,
-    /// The VA stored in the pointer slot.
-    pub stored_pointer: u64,
-    /// The VA the pointer has at the preferred image base (the stored one:
-    /// base relocations only add the load delta).
-    pub pointer: u64,
-    /// How the pointer gets its run-time value.
-    pub via: PointerVia,
-    /// The `reserved1` field (kpack's co_index once transformed).
-    pub reserved: u64,
-    /// Index of the bundle in `.hip_fat` the pointer lands on.
-    pub bundle: Option<usize>,
 }
 
 /// The offload layout of a PE32+ image.
@@ -126,31 +69,7 @@ pub struct FatBinary {
     pub source: SizedFile,
 }
 
-impl FatBinary {
-    /// `true` when there is no device code and no marker.
-    pub fn is_host_only(&self) -> bool {
-        self.fatbin.is_none() && self.wrappers.is_empty() && self.marker.is_none()
-    }
-
-    /// The device target ids present, sorted, each once.
-    pub fn targets(&self) -> Vec<String> {
-        let mut t: Vec<String> = self
-            .bundles
-            .iter()
-            .flat_map(|b| b.entries.iter())
-            .filter(|e| !e.id.is_host())
-            .filter_map(|e| e.id.target().map(|t| t.to_string()))
-            .collect();
-        t.sort();
-        t.dedup();
-        t
-    }
-
-    /// `true` when every wrapper is HIPK (the file was transformed).
-    pub fn is_transformed(&self) -> bool {
-        !self.wrappers.is_empty() && self.wrappers.iter().all(|w| w.magic == Magic::Hipk)
-    }
-}
+kpack_bundle::impl_host_layout!(FatBinary);
 
 /// `true` if the file at `path` is a PE image (by its magic: `MZ`, then
 /// `PE\0\0` at `e_lfanew`), never by its extension.
@@ -215,131 +134,27 @@ fn read_image<'d, R: object::ReadRef<'d>>(
     let find = |name: &str| {
         image
             .section(name)
-            .map(|(i, s)| (SectionInfo::new(i, s, base), s.clone()))
+            .map(|(i, s)| (section_info(i, s, base), s.clone()))
     };
     let fat = find(FATBIN_SECTION);
     let segment = find(SEGMENT_SECTION);
     let marker = find(MARKER_SECTION);
-
-    let mut bundles = Vec::new();
-    if let Some((_, s)) = &fat {
-        let (off, len) = s.file_range();
-        if off.checked_add(len).is_none_or(|e| e > source.size()) {
-            return Err(Error::new(
-                ErrorKind::Malformed,
+    let bundles = match &fat {
+        Some((_, s)) => read_bundles(path, s, &source, opts)?,
+        None => Vec::new(),
+    };
+    let wrappers = match &segment {
+        Some((seg, s)) => {
+            let wrappers = Wrappers {
                 path,
-                format!(
-                    "section {FATBIN_SECTION}: raw data {off:#x}+{len:#x} runs past the end of the file ({:#x})",
-                    source.size()
-                ),
-            ));
-        }
-        for item in walk(&source, off, len, opts) {
-            bundles.push(item.map_err(|e| {
-                Error::bundle(
-                    path,
-                    format!("section {FATBIN_SECTION} (raw data at {off:#x})"),
-                    e,
-                )
-            })?);
-        }
-    }
-
-    let mut wrappers = Vec::new();
-    if let Some((seg, s)) = &segment {
-        let (off, len) = s.file_range();
-        let bytes = data.read_bytes_at(off, len).map_err(|()| {
-            Error::new(
-                ErrorKind::Malformed,
-                path,
-                format!(
-                    "section {SEGMENT_SECTION}: raw data {off:#x}+{len:#x} runs past the end of the file"
-                ),
-            )
-        })?;
-        if u64::from(s.virtual_size) != len {
-            return Err(Error::new(
-                ErrorKind::Offload,
-                path,
-                format!(
-                    "section {SEGMENT_SECTION}: VirtualSize {:#x} but only {len:#x} bytes in the file",
-                    s.virtual_size
-                ),
-            ));
-        }
-        if !len.is_multiple_of(WRAPPER_SIZE) {
-            return Err(Error::new(
-                ErrorKind::Offload,
-                path,
-                format!(
-                    "section {SEGMENT_SECTION} is {len:#x} bytes, not a multiple of {WRAPPER_SIZE}"
-                ),
-            ));
-        }
-        for (i, w) in bytes.chunks_exact(WRAPPER_SIZE as usize).enumerate() {
-            let u32_at = |k: usize| u32::from_le_bytes(w[k..k + 4].try_into().unwrap_or_default());
-            let u64_at = |k: usize| u64::from_le_bytes(w[k..k + 8].try_into().unwrap_or_default());
-            let magic = match u32_at(0) {
-                HIPF => Magic::Hipf,
-                HIPK => Magic::Hipk,
-                other => Magic::Other(other),
+                image,
+                fat: fat.as_ref(),
+                bundles: &bundles,
             };
-            let rva = u64::from(seg.rva) + i as u64 * WRAPPER_SIZE;
-            let file_offset = off + i as u64 * WRAPPER_SIZE;
-            let slot = rva + 8;
-            let via = match image
-                .base_relocs
-                .iter()
-                .find(|(r, _)| u64::from(*r) == slot)
-            {
-                None => PointerVia::Inline,
-                Some((_, pe::IMAGE_REL_BASED_DIR64)) => PointerVia::BaseReloc,
-                Some((_, t)) => {
-                    return Err(Error::new(
-                        ErrorKind::Unsupported,
-                        path,
-                        format!(
-                            "section {SEGMENT_SECTION}: wrapper {i} at file offset {file_offset:#x}: pointer slot RVA {slot:#x} has base relocation type {t}, expected DIR64 ({})",
-                            pe::IMAGE_REL_BASED_DIR64
-                        ),
-                    ));
-                }
-            };
-            let pointer = u64_at(8);
-            let bundle = fat.as_ref().and_then(|(fb, s)| {
-                let bundle_off = pointer.checked_sub(base)?.checked_sub(u64::from(fb.rva))?;
-                if bundle_off >= s.file_range().1 {
-                    return None;
-                }
-                bundles.iter().position(|b: &Item| b.offset == bundle_off)
-            });
-            if magic == Magic::Hipf && bundle.is_none() {
-                let range = fat
-                    .as_ref()
-                    .map(|(f, _)| format!("{:#x}..{:#x}", f.addr, f.addr.wrapping_add(f.size)))
-                    .unwrap_or_else(|| "absent".into());
-                return Err(Error::new(
-                    ErrorKind::Offload,
-                    path,
-                    format!(
-                        "section {SEGMENT_SECTION}: wrapper {i} at file offset {file_offset:#x} points at {pointer:#x}, which is not the start of a bundle in {FATBIN_SECTION} ({range})"
-                    ),
-                ));
-            }
-            wrappers.push(Wrapper {
-                index: i,
-                addr: base.wrapping_add(rva),
-                file_offset,
-                magic,
-                version: u32_at(4),
-                stored_pointer: pointer,
-                pointer,
-                via,
-                reserved: u64_at(16),
-                bundle,
-            });
+            wrappers.read(data, seg, s)?
         }
-    }
+        None => Vec::new(),
+    };
     Ok(FatBinary {
         kind,
         image_base: base,
@@ -351,4 +166,163 @@ fn read_image<'d, R: object::ReadRef<'d>>(
         signed: image.dir(DIR_SECURITY).is_some(),
         source,
     })
+}
+
+/// Every bundle in `.hip_fat`'s raw data.
+fn read_bundles(
+    path: &Path,
+    fat: &Section,
+    source: &SizedFile,
+    opts: WalkOptions,
+) -> Result<Vec<Item>, Error> {
+    let (off, len) = fat.file_range();
+    if off.checked_add(len).is_none_or(|e| e > source.size()) {
+        return Err(Error::new(
+            ErrorKind::Malformed,
+            path,
+            format!(
+                "section {FATBIN_SECTION}: raw data {off:#x}+{len:#x} runs past the end of the file ({:#x})",
+                source.size()
+            ),
+        ));
+    }
+    walk(source, off, len, opts)
+        .map(|item| {
+            item.map_err(|e| {
+                Error::bundle(
+                    path,
+                    format!("section {FATBIN_SECTION} (raw data at {off:#x})"),
+                    e,
+                )
+            })
+        })
+        .collect()
+}
+
+/// What decoding the wrappers of `.hipFatB` needs to know.
+struct Wrappers<'a> {
+    path: &'a Path,
+    image: &'a Image,
+    /// `.hip_fat`, if present.
+    fat: Option<&'a (SectionInfo, Section)>,
+    /// Its bundles.
+    bundles: &'a [Item],
+}
+
+impl Wrappers<'_> {
+    /// Decode every wrapper in `.hipFatB` (`seg`, section `s`).
+    fn read<'d, R: object::ReadRef<'d>>(
+        &self,
+        data: R,
+        seg: &SectionInfo,
+        s: &Section,
+    ) -> Result<Vec<Wrapper>, Error> {
+        let (off, len) = s.file_range();
+        let bytes = data.read_bytes_at(off, len).map_err(|()| {
+            self.fail(
+                ErrorKind::Malformed,
+                format!(
+                    "section {SEGMENT_SECTION}: raw data {off:#x}+{len:#x} runs past the end of the file"
+                ),
+            )
+        })?;
+        if u64::from(s.virtual_size) != len {
+            return Err(self.fail(
+                ErrorKind::Offload,
+                format!(
+                    "section {SEGMENT_SECTION}: VirtualSize {:#x} but only {len:#x} bytes in the file",
+                    s.virtual_size
+                ),
+            ));
+        }
+        if !len.is_multiple_of(WRAPPER_SIZE) {
+            return Err(self.fail(
+                ErrorKind::Offload,
+                format!(
+                    "section {SEGMENT_SECTION} is {len:#x} bytes, not a multiple of {WRAPPER_SIZE}"
+                ),
+            ));
+        }
+        let rva = seg.rva.map_or(0, u64::from);
+        bytes
+            .chunks_exact(WRAPPER_SIZE as usize)
+            .enumerate()
+            .map(|(i, w)| {
+                let at = i as u64 * WRAPPER_SIZE;
+                self.wrapper(i, rva + at, off + at, WrapperFields::parse(w))
+            })
+            .collect()
+    }
+
+    /// Wrapper `i` at `rva` and `file_offset`: how its pointer is rebased
+    /// and which bundle it lands on.
+    fn wrapper(
+        &self,
+        i: usize,
+        rva: u64,
+        file_offset: u64,
+        w: WrapperFields,
+    ) -> Result<Wrapper, Error> {
+        let slot = rva + 8;
+        let via = match self
+            .image
+            .base_relocs
+            .iter()
+            .find(|(r, _)| u64::from(*r) == slot)
+        {
+            None => PointerVia::Inline,
+            Some((_, pe::IMAGE_REL_BASED_DIR64)) => PointerVia::BaseReloc,
+            Some((_, t)) => {
+                return Err(self.fail(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "section {SEGMENT_SECTION}: wrapper {i} at file offset {file_offset:#x}: pointer slot RVA {slot:#x} has base relocation type {t}, expected DIR64 ({})",
+                        pe::IMAGE_REL_BASED_DIR64
+                    ),
+                ));
+            }
+        };
+        let pointer = w.pointer;
+        let bundle = self.bundle_at(pointer);
+        if w.magic == Magic::Hipf && bundle.is_none() {
+            let range = self
+                .fat
+                .map(|(f, _)| format!("{:#x}..{:#x}", f.addr, f.addr.wrapping_add(f.size)))
+                .unwrap_or_else(|| "absent".into());
+            return Err(self.fail(
+                ErrorKind::Offload,
+                format!(
+                    "section {SEGMENT_SECTION}: wrapper {i} at file offset {file_offset:#x} points at {pointer:#x}, which is not the start of a bundle in {FATBIN_SECTION} ({range})"
+                ),
+            ));
+        }
+        Ok(Wrapper {
+            index: i,
+            addr: self.image.image_base.wrapping_add(rva),
+            file_offset,
+            magic: w.magic,
+            version: w.version,
+            stored_pointer: pointer,
+            pointer,
+            via,
+            reserved: w.reserved,
+            bundle,
+        })
+    }
+
+    /// Index of the bundle in `.hip_fat` that the VA `pointer` starts.
+    fn bundle_at(&self, pointer: u64) -> Option<usize> {
+        let (_, s) = self.fat?;
+        let bundle_off = pointer
+            .checked_sub(self.image.image_base)?
+            .checked_sub(u64::from(s.virtual_address))?;
+        if bundle_off >= s.file_range().1 {
+            return None;
+        }
+        self.bundles.iter().position(|b| b.offset == bundle_off)
+    }
+
+    fn fail(&self, kind: ErrorKind, message: String) -> Error {
+        Error::new(kind, self.path, message)
+    }
 }

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kpack_bundle::{Format, WalkOptions};
-use kpack_elf::Magic;
 use kpack_format::Marker;
+use kpack_pe::Magic;
 use kpack_pe::{FatBinary, PointerVia, TransformReport};
 use object::LittleEndian as LE;
 use object::read::pe::{ImageNtHeaders as _, ImageOptionalHeader as _, PeFile64};

@@ -11,10 +11,10 @@
 //!   libraries) and pruned by [`kpack_offloading`].
 #![forbid(unsafe_code)]
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use kpack_amdgpu::TargetFilter;
+use kpack_binary::FileKind;
 use kpack_bundle::WalkOptions;
 use serde::Serialize;
 
@@ -51,6 +51,16 @@ pub enum Error {
         /// The cause.
         #[source]
         source: Box<kpack_offloading::Error>,
+    },
+    /// A PE image (DLL, EXE): `kpack offload` splits those; pruning keeps
+    /// to ELF files for now.
+    #[error(
+        "{}: PE images (DLL, EXE) cannot be pruned yet; `kpack offload` moves their device code into archives",
+        path.display()
+    )]
+    PeUnsupported {
+        /// The file.
+        path: PathBuf,
     },
     /// A `--keep` item that is not a target id.
     #[error("invalid --keep target {item:?}")]
@@ -149,7 +159,7 @@ pub struct Prunable {
 
 enum Kind {
     /// A linked executable or shared library.
-    Linked(kpack_elf::FatBinary),
+    Linked(Box<kpack_elf::FatBinary>),
     /// A relocatable object or static archive, read whole.
     LinkInput { data: Vec<u8>, archive: bool },
 }
@@ -232,29 +242,32 @@ pub fn open(path: &Path, walk: WalkOptions) -> Result<Option<Prunable>, Error> {
             source,
         }
     };
-    let mut head = Vec::with_capacity(18);
-    std::fs::File::open(path)
-        .map_err(io("cannot open"))?
-        .take(18)
-        .read_to_end(&mut head)
-        .map_err(io("cannot read"))?;
-    let archive = kpack_offloading::is_archive(&head);
-    if archive || is_relocatable_elf(&head) {
-        let data = std::fs::read(path).map_err(io("cannot read"))?;
-        let targets =
-            kpack_offloading::device_targets(&data).map_err(|source| Error::LinkInput {
+    let kind = FileKind::of_path(path).map_err(io("cannot read"))?;
+    let archive = kind == FileKind::StaticArchive;
+    match kind {
+        FileKind::StaticArchive | FileKind::HostElf { linked: false, .. } => {}
+        FileKind::HostElf { linked: true, .. } => return open_linked(path, walk),
+        FileKind::Pe => {
+            return Err(Error::PeUnsupported {
                 path: path.to_path_buf(),
-                source: Box::new(source),
-            })?;
-        return Ok((!targets.is_empty()).then(|| Prunable {
-            path: path.to_path_buf(),
-            kind: Kind::LinkInput { data, archive },
-            targets,
-        }));
+            });
+        }
+        _ => return Ok(None),
     }
-    if !head.starts_with(b"\x7fELF") {
-        return Ok(None);
-    }
+    let data = std::fs::read(path).map_err(io("cannot read"))?;
+    let targets = kpack_offloading::device_targets(&data).map_err(|source| Error::LinkInput {
+        path: path.to_path_buf(),
+        source: Box::new(source),
+    })?;
+    Ok((!targets.is_empty()).then(|| Prunable {
+        path: path.to_path_buf(),
+        kind: Kind::LinkInput { data, archive },
+        targets,
+    }))
+}
+
+/// [`open`] for a linked ELF executable or shared library.
+fn open_linked(path: &Path, walk: WalkOptions) -> Result<Option<Prunable>, Error> {
     let fat = match kpack_elf::read_fat_binary(path, walk) {
         Ok(fat) => fat,
         Err(e) if e.kind() == kpack_elf::ErrorKind::Unsupported => return Ok(None),
@@ -271,18 +284,8 @@ pub fn open(path: &Path, walk: WalkOptions) -> Result<Option<Prunable>, Error> {
     Ok(Some(Prunable {
         path: path.to_path_buf(),
         targets: fat.targets(),
-        kind: Kind::Linked(fat),
+        kind: Kind::Linked(Box::new(fat)),
     }))
-}
-
-/// `e_type` is at 16 in both ELF classes, in the file's byte order.
-fn is_relocatable_elf(head: &[u8]) -> bool {
-    head.starts_with(b"\x7fELF")
-        && head.len() >= 18
-        && match head[5] {
-            2 => head[16..18] == [0, 1],
-            _ => head[16..18] == [1, 0],
-        }
 }
 
 impl Prunable {

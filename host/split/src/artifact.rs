@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{Error, ErrorKind, Result, error_chain};
-use crate::manifest::{MANIFEST, keep_link, prefix_link, read_manifest, write_manifest};
+use crate::manifest::{artifact_dirs, keep_link, prefix_link, read_manifest, write_manifest};
 use crate::prefix::{PrefixLayout, PrefixReport, SplitOptions, refuse_split_output, split_prefix};
 
 /// One artifact to split.
@@ -36,14 +36,7 @@ pub fn component_from_dir_name(name: &str) -> Option<String> {
 /// subdirectory with a manifest whose name gives a component, sorted.
 /// The second list names the subdirectories skipped, with the reason.
 pub fn batch_inputs(shard: &Path) -> Result<(Vec<ArtifactInput>, Vec<String>)> {
-    let mut names = Vec::new();
-    for e in std::fs::read_dir(shard).map_err(|e| Error::io(shard, "cannot list", e))? {
-        let e = e.map_err(|e| Error::io(shard, "cannot list", e))?;
-        if e.path().join(MANIFEST).is_file() {
-            names.push(e.file_name().to_string_lossy().into_owned());
-        }
-    }
-    names.sort();
+    let names = artifact_dirs(shard)?;
     let mut inputs = Vec::new();
     let mut skipped = Vec::new();
     for n in names {
@@ -140,23 +133,7 @@ pub fn split_artifacts(
 
 fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Result<ArtifactReport> {
     let c = &input.component;
-    let mut rep = ArtifactReport {
-        input: input.dir.clone(),
-        component: c.clone(),
-        outputs: Vec::new(),
-        arches: Vec::new(),
-        generic_only: true,
-        files: 0,
-        bytes_in: 0,
-        bytes_out: 0,
-        binaries_offloaded: 0,
-        code_objects: 0,
-        databases: BTreeMap::new(),
-        excluded: BTreeMap::new(),
-        warnings: Vec::new(),
-        errors: Vec::new(),
-        prefixes: Vec::new(),
-    };
+    let mut rep = ArtifactReport::empty(input);
     let prefixes = match read_manifest(&input.dir) {
         Ok(p) => p,
         Err(e) => {
@@ -168,90 +145,13 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
         .prefix(&kpack_format::temp_prefix("split"))
         .tempdir_in(out)
         .map_err(|e| Error::io(out, "cannot create a staging directory", e))?;
-    let generic_name = format!("{c}_generic");
-    let generic_root = stage.path().join(&generic_name);
     let mut opts = opts.clone();
     opts.component = c.clone();
-    let mut processed = Vec::new();
-    for prefix in &prefixes {
-        // A prefix reached through a symlink: the link is kept as a link
-        // (like links inside a prefix) and nothing behind it is read, as
-        // it may lead out of the artifact.
-        if let Some(link) = prefix_link(&input.dir, prefix) {
-            if let Err(e) = keep_link(&input.dir, &generic_root, &link) {
-                rep.errors.push(error_chain(&e));
-            }
-            processed.push(prefix.clone());
-            continue;
-        }
-        let source = input.dir.join(prefix);
-        if !source.is_dir() {
-            rep.warnings.push(format!(
-                "{}: prefix listed in the manifest does not exist; skipped",
-                source.display()
-            ));
-            continue;
-        }
-        let generic = generic_root.join(prefix);
-        let stage_path = stage.path().to_path_buf();
-        let arch = move |a: &str| stage_path.join(format!("{c}_{a}")).join(prefix);
-        let layout = PrefixLayout {
-            source: &source,
-            prefix,
-            generic: &generic,
-            arch: &arch,
-        };
-        match split_prefix(&layout, &opts) {
-            Ok(p) => {
-                rep.errors.extend(p.errors.iter().cloned());
-                rep.warnings.extend(p.warnings.iter().cloned());
-                rep.files += p.files;
-                rep.bytes_in += p.bytes_in;
-                rep.bytes_out += p.bytes_out_generic + p.bytes_out_arch.values().sum::<u64>();
-                rep.binaries_offloaded += p.binaries.len();
-                rep.code_objects += p.binaries.iter().map(|b| b.code_objects).sum::<usize>();
-                for (h, m) in &p.databases {
-                    for (v, n) in m {
-                        *rep.databases
-                            .entry(h.clone())
-                            .or_default()
-                            .entry(v.clone())
-                            .or_default() += n;
-                    }
-                }
-                for (t, n) in &p.excluded {
-                    *rep.excluded.entry(t.clone()).or_default() += n;
-                }
-                rep.prefixes.push(p);
-            }
-            Err(e) => rep.errors.push(error_chain(&e)),
-        }
-        processed.push(prefix.clone());
-    }
+    let processed = split_prefixes(input, &prefixes, stage.path(), &opts, &mut rep);
     if !rep.errors.is_empty() {
         return Ok(rep);
     }
-    write_manifest(&generic_root, &processed)?;
-    let mut outputs = vec![generic_name.clone()];
-    let mut arches: BTreeSet<String> = BTreeSet::new();
-    for p in &rep.prefixes {
-        arches.extend(p.bytes_out_arch.keys().cloned());
-    }
-    for a in &arches {
-        let root = stage.path().join(format!("{c}_{a}"));
-        let contributed: Vec<String> = {
-            let mut v: Vec<String> = processed
-                .iter()
-                .filter(|p| root.join(p).is_dir())
-                .cloned()
-                .collect();
-            v.sort();
-            v
-        };
-        write_manifest(&root, &contributed)?;
-        outputs.push(format!("{c}_{a}"));
-    }
-    outputs.sort();
+    let (outputs, arches) = write_manifests(c, stage.path(), &processed, &rep)?;
     for o in &outputs {
         let dest = out.join(o);
         if dest.symlink_metadata().is_ok() {
@@ -273,6 +173,133 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     rep.arches = arches.into_iter().collect();
     rep.outputs = outputs;
     Ok(rep)
+}
+
+impl ArtifactReport {
+    /// The report of `input` before any work.
+    fn empty(input: &ArtifactInput) -> ArtifactReport {
+        ArtifactReport {
+            input: input.dir.clone(),
+            component: input.component.clone(),
+            outputs: Vec::new(),
+            arches: Vec::new(),
+            generic_only: true,
+            files: 0,
+            bytes_in: 0,
+            bytes_out: 0,
+            binaries_offloaded: 0,
+            code_objects: 0,
+            databases: BTreeMap::new(),
+            excluded: BTreeMap::new(),
+            warnings: Vec::new(),
+            errors: Vec::new(),
+            prefixes: Vec::new(),
+        }
+    }
+
+    /// Add one prefix's figures, findings and details.
+    fn absorb(&mut self, p: PrefixReport) {
+        self.errors.extend(p.errors.iter().cloned());
+        self.warnings.extend(p.warnings.iter().cloned());
+        self.files += p.files;
+        self.bytes_in += p.bytes_in;
+        self.bytes_out += p.bytes_out_generic + p.bytes_out_arch.values().sum::<u64>();
+        self.binaries_offloaded += p.binaries.len();
+        self.code_objects += p.binaries.iter().map(|b| b.code_objects).sum::<usize>();
+        for (h, m) in &p.databases {
+            for (v, n) in m {
+                *self
+                    .databases
+                    .entry(h.clone())
+                    .or_default()
+                    .entry(v.clone())
+                    .or_default() += n;
+            }
+        }
+        for (t, n) in &p.excluded {
+            *self.excluded.entry(t.clone()).or_default() += n;
+        }
+        self.prefixes.push(p);
+    }
+}
+
+/// Split every prefix of `input` into `stage` (`<component>_generic` and
+/// `<component>_<arch>`), into `rep`. Returns the prefixes processed.
+fn split_prefixes(
+    input: &ArtifactInput,
+    prefixes: &[String],
+    stage: &Path,
+    opts: &SplitOptions<'_>,
+    rep: &mut ArtifactReport,
+) -> Vec<String> {
+    let c = &input.component;
+    let generic_root = stage.join(format!("{c}_generic"));
+    let mut processed = Vec::new();
+    for prefix in prefixes {
+        // A prefix reached through a symlink: the link is kept as a link
+        // (like links inside a prefix) and nothing behind it is read, as
+        // it may lead out of the artifact.
+        if let Some(link) = prefix_link(&input.dir, prefix) {
+            if let Err(e) = keep_link(&input.dir, &generic_root, &link) {
+                rep.errors.push(error_chain(&e));
+            }
+            processed.push(prefix.clone());
+            continue;
+        }
+        let source = input.dir.join(prefix);
+        if !source.is_dir() {
+            rep.warnings.push(format!(
+                "{}: prefix listed in the manifest does not exist; skipped",
+                source.display()
+            ));
+            continue;
+        }
+        let generic = generic_root.join(prefix);
+        let arch = |a: &str| stage.join(format!("{c}_{a}")).join(prefix);
+        let layout = PrefixLayout {
+            source: &source,
+            prefix,
+            generic: &generic,
+            arch: &arch,
+        };
+        match split_prefix(&layout, opts) {
+            Ok(p) => rep.absorb(p),
+            Err(e) => rep.errors.push(error_chain(&e)),
+        }
+        processed.push(prefix.clone());
+    }
+    processed
+}
+
+/// Write the manifests of the staged generic artifact (every processed
+/// prefix) and of each arch artifact (the prefixes it received). Returns
+/// the output names, sorted, and the arches.
+fn write_manifests(
+    c: &str,
+    stage: &Path,
+    processed: &[String],
+    rep: &ArtifactReport,
+) -> Result<(Vec<String>, BTreeSet<String>)> {
+    let generic_name = format!("{c}_generic");
+    write_manifest(&stage.join(&generic_name), processed)?;
+    let mut outputs = vec![generic_name];
+    let mut arches: BTreeSet<String> = BTreeSet::new();
+    for p in &rep.prefixes {
+        arches.extend(p.bytes_out_arch.keys().cloned());
+    }
+    for a in &arches {
+        let root = stage.join(format!("{c}_{a}"));
+        let mut contributed: Vec<String> = processed
+            .iter()
+            .filter(|p| root.join(p).is_dir())
+            .cloned()
+            .collect();
+        contributed.sort();
+        write_manifest(&root, &contributed)?;
+        outputs.push(format!("{c}_{a}"));
+    }
+    outputs.sort();
+    Ok((outputs, arches))
 }
 
 #[cfg(test)]

@@ -126,3 +126,17 @@ mod tests {
         assert_eq!(std::fs::read_link(to.join("out")).unwrap(), d.path());
     }
 }
+
+/// The names of the artifacts in `dir` (its subdirectories holding a
+/// manifest), sorted.
+pub(crate) fn artifact_dirs(dir: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, "cannot list", e))? {
+        let e = e.map_err(|e| Error::io(dir, "cannot list", e))?;
+        if e.path().join(MANIFEST).is_file() {
+            names.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    names.sort();
+    Ok(names)
+}

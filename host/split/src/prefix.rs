@@ -5,13 +5,11 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use kpack_amdgpu::{Level, TargetFilter, TargetId};
+use kpack_binary::{FileKind, HostBinary};
 use kpack_bundle::WalkOptions;
-use kpack_elf::{ElfKind, MARKER_SECTION, read_fat_binary};
+use kpack_elf::{MARKER_SECTION, read_fat_binary};
 use kpack_format::{Compression, WriterOptions};
-use kpack_offload::{
-    ArchiveSet, OffloadOptions, Outcome, add_code_objects, check_filter, offload_binary_filtered,
-    transform_checked,
-};
+use kpack_offload::{ArchiveSet, OffloadOptions, Outcome, offload_binary};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -245,10 +243,41 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
     };
     let nodes = walk(layout.source)?;
     refuse_archives(layout.source, &nodes)?;
+    let files = write_skeleton(layout, &nodes, &mut report)?;
+    if let Some(p) = opts.progress {
+        p(Progress::Walked {
+            prefix: layout.prefix,
+            files: files.len() as u64,
+            bytes: files.iter().map(|f| f.1).sum(),
+        });
+    }
+    let claims = classify_files(layout.source, &files, opts.databases)?;
+    let results = process_files(layout, opts, &files, &claims);
+    refuse_offloaded(layout, &results)?;
+    for (rel, r) in results {
+        report.add_file(layout.source, &rel, r);
+    }
+    report.refuse_shared_archives();
+    report
+        .archives
+        .sort_by(|a, b| (&a.arch, &a.path).cmp(&(&b.arch, &b.path)));
+    Ok(report)
+}
+
+/// The outcome of [`process_file`] for each file, by path in the prefix.
+type FileResults = Vec<(String, std::result::Result<FileResult, String>)>;
+
+/// Create the generic output's directories and symlinks of `nodes`;
+/// returns the regular files (path in the prefix, size).
+fn write_skeleton<'n>(
+    layout: &PrefixLayout<'_>,
+    nodes: &'n [Node],
+    report: &mut PrefixReport,
+) -> Result<Vec<(&'n str, u64)>> {
     std::fs::create_dir_all(layout.generic)
         .map_err(|e| Error::io(layout.generic, "cannot create", e))?;
     let mut files = Vec::new();
-    for node in &nodes {
+    for node in nodes {
         match node {
             Node::Dir(rel) => {
                 let d = layout.generic.join(rel);
@@ -262,16 +291,17 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
             Node::File(rel, size) => files.push((rel.as_str(), *size)),
         }
     }
-    if let Some(p) = opts.progress {
-        p(Progress::Walked {
-            prefix: layout.prefix,
-            files: files.len() as u64,
-            bytes: files.iter().map(|f| f.1).sum(),
-        });
-    }
-    let claims = classify_files(layout.source, &files, opts.databases)?;
+    Ok(files)
+}
 
-    let results: Vec<(String, std::result::Result<FileResult, String>)> = files
+/// [`process_file`] over every file, in parallel, in the order of `files`.
+fn process_files(
+    layout: &PrefixLayout<'_>,
+    opts: &SplitOptions<'_>,
+    files: &[(&str, u64)],
+    claims: &[Option<Claim>],
+) -> FileResults {
+    files
         .par_iter()
         .zip(claims.par_iter())
         .map(|(&(rel, size), claim)| {
@@ -284,11 +314,13 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
             }
             (rel.to_string(), r)
         })
-        .collect();
+        .collect()
+}
 
-    // A binary kpack already offloaded means this tree is split output:
-    // its archives are elsewhere, and a second split would only copy it
-    // under new artifact names, so say so instead (nothing is kept).
+/// A binary kpack already offloaded means this tree is split output:
+/// its archives are elsewhere, and a second split would only copy it
+/// under new artifact names, so say so instead (nothing is kept).
+fn refuse_offloaded(layout: &PrefixLayout<'_>, results: &FileResults) -> Result<()> {
     if let Some((rel, _)) = results
         .iter()
         .find(|(_, r)| r.as_ref().is_ok_and(|r| r.already))
@@ -301,57 +333,60 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
             ),
         ));
     }
-    for (rel, r) in results {
-        report.files += 1;
+    Ok(())
+}
+
+impl PrefixReport {
+    /// Count one file of the prefix read from `source`.
+    fn add_file(&mut self, source: &Path, rel: &str, r: std::result::Result<FileResult, String>) {
+        self.files += 1;
         let r = match r {
             Ok(r) => r,
             Err(e) => {
-                report
-                    .errors
-                    .push(format!("{}: {e}", layout.source.join(&rel).display()));
-                continue;
+                self.errors
+                    .push(format!("{}: {e}", source.join(rel).display()));
+                return;
             }
         };
-        report.bytes_in += r.bytes_in;
-        report.bytes_out_generic += r.generic_bytes;
+        self.bytes_in += r.bytes_in;
+        self.bytes_out_generic += r.generic_bytes;
         for (a, b) in r.arch_bytes {
-            *report.bytes_out_arch.entry(a).or_default() += b;
+            *self.bytes_out_arch.entry(a).or_default() += b;
         }
-        report.binaries.extend(r.binary);
-        report.archives.extend(r.archives);
-        report.host_only += u64::from(r.host_only);
-        report.already_offloaded += u64::from(r.already);
+        self.binaries.extend(r.binary);
+        self.archives.extend(r.archives);
+        self.host_only += u64::from(r.host_only);
+        self.already_offloaded += u64::from(r.already);
         if let Some((h, v)) = r.database {
-            *report.databases.entry(h).or_default().entry(v).or_default() += 1;
+            *self.databases.entry(h).or_default().entry(v).or_default() += 1;
         }
         if let Some(a) = r.device_file {
-            *report.device_files.entry(a).or_default() += 1;
+            *self.device_files.entry(a).or_default() += 1;
         }
         for t in r.excluded {
-            *report.excluded.entry(t).or_default() += 1;
+            *self.excluded.entry(t).or_default() += 1;
         }
-        report.warnings.extend(
+        self.warnings.extend(
             r.warning
-                .map(|w| format!("{}: {w}", layout.source.join(&rel).display())),
+                .map(|w| format!("{}: {w}", source.join(rel).display())),
         );
     }
-    // Per-binary stems are injective unless paths contain '.' where another
-    // has '/': refuse rather than let two binaries share an archive.
-    let mut seen = std::collections::BTreeSet::new();
-    let mut clashes = Vec::new();
-    for a in &report.archives {
-        if !seen.insert(a.path.as_str()) {
-            clashes.push(format!(
-                "two binaries map to the archive {}; rename one",
-                a.path
-            ));
+
+    /// Per-binary stems are injective unless paths contain '.' where another
+    /// has '/': refuse rather than let two binaries share an archive.
+    fn refuse_shared_archives(&mut self) {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut clashes = Vec::new();
+        for a in &self.archives {
+            if !seen.insert(a.path.as_str()) {
+                clashes.push(format!(
+                    "two binaries map to the archive {}; rename one",
+                    a.path
+                ));
+            }
         }
+        self.errors.extend(clashes);
     }
-    report.errors.extend(clashes);
-    report
-        .archives
-        .sort_by(|a, b| (&a.arch, &a.path).cmp(&(&b.arch, &b.path)));
-    Ok(report)
 }
 
 /// The end of the message refusing split output.
@@ -488,8 +523,6 @@ fn copy(src: &Path, dst: &Path) -> std::result::Result<u64, String> {
     std::fs::copy(src, dst).map_err(|e| format!("cannot copy to {}: {e}", dst.display()))
 }
 
-const EM_X86_64: u16 = 62;
-
 fn process_file(
     layout: &PrefixLayout<'_>,
     opts: &SplitOptions<'_>,
@@ -515,32 +548,14 @@ fn process_file(
         r.database = Some((c.handler.clone(), c.classification.to_string()));
         return Ok(r);
     }
-    let mut head = [0u8; 24];
-    let n = std::fs::File::open(&src)
-        .and_then(|mut f| read_up_to(&mut f, &mut head))
-        .map_err(|e| format!("cannot read: {e}"))?;
-    let head = &head[..n];
-    let is_elf = head.starts_with(b"\x7fELF") && n >= 20;
-    let machine = if is_elf {
-        u16::from_le_bytes([head[18], head[19]])
-    } else {
-        0
-    };
-    let device_file = head.starts_with(kpack_bundle::BUNDLE_MAGIC)
-        || head.starts_with(kpack_bundle::CCOB_MAGIC)
-        || kpack_amdgpu::is_amdgpu_elf(head);
-    if is_elf && machine == EM_X86_64 {
-        return host_elf(layout, opts, rel, &src, r);
+    let kind = FileKind::of_path(&src).map_err(|e| format!("cannot read: {e}"))?;
+    if kind.is_host_binary() {
+        return host_binary(layout, opts, rel, &src, r);
     }
-    // By magic (`MZ`, then `PE\0\0` at `e_lfanew`), never by extension:
-    // `.dll`, `.exe` and `.pyd` alike.
-    if head.starts_with(b"MZ") && kpack_pe::is_pe_file(&src).map_err(|e| error_chain(&e))? {
-        return host_pe(layout, opts, rel, &src, r);
-    }
-    if device_file {
+    if kind.is_device_file() {
         return bundle_file(layout, opts, rel, &src, r);
     }
-    if head.starts_with(b"!<arch>\n") && static_archive_has_device_code(&src)? {
+    if kind == FileKind::StaticArchive && static_archive_has_device_code(&src)? {
         r.warning = Some(
             "static archive with device code kept in the generic artifact as is (link it into a binary to split it)".into(),
         );
@@ -587,86 +602,74 @@ fn static_archive_has_device_code(src: &Path) -> std::result::Result<bool, Strin
     }
 }
 
-fn host_elf(
+/// A host binary (ELF for a known machine, or PE): offloaded into the
+/// generic artifact with its archives in each arch's tree; without device
+/// code, already offloaded, or a link input, copied as it is.
+fn host_binary(
     layout: &PrefixLayout<'_>,
     opts: &SplitOptions<'_>,
     rel: &str,
     src: &Path,
     mut r: FileResult,
 ) -> std::result::Result<FileResult, String> {
-    let fat = match read_fat_binary(
-        src,
-        WalkOptions {
-            verify_hash: opts.verify_hash,
-        },
-    ) {
-        Ok(f) => f,
-        Err(e) if e.kind() == kpack_elf::ErrorKind::Unsupported => {
+    let walk = WalkOptions {
+        verify_hash: opts.verify_hash,
+    };
+    let bin = match HostBinary::read(src, walk) {
+        Ok(b) => b,
+        // A file kpack cannot rewrite (32-bit, big-endian, another
+        // machine) has no HIP device code it could move: shipped as is.
+        Err(e) if e.is_unsupported() => {
             r.generic_bytes = copy(src, &layout.generic.join(rel))?;
             return Ok(r);
         }
         Err(e) => return Err(error_chain(&e)),
     };
-    let targets = || fat.targets();
-    let copy_generic = |r: &mut FileResult| -> std::result::Result<(), String> {
-        r.generic_bytes = copy(src, &layout.generic.join(rel))?;
-        Ok(())
-    };
-    if fat.is_transformed() {
+    if bin.is_transformed() {
         r.already = true;
-        copy_generic(&mut r)?;
-        return Ok(r);
-    }
-    if fat.bundles.is_empty() {
+    } else if bin.bundles().is_empty() {
         r.host_only = true;
-        copy_generic(&mut r)?;
+    } else if bin.is_link_input() {
+        r.warning = Some(format!(
+            "relocatable object with device code ({}) kept in the generic artifact as is (link it into a binary to split it)",
+            bin.targets().join(", ")
+        ));
+    }
+    if r.already || r.host_only || r.warning.is_some() {
+        r.generic_bytes = copy(src, &layout.generic.join(rel))?;
         return Ok(r);
     }
-    match fat.kind {
-        ElfKind::Exec | ElfKind::Dyn => {}
-        ElfKind::Rel | ElfKind::BundleFile => {
-            r.warning = Some(format!(
-                "relocatable object with device code ({}) kept in the generic artifact as is (link it into a binary to split it)",
-                targets().join(", ")
-            ));
-            copy_generic(&mut r)?;
-            return Ok(r);
-        }
-    }
-    check_filter(src, &fat.bundles, &opts.targets).map_err(|e| error_chain(&e))?;
     let Planned {
-        mut archives,
+        archives,
         kernel_name,
         stem,
         search_path,
         oo,
-    } = plan_archives(layout, opts, rel, &fat.bundles);
+    } = plan_archives(layout, opts, rel, bin.bundles());
     let out = layout.generic.join(rel);
-    let (staged, transform) =
-        transform_checked(src, &fat, &oo, &out).map_err(|e| error_chain(&e))?;
-
-    let added = add_code_objects(
-        src,
-        &fat,
-        &kernel_name,
-        &|t| opts.targets.keeps(t),
-        &mut archives,
-    )
-    .map_err(|e| error_chain(&e))?;
-    r.excluded.extend(added.excluded);
-    let (moved, count) = (added.targets, added.count);
-    finish_archives(opts, &stem, archives, &mut r)?;
-    let written = transform.output_size;
-    staged.persist(src).map_err(|e| error_chain(&e))?;
-    r.generic_bytes = written;
+    let done = offload_binary(src, &bin, &out, &oo, &opts.targets, archives)
+        .map_err(|e| error_chain(&e))?;
+    let Outcome::Offloaded {
+        transform,
+        code_objects,
+        targets,
+        excluded,
+        ..
+    } = done.outcome
+    else {
+        return Err(format!("binary not offloaded: {:?}", done.outcome));
+    };
+    r.excluded.extend(excluded);
+    report_archives(opts, &stem, done.archives, &mut r);
+    r.generic_bytes = transform.output_size();
     r.binary = Some(BinaryReport {
         path: rel.to_string(),
         kernel_name,
         search_path,
-        code_objects: count,
-        targets: moved,
+        code_objects,
+        targets,
         bytes_in: r.bytes_in,
-        bytes_out: written,
+        bytes_out: r.generic_bytes,
     });
     Ok(r)
 }
@@ -727,11 +730,8 @@ fn plan_archives(
     let search_path = archives.search_path(&bin_dir, &root.join(&opts.archive_dir));
     let oo = OffloadOptions {
         kernel_name: kernel_name.clone(),
-        search_paths: archives.marker_search_paths_for(
-            std::slice::from_ref(&search_path),
-            bundles,
-            &|t| opts.targets.keeps(t),
-        ),
+        // Expanded for archive groups by the offload itself.
+        search_paths: vec![search_path.clone()],
         verify_hash: opts.verify_hash,
     };
     Planned {
@@ -743,14 +743,14 @@ fn plan_archives(
     }
 }
 
-/// Write the archives of one binary and report them.
-fn finish_archives(
+/// Report the archives written for one binary.
+fn report_archives(
     opts: &SplitOptions<'_>,
     stem: &str,
-    archives: ArchiveSet,
+    written: Vec<(String, kpack_format::Written)>,
     r: &mut FileResult,
-) -> std::result::Result<(), String> {
-    for (processor, written) in archives.finish().map_err(|e| error_chain(&e))? {
+) {
+    for (processor, written) in written {
         r.arch_bytes.push((processor.clone(), written.file_size));
         r.archives.push(ArchiveReport {
             arch: processor.clone(),
@@ -759,78 +759,6 @@ fn finish_archives(
             bytes: written.file_size,
         });
     }
-    Ok(())
-}
-
-/// A Windows PE image (DLL, EXE, `.pyd`): the same flow as [`host_elf`],
-/// with kpack-offload's PE path reading, transforming and verifying it.
-fn host_pe(
-    layout: &PrefixLayout<'_>,
-    opts: &SplitOptions<'_>,
-    rel: &str,
-    src: &Path,
-    mut r: FileResult,
-) -> std::result::Result<FileResult, String> {
-    let walk = WalkOptions {
-        verify_hash: opts.verify_hash,
-    };
-    let fat = match kpack_pe::read_fat_binary(src, walk) {
-        Ok(f) => f,
-        // A PE kpack cannot rewrite (PE32, another machine) has no HIP
-        // device code it could move: shipped as is, like such ELF files.
-        Err(e) if e.kind() == kpack_pe::ErrorKind::Unsupported => {
-            r.generic_bytes = copy(src, &layout.generic.join(rel))?;
-            return Ok(r);
-        }
-        Err(e) => return Err(error_chain(&e)),
-    };
-    if fat.is_transformed() {
-        r.already = true;
-        r.generic_bytes = copy(src, &layout.generic.join(rel))?;
-        return Ok(r);
-    }
-    if fat.bundles.is_empty() {
-        r.host_only = true;
-        r.generic_bytes = copy(src, &layout.generic.join(rel))?;
-        return Ok(r);
-    }
-    check_filter(src, &fat.bundles, &opts.targets).map_err(|e| error_chain(&e))?;
-    let Planned {
-        mut archives,
-        kernel_name,
-        stem,
-        search_path,
-        oo,
-    } = plan_archives(layout, opts, rel, &fat.bundles);
-    drop(fat);
-    let out = layout.generic.join(rel);
-    let outcome = offload_binary_filtered(src, &out, &oo, &opts.targets, &mut archives)
-        .map_err(|e| error_chain(&e))?;
-    let Outcome::OffloadedPe {
-        code_objects,
-        targets,
-        excluded,
-        ..
-    } = outcome
-    else {
-        return Err(format!("PE image not offloaded: {outcome:?}"));
-    };
-    r.excluded.extend(excluded);
-    finish_archives(opts, &stem, archives, &mut r)?;
-    let bytes_out = std::fs::metadata(&out)
-        .map_err(|e| format!("cannot stat {}: {e}", out.display()))?
-        .len();
-    r.generic_bytes = bytes_out;
-    r.binary = Some(BinaryReport {
-        path: rel.to_string(),
-        kernel_name,
-        search_path,
-        code_objects,
-        targets,
-        bytes_in: r.bytes_in,
-        bytes_out,
-    });
-    Ok(r)
 }
 
 fn bundle_file(

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::manifest::{MANIFEST, keep_link, prefix_link, read_manifest, write_manifest};
+use crate::manifest::{artifact_dirs, keep_link, prefix_link, read_manifest, write_manifest};
 
 /// One architecture group of the config.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -90,72 +90,84 @@ impl RecombineConfig {
         if groups_o.is_empty() {
             return Err("architecture_groups is empty".into());
         }
-        let mut groups = Vec::new();
-        for (name, g) in groups_o {
-            let go = g
-                .as_object()
-                .ok_or_else(|| format!("group {name:?} must be an object"))?;
-            let archs = go
-                .get("architectures")
-                .ok_or_else(|| format!("group {name:?}: architectures is missing"))?
-                .as_array()
-                .ok_or_else(|| format!("group {name:?}: architectures must be a list"))?;
-            if archs.is_empty() {
-                return Err(format!("group {name:?}: architectures is empty"));
-            }
-            let mut architectures = Vec::new();
-            for a in archs {
-                let a = a
-                    .as_str()
-                    .ok_or_else(|| format!("group {name:?}: architectures must be strings"))?;
-                if !kpack_amdgpu::is_device_arch_name(a) {
-                    return Err(format!(
-                        "group {name:?}: architecture {a:?} does not start with gfx"
-                    ));
-                }
-                architectures.push(a.to_string());
-            }
-            let display_name = match go.get("display_name") {
-                None => name.clone(),
-                Some(Value::String(s)) => s.clone(),
-                Some(_) => return Err(format!("group {name:?}: display_name must be a string")),
-            };
-            groups.push(ArchGroup {
-                name: name.clone(),
-                display_name,
-                architectures,
-            });
-        }
-        let mut validation = Validation::default();
-        if let Some(val) = obj.get("validation") {
-            let vo = val.as_object().ok_or("validation must be an object")?;
-            for (key, slot) in [
-                (
-                    "error_on_duplicate_device_code",
-                    &mut validation.error_on_duplicate_device_code,
-                ),
-                (
-                    "verify_generic_artifacts_match",
-                    &mut validation.verify_generic_artifacts_match,
-                ),
-                (
-                    "error_on_missing_architecture",
-                    &mut validation.error_on_missing_architecture,
-                ),
-            ] {
-                match vo.get(key) {
-                    None => {}
-                    Some(Value::Bool(b)) => *slot = *b,
-                    Some(_) => return Err(format!("validation.{key} must be a boolean")),
-                }
-            }
-        }
+        let groups = groups_o
+            .iter()
+            .map(|(name, g)| parse_group(name, g))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let validation = match obj.get("validation") {
+            Some(val) => parse_validation(val)?,
+            None => Validation::default(),
+        };
         Ok(RecombineConfig {
             primary_shard: primary,
             groups,
             validation,
         })
     }
+}
+
+/// One entry of `architecture_groups`.
+fn parse_group(name: &str, g: &Value) -> std::result::Result<ArchGroup, String> {
+    let go = g
+        .as_object()
+        .ok_or_else(|| format!("group {name:?} must be an object"))?;
+    let archs = go
+        .get("architectures")
+        .ok_or_else(|| format!("group {name:?}: architectures is missing"))?
+        .as_array()
+        .ok_or_else(|| format!("group {name:?}: architectures must be a list"))?;
+    if archs.is_empty() {
+        return Err(format!("group {name:?}: architectures is empty"));
+    }
+    let mut architectures = Vec::new();
+    for a in archs {
+        let a = a
+            .as_str()
+            .ok_or_else(|| format!("group {name:?}: architectures must be strings"))?;
+        if !kpack_amdgpu::is_device_arch_name(a) {
+            return Err(format!(
+                "group {name:?}: architecture {a:?} does not start with gfx"
+            ));
+        }
+        architectures.push(a.to_string());
+    }
+    let display_name = match go.get("display_name") {
+        None => name.to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(format!("group {name:?}: display_name must be a string")),
+    };
+    Ok(ArchGroup {
+        name: name.to_string(),
+        display_name,
+        architectures,
+    })
+}
+
+/// The `validation` object: AMD's defaults, overridden by the booleans given.
+fn parse_validation(val: &Value) -> std::result::Result<Validation, String> {
+    let mut validation = Validation::default();
+    let vo = val.as_object().ok_or("validation must be an object")?;
+    for (key, slot) in [
+        (
+            "error_on_duplicate_device_code",
+            &mut validation.error_on_duplicate_device_code,
+        ),
+        (
+            "verify_generic_artifacts_match",
+            &mut validation.verify_generic_artifacts_match,
+        ),
+        (
+            "error_on_missing_architecture",
+            &mut validation.error_on_missing_architecture,
+        ),
+    ] {
+        match vo.get(key) {
+            None => {}
+            Some(Value::Bool(b)) => *slot = *b,
+            Some(_) => return Err(format!("validation.{key} must be a boolean")),
+        }
+    }
+    Ok(validation)
 }
 
 /// What [`recombine`] did.
@@ -213,7 +225,46 @@ pub fn recombine_with(
     out: &Path,
     opts: &RecombineOptions,
 ) -> Result<RecombineReport> {
-    let mut rep = RecombineReport::default();
+    let shard_names = list_shards(shards, config)?;
+    let found = Found::collect(shards, &shard_names, config, opts)?;
+    let mut rep = RecombineReport {
+        shards: shard_names,
+        ..RecombineReport::default()
+    };
+    found.validate(config, &mut rep)?;
+    if !rep.errors.is_empty() {
+        return Ok(rep);
+    }
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, "cannot create", e))?;
+    let stage = tempfile::Builder::new()
+        .prefix(&kpack_format::temp_prefix("recombine"))
+        .tempdir_in(out)
+        .map_err(|e| Error::io(out, "cannot stage", e))?;
+    let (outputs, made) = found.stage(config, stage.path())?;
+    commit_outputs(stage.path(), out, &outputs)?;
+    write_record(out, &made)?;
+    rep.outputs = outputs;
+    Ok(rep)
+}
+
+/// What each output artifact is: name → (component, group or `None` for
+/// the generic artifact, arches).
+type Made = BTreeMap<String, (String, Option<String>, Vec<String>)>;
+
+/// Artifacts found in the shards, each as `(shard, dir)`.
+struct Found {
+    /// Component → its generic artifacts.
+    generics: BTreeMap<String, Vec<(String, PathBuf)>>,
+    /// (Component, arch) → its arch artifacts.
+    arches: BTreeMap<(String, String), Vec<(String, PathBuf)>>,
+    /// Every component, sorted.
+    components: Vec<String>,
+    /// The primary shard's name.
+    primary: String,
+}
+
+/// The shard directories below `shards`, sorted; the primary must be one.
+fn list_shards(shards: &Path, config: &RecombineConfig) -> Result<Vec<String>> {
     let mut shard_names = Vec::new();
     for e in std::fs::read_dir(shards)
         .map_err(|e| Error::io(shards, "cannot list the shards directory", e))?
@@ -237,94 +288,127 @@ pub fn recombine_with(
             ),
         ));
     }
-    rep.shards = shard_names.clone();
-    // (component) -> generic dirs per shard; (component, arch) -> [(shard, dir)]
-    let mut generics: BTreeMap<String, Vec<(String, PathBuf)>> = BTreeMap::new();
-    let mut arches: BTreeMap<(String, String), Vec<(String, PathBuf)>> = BTreeMap::new();
-    for s in &shard_names {
-        let sdir = shards.join(s);
-        let mut names = Vec::new();
-        for e in std::fs::read_dir(&sdir).map_err(|e| Error::io(&sdir, "cannot list", e))? {
-            let e = e.map_err(|e| Error::io(&sdir, "cannot list", e))?;
-            if e.path().join(MANIFEST).is_file() {
-                names.push(e.file_name().to_string_lossy().into_owned());
-            }
-        }
-        names.sort();
-        for n in names {
-            let parsed = parse_artifact_name(&n);
-            if let (Some(want), Some((c, _))) = (&opts.component, &parsed)
-                && c != want
-            {
-                continue;
-            }
-            match parsed {
-                Some((c, None)) => generics
-                    .entry(c)
-                    .or_default()
-                    .push((s.clone(), sdir.join(&n))),
-                Some((c, Some(a))) => arches
-                    .entry((c, a))
-                    .or_default()
-                    .push((s.clone(), sdir.join(&n))),
-                None => {}
-            }
-        }
-    }
-    if let Some(c) = &opts.component
-        && !generics.contains_key(c)
-        && !arches.keys().any(|(ac, _)| ac == c)
-    {
-        return Err(Error::invalid(
-            shards,
-            format!("component {c:?} is in no shard"),
-        ));
-    }
-    let primary_generic = |c: &str| {
-        generics
-            .get(c)
-            .and_then(|v| v.iter().find(|(s, _)| *s == config.primary_shard))
-            .map(|x| x.1.clone())
-    };
-    if !generics
-        .values()
-        .flatten()
-        .any(|(s, _)| *s == config.primary_shard)
-    {
-        return Err(Error::invalid(
-            shards.join(&config.primary_shard),
-            "the primary shard has no generic artifact",
-        ));
-    }
-    let mut components: Vec<String> = generics.keys().cloned().collect();
-    components.extend(arches.keys().map(|(c, _)| c.clone()));
-    components.sort();
-    components.dedup();
+    Ok(shard_names)
+}
 
-    // Validation.
-    for ((c, a), v) in &arches {
-        if v.len() > 1 {
-            let names: Vec<String> = v
-                .iter()
-                .map(|(s, d)| format!("{s} ({})", d.display()))
-                .collect();
-            let msg = format!(
-                "{c}: device code for {a} in more than one shard: {}",
-                names.join(" and ")
-            );
-            if config.validation.error_on_duplicate_device_code {
-                rep.errors.push(msg);
-            } else {
-                rep.warnings.push(format!("{msg}; using the first"));
+impl Found {
+    /// Read every shard's artifacts (only `opts.component`'s when set); the
+    /// wanted component must be in some shard and the primary shard must
+    /// have a generic artifact.
+    fn collect(
+        shards: &Path,
+        shard_names: &[String],
+        config: &RecombineConfig,
+        opts: &RecombineOptions,
+    ) -> Result<Found> {
+        let mut generics: BTreeMap<String, Vec<(String, PathBuf)>> = BTreeMap::new();
+        let mut arches: BTreeMap<(String, String), Vec<(String, PathBuf)>> = BTreeMap::new();
+        for s in shard_names {
+            let sdir = shards.join(s);
+            for n in artifact_dirs(&sdir)? {
+                let parsed = parse_artifact_name(&n);
+                if let (Some(want), Some((c, _))) = (&opts.component, &parsed)
+                    && c != want
+                {
+                    continue;
+                }
+                match parsed {
+                    Some((c, None)) => generics
+                        .entry(c)
+                        .or_default()
+                        .push((s.clone(), sdir.join(&n))),
+                    Some((c, Some(a))) => arches
+                        .entry((c, a))
+                        .or_default()
+                        .push((s.clone(), sdir.join(&n))),
+                    None => {}
+                }
+            }
+        }
+        if let Some(c) = &opts.component
+            && !generics.contains_key(c)
+            && !arches.keys().any(|(ac, _)| ac == c)
+        {
+            return Err(Error::invalid(
+                shards,
+                format!("component {c:?} is in no shard"),
+            ));
+        }
+        if !generics
+            .values()
+            .flatten()
+            .any(|(s, _)| *s == config.primary_shard)
+        {
+            return Err(Error::invalid(
+                shards.join(&config.primary_shard),
+                "the primary shard has no generic artifact",
+            ));
+        }
+        let mut components: Vec<String> = generics.keys().cloned().collect();
+        components.extend(arches.keys().map(|(c, _)| c.clone()));
+        components.sort();
+        components.dedup();
+        Ok(Found {
+            generics,
+            arches,
+            components,
+            primary: config.primary_shard.clone(),
+        })
+    }
+
+    /// The primary shard's generic artifact of component `c`.
+    fn primary_generic(&self, c: &str) -> Option<PathBuf> {
+        self.generics
+            .get(c)
+            .and_then(|v| v.iter().find(|(s, _)| *s == self.primary))
+            .map(|x| x.1.clone())
+    }
+
+    /// The first shard's artifact of component `c` for arch `a` (`:` as `_`).
+    fn arch_dir(&self, c: &str, a: &str) -> Option<&(String, PathBuf)> {
+        self.arches
+            .get(&(c.to_string(), a.replace(':', "_")))
+            .and_then(|v| v.first())
+    }
+
+    /// Check the config's validation rules, into `rep.errors` and `rep.warnings`.
+    fn validate(&self, config: &RecombineConfig, rep: &mut RecombineReport) -> Result<()> {
+        self.check_duplicates(&config.validation, rep);
+        if config.validation.verify_generic_artifacts_match {
+            self.check_generics_match(rep)?;
+        }
+        self.check_components(config, rep);
+        Ok(())
+    }
+
+    /// One arch of a component in more than one shard.
+    fn check_duplicates(&self, validation: &Validation, rep: &mut RecombineReport) {
+        for ((c, a), v) in &self.arches {
+            if v.len() > 1 {
+                let names: Vec<String> = v
+                    .iter()
+                    .map(|(s, d)| format!("{s} ({})", d.display()))
+                    .collect();
+                let msg = format!(
+                    "{c}: device code for {a} in more than one shard: {}",
+                    names.join(" and ")
+                );
+                if validation.error_on_duplicate_device_code {
+                    rep.errors.push(msg);
+                } else {
+                    rep.warnings.push(format!("{msg}; using the first"));
+                }
             }
         }
     }
-    if config.validation.verify_generic_artifacts_match {
-        for (c, v) in &generics {
-            let Some(p) = primary_generic(c) else {
+
+    /// Every shard's generic artifact the same as the primary's.
+    fn check_generics_match(&self, rep: &mut RecombineReport) -> Result<()> {
+        for (c, v) in &self.generics {
+            let Some(p) = self.primary_generic(c) else {
                 continue;
             };
-            for (s, d) in v.iter().filter(|(s, _)| *s != config.primary_shard) {
+            for (s, d) in v.iter().filter(|(s, _)| *s != self.primary) {
                 let diffs = tree_diff(&p, d)?;
                 if !diffs.is_empty() {
                     rep.errors.push(format!(
@@ -344,95 +428,114 @@ pub fn recombine_with(
                 }
             }
         }
-    }
-    for c in &components {
-        if primary_generic(c).is_none() {
-            rep.errors.push(format!(
-                "{c}: no generic artifact in the primary shard {}",
-                config.primary_shard
-            ));
-        }
-        let has_device = arches.keys().any(|(ac, _)| ac == c);
-        if !has_device {
-            rep.generic_only.push(c.clone());
-            continue;
-        }
-        for g in &config.groups {
-            for a in &g.architectures {
-                if !arches.contains_key(&(c.clone(), a.replace(':', "_"))) {
-                    let msg = format!("{c}: architecture {a} of group {} is in no shard", g.name);
-                    if config.validation.error_on_missing_architecture {
-                        rep.errors.push(msg);
-                    } else {
-                        rep.warnings.push(msg);
-                    }
-                }
-            }
-        }
-    }
-    if !rep.errors.is_empty() {
-        return Ok(rep);
+        Ok(())
     }
 
-    std::fs::create_dir_all(out).map_err(|e| Error::io(out, "cannot create", e))?;
-    let stage = tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("recombine"))
-        .tempdir_in(out)
-        .map_err(|e| Error::io(out, "cannot stage", e))?;
-    let mut outputs = Vec::new();
-    // artifact name -> (component, group or None for generic, arches)
-    let mut made: BTreeMap<String, (String, Option<String>, Vec<String>)> = BTreeMap::new();
-    for c in &components {
-        let Some(src) = primary_generic(c) else {
-            continue;
-        };
-        let name = format!("{c}_generic");
-        made.insert(name.clone(), (c.clone(), None, Vec::new()));
-        let dst = stage.path().join(&name);
-        let prefixes = read_manifest(&src)?;
-        let mut kept = Vec::new();
-        for p in &prefixes {
-            // A link is copied as a link, never read through.
-            if let Some(link) = prefix_link(&src, p) {
-                keep_link(&src, &dst, &link)?;
-                kept.push(p.clone());
-            } else if src.join(p).is_dir() {
-                merge_tree(&src.join(p), &dst.join(p))?;
-                kept.push(p.clone());
+    /// Each component has the primary's generic artifact and (when it has
+    /// device code) every group arch.
+    fn check_components(&self, config: &RecombineConfig, rep: &mut RecombineReport) {
+        for c in &self.components {
+            if self.primary_generic(c).is_none() {
+                rep.errors.push(format!(
+                    "{c}: no generic artifact in the primary shard {}",
+                    config.primary_shard
+                ));
             }
-        }
-        write_manifest(&dst, &kept)?;
-        outputs.push(name);
-        for g in &config.groups {
-            let mut prefixes: Vec<String> = Vec::new();
-            let dst = stage.path().join(format!("{c}_{}", g.name));
-            for a in &g.architectures {
-                let Some(v) = arches.get(&(c.clone(), a.replace(':', "_"))) else {
-                    continue;
-                };
-                let Some((_, dir)) = v.first() else { continue };
-                for p in read_manifest(dir)? {
-                    if prefix_link(dir, &p).is_none() && dir.join(&p).is_dir() {
-                        merge_tree(&dir.join(&p), &dst.join(&p))?;
-                        prefixes.push(p);
+            let has_device = self.arches.keys().any(|(ac, _)| ac == c);
+            if !has_device {
+                rep.generic_only.push(c.clone());
+                continue;
+            }
+            for g in &config.groups {
+                for a in &g.architectures {
+                    if self.arch_dir(c, a).is_none() {
+                        let msg =
+                            format!("{c}: architecture {a} of group {} is in no shard", g.name);
+                        if config.validation.error_on_missing_architecture {
+                            rep.errors.push(msg);
+                        } else {
+                            rep.warnings.push(msg);
+                        }
                     }
                 }
             }
-            if prefixes.is_empty() {
-                continue;
-            }
-            prefixes.sort();
-            prefixes.dedup();
-            write_manifest(&dst, &prefixes)?;
-            outputs.push(format!("{c}_{}", g.name));
-            made.insert(
-                format!("{c}_{}", g.name),
-                (c.clone(), Some(g.name.clone()), g.architectures.clone()),
-            );
         }
     }
-    outputs.sort();
-    for o in &outputs {
+
+    /// Write every output artifact into `stage`: per component its generic
+    /// artifact and one per group with device code. Returns the output
+    /// names (sorted) and what each is.
+    fn stage(&self, config: &RecombineConfig, stage: &Path) -> Result<(Vec<String>, Made)> {
+        let mut outputs = Vec::new();
+        let mut made = Made::new();
+        for c in &self.components {
+            let Some(src) = self.primary_generic(c) else {
+                continue;
+            };
+            let name = format!("{c}_generic");
+            made.insert(name.clone(), (c.clone(), None, Vec::new()));
+            stage_generic(&src, &stage.join(&name))?;
+            outputs.push(name);
+            for g in &config.groups {
+                let name = format!("{c}_{}", g.name);
+                if self.stage_group(c, g, &stage.join(&name))? {
+                    outputs.push(name.clone());
+                    made.insert(
+                        name,
+                        (c.clone(), Some(g.name.clone()), g.architectures.clone()),
+                    );
+                }
+            }
+        }
+        outputs.sort();
+        Ok((outputs, made))
+    }
+
+    /// Merge the device code of group `g`'s arches of component `c` into
+    /// `dst`; false (nothing written) when no shard has any.
+    fn stage_group(&self, c: &str, g: &ArchGroup, dst: &Path) -> Result<bool> {
+        let mut prefixes: Vec<String> = Vec::new();
+        for a in &g.architectures {
+            let Some((_, dir)) = self.arch_dir(c, a) else {
+                continue;
+            };
+            for p in read_manifest(dir)? {
+                if prefix_link(dir, &p).is_none() && dir.join(&p).is_dir() {
+                    merge_tree(&dir.join(&p), &dst.join(&p))?;
+                    prefixes.push(p);
+                }
+            }
+        }
+        if prefixes.is_empty() {
+            return Ok(false);
+        }
+        prefixes.sort();
+        prefixes.dedup();
+        write_manifest(dst, &prefixes)?;
+        Ok(true)
+    }
+}
+
+/// Copy the generic artifact `src` to `dst`; a prefix that is a link is
+/// copied as a link, never read through.
+fn stage_generic(src: &Path, dst: &Path) -> Result<()> {
+    let prefixes = read_manifest(src)?;
+    let mut kept = Vec::new();
+    for p in &prefixes {
+        if let Some(link) = prefix_link(src, p) {
+            keep_link(src, dst, &link)?;
+            kept.push(p.clone());
+        } else if src.join(p).is_dir() {
+            merge_tree(&src.join(p), &dst.join(p))?;
+            kept.push(p.clone());
+        }
+    }
+    write_manifest(dst, &kept)
+}
+
+/// Move the staged `outputs` into `out`; none may exist there yet.
+fn commit_outputs(stage: &Path, out: &Path, outputs: &[String]) -> Result<()> {
+    for o in outputs {
         if out.join(o).symlink_metadata().is_ok() {
             return Err(Error::new(
                 ErrorKind::Exists,
@@ -441,21 +544,16 @@ pub fn recombine_with(
             ));
         }
     }
-    for o in &outputs {
-        std::fs::rename(stage.path().join(o), out.join(o))
+    for o in outputs {
+        std::fs::rename(stage.join(o), out.join(o))
             .map_err(|e| Error::io(out.join(o), "cannot move into place", e))?;
     }
-    write_record(out, &made)?;
-    rep.outputs = outputs;
-    Ok(rep)
+    Ok(())
 }
 
 /// Add `made` to [`RECORD`] in `out` (a second run with another
 /// `--component` extends it), written to a temp file and renamed.
-fn write_record(
-    out: &Path,
-    made: &BTreeMap<String, (String, Option<String>, Vec<String>)>,
-) -> Result<()> {
+fn write_record(out: &Path, made: &Made) -> Result<()> {
     let path = out.join(RECORD);
     let mut artifacts = serde_json::Map::new();
     if let Ok(text) = std::fs::read_to_string(&path)

@@ -6,9 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use kpack_bundle::ReadAt;
+use kpack_binary::{FileKind, HostBinary};
 use kpack_bundle::WalkOptions;
-use kpack_elf::{ElfKind, Magic, read_fat_binary};
 use kpack_format::{Archive, Marker};
 use kpack_runtime::{Cache, Config};
 use serde::Serialize;
@@ -278,8 +277,59 @@ fn verify_group(
     record: &BTreeMap<String, (String, Option<String>)>,
     rep: &mut VerifyReport,
 ) -> Result<()> {
-    // component -> generic (dir, prefixes, marked binaries)
-    let mut generics: BTreeMap<String, (PathBuf, Vec<String>, Vec<Marked>)> = BTreeMap::new();
+    let (generics, arches) = read_group(arts, record, rep)?;
+    for (c, generic) in &generics {
+        let Some(list) = arches.get(c) else {
+            let (gdir, _, marked) = generic;
+            if !marked.is_empty() {
+                finding(
+                    rep,
+                    Severity::Error,
+                    "marker",
+                    gdir,
+                    format!(
+                        "{} binaries carry markers but no arch artifact of {c} is here",
+                        marked.len()
+                    ),
+                );
+            }
+            continue;
+        };
+        check_component(c, generic, list, rep)?;
+    }
+    for (c, list) in &arches {
+        if !generics.contains_key(c) {
+            for (_, adir, _, _) in list {
+                finding(
+                    rep,
+                    Severity::Warning,
+                    "marker",
+                    adir,
+                    format!("no generic artifact of {c} next to it; markers not checked"),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A generic artifact: its directory, prefixes and marked binaries.
+type GenericArtifact = (PathBuf, Vec<String>, Vec<Marked>);
+
+/// The artifacts of a group by component: generic ones and arch ones.
+type ByComponent = (
+    BTreeMap<String, GenericArtifact>,
+    BTreeMap<String, Vec<ArchArtifact>>,
+);
+
+/// Check each artifact of `arts` on its own, by kind: component →
+/// its generic artifact, component → its arch artifacts.
+fn read_group(
+    arts: &[PathBuf],
+    record: &BTreeMap<String, (String, Option<String>)>,
+    rep: &mut VerifyReport,
+) -> Result<ByComponent> {
+    let mut generics: BTreeMap<String, GenericArtifact> = BTreeMap::new();
     let mut arches: BTreeMap<String, Vec<ArchArtifact>> = BTreeMap::new();
     for a in arts {
         let name = a
@@ -287,29 +337,9 @@ fn verify_group(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         rep.artifacts.push(a.display().to_string());
-        let prefixes = match read_manifest(a) {
-            // What lies behind a link is not read (split keeps links as
-            // links; the target may be outside the artifact).
-            Ok(p) => p
-                .into_iter()
-                .filter(|p| prefix_link(a, p).is_none())
-                .collect::<Vec<_>>(),
-            Err(e) => {
-                finding(rep, Severity::Error, "manifest", a, error_chain(&e));
-                continue;
-            }
+        let Some(prefixes) = artifact_prefixes(a, rep) else {
+            continue;
         };
-        for p in &prefixes {
-            if !a.join(p).is_dir() {
-                finding(
-                    rep,
-                    Severity::Error,
-                    "manifest",
-                    a.join(MANIFEST),
-                    format!("prefix {p} does not exist"),
-                );
-            }
-        }
         let parsed = record
             .get(&name)
             .cloned()
@@ -335,61 +365,71 @@ fn verify_group(
             ),
         }
     }
-    for (c, (gdir, gprefixes, marked)) in &generics {
-        let Some(list) = arches.get(c) else {
-            if !marked.is_empty() {
+    Ok((generics, arches))
+}
+
+/// The prefixes of artifact `a` that are directories of its own (`None`
+/// when its manifest is unreadable); listed prefixes that do not exist
+/// are findings.
+fn artifact_prefixes(a: &Path, rep: &mut VerifyReport) -> Option<Vec<String>> {
+    let prefixes = match read_manifest(a) {
+        // What lies behind a link is not read (split keeps links as
+        // links; the target may be outside the artifact).
+        Ok(p) => p
+            .into_iter()
+            .filter(|p| prefix_link(a, p).is_none())
+            .collect::<Vec<_>>(),
+        Err(e) => {
+            finding(rep, Severity::Error, "manifest", a, error_chain(&e));
+            return None;
+        }
+    };
+    for p in &prefixes {
+        if !a.join(p).is_dir() {
+            finding(
+                rep,
+                Severity::Error,
+                "manifest",
+                a.join(MANIFEST),
+                format!("prefix {p} does not exist"),
+            );
+        }
+    }
+    Some(prefixes)
+}
+
+/// Component `c`'s markers against each of its arch artifacts `list`.
+fn check_component(
+    c: &str,
+    (gdir, gprefixes, marked): &GenericArtifact,
+    list: &[ArchArtifact],
+    rep: &mut VerifyReport,
+) -> Result<()> {
+    for (arch, adir, aprefixes, info) in list {
+        check_resolution(gdir, gprefixes, marked, arch, adir, aprefixes, info, rep)?;
+    }
+    // Every binary's own targets are the ones some arch artifact holds
+    // for it; a binary that none holds lost all its device code.
+    for b in marked {
+        for &k in &b.indices {
+            let key = format!("{}#{k}", b.marker.kernel_name);
+            if !list
+                .iter()
+                .any(|(_, _, _, info)| info.keys.contains_key(&key))
+            {
+                let names: Vec<String> = list
+                    .iter()
+                    .map(|(_, adir, _, _)| adir.display().to_string())
+                    .collect();
                 finding(
                     rep,
                     Severity::Error,
                     "marker",
-                    gdir,
+                    gdir.join(&b.rel),
                     format!(
-                        "{} binaries carry markers but no arch artifact of {c} is here",
-                        marked.len()
+                        "{key}: no arch artifact of {c} holds code for it (looked in {})",
+                        names.join(", ")
                     ),
-                );
-            }
-            continue;
-        };
-        for (arch, adir, aprefixes, info) in list {
-            check_resolution(gdir, gprefixes, marked, arch, adir, aprefixes, info, rep)?;
-        }
-        // Every binary's own targets are the ones some arch artifact holds
-        // for it; a binary that none holds lost all its device code.
-        for b in marked {
-            for &k in &b.indices {
-                let key = format!("{}#{k}", b.marker.kernel_name);
-                if !list
-                    .iter()
-                    .any(|(_, _, _, info)| info.keys.contains_key(&key))
-                {
-                    let names: Vec<String> = list
-                        .iter()
-                        .map(|(_, adir, _, _)| adir.display().to_string())
-                        .collect();
-                    finding(
-                        rep,
-                        Severity::Error,
-                        "marker",
-                        gdir.join(&b.rel),
-                        format!(
-                            "{key}: no arch artifact of {c} holds code for it (looked in {})",
-                            names.join(", ")
-                        ),
-                    );
-                }
-            }
-        }
-    }
-    for (c, list) in &arches {
-        if !generics.contains_key(c) {
-            for (_, adir, _, _) in list {
-                finding(
-                    rep,
-                    Severity::Warning,
-                    "marker",
-                    adir,
-                    format!("no generic artifact of {c} next to it; markers not checked"),
                 );
             }
         }
@@ -416,17 +456,9 @@ pub(crate) fn files_of(root: &Path) -> Vec<(PathBuf, String)> {
         .collect()
 }
 
-fn head(path: &Path) -> Vec<u8> {
-    use std::io::Read;
-    let mut buf = Vec::new();
-    if let Ok(f) = std::fs::File::open(path) {
-        let _ = f.take(24).read_to_end(&mut buf);
-    }
-    buf
-}
-
-fn is_host_elf(h: &[u8]) -> bool {
-    h.len() >= 20 && h.starts_with(b"\x7fELF") && u16::from_le_bytes([h[18], h[19]]) == 62
+/// What the file at `path` is (an unreadable file is nothing).
+fn kind(path: &Path) -> FileKind {
+    FileKind::of_path(path).unwrap_or(FileKind::Other)
 }
 
 /// Host binaries with markers under `a`'s prefixes; fat binaries left
@@ -442,123 +474,114 @@ pub(crate) fn check_host_files(
         for (path, rel) in files_of(&a.join(p)) {
             if rel.ends_with(".kpack") {
                 if !archives_allowed {
-                    finding(
-                        rep,
-                        Severity::Error,
-                        "generic",
-                        &path,
-                        "archive in a generic artifact",
-                    );
+                    generic_finding(rep, Severity::Error, &path, "archive in a generic artifact");
                 }
                 continue;
             }
-            let h = head(&path);
-            let device = h.starts_with(kpack_bundle::BUNDLE_MAGIC)
-                || h.starts_with(kpack_bundle::CCOB_MAGIC);
-            if device {
-                finding(
-                    rep,
-                    Severity::Warning,
-                    "generic",
-                    &path,
-                    "bundle file with device code in a generic artifact",
-                );
-                continue;
-            }
-            if !is_host_elf(&h) {
-                continue;
-            }
-            let fat = match read_fat_binary(&path, WalkOptions { verify_hash: false }) {
-                Ok(f) => f,
-                Err(e) if e.kind() == kpack_elf::ErrorKind::Unsupported => continue,
-                Err(e) => {
-                    finding(
-                        rep,
-                        Severity::Error,
-                        "generic",
-                        &path,
-                        format!("unreadable host binary: {}", error_chain(&e)),
-                    );
-                    continue;
-                }
-            };
-            let pending = fat.wrappers.iter().any(|w| w.magic == Magic::Hipf);
-            match fat.kind {
-                ElfKind::Rel if !fat.bundles.is_empty() => {
-                    finding(
-                        rep,
-                        Severity::Warning,
-                        "generic",
-                        &path,
-                        "relocatable object with device code",
-                    );
-                    continue;
-                }
-                _ if pending || (!fat.bundles.is_empty() && !fat.is_transformed()) => {
-                    finding(
-                        rep,
-                        Severity::Error,
-                        "generic",
-                        &path,
-                        "fat binary left in a generic artifact (device code not offloaded)",
-                    );
-                    continue;
-                }
-                _ => {}
-            }
-            let Some(sec) = fat.marker.filter(|_| fat.is_transformed()) else {
-                if fat.is_transformed() {
-                    finding(
-                        rep,
-                        Severity::Error,
-                        "generic",
-                        &path,
-                        "HIPK wrappers but no .rocm_kpack_ref marker",
-                    );
-                }
-                continue;
-            };
-            let mut bytes = vec![
-                0u8;
-                usize::try_from(sec.size.min(kpack_format::MARKER_MAX_LEN as u64))
-                    .unwrap_or(0)
-            ];
-            if fat.source.read_exact_at(sec.offset, &mut bytes).is_err() {
-                finding(
-                    rep,
-                    Severity::Error,
-                    "generic",
-                    &path,
-                    "cannot read the marker",
-                );
-                continue;
-            }
-            match Marker::parse(&bytes) {
-                Ok(marker) => {
-                    let indices = fat
-                        .wrappers
-                        .iter()
-                        .map(|w| (w.reserved & 0xffff_ffff) as u32)
-                        .collect();
-                    let rel_in_install = rel.clone();
-                    marked.push(Marked {
-                        rel: rel_in_install,
-                        marker,
-                        indices,
-                    });
-                    rep.binaries += 1;
-                }
-                Err(e) => finding(
-                    rep,
-                    Severity::Error,
-                    "generic",
-                    &path,
-                    format!("invalid marker: {e}"),
-                ),
+            if let Some(m) = check_host_file(&path, rel, rep) {
+                marked.push(m);
+                rep.binaries += 1;
             }
         }
     }
     Ok(marked)
+}
+
+/// One file of a generic artifact: device code left in it is a finding;
+/// an offloaded host binary gives its marker.
+fn check_host_file(path: &Path, rel: String, rep: &mut VerifyReport) -> Option<Marked> {
+    let kind = kind(path);
+    if matches!(kind, FileKind::Bundle | FileKind::Ccob) {
+        generic_finding(
+            rep,
+            Severity::Warning,
+            path,
+            "bundle file with device code in a generic artifact",
+        );
+        return None;
+    }
+    if !kind.is_host_binary() {
+        return None;
+    }
+    let bin = match HostBinary::read(path, WalkOptions { verify_hash: false }) {
+        Ok(b) => b,
+        Err(e) if e.is_unsupported() => return None,
+        Err(e) => {
+            generic_finding(
+                rep,
+                Severity::Error,
+                path,
+                format!("unreadable host binary: {}", error_chain(&e)),
+            );
+            return None;
+        }
+    };
+    if bin.is_link_input() && !bin.bundles().is_empty() {
+        generic_finding(
+            rep,
+            Severity::Warning,
+            path,
+            "relocatable object with device code",
+        );
+        return None;
+    }
+    if bin.has_pending_wrappers() || (!bin.bundles().is_empty() && !bin.is_transformed()) {
+        generic_finding(
+            rep,
+            Severity::Error,
+            path,
+            "fat binary left in a generic artifact (device code not offloaded)",
+        );
+        return None;
+    }
+    marked_binary(&bin, path, rel, rep)
+}
+
+/// The marker of offloaded host binary `bin`; a missing, unreadable or
+/// invalid one is a finding.
+fn marked_binary(
+    bin: &HostBinary,
+    path: &Path,
+    rel: String,
+    rep: &mut VerifyReport,
+) -> Option<Marked> {
+    let marker = bin.read_marker().filter(|_| bin.is_transformed());
+    let Some(bytes) = marker else {
+        if bin.is_transformed() {
+            generic_finding(
+                rep,
+                Severity::Error,
+                path,
+                "HIPK wrappers but no .rocm_kpack_ref marker",
+            );
+        }
+        return None;
+    };
+    let Ok(bytes) = bytes else {
+        generic_finding(rep, Severity::Error, path, "cannot read the marker");
+        return None;
+    };
+    match Marker::parse(&bytes) {
+        Ok(marker) => Some(Marked {
+            rel,
+            marker,
+            indices: bin.wrapper_indices().into_iter().collect(),
+        }),
+        Err(e) => {
+            generic_finding(rep, Severity::Error, path, format!("invalid marker: {e}"));
+            None
+        }
+    }
+}
+
+/// A finding of the `generic` check.
+fn generic_finding(
+    rep: &mut VerifyReport,
+    severity: Severity,
+    path: &Path,
+    message: impl Into<String>,
+) {
+    finding(rep, severity, "generic", path, message);
 }
 
 /// Whether `arch` names one processor (`gfx90a`, `gfx11-generic`,
@@ -593,7 +616,7 @@ fn check_arch(
                 scan_archive(&path, (exact || group).then_some(arch), &mut info, rep);
                 continue;
             }
-            if is_host_elf(&head(&path)) {
+            if kind(&path).is_host_binary() {
                 finding(
                     rep,
                     Severity::Error,

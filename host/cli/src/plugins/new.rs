@@ -128,7 +128,6 @@ fn find_sdk(dir: &Path) -> Option<PathBuf> {
 
 /// The crate's files, `(relative path, contents)`.
 fn scaffold(name: &str, sdk: Option<&Path>) -> Vec<(&'static str, String)> {
-    let version = env!("CARGO_PKG_VERSION");
     let ty: String = name
         .split(['-', '_'])
         .map(|w| {
@@ -139,6 +138,18 @@ fn scaffold(name: &str, sdk: Option<&Path>) -> Vec<(&'static str, String)> {
         })
         .collect();
     let krate = format!("kpack_handler_{}", name.replace('-', "_"));
+    vec![
+        ("Cargo.toml", cargo_toml(name, sdk)),
+        ("src/lib.rs", lib_rs(name, &ty)),
+        ("README.md", readme(name, &krate)),
+        (".gitignore", "/target\n".to_string()),
+    ]
+}
+
+/// The crate's `Cargo.toml`: a cdylib depending on `kpack-sdk` (a path
+/// dependency on `sdk`, else a version placeholder to replace).
+fn cargo_toml(name: &str, sdk: Option<&Path>) -> String {
+    let version = env!("CARGO_PKG_VERSION");
     let sdk_dep = match sdk {
         // TOML basic strings: escape what could break out of the quotes.
         Some(p) => format!(
@@ -154,7 +165,7 @@ fn scaffold(name: &str, sdk: Option<&Path>) -> Vec<(&'static str, String)> {
              kpack-sdk = \"{version}\""
         ),
     };
-    let cargo_toml = format!(
+    format!(
         r#"[package]
 name = "kpack-handler-{name}"
 description = "kpack database handler for {name}."
@@ -180,8 +191,12 @@ strip = "debuginfo"
 # A workspace of its own, also when created inside another one.
 [workspace]
 "#
-    );
-    let lib_rs = format!(
+    )
+}
+
+/// The handler's `src/lib.rs` (type `ty`), with a unit test.
+fn lib_rs(name: &str, ty: &str) -> String {
+    format!(
         r#"//! kpack database handler for {name}: claims the files under
 //! `share/{name}/` and files each under the GPU target its name carries
 //! (`k_gfx942.co` → `gfx942`), or as generic when it names none.
@@ -223,8 +238,13 @@ mod tests {{
     }}
 }}
 "#
-    );
-    let readme = format!(
+    )
+}
+
+/// The crate's `README.md`: build, use, and the `kpack-sdk` dependency.
+fn readme(name: &str, krate: &str) -> String {
+    let version = env!("CARGO_PKG_VERSION");
+    format!(
         r#"# kpack-handler-{name}
 
 A kpack database handler: a sandboxed WebAssembly
@@ -262,13 +282,7 @@ DIR`); otherwise `Cargo.toml` holds the version placeholder
 `kpack-sdk = "{version}"`: replace it with `{{ path = "/path/to/kpack/sdk" }}`
 or `{{ git = "<kpack repository URL>" }}`.
 "#
-    );
-    vec![
-        ("Cargo.toml", cargo_toml),
-        ("src/lib.rs", lib_rs),
-        ("README.md", readme),
-        (".gitignore", "/target\n".to_string()),
-    ]
+    )
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ mod archive_delta;
 mod archive_group;
 mod auditwheel;
 mod embedded;
+mod front_door;
 mod generic_strict;
 mod handler_authors;
 mod host_only_inputs;

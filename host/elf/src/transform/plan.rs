@@ -169,56 +169,12 @@ impl Plan {
         purpose: Purpose,
         file_len: u64,
     ) -> Result<Plan, Error> {
-        let layout = |message: String| Error::new(ErrorKind::Layout, path, message);
-        // The region the kpack page and the cut come from: all of
-        // .hip_fatbin, or what the pruned bundles left of it.
-        let (region, marker_len, kept_len) = match purpose {
-            Purpose::Offload { marker_len } => (fatbin, marker_len, None),
-            Purpose::Prune { kept_len } => (
-                SectionInfo {
-                    addr: fatbin.addr + kept_len,
-                    offset: fatbin.offset + kept_len,
-                    size: fatbin.size - kept_len,
-                    ..fatbin
-                },
-                0,
-                Some(kept_len),
-            ),
-        };
+        let (region, marker_len, kept_len) = purpose.region(fatbin);
         let cut = plan_cut(path, &headers.program, region, file_len)?;
         let (mut program_headers, kpack_segment) =
             plan_program_headers(path, &headers.program, &cut)?;
-        let table_len = program_headers.len() as u64 * PHDR_SIZE;
-        // File bytes: exactly the table and the marker (BFD lays segments
-        // out by their contents); the rest of the page and the cut pages
-        // zero-fill.
-        program_headers[kpack_segment]
-            .p_filesz
-            .set(LE, table_len + marker_len);
-        if cut.layout == Layout::SharedPage {
-            // Nothing to zero-fill: the rest of the section's bytes stay in
-            // the file (as zeros) and no address depends on them. Without
-            // a zero-fill the loader never writes into a page it shares
-            // with the next segment.
-            program_headers[kpack_segment]
-                .p_memsz
-                .set(LE, table_len + marker_len);
-        }
-        let marker_offset_in_page = table_len;
-        if marker_offset_in_page + marker_len > cut.kpack_page_len {
-            return Err(layout(match cut.layout {
-                Layout::InPlace => format!(
-                    "{} program headers and a {marker_len}-byte marker do not fit in one page",
-                    program_headers.len(),
-                ),
-                Layout::SharedPage => format!(
-                    "{} program headers and a {marker_len}-byte marker do not fit in the {} bytes of .hip_fatbin at {:#x}",
-                    program_headers.len(),
-                    cut.kpack_page_len,
-                    cut.kpack_page_offset,
-                ),
-            }));
-        }
+        let marker_offset_in_page =
+            fill_kpack_segment(path, &mut program_headers, kpack_segment, &cut, marker_len)?;
         let marker_addr = cut.kpack_page_addr + marker_offset_in_page;
 
         let shstrndx = headers.shstrndx();
@@ -230,86 +186,43 @@ impl Plan {
 
         let mut section_headers =
             plan_moved_sections(path, &headers.sections, fatbin, kept_len, &cut)?;
-        // Section 0 is the all-zero NULL header: a clean template.
-        let template = section_headers[0];
-        // Names are appended to the old .shstrtab in the order the
-        // sections are.
-        let mut added_names = Vec::new();
-        let mut shstrtab_len = old_shstrtab_size;
-        let mut add_section = |name: &'static str, addr: u64, offset: u64, size: u64| {
-            let header = alloc_section(template, shstrtab_len, addr, offset, size);
-            shstrtab_len += name.len() as u64 + 1;
-            added_names.push(name);
-            header
-        };
-        let mut added_sections = Vec::new();
-        if let Some(pad_start) = padding_start(&section_headers, &cut) {
-            added_sections.push(add_section(
-                PAD_SECTION,
-                pad_start,
-                cut.segment_offset() + (pad_start - cut.segment_vaddr()),
-                cut.kpack_page_addr - pad_start,
-            ));
-        }
-        // The table lies in what was .hip_fatbin (now NOBITS), in no
-        // section: elfutils' libelf (eu-strip, dwz, debugedit) zero-fills
-        // bytes between sections when it writes a file, so a section must
-        // cover the table, and keep its offset through every rewriter:
-        // - eu-strip resets the offset of every non-allocated section and
-        //   lays them out after the last allocated one (strip.c), whatever
-        //   their index: the cover must be SHF_ALLOC, which it keeps where
-        //   it is;
-        // - BFD (strip, objcopy) would lay an allocated PROGBITS section
-        //   out after the table it treats as the segment's header ("lma
-        //   adjusted"), but it drops SHT_NULL sections ("inactive") and
-        //   writes the table itself.
-        // An allocated SHT_NULL section over the table satisfies both; it
-        // is mapped from its own bytes, which verify-elf checks.
-        let mut phdr_cover = add_section(
-            PHDR_SECTION,
-            cut.kpack_page_addr,
-            cut.kpack_page_offset,
-            table_len,
+        let marker =
+            matches!(purpose, Purpose::Offload { .. }).then_some((marker_addr, marker_len));
+        let added = AddedSections::plan(
+            &section_headers,
+            &cut,
+            old_shstrtab_size,
+            marker_offset_in_page,
+            marker,
         );
-        phdr_cover.sh_type.set(LE, elf::SHT_NULL);
-        added_sections.push(phdr_cover);
-        if let Purpose::Offload { .. } = purpose {
-            added_sections.push(add_section(
-                MARKER_SECTION,
-                marker_addr,
-                cut.kpack_page_offset + marker_offset_in_page,
-                marker_len,
-            ));
-        }
 
         let tail_end = kept_tail_end(&headers.file, &old_shstrtab, file_len);
         if tail_end < cut.range.end {
-            return Err(layout(
-                "section header table sits inside the device code".into(),
+            return Err(Error::new(
+                ErrorKind::Layout,
+                path,
+                "section header table sits inside the device code",
             ));
         }
         let kept_tail = cut.range.end..tail_end;
         // Output: [0, kpack page) + kpack page + kept tail + .shstrtab + SHT.
         let shstrtab_offset =
             cut.kpack_page_offset + cut.kpack_page_len + (kept_tail.end - kept_tail.start);
-        let section_table_offset = (shstrtab_offset + shstrtab_len).next_multiple_of(8);
+        let section_table_offset = (shstrtab_offset + added.shstrtab_len).next_multiple_of(8);
         section_headers[shstrndx].sh_offset.set(LE, shstrtab_offset);
-        section_headers[shstrndx].sh_size.set(LE, shstrtab_len);
-        section_headers.extend(added_sections);
+        section_headers[shstrndx]
+            .sh_size
+            .set(LE, added.shstrtab_len);
+        section_headers.extend(added.headers);
         let output_size = section_table_offset + section_headers.len() as u64 * SHDR_SIZE;
-
-        let mut file_header = headers.file;
-        file_header.e_phoff.set(LE, cut.kpack_page_offset);
-        file_header.e_phnum.set(
-            LE,
-            u16::try_from(program_headers.len())
-                .map_err(|_| layout("too many program headers".into()))?,
-        );
-        file_header.e_shoff.set(LE, section_table_offset);
-        file_header.e_shnum.set(
-            LE,
-            u16::try_from(section_headers.len()).map_err(|_| layout("too many sections".into()))?,
-        );
+        let file_header = plan_file_header(
+            path,
+            &headers.file,
+            &cut,
+            program_headers.len(),
+            section_table_offset,
+            section_headers.len(),
+        )?;
 
         Ok(Plan {
             layout: cut.layout,
@@ -321,7 +234,7 @@ impl Plan {
             marker_offset_in_page,
             marker_addr,
             old_shstrtab,
-            added_names,
+            added_names: added.names,
             section_headers,
             section_table_offset,
             file_header,
@@ -345,6 +258,183 @@ impl Plan {
             Some(offset)
         }
     }
+}
+
+impl Purpose {
+    /// The region the kpack page and the cut come from (all of
+    /// `.hip_fatbin`, or what the pruned bundles left of it), the marker's
+    /// length and the bytes of bundles kept.
+    fn region(self, fatbin: SectionInfo) -> (SectionInfo, u64, Option<u64>) {
+        match self {
+            Purpose::Offload { marker_len } => (fatbin, marker_len, None),
+            Purpose::Prune { kept_len } => (
+                SectionInfo {
+                    addr: fatbin.addr + kept_len,
+                    offset: fatbin.offset + kept_len,
+                    size: fatbin.size - kept_len,
+                    ..fatbin
+                },
+                0,
+                Some(kept_len),
+            ),
+        }
+    }
+}
+
+/// Size the kpack segment (`program_headers[kpack_segment]`) for the
+/// table and a `marker_len`-byte marker, checking both fit in the kpack
+/// page. Returns the marker's offset in the page (right after the table).
+fn fill_kpack_segment(
+    path: &Path,
+    program_headers: &mut [ProgramHeader64<LE>],
+    kpack_segment: usize,
+    cut: &Cut,
+    marker_len: u64,
+) -> Result<u64, Error> {
+    let count = program_headers.len();
+    let table_len = count as u64 * PHDR_SIZE;
+    let kpack = &mut program_headers[kpack_segment];
+    // File bytes: exactly the table and the marker (BFD lays segments
+    // out by their contents); the rest of the page and the cut pages
+    // zero-fill.
+    kpack.p_filesz.set(LE, table_len + marker_len);
+    if cut.layout == Layout::SharedPage {
+        // Nothing to zero-fill: the rest of the section's bytes stay in
+        // the file (as zeros) and no address depends on them. Without
+        // a zero-fill the loader never writes into a page it shares
+        // with the next segment.
+        kpack.p_memsz.set(LE, table_len + marker_len);
+    }
+    if table_len + marker_len > cut.kpack_page_len {
+        return Err(Error::new(
+            ErrorKind::Layout,
+            path,
+            match cut.layout {
+                Layout::InPlace => format!(
+                    "{count} program headers and a {marker_len}-byte marker do not fit in one page",
+                ),
+                Layout::SharedPage => format!(
+                    "{count} program headers and a {marker_len}-byte marker do not fit in the {} bytes of .hip_fatbin at {:#x}",
+                    cut.kpack_page_len, cut.kpack_page_offset,
+                ),
+            },
+        ));
+    }
+    Ok(table_len)
+}
+
+/// The sections kpack adds after the old ones, and their names appended
+/// to the old `.shstrtab`.
+struct AddedSections {
+    headers: Vec<SectionHeader64<LE>>,
+    names: Vec<&'static str>,
+    /// Length of the new `.shstrtab`.
+    shstrtab_len: u64,
+}
+
+impl AddedSections {
+    /// The padding section (if the kpack page leaves a gap), the cover of
+    /// the program header table (`table_len` bytes) and, offloading, the
+    /// marker section (`marker`: its address and length).
+    fn plan(
+        moved: &[SectionHeader64<LE>],
+        cut: &Cut,
+        old_shstrtab_len: u64,
+        table_len: u64,
+        marker: Option<(u64, u64)>,
+    ) -> AddedSections {
+        let mut added = AddedSections {
+            headers: Vec::new(),
+            names: Vec::new(),
+            shstrtab_len: old_shstrtab_len,
+        };
+        // Section 0 is the all-zero NULL header: a clean template.
+        let template = moved[0];
+        if let Some(pad_start) = padding_start(moved, cut) {
+            added.push(
+                template,
+                PAD_SECTION,
+                pad_start,
+                cut.segment_offset() + (pad_start - cut.segment_vaddr()),
+                cut.kpack_page_addr - pad_start,
+            );
+        }
+        // The table lies in what was .hip_fatbin (now NOBITS), in no
+        // section: elfutils' libelf (eu-strip, dwz, debugedit) zero-fills
+        // bytes between sections when it writes a file, so a section must
+        // cover the table, and keep its offset through every rewriter:
+        // - eu-strip resets the offset of every non-allocated section and
+        //   lays them out after the last allocated one (strip.c), whatever
+        //   their index: the cover must be SHF_ALLOC, which it keeps where
+        //   it is;
+        // - BFD (strip, objcopy) would lay an allocated PROGBITS section
+        //   out after the table it treats as the segment's header ("lma
+        //   adjusted"), but it drops SHT_NULL sections ("inactive") and
+        //   writes the table itself.
+        // An allocated SHT_NULL section over the table satisfies both; it
+        // is mapped from its own bytes, which verify-elf checks.
+        added.push(
+            template,
+            PHDR_SECTION,
+            cut.kpack_page_addr,
+            cut.kpack_page_offset,
+            table_len,
+        );
+        if let Some(cover) = added.headers.last_mut() {
+            cover.sh_type.set(LE, elf::SHT_NULL);
+        }
+        if let Some((marker_addr, marker_len)) = marker {
+            added.push(
+                template,
+                MARKER_SECTION,
+                marker_addr,
+                cut.kpack_page_offset + table_len,
+                marker_len,
+            );
+        }
+        added
+    }
+
+    /// Add section `name`; names are appended to the old `.shstrtab` in
+    /// the order the sections are.
+    fn push(
+        &mut self,
+        template: SectionHeader64<LE>,
+        name: &'static str,
+        addr: u64,
+        offset: u64,
+        size: u64,
+    ) {
+        let header = alloc_section(template, self.shstrtab_len, addr, offset, size);
+        self.shstrtab_len += name.len() as u64 + 1;
+        self.names.push(name);
+        self.headers.push(header);
+    }
+}
+
+/// The new ELF header: the program header table on the kpack page, the
+/// section header table at `section_table_offset`.
+fn plan_file_header(
+    path: &Path,
+    file: &FileHeader64<LE>,
+    cut: &Cut,
+    phnum: usize,
+    section_table_offset: u64,
+    shnum: usize,
+) -> Result<FileHeader64<LE>, Error> {
+    let layout = |message: &str| Error::new(ErrorKind::Layout, path, message);
+    let mut file_header = *file;
+    file_header.e_phoff.set(LE, cut.kpack_page_offset);
+    file_header.e_phnum.set(
+        LE,
+        u16::try_from(phnum).map_err(|_| layout("too many program headers"))?,
+    );
+    file_header.e_shoff.set(LE, section_table_offset);
+    file_header.e_shnum.set(
+        LE,
+        u16::try_from(shnum).map_err(|_| layout("too many sections"))?,
+    );
+    Ok(file_header)
 }
 
 /// Index of the file-backed `PT_LOAD` that holds all of `fatbin`.
@@ -381,6 +471,70 @@ pub(super) fn fatbin_segment(
         })
 }
 
+/// The `PT_LOAD` holding `.hip_fatbin` (at `index`) is possible: every
+/// sum the plan makes over it stays in bounds once this holds.
+fn check_segment(
+    path: &Path,
+    index: usize,
+    segment: &ProgramHeader64<LE>,
+    file_len: u64,
+) -> Result<(), Error> {
+    let (seg_vaddr, seg_offset, seg_filesz, seg_memsz) = (
+        segment.p_vaddr.get(LE),
+        segment.p_offset.get(LE),
+        segment.p_filesz.get(LE),
+        segment.p_memsz.get(LE),
+    );
+    if seg_filesz > seg_memsz
+        || seg_offset
+            .checked_add(seg_filesz)
+            .is_none_or(|e| e > file_len)
+        || seg_vaddr.checked_add(seg_memsz).is_none()
+    {
+        return Err(Error::new(
+            ErrorKind::Malformed,
+            path,
+            format!(
+                "PT_LOAD {index} (offset {seg_offset:#x}, vaddr {seg_vaddr:#x}, filesz {seg_filesz:#x}, memsz {seg_memsz:#x}) is impossible"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Where the program header table and marker go: the first whole page of
+/// `fatbin`, or, without one, its own bytes. Returns the layout, the
+/// kpack page's address and its length.
+fn kpack_page(path: &Path, fatbin: SectionInfo) -> Result<(Layout, u64, u64), Error> {
+    let (fatbin_addr, fatbin_size) = (fatbin.addr, fatbin.size);
+    let fatbin_end = fatbin_addr + fatbin_size;
+    let page_addr = fatbin_addr
+        .checked_next_multiple_of(PAGE)
+        .unwrap_or(u64::MAX);
+    if page_addr
+        .checked_add(PAGE)
+        .is_some_and(|page_end| page_end <= fatbin_end)
+    {
+        return Ok((Layout::InPlace, page_addr, PAGE));
+    }
+    // No whole page of device code: the table and marker take the
+    // section's own bytes (8-aligned for Elf64_Phdr), and the kpack
+    // segment shares its first and last page with its neighbours.
+    // They all keep the segment's p_vaddr - p_offset, so the shared
+    // pages map the same file bytes whichever segment maps them last.
+    let start = fatbin_addr.checked_next_multiple_of(8).unwrap_or(u64::MAX);
+    if start >= fatbin_end {
+        return Err(Error::new(
+            ErrorKind::Layout,
+            path,
+            format!(
+                ".hip_fatbin ({fatbin_size} bytes at {fatbin_addr:#x}) has no room for the program headers and marker"
+            ),
+        ));
+    }
+    Ok((Layout::SharedPage, start, fatbin_end - start))
+}
+
 /// Find the `PT_LOAD` holding `fatbin`, put the kpack page on the first
 /// whole page of it and cut the whole pages after that.
 fn plan_cut(
@@ -392,54 +546,10 @@ fn plan_cut(
     let (fatbin_addr, fatbin_size, fatbin_offset) = (fatbin.addr, fatbin.size, fatbin.offset);
     let segment_index = fatbin_segment(path, program, fatbin)?;
     let segment = program[segment_index];
-    let (seg_vaddr, seg_offset, seg_filesz, seg_memsz) = (
-        segment.p_vaddr.get(LE),
-        segment.p_offset.get(LE),
-        segment.p_filesz.get(LE),
-        segment.p_memsz.get(LE),
-    );
-    // Every sum below stays under these bounds once they hold.
-    if seg_filesz > seg_memsz
-        || seg_offset
-            .checked_add(seg_filesz)
-            .is_none_or(|e| e > file_len)
-        || seg_vaddr.checked_add(seg_memsz).is_none()
-    {
-        return Err(Error::new(
-            ErrorKind::Malformed,
-            path,
-            format!(
-                "PT_LOAD {segment_index} (offset {seg_offset:#x}, vaddr {seg_vaddr:#x}, filesz {seg_filesz:#x}, memsz {seg_memsz:#x}) is impossible"
-            ),
-        ));
-    }
+    let (seg_offset, seg_filesz) = (segment.p_offset.get(LE), segment.p_filesz.get(LE));
+    check_segment(path, segment_index, &segment, file_len)?;
     let fatbin_end = fatbin_addr + fatbin_size;
-    let page_addr = fatbin_addr
-        .checked_next_multiple_of(PAGE)
-        .unwrap_or(u64::MAX);
-    let (layout, kpack_page_addr, kpack_page_len) = if page_addr
-        .checked_add(PAGE)
-        .is_some_and(|page_end| page_end <= fatbin_end)
-    {
-        (Layout::InPlace, page_addr, PAGE)
-    } else {
-        // No whole page of device code: the table and marker take the
-        // section's own bytes (8-aligned for Elf64_Phdr), and the kpack
-        // segment shares its first and last page with its neighbours.
-        // They all keep the segment's p_vaddr - p_offset, so the shared
-        // pages map the same file bytes whichever segment maps them last.
-        let start = fatbin_addr.checked_next_multiple_of(8).unwrap_or(u64::MAX);
-        if start >= fatbin_end {
-            return Err(Error::new(
-                ErrorKind::Layout,
-                path,
-                format!(
-                    ".hip_fatbin ({fatbin_size} bytes at {fatbin_addr:#x}) has no room for the program headers and marker"
-                ),
-            ));
-        }
-        (Layout::SharedPage, start, fatbin_end - start)
-    };
+    let (layout, kpack_page_addr, kpack_page_len) = kpack_page(path, fatbin)?;
     let kpack_page_offset = fatbin_offset + (kpack_page_addr - fatbin_addr);
     // The cut must keep every later segment's (and the post piece's)
     // p_offset ≡ p_vaddr (mod p_align).
@@ -484,6 +594,47 @@ fn plan_program_headers(
     program: &[ProgramHeader64<LE>],
     cut: &Cut,
 ) -> Result<(Vec<ProgramHeader64<LE>>, usize), Error> {
+    let (pieces, kpack_in_pieces) = segment_pieces(cut);
+    let mut table = Vec::with_capacity(program.len() + 2);
+    for (index, header) in program.iter().enumerate() {
+        if index == cut.segment_index {
+            table.extend(pieces.iter().copied());
+            continue;
+        }
+        let mut header = *header;
+        let offset = header.p_offset.get(LE);
+        let filesz = header.p_filesz.get(LE);
+        if filesz > 0 && offset < cut.range.end && offset.saturating_add(filesz) > cut.range.start {
+            return Err(Error::new(
+                ErrorKind::Layout,
+                path,
+                format!(
+                    "segment {index} (type {:#x}) overlaps the device code being removed",
+                    header.p_type.get(LE)
+                ),
+            ));
+        }
+        header.p_offset.set(LE, cut.shift(offset));
+        table.push(header);
+    }
+    let table_len = table.len() as u64 * PHDR_SIZE;
+    for header in table
+        .iter_mut()
+        .filter(|p| p.p_type.get(LE) == elf::PT_PHDR)
+    {
+        header.p_offset.set(LE, cut.kpack_page_offset);
+        header.p_vaddr.set(LE, cut.kpack_page_addr);
+        header.p_paddr.set(LE, cut.kpack_page_addr);
+        header.p_filesz.set(LE, table_len);
+        header.p_memsz.set(LE, table_len);
+    }
+    Ok((table, cut.segment_index + kpack_in_pieces))
+}
+
+/// The pieces that replace the fat binary's `PT_LOAD`: before the kpack
+/// page (if any), the kpack segment, after the cut (if any). Returns them
+/// and the kpack segment's index among them.
+fn segment_pieces(cut: &Cut) -> (Vec<ProgramHeader64<LE>>, usize) {
     let segment = cut.segment;
     let piece = |flags: u32, offset: u64, vaddr: u64, filesz: u64, memsz: u64, align: u64| {
         let mut header = segment;
@@ -542,41 +693,7 @@ fn plan_program_headers(
             seg_align,
         ));
     }
-
-    let mut table = Vec::with_capacity(program.len() + 2);
-    for (index, header) in program.iter().enumerate() {
-        if index == cut.segment_index {
-            table.extend(pieces.iter().copied());
-            continue;
-        }
-        let mut header = *header;
-        let offset = header.p_offset.get(LE);
-        let filesz = header.p_filesz.get(LE);
-        if filesz > 0 && offset < cut.range.end && offset.saturating_add(filesz) > cut.range.start {
-            return Err(Error::new(
-                ErrorKind::Layout,
-                path,
-                format!(
-                    "segment {index} (type {:#x}) overlaps the device code being removed",
-                    header.p_type.get(LE)
-                ),
-            ));
-        }
-        header.p_offset.set(LE, cut.shift(offset));
-        table.push(header);
-    }
-    let table_len = table.len() as u64 * PHDR_SIZE;
-    for header in table
-        .iter_mut()
-        .filter(|p| p.p_type.get(LE) == elf::PT_PHDR)
-    {
-        header.p_offset.set(LE, cut.kpack_page_offset);
-        header.p_vaddr.set(LE, cut.kpack_page_addr);
-        header.p_paddr.set(LE, cut.kpack_page_addr);
-        header.p_filesz.set(LE, table_len);
-        header.p_memsz.set(LE, table_len);
-    }
-    Ok((table, cut.segment_index + kpack_in_pieces))
+    (pieces, kpack_in_pieces)
 }
 
 /// The old section headers in the output: `.hip_fatbin` becomes
