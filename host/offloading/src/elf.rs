@@ -173,6 +173,8 @@ fn parse_elf<'data, Elf: FileHeader<Endian = Endianness>>(
     let header = file.elf_header();
     let mut offloading = Vec::new();
     let mut fatbin = None;
+    // One inflation budget for every section of the file.
+    let mut options = *options;
     for section in file.sections() {
         let sh = section.elf_section_header();
         let name = section.name().unwrap_or("");
@@ -202,9 +204,11 @@ fn parse_elf<'data, Elf: FileHeader<Endian = Endianness>>(
                 )
             })?;
         if is_offloading {
-            let binaries = Reader::with_options(bytes, *options)
+            let binaries = Reader::with_options(bytes, options)
                 .read_all()
                 .map_err(|e| e.context(where_))?;
+            let inflated: u64 = binaries.iter().map(Binary::inflated_size).sum();
+            options.max_inflated_size = options.max_inflated_size.saturating_sub(inflated);
             offloading.push(OffloadingSection {
                 name: name.to_string(),
                 index,
