@@ -3,6 +3,7 @@
 //! an `IMAGE_REL_BASED_DIR64` base relocation when the image moves) and the
 //! bundles it points at.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 
@@ -199,6 +200,25 @@ pub fn read_fat_binary(path: &Path, opts: WalkOptions) -> Result<FatBinary, Erro
     read_image(path, &image, &cache, source, opts)
 }
 
+/// The type of the first base relocation at each RVA, indexed once: every
+/// wrapper looks its pointer slot up, and large DLLs have many of both.
+fn reloc_index(image: &Image) -> HashMap<u64, u16> {
+    let mut out = HashMap::with_capacity(image.base_relocs.len());
+    for &(rva, typ) in &image.base_relocs {
+        out.entry(u64::from(rva)).or_insert(typ);
+    }
+    out
+}
+
+/// The first bundle at each offset of `.hip_fat`, indexed once.
+fn bundle_index(bundles: &[Item]) -> HashMap<u64, usize> {
+    let mut out = HashMap::with_capacity(bundles.len());
+    for (k, b) in bundles.iter().enumerate() {
+        out.entry(b.offset).or_insert(k);
+    }
+    out
+}
+
 fn read_image<'d, R: object::ReadRef<'d>>(
     path: &Path,
     image: &Image,
@@ -246,6 +266,7 @@ fn read_image<'d, R: object::ReadRef<'d>>(
     }
 
     let mut wrappers = Vec::new();
+    let (relocs, bundle_at) = (reloc_index(image), bundle_index(&bundles));
     if let Some((seg, s)) = &segment {
         let (off, len) = s.file_range();
         let bytes = data.read_bytes_at(off, len).map_err(|()| {
@@ -287,14 +308,10 @@ fn read_image<'d, R: object::ReadRef<'d>>(
             let rva = u64::from(seg.rva) + i as u64 * WRAPPER_SIZE;
             let file_offset = off + i as u64 * WRAPPER_SIZE;
             let slot = rva + 8;
-            let via = match image
-                .base_relocs
-                .iter()
-                .find(|(r, _)| u64::from(*r) == slot)
-            {
+            let via = match relocs.get(&slot) {
                 None => PointerVia::Inline,
-                Some((_, pe::IMAGE_REL_BASED_DIR64)) => PointerVia::BaseReloc,
-                Some((_, t)) => {
+                Some(&pe::IMAGE_REL_BASED_DIR64) => PointerVia::BaseReloc,
+                Some(t) => {
                     return Err(Error::new(
                         ErrorKind::Unsupported,
                         path,
@@ -311,7 +328,7 @@ fn read_image<'d, R: object::ReadRef<'d>>(
                 if bundle_off >= s.file_range().1 {
                     return None;
                 }
-                bundles.iter().position(|b: &Item| b.offset == bundle_off)
+                bundle_at.get(&bundle_off).copied()
             });
             if magic == Magic::Hipf && bundle.is_none() {
                 let range = fat
