@@ -27,6 +27,12 @@ pub(crate) fn offload_binary(
         },
     )?;
     if fat.is_transformed() {
+        if fat.marker.is_none() {
+            return Err(Error::NoMarker {
+                path: input.to_path_buf(),
+                section: kpack_pe::MARKER_SECTION,
+            });
+        }
         copy_atomically(input, output)?;
         return Ok(Outcome::AlreadyOffloaded);
     }
