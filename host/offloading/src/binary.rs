@@ -421,15 +421,17 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(v)
 }
 
-/// Parse the binary at `base` in `data`.
-fn parse_binary<'data>(
-    data: &'data [u8],
-    base: u64,
-    options: &ReadOptions,
-) -> Result<Binary<'data>, Error> {
-    let at = |kind, msg: String| Error::new(kind, format!("offload binary at {base:#x}: {msg}"));
-    // `base < data.len()` holds: the iterator checks it.
-    let rest = &data[base as usize..];
+/// The fields of a binary's header.
+struct Header {
+    version: u32,
+    size: u64,
+    entries_offset: u64,
+    fourth: u64,
+    inflated_size: u64,
+}
+
+/// Read and check the header at the start of `rest` (`at` makes errors).
+fn read_header(rest: &[u8], at: &dyn Fn(ErrorKind, String) -> Error) -> Result<Header, Error> {
     let avail = rest.len() as u64;
     if rest.len() < 8 || rest[..4] != MAGIC {
         if rest.len() >= 4 && rest[..4] != MAGIC {
@@ -461,9 +463,6 @@ fn parse_binary<'data>(
         ));
     }
     let size = u64_at(rest, 8);
-    let entries_offset = u64_at(rest, 16);
-    let fourth = u64_at(rest, 24);
-    let inflated_size = if version >= 3 { u64_at(rest, 32) } else { 0 };
     if size < hsize || size > avail {
         return Err(at(
             if size > avail {
@@ -476,41 +475,54 @@ fn parse_binary<'data>(
             ),
         ));
     }
-    let on_disk = &rest[..size as usize];
-
-    if inflated_size != 0 {
-        let (format, inflated) = inflate(on_disk, entries_offset, inflated_size, options)
-            .map_err(|m| at(ErrorKind::Decompress, m))?;
-        let raw = parse_entries(&inflated, version, entries_offset, fourth)
-            .map_err(|(k, m)| at(k, format!("(inflated) {m}")))?;
-        let body = Body::Inflated(Arc::new(inflated));
-        let entries = raw
-            .into_iter()
-            .map(|r| r.entry(body.clone(), None))
-            .collect::<Vec<_>>();
-        return Ok(Binary {
-            offset: base,
-            version,
-            size,
-            compression: Some(format),
-            inflated_size,
-            entries,
-        });
-    }
-
-    let raw = parse_entries(on_disk, version, entries_offset, fourth).map_err(|(k, m)| at(k, m))?;
-    let entries = raw
-        .into_iter()
-        .map(|r| r.entry(Body::Borrowed(on_disk), Some(base)))
-        .collect::<Vec<_>>();
-    Ok(Binary {
-        offset: base,
+    Ok(Header {
         version,
         size,
-        compression: None,
-        inflated_size: 0,
-        entries,
+        entries_offset: u64_at(rest, 16),
+        fourth: u64_at(rest, 24),
+        inflated_size: if version >= 3 { u64_at(rest, 32) } else { 0 },
     })
+}
+
+/// Parse the binary at `base` in `data`.
+fn parse_binary<'data>(
+    data: &'data [u8],
+    base: u64,
+    options: &ReadOptions,
+) -> Result<Binary<'data>, Error> {
+    let at = |kind, msg: String| Error::new(kind, format!("offload binary at {base:#x}: {msg}"));
+    // `base < data.len()` holds: the iterator checks it.
+    let rest = &data[base as usize..];
+    let h = read_header(rest, &at)?;
+    let on_disk = &rest[..h.size as usize];
+    let mut binary = Binary {
+        offset: base,
+        version: h.version,
+        size: h.size,
+        compression: None,
+        inflated_size: h.inflated_size,
+        entries: Vec::new(),
+    };
+    if h.inflated_size != 0 {
+        let (format, inflated) = inflate(on_disk, h.entries_offset, h.inflated_size, options)
+            .map_err(|m| at(ErrorKind::Decompress, m))?;
+        let raw = parse_entries(&inflated, h.version, h.entries_offset, h.fourth)
+            .map_err(|(k, m)| at(k, format!("(inflated) {m}")))?;
+        let body = Body::Inflated(Arc::new(inflated));
+        binary.compression = Some(format);
+        binary.entries = raw
+            .into_iter()
+            .map(|r| r.entry(body.clone(), None))
+            .collect();
+        return Ok(binary);
+    }
+    let raw =
+        parse_entries(on_disk, h.version, h.entries_offset, h.fourth).map_err(|(k, m)| at(k, m))?;
+    binary.entries = raw
+        .into_iter()
+        .map(|r| r.entry(Body::Borrowed(on_disk), Some(base)))
+        .collect();
+    Ok(binary)
 }
 
 /// Inflate a compressed v3 binary: the first `entries_offset` bytes as

@@ -368,74 +368,100 @@ fn patch_symbol_table(
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(0);
     let body = start + 60;
-    let bad = |what: &str| {
-        Error::new(
-            ErrorKind::Malformed,
-            format!("archive symbol table at {start:#x}: {what}"),
-        )
+    let table = SymbolTable {
+        body,
+        end: body.checked_add(size).filter(|&e| e <= out.len()),
+        moved,
     };
-    let lookup = |old: u64| {
-        moved.get(&old).copied().ok_or_else(|| {
-            Error::new(
-                ErrorKind::Malformed,
-                format!("archive symbol table names a member at {old:#x}, where none starts"),
-            )
-        })
-    };
-    let end = body.checked_add(size).filter(|&e| e <= out.len());
     match format {
         ArchiveFormat::Gnu | ArchiveFormat::Gnu64
             if name.starts_with(b"/ ") || name.starts_with(b"/SYM64/") =>
         {
-            let width = if name.starts_with(b"/SYM64/") { 8 } else { 4 };
-            let end = end.ok_or_else(|| bad("runs past the archive"))?;
-            let count = read_be(out, body, width).ok_or_else(|| bad("no count"))?;
-            let table_end = (count as usize)
-                .checked_add(1)
-                .and_then(|n| n.checked_mul(width))
-                .and_then(|n| n.checked_add(body))
-                .filter(|&e| e <= end)
-                .ok_or_else(|| bad("count runs past the table"))?;
-            for at in (body + width..table_end).step_by(width) {
-                let old = read_be(out, at, width).ok_or_else(|| bad("truncated"))?;
-                write_be(out, at, width, lookup(old)?);
-            }
+            table.patch_gnu(out, if name.starts_with(b"/SYM64/") { 8 } else { 4 })
         }
         ArchiveFormat::Bsd if name.starts_with(b"__.SYMDEF") || name.starts_with(b"#1/") => {
-            let end = end.ok_or_else(|| bad("runs past the archive"))?;
             // A `#1/N` name sits at the start of the body.
             let name_len: usize = if name.starts_with(b"#1/") {
                 std::str::from_utf8(&name[3..])
                     .ok()
                     .and_then(|s| s.trim().parse().ok())
-                    .ok_or_else(|| bad("bad name length"))?
+                    .ok_or_else(|| table.bad("bad name length"))?
             } else {
                 0
             };
-            let table = body + name_len;
-            let ranlib_bytes = read_le32(out, table).ok_or_else(|| bad("no size"))? as usize;
-            let ranlib_end = table
-                .checked_add(4)
-                .and_then(|t| t.checked_add(ranlib_bytes))
-                .filter(|&e| e <= end)
-                .ok_or_else(|| bad("ranlib array runs past the table"))?;
-            for at in (table + 4..ranlib_end).step_by(8) {
-                let old = read_le32(out, at + 4).ok_or_else(|| bad("truncated"))?;
-                let new = u32::try_from(lookup(u64::from(old))?)
-                    .map_err(|_| bad("member offset over 4 GiB"))?;
-                out[at + 4..at + 8].copy_from_slice(&new.to_le_bytes());
-            }
+            table.patch_bsd(out, name_len)
         }
-        ArchiveFormat::Unknown => {}
-        ArchiveFormat::Gnu | ArchiveFormat::Gnu64 | ArchiveFormat::Bsd => {}
-        other => {
-            return Err(Error::new(
-                ErrorKind::Unrepresentable,
-                format!("{other:?} archives are not rewritten (GNU and BSD only)"),
-            ));
-        }
+        ArchiveFormat::Unknown => Ok(()),
+        ArchiveFormat::Gnu | ArchiveFormat::Gnu64 | ArchiveFormat::Bsd => Ok(()),
+        other => Err(Error::new(
+            ErrorKind::Unrepresentable,
+            format!("{other:?} archives are not rewritten (GNU and BSD only)"),
+        )),
     }
-    Ok(())
+}
+
+/// An archive's symbol table: where its body starts and ends, and where
+/// each member moved.
+struct SymbolTable<'a> {
+    body: usize,
+    /// The end of the body, if it lies within the archive.
+    end: Option<usize>,
+    moved: &'a BTreeMap<u64, u64>,
+}
+
+impl SymbolTable<'_> {
+    fn bad(&self, what: &str) -> Error {
+        Error::new(
+            ErrorKind::Malformed,
+            format!("archive symbol table at {:#x}: {what}", AR_MAGIC.len()),
+        )
+    }
+
+    fn lookup(&self, old: u64) -> Result<u64, Error> {
+        self.moved.get(&old).copied().ok_or_else(|| {
+            Error::new(
+                ErrorKind::Malformed,
+                format!("archive symbol table names a member at {old:#x}, where none starts"),
+            )
+        })
+    }
+
+    /// GNU: a big-endian count, then that many member offsets of `width` bytes.
+    fn patch_gnu(&self, out: &mut [u8], width: usize) -> Result<(), Error> {
+        let end = self.end.ok_or_else(|| self.bad("runs past the archive"))?;
+        let count = read_be(out, self.body, width).ok_or_else(|| self.bad("no count"))?;
+        let table_end = (count as usize)
+            .checked_add(1)
+            .and_then(|n| n.checked_mul(width))
+            .and_then(|n| n.checked_add(self.body))
+            .filter(|&e| e <= end)
+            .ok_or_else(|| self.bad("count runs past the table"))?;
+        for at in (self.body + width..table_end).step_by(width) {
+            let old = read_be(out, at, width).ok_or_else(|| self.bad("truncated"))?;
+            write_be(out, at, width, self.lookup(old)?);
+        }
+        Ok(())
+    }
+
+    /// BSD: after `name_len` bytes of name, a little-endian byte count of
+    /// the ranlib array, whose 8-byte records end in a member offset.
+    fn patch_bsd(&self, out: &mut [u8], name_len: usize) -> Result<(), Error> {
+        let end = self.end.ok_or_else(|| self.bad("runs past the archive"))?;
+        let table = self.body + name_len;
+        let ranlib_bytes = read_le32(out, table).ok_or_else(|| self.bad("no size"))? as usize;
+        let ranlib_end = table
+            .checked_add(4)
+            .and_then(|t| t.checked_add(ranlib_bytes))
+            .filter(|&e| e <= end)
+            .ok_or_else(|| self.bad("ranlib array runs past the table"))?;
+        for at in (table + 4..ranlib_end).step_by(8) {
+            let old = read_le32(out, at + 4).ok_or_else(|| self.bad("truncated"))?;
+            let new = u32::try_from(self.lookup(u64::from(old))?)
+                .map_err(|_| self.bad("member offset over 4 GiB"))?;
+            out[at + 4..at + 8].copy_from_slice(&new.to_le_bytes());
+        }
+        Ok(())
+    }
 }
 
 fn read_be(b: &[u8], at: usize, width: usize) -> Option<u64> {
