@@ -171,13 +171,21 @@ fn verify<'d, R: ReadRef<'d>>(data: R, pruned: bool) -> Result<Vec<String>, Stri
         }
     }
     let relas = relocation_targets(&obj);
+    // Indexed once (the first relocation of a slot counts): every wrapper
+    // looks its pointer slot up.
+    let mut by_slot = std::collections::HashMap::with_capacity(relas.len());
+    for &(slot, target) in &relas {
+        by_slot.entry(slot).or_insert(target);
+    }
+    let mut wrapper_slots = std::collections::HashSet::new();
     if let Some(seg) = obj.section_by_name(SEGMENT_SECTION) {
         let data = seg.data().unwrap_or(&[]);
         for (i, w) in data.chunks_exact(WRAPPER_SIZE as usize).enumerate() {
             let magic = u32::from_le_bytes(w[0..4].try_into().unwrap_or_default());
             let slot = seg.address().wrapping_add(i as u64 * WRAPPER_SIZE + 8);
             let stored = u64::from_le_bytes(w[8..16].try_into().unwrap_or_default());
-            let ptr = relas.iter().find(|r| r.0 == slot).map_or(stored, |r| r.1);
+            let ptr = by_slot.get(&slot).copied().unwrap_or(stored);
+            wrapper_slots.insert(slot);
             match (magic, marker_addr) {
                 (HIPK, Some((ma, _))) if ptr == ma => {}
                 (HIPK, Some((ma, _))) => f.push(format!(
@@ -193,14 +201,7 @@ fn verify<'d, R: ReadRef<'d>>(data: R, pruned: bool) -> Result<Vec<String>, Stri
                     f.push(format!("wrapper {i} is still HIPF in a file with a marker"))
                 }
                 (HIPF, None) if pruned => {
-                    // `.hip_fatbin` or one of the runs prune split it into.
-                    let inside = obj.sections().any(|fb| {
-                        fb.name().is_ok_and(is_fatbin_run)
-                            && fb.elf_section_header().sh_type.get(LE) != elf::SHT_NOBITS
-                            && ptr >= fb.address()
-                            && u128::from(ptr) < end(fb.address(), fb.size())
-                    });
-                    if !inside {
+                    if !in_fatbin_run(&obj, ptr) {
                         f.push(format!(
                             "wrapper {i} points at {ptr:#x}, outside {FATBIN_SECTION}'s file bytes (and its runs)"
                         ));
@@ -208,6 +209,17 @@ fn verify<'d, R: ReadRef<'d>>(data: R, pruned: bool) -> Result<Vec<String>, Stri
                 }
                 (HIPF, None) => f.push(format!("wrapper {i} is HIPF: device code not offloaded")),
                 (other, _) => f.push(format!("wrapper {i} has unknown magic {other:#x}")),
+            }
+        }
+    }
+    if pruned {
+        // Only wrappers point at device code: anything else aimed into it
+        // (and moved along by prune) is a pointer prune must not touch.
+        for &(slot, target) in &relas {
+            if !wrapper_slots.contains(&slot) && in_fatbin_run(&obj, target) {
+                f.push(format!(
+                    "relocation at {slot:#x} points at {target:#x}, inside {FATBIN_SECTION}, but is not a wrapper's pointer"
+                ));
             }
         }
     }
@@ -232,6 +244,17 @@ fn verify<'d, R: ReadRef<'d>>(data: R, pruned: bool) -> Result<Vec<String>, Stri
         }
     }
     Ok(f)
+}
+
+/// Whether `addr` lies in the file bytes of `.hip_fatbin` or of one of
+/// the runs prune split it into.
+fn in_fatbin_run<'d, R: ReadRef<'d>>(obj: &ElfFile64<'d, LE, R>, addr: u64) -> bool {
+    obj.sections().any(|fb| {
+        fb.name().is_ok_and(is_fatbin_run)
+            && fb.elf_section_header().sh_type.get(LE) != elf::SHT_NOBITS
+            && addr >= fb.address()
+            && u128::from(addr) < end(fb.address(), fb.size())
+    })
 }
 
 /// The end of `start + len`, exact: header fields are untrusted, and a
@@ -291,4 +314,61 @@ fn relocation_targets<'d, R: ReadRef<'d>>(obj: &ElfFile64<'d, LE, R>) -> Vec<(u6
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `libaxpy_2arch.so` with a RELATIVE relocation that is not the
+    /// wrapper's re-aimed into `.hip_fatbin` (as a pruned file must never
+    /// have).
+    fn with_stray_pointer() -> Vec<u8> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/corpus/libaxpy_2arch.so"
+        );
+        let mut bytes = std::fs::read(path).unwrap();
+        let (fatbin, wrapper_slot, rela) = {
+            let obj = ElfFile64::<LE, _>::parse(&bytes[..]).unwrap();
+            let fatbin = obj.section_by_name(FATBIN_SECTION).unwrap().address();
+            let slot = obj.section_by_name(SEGMENT_SECTION).unwrap().address() + 8;
+            let off = obj
+                .section_by_name(".rela.dyn")
+                .unwrap()
+                .elf_section_header()
+                .sh_offset
+                .get(LE);
+            (fatbin, slot, off as usize)
+        };
+        // The first RELATIVE entry (type 8 on x86-64) that is not the wrapper's.
+        let at = (rela..)
+            .step_by(24)
+            .find(|&e| {
+                let info = u64::from_le_bytes(bytes[e + 8..e + 16].try_into().unwrap());
+                let off = u64::from_le_bytes(bytes[e..e + 8].try_into().unwrap());
+                info & 0xffff_ffff == 8 && off != wrapper_slot
+            })
+            .unwrap();
+        bytes[at + 16..at + 24].copy_from_slice(&(fatbin + 0x10).to_le_bytes());
+        bytes
+    }
+
+    #[test]
+    fn pruned_check_refuses_a_non_wrapper_pointer_into_device_code() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/corpus/libaxpy_2arch.so"
+        );
+        let clean = std::fs::read(path).unwrap();
+        assert_eq!(
+            verify_pruned_image(&clean[..]).unwrap(),
+            Vec::<String>::new()
+        );
+        let f = verify_pruned_image(&with_stray_pointer()[..]).unwrap();
+        assert!(
+            f.iter().any(|m| m.contains("is not a wrapper's pointer")),
+            "{f:?}"
+        );
+    }
 }
