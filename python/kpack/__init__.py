@@ -110,13 +110,22 @@ def find_kpack_bin() -> str:
     )
 
 
-def run_json(args: Sequence[StrPath]) -> JsonDict:
-    """Run ``kpack ARGS... --json`` and return the parsed JSON document.
+def run_json(args: Sequence[StrPath], paths: Sequence[StrPath] = ()) -> JsonDict:
+    """Run ``kpack ARGS... --json -- PATHS...`` and return the parsed JSON
+    document. ``paths`` (the positional operands) come after ``--``, so a
+    path that starts with ``-`` is never taken for a flag; give option
+    values in ``args`` as ``--flag=value`` for the same reason.
 
     Raises:
         KpackError: ``kpack`` exited non-zero, or printed no JSON.
     """
-    cmd = [find_kpack_bin(), *(os.fspath(a) for a in args), "--json"]
+    cmd = [
+        find_kpack_bin(),
+        *(os.fspath(a) for a in args),
+        "--json",
+        "--",
+        *(os.fspath(p) for p in paths),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     result: Optional[JsonDict]
     try:
@@ -134,11 +143,13 @@ def run_json(args: Sequence[StrPath]) -> JsonDict:
     return result
 
 
+def _opt(flag: str, value: StrPath) -> str:
+    """``--flag=value``: one argument, so a value starting with ``-`` stays a value."""
+    return f"{flag}={os.fspath(value)}"
+
+
 def _repeat(flag: str, values: Iterable[StrPath]) -> List[StrPath]:
-    out: List[StrPath] = []
-    for v in values:
-        out += [flag, v]
-    return out
+    return [_opt(flag, v) for v in values]
 
 
 def _archive_args(
@@ -146,11 +157,11 @@ def _archive_args(
 ) -> List[StrPath]:
     out: List[StrPath] = []
     if compression is not None:
-        out += ["--compression", compression]
+        out.append(_opt("--compression", compression))
     if level is not None:
-        out += ["--level", str(level)]
+        out.append(_opt("--level", str(level)))
     if jobs is not None:
-        out += ["--jobs", str(jobs)]
+        out.append(_opt("--jobs", str(jobs)))
     return out
 
 
@@ -196,23 +207,23 @@ def split_artifacts(
         The ``kpack split --json`` document (``artifacts``: per artifact its
         ``component``, ``arches``, ``outputs``, ``databases`` counts, ...).
     """
-    args: List[StrPath] = ["split", *inputs, "-o", output]
+    args: List[StrPath] = ["split", _opt("-o", output)]
     if batch:
         args.append("--batch")
     if component is not None:
-        args += ["--component", component]
+        args.append(_opt("--component", component))
     if exclude_arch:
-        args += ["--exclude-arch", ",".join(exclude_arch)]
+        args.append(_opt("--exclude-arch", ",".join(exclude_arch)))
     if archive_dir is not None:
-        args += ["--archive-dir", archive_dir]
+        args.append(_opt("--archive-dir", archive_dir))
     if split_databases:
-        args += ["--split-databases", ",".join(split_databases)]
+        args.append(_opt("--split-databases", ",".join(split_databases)))
     args += _repeat("--plugin", plugins)
     args += _repeat("--plugin-dir", plugin_dirs)
     if registry is not None:
-        args += ["--registry", registry]
+        args.append(_opt("--registry", registry))
     args += _archive_args(compression, level, jobs)
-    return run_json(args)
+    return run_json(args, inputs)
 
 
 def recombine_artifacts(shards: StrPath, config: StrPath, output: StrPath) -> JsonDict:
@@ -224,7 +235,7 @@ def recombine_artifacts(shards: StrPath, config: StrPath, output: StrPath) -> Js
     Returns:
         The ``kpack recombine --json`` document.
     """
-    return run_json(["recombine", shards, "--config", config, "-o", output])
+    return run_json(["recombine", _opt("--config", config), _opt("-o", output)], [shards])
 
 
 def verify(dirs: Sequence[StrPath]) -> JsonDict:
@@ -239,7 +250,7 @@ def verify(dirs: Sequence[StrPath]) -> JsonDict:
         KpackError: with ``exit_code`` 1 and the findings in ``result`` when
             a marker does not resolve; 2 on errors.
     """
-    return run_json(["verify", *dirs])
+    return run_json(["verify"], dirs)
 
 
 def offload(
@@ -267,14 +278,14 @@ def offload(
     Returns:
         The ``kpack offload --json`` document.
     """
-    args: List[StrPath] = ["offload", input, "-o", output, "--archives", archives]
+    args: List[StrPath] = ["offload", _opt("-o", output), _opt("--archives", archives)]
     if name is not None:
-        args += ["--name", name]
+        args.append(_opt("--name", name))
     if key is not None:
-        args += ["--key", key]
+        args.append(_opt("--key", key))
     args += _repeat("--search-path", search_paths)
     args += _archive_args(compression, level, jobs)
-    return run_json(args)
+    return run_json(args, [input])
 
 
 def wheel_split(
@@ -304,15 +315,15 @@ def wheel_split(
     Returns:
         The ``kpack wheel split --json`` document.
     """
-    args: List[StrPath] = ["wheel", "split", wheel, "-o", output]
+    args: List[StrPath] = ["wheel", "split", _opt("-o", output)]
     if device_prefix is not None:
-        args += ["--device-prefix", device_prefix]
+        args.append(_opt("--device-prefix", device_prefix))
     if archive_dir is not None:
-        args += ["--archive-dir", archive_dir]
+        args.append(_opt("--archive-dir", archive_dir))
     if split_databases:
-        args += ["--split-databases", ",".join(split_databases)]
+        args.append(_opt("--split-databases", ",".join(split_databases)))
     args += _repeat("--plugin-dir", plugin_dirs)
     if dry_run:
         args.append("--dry-run")
     args += _archive_args(compression, level, jobs)
-    return run_json(args)
+    return run_json(args, [wheel])

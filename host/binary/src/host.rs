@@ -177,6 +177,15 @@ impl HostBinary {
         )
     }
 
+    /// The name of its format's marker section: `.rocm_kpack_ref` (ELF),
+    /// `.kpackrf` (PE).
+    pub fn marker_section(&self) -> &'static str {
+        match self {
+            HostBinary::Elf(_) => kpack_elf::MARKER_SECTION,
+            HostBinary::Pe(_) => kpack_pe::MARKER_SECTION,
+        }
+    }
+
     /// The marker section's file bytes (`.rocm_kpack_ref`, or `.kpackrf`
     /// in a PE image), at most [`kpack_format::MARKER_MAX_LEN`]: `None`
     /// without a marker section.

@@ -10,6 +10,9 @@ pub const BUNDLE_MAGIC: &[u8; 24] = b"__CLANG_OFFLOAD_BUNDLE__";
 /// Longest entry id we accept; real ones are under 100 bytes.
 const MAX_ID_LEN: u64 = 4096;
 
+/// How many times its own length a bundle's entries may add up to.
+pub const MAX_SHARING: u64 = 64;
+
 /// One entry of a bundle: an id and the byte range of its code object.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Entry {
@@ -69,6 +72,19 @@ pub fn parse_bundle(src: &dyn ReadAt, start: u64, limit: u64) -> Result<BundleHe
         entries.push(entry);
     }
     end = end.max(pos - start);
+    // Entries may share bytes (one code object under several ids), but
+    // each is handed out (extracted, archived) on its own: many entries
+    // over one range would multiply a small bundle without bound.
+    let total = entries.iter().fold(0u64, |t, e| t.saturating_add(e.size));
+    if total > end.saturating_mul(MAX_SHARING) {
+        return Err(Error::at(
+            ErrorKind::BadRange,
+            start + 24,
+            format!(
+                "the {count} entries total {total:#x} bytes, more than {MAX_SHARING} times the bundle's {end:#x}: too many entries share the same bytes"
+            ),
+        ));
+    }
     Ok(BundleHeader { entries, len: end })
 }
 
@@ -192,6 +208,48 @@ pub fn bundle_layout(entries: &[(&str, u64)], align: u64) -> BundleLayout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A plain bundle whose `n` entries all name the same 16 bytes.
+    fn shared_entries(n: usize) -> Vec<u8> {
+        let id = b"hipv4-amdgcn-amd-amdhsa--gfx90a";
+        let data_at = (32 + n * (24 + id.len())) as u64;
+        let mut b = BUNDLE_MAGIC.to_vec();
+        b.extend((n as u64).to_le_bytes());
+        for _ in 0..n {
+            b.extend(data_at.to_le_bytes());
+            b.extend(16u64.to_le_bytes());
+            b.extend((id.len() as u64).to_le_bytes());
+            b.extend(id);
+        }
+        b.extend([0x7fu8; 16]);
+        b
+    }
+
+    #[test]
+    fn refuses_entries_that_share_bytes_too_often() {
+        let few = shared_entries(8);
+        assert_eq!(
+            parse_bundle(&few, 0, few.len() as u64)
+                .unwrap()
+                .entries
+                .len(),
+            8
+        );
+        // 2,000 entries over one 1 MiB code object would hand out 2 GiB
+        // from a bundle of 1.1 MiB.
+        let id = b"hipv4-amdgcn-amd-amdhsa--gfx90a";
+        let mut many = shared_entries(2000);
+        let n = 2000u64;
+        let data_at = 32 + n * (24 + id.len() as u64);
+        many.resize(data_at as usize + (1 << 20), 0x7f);
+        for i in 0..n {
+            let at = (32 + i * (24 + id.len() as u64)) as usize;
+            many[at + 8..at + 16].copy_from_slice(&(1u64 << 20).to_le_bytes());
+        }
+        let e = parse_bundle(&many, 0, many.len() as u64).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BadRange);
+        assert!(e.to_string().contains("share the same bytes"), "{e}");
+    }
 
     #[test]
     fn round_trips_a_written_bundle() {

@@ -16,11 +16,12 @@ use crate::exit::CliResult;
 
 /// Arguments of `kpack extract`.
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("select").args(["all", "target"]).required(true)))]
 pub struct Args {
     /// Fat binary or bundle file.
     file: PathBuf,
     /// Extract every device code object.
-    #[arg(long, conflicts_with = "target", required_unless_present = "target")]
+    #[arg(long, conflicts_with = "target")]
     all: bool,
     /// Extract only this target id (e.g. gfx90a:xnack+); repeatable.
     #[arg(long, short)]

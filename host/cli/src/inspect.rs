@@ -195,6 +195,13 @@ fn inspect_one(
 ) -> anyhow::Result<AnyReport> {
     // Checked before reading: a FIFO among the inputs would block the run.
     crate::safety::regular_file(path)?;
+    if is_kpack_archive(path) {
+        anyhow::bail!(
+            "{}: a .kpack archive, not a binary; list it with `kpack archive list {}`",
+            path.display(),
+            path.display()
+        );
+    }
     if let Some(input) = crate::offloading::detect(path)? {
         return Ok(AnyReport::Offloading(crate::offloading::inspect(
             path,
@@ -227,6 +234,46 @@ fn inspect_one(
     let report = file_report(path, &fat, kernels)?;
     *warned |= warn(path, &report.bundles);
     Ok(AnyReport::Fat(report))
+}
+
+/// Whether `path` starts with the KPAK magic of a `.kpack` archive.
+fn is_kpack_archive(path: &std::path::Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|f| f.take(4).read_exact(&mut head))
+        .is_ok_and(|()| head == kpack_format::MAGIC)
+}
+
+/// Largest marker section decoded for the text report (markers are a
+/// few hundred bytes).
+const MAX_MARKER_SHOWN: u64 = 1 << 20;
+
+/// Print the marker at `offset`+`len` of `path`: its key (kernel name) and
+/// search paths, or why it cannot be shown.
+fn print_marker(path: &std::path::Path, offset: u64, len: u64) {
+    use std::io::{Read, Seek};
+    if len > MAX_MARKER_SHOWN {
+        println!("  marker: {len} bytes, too large to show");
+        return;
+    }
+    let mut bytes = Vec::new();
+    let read = std::fs::File::open(path).and_then(|mut f| {
+        f.seek(std::io::SeekFrom::Start(offset))?;
+        f.take(len).read_to_end(&mut bytes)
+    });
+    match read
+        .map_err(anyhow::Error::from)
+        .and_then(|_| kpack_format::Marker::parse(&bytes).map_err(anyhow::Error::from))
+    {
+        Ok(m) => {
+            println!("  marker: kernel name {:?}", m.kernel_name);
+            for p in &m.search_paths {
+                println!("    search path {p}");
+            }
+        }
+        Err(e) => println!("  marker: unreadable ({e})"),
+    }
 }
 
 /// Print the code-object warnings of `bundles`; `true` if there were any.
@@ -400,6 +447,13 @@ fn print_pe_text(f: &PeReport, with_names: bool) {
             println!("  no device code");
         }
     }
+    if let Some(m) = f.marker.as_ref().filter(|m| m.in_file) {
+        print_marker(
+            &f.path,
+            m.offset,
+            m.size.min(m.raw_size.map_or(m.size, u64::from)),
+        );
+    }
     for (name, s) in [
         (kpack_pe::FATBIN_SECTION, &f.fatbin),
         (kpack_pe::SEGMENT_SECTION, &f.segment),
@@ -445,6 +499,9 @@ fn print_text(f: &FileReport, with_names: bool) {
         } else {
             println!("  no device code");
         }
+    }
+    if let Some(m) = f.marker.as_ref().filter(|m| m.in_file) {
+        print_marker(&f.path, m.offset, m.size);
     }
     if let Some(fb) = &f.fatbin {
         println!(

@@ -72,7 +72,7 @@ enum Command {
     Extract(extract::Args),
     /// Move a fat binary's device code into per-arch .kpack archives; write a host-only binary.
     Offload(offload::Args),
-    /// Keep only the chosen GPU targets inside a fat executable or shared library.
+    /// Keep only the chosen GPU targets inside fat executables, shared libraries, objects and static archives.
     Prune(prune::Args),
     /// Check host binaries: segments, program headers, marker, wrappers, relocations.
     VerifyElf(verify_elf::Args),
@@ -84,7 +84,7 @@ enum Command {
     Split(split::Args),
     /// Gather per-arch artifacts of several shards into architecture groups.
     Recombine(recombine::Args),
-    /// Check split or recombined artifacts, including marker resolution.
+    /// Check split or recombined artifacts, or an installed tree, including marker resolution.
     Verify(verify::Args),
     /// Split fat Python wheels into a host wheel and per-arch device wheels.
     Wheel(wheel::Args),
@@ -114,6 +114,11 @@ fn main() -> ExitCode {
     // (see kpack-malloc).
     kpack_malloc::return_large_frees_to_the_os();
     safety::quiet_on_broken_pipe();
+    if help_about_help() {
+        // `kpack help --help`: clap's `help` takes no flags; answer with the help.
+        let _ = <Cli as clap::CommandFactory>::command().print_help();
+        return ExitCode::SUCCESS;
+    }
     if std::env::args_os().nth(1).is_some_and(|a| a == "--list") {
         return exit::finish(
             external::list(&<Cli as clap::CommandFactory>::command()).map_err(Into::into),
@@ -150,6 +155,15 @@ fn main() -> ExitCode {
         Command::External(args) => return external::run(args),
     };
     exit::finish(result)
+}
+
+/// Whether the command line is `kpack help` asked for its own help
+/// (`kpack help --help`, `kpack help -h`).
+fn help_about_help() -> bool {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    args.first().is_some_and(|a| a == "help")
+        && args.len() > 1
+        && args[1..].iter().all(|a| a == "--help" || a == "-h")
 }
 
 /// Whether `--json` is among the arguments (before a `--`). Read from the

@@ -1,5 +1,6 @@
 //! `kpack prune INPUT -o OUTPUT --keep T...`: keep only the chosen GPU
-//! targets inside a fat executable or shared library, so any HIP runtime
+//! targets inside a fat executable, shared library, relocatable object or
+//! static archive, so any HIP runtime
 //! (with or without kpack support) loads the smaller file unchanged.
 //! The pruning itself (linked binaries, objects, static archives) is
 //! `kpack_prune`'s; this module parses `--keep` and reports.
@@ -68,6 +69,9 @@ pub fn run(args: Args) -> CliResult {
             args.input.display()
         )
     })?;
+    if !prunable.is_link_input() {
+        input_verifies(&args.input)?;
+    }
     let targets = prunable.targets();
     let input = args.input.display();
     // Each requested target the binary lacks: a warning, or with --strict
@@ -93,7 +97,15 @@ pub fn run(args: Args) -> CliResult {
     for t in &missing {
         eprintln!("warning: {input}: has no code object for {t}");
     }
+    // Parents the write creates go again if it fails.
+    let created = match args.output.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => Some(safety::CreatedDir::create(dir)?),
+        None => None,
+    };
     let report = prunable.write(&args.output, keep.filter())?;
+    if let Some(c) = created {
+        c.keep();
+    }
     let targets = Targets {
         kept: &kept,
         dropped: &dropped,
@@ -106,6 +118,27 @@ pub fn run(args: Args) -> CliResult {
         }
     }
     print_report(&args, &targets, report.layout(), &report, &summary)
+}
+
+/// A linked input must pass `verify-elf --pruned` (the checks of a fat
+/// binary) before it is pruned: pruning a binary that is already broken
+/// would hand on a file that looks fine.
+fn input_verifies(input: &std::path::Path) -> anyhow::Result<()> {
+    let file =
+        std::fs::File::open(input).with_context(|| format!("cannot open {}", input.display()))?;
+    let findings = kpack_elf::verify_pruned_image(&object::ReadCache::new(file))
+        .map_err(|e| anyhow!("{}: {e}", input.display()))?;
+    if let Some(first) = findings.first() {
+        return Err(anyhow!(
+            "{}: fails `kpack verify-elf --pruned` ({first}{}); nothing written",
+            input.display(),
+            match findings.len() {
+                1 => String::new(),
+                n => format!(", and {} more", n - 1),
+            }
+        ));
+    }
+    Ok(())
 }
 
 /// The target lists every prune report carries.
@@ -125,6 +158,11 @@ fn print_report(
     summary: &str,
 ) -> CliResult {
     if args.json {
+        let mut result = serde_json::to_value(result).context("json")?;
+        // A linked binary whose layout did not change says so, as the text does.
+        if let Some(l) = result.get_mut("layout").filter(|l| l.is_null()) {
+            *l = serde_json::Value::from(layout);
+        }
         let v = serde_json::json!({
             "schema_version": 1,
             "input": args.input,

@@ -47,6 +47,10 @@ pub fn not_same_file(input: &Path, output: &Path) -> anyhow::Result<()> {
 
 /// Refuse an existing `path` unless `force`.
 pub fn not_existing(path: &Path, force: bool) -> anyhow::Result<()> {
+    // --force replaces a file, never a directory: say so instead of suggesting it.
+    if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+        bail!("{}: is a directory; name the file to write", path.display());
+    }
     if !force && std::fs::symlink_metadata(path).is_ok() {
         bail!(
             "{}: already exists; pass --force to overwrite",
@@ -144,6 +148,9 @@ pub struct CreatedDir {
 impl CreatedDir {
     /// Create `dir` and its missing parents, remembering which were missing.
     pub fn create(dir: &Path) -> anyhow::Result<CreatedDir> {
+        if std::fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
+            bail!("{}: is not a directory", dir.display());
+        }
         let mut created = Vec::new();
         let mut p = Some(dir);
         while let Some(d) = p.filter(|d| !d.as_os_str().is_empty()) {
@@ -205,6 +212,8 @@ pub fn lock_dir(dir: &Path) -> anyhow::Result<File> {
 
 /// `kpack inspect FILE | head -1`: when the reader of stdout goes away,
 /// exit quietly, like other Unix tools, instead of panicking in `println!`.
+/// Any other failure to print (`> /dev/full`) is an error, exit 2 with a
+/// message on stderr (when stderr itself still takes one), not a panic.
 pub fn quiet_on_broken_pipe() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -214,13 +223,38 @@ pub fn quiet_on_broken_pipe() {
             .map(String::as_str)
             .or_else(|| payload.downcast_ref::<&str>().copied())
             .unwrap_or("");
-        if msg.starts_with("failed printing to stdout")
-            && (msg.contains("Broken pipe") || msg.contains("os error 32"))
-        {
-            std::process::exit(0);
+        if let Some(code) = print_failure_exit(msg) {
+            if code != 0 {
+                use std::io::Write;
+                let cause = msg.split_once(": ").map_or(msg, |(_, c)| c);
+                let stream = if msg.starts_with("failed printing to stdout") {
+                    "stdout"
+                } else {
+                    "stderr"
+                };
+                // Not eprintln!: it would panic again when stderr is the one failing.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "error: cannot write to {stream}\n  caused by: {cause}"
+                );
+            }
+            std::process::exit(code);
         }
         default(info)
     }));
+}
+
+/// The exit status for the panic message of a failed `print!`/`eprint!`:
+/// 0 when the reader went away (EPIPE), 2 for any other write error, and
+/// `None` for a panic that is not about printing.
+fn print_failure_exit(msg: &str) -> Option<i32> {
+    if !(msg.starts_with("failed printing to stdout")
+        || msg.starts_with("failed printing to stderr"))
+    {
+        return None;
+    }
+    let broken_pipe = msg.contains("Broken pipe") || msg.contains("os error 32");
+    Some(if broken_pipe { 0 } else { 2 })
 }
 
 /// Whether an output path is `-`, which means stdout where one stream is

@@ -14,7 +14,8 @@ use crate::exit::{CliError, CliResult};
 #[derive(clap::Args)]
 #[command(after_long_help = crate::amd_compat::VERIFY_HELP)]
 pub struct Args {
-    /// Artifact directories, or directories of artifacts.
+    /// Artifact directories, directories of artifacts, or installed trees
+    /// (a prefix whose binaries' markers must resolve to its archives).
     #[arg(required_unless_present = "artifacts_dir")]
     dirs: Vec<PathBuf>,
     /// AMD's name for DIR.
@@ -75,10 +76,37 @@ pub fn run(mut args: Args) -> CliResult {
             p.display()
         );
     }
+    if rep.binaries == 0
+        && rep.archives == 0
+        && rep.findings.is_empty()
+        && !args.dirs.iter().any(|d| holds_artifact(d))
+    {
+        // An empty or mistyped directory must not read as a pass.
+        eprintln!(
+            "error: nothing to verify in {}: no artifact, binary with a marker or .kpack archive found",
+            args.dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return Err(CliError::Findings);
+    }
     if rep.errors() > 0 || !stale.is_empty() {
         return Err(CliError::Findings);
     }
     Ok(())
+}
+
+/// Whether `dir` is an artifact or holds one (a generic artifact without
+/// device code is something checked, even with no marker or archive).
+fn holds_artifact(dir: &std::path::Path) -> bool {
+    dir.join(kpack_split::MANIFEST).is_file()
+        || std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| e.path().join(kpack_split::MANIFEST).is_file())
 }
 
 /// Temp files and staging directories of dead kpack runs anywhere under
@@ -101,7 +129,15 @@ fn stale_temps(dirs: &[PathBuf]) -> Vec<PathBuf> {
 
 /// `kpack verify --gpu GPU DIR...`.
 fn run_gpu(args: &Args, gpu: &str) -> CliResult {
-    kpack_amdgpu::TargetId::parse_qualified(gpu).with_context(|| format!("--gpu {gpu:?}"))?;
+    let id =
+        kpack_amdgpu::TargetId::parse_qualified(gpu).with_context(|| format!("--gpu {gpu:?}"))?;
+    if kpack_amdgpu::mach_for_processor(id.processor()).is_none() {
+        return Err(anyhow::anyhow!(
+            "--gpu {gpu:?}: {} is not a known AMD GPU (name one such as gfx90a, gfx942 or gfx1100)",
+            id.processor()
+        )
+        .into());
+    }
     let rep = explain_gpu(&args.dirs, gpu)?;
     if args.json {
         let v = serde_json::json!({ "schema_version": 1, "missing": rep.missing(), "report": rep });

@@ -49,7 +49,10 @@ fn verify<'d, R: ReadRef<'d>>(data: R, pruned: bool) -> Result<Vec<String>, Stri
     c.sections_in_segments();
     let marker_addr = c.marker();
     let relas = relocation_targets(&obj);
-    c.wrappers(marker_addr, &relas);
+    let wrapper_slots = c.wrappers(marker_addr, &relas);
+    if pruned {
+        c.pointers_into_device_code(&relas, &wrapper_slots);
+    }
     c.removed_device_code(&relas);
     Ok(c.f)
 }
@@ -232,19 +235,47 @@ impl<'d, R: ReadRef<'d>> Checks<'d, '_, R> {
 
     /// Every wrapper: HIPK at the marker once offloaded, HIPF into the
     /// device code once pruned.
-    fn wrappers(&mut self, marker_addr: Option<(u64, u64)>, relas: &[(u64, u64)]) {
+    /// Returns the wrappers' pointer slots.
+    fn wrappers(
+        &mut self,
+        marker_addr: Option<(u64, u64)>,
+        relas: &[(u64, u64)],
+    ) -> std::collections::HashSet<u64> {
+        let mut slots = std::collections::HashSet::new();
         let Some(seg) = self.obj.section_by_name(SEGMENT_SECTION) else {
-            return;
+            return slots;
         };
+        // Indexed once (the first relocation of a slot counts): every
+        // wrapper looks its pointer slot up.
+        let mut by_slot = std::collections::HashMap::with_capacity(relas.len());
+        for &(slot, target) in relas {
+            by_slot.entry(slot).or_insert(target);
+        }
         let data = seg.data().unwrap_or(&[]);
         for (i, w) in data.chunks_exact(WRAPPER_SIZE as usize).enumerate() {
             let w = WrapperFields::parse(w);
             let slot = seg.address().wrapping_add(i as u64 * WRAPPER_SIZE + 8);
-            let ptr = relas
-                .iter()
-                .find(|r| r.0 == slot)
-                .map_or(w.pointer, |r| r.1);
+            let ptr = by_slot.get(&slot).copied().unwrap_or(w.pointer);
+            slots.insert(slot);
             self.wrapper(i, w.magic, ptr, marker_addr);
+        }
+        slots
+    }
+
+    /// In a pruned file only wrappers point at device code: anything else
+    /// aimed into it (and moved along by prune) is a pointer prune must
+    /// not touch.
+    fn pointers_into_device_code(
+        &mut self,
+        relas: &[(u64, u64)],
+        wrapper_slots: &std::collections::HashSet<u64>,
+    ) {
+        for &(slot, target) in relas {
+            if !wrapper_slots.contains(&slot) && self.in_fatbin_runs(target) {
+                self.f.push(format!(
+                    "relocation at {slot:#x} points at {target:#x}, inside {FATBIN_SECTION}, but is not a wrapper's pointer"
+                ));
+            }
         }
     }
 
@@ -378,4 +409,61 @@ fn relocation_targets<'d, R: ReadRef<'d>>(obj: &ElfFile64<'d, LE, R>) -> Vec<(u6
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `libaxpy_2arch.so` with a RELATIVE relocation that is not the
+    /// wrapper's re-aimed into `.hip_fatbin` (as a pruned file must never
+    /// have).
+    fn with_stray_pointer() -> Vec<u8> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/corpus/libaxpy_2arch.so"
+        );
+        let mut bytes = std::fs::read(path).unwrap();
+        let (fatbin, wrapper_slot, rela) = {
+            let obj = ElfFile64::<LE, _>::parse(&bytes[..]).unwrap();
+            let fatbin = obj.section_by_name(FATBIN_SECTION).unwrap().address();
+            let slot = obj.section_by_name(SEGMENT_SECTION).unwrap().address() + 8;
+            let off = obj
+                .section_by_name(".rela.dyn")
+                .unwrap()
+                .elf_section_header()
+                .sh_offset
+                .get(LE);
+            (fatbin, slot, off as usize)
+        };
+        // The first RELATIVE entry (type 8 on x86-64) that is not the wrapper's.
+        let at = (rela..)
+            .step_by(24)
+            .find(|&e| {
+                let info = u64::from_le_bytes(bytes[e + 8..e + 16].try_into().unwrap());
+                let off = u64::from_le_bytes(bytes[e..e + 8].try_into().unwrap());
+                info & 0xffff_ffff == 8 && off != wrapper_slot
+            })
+            .unwrap();
+        bytes[at + 16..at + 24].copy_from_slice(&(fatbin + 0x10).to_le_bytes());
+        bytes
+    }
+
+    #[test]
+    fn pruned_check_refuses_a_non_wrapper_pointer_into_device_code() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/corpus/libaxpy_2arch.so"
+        );
+        let clean = std::fs::read(path).unwrap();
+        assert_eq!(
+            verify_pruned_image(&clean[..]).unwrap(),
+            Vec::<String>::new()
+        );
+        let f = verify_pruned_image(&with_stray_pointer()[..]).unwrap();
+        assert!(
+            f.iter().any(|m| m.contains("is not a wrapper's pointer")),
+            "{f:?}"
+        );
+    }
 }

@@ -56,6 +56,12 @@ pub fn offload_binary(
     filter: &TargetFilter,
     mut archives: ArchiveSet,
 ) -> Result<Offload, Error> {
+    if bin.is_transformed() && bin.layout().marker().is_none() {
+        return Err(Error::NoMarker {
+            path: input.to_path_buf(),
+            section: bin.marker_section(),
+        });
+    }
     if let Some(outcome) = unchanged(bin) {
         copy_atomically(input, output)?;
         return Ok(Offload {

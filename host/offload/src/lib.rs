@@ -88,6 +88,17 @@ pub enum Error {
         /// The targets the binary carries, sorted, each once.
         targets: Vec<String>,
     },
+    /// Every wrapper is HIPK, as kpack leaves them, but the marker they
+    /// point at is missing: a damaged binary, not an offloaded one.
+    #[error(
+        "{path}: its wrappers are HIPK (offloaded by kpack) but it has no {section} marker section, so no runtime can find its device code; offload the original fat binary instead"
+    )]
+    NoMarker {
+        /// The binary.
+        path: PathBuf,
+        /// The marker section's name (`.rocm_kpack_ref`, `.kpackrf`).
+        section: &'static str,
+    },
     /// Writing the output failed.
     #[error("{path}: {what}")]
     Io {

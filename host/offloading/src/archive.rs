@@ -115,7 +115,7 @@ impl<'data> Member<'data> {
             return Ok(Cow::Borrowed(self.data));
         }
         let path = self.thin_path(archive_dir);
-        let bytes = std::fs::read(&path).map_err(|e| {
+        let bytes = read_regular(&path, self.size).map_err(|e| {
             Error::with_source(
                 ErrorKind::Io,
                 format!(
@@ -140,6 +140,28 @@ impl<'data> Member<'data> {
         }
         Ok(Cow::Owned(bytes))
     }
+}
+
+/// The bytes of the regular file at `path`, at most one more than
+/// `expected` (enough to tell that it is longer). Anything else (a FIFO,
+/// which would block; a device such as `/dev/zero`, which never ends; a
+/// directory) is refused before a byte is read.
+fn read_regular(path: &Path, expected: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len().min(expected)).unwrap_or(0));
+    file.take(expected.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 #[cfg(unix)]
@@ -252,6 +274,12 @@ impl<'data> Archive<'data> {
         let Some(iter) = self.file.symbols().map_err(bad)? else {
             return Ok(Vec::new());
         };
+        // Members by header offset, built once: a symbol table names a
+        // member per symbol, and archives have many of both.
+        let mut by_offset = std::collections::HashMap::with_capacity(self.members.len());
+        for (i, m) in self.members.iter().enumerate() {
+            by_offset.entry(m.header_offset).or_insert(i);
+        }
         let mut out = Vec::new();
         for s in iter {
             let s = s.map_err(bad)?;
@@ -259,10 +287,7 @@ impl<'data> Archive<'data> {
             out.push(Symbol {
                 name: String::from_utf8_lossy(s.name()).into_owned(),
                 header_offset,
-                member: self
-                    .members
-                    .iter()
-                    .position(|m| m.header_offset == header_offset),
+                member: by_offset.get(&header_offset).copied(),
             });
         }
         Ok(out)
@@ -305,5 +330,96 @@ impl MemberKind {
         } else {
             MemberKind::Other
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An archive member header (60 bytes).
+    fn header(name: &str, size: usize) -> String {
+        format!("{name:<16}{:<12}{:<6}{:<6}{:<8}{size:<10}`\n", 0, 0, 0, 644)
+    }
+
+    /// A thin archive with one member, the file at `path`, `size` bytes.
+    fn thin_archive(path: &str, size: usize) -> Vec<u8> {
+        let names = format!("{path}/\n");
+        let mut out = String::from("!<thin>\n");
+        out += &header("//", names.len());
+        out += &names;
+        if out.len() % 2 == 1 {
+            out.push('\n');
+        }
+        out += &header("/0", size);
+        out.into_bytes()
+    }
+
+    fn read_thin(path: &Path, size: usize) -> Result<Vec<u8>, Error> {
+        let data = thin_archive(path.to_str().unwrap(), size);
+        let archive = Archive::parse(&data).unwrap();
+        assert!(archive.is_thin());
+        let m = &archive.members()[0];
+        m.contents(Path::new("/")).map(Cow::into_owned)
+    }
+
+    #[test]
+    fn thin_members_are_read_only_from_regular_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.o");
+        std::fs::write(&file, b"0123456789").unwrap();
+        assert_eq!(read_thin(&file, 10).unwrap(), b"0123456789");
+        let stale = read_thin(&file, 4).unwrap_err();
+        assert_eq!(stale.kind(), ErrorKind::Malformed);
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        for path in [
+            Path::new("/dev/null"),
+            Path::new("/dev/zero"),
+            dir.path(),
+            &fifo,
+        ] {
+            let e = read_thin(path, 10).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Io, "{}", path.display());
+            let chain = format!("{e}: {}", std::error::Error::source(&e).unwrap());
+            assert!(chain.contains("not a regular file"), "{chain}");
+        }
+    }
+
+    #[test]
+    fn symbols_of_a_large_archive_find_their_members_through_one_index() {
+        // 200,000 members and as many symbols: looking each symbol's member
+        // up by scanning the members would take 2e10 comparisons (minutes).
+        let n = 200_000usize;
+        let names: Vec<String> = (0..n).map(|i| format!("s{i}")).collect();
+        let table_len = 4 + 4 * n + names.iter().map(|s| s.len() + 1).sum::<usize>();
+        let table_len = table_len + table_len % 2;
+        let first = 8 + 60 + table_len;
+        let offsets: Vec<usize> = (0..n).map(|i| first + i * 62).collect();
+        let mut out = b"!<arch>\n".to_vec();
+        out.extend(header("/", table_len).as_bytes());
+        out.extend((n as u32).to_be_bytes());
+        for &o in offsets.iter().rev() {
+            out.extend((o as u32).to_be_bytes());
+        }
+        for s in &names {
+            out.extend(s.as_bytes());
+            out.push(0);
+        }
+        out.resize(first, 0);
+        for i in 0..n {
+            out.extend(header(&format!("m{i}.o/"), 2).as_bytes());
+            out.extend(b"xx");
+        }
+        let archive = Archive::parse(&out).unwrap();
+        let symbols = archive.symbols().unwrap();
+        assert_eq!((archive.members().len(), symbols.len()), (n, n));
+        assert_eq!(symbols[0].member, Some(n - 1));
+        assert_eq!(symbols[n - 1].member, Some(0));
+        assert_eq!(symbols[7].header_offset, offsets[n - 8] as u64);
     }
 }

@@ -158,6 +158,36 @@ impl kpack_bundle::ReadAt for Bytes<'_> {
     }
 }
 
+/// The bundles of `.hip_fatbin`'s `bytes` (`where_` names the section),
+/// each compressed one's MD5 checked when `options` ask for it.
+fn read_bundles(
+    bytes: &[u8],
+    options: &ReadOptions,
+    where_: &str,
+) -> Result<Vec<kpack_bundle::Item>, Error> {
+    let walk_options = kpack_bundle::WalkOptions {
+        verify_hash: options.verify_hash,
+    };
+    let bundles = kpack_bundle::walk(&Bytes(bytes), 0, bytes.len() as u64, walk_options)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Error::with_source(ErrorKind::Bundle, where_.to_string(), e))?;
+    // Walking reads headers only: check each compressed bundle's
+    // MD5 here, as the walk itself used to (one streaming pass).
+    if options.verify_hash {
+        for item in &bundles {
+            if let kpack_bundle::Format::Compressed(_) = item.format {
+                item.stream_entries(
+                    &Bytes(bytes),
+                    kpack_bundle::MemoryBudget::process(),
+                    |_, _, _| Ok::<(), kpack_bundle::Error>(()),
+                )
+                .map_err(|e| Error::with_source(ErrorKind::Bundle, where_.to_string(), e))?;
+            }
+        }
+    }
+    Ok(bundles)
+}
+
 /// Parse the ELF structures in `headers` (an aligned view of `data`) and
 /// borrow section contents from `data`.
 fn parse_elf<'data, Elf: FileHeader<Endian = Endianness>>(
@@ -173,6 +203,8 @@ fn parse_elf<'data, Elf: FileHeader<Endian = Endianness>>(
     let header = file.elf_header();
     let mut offloading = Vec::new();
     let mut fatbin = None;
+    // One inflation budget for every section of the file.
+    let mut options = *options;
     for section in file.sections() {
         let sh = section.elf_section_header();
         let name = section.name().unwrap_or("");
@@ -202,9 +234,11 @@ fn parse_elf<'data, Elf: FileHeader<Endian = Endianness>>(
                 )
             })?;
         if is_offloading {
-            let binaries = Reader::with_options(bytes, *options)
+            let binaries = Reader::with_options(bytes, options)
                 .read_all()
                 .map_err(|e| e.context(where_))?;
+            let inflated: u64 = binaries.iter().map(Binary::inflated_size).sum();
+            options.max_inflated_size = options.max_inflated_size.saturating_sub(inflated);
             offloading.push(OffloadingSection {
                 name: name.to_string(),
                 index,
@@ -213,31 +247,11 @@ fn parse_elf<'data, Elf: FileHeader<Endian = Endianness>>(
                 binaries,
             });
         } else if fatbin.is_none() {
-            let walk_options = kpack_bundle::WalkOptions {
-                verify_hash: options.verify_hash,
-            };
-            let bundles = kpack_bundle::walk(&Bytes(bytes), 0, bytes.len() as u64, walk_options)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| Error::with_source(ErrorKind::Bundle, where_.clone(), e))?;
-            // Walking reads headers only: check each compressed bundle's
-            // MD5 here, as the walk itself used to (one streaming pass).
-            if options.verify_hash {
-                for item in &bundles {
-                    if let kpack_bundle::Format::Compressed(_) = item.format {
-                        item.stream_entries(
-                            &Bytes(bytes),
-                            kpack_bundle::MemoryBudget::process(),
-                            |_, _, _| Ok::<(), kpack_bundle::Error>(()),
-                        )
-                        .map_err(|e| Error::with_source(ErrorKind::Bundle, where_.clone(), e))?;
-                    }
-                }
-            }
             fatbin = Some(FatbinSection {
                 index,
                 offset,
                 data: bytes,
-                bundles,
+                bundles: read_bundles(bytes, &options, &where_)?,
             });
         }
     }

@@ -128,102 +128,14 @@ pub fn prune_object(
     };
     let mut replacements = BTreeMap::new();
     for section in &code.offloading {
-        let bytes = usize::try_from(section.offset)
-            .ok()
-            .and_then(|o| data.get(o..o.checked_add(usize::try_from(section.size).ok()?)?))
-            .unwrap_or_default();
-        let mut out = Vec::with_capacity(bytes.len());
-        let mut changed = false;
-        for bin in &section.binaries {
-            let kept: Vec<_> = bin
-                .entries()
-                .iter()
-                .filter(|e| !is_gpu(e.triple()) || e.arch().is_some_and(keep))
-                .collect();
-            report.entries_dropped += bin.entries().len() - kept.len();
-            if kept.len() == bin.entries().len() {
-                // Untouched: the original bytes, so a kept binary is
-                // byte-identical whatever writer produced it.
-                let start = bin.offset() as usize;
-                let end = bytes.len().min(start.saturating_add(bin.size() as usize));
-                out.extend_from_slice(bytes.get(start..end).unwrap_or_default());
-                out.resize(align_up(out.len() as u64) as usize, 0);
-                continue;
-            }
-            changed = true;
-            if kept.is_empty() {
-                continue;
-            }
-            let images: Vec<_> = kept.iter().map(|e| e.to_image()).collect();
-            let options = WriteOptions {
-                version: bin.version(),
-                compression: bin.compression().map(|c| match c {
-                    CompressionFormat::Zstd => Compression::Zstd(ZSTD_LEVEL),
-                    CompressionFormat::Zlib => Compression::Zlib(ZLIB_LEVEL),
-                }),
-            };
-            let written = if bin.version() == 1 {
-                // Version 1 holds one image, so a v1 binary with several
-                // (not what LLVM writes, but readable) becomes several.
-                let mut all = Vec::new();
-                for img in images {
-                    all.extend(write_binary(&[img], &options)?);
-                }
-                all
-            } else {
-                write_binary(&images, &options)?
-            };
-            debug_assert_eq!(written.len() as u64 % ALIGNMENT, 0);
-            out.extend(written);
-        }
-        if changed {
+        if let Some(out) = prune_section(data, section, keep, &mut report)? {
             replacements.insert(section.index, (section.name.clone(), out));
         }
     }
-    if let Some(fatbin) = &code.fatbin {
-        let mut out = Vec::new();
-        let mut changed = false;
-        for (i, item) in fatbin.bundles.iter().enumerate() {
-            let device = item.entries.iter().filter(|e| !e.id.is_host()).count();
-            let kept_device = item
-                .entries
-                .iter()
-                .filter(|e| !e.id.is_host())
-                .filter(|e| e.id.target().is_some_and(|t| keep(&t.to_string())))
-                .count();
-            let at = item.offset as usize;
-            if out.len() < at {
-                out.resize(at, 0);
-            }
-            if kept_device == device {
-                out.truncate(at);
-                let end = at.saturating_add(usize::try_from(item.len).unwrap_or(usize::MAX));
-                out.extend_from_slice(fatbin.data.get(at..end).unwrap_or_default());
-                continue;
-            }
-            changed = true;
-            report.entries_dropped += device - kept_device;
-            let bytes = kpack_bundle::prune_item(
-                item,
-                &crate::elf::Bytes(fatbin.data),
-                &|id: &kpack_bundle::EntryId| id.target().is_some_and(|t| keep(&t.to_string())),
-            )
-            .map_err(|e| {
-                Error::with_source(
-                    ErrorKind::Bundle,
-                    format!(
-                        "{FATBIN_SECTION} bundle {i} at file offset {:#x}",
-                        fatbin.offset + item.offset
-                    ),
-                    e,
-                )
-            })?;
-            out.truncate(at);
-            out.extend(bytes);
-        }
-        if changed {
-            replacements.insert(fatbin.index, (FATBIN_SECTION.to_string(), out));
-        }
+    if let Some(fatbin) = &code.fatbin
+        && let Some(out) = prune_fatbin(fatbin, keep, &mut report)?
+    {
+        replacements.insert(fatbin.index, (FATBIN_SECTION.to_string(), out));
     }
     report.sections = replacements.len();
     let out = if replacements.is_empty() {
@@ -233,6 +145,122 @@ pub fn prune_object(
     };
     report.output_size = out.len() as u64;
     Ok((out, report))
+}
+
+/// The new bytes of one `SHT_LLVM_OFFLOADING` section keeping the entries
+/// `keep` accepts, or `None` when every binary is kept whole.
+fn prune_section(
+    data: &[u8],
+    section: &crate::elf::OffloadingSection<'_>,
+    keep: &dyn Fn(&str) -> bool,
+    report: &mut PruneReport,
+) -> Result<Option<Vec<u8>>, Error> {
+    let bytes = usize::try_from(section.offset)
+        .ok()
+        .and_then(|o| data.get(o..o.checked_add(usize::try_from(section.size).ok()?)?))
+        .unwrap_or_default();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut changed = false;
+    for bin in &section.binaries {
+        let kept: Vec<_> = bin
+            .entries()
+            .iter()
+            .filter(|e| !is_gpu(e.triple()) || e.arch().is_some_and(keep))
+            .collect();
+        report.entries_dropped += bin.entries().len() - kept.len();
+        if kept.len() == bin.entries().len() {
+            // Untouched: the original bytes, so a kept binary is
+            // byte-identical whatever writer produced it.
+            let start = bin.offset() as usize;
+            let end = bytes.len().min(start.saturating_add(bin.size() as usize));
+            out.extend_from_slice(bytes.get(start..end).unwrap_or_default());
+            out.resize(align_up(out.len() as u64) as usize, 0);
+            continue;
+        }
+        changed = true;
+        if !kept.is_empty() {
+            out.extend(rewrite_binary(bin, &kept)?);
+        }
+    }
+    Ok(changed.then_some(out))
+}
+
+/// `bin` written again with only the entries `kept`, in its own version
+/// and compression.
+fn rewrite_binary(
+    bin: &crate::binary::Binary<'_>,
+    kept: &[&crate::binary::Entry<'_>],
+) -> Result<Vec<u8>, Error> {
+    let images: Vec<_> = kept.iter().map(|e| e.to_image()).collect();
+    let options = WriteOptions {
+        version: bin.version(),
+        compression: bin.compression().map(|c| match c {
+            CompressionFormat::Zstd => Compression::Zstd(ZSTD_LEVEL),
+            CompressionFormat::Zlib => Compression::Zlib(ZLIB_LEVEL),
+        }),
+    };
+    let written = if bin.version() == 1 {
+        // Version 1 holds one image, so a v1 binary with several
+        // (not what LLVM writes, but readable) becomes several.
+        let mut all = Vec::new();
+        for img in images {
+            all.extend(write_binary(&[img], &options)?);
+        }
+        all
+    } else {
+        write_binary(&images, &options)?
+    };
+    debug_assert_eq!(written.len() as u64 % ALIGNMENT, 0);
+    Ok(written)
+}
+
+/// The new bytes of `.hip_fatbin` with every bundle keeping only the
+/// device entries `keep` accepts, or `None` when no bundle changes.
+fn prune_fatbin(
+    fatbin: &crate::elf::FatbinSection<'_>,
+    keep: &dyn Fn(&str) -> bool,
+    report: &mut PruneReport,
+) -> Result<Option<Vec<u8>>, Error> {
+    let mut out = Vec::new();
+    let mut changed = false;
+    for (i, item) in fatbin.bundles.iter().enumerate() {
+        let device = item.entries.iter().filter(|e| !e.id.is_host()).count();
+        let kept_device = item
+            .entries
+            .iter()
+            .filter(|e| !e.id.is_host())
+            .filter(|e| e.id.target().is_some_and(|t| keep(&t.to_string())))
+            .count();
+        let at = item.offset as usize;
+        if out.len() < at {
+            out.resize(at, 0);
+        }
+        out.truncate(at);
+        if kept_device == device {
+            let end = at.saturating_add(usize::try_from(item.len).unwrap_or(usize::MAX));
+            out.extend_from_slice(fatbin.data.get(at..end).unwrap_or_default());
+            continue;
+        }
+        changed = true;
+        report.entries_dropped += device - kept_device;
+        let bytes = kpack_bundle::prune_item(
+            item,
+            &crate::elf::Bytes(fatbin.data),
+            &|id: &kpack_bundle::EntryId| id.target().is_some_and(|t| keep(&t.to_string())),
+        )
+        .map_err(|e| {
+            Error::with_source(
+                ErrorKind::Bundle,
+                format!(
+                    "{FATBIN_SECTION} bundle {i} at file offset {:#x}",
+                    fatbin.offset + item.offset
+                ),
+                e,
+            )
+        })?;
+        out.extend(bytes);
+    }
+    Ok(changed.then_some(out))
 }
 
 /// The static archive `data` with every member's device code pruned as
@@ -340,74 +368,100 @@ fn patch_symbol_table(
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(0);
     let body = start + 60;
-    let bad = |what: &str| {
-        Error::new(
-            ErrorKind::Malformed,
-            format!("archive symbol table at {start:#x}: {what}"),
-        )
+    let table = SymbolTable {
+        body,
+        end: body.checked_add(size).filter(|&e| e <= out.len()),
+        moved,
     };
-    let lookup = |old: u64| {
-        moved.get(&old).copied().ok_or_else(|| {
-            Error::new(
-                ErrorKind::Malformed,
-                format!("archive symbol table names a member at {old:#x}, where none starts"),
-            )
-        })
-    };
-    let end = body.checked_add(size).filter(|&e| e <= out.len());
     match format {
         ArchiveFormat::Gnu | ArchiveFormat::Gnu64
             if name.starts_with(b"/ ") || name.starts_with(b"/SYM64/") =>
         {
-            let width = if name.starts_with(b"/SYM64/") { 8 } else { 4 };
-            let end = end.ok_or_else(|| bad("runs past the archive"))?;
-            let count = read_be(out, body, width).ok_or_else(|| bad("no count"))?;
-            let table_end = (count as usize)
-                .checked_add(1)
-                .and_then(|n| n.checked_mul(width))
-                .and_then(|n| n.checked_add(body))
-                .filter(|&e| e <= end)
-                .ok_or_else(|| bad("count runs past the table"))?;
-            for at in (body + width..table_end).step_by(width) {
-                let old = read_be(out, at, width).ok_or_else(|| bad("truncated"))?;
-                write_be(out, at, width, lookup(old)?);
-            }
+            table.patch_gnu(out, if name.starts_with(b"/SYM64/") { 8 } else { 4 })
         }
         ArchiveFormat::Bsd if name.starts_with(b"__.SYMDEF") || name.starts_with(b"#1/") => {
-            let end = end.ok_or_else(|| bad("runs past the archive"))?;
             // A `#1/N` name sits at the start of the body.
             let name_len: usize = if name.starts_with(b"#1/") {
                 std::str::from_utf8(&name[3..])
                     .ok()
                     .and_then(|s| s.trim().parse().ok())
-                    .ok_or_else(|| bad("bad name length"))?
+                    .ok_or_else(|| table.bad("bad name length"))?
             } else {
                 0
             };
-            let table = body + name_len;
-            let ranlib_bytes = read_le32(out, table).ok_or_else(|| bad("no size"))? as usize;
-            let ranlib_end = table
-                .checked_add(4)
-                .and_then(|t| t.checked_add(ranlib_bytes))
-                .filter(|&e| e <= end)
-                .ok_or_else(|| bad("ranlib array runs past the table"))?;
-            for at in (table + 4..ranlib_end).step_by(8) {
-                let old = read_le32(out, at + 4).ok_or_else(|| bad("truncated"))?;
-                let new = u32::try_from(lookup(u64::from(old))?)
-                    .map_err(|_| bad("member offset over 4 GiB"))?;
-                out[at + 4..at + 8].copy_from_slice(&new.to_le_bytes());
-            }
+            table.patch_bsd(out, name_len)
         }
-        ArchiveFormat::Unknown => {}
-        ArchiveFormat::Gnu | ArchiveFormat::Gnu64 | ArchiveFormat::Bsd => {}
-        other => {
-            return Err(Error::new(
-                ErrorKind::Unrepresentable,
-                format!("{other:?} archives are not rewritten (GNU and BSD only)"),
-            ));
-        }
+        ArchiveFormat::Unknown => Ok(()),
+        ArchiveFormat::Gnu | ArchiveFormat::Gnu64 | ArchiveFormat::Bsd => Ok(()),
+        other => Err(Error::new(
+            ErrorKind::Unrepresentable,
+            format!("{other:?} archives are not rewritten (GNU and BSD only)"),
+        )),
     }
-    Ok(())
+}
+
+/// An archive's symbol table: where its body starts and ends, and where
+/// each member moved.
+struct SymbolTable<'a> {
+    body: usize,
+    /// The end of the body, if it lies within the archive.
+    end: Option<usize>,
+    moved: &'a BTreeMap<u64, u64>,
+}
+
+impl SymbolTable<'_> {
+    fn bad(&self, what: &str) -> Error {
+        Error::new(
+            ErrorKind::Malformed,
+            format!("archive symbol table at {:#x}: {what}", AR_MAGIC.len()),
+        )
+    }
+
+    fn lookup(&self, old: u64) -> Result<u64, Error> {
+        self.moved.get(&old).copied().ok_or_else(|| {
+            Error::new(
+                ErrorKind::Malformed,
+                format!("archive symbol table names a member at {old:#x}, where none starts"),
+            )
+        })
+    }
+
+    /// GNU: a big-endian count, then that many member offsets of `width` bytes.
+    fn patch_gnu(&self, out: &mut [u8], width: usize) -> Result<(), Error> {
+        let end = self.end.ok_or_else(|| self.bad("runs past the archive"))?;
+        let count = read_be(out, self.body, width).ok_or_else(|| self.bad("no count"))?;
+        let table_end = (count as usize)
+            .checked_add(1)
+            .and_then(|n| n.checked_mul(width))
+            .and_then(|n| n.checked_add(self.body))
+            .filter(|&e| e <= end)
+            .ok_or_else(|| self.bad("count runs past the table"))?;
+        for at in (self.body + width..table_end).step_by(width) {
+            let old = read_be(out, at, width).ok_or_else(|| self.bad("truncated"))?;
+            write_be(out, at, width, self.lookup(old)?);
+        }
+        Ok(())
+    }
+
+    /// BSD: after `name_len` bytes of name, a little-endian byte count of
+    /// the ranlib array, whose 8-byte records end in a member offset.
+    fn patch_bsd(&self, out: &mut [u8], name_len: usize) -> Result<(), Error> {
+        let end = self.end.ok_or_else(|| self.bad("runs past the archive"))?;
+        let table = self.body + name_len;
+        let ranlib_bytes = read_le32(out, table).ok_or_else(|| self.bad("no size"))? as usize;
+        let ranlib_end = table
+            .checked_add(4)
+            .and_then(|t| t.checked_add(ranlib_bytes))
+            .filter(|&e| e <= end)
+            .ok_or_else(|| self.bad("ranlib array runs past the table"))?;
+        for at in (table + 4..ranlib_end).step_by(8) {
+            let old = read_le32(out, at + 4).ok_or_else(|| self.bad("truncated"))?;
+            let new = u32::try_from(self.lookup(u64::from(old))?)
+                .map_err(|_| self.bad("member offset over 4 GiB"))?;
+            out[at + 4..at + 8].copy_from_slice(&new.to_le_bytes());
+        }
+        Ok(())
+    }
 }
 
 fn read_be(b: &[u8], at: usize, width: usize) -> Option<u64> {
@@ -468,12 +522,8 @@ fn rewrite<Elf: FileHeader<Endian = Endianness>>(
     replacements: &BTreeMap<usize, (String, Vec<u8>)>,
     bits: u32,
 ) -> Result<Vec<u8>, Error> {
-    let malformed = |m: String| Error::new(ErrorKind::Malformed, m);
-    let obj = |what: &str, e: object::read::Error| {
-        Error::with_source(ErrorKind::Malformed, what.to_string(), e)
-    };
-    let header = Elf::parse(data).map_err(|e| obj("ELF header", e))?;
-    let endian = header.endian().map_err(|e| obj("ELF header", e))?;
+    let header = Elf::parse(data).map_err(|e| obj_error("ELF header", e))?;
+    let endian = header.endian().map_err(|e| obj_error("ELF header", e))?;
     if header.e_type(endian) != object::elf::ET_REL || header.e_phnum(endian) != 0 {
         return Err(malformed(
             "only relocatable objects without program headers can have sections resized".into(),
@@ -481,17 +531,54 @@ fn rewrite<Elf: FileHeader<Endian = Endianness>>(
     }
     let table = header
         .sections(endian, data)
-        .map_err(|e| obj("section header table", e))?;
-    let new_len = |i: usize, old: u64| {
-        replacements
-            .get(&i)
-            .map_or(old, |(_, bytes)| bytes.len() as u64)
+        .map_err(|e| obj_error("section header table", e))?;
+    check_references::<Elf>(data, endian, &table, replacements)?;
+    let blocks = blocks::<Elf>(data, header, endian, &table, bits)?;
+    let ehsize = header.e_ehsize(endian) as usize;
+    let (mut out, new_offsets, new_shoff) =
+        lay_out(data, ehsize, table.len(), &blocks, replacements);
+    let layout = HeaderLayout {
+        big: matches!(endian, Endianness::Big),
+        bits,
+        shoff: new_shoff,
+        shentsize: u64::from(header.e_shentsize(endian)),
     };
+    for (i, sh) in table.iter().enumerate() {
+        let old_size: u64 = sh.sh_size(endian).into();
+        let size = replacements
+            .get(&i)
+            .map_or(old_size, |(_, bytes)| bytes.len() as u64);
+        layout.patch(
+            &mut out,
+            i,
+            new_offsets[i],
+            (size != old_size).then_some(size),
+        );
+    }
+    layout.patch_shoff(&mut out);
+    Ok(out)
+}
 
-    // Nothing may point into bytes a replaced section no longer has.
+fn malformed(m: String) -> Error {
+    Error::new(ErrorKind::Malformed, m)
+}
+
+fn obj_error(what: &str, e: object::read::Error) -> Error {
+    Error::with_source(ErrorKind::Malformed, what.to_string(), e)
+}
+
+/// Nothing may point into bytes a replaced section no longer has: no
+/// relocation section may apply to one, and no relocation or symbol may
+/// point past its new size.
+fn check_references<Elf: FileHeader<Endian = Endianness>>(
+    data: &[u8],
+    endian: Endianness,
+    table: &object::read::elf::SectionTable<'_, Elf>,
+    replacements: &BTreeMap<usize, (String, Vec<u8>)>,
+) -> Result<(), Error> {
     let symbols = table
         .symbols(endian, data, object::elf::SHT_SYMTAB)
-        .map_err(|e| obj("symbol table", e))?;
+        .map_err(|e| obj_error("symbol table", e))?;
     for (i, sh) in table.iter().enumerate() {
         let rels = sh.sh_type(endian) == object::elf::SHT_REL
             || sh.sh_type(endian) == object::elf::SHT_RELA;
@@ -503,23 +590,27 @@ fn rewrite<Elf: FileHeader<Endian = Endianness>>(
                 )));
             }
         }
-        if let Some((relas, _)) = sh.rela(endian, data).map_err(|e| obj("relocations", e))? {
-            for r in relas {
-                let sym = r.r_sym(endian, false) as usize;
-                let Ok(s) = symbols.symbol(object::SymbolIndex(sym)) else {
-                    continue;
-                };
-                let shndx = s.st_shndx(endian) as usize;
-                if let Some((name, bytes)) = replacements.get(&shndx) {
-                    let value: u64 = s.st_value(endian).into();
-                    let addend: i64 = r.r_addend(endian).into();
-                    let at = i128::from(value) + i128::from(addend);
-                    if at < 0 || at > bytes.len() as i128 {
-                        return Err(malformed(format!(
-                            "a relocation in section {i} points at offset {at:#x} of {name}, past its new size {:#x}",
-                            bytes.len()
-                        )));
-                    }
+        let Some((relas, _)) = sh
+            .rela(endian, data)
+            .map_err(|e| obj_error("relocations", e))?
+        else {
+            continue;
+        };
+        for r in relas {
+            let sym = r.r_sym(endian, false) as usize;
+            let Ok(s) = symbols.symbol(object::SymbolIndex(sym)) else {
+                continue;
+            };
+            let shndx = s.st_shndx(endian) as usize;
+            if let Some((name, bytes)) = replacements.get(&shndx) {
+                let value: u64 = s.st_value(endian).into();
+                let addend: i64 = r.r_addend(endian).into();
+                let at = i128::from(value) + i128::from(addend);
+                if at < 0 || at > bytes.len() as i128 {
+                    return Err(malformed(format!(
+                        "a relocation in section {i} points at offset {at:#x} of {name}, past its new size {:#x}",
+                        bytes.len()
+                    )));
                 }
             }
         }
@@ -536,7 +627,18 @@ fn rewrite<Elf: FileHeader<Endian = Endianness>>(
             }
         }
     }
+    Ok(())
+}
 
+/// Every section with file bytes and the section header table, in file
+/// order, checked not to overlap and to lie within the file.
+fn blocks<Elf: FileHeader<Endian = Endianness>>(
+    data: &[u8],
+    header: &Elf,
+    endian: Endianness,
+    table: &object::read::elf::SectionTable<'_, Elf>,
+    bits: u32,
+) -> Result<Vec<Block>, Error> {
     let mut blocks = Vec::new();
     for (i, sh) in table.iter().enumerate().skip(1) {
         if sh.sh_type(endian) == object::elf::SHT_NOBITS {
@@ -552,18 +654,14 @@ fn rewrite<Elf: FileHeader<Endian = Endianness>>(
             align: sh.sh_addralign(endian).into().max(1),
         });
     }
-    let shoff: u64 = header.e_shoff(endian).into();
-    let shentsize = u64::from(header.e_shentsize(endian));
-    let shnum = table.len() as u64;
     blocks.push(Block {
         section: None,
-        old: shoff,
-        old_len: shnum * shentsize,
+        old: header.e_shoff(endian).into(),
+        old_len: table.len() as u64 * u64::from(header.e_shentsize(endian)),
         align: u64::from(bits / 8),
     });
     blocks.sort_by_key(|b| (b.old, b.old_len, b.section));
-    let ehsize = u64::from(header.e_ehsize(endian));
-    let mut end = ehsize;
+    let mut end = u64::from(header.e_ehsize(endian));
     for b in &blocks {
         if b.old < end && b.old_len > 0 {
             return Err(malformed(format!(
@@ -587,14 +685,27 @@ fn rewrite<Elf: FileHeader<Endian = Endianness>>(
             data.len()
         )));
     }
+    Ok(blocks)
+}
 
+/// The file with `blocks` placed: the bytes before the first replaced
+/// section as they are, then every block at the next offset its alignment
+/// allows. Returns the bytes, each section's new offset and the section
+/// header table's.
+fn lay_out(
+    data: &[u8],
+    ehsize: usize,
+    sections: usize,
+    blocks: &[Block],
+    replacements: &BTreeMap<usize, (String, Vec<u8>)>,
+) -> (Vec<u8>, Vec<Option<u64>>, u64) {
     let mut out = Vec::with_capacity(data.len());
-    let mut new_offsets = vec![None; table.len()];
-    let mut new_shoff = shoff;
+    let mut new_offsets = vec![None; sections];
+    let mut new_shoff = 0;
     let mut shifted = false;
-    let mut cursor = ehsize as usize;
+    let mut cursor = ehsize;
     out.extend_from_slice(&data[..cursor]);
-    for b in &blocks {
+    for b in blocks {
         let old = b.old as usize;
         let new = if shifted {
             align_to(out.len() as u64, b.align) as usize
@@ -625,26 +736,44 @@ fn rewrite<Elf: FileHeader<Endian = Endianness>>(
     if !shifted && cursor < data.len() {
         out.extend_from_slice(&data[cursor..]);
     }
+    (out, new_offsets, new_shoff)
+}
 
-    let big = matches!(endian, Endianness::Big);
-    let (shoff_at, off_field, size_field, width) = if bits == 64 {
-        (0x28, 24, 32, 8)
-    } else {
-        (0x20, 16, 20, 4)
-    };
-    put(&mut out, shoff_at, width, new_shoff, big);
-    for (i, sh) in table.iter().enumerate() {
-        let entry = (new_shoff + i as u64 * shentsize) as usize;
-        if let Some(off) = new_offsets[i] {
-            put(&mut out, entry + off_field, width, off, big);
-        }
-        let old_size: u64 = sh.sh_size(endian).into();
-        let size = new_len(i, old_size);
-        if size != old_size {
-            put(&mut out, entry + size_field, width, size, big);
+/// Where the header fields to patch are, for one ELF class and byte order.
+struct HeaderLayout {
+    big: bool,
+    bits: u32,
+    shoff: u64,
+    shentsize: u64,
+}
+
+impl HeaderLayout {
+    /// (e_shoff's offset, sh_offset's and sh_size's offsets in a section
+    /// header, field width).
+    fn fields(&self) -> (usize, usize, usize, usize) {
+        if self.bits == 64 {
+            (0x28, 24, 32, 8)
+        } else {
+            (0x20, 16, 20, 4)
         }
     }
-    Ok(out)
+
+    fn patch_shoff(&self, out: &mut [u8]) {
+        let (at, _, _, width) = self.fields();
+        put(out, at, width, self.shoff, self.big);
+    }
+
+    /// Section `i`'s new offset and size, where they changed.
+    fn patch(&self, out: &mut [u8], i: usize, offset: Option<u64>, size: Option<u64>) {
+        let (_, off_field, size_field, width) = self.fields();
+        let entry = (self.shoff + i as u64 * self.shentsize) as usize;
+        if let Some(off) = offset {
+            put(out, entry + off_field, width, off, self.big);
+        }
+        if let Some(size) = size {
+            put(out, entry + size_field, width, size, self.big);
+        }
+    }
 }
 
 fn align_to(v: u64, align: u64) -> u64 {

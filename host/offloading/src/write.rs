@@ -88,6 +88,62 @@ impl Writer {
 
 /// One binary holding `images`, padded to [`ALIGNMENT`].
 pub fn write_binary(images: &[Image], options: &WriteOptions) -> Result<Vec<u8>, Error> {
+    check_writable(images, options)?;
+    let version = options.version;
+    let strtab = StringTable::new(
+        images
+            .iter()
+            .flat_map(|img| img.strings.iter())
+            .flat_map(|(k, v)| [&k[..], &v[..]]),
+    );
+    let hsize = header_size(version);
+    let nstrings: u64 = images.iter().map(|i| i.strings.len() as u64).sum();
+    let entries_size = ENTRY_SIZE * images.len() as u64;
+    let strmap_offset = hsize + entries_size;
+    let strtab_offset = strmap_offset + string_entry_size(version) * nstrings;
+    let data_offset = align_up(strtab_offset + strtab.bytes.len() as u64);
+    let images_size: u64 = images.iter().map(|i| i.image.len() as u64).sum();
+    let size = align_up(data_offset + images_size);
+
+    let mut out = Vec::with_capacity(size as usize);
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&size.to_le_bytes());
+    out.extend_from_slice(&hsize.to_le_bytes());
+    let fourth = if version == 1 {
+        ENTRY_SIZE
+    } else {
+        images.len() as u64
+    };
+    out.extend_from_slice(&fourth.to_le_bytes());
+    if version >= 3 {
+        out.extend_from_slice(&0u64.to_le_bytes());
+    }
+    write_entries(&mut out, images, version, strmap_offset, data_offset);
+    for (k, v) in images.iter().flat_map(|img| img.strings.iter()) {
+        out.extend_from_slice(&(strtab_offset + strtab.offset(k)).to_le_bytes());
+        out.extend_from_slice(&(strtab_offset + strtab.offset(v)).to_le_bytes());
+        if version >= 2 {
+            out.extend_from_slice(&(v.len() as u64).to_le_bytes());
+        }
+    }
+    out.extend_from_slice(&strtab.bytes);
+    out.resize(data_offset as usize, 0);
+    for img in images {
+        out.extend_from_slice(&img.image);
+    }
+    out.resize(size as usize, 0);
+
+    match options.compression {
+        None => Ok(out),
+        Some(c) => compress(out, hsize, c),
+    }
+}
+
+/// Refuse what `options.version` cannot hold: an unknown version, no
+/// image, several in version 1, compression before version 3, a NUL in a
+/// key (or in a version 1 value).
+fn check_writable(images: &[Image], options: &WriteOptions) -> Result<(), Error> {
     let version = options.version;
     let bad = |m: String| Error::new(ErrorKind::Unrepresentable, m);
     if version == 0 || version > LATEST_VERSION {
@@ -120,36 +176,18 @@ pub fn write_binary(images: &[Image], options: &WriteOptions) -> Result<Vec<u8>,
             }
         }
     }
+    Ok(())
+}
 
-    let strtab = StringTable::new(
-        images
-            .iter()
-            .flat_map(|img| img.strings.iter())
-            .flat_map(|(k, v)| [&k[..], &v[..]]),
-    );
-    let hsize = header_size(version);
-    let nstrings: u64 = images.iter().map(|i| i.strings.len() as u64).sum();
-    let entries_size = ENTRY_SIZE * images.len() as u64;
-    let strmap_offset = hsize + entries_size;
-    let strtab_offset = strmap_offset + string_entry_size(version) * nstrings;
-    let data_offset = align_up(strtab_offset + strtab.bytes.len() as u64);
-    let images_size: u64 = images.iter().map(|i| i.image.len() as u64).sum();
-    let size = align_up(data_offset + images_size);
-
-    let mut out = Vec::with_capacity(size as usize);
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&version.to_le_bytes());
-    out.extend_from_slice(&size.to_le_bytes());
-    out.extend_from_slice(&hsize.to_le_bytes());
-    let fourth = if version == 1 {
-        ENTRY_SIZE
-    } else {
-        images.len() as u64
-    };
-    out.extend_from_slice(&fourth.to_le_bytes());
-    if version >= 3 {
-        out.extend_from_slice(&0u64.to_le_bytes());
-    }
+/// The entry records: each image's string map at its place after
+/// `strmap_offset`, its bytes after `data_offset`.
+fn write_entries(
+    out: &mut Vec<u8>,
+    images: &[Image],
+    version: u32,
+    strmap_offset: u64,
+    data_offset: u64,
+) {
     let mut string_offset = strmap_offset;
     let mut image_offset = data_offset;
     for img in images {
@@ -162,24 +200,6 @@ pub fn write_binary(images: &[Image], options: &WriteOptions) -> Result<Vec<u8>,
         out.extend_from_slice(&(img.image.len() as u64).to_le_bytes());
         string_offset += string_entry_size(version) * img.strings.len() as u64;
         image_offset += img.image.len() as u64;
-    }
-    for (k, v) in images.iter().flat_map(|img| img.strings.iter()) {
-        out.extend_from_slice(&(strtab_offset + strtab.offset(k)).to_le_bytes());
-        out.extend_from_slice(&(strtab_offset + strtab.offset(v)).to_le_bytes());
-        if version >= 2 {
-            out.extend_from_slice(&(v.len() as u64).to_le_bytes());
-        }
-    }
-    out.extend_from_slice(&strtab.bytes);
-    out.resize(data_offset as usize, 0);
-    for img in images {
-        out.extend_from_slice(&img.image);
-    }
-    out.resize(size as usize, 0);
-
-    match options.compression {
-        None => Ok(out),
-        Some(c) => compress(out, hsize, c),
     }
 }
 

@@ -3,6 +3,7 @@
 //! an `IMAGE_REL_BASED_DIR64` base relocation when the image moves) and the
 //! bundles it points at.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 
@@ -118,6 +119,25 @@ pub fn read_fat_binary(path: &Path, opts: WalkOptions) -> Result<FatBinary, Erro
     read_image(path, &image, &cache, source, opts)
 }
 
+/// The type of the first base relocation at each RVA, indexed once: every
+/// wrapper looks its pointer slot up, and large DLLs have many of both.
+fn reloc_index(image: &Image) -> HashMap<u64, u16> {
+    let mut out = HashMap::with_capacity(image.base_relocs.len());
+    for &(rva, typ) in &image.base_relocs {
+        out.entry(u64::from(rva)).or_insert(typ);
+    }
+    out
+}
+
+/// The first bundle at each offset of `.hip_fat`, indexed once.
+fn bundle_index(bundles: &[Item]) -> HashMap<u64, usize> {
+    let mut out = HashMap::with_capacity(bundles.len());
+    for (k, b) in bundles.iter().enumerate() {
+        out.entry(b.offset).or_insert(k);
+    }
+    out
+}
+
 fn read_image<'d, R: object::ReadRef<'d>>(
     path: &Path,
     image: &Image,
@@ -149,7 +169,8 @@ fn read_image<'d, R: object::ReadRef<'d>>(
                 path,
                 image,
                 fat: fat.as_ref(),
-                bundles: &bundles,
+                relocs: reloc_index(image),
+                bundle_at: bundle_index(&bundles),
             };
             wrappers.read(data, seg, s)?
         }
@@ -205,8 +226,10 @@ struct Wrappers<'a> {
     image: &'a Image,
     /// `.hip_fat`, if present.
     fat: Option<&'a (SectionInfo, Section)>,
-    /// Its bundles.
-    bundles: &'a [Item],
+    /// The type of the first base relocation at each RVA ([`reloc_index`]).
+    relocs: HashMap<u64, u16>,
+    /// The first bundle at each offset of `.hip_fat` ([`bundle_index`]).
+    bundle_at: HashMap<u64, usize>,
 }
 
 impl Wrappers<'_> {
@@ -264,15 +287,10 @@ impl Wrappers<'_> {
         w: WrapperFields,
     ) -> Result<Wrapper, Error> {
         let slot = rva + 8;
-        let via = match self
-            .image
-            .base_relocs
-            .iter()
-            .find(|(r, _)| u64::from(*r) == slot)
-        {
+        let via = match self.relocs.get(&slot) {
             None => PointerVia::Inline,
-            Some((_, pe::IMAGE_REL_BASED_DIR64)) => PointerVia::BaseReloc,
-            Some((_, t)) => {
+            Some(&pe::IMAGE_REL_BASED_DIR64) => PointerVia::BaseReloc,
+            Some(t) => {
                 return Err(self.fail(
                     ErrorKind::Unsupported,
                     format!(
@@ -319,7 +337,7 @@ impl Wrappers<'_> {
         if bundle_off >= s.file_range().1 {
             return None;
         }
-        self.bundles.iter().position(|b| b.offset == bundle_off)
+        self.bundle_at.get(&bundle_off).copied()
     }
 
     fn fail(&self, kind: ErrorKind, message: String) -> Error {

@@ -127,7 +127,7 @@ fn cache_key(dir: &Path) -> std::result::Result<Vec<u8>, String> {
             .map_err(|e| untrusted(Path::new("/dev/urandom"), e))?;
         // NamedTempFile is created 0600; persist_noclobber keeps a key
         // another process wrote first.
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| untrusted(dir, e))?;
+        let mut tmp = temp_in(dir).map_err(|e| untrusted(dir, e))?;
         tmp.write_all(&key).map_err(|e| untrusted(dir, e))?;
         let _ = tmp.persist_noclobber(&path);
     }
@@ -243,6 +243,14 @@ pub(crate) fn load(
     Ok((component, Source::Compiled))
 }
 
+/// A temp file in `dir` named as every kpack temp file is
+/// (`.kpack-tmp-<pid>-cache-…`), created mode 0600.
+fn temp_in(dir: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    tempfile::Builder::new()
+        .prefix(&kpack_format::temp_prefix("cache"))
+        .tempfile_in(dir)
+}
+
 fn store(component: &Component, path: &Path, key: &[u8]) -> std::io::Result<()> {
     use hmac::Mac as _;
     let bytes = component
@@ -253,7 +261,7 @@ fn store(component: &Component, path: &Path, key: &[u8]) -> std::io::Result<()> 
         .ok_or_else(|| std::io::Error::other("cache path has no parent"))?;
     let mut m = mac(key);
     m.update(&bytes);
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    let mut tmp = temp_in(dir)?;
     tmp.write_all(&m.finalize().into_bytes())?;
     tmp.write_all(&bytes)?;
     tmp.persist(path).map_err(|e| e.error)?;

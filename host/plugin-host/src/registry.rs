@@ -175,12 +175,24 @@ impl Registry {
             .enumerate()
             .filter(|(_, l)| !l.trim().is_empty())
             .map(|(i, l)| {
-                serde_json::from_str::<IndexEntry>(l).map_err(|e| {
+                let line_err = |m: String| {
                     Error::new(
                         ErrorKind::Registry,
-                        format!("registry index {where_} line {}: {e}", i + 1),
+                        format!("registry index {where_} line {}: {m}", i + 1),
                     )
-                })
+                };
+                let entry =
+                    serde_json::from_str::<IndexEntry>(l).map_err(|e| line_err(e.to_string()))?;
+                // The index file of `name` speaks for `name` only: a line naming
+                // another handler (or a path) is refused, not followed.
+                if entry.name != name {
+                    return Err(line_err(format!(
+                        "entry names {:?}, but this is the index of {name:?}",
+                        cut(&entry.name)
+                    )));
+                }
+                check_entry(&entry).map_err(line_err)?;
+                Ok(entry)
             })
             .collect()
     }
@@ -218,6 +230,13 @@ impl Registry {
 
     /// The blob of `entry`, checked against its checksum.
     pub fn fetch(&self, entry: &IndexEntry) -> Result<Vec<u8>> {
+        // Name and version become a path (or URL): check them before either is built.
+        check_entry(entry).map_err(|m| {
+            Error::new(
+                ErrorKind::Registry,
+                format!("registry {}: {m}", self.location),
+            )
+        })?;
         let bytes = match &self.transport {
             Transport::Dir(root) => {
                 let path = Self::blob_path(root, &entry.name, &entry.vers);
@@ -326,11 +345,38 @@ impl Registry {
         dest: &Path,
     ) -> Result<(IndexEntry, PathBuf)> {
         let entry = self.resolve(name, req)?;
-        let bytes = self.fetch(&entry)?;
-        let path = dest.join(format!("{}-{}.wasm", entry.name, entry.vers));
-        write_atomic(&path, &bytes)?;
+        let path = self.install_entry(&entry, dest)?;
         Ok((entry, path))
     }
+
+    /// Fetch `entry` (checksum verified before anything is written) and
+    /// install it as `dest/<name>-<vers>.wasm`. Returns the installed path.
+    pub fn install_entry(&self, entry: &IndexEntry, dest: &Path) -> Result<PathBuf> {
+        let bytes = self.fetch(entry)?;
+        let path = dest.join(format!("{}-{}.wasm", entry.name, entry.vers));
+        write_atomic(&path, &bytes)?;
+        Ok(path)
+    }
+}
+
+/// `entry`'s name is a handler name and its version a semver version
+/// written the one way semver writes it, so that both are safe to put in a
+/// path or URL (no `/`, no `..`); the error says which is not.
+fn check_entry(entry: &IndexEntry) -> std::result::Result<(), String> {
+    check_name(&entry.name).map_err(|m| format!("index entry {:?}: {m}", cut(&entry.name)))?;
+    match Version::parse(&entry.vers) {
+        Ok(v) if v.to_string() == entry.vers => Ok(()),
+        _ => Err(format!(
+            "index entry {}: version {:?} is not a semver version",
+            entry.name,
+            cut(&entry.vers)
+        )),
+    }
+}
+
+/// At most the first 64 characters of an untrusted string, for messages.
+fn cut(s: &str) -> &str {
+    s.char_indices().nth(64).map_or(s, |(i, _)| &s[..i])
 }
 
 /// The `config.json` of a sparse index: where blobs are downloaded from.
@@ -386,19 +432,7 @@ fn expand_dl(base: &str, mut dl: String, entry: &IndexEntry) -> String {
 /// `Ok(None)` for 404/410 when `missing_ok` (cargo's "not published");
 /// any other non-200 status is an error naming the URL and status.
 fn http_get(url: &str, what: &str, limit: u64, missing_ok: bool) -> Result<Option<Vec<u8>>> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(HTTP_TIMEOUT))
-        .http_status_as_error(false)
-        .user_agent(concat!("kpack/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .into();
-    let mut response = agent.get(url).call().map_err(|e| {
-        Error::with_source(
-            ErrorKind::Registry,
-            format!("{what} {url}: request failed"),
-            e,
-        )
-    })?;
+    let mut response = get_same_origin(url, what)?;
     let status = response.status().as_u16();
     match status {
         200 => {}
@@ -429,16 +463,104 @@ fn http_get(url: &str, what: &str, limit: u64, missing_ok: bool) -> Result<Optio
     Ok(Some(bytes))
 }
 
+/// Redirects followed for one request (each on the requested origin).
+const MAX_REDIRECTS: usize = 5;
+
+/// The response to GET `url`, following redirects that stay on `url`'s
+/// origin (scheme, host and port); a redirect to another origin is refused,
+/// so what an index names is what is read.
+fn get_same_origin(url: &str, what: &str) -> Result<ureq::http::Response<ureq::Body>> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(HTTP_TIMEOUT))
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .user_agent(concat!("kpack/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into();
+    let mut current = url.to_string();
+    for _ in 0..=MAX_REDIRECTS {
+        let response = agent.get(&current).call().map_err(|e| {
+            Error::with_source(
+                ErrorKind::Registry,
+                format!("{what} {current}: request failed"),
+                e,
+            )
+        })?;
+        if !response.status().is_redirection() {
+            return Ok(response);
+        }
+        let refuse = |m: String| Error::new(ErrorKind::Registry, format!("{what} {url}: {m}"));
+        let location = response
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| {
+                refuse(format!(
+                    "HTTP status {} without a Location",
+                    response.status().as_u16()
+                ))
+            })?;
+        let next = join_url(&current, location);
+        if origin(&next) != origin(url) {
+            return Err(refuse(format!(
+                "redirected to {}, on another origin; refusing to follow it (serve the registry from one origin, or name the other one in config.json's \"dl\")",
+                cut(&next)
+            )));
+        }
+        current = next;
+    }
+    Err(Error::new(
+        ErrorKind::Registry,
+        format!("{what} {url}: more than {MAX_REDIRECTS} redirects"),
+    ))
+}
+
+/// `scheme://host[:port]` of an absolute URL, lowercased.
+fn origin(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let host = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    format!("{scheme}://{host}").to_ascii_lowercase()
+}
+
+/// `location` (absolute, scheme-relative, absolute-path or relative) made
+/// absolute against `base`.
+fn join_url(base: &str, location: &str) -> String {
+    if location.contains("://") {
+        return location.to_string();
+    }
+    let scheme = base.split_once("://").map_or("https", |(s, _)| s);
+    if let Some(rest) = location.strip_prefix("//") {
+        return format!("{scheme}://{rest}");
+    }
+    if location.starts_with('/') {
+        return format!("{}{location}", origin(base));
+    }
+    let o = origin(base);
+    let path_end = base.find(['?', '#']).unwrap_or(base.len()).max(o.len());
+    let path = &base[o.len()..path_end];
+    let dir = path.rfind('/').map_or("/", |i| &path[..=i]);
+    format!("{o}{dir}{location}")
+}
+
 /// Write `bytes` to `path` through a temporary file and a rename.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display(), e))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(dir.display(), e))?;
+    let mut tmp = temp_in(dir)?;
     tmp.write_all(bytes)
         .map_err(|e| Error::io(path.display(), e))?;
     tmp.persist(path)
         .map_err(|e| Error::io(path.display(), e.error))?;
     Ok(())
+}
+
+/// A temp file in `dir` named as every kpack temp file is
+/// (`.kpack-tmp-<pid>-registry-…`), so a later run can tell a stale one.
+fn temp_in(dir: &Path) -> Result<tempfile::NamedTempFile> {
+    tempfile::Builder::new()
+        .prefix(&kpack_format::temp_prefix("registry"))
+        .tempfile_in(dir)
+        .map_err(|e| Error::io(dir.display(), e))
 }
 
 #[cfg(test)]
@@ -571,5 +693,133 @@ mod tests {
         let err = reg.yank("demo", "1.0.0", true).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Usage);
         assert!(err.to_string().contains("over HTTP"), "{err}");
+    }
+
+    /// A directory registry whose `demo` index holds `line` (with `{cksum}`
+    /// replaced by the sha256 of `blob`), and `blob` written where a
+    /// traversing name would lead: `<tmp>/escaped/PWNED-1.0.0.wasm`.
+    fn hostile_registry(line: &str, blob: &[u8]) -> (tempfile::TempDir, Registry) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("reg");
+        std::fs::create_dir_all(tmp.path().join("escaped/PWNED")).unwrap();
+        std::fs::write(tmp.path().join("escaped/PWNED-1.0.0.wasm"), blob).unwrap();
+        let line = line.replace("{cksum}", &hex::encode(Sha256::digest(blob)));
+        write_atomic(&Registry::index_path(&root, "demo"), line.as_bytes()).unwrap();
+        let reg = Registry::new(root.to_str().unwrap()).unwrap();
+        (tmp, reg)
+    }
+
+    #[test]
+    fn refuses_an_index_line_naming_another_handler() {
+        let (tmp, reg) = hostile_registry(
+            r#"{"name":"../../escaped/PWNED","vers":"1.0.0","wit":"1.1.0","cksum":"{cksum}"}"#,
+            b"payload",
+        );
+        let dest = tmp.path().join("plugins/a/b");
+        let err = reg.install("demo", &VersionReq::STAR, &dest).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Registry);
+        assert!(err.to_string().contains("index of \"demo\""), "{err}");
+        assert!(!dest.exists(), "nothing may be installed");
+    }
+
+    #[test]
+    fn refuses_an_index_version_that_is_a_path() {
+        let (tmp, reg) = hostile_registry(
+            r#"{"name":"demo","vers":"1.0.0+x/../../../../escaped/PWNED-1.0.0","wit":"1.1.0","cksum":"{cksum}"}"#,
+            b"payload",
+        );
+        let dest = tmp.path().join("plugins");
+        let err = reg.install("demo", &VersionReq::STAR, &dest).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Registry);
+        assert!(err.to_string().contains("not a semver version"), "{err}");
+        assert!(!dest.exists(), "nothing may be installed");
+    }
+
+    #[test]
+    fn fetch_checks_a_hand_made_entry_before_building_a_path() {
+        let (_tmp, reg) = hostile_registry("", b"payload");
+        let mut e = entry("1.0.0", false);
+        e.name = "../../escaped/PWNED".into();
+        e.cksum = hex::encode(Sha256::digest(b"payload"));
+        let err = reg.fetch(&e).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Registry);
+        assert!(err.to_string().contains("may only contain"), "{err}");
+    }
+
+    #[test]
+    fn temp_files_carry_the_kpack_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = temp_in(dir.path()).unwrap();
+        let name = tmp.path().file_name().unwrap().to_str().unwrap();
+        let want = format!(".kpack-tmp-{}-registry-", std::process::id());
+        assert!(name.starts_with(&want), "{name}");
+    }
+
+    #[test]
+    fn redirect_targets_are_resolved_against_the_request() {
+        let base = "http://a.example:8080/idx/de/mo/demo?x=1";
+        assert_eq!(join_url(base, "/other"), "http://a.example:8080/other");
+        assert_eq!(
+            join_url(base, "demo2"),
+            "http://a.example:8080/idx/de/mo/demo2"
+        );
+        assert_eq!(join_url(base, "//b.example/x"), "http://b.example/x");
+        assert_eq!(join_url("http://a.example", "x"), "http://a.example/x");
+        assert_eq!(origin("HTTP://A.example:80/x"), "http://a.example:80");
+    }
+
+    /// A server on 127.0.0.1 answering every request with `answer(path)`
+    /// (a status line and headers, then the body). Returns its base URL.
+    fn serve(answer: impl Fn(&str) -> (String, Vec<u8>) + Send + 'static) -> String {
+        use std::io::{BufRead, BufReader};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request = String::new();
+                let _ = reader.read_line(&mut request);
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                }
+                let path = request.split(' ').nth(1).unwrap_or("/").to_string();
+                let (head, body) = answer(&path);
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(&body);
+            }
+        });
+        url
+    }
+
+    #[test]
+    fn follows_same_origin_redirects_and_refuses_cross_origin_ones() {
+        let line = serde_json::to_string(&entry("1.0.0", false)).unwrap() + "\n";
+        let elsewhere = serve(move |_| ("200 OK".into(), line.clone().into_bytes()));
+        let here = serve(move |path| {
+            if let Some(rest) = path.strip_prefix("/same/") {
+                (format!("302 Found\r\nLocation: /real/{rest}"), Vec::new())
+            } else if path.starts_with("/real/") {
+                let line = serde_json::to_string(&entry("1.0.0", false)).unwrap() + "\n";
+                ("200 OK".into(), line.into_bytes())
+            } else {
+                (
+                    format!("302 Found\r\nLocation: {elsewhere}x{path}"),
+                    Vec::new(),
+                )
+            }
+        });
+        let same = Registry::new(&format!("{here}same")).unwrap();
+        assert_eq!(same.versions("demo").unwrap().len(), 1);
+        let other = Registry::new(&format!("{here}other")).unwrap();
+        let err = other.versions("demo").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Registry);
+        assert!(err.to_string().contains("another origin"), "{err}");
     }
 }

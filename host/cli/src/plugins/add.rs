@@ -40,7 +40,7 @@ pub fn run(args: Args) -> CliResult {
     let entry = registry.resolve(&name, &req)?;
     // Check it loads before installing: a blob that fails must not shadow a working one.
     let staged = tempfile::tempdir()?;
-    let (_, path) = registry.install(&name, &req, staged.path())?;
+    let path = registry.install_entry(&entry, staged.path())?;
     let set = HandlerSet::load(
         &[HandlerSpec::File(path.clone())],
         &LoadOptions::standard(&[]),
@@ -56,7 +56,8 @@ pub fn run(args: Args) -> CliResult {
         )
         .into());
     }
-    let (entry, installed) = registry.install(&name, &req, &dest)?;
+    // The entry checked above, not a second resolution (the index may have moved on).
+    let installed = registry.install_entry(&entry, &dest)?;
     println!(
         "installed {} {} (kpack:handler@{}) to {}",
         entry.name,
