@@ -9,6 +9,7 @@ mod amd_compat;
 mod archive;
 mod archive_args;
 mod archive_convert;
+mod detect;
 mod exit;
 mod external;
 mod extract;
@@ -87,6 +88,8 @@ enum Command {
     Verify(verify::Args),
     /// Split fat Python wheels into a host wheel and per-arch device wheels.
     Wheel(wheel::Args),
+    /// List the AMD GPUs of this machine and the device packages they need.
+    Detect(detect::Args),
     /// Print a shell completion script on stdout (e.g. `kpack completions bash > ~/.local/share/bash-completion/completions/kpack`).
     Completions {
         /// The shell.
@@ -140,6 +143,7 @@ fn main() -> ExitCode {
         Command::Recombine(args) => recombine::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Wheel(args) => wheel::run(args),
+        Command::Detect(args) => detect::run(args),
         Command::Completions { shell } => completions(shell),
         Command::Man { output } => man(output.as_deref()),
         Command::External(args) => return external::run(args),

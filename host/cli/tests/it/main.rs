@@ -12,6 +12,7 @@ mod archive;
 mod archive_delta;
 mod archive_group;
 mod auditwheel;
+mod detect;
 mod embedded;
 mod front_door;
 mod generic_strict;
