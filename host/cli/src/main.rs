@@ -13,7 +13,9 @@ mod detect;
 mod exit;
 mod external;
 mod extract;
+mod fetch;
 mod handlers;
+mod index;
 mod inspect;
 mod memory_args;
 mod offload;
@@ -90,6 +92,10 @@ enum Command {
     Wheel(wheel::Args),
     /// List the AMD GPUs of this machine and the device packages they need.
     Detect(detect::Args),
+    /// Install only the archives this machine's GPUs need, from an index.
+    Fetch(fetch::Args),
+    /// Write the listing `kpack fetch --index` reads (name, size, SHA-256).
+    Index(index::Args),
     /// Print a shell completion script on stdout (e.g. `kpack completions bash > ~/.local/share/bash-completion/completions/kpack`).
     Completions {
         /// The shell.
@@ -144,6 +150,8 @@ fn main() -> ExitCode {
         Command::Verify(args) => verify::run(args),
         Command::Wheel(args) => wheel::run(args),
         Command::Detect(args) => detect::run(args),
+        Command::Fetch(args) => fetch::run(args),
+        Command::Index(args) => index::run(args),
         Command::Completions { shell } => completions(shell),
         Command::Man { output } => man(output.as_deref()),
         Command::External(args) => return external::run(args),

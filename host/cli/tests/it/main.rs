@@ -14,6 +14,7 @@ mod archive_group;
 mod auditwheel;
 mod detect;
 mod embedded;
+mod fetch;
 mod front_door;
 mod generic_strict;
 mod handler_authors;
