@@ -289,26 +289,55 @@ fn marked_binaries(root: &Path) -> Result<Vec<Marked>> {
 }
 
 /// The loader's candidate archive paths for `marker` of `binary` on
-/// `arches`, most specific first (as `kpack_runtime::Cache` builds them,
-/// without the `ROCM_KPACK_PATH*` overrides, which name no place to
-/// install into).
+/// `arches`, most specific target first (as `kpack_runtime::Cache` builds
+/// them, without the `ROCM_KPACK_PATH*` overrides, which name no place to
+/// install into). A search path without `@GFXARCH@` is a grouped archive
+/// (`axpy_gfx110x.kpack`): it takes the place of the first target its
+/// group holds, and is left out when its group holds none; a name that is
+/// no group comes last.
 fn candidates(marker: &Marker, binary: &Path, arches: &[String]) -> Vec<PathBuf> {
+    let targets: Vec<String> = arches.iter().flat_map(|a| compatible_targets(a)).collect();
     let dir = binary.parent().unwrap_or(Path::new(""));
-    let mut out = Vec::new();
+    let mut ranked: Vec<(usize, PathBuf)> = Vec::new();
     for sp in &marker.search_paths {
         let resolved = normalize(&dir.join(sp));
         let text = resolved.to_string_lossy();
-        if !text.contains(GFXARCH) {
-            out.push(resolved.clone());
+        if text.contains(GFXARCH) {
+            for (rank, t) in targets.iter().enumerate() {
+                ranked.push((rank * 3, PathBuf::from(text.replacen(GFXARCH, t, 1))));
+            }
             continue;
         }
-        for arch in arches {
-            for t in compatible_targets(arch) {
-                out.push(PathBuf::from(text.replacen(GFXARCH, &t, 1)));
-            }
+        let group = resolved
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .and_then(|n| Some(n.strip_suffix(".kpack")?.rsplit_once('_')?.1.to_owned()));
+        let held = group.as_deref().map(|g| {
+            let known = kpack_amdgpu::archive_group_level(g).is_some()
+                || kpack_amdgpu::TargetId::parse(g).is_ok_and(|t| t.processor().starts_with("gfx"));
+            (known, group_rank(g, &targets))
+        });
+        match held {
+            Some((_, Some(rank))) => ranked.push((rank, resolved.clone())),
+            Some((true, None)) => {}
+            _ => ranked.push((usize::MAX, resolved.clone())),
         }
     }
-    out
+    // Stable: equal ranks keep the marker's order.
+    ranked.sort_by_key(|(rank, _)| *rank);
+    ranked.into_iter().map(|(_, p)| p).collect()
+}
+
+/// Where the archive group `g` ranks among `targets`: the first target it
+/// holds, and among the groups holding that one, the narrowest level first
+/// (`gfx110x` before `gfx11` for `gfx1100`).
+fn group_rank(g: &str, targets: &[String]) -> Option<usize> {
+    use kpack_amdgpu::{Level, archive_group};
+    let levels = [Level::Target, Level::SubFamily, Level::Family];
+    targets.iter().enumerate().find_map(|(ti, t)| {
+        let li = levels.iter().position(|l| archive_group(t, *l) == g)?;
+        Some(ti * 3 + li)
+    })
 }
 
 /// `p` with `.` and `..` resolved lexically.

@@ -124,17 +124,24 @@ fn serve(conn: &mut std::net::TcpStream, root: &Path, spoil: Spoil) -> Option<St
 /// An install tree (`lib/libaxpy.so`, no archives) and an index
 /// directory holding its archives and listing.
 fn tree_and_index(tmp: &Path) -> (PathBuf, PathBuf) {
+    tree_and_index_grouped(tmp, &[])
+}
+
+/// [`tree_and_index`] with more `kpack offload` flags.
+fn tree_and_index_grouped(tmp: &Path, extra: &[&str]) -> (PathBuf, PathBuf) {
     let tree = tmp.join("tree");
-    let out = crate::util::kpack([
-        "offload".as_ref(),
-        fixture("clang19/libaxpy_generic.so").as_os_str(),
-        "-o".as_ref(),
-        tree.join("lib/libaxpy.so").as_os_str(),
-        "--archives".as_ref(),
-        tree.join("lib/.kpack").as_os_str(),
-        "--name".as_ref(),
-        "axpy".as_ref(),
-    ]);
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "offload".into(),
+        fixture("clang19/libaxpy_generic.so").into_os_string(),
+        "-o".into(),
+        tree.join("lib/libaxpy.so").into_os_string(),
+        "--archives".into(),
+        tree.join("lib/.kpack").into_os_string(),
+        "--name".into(),
+        "axpy".into(),
+    ];
+    args.extend(extra.iter().map(|a| a.into()));
+    let out = crate::util::kpack(args);
     assert!(out.status.success(), "{}", stderr(&out));
     let idx = tmp.join("index");
     std::fs::rename(tree.join("lib/.kpack"), &idx).unwrap();
@@ -295,4 +302,20 @@ fn a_gpu_the_index_cannot_serve_is_a_finding() {
         "{}",
         stdout(&o)
     );
+}
+
+/// Archives grouped by sub-family (one search path per group): only the
+/// group holding the GPU's native target is fetched, not the generic
+/// family's that sorts before it.
+#[test]
+fn fetches_only_the_native_group() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tree, idx) = tree_and_index_grouped(tmp.path(), &["--archive-group", "sub-family"]);
+    let server = Server::start(&idx);
+    let o = fetch(&tree, &server.url, "gfx1100");
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(server.take(), ["kpack-index.json", "axpy_gfx110x.kpack"]);
+    let o = fetch(&tree, &server.url, "gfx1201");
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(server.take(), ["kpack-index.json", "axpy_gfx12-0.kpack"]);
 }
