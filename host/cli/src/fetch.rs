@@ -73,6 +73,9 @@ pub fn run(args: Args) -> CliResult {
                 a.size
             );
         }
+        for u in &rep.unreadable {
+            eprintln!("warning: {u} (skipped)");
+        }
         for p in &rep.outside {
             eprintln!(
                 "warning: {}: a search path outside the tree; not written",

@@ -88,15 +88,6 @@ pub enum Error {
         /// The download's.
         got: String,
     },
-    /// A host binary under the tree cannot be read.
-    #[error("{}: cannot read the host binary", path.display())]
-    Binary {
-        /// The binary.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
 }
 
 /// Result of this crate.
@@ -136,6 +127,8 @@ pub struct Report {
     pub archives: Vec<Installed>,
     /// Search-path candidates outside the tree, never written.
     pub outside: Vec<PathBuf>,
+    /// Host binaries that could not be read (skipped), with why.
+    pub unreadable: Vec<String>,
 }
 
 impl Report {
@@ -168,9 +161,11 @@ pub fn fetch(tree: &Path, source: &Source, gpus: &[String]) -> Result<Report> {
         what: "cannot open the tree",
         source,
     })?;
-    let marked = marked_binaries(&root)?;
+    let mut unreadable = Vec::new();
+    let marked = marked_binaries(&root, &mut unreadable)?;
     let mut report = Report {
         binaries: marked.len(),
+        unreadable,
         ..Report::default()
     };
     for b in &marked {
@@ -184,7 +179,7 @@ pub fn fetch(tree: &Path, source: &Source, gpus: &[String]) -> Result<Report> {
                 if serving(b, &arches).is_some() {
                     break;
                 }
-                if !cand.starts_with(&root) {
+                if !inside(&root, &cand) {
                     if !report.outside.contains(&cand) {
                         report.outside.push(cand);
                     }
@@ -208,6 +203,19 @@ pub fn fetch(tree: &Path, source: &Source, gpus: &[String]) -> Result<Report> {
         }
     }
     Ok(report)
+}
+
+/// Whether `path` is under `root` (canonical) once symlinks are followed:
+/// its nearest existing ancestor is, and nothing below that is `..`.
+fn inside(root: &Path, path: &Path) -> bool {
+    if !path.starts_with(root) {
+        return false;
+    }
+    path.ancestors()
+        .find(|a| a.exists())
+        .and_then(|a| std::fs::canonicalize(a).ok())
+        .is_some_and(|a| a.starts_with(root))
+        && !path.is_symlink()
 }
 
 /// The archives the loader takes every kernel of `b` from on `arches`
@@ -246,8 +254,9 @@ fn note_present(report: &mut Report, archives: Vec<PathBuf>) {
     }
 }
 
-/// Every host binary with a marker under `root`, sorted by path.
-fn marked_binaries(root: &Path) -> Result<Vec<Marked>> {
+/// Every host binary with a marker under `root`, sorted by path; those
+/// that cannot be read are named in `unreadable` and skipped.
+fn marked_binaries(root: &Path, unreadable: &mut Vec<String>) -> Result<Vec<Marked>> {
     let mut out = Vec::new();
     for e in walkdir::WalkDir::new(root).sort_by_file_name() {
         let Ok(e) = e else { continue };
@@ -264,10 +273,11 @@ fn marked_binaries(root: &Path) -> Result<Vec<Marked>> {
             Ok(b) => b,
             Err(e) if e.is_unsupported() => continue,
             Err(e) => {
-                return Err(Error::Binary {
-                    path: path.to_path_buf(),
-                    source: Box::new(e),
-                });
+                unreadable.push(format!(
+                    "{}: cannot read the host binary: {e}",
+                    path.display()
+                ));
+                continue;
             }
         };
         if !bin.is_transformed() {

@@ -319,3 +319,18 @@ fn fetches_only_the_native_group() {
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
     assert_eq!(server.take(), ["kpack-index.json", "axpy_gfx12-0.kpack"]);
 }
+
+/// A search path leading out of the tree through a symlink is never
+/// written to.
+#[test]
+fn never_writes_outside_the_tree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tree, idx) = tree_and_index(tmp.path());
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, tree.join("lib/.kpack")).unwrap();
+    let o = fetch(&tree, idx.to_str().unwrap(), "gfx1100");
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    assert!(stderr(&o).contains("outside the tree"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+}
