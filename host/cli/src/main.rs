@@ -9,11 +9,14 @@ mod amd_compat;
 mod archive;
 mod archive_args;
 mod archive_convert;
+mod detect;
 mod exit;
 mod external;
 mod extract;
+mod fetch;
 mod handlers;
 mod help_markdown;
+mod index;
 mod inspect;
 mod memory_args;
 mod offload;
@@ -88,6 +91,12 @@ enum Command {
     Verify(verify::Args),
     /// Split fat Python wheels into a host wheel and per-arch device wheels.
     Wheel(wheel::Args),
+    /// List the AMD GPUs of this machine and the device packages they need.
+    Detect(detect::Args),
+    /// Install only the archives this machine's GPUs need, from an index.
+    Fetch(fetch::Args),
+    /// Write the listing `kpack fetch --index` reads (name, size, SHA-256).
+    Index(index::Args),
     /// Print a shell completion script on stdout (e.g. `kpack completions bash > ~/.local/share/bash-completion/completions/kpack`).
     Completions {
         /// The shell.
@@ -149,6 +158,9 @@ fn main() -> ExitCode {
         Command::Recombine(args) => recombine::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Wheel(args) => wheel::run(args),
+        Command::Detect(args) => detect::run(args),
+        Command::Fetch(args) => fetch::run(args),
+        Command::Index(args) => index::run(args),
         Command::Completions { shell } => completions(shell),
         Command::Man { output } => man(output.as_deref()),
         Command::HelpMarkdown => help_markdown::run(<Cli as clap::CommandFactory>::command()),

@@ -19,7 +19,7 @@ pub struct KeepArgs {
     /// GPU targets to keep, repeatable and comma-separated, matched as
     /// `--gpu-targets`: `gfx90a` keeps every gfx90a variant,
     /// `gfx90a:xnack+` only that one; generic and `-strict` ids are
-    /// targets of their own.
+    /// targets of their own; `auto` stands for this machine's GPUs.
     #[arg(long, value_name = "T,...", value_delimiter = ',', required = true)]
     keep: Vec<String>,
     /// A requested target the input lacks is an error, not a warning.
@@ -30,7 +30,8 @@ pub struct KeepArgs {
 impl KeepArgs {
     /// The parsed `--keep` list.
     pub fn list(&self) -> anyhow::Result<kpack_prune::KeepList> {
-        Ok(kpack_prune::KeepList::parse(&self.keep)?)
+        let keep = kpack_detect::expand_auto(&self.keep).context("--keep")?;
+        Ok(kpack_prune::KeepList::parse(&keep)?)
     }
 }
 

@@ -11,7 +11,8 @@ pub struct TargetArgs {
     /// Keep only these GPU targets, comma-separated (AMD's flag for
     /// sharded builds): `gfx90a` keeps every gfx90a variant,
     /// `gfx90a:xnack+` only that one; `gfx90a-xnack+` is accepted;
-    /// `-strict` and generic targets are targets of their own.
+    /// `-strict` and generic targets are targets of their own; `auto`
+    /// stands for this machine's GPUs (`kpack detect`).
     #[arg(long = "gpu-targets", value_name = "T,...", value_delimiter = ',')]
     gpu_targets: Vec<String>,
     /// Drop these GPU targets (same spelling; the inverse of --gpu-targets).
@@ -22,7 +23,8 @@ pub struct TargetArgs {
 impl TargetArgs {
     /// The validated filter.
     pub fn filter(&self) -> anyhow::Result<TargetFilter> {
-        TargetFilter::from_lists(&self.gpu_targets, &self.exclude_arch)
-            .context("invalid --gpu-targets or --exclude-arch")
+        let keep = kpack_detect::expand_auto(&self.gpu_targets).context("--gpu-targets")?;
+        let drop = kpack_detect::expand_auto(&self.exclude_arch).context("--exclude-arch")?;
+        TargetFilter::from_lists(&keep, &drop).context("invalid --gpu-targets or --exclude-arch")
     }
 }

@@ -29,6 +29,7 @@ pub struct Args {
     /// Instead of the layout checks: for this GPU (`gfx1101`,
     /// `gfx90a:xnack+`), which archive and target every kernel would load
     /// from, as the runtime resolves it, or what is missing (exit 1).
+    /// `auto`: every GPU of this machine, and what to install for them.
     #[arg(long, value_name = "GPU")]
     gpu: Option<String>,
 }
@@ -127,8 +128,12 @@ fn stale_temps(dirs: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
-/// `kpack verify --gpu GPU DIR...`.
+/// `kpack verify --gpu GPU DIR...`; `--gpu auto` is the doctor: every
+/// GPU of this machine, then what would fill the gaps.
 fn run_gpu(args: &Args, gpu: &str) -> CliResult {
+    if gpu.trim() == kpack_detect::AUTO {
+        return run_doctor(args);
+    }
     let id =
         kpack_amdgpu::TargetId::parse_qualified(gpu).with_context(|| format!("--gpu {gpu:?}"))?;
     if kpack_amdgpu::mach_for_processor(id.processor()).is_none() {
@@ -143,52 +148,116 @@ fn run_gpu(args: &Args, gpu: &str) -> CliResult {
         let v = serde_json::json!({ "schema_version": 1, "missing": rep.missing(), "report": rep });
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
     } else {
-        println!("GPU {gpu}: loader arch list {}", rep.arch_list.join(", "));
-        let mut total = 0;
-        for b in &rep.binaries {
-            println!("{}", b.path);
-            for k in &b.kernels {
-                total += 1;
-                match &k.outcome {
-                    GpuOutcome::Loads {
-                        archive,
-                        target,
-                        lacking,
-                    } => {
-                        println!("  {}: {archive} as {target}", k.key);
-                        for (a, t) in lacking {
-                            println!("    (tried first: {a} as {t}, lacks it)");
-                        }
-                    }
-                    GpuOutcome::Missing {
-                        error,
-                        code,
-                        diagnostic,
-                        provider,
-                        spirv,
-                    } => {
-                        println!("  {}: MISSING ({error}, kpack error {code})", k.key);
-                        for line in diagnostic.lines() {
-                            println!("    {}", line.trim_start());
-                        }
-                        if let Some(p) = provider {
-                            println!("    => {p}");
-                        }
-                        if let Some(s) = spirv {
-                            println!("    => {s}");
-                        }
-                    }
-                }
-            }
-        }
-        println!(
-            "{} binaries, {total} kernels, {} missing for {gpu}",
-            rep.binaries.len(),
-            rep.missing()
-        );
+        print_gpu(&rep);
     }
     if rep.missing() > 0 {
         return Err(CliError::Findings);
     }
     Ok(())
+}
+
+/// `kpack verify --gpu auto DIR...`: for each detected GPU, where its
+/// kernels load from; then the packages this machine needs, and the
+/// commands that install what is missing (exit 1 while anything is).
+fn run_doctor(args: &Args) -> CliResult {
+    let det = kpack_detect::detect(&kpack_detect::Options::from_env(None))?;
+    let targets = det.targets();
+    if targets.is_empty() {
+        return Err(kpack_detect::Error::NoGpu(det.source.describe().to_owned()).into());
+    }
+    let mut reports = Vec::new();
+    for t in &targets {
+        reports.push(explain_gpu(&args.dirs, t)?);
+    }
+    let missing: usize = reports.iter().map(|r| r.missing()).sum();
+    let mut fixes: Vec<&str> = Vec::new();
+    for f in reports.iter().flat_map(|r| r.providers()) {
+        if !fixes.contains(&f) {
+            fixes.push(f);
+        }
+    }
+    if args.json {
+        let v = serde_json::json!({
+            "schema_version": 1,
+            "targets": targets,
+            "detection": det,
+            "missing": missing,
+            "fixes": fixes,
+            "reports": reports,
+        });
+        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+    } else {
+        for g in &det.gpus {
+            let chain = g.chain.as_ref().map_or_else(
+                || "no ROCm package".to_owned(),
+                |c| format!("packages {} -> {} -> {}", c.target, c.sub_family, c.family),
+            );
+            println!("This machine: node {} is {} ({chain})", g.node, g.target);
+        }
+        for r in &reports {
+            println!();
+            print_gpu(r);
+        }
+        println!();
+        if missing == 0 {
+            println!("Everything this machine needs is installed.");
+        } else {
+            println!("{missing} kernels missing for this machine. To fill the gap:");
+            for f in &fixes {
+                println!("  {f}");
+            }
+        }
+    }
+    if missing > 0 {
+        return Err(CliError::Findings);
+    }
+    Ok(())
+}
+
+/// The readable report of one GPU.
+fn print_gpu(rep: &kpack_split::GpuReport) {
+    let gpu = &rep.gpu;
+    println!("GPU {gpu}: loader arch list {}", rep.arch_list.join(", "));
+    let mut total = 0;
+    for b in &rep.binaries {
+        println!("{}", b.path);
+        for k in &b.kernels {
+            total += 1;
+            match &k.outcome {
+                GpuOutcome::Loads {
+                    archive,
+                    target,
+                    lacking,
+                } => {
+                    println!("  {}: {archive} as {target}", k.key);
+                    for (a, t) in lacking {
+                        println!("    (tried first: {a} as {t}, lacks it)");
+                    }
+                }
+                GpuOutcome::Missing {
+                    error,
+                    code,
+                    diagnostic,
+                    provider,
+                    spirv,
+                } => {
+                    println!("  {}: MISSING ({error}, kpack error {code})", k.key);
+                    for line in diagnostic.lines() {
+                        println!("    {}", line.trim_start());
+                    }
+                    if let Some(p) = provider {
+                        println!("    => {p}");
+                    }
+                    if let Some(s) = spirv {
+                        println!("    => {s}");
+                    }
+                }
+            }
+        }
+    }
+    println!(
+        "{} binaries, {total} kernels, {} missing for {gpu}",
+        rep.binaries.len(),
+        rep.missing()
+    );
 }

@@ -38,6 +38,22 @@ impl GpuReport {
             .filter(|k| matches!(k.outcome, GpuOutcome::Missing { .. }))
             .count()
     }
+
+    /// What would provide the missing kernels (device wheels to install,
+    /// arch artifacts), each said once, in the order first needed.
+    pub fn providers(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for k in self.binaries.iter().flat_map(|b| &b.kernels) {
+            if let GpuOutcome::Missing {
+                provider: Some(p), ..
+            } = &k.outcome
+                && !out.contains(&p.as_str())
+            {
+                out.push(p);
+            }
+        }
+        out
+    }
 }
 
 /// One offloaded binary.

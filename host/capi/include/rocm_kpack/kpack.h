@@ -244,6 +244,20 @@ kpack_error_t kpack_load_code_object(kpack_cache_t cache,
                                      size_t *code_object_size_out);
 
 /**
+ * Additive (not in AMD's ABI): copy the detail of this thread's most
+ * recent failed [`kpack_load_code_object`] into `buf`, NUL-terminated and
+ * truncated to `buf_size - 1` bytes; for a load that found no code for
+ * any listed arch, the same line `ROCM_KPACK_DEBUG=1` prints (binary,
+ * archives tried, arch list, what to install). `length_out` (optional)
+ * receives the full length without the NUL; empty when no load failed
+ * on this thread. `buf` may be NULL when `buf_size` is 0.
+ *
+ * # Safety
+ * `buf` writable for `buf_size` bytes; `length_out` NULL or writable.
+ */
+kpack_error_t kpack_last_error_detail(char *buf, size_t buf_size, size_t *length_out);
+
+/**
  * Free a buffer from [`kpack_load_code_object`]; NULL is a no-op.
  *
  * # Safety

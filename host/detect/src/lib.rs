@@ -1,0 +1,386 @@
+//! The AMD GPUs of this machine, read from the KFD topology
+//! (`/sys/class/kfd/kfd/topology/nodes/*/properties`) as AMD's
+//! `rocm-bootstrap` 0.3.0 reads it (`detect.py`), with its two overrides:
+//!
+//! - `ROCM_BOOTSTRAP_DISABLE_DETECTION=1`: no GPUs;
+//! - `ROCM_BOOTSTRAP_FORCE_GFX_ARCH=gfx942,gfx1100`: these targets instead
+//!   of the topology.
+//!
+//! Each GPU comes with its packaging chain (target → sub-family → family,
+//! [`kpack_amdgpu::bundle_key`]), which names the device packages that
+//! hold its code. `--gpu auto` on the command line is [`expand_auto`].
+
+#![forbid(unsafe_code)]
+
+use std::path::{Path, PathBuf};
+
+use kpack_amdgpu::{Level, TargetId, bundle_key, generic_for, strip_target_prefix};
+use serde::Serialize;
+
+/// rocm-bootstrap's override: set to `1`, detection finds no GPUs.
+pub const DISABLE_ENV: &str = "ROCM_BOOTSTRAP_DISABLE_DETECTION";
+/// rocm-bootstrap's override: comma-separated targets used instead of the
+/// topology (`gfx942,gfx942` for two MI300X).
+pub const FORCE_ENV: &str = "ROCM_BOOTSTRAP_FORCE_GFX_ARCH";
+/// Where sysfs is mounted, for containers and tests (default `/sys`).
+pub const SYSFS_ENV: &str = "KPACK_SYSFS_ROOT";
+/// The KFD topology's nodes under the sysfs root.
+pub const TOPOLOGY: &str = "class/kfd/kfd/topology/nodes";
+/// The word that stands for the detected targets in target lists.
+pub const AUTO: &str = "auto";
+
+/// What can go wrong while detecting.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A topology file or directory exists but cannot be read.
+    #[error("{}: cannot read the KFD topology", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A name in `ROCM_BOOTSTRAP_FORCE_GFX_ARCH` is not a target id.
+    #[error("{FORCE_ENV}: {name:?} is not a GPU target")]
+    Forced {
+        /// The name as given.
+        name: String,
+        /// The cause.
+        #[source]
+        source: kpack_amdgpu::TargetIdError,
+    },
+    /// A name in `ROCM_BOOTSTRAP_FORCE_GFX_ARCH` is a well-formed target
+    /// id of a processor LLVM does not know.
+    #[error("{FORCE_ENV}: {0:?} is not a GPU target (unknown processor)")]
+    UnknownProcessor(String),
+    /// `auto` was asked for and no GPU was found.
+    #[error("`auto`: no AMD GPU detected on this machine ({0})")]
+    NoGpu(String),
+}
+
+/// Result of this crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Where the answer came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Source {
+    /// `ROCM_BOOTSTRAP_DISABLE_DETECTION=1`.
+    Disabled,
+    /// `ROCM_BOOTSTRAP_FORCE_GFX_ARCH`.
+    Forced,
+    /// The KFD topology.
+    Kfd,
+    /// No KFD topology on this machine (no amdgpu driver, or a container
+    /// without `/sys/class/kfd`).
+    NoKfd,
+}
+
+impl Source {
+    /// Why the list is what it is, for a note on stderr.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Source::Disabled => "detection disabled by ROCM_BOOTSTRAP_DISABLE_DETECTION=1",
+            Source::Forced => "targets forced by ROCM_BOOTSTRAP_FORCE_GFX_ARCH",
+            Source::Kfd => "read from the KFD topology",
+            Source::NoKfd => "no KFD topology: no amdgpu driver loaded, or /sys not mounted",
+        }
+    }
+}
+
+/// The packaging chain of a target: the device packages that can hold its
+/// code, narrowest first (rocm-bootstrap's `packaging_chain`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Chain {
+    /// Target-level bundle key (`gfx1151`; `gfx1250-strict` → `gfx1250`).
+    pub target: String,
+    /// Sub-family bundle key (`gfx115x`).
+    pub sub_family: String,
+    /// Family bundle key (`gfx11`).
+    pub family: String,
+}
+
+impl Chain {
+    /// The chain of `target`, or `None` for a processor ROCm does not
+    /// package (`gfx803`).
+    pub fn of(target: &str) -> Option<Chain> {
+        Some(Chain {
+            target: bundle_key(target, Level::Target)?,
+            sub_family: kpack_amdgpu::sub_family(target)?.key.to_owned(),
+            family: bundle_key(target, Level::Family)?,
+        })
+    }
+}
+
+/// One GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Gpu {
+    /// KFD node number (the position in the list when forced).
+    pub node: u32,
+    /// The target (`gfx90a`).
+    pub target: String,
+    /// The raw `gfx_target_version` (KFD only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gfx_target_version: Option<u64>,
+    /// KFD `gpu_id` (KFD only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_id: Option<u64>,
+    /// PCI device id, `0x7550` (KFD only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pci_id: Option<String>,
+    /// The LLVM generic target whose code also runs here, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generic: Option<String>,
+    /// Its packaging chain; `None` for a processor ROCm does not package.
+    pub chain: Option<Chain>,
+}
+
+impl Gpu {
+    fn new(node: u32, target: String) -> Gpu {
+        let processor = target.split(':').next().unwrap_or(&target).to_owned();
+        Gpu {
+            node,
+            gfx_target_version: None,
+            gpu_id: None,
+            pci_id: None,
+            generic: generic_for(&processor).map(str::to_owned),
+            chain: Chain::of(&target),
+            target,
+        }
+    }
+}
+
+/// What [`detect`] found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Detection {
+    /// Where the answer came from.
+    pub source: Source,
+    /// Every GPU, in rocm-bootstrap's order.
+    pub gpus: Vec<Gpu>,
+    /// Nodes skipped for a reason worth saying (an unknown
+    /// `gfx_target_version`), for stderr.
+    pub notes: Vec<String>,
+}
+
+impl Detection {
+    /// The distinct targets, first occurrence first (rocm-bootstrap's
+    /// `--unique`, its default output).
+    pub fn targets(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for g in &self.gpus {
+            if !out.contains(&g.target) {
+                out.push(g.target.clone());
+            }
+        }
+        out
+    }
+}
+
+/// Where and how to detect.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The sysfs mount (`/sys`).
+    pub sysfs_root: PathBuf,
+    /// `ROCM_BOOTSTRAP_FORCE_GFX_ARCH`, if set and not empty.
+    pub force: Option<String>,
+    /// `ROCM_BOOTSTRAP_DISABLE_DETECTION` is `1`.
+    pub disable: bool,
+}
+
+impl Options {
+    /// From the environment: the overrides, and the sysfs root from
+    /// `sysfs_root`, else `KPACK_SYSFS_ROOT`, else `/sys`.
+    pub fn from_env(sysfs_root: Option<PathBuf>) -> Options {
+        let var = |k: &str| std::env::var(k).ok();
+        Options {
+            sysfs_root: sysfs_root
+                .or_else(|| std::env::var_os(SYSFS_ENV).map(PathBuf::from))
+                .unwrap_or_else(|| PathBuf::from("/sys")),
+            force: var(FORCE_ENV).filter(|v| !v.is_empty()),
+            disable: var(DISABLE_ENV).as_deref() == Some("1"),
+        }
+    }
+}
+
+/// The GPUs of this machine: disabled, else forced, else the KFD topology
+/// (rocm-bootstrap's chain, without its Windows `clinfo` fallback).
+pub fn detect(opts: &Options) -> Result<Detection> {
+    if opts.disable {
+        return Ok(Detection {
+            source: Source::Disabled,
+            gpus: Vec::new(),
+            notes: Vec::new(),
+        });
+    }
+    if let Some(force) = &opts.force {
+        return forced(force);
+    }
+    kfd(&opts.sysfs_root.join(TOPOLOGY))
+}
+
+/// `ROCM_BOOTSTRAP_FORCE_GFX_ARCH`: comma-separated, blanks skipped,
+/// duplicates kept (one GPU each). rocm-bootstrap takes only its known
+/// processor names; target ids with features (`gfx90a:xnack+`) and the
+/// `amdgcn-amd-amdhsa--` prefix are accepted here too.
+fn forced(force: &str) -> Result<Detection> {
+    let mut gpus = Vec::new();
+    for name in force.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let id = TargetId::parse(strip_target_prefix(name)).map_err(|source| Error::Forced {
+            name: name.to_owned(),
+            source,
+        })?;
+        let p = id.base_processor();
+        if kpack_amdgpu::mach_for_processor(p).is_none() && !kpack_amdgpu::is_generic(p) {
+            return Err(Error::UnknownProcessor(name.to_owned()));
+        }
+        let node = u32::try_from(gpus.len()).unwrap_or(u32::MAX);
+        gpus.push(Gpu::new(node, id.to_string()));
+    }
+    Ok(Detection {
+        source: Source::Forced,
+        gpus,
+        notes: Vec::new(),
+    })
+}
+
+/// The nodes of the topology at `nodes`, in rocm-bootstrap's order: the
+/// directories whose names are all digits, sorted as strings (`10` before
+/// `2`, as Python sorts the paths).
+fn node_dirs(nodes: &Path) -> Result<Option<Vec<(String, PathBuf)>>> {
+    let io = |source| Error::Io {
+        path: nodes.to_path_buf(),
+        source,
+    };
+    let entries = match std::fs::read_dir(nodes) {
+        Ok(e) => e,
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound) => return Ok(None),
+        Err(e) => return Err(io(e)),
+    };
+    let mut out = Vec::new();
+    for e in entries {
+        let e = e.map_err(io)?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()) && e.path().is_dir() {
+            out.push((name, e.path()));
+        }
+    }
+    out.sort();
+    Ok(Some(out))
+}
+
+/// The GPUs of the topology at `nodes`.
+fn kfd(nodes: &Path) -> Result<Detection> {
+    let mut det = Detection {
+        source: Source::Kfd,
+        gpus: Vec::new(),
+        notes: Vec::new(),
+    };
+    let Some(dirs) = node_dirs(nodes)? else {
+        det.source = Source::NoKfd;
+        return Ok(det);
+    };
+    for (name, dir) in dirs {
+        let file = dir.join("properties");
+        let text = match std::fs::read_to_string(&file) {
+            Ok(t) => t,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound) => continue,
+            Err(source) => return Err(Error::Io { path: file, source }),
+        };
+        let props = Properties::parse(&text);
+        // CPU-only nodes have no SIMDs.
+        let (Some(simds), Some(gtv)) = (props.get("simd_count"), props.get("gfx_target_version"))
+        else {
+            continue;
+        };
+        if simds == 0 || gtv == 0 {
+            continue;
+        }
+        let Some(target) = decode_gfx_target_version(gtv) else {
+            det.notes.push(format!(
+                "{}: gfx_target_version {gtv} names no GPU target; node skipped",
+                file.display()
+            ));
+            continue;
+        };
+        let node = name.parse().unwrap_or(u32::MAX);
+        let mut gpu = Gpu::new(node, target);
+        gpu.gfx_target_version = Some(gtv);
+        gpu.gpu_id = props.get("gpu_id");
+        gpu.pci_id = props.get("device_id").map(|d| format!("{d:#x}"));
+        det.gpus.push(gpu);
+    }
+    Ok(det)
+}
+
+/// A KFD `properties` file: `key value` lines; lines that are not exactly
+/// two words with an integer value are skipped, as rocm-bootstrap does.
+struct Properties(Vec<(String, u64)>);
+
+impl Properties {
+    fn parse(text: &str) -> Properties {
+        let mut v = Vec::new();
+        for line in text.lines() {
+            let mut words = line.split_whitespace();
+            if let (Some(k), Some(val), None) = (words.next(), words.next(), words.next())
+                && let Ok(n) = val.parse::<u64>()
+            {
+                v.push((k.to_owned(), n));
+            }
+        }
+        Properties(v)
+    }
+
+    /// The value of `key` (the last one when repeated, as a dict keeps).
+    fn get(&self, key: &str) -> Option<u64> {
+        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+}
+
+/// The target of a KFD `gfx_target_version`: major·10000 + minor·100 +
+/// stepping, minor and stepping written in hex as LLVM names processors
+/// (`90010` → `gfx90a`, `110001` → `gfx1101`, `90402` → `gfx942`).
+/// `None` when a part does not fit one hex digit or the major is 0.
+///
+/// ```
+/// assert_eq!(kpack_detect::decode_gfx_target_version(90010).as_deref(), Some("gfx90a"));
+/// assert_eq!(kpack_detect::decode_gfx_target_version(120001).as_deref(), Some("gfx1201"));
+/// ```
+pub fn decode_gfx_target_version(v: u64) -> Option<String> {
+    let (major, minor, stepping) = (v / 10000, (v % 10000) / 100, v % 100);
+    if major == 0 || minor > 0xf || stepping > 0xf {
+        return None;
+    }
+    Some(format!("gfx{major}{minor:x}{stepping:x}"))
+}
+
+/// `list` with every `auto` replaced by the detected targets (in the
+/// environment's [`Options`]), duplicates dropped; an error when `auto`
+/// finds no GPU. A list without `auto` is returned as is.
+pub fn expand_auto(list: &[String]) -> Result<Vec<String>> {
+    if !list.iter().any(|t| t.trim() == AUTO) {
+        return Ok(list.to_vec());
+    }
+    let det = detect(&Options::from_env(None))?;
+    let found = det.targets();
+    if found.is_empty() {
+        return Err(Error::NoGpu(det.source.describe().to_owned()));
+    }
+    let mut out: Vec<String> = Vec::new();
+    for t in list {
+        let add = if t.trim() == AUTO {
+            found.clone()
+        } else {
+            vec![t.clone()]
+        };
+        for a in add {
+            if !out.contains(&a) {
+                out.push(a);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

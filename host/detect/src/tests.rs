@@ -1,0 +1,188 @@
+use std::path::Path;
+
+use super::*;
+
+/// A CPU node as KFD writes it (from rocm-bootstrap's test fixtures).
+const CPU: &str = "cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\n";
+
+fn gpu_props(gtv: u64, device: u32, gpu_id: u32) -> String {
+    format!(
+        "cpu_cores_count 0\nsimd_count 128\ngfx_target_version {gtv}\nvendor_id 4098\n\
+         device_id {device}\ngpu_id {gpu_id}\nname weird words here\n"
+    )
+}
+
+/// A sysfs root holding `nodes` (name, properties; `None`: no file).
+fn topology(nodes: &[(&str, Option<String>)]) -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    for (name, props) in nodes {
+        let dir = root.path().join(TOPOLOGY).join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        if let Some(p) = props {
+            std::fs::write(dir.join("properties"), p).unwrap();
+        }
+    }
+    root
+}
+
+fn opts(root: &Path) -> Options {
+    Options {
+        sysfs_root: root.to_path_buf(),
+        force: None,
+        disable: false,
+    }
+}
+
+#[test]
+fn decodes_versions_as_llvm_names_processors() {
+    for (v, name) in [
+        (90010, "gfx90a"),
+        (90012, "gfx90c"),
+        (90000, "gfx900"),
+        (110001, "gfx1101"),
+        (110501, "gfx1151"),
+        (120001, "gfx1201"),
+        (120500, "gfx1250"),
+        (90402, "gfx942"),
+    ] {
+        assert_eq!(decode_gfx_target_version(v).as_deref(), Some(name), "{v}");
+    }
+    assert_eq!(decode_gfx_target_version(0), None);
+    assert_eq!(decode_gfx_target_version(90016), None);
+    assert_eq!(decode_gfx_target_version(91700), None);
+}
+
+#[test]
+fn no_kfd_is_no_gpus() {
+    let root = tempfile::tempdir().unwrap();
+    let det = detect(&opts(root.path())).unwrap();
+    assert_eq!(det.source, Source::NoKfd);
+    assert!(det.gpus.is_empty());
+}
+
+#[test]
+fn cpu_only_nodes_are_skipped() {
+    let root = topology(&[("0", Some(CPU.into())), ("1", Some(CPU.into()))]);
+    let det = detect(&opts(root.path())).unwrap();
+    assert_eq!(det.source, Source::Kfd);
+    assert!(det.gpus.is_empty());
+}
+
+#[test]
+fn one_gpu_with_its_chain() {
+    let root = topology(&[
+        ("0", Some(CPU.into())),
+        ("1", Some(gpu_props(110001, 29772, 5555))),
+    ]);
+    let det = detect(&opts(root.path())).unwrap();
+    assert_eq!(det.targets(), ["gfx1101"]);
+    let g = &det.gpus[0];
+    assert_eq!(g.node, 1);
+    assert_eq!(g.gfx_target_version, Some(110001));
+    assert_eq!(g.gpu_id, Some(5555));
+    assert_eq!(g.pci_id.as_deref(), Some("0x744c"));
+    assert_eq!(g.generic.as_deref(), Some("gfx11-generic"));
+    let c = g.chain.as_ref().unwrap();
+    assert_eq!(
+        (&*c.target, &*c.sub_family, &*c.family),
+        ("gfx1101", "gfx110x", "gfx11")
+    );
+}
+
+/// The answers of rocm-bootstrap 0.3.0 on this same topology
+/// (`rocm_bootstrap.detect.main(["--unique"])` and `["--hierarchy"]` with
+/// `_platform.KFD_TOPOLOGY` pointed at it):
+///
+/// ```text
+/// gfx1101 gfx110x gfx11
+/// gfx90a gfx9_0 gfx9
+/// gfx942 gfx9_4 gfx9
+/// gfx1201 gfx12_0 gfx12
+/// ```
+///
+/// Nodes sort as strings (`10` before `2`); a node without a properties
+/// file and a directory that is not a number are skipped.
+#[test]
+fn two_different_gpus_match_rocm_bootstrap() {
+    let root = topology(&[
+        ("0", Some(CPU.into())),
+        ("1", Some(gpu_props(110001, 29772, 5555))),
+        ("2", Some(gpu_props(120001, 30032, 777))),
+        ("3", Some(gpu_props(110001, 29772, 5556))),
+        ("10", Some(gpu_props(90010, 29824, 42))),
+        ("11", Some(gpu_props(90402, 29856, 43))),
+        ("x", Some(gpu_props(90000, 1, 1))),
+        ("4", None),
+    ]);
+    let det = detect(&opts(root.path())).unwrap();
+    assert_eq!(det.gpus.len(), 5);
+    let nodes: Vec<u32> = det.gpus.iter().map(|g| g.node).collect();
+    assert_eq!(nodes, [1, 10, 11, 2, 3]);
+    let hierarchy: Vec<String> = det
+        .targets()
+        .iter()
+        .map(|t| {
+            let c = Chain::of(t).unwrap();
+            format!("{} {} {}", c.target, c.sub_family, c.family)
+        })
+        .collect();
+    assert_eq!(
+        hierarchy,
+        [
+            "gfx1101 gfx110x gfx11",
+            "gfx90a gfx9_0 gfx9",
+            "gfx942 gfx9_4 gfx9",
+            "gfx1201 gfx12_0 gfx12"
+        ]
+    );
+}
+
+#[test]
+fn unknown_version_is_a_note_not_a_failure() {
+    let root = topology(&[
+        ("1", Some(gpu_props(91700, 1, 1))),
+        ("2", Some(gpu_props(90402, 2, 2))),
+    ]);
+    let det = detect(&opts(root.path())).unwrap();
+    assert_eq!(det.targets(), ["gfx942"]);
+    assert_eq!(det.notes.len(), 1);
+    assert!(det.notes[0].contains("91700"), "{:?}", det.notes);
+}
+
+#[test]
+fn overrides_win_over_the_topology() {
+    let root = topology(&[("1", Some(gpu_props(110001, 1, 1)))]);
+    let mut o = opts(root.path());
+    o.force = Some(" gfx942, gfx1100,,gfx942 ".into());
+    let det = detect(&o).unwrap();
+    assert_eq!(det.source, Source::Forced);
+    assert_eq!(det.gpus.len(), 3);
+    assert_eq!(det.targets(), ["gfx942", "gfx1100"]);
+    assert_eq!(det.gpus[1].node, 1);
+    assert_eq!(det.gpus[0].chain.as_ref().unwrap().sub_family, "gfx9_4");
+
+    o.disable = true;
+    let det = detect(&o).unwrap();
+    assert_eq!(det.source, Source::Disabled);
+    assert!(det.gpus.is_empty());
+
+    o.disable = false;
+    o.force = Some("gfx942,not a target".into());
+    assert!(matches!(detect(&o), Err(Error::Forced { name, .. }) if name == "not a target"));
+    o.force = Some("gfx90a:xnack+,bogus".into());
+    assert!(matches!(detect(&o), Err(Error::UnknownProcessor(name)) if name == "bogus"));
+    o.force = Some("amdgcn-amd-amdhsa--gfx90a:xnack+,gfx11-generic".into());
+    assert_eq!(
+        detect(&o).unwrap().targets(),
+        ["gfx90a:xnack+", "gfx11-generic"]
+    );
+}
+
+#[test]
+fn unknown_processor_has_no_chain() {
+    assert_eq!(Chain::of("gfx803"), None);
+    assert_eq!(
+        Chain::of("gfx1250-strict").map(|c| c.target),
+        Some("gfx1250".to_owned())
+    );
+}

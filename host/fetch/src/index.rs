@@ -1,0 +1,349 @@
+//! The plain index: a directory of `.kpack` archives, or an HTTP(S) URL
+//! serving them beside a JSON listing ([`LISTING`]) that `kpack index DIR`
+//! writes.
+
+use std::io::{Read, Write};
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::{Error, Result};
+
+/// The listing's file name in an index directory.
+pub const LISTING: &str = "kpack-index.json";
+/// The largest listing read over HTTP.
+const MAX_LISTING_BYTES: u64 = 16 << 20;
+/// Connecting and waiting for a response (each request).
+const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
+/// Redirects followed.
+const MAX_REDIRECTS: u32 = 5;
+
+/// The listing: every archive with its size and SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Listing {
+    /// 1.
+    pub schema_version: u32,
+    /// Sorted by name.
+    pub files: Vec<IndexFile>,
+}
+
+/// One archive of the index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexFile {
+    /// Path relative to the index, `/`-separated.
+    pub name: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// SHA-256, lowercase hex.
+    pub sha256: String,
+}
+
+impl IndexFile {
+    /// The file name (the last component of [`name`](Self::name)).
+    pub fn file_name(&self) -> &str {
+        self.name.rsplit('/').next().unwrap_or(&self.name)
+    }
+}
+
+/// The listing of every `.kpack` under `dir` (temp files skipped).
+pub fn build_listing(dir: &Path) -> Result<Listing> {
+    let mut files = Vec::new();
+    for e in walkdir::WalkDir::new(dir).sort_by_file_name() {
+        let e = e.map_err(|e| Error::Io {
+            path: e.path().unwrap_or(dir).to_path_buf(),
+            what: "cannot list",
+            source: e.into(),
+        })?;
+        let name = e.file_name().to_string_lossy();
+        if !e.file_type().is_file()
+            || !name.ends_with(".kpack")
+            || e.file_name()
+                .to_string_lossy()
+                .starts_with(kpack_format::TEMP_PREFIX)
+        {
+            continue;
+        }
+        let rel = e.path().strip_prefix(dir).unwrap_or(e.path());
+        let rel: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        let (size, sha256) = hash_file(e.path())?;
+        files.push(IndexFile {
+            name: rel.join("/"),
+            size,
+            sha256,
+        });
+    }
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(Listing {
+        schema_version: 1,
+        files,
+    })
+}
+
+/// Write `dir`'s listing to `dir/kpack-index.json` (temp + rename).
+pub fn write_listing(dir: &Path) -> Result<(PathBuf, Listing)> {
+    let listing = build_listing(dir)?;
+    let path = dir.join(LISTING);
+    let mut text = serde_json::to_string_pretty(&listing).map_err(|source| Error::Json {
+        what: path.display().to_string(),
+        source,
+    })?;
+    text.push('\n');
+    let io = |source| Error::Io {
+        path: path.clone(),
+        what: "cannot write",
+        source,
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&kpack_format::temp_prefix("index"))
+        .tempfile_in(dir)
+        .map_err(io)?;
+    tmp.write_all(text.as_bytes()).map_err(io)?;
+    tmp.persist(&path).map_err(|e| io(e.error))?;
+    Ok((path, listing))
+}
+
+/// Size and SHA-256 (hex) of a file.
+pub fn hash_file(path: &Path) -> Result<(u64, String)> {
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        what: "cannot read",
+        source,
+    };
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let mut h = Sha256::new();
+    let size = std::io::copy(&mut f, &mut HashWriter(&mut h)).map_err(io)?;
+    Ok((size, hex::encode(h.finalize())))
+}
+
+/// An `io::Write` that feeds a hasher.
+struct HashWriter<'a>(&'a mut Sha256);
+
+impl Write for HashWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Where archives come from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A local directory (its listing, or one built on the spot).
+    Dir(PathBuf),
+    /// An HTTP(S) base URL ending in `/`; the listing is `<base>kpack-index.json`.
+    Http(String),
+}
+
+impl Source {
+    /// `https://host/path/`, `https://host/path/kpack-index.json`, or a
+    /// directory.
+    pub fn parse(text: &str) -> Source {
+        if text.starts_with("http://") || text.starts_with("https://") {
+            let base = match text.strip_suffix(LISTING) {
+                Some(b) => b.to_owned(),
+                None if text.ends_with('/') => text.to_owned(),
+                None => format!("{text}/"),
+            };
+            Source::Http(base)
+        } else {
+            Source::Dir(PathBuf::from(text))
+        }
+    }
+
+    /// The listing.
+    pub fn listing(&self) -> Result<Listing> {
+        let listing: Listing = match self {
+            Source::Dir(d) if !d.join(LISTING).is_file() => return build_listing(d),
+            Source::Dir(d) => {
+                let p = d.join(LISTING);
+                let text = std::fs::read(&p).map_err(|source| Error::Io {
+                    path: p.clone(),
+                    what: "cannot read",
+                    source,
+                })?;
+                parse_listing(&text, &p.display().to_string())?
+            }
+            Source::Http(base) => {
+                let url = format!("{base}{LISTING}");
+                let mut body = Vec::new();
+                http_get(&url, MAX_LISTING_BYTES)?
+                    .read_to_end(&mut body)
+                    .map_err(|source| Error::Http {
+                        url: url.clone(),
+                        message: format!(
+                            "cannot read the listing (limit {MAX_LISTING_BYTES} bytes): {source}"
+                        ),
+                    })?;
+                parse_listing(&body, &url)?
+            }
+        };
+        for f in &listing.files {
+            check_name(&f.name)?;
+        }
+        Ok(listing)
+    }
+
+    /// A reader of `f`'s bytes, at most `f.size + 1` of them (one more than
+    /// listed, so an overlong body is noticed).
+    pub(crate) fn open(&self, f: &IndexFile) -> Result<Box<dyn Read>> {
+        match self {
+            Source::Dir(d) => {
+                let p = d.join(&f.name);
+                let file = std::fs::File::open(&p).map_err(|source| Error::Io {
+                    path: p,
+                    what: "cannot open",
+                    source,
+                })?;
+                Ok(Box::new(file.take(f.size.saturating_add(1))))
+            }
+            Source::Http(base) => {
+                let url = format!("{base}{}", url_path(&f.name));
+                http_get(&url, f.size.saturating_add(1))
+            }
+        }
+    }
+
+    /// Where `f` comes from, for messages.
+    pub fn location(&self, f: &IndexFile) -> String {
+        match self {
+            Source::Dir(d) => d.join(&f.name).display().to_string(),
+            Source::Http(base) => format!("{base}{}", url_path(&f.name)),
+        }
+    }
+}
+
+fn parse_listing(bytes: &[u8], what: &str) -> Result<Listing> {
+    let listing: Listing = serde_json::from_slice(bytes).map_err(|source| Error::Json {
+        what: what.to_owned(),
+        source,
+    })?;
+    if listing.schema_version != 1 {
+        return Err(Error::Schema {
+            what: what.to_owned(),
+            version: listing.schema_version,
+        });
+    }
+    Ok(listing)
+}
+
+/// A listed name is a relative path of plain components.
+fn check_name(name: &str) -> Result<()> {
+    let p = Path::new(name);
+    let plain = !name.is_empty()
+        && !name.contains('\\')
+        && p.components().all(|c| matches!(c, Component::Normal(_)));
+    if plain && name.ends_with(".kpack") {
+        Ok(())
+    } else {
+        Err(Error::BadName(name.to_owned()))
+    }
+}
+
+/// `name` with the characters a URL path cannot hold verbatim escaped.
+fn url_path(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            ' ' => out.push_str("%20"),
+            '#' => out.push_str("%23"),
+            '?' => out.push_str("%3F"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// GET `url` with the plugin registry's client settings (rustls, a
+/// timeout, bounded redirects, a body limit of `limit` bytes); any status
+/// but 200 is an error naming the URL.
+fn http_get(url: &str, limit: u64) -> Result<Box<dyn Read>> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_connect(Some(HTTP_TIMEOUT))
+        .timeout_recv_response(Some(HTTP_TIMEOUT))
+        .max_redirects(MAX_REDIRECTS)
+        .http_status_as_error(false)
+        .user_agent(concat!("kpack/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into();
+    let response = agent.get(url).call().map_err(|e| Error::Http {
+        url: url.to_owned(),
+        message: format!("request failed: {e}"),
+    })?;
+    let status = response.status().as_u16();
+    if status != 200 {
+        return Err(Error::Http {
+            url: url.to_owned(),
+            message: format!("HTTP status {status}"),
+        });
+    }
+    Ok(Box::new(
+        response
+            .into_body()
+            .into_with_config()
+            .limit(limit)
+            .reader(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listed_names_stay_inside_the_index() {
+        assert!(check_name("axpy_gfx1100.kpack").is_ok());
+        assert!(check_name("lib/.kpack/axpy_gfx90a:xnack+.kpack").is_ok());
+        for bad in [
+            "../x.kpack",
+            "/etc/x.kpack",
+            "a/../../x.kpack",
+            "x.so",
+            "",
+            "a\\b.kpack",
+        ] {
+            assert!(matches!(check_name(bad), Err(Error::BadName(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sources_from_urls_and_directories() {
+        for (text, base) in [
+            ("https://h/a", "https://h/a/"),
+            ("https://h/a/", "https://h/a/"),
+            ("http://h/a/kpack-index.json", "http://h/a/"),
+        ] {
+            assert!(
+                matches!(Source::parse(text), Source::Http(b) if b == base),
+                "{text}"
+            );
+        }
+        assert!(matches!(Source::parse("dir/x"), Source::Dir(_)));
+    }
+
+    #[test]
+    fn lists_archives_with_their_hashes() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        std::fs::write(d.path().join("sub/b_gfx942.kpack"), b"abc").unwrap();
+        std::fs::write(d.path().join("a_gfx1100.kpack"), b"").unwrap();
+        std::fs::write(d.path().join("notes.txt"), b"x").unwrap();
+        let (path, l) = write_listing(d.path()).unwrap();
+        assert_eq!(path, d.path().join(LISTING));
+        let names: Vec<&str> = l.files.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["a_gfx1100.kpack", "sub/b_gfx942.kpack"]);
+        assert_eq!(
+            l.files[1].sha256,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(Source::Dir(d.path().into()).listing().unwrap(), l);
+    }
+}

@@ -1,0 +1,431 @@
+//! `kpack fetch`: install only the `.kpack` archives that chosen GPUs need
+//! into a tree of offloaded binaries (a TheRock tarball, an install
+//! prefix), from a plain index.
+//!
+//! For each binary with a marker under the tree and each GPU, the
+//! candidates are the loader's own ([`kpack_runtime::Cache`]): every
+//! marker search path relative to the binary, `@GFXARCH@` expanded over
+//! CLR's arch list (the GPU, then its generic target) and each target's
+//! compatible spellings, most specific first. Candidates are fetched in
+//! that order until the runtime resolves every kernel of the binary, so a
+//! generic archive is fetched only when no native one serves the GPU.
+//!
+//! Every download is checked against the listing's size and SHA-256 in a
+//! temp file beside its destination and renamed into place: a truncated
+//! or tampered download is refused and leaves nothing. An interrupted run
+//! leaves only complete archives; the next run checks their hashes, keeps
+//! them, and fetches the rest whole (no partial files are kept, so there
+//! is nothing to resume mid-file).
+
+#![forbid(unsafe_code)]
+
+mod index;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Component, Path, PathBuf};
+
+use kpack_binary::{FileKind, HostBinary};
+use kpack_bundle::WalkOptions;
+use kpack_format::Marker;
+use kpack_runtime::{Cache, Config, GFXARCH, compatible_targets};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+pub use index::{IndexFile, LISTING, Listing, Source, build_listing, hash_file, write_listing};
+
+/// What can go wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file operation failed.
+    #[error("{}: {what}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// What was being done.
+        what: &'static str,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An HTTP request failed.
+    #[error("{url}: {message}")]
+    Http {
+        /// The URL.
+        url: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A listing is not valid JSON of the expected shape.
+    #[error("{what}: not a kpack index listing")]
+    Json {
+        /// The listing's path or URL.
+        what: String,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A listing of another schema version.
+    #[error("{what}: listing schema_version {version}, expected 1")]
+    Schema {
+        /// The listing's path or URL.
+        what: String,
+        /// Its version.
+        version: u32,
+    },
+    /// A listed name that is not a relative path to a `.kpack`.
+    #[error("index lists {0:?}: not a relative path to a .kpack file")]
+    BadName(String),
+    /// A download whose size or SHA-256 is not the listing's.
+    #[error("{location}: {what} (expected {expected}, got {got}); refused, nothing installed")]
+    Mismatch {
+        /// Where it came from.
+        location: String,
+        /// `size` or `sha256`.
+        what: &'static str,
+        /// The listing's value.
+        expected: String,
+        /// The download's.
+        got: String,
+    },
+}
+
+/// Result of this crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// What happened to one archive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Downloaded and installed.
+    Fetched,
+    /// Already there with the listed hash.
+    Present,
+    /// There with another hash; replaced by the listed one.
+    Replaced,
+}
+
+/// One archive installed or found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Installed {
+    /// Where it is installed.
+    pub path: PathBuf,
+    /// Its index name.
+    pub name: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// What was done.
+    pub action: Action,
+}
+
+/// What [`fetch`] did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    /// Binaries with markers under the tree.
+    pub binaries: usize,
+    /// Archives needed, in the order first needed.
+    pub archives: Vec<Installed>,
+    /// Search-path candidates outside the tree, never written.
+    pub outside: Vec<PathBuf>,
+    /// Host binaries that could not be read (skipped), with why.
+    pub unreadable: Vec<String>,
+}
+
+impl Report {
+    /// Bytes downloaded.
+    pub fn downloaded(&self) -> u64 {
+        self.archives
+            .iter()
+            .filter(|a| a.action != Action::Present)
+            .map(|a| a.size)
+            .sum()
+    }
+}
+
+/// A binary with a marker.
+struct Marked {
+    path: PathBuf,
+    marker: Marker,
+    indices: Vec<u32>,
+}
+
+/// Fetch into `tree` what `gpus` need from `source`.
+pub fn fetch(tree: &Path, source: &Source, gpus: &[String]) -> Result<Report> {
+    let listing = source.listing()?;
+    let mut by_name: BTreeMap<&str, &IndexFile> = BTreeMap::new();
+    for f in &listing.files {
+        by_name.entry(f.file_name()).or_insert(f);
+    }
+    let root = std::fs::canonicalize(tree).map_err(|source| Error::Io {
+        path: tree.to_path_buf(),
+        what: "cannot open the tree",
+        source,
+    })?;
+    let mut unreadable = Vec::new();
+    let marked = marked_binaries(&root, &mut unreadable)?;
+    let mut report = Report {
+        binaries: marked.len(),
+        unreadable,
+        ..Report::default()
+    };
+    for b in &marked {
+        for gpu in gpus {
+            let arches = kpack_split::gpu_arch_list(gpu);
+            if let Some(serving) = serving(b, &arches) {
+                note_present(&mut report, serving);
+                continue;
+            }
+            for cand in candidates(&b.marker, &b.path, &arches) {
+                if serving(b, &arches).is_some() {
+                    break;
+                }
+                if !inside(&root, &cand) {
+                    if !report.outside.contains(&cand) {
+                        report.outside.push(cand);
+                    }
+                    continue;
+                }
+                let name = cand.file_name().map(|n| n.to_string_lossy().into_owned());
+                let Some(f) = name.and_then(|n| by_name.get(n.as_str()).copied()) else {
+                    continue;
+                };
+                if report.archives.iter().any(|a| a.path == cand) {
+                    continue;
+                }
+                let action = install(source, f, &cand)?;
+                report.archives.push(Installed {
+                    path: cand,
+                    name: f.name.clone(),
+                    size: f.size,
+                    action,
+                });
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Whether `path` is under `root` (canonical) once symlinks are followed:
+/// its nearest existing ancestor is, and nothing below that is `..`.
+fn inside(root: &Path, path: &Path) -> bool {
+    if !path.starts_with(root) {
+        return false;
+    }
+    path.ancestors()
+        .find(|a| a.exists())
+        .and_then(|a| std::fs::canonicalize(a).ok())
+        .is_some_and(|a| a.starts_with(root))
+        && !path.is_symlink()
+}
+
+/// The archives the loader takes every kernel of `b` from on `arches`
+/// now, or `None` while one is missing.
+fn serving(b: &Marked, arches: &[String]) -> Option<Vec<PathBuf>> {
+    let arches: Vec<&str> = arches.iter().map(String::as_str).collect();
+    // A fresh cache: archives installed since are seen.
+    let cache = Cache::new(Config::default());
+    let mut out: Vec<PathBuf> = Vec::new();
+    for &k in &b.indices {
+        let loc = cache.locate(&b.marker, &b.path, k, &arches).ok()?;
+        if !out.contains(&loc.archive) {
+            out.push(loc.archive);
+        }
+    }
+    Some(out)
+}
+
+/// Record archives that already serve a GPU, once each.
+fn note_present(report: &mut Report, archives: Vec<PathBuf>) {
+    for path in archives {
+        if report.archives.iter().any(|a| a.path == path) {
+            continue;
+        }
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        report.archives.push(Installed {
+            path,
+            name,
+            size,
+            action: Action::Present,
+        });
+    }
+}
+
+/// Every host binary with a marker under `root`, sorted by path; those
+/// that cannot be read are named in `unreadable` and skipped.
+fn marked_binaries(root: &Path, unreadable: &mut Vec<String>) -> Result<Vec<Marked>> {
+    let mut out = Vec::new();
+    for e in walkdir::WalkDir::new(root).sort_by_file_name() {
+        let Ok(e) = e else { continue };
+        let path = e.path();
+        let skip = !e.file_type().is_file()
+            || path.extension().is_some_and(|x| x == "kpack")
+            || e.file_name()
+                .to_string_lossy()
+                .starts_with(kpack_format::TEMP_PREFIX);
+        if skip || !FileKind::of_path(path).is_ok_and(|k| k.is_host_binary()) {
+            continue;
+        }
+        let bin = match HostBinary::read(path, WalkOptions { verify_hash: false }) {
+            Ok(b) => b,
+            Err(e) if e.is_unsupported() => continue,
+            Err(e) => {
+                unreadable.push(format!(
+                    "{}: cannot read the host binary: {e}",
+                    path.display()
+                ));
+                continue;
+            }
+        };
+        if !bin.is_transformed() {
+            continue;
+        }
+        let Some(Ok(bytes)) = bin.read_marker() else {
+            continue;
+        };
+        let Ok(marker) = Marker::parse(&bytes) else {
+            continue;
+        };
+        out.push(Marked {
+            path: path.to_path_buf(),
+            marker,
+            indices: bin.wrapper_indices(),
+        });
+    }
+    Ok(out)
+}
+
+/// The loader's candidate archive paths for `marker` of `binary` on
+/// `arches`, most specific target first (as `kpack_runtime::Cache` builds
+/// them, without the `ROCM_KPACK_PATH*` overrides, which name no place to
+/// install into). A search path without `@GFXARCH@` is a grouped archive
+/// (`axpy_gfx110x.kpack`): it takes the place of the first target its
+/// group holds, and is left out when its group holds none; a name that is
+/// no group comes last.
+fn candidates(marker: &Marker, binary: &Path, arches: &[String]) -> Vec<PathBuf> {
+    let targets: Vec<String> = arches.iter().flat_map(|a| compatible_targets(a)).collect();
+    let dir = binary.parent().unwrap_or(Path::new(""));
+    let mut ranked: Vec<(usize, PathBuf)> = Vec::new();
+    for sp in &marker.search_paths {
+        let resolved = normalize(&dir.join(sp));
+        let text = resolved.to_string_lossy();
+        if text.contains(GFXARCH) {
+            for (rank, t) in targets.iter().enumerate() {
+                ranked.push((rank * 3, PathBuf::from(text.replacen(GFXARCH, t, 1))));
+            }
+            continue;
+        }
+        let group = resolved
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .and_then(|n| Some(n.strip_suffix(".kpack")?.rsplit_once('_')?.1.to_owned()));
+        let held = group.as_deref().map(|g| {
+            let known = kpack_amdgpu::archive_group_level(g).is_some()
+                || kpack_amdgpu::TargetId::parse(g).is_ok_and(|t| t.processor().starts_with("gfx"));
+            (known, group_rank(g, &targets))
+        });
+        match held {
+            Some((_, Some(rank))) => ranked.push((rank, resolved.clone())),
+            Some((true, None)) => {}
+            _ => ranked.push((usize::MAX, resolved.clone())),
+        }
+    }
+    // Stable: equal ranks keep the marker's order.
+    ranked.sort_by_key(|(rank, _)| *rank);
+    ranked.into_iter().map(|(_, p)| p).collect()
+}
+
+/// Where the archive group `g` ranks among `targets`: the first target it
+/// holds, and among the groups holding that one, the narrowest level first
+/// (`gfx110x` before `gfx11` for `gfx1100`).
+fn group_rank(g: &str, targets: &[String]) -> Option<usize> {
+    use kpack_amdgpu::{Level, archive_group};
+    let levels = [Level::Target, Level::SubFamily, Level::Family];
+    targets.iter().enumerate().find_map(|(ti, t)| {
+        let li = levels.iter().position(|l| archive_group(t, *l) == g)?;
+        Some(ti * 3 + li)
+    })
+}
+
+/// `p` with `.` and `..` resolved lexically.
+fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Make `dest` hold `f`: kept when its hash is the listed one, else
+/// downloaded into a temp file beside it, checked, and renamed over it.
+fn install(source: &Source, f: &IndexFile, dest: &Path) -> Result<Action> {
+    let existed = dest.is_file();
+    if existed && hash_file(dest).is_ok_and(|(size, h)| size == f.size && h == f.sha256) {
+        return Ok(Action::Present);
+    }
+    let dir = dest.parent().unwrap_or(Path::new("."));
+    let io = |what, source| Error::Io {
+        path: dest.to_path_buf(),
+        what,
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(|e| io("cannot create its directory", e))?;
+    kpack_format::remove_stale_temps(dir);
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&kpack_format::temp_prefix("fetch"))
+        .tempfile_in(dir)
+        .map_err(|e| io("cannot create a temp file beside", e))?;
+    let location = source.location(f);
+    let mut reader = source.open(f)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut size: u64 = 0;
+    loop {
+        let n = reader.read(&mut buf).map_err(|e| Error::Http {
+            url: location.clone(),
+            message: format!("download interrupted after {size} bytes: {e}"),
+        })?;
+        if n == 0 {
+            break;
+        }
+        let chunk = buf.get(..n).unwrap_or_default();
+        hasher.update(chunk);
+        tmp.write_all(chunk).map_err(|e| io("cannot write", e))?;
+        size += n as u64;
+    }
+    let got = hex::encode(hasher.finalize());
+    let mismatch = if size != f.size {
+        Some(("size", f.size.to_string(), size.to_string()))
+    } else if got != f.sha256 {
+        Some(("sha256", f.sha256.clone(), got))
+    } else {
+        None
+    };
+    if let Some((what, expected, got)) = mismatch {
+        return Err(Error::Mismatch {
+            location,
+            what,
+            expected,
+            got,
+        });
+    }
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| io("cannot write", e))?;
+    tmp.persist(dest)
+        .map_err(|e| io("cannot install", e.error))?;
+    Ok(if existed {
+        Action::Replaced
+    } else {
+        Action::Fetched
+    })
+}
