@@ -54,6 +54,7 @@
 mod error;
 mod headers;
 mod name;
+mod pipeline;
 mod prune;
 mod reader;
 mod record;

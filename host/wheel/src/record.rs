@@ -67,82 +67,92 @@ pub fn parse_record(text: &str) -> Result<Vec<RecordEntry>, RecordError> {
     let mut row = 0;
     while chars.peek().is_some() {
         row += 1;
-        let mut fields: Vec<String> = Vec::new();
-        let mut field = String::new();
-        let mut quoted = false;
-        let mut at_start = true;
-        loop {
-            let c = chars.next();
-            if quoted {
-                match c {
-                    Some('"') if chars.peek() == Some(&'"') => {
-                        chars.next();
-                        field.push('"');
-                    }
-                    Some('"') => {
-                        quoted = false;
-                        if !matches!(chars.peek(), None | Some(',' | '\r' | '\n')) {
-                            return Err(RecordError {
-                                row,
-                                message: "text after a closing quote".into(),
-                            });
-                        }
-                    }
-                    Some(c) => field.push(c),
-                    None => {
-                        return Err(RecordError {
-                            row,
-                            message: "unterminated quoted field".into(),
-                        });
-                    }
-                }
-                continue;
-            }
-            match c {
-                Some('"') if at_start => {
-                    quoted = true;
-                    at_start = false;
-                }
-                Some(',') => {
-                    fields.push(std::mem::take(&mut field));
-                    at_start = true;
-                }
-                Some('\r') if chars.peek() == Some(&'\n') => {}
-                Some('\n') | None => {
-                    fields.push(std::mem::take(&mut field));
-                    break;
-                }
-                Some(c) => {
-                    field.push(c);
-                    at_start = false;
-                }
-            }
-        }
+        let fields = csv_row(&mut chars, row)?;
         if fields.len() == 1 && fields[0].is_empty() {
             continue; // blank line
         }
-        let [path, hash, size]: [String; 3] =
-            fields.try_into().map_err(|f: Vec<String>| RecordError {
-                row,
-                message: format!("{} fields, want 3 (path,hash,size)", f.len()),
-            })?;
-        if path.is_empty() {
-            return Err(RecordError {
-                row,
-                message: "empty path".into(),
-            });
-        }
-        let size = if size.is_empty() {
-            None
-        } else {
-            Some(size.parse::<u64>().map_err(|_| RecordError {
-                row,
-                message: format!("size {size:?} is not a number"),
-            })?)
-        };
-        rows.push(RecordEntry { path, hash, size });
+        rows.push(record_entry(fields, row)?);
     }
     Ok(rows)
+}
+
+/// The fields of one CSV row (Python's `csv` dialect), up to and
+/// including its line end.
+fn csv_row(
+    chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
+    row: usize,
+) -> Result<Vec<String>, RecordError> {
+    let err = |message: &str| RecordError {
+        row,
+        message: message.into(),
+    };
+    let mut fields: Vec<String> = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut at_start = true;
+    loop {
+        let c = chars.next();
+        if quoted {
+            match c {
+                Some('"') if chars.peek() == Some(&'"') => {
+                    chars.next();
+                    field.push('"');
+                }
+                Some('"') => {
+                    quoted = false;
+                    if !matches!(chars.peek(), None | Some(',' | '\r' | '\n')) {
+                        return Err(err("text after a closing quote"));
+                    }
+                }
+                Some(c) => field.push(c),
+                None => return Err(err("unterminated quoted field")),
+            }
+            continue;
+        }
+        match c {
+            Some('"') if at_start => {
+                quoted = true;
+                at_start = false;
+            }
+            Some(',') => {
+                fields.push(std::mem::take(&mut field));
+                at_start = true;
+            }
+            Some('\r') if chars.peek() == Some(&'\n') => {}
+            Some('\n') | None => {
+                fields.push(std::mem::take(&mut field));
+                return Ok(fields);
+            }
+            Some(c) => {
+                field.push(c);
+                at_start = false;
+            }
+        }
+    }
+}
+
+/// A row's three fields as a [`RecordEntry`].
+fn record_entry(fields: Vec<String>, row: usize) -> Result<RecordEntry, RecordError> {
+    let [path, hash, size]: [String; 3] =
+        fields.try_into().map_err(|f: Vec<String>| RecordError {
+            row,
+            message: format!("{} fields, want 3 (path,hash,size)", f.len()),
+        })?;
+    if path.is_empty() {
+        return Err(RecordError {
+            row,
+            message: "empty path".into(),
+        });
+    }
+    let size = if size.is_empty() {
+        None
+    } else {
+        Some(size.parse::<u64>().map_err(|_| RecordError {
+            row,
+            message: format!("size {size:?} is not a number"),
+        })?)
+    };
+    Ok(RecordEntry { path, hash, size })
 }
 
 fn csv_field(out: &mut String, f: &str) {
