@@ -45,7 +45,8 @@ struct PruneArgs {
     /// Replace the pruned wheel if it already exists.
     #[arg(long)]
     force: bool,
-    /// Most bytes the wheel may inflate to (suffixes K, M, G, T; default 64G).
+    /// Most bytes the wheel may inflate to (suffixes K, M, G, T; default
+    /// 50 times the wheel's size, at least 64M, at most 64G).
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     max_unpacked_size: Option<u64>,
     /// Print a JSON summary on stdout.
@@ -80,7 +81,9 @@ struct SplitArgs {
     #[arg(long)]
     force: bool,
     /// Most bytes the wheel may inflate to (suffixes K, M, G, T; default
-    /// 64G); entries over 16 MiB that inflate more than 200x are refused too.
+    /// 50 times the wheel's size, at least 64M, at most 64G); entries over
+    /// 16 MiB that inflate more than 200x are refused too. Given, it
+    /// replaces both ratio guards.
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     max_unpacked_size: Option<u64>,
     #[command(flatten)]
@@ -229,6 +232,7 @@ fn set_limits(limits: &mut kpack_wheel::Limits, max_unpacked_size: Option<u64>) 
     if let Some(max) = max_unpacked_size {
         limits.max_unpacked_size = max;
         limits.max_ratio = u64::MAX;
+        limits.max_wheel_ratio = u64::MAX;
     }
 }
 

@@ -98,14 +98,34 @@ impl Unpacked {
     }
 }
 
-fn read_small(zip: &mut zip::ZipArchive<File>, input: &Path, name: &str) -> Result<String> {
-    let mut f = zip
+/// Most bytes `WHEEL` and `METADATA` may inflate to (real ones are a few
+/// KiB; a long description a few hundred).
+pub(crate) const MAX_METADATA: u64 = 4 << 20;
+/// Most bytes `RECORD` may inflate to (about 100 bytes a row: some 160,000
+/// files).
+pub(crate) const MAX_RECORD: u64 = 16 << 20;
+
+/// Entry `name` as text, read only up to `cap` bytes: a larger one is
+/// refused before more of it is inflated.
+fn read_small(
+    zip: &mut zip::ZipArchive<File>,
+    input: &Path,
+    name: &str,
+    cap: u64,
+) -> Result<String> {
+    let f = zip
         .by_name(name)
         .map_err(|e| Error::zip(input, &format!("entry {name}"), e))?;
     let mut text = String::new();
-    f.read_to_string(&mut text).map_err(|e| {
+    f.take(cap + 1).read_to_string(&mut text).map_err(|e| {
         Error::invalid(input, format!("entry {name}: cannot read as UTF-8 text")).with_source(e)
     })?;
+    if text.len() as u64 > cap {
+        return Err(Error::invalid(
+            input,
+            format!("entry {name} is larger than {cap} bytes, the most kpack reads of it"),
+        ));
+    }
     Ok(text)
 }
 
@@ -121,12 +141,31 @@ pub struct Limits {
     /// byte stored (default 200: real libraries and data compress far
     /// less; deflate's own ceiling is about 1030).
     pub max_ratio: u64,
+    /// Most all entries together may inflate per byte of the wheel file
+    /// (default 50: real wheels inflate 2 to 10 times), so many small
+    /// entries, each under [`Limits::RATIO_FLOOR`], cannot add up to a
+    /// bomb. Wheels up to [`Limits::WHEEL_RATIO_FLOOR`] unpacked are never
+    /// refused for it.
+    pub max_wheel_ratio: u64,
 }
 
 impl Limits {
     /// Entries up to this size are never refused for their ratio (a small
     /// file of zeros is harmless).
     pub const RATIO_FLOOR: u64 = 16 << 20;
+
+    /// A wheel may always inflate to this much, whatever its ratio.
+    pub const WHEEL_RATIO_FLOOR: u64 = 64 << 20;
+
+    /// Most bytes a wheel file of `bytes` bytes may inflate to: the smaller
+    /// of [`Limits::max_unpacked_size`] and [`Limits::max_wheel_ratio`]
+    /// times its size (at least [`Limits::WHEEL_RATIO_FLOOR`]).
+    pub fn budget(&self, bytes: u64) -> u64 {
+        self.max_wheel_ratio
+            .saturating_mul(bytes)
+            .max(Self::WHEEL_RATIO_FLOOR)
+            .min(self.max_unpacked_size)
+    }
 }
 
 impl Default for Limits {
@@ -134,6 +173,7 @@ impl Default for Limits {
         Limits {
             max_unpacked_size: 64 << 30,
             max_ratio: 200,
+            max_wheel_ratio: 50,
         }
     }
 }
@@ -152,7 +192,10 @@ fn check_path(name: &str) -> std::result::Result<(), String> {
             .split('/')
             .any(|c| c.is_empty() || c == "." || c == "..")
     {
-        return Err(format!("unsafe or non-canonical path {name:?}"));
+        return Err(format!(
+            "unsafe or non-canonical path {}",
+            crate::error::quote(name)
+        ));
     }
     Ok(())
 }
@@ -181,6 +224,8 @@ pub(crate) fn unpack(input: &Path, dir: &Path, limits: &Limits) -> Result<Unpack
         limits,
         buf: vec![0u8; 1 << 20],
         total: 0,
+        wheel_bytes: bytes,
+        budget: limits.budget(bytes),
     };
     for i in 0..zip.len() {
         inflater.entry(&mut zip, i, &mut un, &meta.expected, &meta.record_name)?;
@@ -283,7 +328,7 @@ fn read_dist_info(
     input: &Path,
     dist_info: &str,
 ) -> Result<DistInfo> {
-    let wheel_text = read_small(zip, input, &format!("{dist_info}/WHEEL"))?;
+    let wheel_text = read_small(zip, input, &format!("{dist_info}/WHEEL"), MAX_METADATA)?;
     let wheel = Headers::parse(&wheel_text)
         .map_err(|e| Error::invalid(input, format!("{dist_info}/WHEEL")).with_source(e))?;
     let version = wheel
@@ -295,7 +340,7 @@ fn read_dist_info(
             format!("Wheel-Version {version} is not supported (major version 1 only)"),
         ));
     }
-    let metadata_text = read_small(zip, input, &format!("{dist_info}/METADATA"))?;
+    let metadata_text = read_small(zip, input, &format!("{dist_info}/METADATA"), MAX_METADATA)?;
     let metadata = Headers::parse(&metadata_text)
         .map_err(|e| Error::invalid(input, format!("{dist_info}/METADATA")).with_source(e))?;
     for field in ["Name", "Version"] {
@@ -307,7 +352,7 @@ fn read_dist_info(
         }
     }
     let record_name = format!("{dist_info}/RECORD");
-    let record_text = read_small(zip, input, &record_name)?;
+    let record_text = read_small(zip, input, &record_name, MAX_RECORD)?;
     let record = parse_record(&record_text)
         .map_err(|e| Error::invalid(input, record_name.as_str()).with_source(e))?;
     let mut expected = BTreeMap::new();
@@ -347,6 +392,10 @@ struct Inflater<'a> {
     buf: Vec<u8>,
     /// Bytes inflated so far, all entries.
     total: u64,
+    /// Size of the wheel file.
+    wheel_bytes: u64,
+    /// Most bytes all entries may inflate to ([`Limits::budget`]).
+    budget: u64,
 }
 
 impl Inflater<'_> {
@@ -455,6 +504,15 @@ impl Inflater<'_> {
     }
 
     fn check_limits(&self, path: &str, size: u64, max_entry: u64, stored: u64) -> Result<()> {
+        if self.total > self.budget && self.budget < self.limits.max_unpacked_size {
+            return Err(Error::invalid(
+                self.input,
+                format!(
+                    "entry {path}: the wheel inflates to more than {} bytes, {} times its {} bytes: a zip bomb? (raise the limit with --max-unpacked-size)",
+                    self.budget, self.limits.max_wheel_ratio, self.wheel_bytes
+                ),
+            ));
+        }
         if self.total > self.limits.max_unpacked_size {
             return Err(Error::invalid(
                 self.input,
@@ -759,6 +817,7 @@ mod tests {
         let limits = Limits {
             max_unpacked_size: 8 << 20,
             max_ratio: u64::MAX,
+            max_wheel_ratio: u64::MAX,
         };
         let e = unpack_err(&w, &limits);
         assert!(
@@ -773,6 +832,7 @@ mod tests {
         let limits = Limits {
             max_unpacked_size: 64 << 20,
             max_ratio: u64::MAX,
+            max_wheel_ratio: u64::MAX,
         };
         unpack(&w, out.path(), &limits).unwrap();
     }
@@ -842,5 +902,99 @@ mod tests {
         let w = wheel(tmp.path(), &[("C:/x", b"1", 0o644)], 0);
         let e = unpack_err(&w, &Limits::default());
         assert!(e.contains("unsafe or non-canonical path \"C:/x\""), "{e}");
+    }
+
+    /// A wheel whose METADATA is `metadata` (every hash right).
+    fn wheel_with_metadata(dir: &Path, metadata: &[u8]) -> PathBuf {
+        let path = dir.join("p-1-py3-none-any.whl");
+        let mut z = zip::ZipWriter::new(File::create(&path).unwrap());
+        let opts =
+            SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+        let mut record = String::new();
+        for (name, bytes) in [
+            ("p-1.dist-info/WHEEL", WHEEL_FILE.as_bytes()),
+            ("p-1.dist-info/METADATA", metadata),
+        ] {
+            z.start_file(name, opts.large_file(true)).unwrap();
+            z.write_all(bytes).unwrap();
+            let hash = crate::record::record_hash(bytes);
+            record += &format!("{name},{hash},{}\n", bytes.len());
+        }
+        record += "p-1.dist-info/RECORD,,\n";
+        z.start_file("p-1.dist-info/RECORD", opts).unwrap();
+        z.write_all(record.as_bytes()).unwrap();
+        z.finish().unwrap();
+        path
+    }
+
+    #[test]
+    fn refuses_metadata_over_its_cap_with_a_short_message() {
+        let tmp = tempfile::tempdir().unwrap();
+        // One 24 MiB line: over the cap, and a message that quoted it
+        // whole would be megabytes long.
+        let mut metadata = b"Metadata-Version: 2.1\nName: p\nVersion: 1\n".to_vec();
+        metadata.resize(metadata.len() + (24 << 20), b'x');
+        let w = wheel_with_metadata(tmp.path(), &metadata);
+        let e = unpack_err(&w, &Limits::default());
+        assert!(e.len() < 300, "{} bytes: {}", e.len(), &e[..300]);
+        assert!(e.contains("METADATA is larger than 4194304 bytes"), "{e}");
+        // Under the cap, a bad line is quoted by a short prefix only.
+        let mut metadata = b"Metadata-Version: 2.1\n".to_vec();
+        metadata.resize(metadata.len() + (1 << 20), b'x');
+        let w = wheel_with_metadata(tmp.path(), &metadata);
+        let e = unpack_err(&w, &Limits::default());
+        assert!(e.len() < 300, "{} bytes", e.len());
+    }
+
+    #[test]
+    fn refuses_a_wheel_whose_small_entries_add_up_to_a_bomb() {
+        let tmp = tempfile::tempdir().unwrap();
+        // Eight entries of 16 MiB zeros: each under the entry ratio's
+        // floor, 128 MiB from a wheel of some 130 KB.
+        let path = tmp.path().join("one.zip");
+        let mut one = zip::ZipWriter::new(File::create(&path).unwrap());
+        let opts =
+            SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+        one.start_file("z", opts).unwrap();
+        let zeros = vec![0u8; 16 << 20];
+        one.write_all(&zeros).unwrap();
+        one.finish().unwrap();
+        let mut one = zip::ZipArchive::new(File::open(&path).unwrap()).unwrap();
+        let w = tmp.path().join("p-1-py3-none-any.whl");
+        let mut z = zip::ZipWriter::new(File::create(&w).unwrap());
+        let mut record = String::new();
+        let hash = crate::record::record_hash(&zeros);
+        for i in 0..8 {
+            let name = format!("p/z{i}");
+            z.raw_copy_file_rename(one.by_index_raw(0).unwrap(), &name)
+                .unwrap();
+            record += &format!("{name},{hash},{}\n", zeros.len());
+        }
+        for (name, text) in [
+            ("p-1.dist-info/WHEEL", WHEEL_FILE),
+            ("p-1.dist-info/METADATA", METADATA),
+        ] {
+            z.start_file(name, opts).unwrap();
+            z.write_all(text.as_bytes()).unwrap();
+            let hash = crate::record::record_hash(text.as_bytes());
+            record += &format!("{name},{hash},{}\n", text.len());
+        }
+        record += "p-1.dist-info/RECORD,,\n";
+        z.start_file("p-1.dist-info/RECORD", opts).unwrap();
+        z.write_all(record.as_bytes()).unwrap();
+        z.finish().unwrap();
+        let e = unpack_err(&w, &Limits::default());
+        assert!(
+            e.contains("the wheel inflates to more than 67108864 bytes, 50 times its"),
+            "{e}"
+        );
+        // Raised (as --max-unpacked-size does), it unpacks.
+        let out = tempfile::tempdir().unwrap();
+        let limits = Limits {
+            max_unpacked_size: 1 << 30,
+            max_ratio: u64::MAX,
+            max_wheel_ratio: u64::MAX,
+        };
+        unpack(&w, out.path(), &limits).unwrap();
     }
 }

@@ -7,6 +7,8 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::Digest;
 
+use crate::error::quote;
+
 /// One RECORD row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordEntry {
@@ -46,16 +48,17 @@ pub(crate) fn hash_matches(
     bytes: impl FnOnce(&str) -> Option<Vec<u8>>,
 ) -> Result<bool, String> {
     let Some((algo, digest)) = hash.split_once('=') else {
-        return Err(format!("hash {hash:?} is not `algorithm=digest`"));
+        return Err(format!("hash {} is not `algorithm=digest`", quote(hash)));
     };
     let want = URL_SAFE_NO_PAD
         .decode(digest.trim_end_matches('='))
-        .map_err(|e| format!("hash {hash:?} is not URL-safe base64: {e}"))?;
+        .map_err(|e| format!("hash {} is not URL-safe base64: {e}", quote(hash)))?;
     match algo {
         "sha256" => Ok(want.as_slice() == sha256.as_slice()),
         "sha384" | "sha512" => Ok(bytes(algo).is_some_and(|got| got == want)),
         _ => Err(format!(
-            "hash algorithm {algo:?} is not allowed in a wheel (sha256 or stronger)"
+            "hash algorithm {} is not allowed in a wheel (sha256 or stronger)",
+            quote(algo)
         )),
     }
 }
@@ -149,7 +152,7 @@ fn record_entry(fields: Vec<String>, row: usize) -> Result<RecordEntry, RecordEr
     } else {
         Some(size.parse::<u64>().map_err(|_| RecordError {
             row,
-            message: format!("size {size:?} is not a number"),
+            message: format!("size {} is not a number", quote(&size)),
         })?)
     };
     Ok(RecordEntry { path, hash, size })

@@ -279,6 +279,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     for (key, members) in &groups {
         jobs.push(device_job(input, &st, &names, key, members)?);
     }
+    refuse_alike_names(input, &jobs)?;
     let written = pipeline::write_all(&jobs, input, &out_stage, zip_time(opts.mtime))?;
     for (job, (bytes, files)) in jobs.iter().zip(written) {
         let wf = WheelFile {
@@ -645,6 +646,28 @@ fn device_job(
         generated,
         record: format!("{dist_info}/RECORD"),
     })
+}
+
+/// Two wheels whose distribution names normalise alike (targets `gfx1_30`
+/// and `gfx1-30`) would be one file and one project to pip: refused before
+/// anything is written.
+fn refuse_alike_names(input: &Path, jobs: &[WheelJob]) -> Result<()> {
+    let mut seen: BTreeMap<String, &WheelJob> = BTreeMap::new();
+    for job in jobs {
+        if let Some(other) = seen.insert(normalize(&job.distribution), job) {
+            let what = |j: &WheelJob| j.arch.clone().unwrap_or_else(|| "the host".into());
+            return Err(Error::invalid(
+                input,
+                format!(
+                    "the device wheels of {} and {} would both be {}: their names normalise alike",
+                    what(other),
+                    what(job),
+                    job.file
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The report of a written device wheel.

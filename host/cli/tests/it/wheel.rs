@@ -800,3 +800,119 @@ pub(crate) fn verify_json(dir: &Path) -> serde_json::Value {
     );
     serde_json::from_slice(&o.stdout).unwrap()
 }
+
+/// A wheel `bomb-1.0-…` of `n` entries of 16 MiB zeros (each under the
+/// per-entry ratio's floor) and a correct dist-info; the zeros are
+/// deflated once and copied raw.
+fn many_zero_entries(dir: &Path, n: usize) -> PathBuf {
+    let one = dir.join("one.zip");
+    let opts = SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    let zeros = vec![0u8; 16 << 20];
+    let mut z = zip::ZipWriter::new(std::fs::File::create(&one).unwrap());
+    z.start_file("z", opts).unwrap();
+    z.write_all(&zeros).unwrap();
+    z.finish().unwrap();
+    let mut one = zip::ZipArchive::new(std::fs::File::open(&one).unwrap()).unwrap();
+    let path = dir.join("bomb-1.0-py3-none-any.whl");
+    let mut z = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+    let mut record = String::new();
+    for i in 0..n {
+        let name = format!("bomb/zeros{i}");
+        z.raw_copy_file_rename(one.by_index_raw(0).unwrap(), &name)
+            .unwrap();
+        record.push_str(&record_line(&name, &zeros));
+    }
+    for (name, text) in [
+        (
+            "bomb-1.0.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        ),
+        (
+            "bomb-1.0.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: bomb\nVersion: 1.0\n",
+        ),
+    ] {
+        z.start_file(name, opts).unwrap();
+        z.write_all(text.as_bytes()).unwrap();
+        record.push_str(&record_line(name, text.as_bytes()));
+    }
+    record.push_str("bomb-1.0.dist-info/RECORD,,\n");
+    z.start_file("bomb-1.0.dist-info/RECORD", opts).unwrap();
+    z.write_all(record.as_bytes()).unwrap();
+    z.finish().unwrap();
+    path
+}
+
+/// Many entries each too small for the per-entry ratio add up to a bomb:
+/// the whole wheel's ratio refuses it (exit 2), and neither split nor
+/// prune leaves anything behind.
+#[test]
+fn refuses_a_wheel_whose_small_entries_inflate_to_a_bomb() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = many_zero_entries(tmp.path(), 8);
+    for cmd in [&["split"][..], &["prune", "--keep", "gfx90a"]] {
+        let out = tmp.path().join("out");
+        let mut args = vec!["wheel"];
+        args.extend_from_slice(cmd);
+        args.extend([input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        let o = kpack_env(&args, &[]);
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("50 times its") && stderr(&o).contains("a zip bomb?"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(!out.exists(), "{cmd:?} left {}", out.display());
+    }
+}
+
+/// Two targets whose wheel names normalise alike (`gfx1_30`, `gfx1-30`)
+/// are refused before anything is written, even into an existing output
+/// directory.
+#[test]
+fn refuses_two_targets_whose_wheel_names_normalise_alike() {
+    let tmp = tempfile::tempdir().unwrap();
+    let patched = |fx: &str, to: &[u8]| {
+        let mut b = std::fs::read(fixture(fx)).unwrap();
+        let mut i = 0;
+        while i + 7 <= b.len() {
+            if &b[i..i + 7] == b"gfx1030" {
+                b[i..i + 7].copy_from_slice(to);
+            }
+            i += 1;
+        }
+        b
+    };
+    let mut files = fat_files();
+    files.retain(|p, _| p.contains(".dist-info/"));
+    files.insert(
+        "fatpkg/lib/liba.so".into(),
+        (patched("corpus/libaxpy_2arch.so", b"gfx1_30"), 0o755),
+    );
+    files.insert(
+        "fatpkg/lib/libb.so".into(),
+        (patched("corpus/lib2tu_2arch.so", b"gfx1-30"), 0o755),
+    );
+    let input = build_fat_wheel(tmp.path(), &files);
+    let out = tmp.path().join("dist");
+    std::fs::create_dir(&out).unwrap();
+    let o = kpack_env(
+        &[
+            "wheel",
+            "split",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the device wheels of gfx1-30 and gfx1_30 would both be")
+            && stderr(&o).contains("normalise alike"),
+        "{}",
+        stderr(&o)
+    );
+    let left: Vec<_> = std::fs::read_dir(&out).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
