@@ -64,6 +64,7 @@ mod writer;
 pub use error::{Error, ErrorKind, Result};
 pub use headers::{HeaderError, Headers};
 pub use name::{WheelName, escape, is_valid_name, normalize};
+pub use pipeline::Progress;
 pub use prune::{DroppedFile, PruneOptions, PruneReport, PrunedFile, prune_wheel};
 pub use reader::Limits;
 pub use record::{RecordEntry, RecordError, parse_record, record_hash, write_record};

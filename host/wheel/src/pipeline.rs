@@ -13,6 +13,30 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::reader::{FileMeta, Limits, Unpacked, unpack};
 use crate::split::{Source, WheelFile, WheelJob, refuse_existing};
 
+/// What a wheel command is doing, for a progress display (the CLI draws
+/// one on a terminal). Called from several threads.
+pub trait Progress: Sync {
+    /// A phase starts: `what` it does (`unpacking x.whl`), and how many
+    /// bytes it goes through (0: not known).
+    fn phase(&self, what: &str, total: u64);
+    /// `bytes` more of the current phase are done.
+    fn advance(&self, bytes: u64);
+}
+
+/// [`Progress::phase`] on an optional display.
+pub(crate) fn phase(p: Option<&dyn Progress>, what: &str, total: u64) {
+    if let Some(p) = p {
+        p.phase(what, total);
+    }
+}
+
+/// [`Progress::advance`] on an optional display.
+pub(crate) fn advance(p: Option<&dyn Progress>, bytes: u64) {
+    if let Some(p) = p {
+        p.advance(bytes);
+    }
+}
+
 /// A wheel read into a staging directory: `dir/src/<scheme>/…` holds the
 /// split schemes' trees; the rest of `dir` is the command's.
 pub(crate) struct Staged {
@@ -34,14 +58,19 @@ impl Staged {
 
 /// Read phase: a staging directory in `staging_in`, and `input` unpacked
 /// and checked into it.
-pub(crate) fn read(input: &Path, staging_in: &Path, limits: &Limits) -> Result<Staged> {
+pub(crate) fn read(
+    input: &Path,
+    staging_in: &Path,
+    limits: &Limits,
+    progress: Option<&dyn Progress>,
+) -> Result<Staged> {
     let dir = tempfile::Builder::new()
         .prefix(&kpack_format::temp_prefix("wheel"))
         .tempdir_in(staging_in)
         .map_err(|e| Error::io(staging_in, "cannot create a staging directory", e))?;
     let src = dir.path().join("src");
     std::fs::create_dir_all(&src).map_err(|e| Error::io(&src, "cannot create", e))?;
-    let un = unpack(input, &src, limits)?;
+    let un = unpack(input, &src, limits, progress)?;
     Ok(Staged { dir, un })
 }
 
@@ -97,11 +126,18 @@ pub(crate) fn write_all(
     input: &Path,
     out_stage: &Path,
     time: DateTime,
+    progress: Option<&dyn Progress>,
 ) -> Result<Vec<(u64, usize)>> {
+    let total = jobs.iter().map(WheelJob::bytes).sum();
+    let what = match jobs {
+        [one] => format!("writing {}", one.file),
+        _ => format!("writing {} wheels", jobs.len()),
+    };
+    phase(progress, &what, total);
     let written: Vec<Result<(u64, usize)>> = std::thread::scope(|s| {
         let handles: Vec<_> = jobs
             .iter()
-            .map(|j| s.spawn(|| j.write(input, &out_stage.join(&j.file), time)))
+            .map(|j| s.spawn(|| j.write(input, &out_stage.join(&j.file), time, progress)))
             .collect();
         handles
             .into_iter()

@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::pipeline::{self, Staged};
+use crate::pipeline::{self, Progress, Staged};
 use crate::reader::{Limits, Route, SPLIT_SCHEMES, Unpacked, list_files};
 use crate::split::{
     Entry, Source, WheelFile, WheelJob, entry_order, refuse_device_wheel, refuse_existing,
@@ -42,6 +42,8 @@ pub struct PruneOptions<'a> {
     pub force: bool,
     /// How much the input may inflate to (zip-bomb guards).
     pub limits: Limits,
+    /// Where to report the phases and bytes done, if anywhere.
+    pub progress: Option<&'a dyn Progress>,
 }
 
 impl PruneOptions<'_> {
@@ -55,6 +57,7 @@ impl PruneOptions<'_> {
             mtime: ZIP_EPOCH,
             force: false,
             limits: Limits::default(),
+            progress: None,
         }
     }
 }
@@ -134,7 +137,7 @@ pub fn prune_wheel(input: &Path, out_dir: &Path, opts: &PruneOptions<'_>) -> Res
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, "cannot create", e))?;
     refuse_input_dir(input, out_dir, "the pruned wheel")?;
     // Staged next to the output so the final rename stays on one file system.
-    let st = pipeline::read(input, out_dir, &opts.limits)?;
+    let st = pipeline::read(input, out_dir, &opts.limits, opts.progress)?;
     refuse_device_wheel(input, &st.un, "prune")?;
     let mut warnings = st.un.warnings.clone();
     let distribution = st
@@ -144,6 +147,7 @@ pub fn prune_wheel(input: &Path, out_dir: &Path, opts: &PruneOptions<'_>) -> Res
         .unwrap_or(&st.un.name.distribution)
         .to_string();
     let input_report = pipeline::input_report(input, &st.un, &distribution);
+    pipeline::phase(opts.progress, "reading binaries", 0);
     let plans = plan_files(input, &st, opts)?;
     let output_path = out_dir.join(&input_report.file);
     let Some(targets) = decide_targets(input, &plans, opts, &mut warnings)? else {
@@ -176,12 +180,9 @@ pub fn prune_wheel(input: &Path, out_dir: &Path, opts: &PruneOptions<'_>) -> Res
         ));
     }
     let (job, dropped_files) = pruned_job(&st, &plans, &pruned_root, &distribution, &mut warnings);
-    let written = pipeline::write_all(
-        std::slice::from_ref(&job),
-        input,
-        st.path(),
-        zip_time(opts.mtime),
-    )?;
+    let time = zip_time(opts.mtime);
+    let jobs = std::slice::from_ref(&job);
+    let written = pipeline::write_all(jobs, input, st.path(), time, opts.progress)?;
     let (bytes, files) = written.first().copied().unwrap_or_default();
     pipeline::commit(&[job.file.as_str()], st.path(), out_dir, opts.force)?;
     binaries.sort_by(|a, b| a.path.cmp(&b.path));
@@ -340,6 +341,13 @@ fn prune_files(
     opts: &PruneOptions<'_>,
 ) -> Result<Vec<PrunedFile>> {
     let keep = opts.keep.filter();
+    let fat = |plan: &Plan| matches!(plan, Plan::Prune(_));
+    let total = plans
+        .iter()
+        .filter(|(_, _, plan)| fat(plan))
+        .map(|(_, p, _)| std::fs::metadata(p).map_or(0, |m| m.len()))
+        .sum();
+    pipeline::phase(opts.progress, "pruning device code", total);
     plans
         .par_iter()
         .filter_map(|(path, _, plan)| match plan {
@@ -360,6 +368,7 @@ fn prune_files(
                 .with_source(e)
             })?;
             let (kept, dropped) = opts.keep.partition(p.targets());
+            pipeline::advance(opts.progress, report.input_size());
             Ok(PrunedFile {
                 path: path.clone(),
                 kept,

@@ -12,6 +12,7 @@ use sha2::Digest;
 use crate::error::{Error, Result};
 use crate::headers::Headers;
 use crate::name::{WheelName, normalize};
+use crate::pipeline::Progress;
 use crate::record::{format_sha256, hash_matches, parse_record};
 
 /// The install schemes whose trees are split (their files install relative
@@ -203,7 +204,12 @@ fn check_path(name: &str) -> std::result::Result<(), String> {
 /// Open and unpack `input` into `dir` (which must exist and be empty):
 /// the wheel's name and zip directory, its `.dist-info`, then every entry
 /// inflated, checked and (for the split schemes) written.
-pub(crate) fn unpack(input: &Path, dir: &Path, limits: &Limits) -> Result<Unpacked> {
+pub(crate) fn unpack(
+    input: &Path,
+    dir: &Path,
+    limits: &Limits,
+    progress: Option<&dyn Progress>,
+) -> Result<Unpacked> {
     let (name, bytes, mut zip) = open_wheel(input)?;
     let (dist_info, data_dir) = find_dist_info(input, &zip, &name)?;
     let meta = read_dist_info(&mut zip, input, &dist_info)?;
@@ -226,7 +232,13 @@ pub(crate) fn unpack(input: &Path, dir: &Path, limits: &Limits) -> Result<Unpack
         total: 0,
         wheel_bytes: bytes,
         budget: limits.budget(bytes),
+        progress,
     };
+    // What the central directory says it inflates to: only shown.
+    let declared: u64 = (0..zip.len())
+        .filter_map(|i| zip.by_index_raw(i).ok().map(|e| e.size()))
+        .fold(0, u64::saturating_add);
+    crate::pipeline::phase(progress, &format!("unpacking {}", un.name), declared);
     for i in 0..zip.len() {
         inflater.entry(&mut zip, i, &mut un, &meta.expected, &meta.record_name)?;
     }
@@ -396,6 +408,7 @@ struct Inflater<'a> {
     wheel_bytes: u64,
     /// Most bytes all entries may inflate to ([`Limits::budget`]).
     budget: u64,
+    progress: Option<&'a dyn Progress>,
 }
 
 impl Inflater<'_> {
@@ -491,6 +504,7 @@ impl Inflater<'_> {
             self.total += n as u64;
             // Checked while inflating, before anything more is written.
             self.check_limits(path, size, max_entry, entry.compressed_size())?;
+            crate::pipeline::advance(self.progress, n as u64);
             if let (Some(out), Some(d)) = (&mut out, dest) {
                 out.write_all(chunk)
                     .map_err(|e| Error::io(d, "cannot write", e))?;
@@ -794,7 +808,7 @@ mod tests {
 
     fn unpack_err(input: &Path, limits: &Limits) -> String {
         let out = tempfile::tempdir().unwrap();
-        let e = unpack(input, out.path(), limits).expect_err("must be refused");
+        let e = unpack(input, out.path(), limits, None).expect_err("must be refused");
         assert_eq!(e.kind(), crate::ErrorKind::Invalid, "{e}");
         e.to_string()
     }
@@ -804,7 +818,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let w = wheel(tmp.path(), &[("p/__init__.py", b"x = 1\n", 0o644)], 0);
         let out = tempfile::tempdir().unwrap();
-        let un = unpack(&w, out.path(), &Limits::default()).unwrap();
+        let un = unpack(&w, out.path(), &Limits::default(), None).unwrap();
         assert!(un.files.contains_key("p/__init__.py"));
     }
 
@@ -834,7 +848,7 @@ mod tests {
             max_ratio: u64::MAX,
             max_wheel_ratio: u64::MAX,
         };
-        unpack(&w, out.path(), &limits).unwrap();
+        unpack(&w, out.path(), &limits, None).unwrap();
     }
 
     /// Rewrite every `from` in `bytes` to `to` (same length).
@@ -995,6 +1009,6 @@ mod tests {
             max_ratio: u64::MAX,
             max_wheel_ratio: u64::MAX,
         };
-        unpack(&w, out.path(), &limits).unwrap();
+        unpack(&w, out.path(), &limits, None).unwrap();
     }
 }

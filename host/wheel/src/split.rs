@@ -13,7 +13,7 @@ use zip::DateTime;
 use crate::error::{Error, ErrorKind, Result};
 use crate::headers::Headers;
 use crate::name::{escape, is_valid_name, normalize};
-use crate::pipeline::{self, Staged};
+use crate::pipeline::{self, Progress, Staged};
 use crate::reader::{Limits, Route, SPLIT_SCHEMES, Unpacked, list_files};
 use crate::writer::{WheelWriter, ZIP_EPOCH, zip_time};
 
@@ -62,6 +62,8 @@ pub struct WheelOptions<'a> {
     /// [`group`](Self::group) is an error: one archive cannot be split
     /// across device wheels.
     pub archive_group: kpack_amdgpu::Level,
+    /// Where to report the phases and bytes done, if anywhere.
+    pub progress: Option<&'a dyn Progress>,
 }
 
 impl std::fmt::Debug for WheelOptions<'_> {
@@ -79,6 +81,7 @@ impl std::fmt::Debug for WheelOptions<'_> {
             .field("targets", &self.targets)
             .field("group", &self.group)
             .field("archive_group", &self.archive_group)
+            .field("progress", &self.progress.is_some())
             .finish()
     }
 }
@@ -106,6 +109,7 @@ impl WheelOptions<'_> {
             targets: kpack_amdgpu::TargetFilter::default(),
             group: None,
             archive_group: kpack_amdgpu::Level::Target,
+            progress: None,
         }
     }
 }
@@ -239,11 +243,12 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     } else {
         out_dir.to_path_buf()
     };
-    let st = pipeline::read(input, &staging_in, &opts.limits)?;
+    let st = pipeline::read(input, &staging_in, &opts.limits, opts.progress)?;
     let names = Names::of(input, &st.un, opts)?;
     refuse_device_wheel(input, &st.un, "split")?;
     let mut warnings = st.un.warnings.clone();
     let tags: Vec<String> = st.un.wheel.get_all("Tag").map(str::to_string).collect();
+    pipeline::phase(opts.progress, "offloading device code", 0);
     let split = split_schemes(input, &st, &names, opts, &mut warnings)?;
     let out_stage = st.path().join("out");
     std::fs::create_dir_all(&out_stage).map_err(|e| Error::io(&out_stage, "cannot create", e))?;
@@ -280,22 +285,9 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         jobs.push(device_job(input, &st, &names, key, members)?);
     }
     refuse_alike_names(input, &jobs)?;
-    let written = pipeline::write_all(&jobs, input, &out_stage, zip_time(opts.mtime))?;
-    for (job, (bytes, files)) in jobs.iter().zip(written) {
-        let wf = WheelFile {
-            file: job.file.clone(),
-            path: out_dir.join(&job.file),
-            distribution: job.distribution.clone(),
-            bytes,
-            files,
-        };
-        match &job.arch {
-            None => report.host = wf,
-            Some(arch) => report
-                .devices
-                .push(device_report(job, arch, wf, opts.group.is_some())),
-        }
-    }
+    let time = zip_time(opts.mtime);
+    let written = pipeline::write_all(&jobs, input, &out_stage, time, opts.progress)?;
+    record_written(&mut report, &jobs, written, out_dir, opts.group.is_some());
     if !opts.dry_run {
         let files: Vec<&str> = jobs.iter().map(|j| j.file.as_str()).collect();
         pipeline::commit(&files, &out_stage, out_dir, opts.force)?;
@@ -670,6 +662,29 @@ fn refuse_alike_names(input: &Path, jobs: &[WheelJob]) -> Result<()> {
     Ok(())
 }
 
+/// The written wheels (size and file count per job) into `report`.
+fn record_written(
+    report: &mut WheelReport,
+    jobs: &[WheelJob],
+    written: Vec<(u64, usize)>,
+    out_dir: &Path,
+    grouped: bool,
+) {
+    for (job, (bytes, files)) in jobs.iter().zip(written) {
+        let wf = WheelFile {
+            file: job.file.clone(),
+            path: out_dir.join(&job.file),
+            distribution: job.distribution.clone(),
+            bytes,
+            files,
+        };
+        match &job.arch {
+            None => report.host = wf,
+            Some(arch) => report.devices.push(device_report(job, arch, wf, grouped)),
+        }
+    }
+}
+
 /// The report of a written device wheel.
 fn device_report(job: &WheelJob, arch: &str, wheel: WheelFile, grouped: bool) -> DeviceWheel {
     let (archives, database_files) = job
@@ -749,8 +764,24 @@ pub(crate) struct WheelJob {
 }
 
 impl WheelJob {
-    pub(crate) fn write(&self, input: &Path, path: &Path, time: DateTime) -> Result<(u64, usize)> {
+    /// The bytes of its entries (what writing it goes through).
+    pub(crate) fn bytes(&self) -> u64 {
+        let size = |e: &Entry| match &e.src {
+            Source::Disk(p) => std::fs::metadata(p).map_or(0, |m| m.len()),
+            Source::Raw { size, .. } => *size,
+        };
+        self.entries.iter().map(size).sum()
+    }
+
+    pub(crate) fn write(
+        &self,
+        input: &Path,
+        path: &Path,
+        time: DateTime,
+        progress: Option<&dyn Progress>,
+    ) -> Result<(u64, usize)> {
         let mut w = WheelWriter::create(path, time)?;
+        w.progress = progress;
         let mut zip = None;
         for (d, m) in &self.dirs {
             w.add_dir(d, *m)?;
@@ -771,6 +802,7 @@ impl WheelJob {
                         }
                     };
                     w.add_raw(zip, input, *index, e.mode, hash, *size)?;
+                    pipeline::advance(progress, *size);
                 }
             }
         }

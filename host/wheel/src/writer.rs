@@ -55,7 +55,9 @@ pub fn zip_time(secs: u64) -> DateTime {
 }
 
 /// A wheel being written to `path`.
-pub(crate) struct WheelWriter {
+pub(crate) struct WheelWriter<'p> {
+    /// Where bytes written are reported.
+    pub progress: Option<&'p dyn crate::pipeline::Progress>,
     path: PathBuf,
     zip: ZipWriter<BufWriter<File>>,
     rows: Vec<RecordEntry>,
@@ -63,11 +65,12 @@ pub(crate) struct WheelWriter {
     buf: Vec<u8>,
 }
 
-impl WheelWriter {
+impl<'p> WheelWriter<'p> {
     /// Create `path` (truncating it).
-    pub fn create(path: &Path, time: DateTime) -> Result<WheelWriter> {
+    pub fn create(path: &Path, time: DateTime) -> Result<WheelWriter<'p>> {
         let f = File::create(path).map_err(|e| Error::io(path, "cannot create", e))?;
         Ok(WheelWriter {
+            progress: None,
             path: path.to_path_buf(),
             zip: ZipWriter::new(BufWriter::new(f)),
             rows: Vec::new(),
@@ -128,6 +131,7 @@ impl WheelWriter {
                 .write_all(&self.buf[..n])
                 .map_err(|e| Error::io(&self.path, "cannot write", e))?;
             written += n as u64;
+            crate::pipeline::advance(self.progress, n as u64);
         }
         self.rows.push(RecordEntry {
             path: name.to_string(),

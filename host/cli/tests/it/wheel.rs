@@ -916,3 +916,52 @@ fn refuses_two_targets_whose_wheel_names_normalise_alike() {
     let left: Vec<_> = std::fs::read_dir(&out).unwrap().collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// On a terminal, `wheel split` shows its phases and the bytes done; on a
+/// stderr that is not one, nothing but the closing line.
+#[test]
+fn shows_phases_on_a_terminal_and_nothing_otherwise() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = build_fat_wheel(tmp.path(), &fat_files());
+    let out = tmp.path().join("plain");
+    let o = kpack_env(
+        &[
+            "wheel",
+            "split",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &[("TERM", "xterm")],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.starts_with("done in ") && err.lines().count() == 1,
+        "{err:?}"
+    );
+    assert!(!err.contains(['\r', '\x1b']), "{err:?}");
+    // Under a pseudo-terminal (util-linux `script`).
+    let has_script = Command::new("script").arg("--version").output().is_ok();
+    if !has_script {
+        eprintln!("skipped the terminal half: no `script` (apt-get install util-linux)");
+        return;
+    }
+    let out = tmp.path().join("tty");
+    let cmd = format!(
+        "{KPACK} wheel split {} -o {} > /dev/null",
+        input.display(),
+        out.display()
+    );
+    let o = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("TERM", "xterm")
+        .env("KPACK_PLUGIN_DIR", kpack_guests::DIR)
+        .env("XDG_CACHE_HOME", component_cache())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stdout(&o));
+    let shown = stdout(&o);
+    assert!(shown.contains(&format!("unpacking {WHEEL}")), "{shown:?}");
+    assert!(shown.contains(" B/"), "{shown:?}");
+}
