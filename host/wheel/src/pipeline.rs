@@ -7,9 +7,10 @@
 
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
 use zip::DateTime;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::reader::{FileMeta, Limits, Unpacked, unpack};
 use crate::split::{Source, WheelFile, WheelJob, refuse_existing};
 
@@ -118,8 +119,8 @@ pub(crate) fn files_but_record<'a>(
     out
 }
 
-/// Write phase: every job into `out_stage/<file>`, in parallel (each wheel
-/// is written by one thread, so its bytes do not depend on scheduling).
+/// Write phase: every job into `out_stage/<file>`, in parallel (a wheel's
+/// bytes do not depend on scheduling: its entries are written in order).
 /// Returns each wheel's size and file count, in job order.
 pub(crate) fn write_all(
     jobs: &[WheelJob],
@@ -134,25 +135,11 @@ pub(crate) fn write_all(
         _ => format!("writing {} wheels", jobs.len()),
     };
     phase(progress, &what, total);
-    let written: Vec<Result<(u64, usize)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = jobs
-            .iter()
-            .map(|j| s.spawn(|| j.write(input, &out_stage.join(&j.file), time, progress)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::new(
-                        ErrorKind::Io,
-                        None,
-                        "a wheel writer thread panicked",
-                    ))
-                })
-            })
-            .collect()
-    });
-    written.into_iter().collect()
+    // On the caller's pool: `-j` bounds the wheels written at once and the
+    // chunks deflated inside each.
+    jobs.par_iter()
+        .map(|j| j.write(input, &out_stage.join(&j.file), time, progress))
+        .collect()
 }
 
 /// Commit phase: the staged wheels `files` moved from `out_stage` into
