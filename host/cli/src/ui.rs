@@ -122,3 +122,33 @@ pub fn spinner(msg: impl Into<String>) -> Option<indicatif::ProgressBar> {
     b.enable_steady_tick(std::time::Duration::from_millis(120));
     Some(b)
 }
+
+/// A bar for work that goes through phases (unpacking, offloading,
+/// writing), each started with [`set_phase`]; `None` where none should be
+/// drawn (see [`progress_wanted`]).
+pub fn phases() -> Option<indicatif::ProgressBar> {
+    if !progress_wanted() {
+        return None;
+    }
+    let b = indicatif::ProgressBar::new(0);
+    set_phase(&b, "", 0);
+    b.enable_steady_tick(std::time::Duration::from_millis(120));
+    Some(b)
+}
+
+/// Start phase `msg` on `bar`: `total` bytes to go through, or a spinner
+/// when 0 (not known).
+pub fn set_phase(bar: &indicatif::ProgressBar, msg: &str, total: u64) {
+    let template = if total == 0 {
+        "{spinner} {msg} {elapsed}"
+    } else {
+        "{spinner} {msg} {bytes}/{total_bytes} {wide_bar} {elapsed}"
+    };
+    bar.set_length(total);
+    bar.set_position(0);
+    bar.set_message(msg.to_string());
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(template)
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+}

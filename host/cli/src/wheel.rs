@@ -45,7 +45,8 @@ struct PruneArgs {
     /// Replace the pruned wheel if it already exists.
     #[arg(long)]
     force: bool,
-    /// Most bytes the wheel may inflate to (suffixes K, M, G, T; default 64G).
+    /// Most bytes the wheel may inflate to (suffixes K, M, G, T; default
+    /// 50 times the wheel's size, at least 64M, at most 64G).
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     max_unpacked_size: Option<u64>,
     /// Print a JSON summary on stdout.
@@ -80,7 +81,9 @@ struct SplitArgs {
     #[arg(long)]
     force: bool,
     /// Most bytes the wheel may inflate to (suffixes K, M, G, T; default
-    /// 64G); entries over 16 MiB that inflate more than 200x are refused too.
+    /// 50 times the wheel's size, at least 64M, at most 64G); entries over
+    /// 16 MiB that inflate more than 200x are refused too. Given, it
+    /// replaces both ratio guards.
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     max_unpacked_size: Option<u64>,
     #[command(flatten)]
@@ -176,10 +179,11 @@ fn prune(args: PruneArgs) -> CliResult {
     let created = crate::safety::CreatedDir::create(&args.output)?;
     crate::safety::clean_stale_temps(&args.output);
     let start = std::time::Instant::now();
-    let spinner = crate::ui::spinner(format!("pruning {}", args.input.display()));
+    let phases = crate::ui::phases().map(Phases);
+    opts.progress = phases.as_ref().map(|p| p as &dyn kpack_wheel::Progress);
     let report = prune_wheel(&args.input, &args.output, &opts);
-    if let Some(s) = &spinner {
-        s.finish_and_clear();
+    if let Some(p) = &phases {
+        p.0.finish_and_clear();
     }
     let report = report?;
     created.keep();
@@ -223,12 +227,26 @@ fn prune(args: PruneArgs) -> CliResult {
     Ok(())
 }
 
+/// The phases of a wheel command and the bytes done, on a terminal's bar.
+struct Phases(indicatif::ProgressBar);
+
+impl kpack_wheel::Progress for Phases {
+    fn phase(&self, what: &str, total: u64) {
+        crate::ui::set_phase(&self.0, what, total);
+    }
+
+    fn advance(&self, bytes: u64) {
+        self.0.inc(bytes);
+    }
+}
+
 /// `--max-unpacked-size`: raising the total is how a user says "this wheel
 /// is really that big", so the ratio guard follows it.
 fn set_limits(limits: &mut kpack_wheel::Limits, max_unpacked_size: Option<u64>) {
     if let Some(max) = max_unpacked_size {
         limits.max_unpacked_size = max;
         limits.max_ratio = u64::MAX;
+        limits.max_wheel_ratio = u64::MAX;
     }
 }
 
@@ -276,10 +294,11 @@ fn split(args: SplitArgs) -> CliResult {
         args.output.display(),
         pool.current_num_threads()
     ));
-    let spinner = crate::ui::spinner(format!("splitting {}", args.input.display()));
+    let phases = crate::ui::phases().map(Phases);
+    opts.progress = phases.as_ref().map(|p| p as &dyn kpack_wheel::Progress);
     let report = pool.install(|| split_wheel(&args.input, &args.output, &opts));
-    if let Some(s) = &spinner {
-        s.finish_and_clear();
+    if let Some(p) = &phases {
+        p.0.finish_and_clear();
     }
     let report = report?;
     if let Some(c) = created {
@@ -342,18 +361,24 @@ fn print_table(r: &WheelReport) {
             String::new(),
         ),
     ];
+    // With --group, the last column is the extra to type (the group's
+    // key, `gfx10_1`, is not), with the processors it installs.
+    let grouped = r.devices.iter().any(|d| d.extra.is_some());
     for d in &r.devices {
-        rows.push((
-            "device".into(),
-            d.wheel.file.clone(),
-            d.wheel.bytes,
-            d.arch.clone(),
-        ));
+        let last = match &d.extra {
+            Some(extra) => format!("{extra} ({})", d.targets.join(", ")),
+            None => d.arch.clone(),
+        };
+        rows.push(("device".into(), d.wheel.file.clone(), d.wheel.bytes, last));
     }
     let w = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
     println!(
-        "{:<6}  {:<w$}  {:>10}  {:>6}  arch",
-        "wheel", "file", "size", "%input"
+        "{:<6}  {:<w$}  {:>10}  {:>6}  {}",
+        "wheel",
+        "file",
+        "size",
+        "%input",
+        if grouped { "extra" } else { "arch" }
     );
     for (kind, file, bytes, arch) in &rows {
         let pct = if r.input.bytes == 0 {
@@ -367,16 +392,36 @@ fn print_table(r: &WheelReport) {
         );
     }
     let code_objects: usize = r.binaries.iter().map(|b| b.code_objects).sum();
+    // Grouped, the processors (the groups' keys are in no command line).
+    let archs: Vec<&str> = if grouped {
+        r.devices
+            .iter()
+            .flat_map(|d| d.targets.iter().map(String::as_str))
+            .collect()
+    } else {
+        r.archs()
+    };
     println!(
         "{} binaries offloaded ({code_objects} code objects); archs: {}",
         r.binaries.len(),
-        r.archs().join(", ")
+        archs.join(", ")
     );
+    print_footer(r);
+}
+
+/// Database verdicts, exclusions and, with groups, how to install one.
+fn print_footer(r: &WheelReport) {
     for (h, m) in &r.databases {
         let parts: Vec<String> = m.iter().map(|(v, n)| format!("{v}: {n}")).collect();
         println!("database {h}: {}", parts.join(", "));
     }
     for (t, n) in &r.excluded {
         println!("excluded {t}: {n}");
+    }
+    if let Some(d) = r.devices.iter().find_map(|d| d.extra.as_ref()) {
+        println!(
+            "install one: pip install '{}[{d}]' (or [device-all])",
+            r.host.distribution
+        );
     }
 }

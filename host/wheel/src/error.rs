@@ -92,6 +92,18 @@ impl Error {
     }
 }
 
+/// How much of a quoted input a message shows.
+const QUOTE_CHARS: usize = 60;
+
+/// `s` quoted for a message (as `{:?}` does), cut to its first
+/// [`QUOTE_CHARS`] characters: an input's line can be gigabytes long.
+pub(crate) fn quote(s: &str) -> String {
+    match s.char_indices().nth(QUOTE_CHARS) {
+        None => format!("{s:?}"),
+        Some((i, _)) => format!("{:?}… ({} bytes)", &s[..i], s.len()),
+    }
+}
+
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -64,13 +64,13 @@ impl Headers {
             let Some((name, value)) = line.split_once(':') else {
                 return Err(HeaderError {
                     line: line_no,
-                    message: format!("not a `Name: value` field: {line:?}"),
+                    message: format!("not a `Name: value` field: {}", crate::error::quote(line)),
                 });
             };
             if name.is_empty() || !name.bytes().all(|b| (33..=126).contains(&b)) {
                 return Err(HeaderError {
                     line: line_no,
-                    message: format!("bad field name {name:?}"),
+                    message: format!("bad field name {}", crate::error::quote(name)),
                 });
             }
             fields.push((name.to_string(), value.trim().to_string()));
@@ -172,5 +172,22 @@ mod tests {
         let h = Headers::parse(text).unwrap();
         assert_eq!(h.to_string(), text);
         assert_eq!(Headers::parse(&h.to_string()).unwrap(), h);
+    }
+
+    #[test]
+    fn quotes_only_a_short_prefix_of_a_bad_line() {
+        let line = "x".repeat(100_000);
+        let e = Headers::parse(&line).unwrap_err().to_string();
+        assert!(
+            e.len() < 200,
+            "{} bytes: {}",
+            e.len(),
+            &e[..200.min(e.len())]
+        );
+        assert!(e.contains("(100000 bytes)"), "{e}");
+        let e = Headers::parse(&format!("{} x: y\n", "n".repeat(5000)))
+            .unwrap_err()
+            .to_string();
+        assert!(e.len() < 200, "{} bytes", e.len());
     }
 }

@@ -17,9 +17,13 @@
 //! - metadata: [`Headers`] (WHEEL and METADATA, a strict parser of the
 //!   email-header format), RECORD rows ([`parse_record`], [`write_record`],
 //!   [`record_hash`]);
+//! - one pipeline (private) for split and prune: read → plan → transform
+//!   → write → commit, with an optional [`Progress`] display;
 //! - reading (private): the zip is read with the `zip` crate; every path is
 //!   checked, every entry's hash and size checked against RECORD, Unix modes
-//!   kept; the tree is unpacked per install scheme (the root, `.data/purelib`,
+//!   kept; WHEEL and METADATA are read up to 4 MiB, RECORD up to 16 MiB, and
+//!   the whole wheel may inflate to 50 times its size (at least 64 MiB,
+//!   [`Limits`]); the tree is unpacked per install scheme (the root, `.data/purelib`,
 //!   `.data/platlib`; other `.data` schemes and `.dist-info` are kept as is);
 //! - splitting: each scheme tree is one prefix for
 //!   [`kpack_split::split_prefix`] (the tree-splitting core shared with
@@ -32,8 +36,9 @@
 //!   no extra fields; RECORD regenerated (sha256, sizes). Entries whose
 //!   content is unchanged keep the input's compressed bytes (no second
 //!   deflate: the output is still a function of the input alone); new
-//!   content is deflated at level 6, `.kpack` archives stored (they are
-//!   zstd already). Everything is staged in a temporary directory inside the
+//!   content is deflated at level 6 (files from 4 MiB on in 1 MiB chunks on
+//!   every thread, joined into one stream: the same bytes at any `-j`),
+//!   `.kpack` archives stored (they are zstd already). Everything is staged in a temporary directory inside the
 //!   output directory and renamed at the end. A wheel without device code is
 //!   copied unchanged and reported as such.
 //!
@@ -54,6 +59,7 @@
 mod error;
 mod headers;
 mod name;
+mod pipeline;
 mod prune;
 mod reader;
 mod record;
@@ -63,6 +69,7 @@ mod writer;
 pub use error::{Error, ErrorKind, Result};
 pub use headers::{HeaderError, Headers};
 pub use name::{WheelName, escape, is_valid_name, normalize};
+pub use pipeline::Progress;
 pub use prune::{DroppedFile, PruneOptions, PruneReport, PrunedFile, prune_wheel};
 pub use reader::Limits;
 pub use record::{RecordEntry, RecordError, parse_record, record_hash, write_record};

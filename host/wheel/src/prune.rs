@@ -14,7 +14,8 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::reader::{Limits, Route, SPLIT_SCHEMES, Unpacked, list_files, unpack};
+use crate::pipeline::{self, Progress, Staged};
+use crate::reader::{Limits, Route, SPLIT_SCHEMES, Unpacked, list_files};
 use crate::split::{
     Entry, Source, WheelFile, WheelJob, entry_order, refuse_device_wheel, refuse_existing,
     refuse_input_dir,
@@ -41,6 +42,8 @@ pub struct PruneOptions<'a> {
     pub force: bool,
     /// How much the input may inflate to (zip-bomb guards).
     pub limits: Limits,
+    /// Where to report the phases and bytes done, if anywhere.
+    pub progress: Option<&'a dyn Progress>,
 }
 
 impl PruneOptions<'_> {
@@ -54,6 +57,7 @@ impl PruneOptions<'_> {
             mtime: ZIP_EPOCH,
             force: false,
             limits: Limits::default(),
+            progress: None,
         }
     }
 }
@@ -124,107 +128,32 @@ enum Plan {
 
 /// Prune `input` into `out_dir` (created if missing; must not be the
 /// input's directory: the output has the input's file name).
+///
+/// Phases: read (unpack and check), plan (what happens to each file, and
+/// which targets are kept: decided before anything is written, so keeping
+/// nothing or, with `strict`, a missing target writes nothing), transform
+/// (every fat file pruned), write and commit.
 pub fn prune_wheel(input: &Path, out_dir: &Path, opts: &PruneOptions<'_>) -> Result<PruneReport> {
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, "cannot create", e))?;
     refuse_input_dir(input, out_dir, "the pruned wheel")?;
     // Staged next to the output so the final rename stays on one file system.
-    let staging = tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("wheel"))
-        .tempdir_in(out_dir)
-        .map_err(|e| Error::io(out_dir, "cannot create a staging directory", e))?;
-    let src = staging.path().join("src");
-    std::fs::create_dir_all(&src).map_err(|e| Error::io(&src, "cannot create", e))?;
-    let un = unpack(input, &src, &opts.limits)?;
-    refuse_device_wheel(input, &un, "prune")?;
-    let mut warnings = un.warnings.clone();
-    let distribution = un
+    let st = pipeline::read(input, out_dir, &opts.limits, opts.progress)?;
+    refuse_device_wheel(input, &st.un, "prune")?;
+    let mut warnings = st.un.warnings.clone();
+    let distribution = st
+        .un
         .metadata
         .get("Name")
-        .unwrap_or(&un.name.distribution)
+        .unwrap_or(&st.un.name.distribution)
         .to_string();
-    let input_file = un.name.to_string();
-    let input_report = WheelFile {
-        file: input_file.clone(),
-        path: input.to_path_buf(),
-        distribution: distribution.clone(),
-        bytes: un.bytes,
-        files: un.files.len(),
-    };
-
-    // What happens to each file, decided before anything is written so that
-    // keeping nothing (or, with --strict, a missing target) writes nothing.
-    let mut plans: Vec<(String, PathBuf, Plan)> = Vec::new();
-    for scheme in SPLIT_SCHEMES {
-        let root = src.join(scheme);
-        let files = list_files(&root)?;
-        let sized = files
-            .iter()
-            .map(|(rel, p)| {
-                let len = std::fs::metadata(p)
-                    .map_err(|e| Error::io(p, "cannot stat", e))?
-                    .len();
-                Ok((rel.as_str(), len))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let claims = kpack_split::classify_files(&root, &sized, opts.databases)
-            .map_err(|e| Error::split(input, e))?;
-        let walk = WalkOptions {
-            verify_hash: opts.verify_hash,
-        };
-        let planned = files
-            .par_iter()
-            .zip(claims)
-            .map(|((rel, p), claim)| {
-                let path = Unpacked::wheel_path(&un.data_dir, scheme, rel);
-                let plan = match claim {
-                    Some(c) => match c.classification {
-                        Classification::Arch(target) if !opts.keep.filter().keeps(&target) => {
-                            Plan::Drop {
-                                handler: c.handler,
-                                target,
-                            }
-                        }
-                        _ => Plan::Keep,
-                    },
-                    None => match kpack_prune::open(p, walk) {
-                        Ok(Some(prunable)) => Plan::Prune(Box::new(prunable)),
-                        Ok(None) => Plan::Keep,
-                        Err(e) => {
-                            return Err(Error::new(
-                                ErrorKind::Split,
-                                Some(input.to_path_buf()),
-                                format!("{path}: cannot read"),
-                            )
-                            .with_source(e));
-                        }
-                    },
-                };
-                Ok((path, p.clone(), plan))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        plans.extend(planned);
-    }
-
-    let mut targets = BTreeSet::new();
-    for (_, _, plan) in &plans {
-        match plan {
-            Plan::Prune(p) => targets.extend(p.targets().iter().cloned()),
-            Plan::Drop { target, .. } => {
-                targets.insert(target.clone());
-            }
-            Plan::Keep => {}
-        }
-    }
-    let targets: Vec<String> = targets.into_iter().collect();
-    let output_path = out_dir.join(&input_file);
-    if targets.is_empty() {
+    let input_report = pipeline::input_report(input, &st.un, &distribution);
+    pipeline::phase(opts.progress, "reading binaries", 0);
+    let plans = plan_files(input, &st, opts)?;
+    let output_path = out_dir.join(&input_report.file);
+    let Some(targets) = decide_targets(input, &plans, opts, &mut warnings)? else {
         // No device code: the wheel is its own pruned wheel.
         refuse_existing(&output_path, opts.force)?;
-        let staged = staging.path().join(&input_file);
-        std::fs::copy(input, &staged)
-            .map_err(|e| Error::io(&staged, "cannot copy the input", e))?;
-        std::fs::rename(&staged, &output_path)
-            .map_err(|e| Error::io(&output_path, "cannot move into place", e))?;
+        pipeline::copy_unchanged(input, st.path(), &output_path, opts.force, false)?;
         return Ok(PruneReport {
             output: WheelFile {
                 path: output_path,
@@ -239,6 +168,138 @@ pub fn prune_wheel(input: &Path, out_dir: &Path, opts: &PruneOptions<'_>) -> Res
             dropped_files: Vec::new(),
             warnings,
         });
+    };
+    refuse_existing(&output_path, opts.force)?;
+    let pruned_root = st.path().join("pruned");
+    let mut binaries = prune_files(input, &plans, &pruned_root, opts)?;
+    for b in binaries.iter().filter(|b| b.kept.is_empty()) {
+        warnings.push(format!(
+            "{}: none of its targets ({}) is kept; its bundles now hold host code only",
+            b.path,
+            b.dropped.join(", ")
+        ));
+    }
+    let (job, dropped_files) = pruned_job(&st, &plans, &pruned_root, &distribution, &mut warnings);
+    let time = zip_time(opts.mtime);
+    let jobs = std::slice::from_ref(&job);
+    let written = pipeline::write_all(jobs, input, st.path(), time, opts.progress)?;
+    let (bytes, files) = written.first().copied().unwrap_or_default();
+    pipeline::commit(&[job.file.as_str()], st.path(), out_dir, opts.force)?;
+    binaries.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(PruneReport {
+        output: WheelFile {
+            path: output_path,
+            bytes,
+            files,
+            ..input_report.clone()
+        },
+        input: input_report,
+        device_code: true,
+        kept: targets.kept,
+        dropped: targets.dropped,
+        missing: targets.missing,
+        binaries,
+        dropped_files,
+        warnings,
+    })
+}
+
+/// A planned file: its wheel path, where it was unpacked, and its plan.
+type Planned = (String, PathBuf, Plan);
+
+/// Plan phase: what happens to each file of the split schemes' trees.
+fn plan_files(input: &Path, st: &Staged, opts: &PruneOptions<'_>) -> Result<Vec<Planned>> {
+    let mut plans = Vec::new();
+    for scheme in SPLIT_SCHEMES {
+        plans.extend(plan_scheme(input, st, opts, scheme)?);
+    }
+    Ok(plans)
+}
+
+fn plan_scheme(
+    input: &Path,
+    st: &Staged,
+    opts: &PruneOptions<'_>,
+    scheme: &'static str,
+) -> Result<Vec<Planned>> {
+    let root = st.src().join(scheme);
+    let files = list_files(&root)?;
+    let sized = files
+        .iter()
+        .map(|(rel, p)| {
+            let len = std::fs::metadata(p)
+                .map_err(|e| Error::io(p, "cannot stat", e))?
+                .len();
+            Ok((rel.as_str(), len))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let claims = kpack_split::classify_files(&root, &sized, opts.databases)
+        .map_err(|e| Error::split(input, e))?;
+    let walk = WalkOptions {
+        verify_hash: opts.verify_hash,
+    };
+    files
+        .par_iter()
+        .zip(claims)
+        .map(|((rel, p), claim)| {
+            let path = Unpacked::wheel_path(&st.un.data_dir, scheme, rel);
+            let plan = match claim {
+                Some(c) => match c.classification {
+                    Classification::Arch(target) if !opts.keep.filter().keeps(&target) => {
+                        Plan::Drop {
+                            handler: c.handler,
+                            target,
+                        }
+                    }
+                    _ => Plan::Keep,
+                },
+                None => match kpack_prune::open(p, walk) {
+                    Ok(Some(prunable)) => Plan::Prune(Box::new(prunable)),
+                    Ok(None) => Plan::Keep,
+                    Err(e) => {
+                        return Err(Error::new(
+                            ErrorKind::Split,
+                            Some(input.to_path_buf()),
+                            format!("{path}: cannot read"),
+                        )
+                        .with_source(e));
+                    }
+                },
+            };
+            Ok((path, p.clone(), plan))
+        })
+        .collect()
+}
+
+/// The wheel's targets, split by `--keep`.
+struct Targets {
+    kept: Vec<String>,
+    dropped: Vec<String>,
+    missing: Vec<String>,
+}
+
+/// Plan phase: every target of the planned files, kept or dropped;
+/// `None` without device code. Keeping nothing is an error, and so is a
+/// missing `--keep` target with `strict` (else a warning).
+fn decide_targets(
+    input: &Path,
+    plans: &[Planned],
+    opts: &PruneOptions<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<Option<Targets>> {
+    let mut targets = BTreeSet::new();
+    for (_, _, plan) in plans {
+        match plan {
+            Plan::Prune(p) => targets.extend(p.targets().iter().cloned()),
+            Plan::Drop { target, .. } => {
+                targets.insert(target.clone());
+            }
+            Plan::Keep => {}
+        }
+    }
+    let targets: Vec<String> = targets.into_iter().collect();
+    if targets.is_empty() {
+        return Ok(None);
     }
     let (kept, dropped) = opts.keep.partition(&targets);
     let missing = opts.keep.missing(&targets);
@@ -265,12 +326,29 @@ pub fn prune_wheel(input: &Path, out_dir: &Path, opts: &PruneOptions<'_>) -> Res
     for t in &missing {
         warnings.push(format!("has no code object or database file for {t}"));
     }
-    refuse_existing(&output_path, opts.force)?;
+    Ok(Some(Targets {
+        kept,
+        dropped,
+        missing,
+    }))
+}
 
-    // Prune every fat file into the staging directory.
-    let pruned_root = staging.path().join("pruned");
+/// Transform phase: every fat file pruned into `pruned_root/<wheel path>`.
+fn prune_files(
+    input: &Path,
+    plans: &[Planned],
+    pruned_root: &Path,
+    opts: &PruneOptions<'_>,
+) -> Result<Vec<PrunedFile>> {
     let keep = opts.keep.filter();
-    let pruned = plans
+    let fat = |plan: &Plan| matches!(plan, Plan::Prune(_));
+    let total = plans
+        .iter()
+        .filter(|(_, _, plan)| fat(plan))
+        .map(|(_, p, _)| std::fs::metadata(p).map_or(0, |m| m.len()))
+        .sum();
+    pipeline::phase(opts.progress, "pruning device code", total);
+    plans
         .par_iter()
         .filter_map(|(path, _, plan)| match plan {
             Plan::Prune(p) => Some((path, p)),
@@ -290,6 +368,7 @@ pub fn prune_wheel(input: &Path, out_dir: &Path, opts: &PruneOptions<'_>) -> Res
                 .with_source(e)
             })?;
             let (kept, dropped) = opts.keep.partition(p.targets());
+            pipeline::advance(opts.progress, report.input_size());
             Ok(PrunedFile {
                 path: path.clone(),
                 kept,
@@ -299,43 +378,33 @@ pub fn prune_wheel(input: &Path, out_dir: &Path, opts: &PruneOptions<'_>) -> Res
                 layout: report.layout(),
             })
         })
-        .collect::<Result<Vec<_>>>()?;
-    for b in pruned.iter().filter(|b| b.kept.is_empty()) {
-        warnings.push(format!(
-            "{}: none of its targets ({}) is kept; its bundles now hold host code only",
-            b.path,
-            b.dropped.join(", ")
-        ));
-    }
+        .collect()
+}
 
-    // The pruned wheel: pruned files from disk, the rest raw-copied; the
-    // input's RECORD (and any signature of it) replaced.
-    let record = format!("{}/RECORD", un.dist_info);
+/// Plan phase, the pruned wheel: pruned files from disk, the rest
+/// raw-copied, dropped database files left out; the input's RECORD (and
+/// any signature of it) replaced.
+fn pruned_job(
+    st: &Staged,
+    plans: &[Planned],
+    pruned_root: &Path,
+    distribution: &str,
+    warnings: &mut Vec<String>,
+) -> (WheelJob, Vec<DroppedFile>) {
+    let un = &st.un;
     let by_path: BTreeMap<&str, &Plan> = plans
         .iter()
         .map(|(p, _, plan)| (p.as_str(), plan))
         .collect();
     let mut entries = Vec::new();
     let mut dropped_files = Vec::new();
-    for (path, meta) in &un.files {
-        if path.starts_with(&record) {
-            if path != &record {
-                warnings.push(format!(
-                    "{path} dropped: it signs the input's RECORD, which the pruned wheel replaces"
-                ));
-            }
-            continue;
-        }
+    for (path, meta) in pipeline::files_but_record(un, "the pruned wheel", warnings) {
         let plan = match un.route(path) {
             Route::Keep => &Plan::Keep,
             Route::Split(..) => by_path.get(path.as_str()).copied().unwrap_or(&Plan::Keep),
         };
         let src = match plan {
-            Plan::Keep => Source::Raw {
-                index: meta.index,
-                hash: meta.hash.clone(),
-                size: meta.size,
-            },
+            Plan::Keep => pipeline::raw(meta),
             Plan::Prune(_) => Source::Disk(pruned_root.join(path)),
             Plan::Drop { handler, target } => {
                 dropped_files.push(DroppedFile {
@@ -355,36 +424,14 @@ pub fn prune_wheel(input: &Path, out_dir: &Path, opts: &PruneOptions<'_>) -> Res
     }
     entries.sort_by_cached_key(|e| entry_order(&un.dist_info, &e.path));
     let job = WheelJob {
-        file: input_file.clone(),
-        distribution: distribution.clone(),
+        file: un.name.to_string(),
+        distribution: distribution.to_string(),
         arch: None,
         members: Vec::new(),
         dirs: un.dirs.iter().map(|(d, m)| (d.clone(), *m)).collect(),
         entries,
         generated: Vec::new(),
-        record,
+        record: format!("{}/RECORD", un.dist_info),
     };
-    let staged = staging.path().join(&input_file);
-    let (bytes, files) = job.write(input, &staged, zip_time(opts.mtime))?;
-    std::fs::rename(&staged, &output_path)
-        .map_err(|e| Error::io(&output_path, "cannot move into place", e))?;
-    let mut binaries = pruned;
-    binaries.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(PruneReport {
-        input: input_report,
-        output: WheelFile {
-            file: input_file,
-            path: output_path,
-            distribution,
-            bytes,
-            files,
-        },
-        device_code: true,
-        kept,
-        dropped,
-        missing,
-        binaries,
-        dropped_files,
-        warnings,
-    })
+    (job, dropped_files)
 }

@@ -12,6 +12,7 @@ use sha2::Digest;
 use crate::error::{Error, Result};
 use crate::headers::Headers;
 use crate::name::{WheelName, normalize};
+use crate::pipeline::Progress;
 use crate::record::{format_sha256, hash_matches, parse_record};
 
 /// The install schemes whose trees are split (their files install relative
@@ -98,14 +99,34 @@ impl Unpacked {
     }
 }
 
-fn read_small(zip: &mut zip::ZipArchive<File>, input: &Path, name: &str) -> Result<String> {
-    let mut f = zip
+/// Most bytes `WHEEL` and `METADATA` may inflate to (real ones are a few
+/// KiB; a long description a few hundred).
+pub(crate) const MAX_METADATA: u64 = 4 << 20;
+/// Most bytes `RECORD` may inflate to (about 100 bytes a row: some 160,000
+/// files).
+pub(crate) const MAX_RECORD: u64 = 16 << 20;
+
+/// Entry `name` as text, read only up to `cap` bytes: a larger one is
+/// refused before more of it is inflated.
+fn read_small(
+    zip: &mut zip::ZipArchive<File>,
+    input: &Path,
+    name: &str,
+    cap: u64,
+) -> Result<String> {
+    let f = zip
         .by_name(name)
         .map_err(|e| Error::zip(input, &format!("entry {name}"), e))?;
     let mut text = String::new();
-    f.read_to_string(&mut text).map_err(|e| {
+    f.take(cap + 1).read_to_string(&mut text).map_err(|e| {
         Error::invalid(input, format!("entry {name}: cannot read as UTF-8 text")).with_source(e)
     })?;
+    if text.len() as u64 > cap {
+        return Err(Error::invalid(
+            input,
+            format!("entry {name} is larger than {cap} bytes, the most kpack reads of it"),
+        ));
+    }
     Ok(text)
 }
 
@@ -121,12 +142,31 @@ pub struct Limits {
     /// byte stored (default 200: real libraries and data compress far
     /// less; deflate's own ceiling is about 1030).
     pub max_ratio: u64,
+    /// Most all entries together may inflate per byte of the wheel file
+    /// (default 50: real wheels inflate 2 to 10 times), so many small
+    /// entries, each under [`Limits::RATIO_FLOOR`], cannot add up to a
+    /// bomb. Wheels up to [`Limits::WHEEL_RATIO_FLOOR`] unpacked are never
+    /// refused for it.
+    pub max_wheel_ratio: u64,
 }
 
 impl Limits {
     /// Entries up to this size are never refused for their ratio (a small
     /// file of zeros is harmless).
     pub const RATIO_FLOOR: u64 = 16 << 20;
+
+    /// A wheel may always inflate to this much, whatever its ratio.
+    pub const WHEEL_RATIO_FLOOR: u64 = 64 << 20;
+
+    /// Most bytes a wheel file of `bytes` bytes may inflate to: the smaller
+    /// of [`Limits::max_unpacked_size`] and [`Limits::max_wheel_ratio`]
+    /// times its size (at least [`Limits::WHEEL_RATIO_FLOOR`]).
+    pub fn budget(&self, bytes: u64) -> u64 {
+        self.max_wheel_ratio
+            .saturating_mul(bytes)
+            .max(Self::WHEEL_RATIO_FLOOR)
+            .min(self.max_unpacked_size)
+    }
 }
 
 impl Default for Limits {
@@ -134,6 +174,7 @@ impl Default for Limits {
         Limits {
             max_unpacked_size: 64 << 30,
             max_ratio: 200,
+            max_wheel_ratio: 50,
         }
     }
 }
@@ -152,13 +193,70 @@ fn check_path(name: &str) -> std::result::Result<(), String> {
             .split('/')
             .any(|c| c.is_empty() || c == "." || c == "..")
     {
-        return Err(format!("unsafe or non-canonical path {name:?}"));
+        return Err(format!(
+            "unsafe or non-canonical path {}",
+            crate::error::quote(name)
+        ));
     }
     Ok(())
 }
 
-/// Open and unpack `input` into `dir` (which must exist and be empty).
-pub(crate) fn unpack(input: &Path, dir: &Path, limits: &Limits) -> Result<Unpacked> {
+/// Open and unpack `input` into `dir` (which must exist and be empty):
+/// the wheel's name and zip directory, its `.dist-info`, then every entry
+/// inflated, checked and (for the split schemes) written.
+pub(crate) fn unpack(
+    input: &Path,
+    dir: &Path,
+    limits: &Limits,
+    progress: Option<&dyn Progress>,
+) -> Result<Unpacked> {
+    let (name, bytes, mut zip) = open_wheel(input)?;
+    let (dist_info, data_dir) = find_dist_info(input, &zip, &name)?;
+    let meta = read_dist_info(&mut zip, input, &dist_info)?;
+    let mut un = Unpacked {
+        name,
+        dist_info,
+        data_dir,
+        wheel: meta.wheel,
+        metadata: meta.metadata,
+        files: BTreeMap::new(),
+        dirs: BTreeMap::new(),
+        warnings: Vec::new(),
+        bytes,
+    };
+    let mut inflater = Inflater {
+        input,
+        dir,
+        limits,
+        buf: vec![0u8; 1 << 20],
+        total: 0,
+        wheel_bytes: bytes,
+        budget: limits.budget(bytes),
+        progress,
+    };
+    // What the central directory says it inflates to: only shown.
+    let declared: u64 = (0..zip.len())
+        .filter_map(|i| zip.by_index_raw(i).ok().map(|e| e.size()))
+        .fold(0, u64::saturating_add);
+    crate::pipeline::phase(progress, &format!("unpacking {}", un.name), declared);
+    for i in 0..zip.len() {
+        inflater.entry(&mut zip, i, &mut un, &meta.expected, &meta.record_name)?;
+    }
+    for p in meta.expected.keys() {
+        if !un.files.contains_key(p) {
+            un.warnings
+                .push(format!("RECORD lists {p}, which is not in the wheel"));
+        }
+    }
+    if !un.files.contains_key(&meta.record_name) {
+        return Err(Error::invalid(input, format!("no {}", meta.record_name)));
+    }
+    Ok(un)
+}
+
+/// The wheel's parsed file name, its size, and its zip directory, whose
+/// entry names are all distinct.
+fn open_wheel(input: &Path) -> Result<(WheelName, u64, zip::ZipArchive<File>)> {
     let file_name = input
         .file_name()
         .and_then(|n| n.to_str())
@@ -169,7 +267,7 @@ pub(crate) fn unpack(input: &Path, dir: &Path, limits: &Limits) -> Result<Unpack
         .metadata()
         .map_err(|e| Error::io(input, "cannot stat", e))?
         .len();
-    let mut zip = zip::ZipArchive::new(file).map_err(|e| Error::zip(input, "not a zip file", e))?;
+    let zip = zip::ZipArchive::new(file).map_err(|e| Error::zip(input, "not a zip file", e))?;
     // The zip crate indexes entries by name, so of two entries with one
     // name it keeps the last; which one an installer unpacks is undefined.
     // Compare with the count the central directory itself declares.
@@ -184,7 +282,16 @@ pub(crate) fn unpack(input: &Path, dir: &Path, limits: &Limits) -> Result<Unpack
             ),
         ));
     }
-    // The one top-level `.dist-info` directory.
+    Ok((name, bytes, zip))
+}
+
+/// The one top-level `.dist-info` directory, which must belong to the
+/// wheel's distribution, and the matching `.data` directory.
+fn find_dist_info(
+    input: &Path,
+    zip: &zip::ZipArchive<File>,
+    name: &WheelName,
+) -> Result<(String, String)> {
     let mut dist_infos: Vec<String> = zip
         .file_names()
         .filter_map(|n| n.split_once('/').map(|(top, _)| top))
@@ -215,8 +322,25 @@ pub(crate) fn unpack(input: &Path, dir: &Path, limits: &Limits) -> Result<Unpack
         ));
     }
     let data_dir = format!("{stem}.data");
+    Ok((dist_info, data_dir))
+}
 
-    let wheel_text = read_small(&mut zip, input, &format!("{dist_info}/WHEEL"))?;
+/// WHEEL, METADATA and RECORD of a wheel, checked.
+struct DistInfo {
+    wheel: Headers,
+    metadata: Headers,
+    /// RECORD's rows: path → (hash, size).
+    expected: BTreeMap<String, (String, Option<u64>)>,
+    /// `<dist-info>/RECORD`.
+    record_name: String,
+}
+
+fn read_dist_info(
+    zip: &mut zip::ZipArchive<File>,
+    input: &Path,
+    dist_info: &str,
+) -> Result<DistInfo> {
+    let wheel_text = read_small(zip, input, &format!("{dist_info}/WHEEL"), MAX_METADATA)?;
     let wheel = Headers::parse(&wheel_text)
         .map_err(|e| Error::invalid(input, format!("{dist_info}/WHEEL")).with_source(e))?;
     let version = wheel
@@ -228,7 +352,7 @@ pub(crate) fn unpack(input: &Path, dir: &Path, limits: &Limits) -> Result<Unpack
             format!("Wheel-Version {version} is not supported (major version 1 only)"),
         ));
     }
-    let metadata_text = read_small(&mut zip, input, &format!("{dist_info}/METADATA"))?;
+    let metadata_text = read_small(zip, input, &format!("{dist_info}/METADATA"), MAX_METADATA)?;
     let metadata = Headers::parse(&metadata_text)
         .map_err(|e| Error::invalid(input, format!("{dist_info}/METADATA")).with_source(e))?;
     for field in ["Name", "Version"] {
@@ -240,10 +364,10 @@ pub(crate) fn unpack(input: &Path, dir: &Path, limits: &Limits) -> Result<Unpack
         }
     }
     let record_name = format!("{dist_info}/RECORD");
-    let record_text = read_small(&mut zip, input, &record_name)?;
+    let record_text = read_small(zip, input, &record_name, MAX_RECORD)?;
     let record = parse_record(&record_text)
         .map_err(|e| Error::invalid(input, record_name.as_str()).with_source(e))?;
-    let mut expected: BTreeMap<String, (String, Option<u64>)> = BTreeMap::new();
+    let mut expected = BTreeMap::new();
     for r in record {
         if expected.insert(r.path.clone(), (r.hash, r.size)).is_some() {
             return Err(Error::invalid(
@@ -252,177 +376,250 @@ pub(crate) fn unpack(input: &Path, dir: &Path, limits: &Limits) -> Result<Unpack
             ));
         }
     }
-    let unhashed = |p: &str| {
-        p == record_name || p == format!("{record_name}.jws") || p == format!("{record_name}.p7s")
-    };
-
-    let mut un = Unpacked {
-        name,
-        dist_info,
-        data_dir,
+    Ok(DistInfo {
         wheel,
         metadata,
-        files: BTreeMap::new(),
-        dirs: BTreeMap::new(),
-        warnings: Vec::new(),
-        bytes,
-    };
-    let mut buf = vec![0u8; 1 << 20];
-    let mut total = 0u64;
-    for i in 0..zip.len() {
+        expected,
+        record_name,
+    })
+}
+
+/// RECORD itself and its signatures carry no hash.
+fn unhashed(record_name: &str, p: &str) -> bool {
+    p == record_name || p == format!("{record_name}.jws") || p == format!("{record_name}.p7s")
+}
+
+/// What inflating one entry gave.
+struct Inflated {
+    size: u64,
+    crc: u32,
+    digest: [u8; 32],
+}
+
+/// Inflates entries one by one, counting every byte against the limits.
+struct Inflater<'a> {
+    input: &'a Path,
+    dir: &'a Path,
+    limits: &'a Limits,
+    buf: Vec<u8>,
+    /// Bytes inflated so far, all entries.
+    total: u64,
+    /// Size of the wheel file.
+    wheel_bytes: u64,
+    /// Most bytes all entries may inflate to ([`Limits::budget`]).
+    budget: u64,
+    progress: Option<&'a dyn Progress>,
+}
+
+impl Inflater<'_> {
+    /// Check, inflate and record entry `i`.
+    fn entry(
+        &mut self,
+        zip: &mut zip::ZipArchive<File>,
+        i: usize,
+        un: &mut Unpacked,
+        expected: &BTreeMap<String, (String, Option<u64>)>,
+        record_name: &str,
+    ) -> Result<()> {
+        let input = self.input;
         let mut entry = zip
             .by_index(i)
             .map_err(|e| Error::zip(input, &format!("entry #{i}"), e))?;
         let path = entry.name().to_string();
-        check_path(&path).map_err(|e| Error::invalid(input, e))?;
-        // A symlink entry would become a regular file holding the target's
-        // name; installers disagree on them, so a wheel may not hold any.
-        if entry
-            .unix_mode()
-            .is_some_and(|m| m & 0o170_000 == 0o120_000)
-        {
-            return Err(Error::invalid(
-                input,
-                format!("entry {path} is a symbolic link"),
-            ));
-        }
-        let mode = entry
-            .unix_mode()
-            .map(|m| m & 0o777)
-            .filter(|m| *m != 0)
-            .unwrap_or(0o644);
-        if entry.is_dir() {
-            un.dirs.insert(path.trim_end_matches('/').to_string(), mode);
-            continue;
-        }
-        if un.files.contains_key(&path) {
-            return Err(Error::invalid(input, format!("entry {path} appears twice")));
-        }
+        let Some(mode) = entry_mode(input, &entry, &path, un)? else {
+            return Ok(());
+        };
         // Kept entries are only hashed: the host wheel copies their
         // compressed bytes straight from the input.
         let dest = match un.route(&path) {
-            Route::Split(scheme, rel) => Some(dir.join(scheme).join(&rel)),
+            Route::Split(scheme, rel) => Some(self.dir.join(scheme).join(&rel)),
             Route::Keep => None,
         };
-        if let Some(parent) = dest.as_ref().and_then(|d| d.parent()) {
-            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, "cannot create", e))?;
-        }
-        let mut out = match &dest {
-            Some(d) => Some(File::create(d).map_err(|e| Error::io(d, "cannot create", e))?),
-            None => None,
-        };
-        let mut hasher = sha2::Sha256::new();
-        let mut crc = crc32fast::Hasher::new();
-        let mut size = 0u64;
-        let (want_size, want_crc) = (entry.size(), entry.crc32());
-        let max_entry = limits
-            .max_ratio
-            .saturating_mul(entry.compressed_size())
-            .max(Limits::RATIO_FLOOR);
-        loop {
-            let n = entry.read(&mut buf).map_err(|e| {
-                Error::invalid(input, format!("entry {path}: cannot decompress")).with_source(e)
-            })?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buf[..n]);
-            crc.update(&buf[..n]);
-            size += n as u64;
-            total += n as u64;
-            // Checked while inflating, before anything more is written.
-            if total > limits.max_unpacked_size {
-                return Err(Error::invalid(
-                    input,
-                    format!(
-                        "entry {path}: the wheel inflates to more than {} bytes (raise the limit with --max-unpacked-size)",
-                        limits.max_unpacked_size
-                    ),
-                ));
-            }
-            if size > max_entry {
-                return Err(Error::invalid(
-                    input,
-                    format!(
-                        "entry {path} inflates to more than {} times its {} stored bytes: a zip bomb?",
-                        limits.max_ratio,
-                        entry.compressed_size()
-                    ),
-                ));
-            }
-            if let (Some(out), Some(d)) = (&mut out, &dest) {
-                out.write_all(&buf[..n])
-                    .map_err(|e| Error::io(d, "cannot write", e))?;
-            }
-        }
+        let got = self.inflate(&mut entry, &path, dest.as_deref())?;
         // Kept entries are copied as raw compressed bytes with the input's
         // size and CRC fields: they must describe what the bytes inflate to,
         // or the host wheel is one that `zipfile` refuses ("Bad CRC-32").
-        let got_crc = crc.finalize();
-        if size != want_size || got_crc != want_crc {
+        let (want_size, want_crc) = (entry.size(), entry.crc32());
+        if got.size != want_size || got.crc != want_crc {
             return Err(Error::invalid(
                 input,
                 format!(
-                    "entry {path} inflates to {size} bytes with CRC-32 {got_crc:08x}, its header says {want_size} bytes with {want_crc:08x}"
+                    "entry {path} inflates to {} bytes with CRC-32 {:08x}, its header says {want_size} bytes with {want_crc:08x}",
+                    got.size, got.crc
                 ),
             ));
         }
-        drop(out);
         if let Some(d) = &dest {
             set_mode(d, mode | 0o600)?;
         }
-        let digest: [u8; 32] = hasher.finalize().into();
-        match expected.get(&path) {
-            _ if unhashed(&path) => {}
-            None => {
-                return Err(Error::invalid(
-                    input,
-                    format!("entry {path} is not listed in RECORD"),
-                ));
-            }
-            Some((hash, want_size)) => {
-                let ok = hash_matches(hash, &digest, |algo| rehash(input, &path, algo))
-                    .map_err(|e| Error::invalid(input, format!("RECORD entry {path}: {e}")))?;
-                if !ok {
-                    return Err(Error::invalid(
-                        input,
-                        format!(
-                            "entry {path} does not match its RECORD hash {hash} (got {})",
-                            format_sha256(&digest)
-                        ),
-                    ));
-                }
-                if want_size.is_some_and(|s| s != size) {
-                    return Err(Error::invalid(
-                        input,
-                        format!(
-                            "entry {path} is {size} bytes, RECORD says {}",
-                            want_size.unwrap_or(0)
-                        ),
-                    ));
-                }
-            }
+        if !unhashed(record_name, &path) {
+            check_record(input, &path, expected.get(&path), &got)?;
         }
         un.files.insert(
             path,
             FileMeta {
                 mode,
                 index: i,
-                size,
-                hash: format_sha256(&digest),
+                size: got.size,
+                hash: format_sha256(&got.digest),
             },
         );
+        Ok(())
     }
-    for p in expected.keys() {
-        if !un.files.contains_key(p) {
-            un.warnings
-                .push(format!("RECORD lists {p}, which is not in the wheel"));
+
+    /// Inflate `entry` into `dest` (if any), hashing it, within the limits.
+    fn inflate(
+        &mut self,
+        entry: &mut zip::read::ZipFile<'_, File>,
+        path: &str,
+        dest: Option<&Path>,
+    ) -> Result<Inflated> {
+        let input = self.input;
+        if let Some(parent) = dest.and_then(|d| d.parent()) {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, "cannot create", e))?;
         }
+        let mut out = match dest {
+            Some(d) => Some(File::create(d).map_err(|e| Error::io(d, "cannot create", e))?),
+            None => None,
+        };
+        let mut hasher = sha2::Sha256::new();
+        let mut crc = crc32fast::Hasher::new();
+        let mut size = 0u64;
+        let max_entry = self
+            .limits
+            .max_ratio
+            .saturating_mul(entry.compressed_size())
+            .max(Limits::RATIO_FLOOR);
+        loop {
+            let n = entry.read(&mut self.buf).map_err(|e| {
+                Error::invalid(input, format!("entry {path}: cannot decompress")).with_source(e)
+            })?;
+            if n == 0 {
+                break;
+            }
+            let chunk = &self.buf[..n];
+            hasher.update(chunk);
+            crc.update(chunk);
+            size += n as u64;
+            self.total += n as u64;
+            // Checked while inflating, before anything more is written.
+            self.check_limits(path, size, max_entry, entry.compressed_size())?;
+            crate::pipeline::advance(self.progress, n as u64);
+            if let (Some(out), Some(d)) = (&mut out, dest) {
+                out.write_all(chunk)
+                    .map_err(|e| Error::io(d, "cannot write", e))?;
+            }
+        }
+        Ok(Inflated {
+            size,
+            crc: crc.finalize(),
+            digest: hasher.finalize().into(),
+        })
     }
-    if !un.files.contains_key(&record_name) {
-        return Err(Error::invalid(input, format!("no {record_name}")));
+
+    fn check_limits(&self, path: &str, size: u64, max_entry: u64, stored: u64) -> Result<()> {
+        if self.total > self.budget && self.budget < self.limits.max_unpacked_size {
+            return Err(Error::invalid(
+                self.input,
+                format!(
+                    "entry {path}: the wheel inflates to more than {} bytes, {} times its {} bytes: a zip bomb? (raise the limit with --max-unpacked-size)",
+                    self.budget, self.limits.max_wheel_ratio, self.wheel_bytes
+                ),
+            ));
+        }
+        if self.total > self.limits.max_unpacked_size {
+            return Err(Error::invalid(
+                self.input,
+                format!(
+                    "entry {path}: the wheel inflates to more than {} bytes (raise the limit with --max-unpacked-size)",
+                    self.limits.max_unpacked_size
+                ),
+            ));
+        }
+        if size > max_entry {
+            return Err(Error::invalid(
+                self.input,
+                format!(
+                    "entry {path} inflates to more than {} times its {stored} stored bytes: a zip bomb?",
+                    self.limits.max_ratio,
+                ),
+            ));
+        }
+        Ok(())
     }
-    Ok(un)
+}
+
+/// The checks on an entry before it is inflated: a safe path, no symlink.
+/// Directory entries are recorded in `un.dirs` (`None`); a file's Unix
+/// mode is returned.
+fn entry_mode(
+    input: &Path,
+    entry: &zip::read::ZipFile<'_, File>,
+    path: &str,
+    un: &mut Unpacked,
+) -> Result<Option<u32>> {
+    check_path(path).map_err(|e| Error::invalid(input, e))?;
+    // A symlink entry would become a regular file holding the target's
+    // name; installers disagree on them, so a wheel may not hold any.
+    if entry
+        .unix_mode()
+        .is_some_and(|m| m & 0o170_000 == 0o120_000)
+    {
+        return Err(Error::invalid(
+            input,
+            format!("entry {path} is a symbolic link"),
+        ));
+    }
+    let mode = entry
+        .unix_mode()
+        .map(|m| m & 0o777)
+        .filter(|m| *m != 0)
+        .unwrap_or(0o644);
+    if entry.is_dir() {
+        un.dirs.insert(path.trim_end_matches('/').to_string(), mode);
+        return Ok(None);
+    }
+    if un.files.contains_key(path) {
+        return Err(Error::invalid(input, format!("entry {path} appears twice")));
+    }
+    Ok(Some(mode))
+}
+
+/// An inflated entry against its RECORD row (hash and size).
+fn check_record(
+    input: &Path,
+    path: &str,
+    row: Option<&(String, Option<u64>)>,
+    got: &Inflated,
+) -> Result<()> {
+    let Some((hash, want_size)) = row else {
+        return Err(Error::invalid(
+            input,
+            format!("entry {path} is not listed in RECORD"),
+        ));
+    };
+    let ok = hash_matches(hash, &got.digest, |algo| rehash(input, path, algo))
+        .map_err(|e| Error::invalid(input, format!("RECORD entry {path}: {e}")))?;
+    if !ok {
+        return Err(Error::invalid(
+            input,
+            format!(
+                "entry {path} does not match its RECORD hash {hash} (got {})",
+                format_sha256(&got.digest)
+            ),
+        ));
+    }
+    if want_size.is_some_and(|s| s != got.size) {
+        return Err(Error::invalid(
+            input,
+            format!(
+                "entry {path} is {} bytes, RECORD says {}",
+                got.size,
+                want_size.unwrap_or(0)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The entry count the end-of-central-directory record (or its zip64
@@ -611,7 +808,7 @@ mod tests {
 
     fn unpack_err(input: &Path, limits: &Limits) -> String {
         let out = tempfile::tempdir().unwrap();
-        let e = unpack(input, out.path(), limits).expect_err("must be refused");
+        let e = unpack(input, out.path(), limits, None).expect_err("must be refused");
         assert_eq!(e.kind(), crate::ErrorKind::Invalid, "{e}");
         e.to_string()
     }
@@ -621,7 +818,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let w = wheel(tmp.path(), &[("p/__init__.py", b"x = 1\n", 0o644)], 0);
         let out = tempfile::tempdir().unwrap();
-        let un = unpack(&w, out.path(), &Limits::default()).unwrap();
+        let un = unpack(&w, out.path(), &Limits::default(), None).unwrap();
         assert!(un.files.contains_key("p/__init__.py"));
     }
 
@@ -634,6 +831,7 @@ mod tests {
         let limits = Limits {
             max_unpacked_size: 8 << 20,
             max_ratio: u64::MAX,
+            max_wheel_ratio: u64::MAX,
         };
         let e = unpack_err(&w, &limits);
         assert!(
@@ -648,8 +846,9 @@ mod tests {
         let limits = Limits {
             max_unpacked_size: 64 << 20,
             max_ratio: u64::MAX,
+            max_wheel_ratio: u64::MAX,
         };
-        unpack(&w, out.path(), &limits).unwrap();
+        unpack(&w, out.path(), &limits, None).unwrap();
     }
 
     /// Rewrite every `from` in `bytes` to `to` (same length).
@@ -717,5 +916,99 @@ mod tests {
         let w = wheel(tmp.path(), &[("C:/x", b"1", 0o644)], 0);
         let e = unpack_err(&w, &Limits::default());
         assert!(e.contains("unsafe or non-canonical path \"C:/x\""), "{e}");
+    }
+
+    /// A wheel whose METADATA is `metadata` (every hash right).
+    fn wheel_with_metadata(dir: &Path, metadata: &[u8]) -> PathBuf {
+        let path = dir.join("p-1-py3-none-any.whl");
+        let mut z = zip::ZipWriter::new(File::create(&path).unwrap());
+        let opts =
+            SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+        let mut record = String::new();
+        for (name, bytes) in [
+            ("p-1.dist-info/WHEEL", WHEEL_FILE.as_bytes()),
+            ("p-1.dist-info/METADATA", metadata),
+        ] {
+            z.start_file(name, opts.large_file(true)).unwrap();
+            z.write_all(bytes).unwrap();
+            let hash = crate::record::record_hash(bytes);
+            record += &format!("{name},{hash},{}\n", bytes.len());
+        }
+        record += "p-1.dist-info/RECORD,,\n";
+        z.start_file("p-1.dist-info/RECORD", opts).unwrap();
+        z.write_all(record.as_bytes()).unwrap();
+        z.finish().unwrap();
+        path
+    }
+
+    #[test]
+    fn refuses_metadata_over_its_cap_with_a_short_message() {
+        let tmp = tempfile::tempdir().unwrap();
+        // One 24 MiB line: over the cap, and a message that quoted it
+        // whole would be megabytes long.
+        let mut metadata = b"Metadata-Version: 2.1\nName: p\nVersion: 1\n".to_vec();
+        metadata.resize(metadata.len() + (24 << 20), b'x');
+        let w = wheel_with_metadata(tmp.path(), &metadata);
+        let e = unpack_err(&w, &Limits::default());
+        assert!(e.len() < 300, "{} bytes: {}", e.len(), &e[..300]);
+        assert!(e.contains("METADATA is larger than 4194304 bytes"), "{e}");
+        // Under the cap, a bad line is quoted by a short prefix only.
+        let mut metadata = b"Metadata-Version: 2.1\n".to_vec();
+        metadata.resize(metadata.len() + (1 << 20), b'x');
+        let w = wheel_with_metadata(tmp.path(), &metadata);
+        let e = unpack_err(&w, &Limits::default());
+        assert!(e.len() < 300, "{} bytes", e.len());
+    }
+
+    #[test]
+    fn refuses_a_wheel_whose_small_entries_add_up_to_a_bomb() {
+        let tmp = tempfile::tempdir().unwrap();
+        // Eight entries of 16 MiB zeros: each under the entry ratio's
+        // floor, 128 MiB from a wheel of some 130 KB.
+        let path = tmp.path().join("one.zip");
+        let mut one = zip::ZipWriter::new(File::create(&path).unwrap());
+        let opts =
+            SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+        one.start_file("z", opts).unwrap();
+        let zeros = vec![0u8; 16 << 20];
+        one.write_all(&zeros).unwrap();
+        one.finish().unwrap();
+        let mut one = zip::ZipArchive::new(File::open(&path).unwrap()).unwrap();
+        let w = tmp.path().join("p-1-py3-none-any.whl");
+        let mut z = zip::ZipWriter::new(File::create(&w).unwrap());
+        let mut record = String::new();
+        let hash = crate::record::record_hash(&zeros);
+        for i in 0..8 {
+            let name = format!("p/z{i}");
+            z.raw_copy_file_rename(one.by_index_raw(0).unwrap(), &name)
+                .unwrap();
+            record += &format!("{name},{hash},{}\n", zeros.len());
+        }
+        for (name, text) in [
+            ("p-1.dist-info/WHEEL", WHEEL_FILE),
+            ("p-1.dist-info/METADATA", METADATA),
+        ] {
+            z.start_file(name, opts).unwrap();
+            z.write_all(text.as_bytes()).unwrap();
+            let hash = crate::record::record_hash(text.as_bytes());
+            record += &format!("{name},{hash},{}\n", text.len());
+        }
+        record += "p-1.dist-info/RECORD,,\n";
+        z.start_file("p-1.dist-info/RECORD", opts).unwrap();
+        z.write_all(record.as_bytes()).unwrap();
+        z.finish().unwrap();
+        let e = unpack_err(&w, &Limits::default());
+        assert!(
+            e.contains("the wheel inflates to more than 67108864 bytes, 50 times its"),
+            "{e}"
+        );
+        // Raised (as --max-unpacked-size does), it unpacks.
+        let out = tempfile::tempdir().unwrap();
+        let limits = Limits {
+            max_unpacked_size: 1 << 30,
+            max_ratio: u64::MAX,
+            max_wheel_ratio: u64::MAX,
+        };
+        unpack(&w, out.path(), &limits, None).unwrap();
     }
 }

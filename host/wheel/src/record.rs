@@ -7,6 +7,8 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::Digest;
 
+use crate::error::quote;
+
 /// One RECORD row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordEntry {
@@ -46,16 +48,17 @@ pub(crate) fn hash_matches(
     bytes: impl FnOnce(&str) -> Option<Vec<u8>>,
 ) -> Result<bool, String> {
     let Some((algo, digest)) = hash.split_once('=') else {
-        return Err(format!("hash {hash:?} is not `algorithm=digest`"));
+        return Err(format!("hash {} is not `algorithm=digest`", quote(hash)));
     };
     let want = URL_SAFE_NO_PAD
         .decode(digest.trim_end_matches('='))
-        .map_err(|e| format!("hash {hash:?} is not URL-safe base64: {e}"))?;
+        .map_err(|e| format!("hash {} is not URL-safe base64: {e}", quote(hash)))?;
     match algo {
         "sha256" => Ok(want.as_slice() == sha256.as_slice()),
         "sha384" | "sha512" => Ok(bytes(algo).is_some_and(|got| got == want)),
         _ => Err(format!(
-            "hash algorithm {algo:?} is not allowed in a wheel (sha256 or stronger)"
+            "hash algorithm {} is not allowed in a wheel (sha256 or stronger)",
+            quote(algo)
         )),
     }
 }
@@ -67,82 +70,92 @@ pub fn parse_record(text: &str) -> Result<Vec<RecordEntry>, RecordError> {
     let mut row = 0;
     while chars.peek().is_some() {
         row += 1;
-        let mut fields: Vec<String> = Vec::new();
-        let mut field = String::new();
-        let mut quoted = false;
-        let mut at_start = true;
-        loop {
-            let c = chars.next();
-            if quoted {
-                match c {
-                    Some('"') if chars.peek() == Some(&'"') => {
-                        chars.next();
-                        field.push('"');
-                    }
-                    Some('"') => {
-                        quoted = false;
-                        if !matches!(chars.peek(), None | Some(',' | '\r' | '\n')) {
-                            return Err(RecordError {
-                                row,
-                                message: "text after a closing quote".into(),
-                            });
-                        }
-                    }
-                    Some(c) => field.push(c),
-                    None => {
-                        return Err(RecordError {
-                            row,
-                            message: "unterminated quoted field".into(),
-                        });
-                    }
-                }
-                continue;
-            }
-            match c {
-                Some('"') if at_start => {
-                    quoted = true;
-                    at_start = false;
-                }
-                Some(',') => {
-                    fields.push(std::mem::take(&mut field));
-                    at_start = true;
-                }
-                Some('\r') if chars.peek() == Some(&'\n') => {}
-                Some('\n') | None => {
-                    fields.push(std::mem::take(&mut field));
-                    break;
-                }
-                Some(c) => {
-                    field.push(c);
-                    at_start = false;
-                }
-            }
-        }
+        let fields = csv_row(&mut chars, row)?;
         if fields.len() == 1 && fields[0].is_empty() {
             continue; // blank line
         }
-        let [path, hash, size]: [String; 3] =
-            fields.try_into().map_err(|f: Vec<String>| RecordError {
-                row,
-                message: format!("{} fields, want 3 (path,hash,size)", f.len()),
-            })?;
-        if path.is_empty() {
-            return Err(RecordError {
-                row,
-                message: "empty path".into(),
-            });
-        }
-        let size = if size.is_empty() {
-            None
-        } else {
-            Some(size.parse::<u64>().map_err(|_| RecordError {
-                row,
-                message: format!("size {size:?} is not a number"),
-            })?)
-        };
-        rows.push(RecordEntry { path, hash, size });
+        rows.push(record_entry(fields, row)?);
     }
     Ok(rows)
+}
+
+/// The fields of one CSV row (Python's `csv` dialect), up to and
+/// including its line end.
+fn csv_row(
+    chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
+    row: usize,
+) -> Result<Vec<String>, RecordError> {
+    let err = |message: &str| RecordError {
+        row,
+        message: message.into(),
+    };
+    let mut fields: Vec<String> = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut at_start = true;
+    loop {
+        let c = chars.next();
+        if quoted {
+            match c {
+                Some('"') if chars.peek() == Some(&'"') => {
+                    chars.next();
+                    field.push('"');
+                }
+                Some('"') => {
+                    quoted = false;
+                    if !matches!(chars.peek(), None | Some(',' | '\r' | '\n')) {
+                        return Err(err("text after a closing quote"));
+                    }
+                }
+                Some(c) => field.push(c),
+                None => return Err(err("unterminated quoted field")),
+            }
+            continue;
+        }
+        match c {
+            Some('"') if at_start => {
+                quoted = true;
+                at_start = false;
+            }
+            Some(',') => {
+                fields.push(std::mem::take(&mut field));
+                at_start = true;
+            }
+            Some('\r') if chars.peek() == Some(&'\n') => {}
+            Some('\n') | None => {
+                fields.push(std::mem::take(&mut field));
+                return Ok(fields);
+            }
+            Some(c) => {
+                field.push(c);
+                at_start = false;
+            }
+        }
+    }
+}
+
+/// A row's three fields as a [`RecordEntry`].
+fn record_entry(fields: Vec<String>, row: usize) -> Result<RecordEntry, RecordError> {
+    let [path, hash, size]: [String; 3] =
+        fields.try_into().map_err(|f: Vec<String>| RecordError {
+            row,
+            message: format!("{} fields, want 3 (path,hash,size)", f.len()),
+        })?;
+    if path.is_empty() {
+        return Err(RecordError {
+            row,
+            message: "empty path".into(),
+        });
+    }
+    let size = if size.is_empty() {
+        None
+    } else {
+        Some(size.parse::<u64>().map_err(|_| RecordError {
+            row,
+            message: format!("size {} is not a number", quote(&size)),
+        })?)
+    };
+    Ok(RecordEntry { path, hash, size })
 }
 
 fn csv_field(out: &mut String, f: &str) {

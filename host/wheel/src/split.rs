@@ -13,7 +13,8 @@ use zip::DateTime;
 use crate::error::{Error, ErrorKind, Result};
 use crate::headers::Headers;
 use crate::name::{escape, is_valid_name, normalize};
-use crate::reader::{Limits, Route, SPLIT_SCHEMES, Unpacked, list_files, unpack};
+use crate::pipeline::{self, Progress, Staged};
+use crate::reader::{Limits, Route, SPLIT_SCHEMES, Unpacked, list_files};
 use crate::writer::{WheelWriter, ZIP_EPOCH, zip_time};
 
 /// How to split a wheel. Build it with [`WheelOptions::new`] and adjust fields.
@@ -61,6 +62,8 @@ pub struct WheelOptions<'a> {
     /// [`group`](Self::group) is an error: one archive cannot be split
     /// across device wheels.
     pub archive_group: kpack_amdgpu::Level,
+    /// Where to report the phases and bytes done, if anywhere.
+    pub progress: Option<&'a dyn Progress>,
 }
 
 impl std::fmt::Debug for WheelOptions<'_> {
@@ -78,6 +81,7 @@ impl std::fmt::Debug for WheelOptions<'_> {
             .field("targets", &self.targets)
             .field("group", &self.group)
             .field("archive_group", &self.archive_group)
+            .field("progress", &self.progress.is_some())
             .finish()
     }
 }
@@ -105,6 +109,7 @@ impl WheelOptions<'_> {
             targets: kpack_amdgpu::TargetFilter::default(),
             group: None,
             archive_group: kpack_amdgpu::Level::Target,
+            progress: None,
         }
     }
 }
@@ -221,6 +226,10 @@ pub(crate) fn refuse_existing(dest: &Path, force: bool) -> Result<()> {
 
 /// Split `input` into `out_dir` (created if missing; must not be the
 /// input's directory, since the host wheel has the input's file name).
+///
+/// Phases: read (unpack and check), transform (each scheme tree split by
+/// [`split_prefix`]), plan (the host wheel and one device wheel per
+/// group), write (all wheels, in parallel) and commit (renamed into place).
 pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Result<WheelReport> {
     check_archive_group(input, opts)?;
     if !opts.dry_run {
@@ -234,405 +243,467 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     } else {
         out_dir.to_path_buf()
     };
-    let staging = tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("wheel"))
-        .tempdir_in(&staging_in)
-        .map_err(|e| Error::io(&staging_in, "cannot create a staging directory", e))?;
-    let src = staging.path().join("src");
-    std::fs::create_dir_all(&src).map_err(|e| Error::io(&src, "cannot create", e))?;
-    let un = unpack(input, &src, &opts.limits)?;
-
-    let host_name = un
-        .metadata
-        .get("Name")
-        .unwrap_or(&un.name.distribution)
-        .to_string();
-    let version = un
-        .metadata
-        .get("Version")
-        .unwrap_or(&un.name.version)
-        .to_string();
-    let device_prefix = opts
-        .device_prefix
-        .clone()
-        .unwrap_or_else(|| format!("{host_name}-device"));
-    let archive_dir = opts
-        .archive_dir
-        .clone()
-        .unwrap_or_else(|| format!("_{}_kpack", escape(&host_name)));
-    let bad_dir = archive_dir.is_empty()
-        || archive_dir.starts_with('/')
-        || archive_dir.contains('\\')
-        || archive_dir
-            .split('/')
-            .any(|c| c.is_empty() || c == "." || c == "..");
-    if bad_dir {
-        return Err(Error::invalid(
-            input,
-            format!("archive directory {archive_dir:?} is not a plain relative path"),
-        ));
+    let st = pipeline::read(input, &staging_in, &opts.limits, opts.progress)?;
+    let names = Names::of(input, &st.un, opts)?;
+    refuse_device_wheel(input, &st.un, "split")?;
+    let mut warnings = st.un.warnings.clone();
+    let tags: Vec<String> = st.un.wheel.get_all("Tag").map(str::to_string).collect();
+    pipeline::phase(opts.progress, "offloading device code", 0);
+    let split = split_schemes(input, &st, &names, opts, &mut warnings)?;
+    let out_stage = st.path().join("out");
+    std::fs::create_dir_all(&out_stage).map_err(|e| Error::io(&out_stage, "cannot create", e))?;
+    let input_report = pipeline::input_report(input, &st.un, &names.host);
+    let mut report = WheelReport {
+        host: WheelFile {
+            path: out_dir.join(&input_report.file),
+            ..input_report.clone()
+        },
+        input: input_report,
+        version: names.version.clone(),
+        tags,
+        device_code: false,
+        devices: Vec::new(),
+        binaries: split.binaries,
+        databases: split.databases,
+        warnings: Vec::new(),
+        excluded: split.excluded,
+    };
+    if report.binaries.is_empty() && split.archs.is_empty() {
+        // Nothing to split: the wheel is its own host wheel.
+        let dest = &report.host.path;
+        pipeline::copy_unchanged(input, &out_stage, dest, opts.force, opts.dry_run)?;
+        report.warnings = warnings;
+        return Ok(report);
     }
-    refuse_device_wheel(input, &un, "split")?;
-    let mut warnings = un.warnings.clone();
-    let tags: Vec<String> = un.wheel.get_all("Tag").map(str::to_string).collect();
+    let rewritten: BTreeSet<&str> = report.binaries.iter().map(|b| b.path.as_str()).collect();
+    let mut jobs = vec![host_job(&st, &names, &rewritten, &mut warnings)?];
+    let groups = group_archs(&split.archs, opts.group, &mut warnings);
+    if opts.group.is_some() {
+        extras_metadata(&st, &names, &groups, &mut jobs[0])?;
+    }
+    for (key, members) in &groups {
+        jobs.push(device_job(input, &st, &names, key, members)?);
+    }
+    refuse_alike_names(input, &jobs)?;
+    let time = zip_time(opts.mtime);
+    let written = pipeline::write_all(&jobs, input, &out_stage, time, opts.progress)?;
+    record_written(&mut report, &jobs, written, out_dir, opts.group.is_some());
+    if !opts.dry_run {
+        let files: Vec<&str> = jobs.iter().map(|j| j.file.as_str()).collect();
+        pipeline::commit(&files, &out_stage, out_dir, opts.force)?;
+    }
+    report.binaries.sort_by(|a, b| a.path.cmp(&b.path));
+    report.device_code = true;
+    report.warnings = warnings;
+    Ok(report)
+}
 
-    // Split each scheme tree.
-    let mut reports = Vec::new();
-    for scheme in SPLIT_SCHEMES {
-        let source = src.join(scheme);
-        if !source.is_dir() {
-            continue;
-        }
-        let component = if scheme == "root" {
-            escape(&host_name)
-        } else {
-            format!("{}.{scheme}", escape(&host_name))
-        };
-        let mut so = SplitOptions::new(component);
-        so.archive_dir = archive_dir.clone();
-        so.compression = opts.compression;
-        so.verify_hash = opts.verify_hash;
-        so.databases = opts.databases;
-        so.targets = opts.targets.clone();
-        so.archive_group = opts.archive_group;
-        let dev_root = staging.path().join("dev");
-        let arch = move |a: &str| dev_root.join(a).join(scheme);
-        let generic = staging.path().join("host").join(scheme);
-        let layout = PrefixLayout {
-            source: &source,
-            prefix: "",
-            generic: &generic,
-            arch: &arch,
-        };
-        let report = split_prefix(&layout, &so).map_err(|e| {
-            if e.kind() != kpack_split::ErrorKind::AlreadySplit {
-                return Error::split(input, e);
-            }
-            // Name the wheel entry, not the staging path it was unpacked to.
-            let entry = e
-                .path()
-                .and_then(|p| p.strip_prefix(&source).ok())
-                .and_then(|p| p.to_str())
-                .map(|rel| Unpacked::wheel_path(&un.data_dir, scheme, rel))
-                .unwrap_or_default();
-            // The split error names the staging path; this message says
-            // all of it with the wheel's own entry name instead.
-            let (what, why) = match e.path() {
-                Some(p) if p.extension().is_some_and(|x| x == "kpack") => {
-                    ("a device wheel", "is a kpack archive")
-                }
-                _ => ("a host wheel", "is already offloaded by kpack"),
-            };
-            Error::new(
-                ErrorKind::AlreadySplit,
-                Some(input.to_path_buf()),
-                format!(
-                    "{what} written by kpack wheel split ({entry} {why}): split the original fat wheel instead"
-                ),
-            )
-        })?;
-        if !report.errors.is_empty() {
-            return Err(Error::new(
-                ErrorKind::Split,
-                Some(input.to_path_buf()),
-                format!(
-                    "{} file(s) could not be split:\n  {}",
-                    report.errors.len(),
-                    report.errors.join("\n  ")
-                ),
+/// The names a split derives from the input and the options.
+struct Names {
+    /// The host distribution, as in METADATA.
+    host: String,
+    /// Its version, as in METADATA.
+    version: String,
+    /// Device wheels are `<device_prefix>-<dist name>`.
+    device_prefix: String,
+    /// Where archives go in each scheme tree (a plain relative path).
+    archive_dir: String,
+}
+
+impl Names {
+    fn of(input: &Path, un: &Unpacked, opts: &WheelOptions<'_>) -> Result<Names> {
+        let host = un
+            .metadata
+            .get("Name")
+            .unwrap_or(&un.name.distribution)
+            .to_string();
+        let version = un
+            .metadata
+            .get("Version")
+            .unwrap_or(&un.name.version)
+            .to_string();
+        let device_prefix = opts
+            .device_prefix
+            .clone()
+            .unwrap_or_else(|| format!("{host}-device"));
+        let archive_dir = opts
+            .archive_dir
+            .clone()
+            .unwrap_or_else(|| format!("_{}_kpack", escape(&host)));
+        let bad_dir = archive_dir.is_empty()
+            || archive_dir.starts_with('/')
+            || archive_dir.contains('\\')
+            || archive_dir
+                .split('/')
+                .any(|c| c.is_empty() || c == "." || c == "..");
+        if bad_dir {
+            return Err(Error::invalid(
+                input,
+                format!("archive directory {archive_dir:?} is not a plain relative path"),
             ));
         }
-        reports.push((scheme, report));
+        Ok(Names {
+            host,
+            version,
+            device_prefix,
+            archive_dir,
+        })
     }
+}
 
-    let mut binaries = Vec::new();
-    let mut databases: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
-    let mut archs: BTreeSet<String> = BTreeSet::new();
-    let mut excluded: BTreeMap<String, u64> = BTreeMap::new();
+/// What splitting the scheme trees gave, merged (paths are wheel paths).
+struct SchemeSplit {
+    binaries: Vec<BinaryReport>,
+    databases: BTreeMap<String, BTreeMap<String, u64>>,
+    archs: BTreeSet<String>,
+    excluded: BTreeMap<String, u64>,
+}
+
+/// Transform phase: each scheme tree of the staging directory split into
+/// `host/<scheme>` and `dev/<arch>/<scheme>`.
+fn split_schemes(
+    input: &Path,
+    st: &Staged,
+    names: &Names,
+    opts: &WheelOptions<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<SchemeSplit> {
+    let mut out = SchemeSplit {
+        binaries: Vec::new(),
+        databases: BTreeMap::new(),
+        archs: BTreeSet::new(),
+        excluded: BTreeMap::new(),
+    };
+    let mut reports = Vec::new();
+    for scheme in SPLIT_SCHEMES {
+        let source = st.src().join(scheme);
+        if source.is_dir() {
+            reports.push((scheme, split_scheme(input, st, names, opts, scheme)?));
+        }
+    }
     for (scheme, r) in &reports {
         for (t, n) in &r.excluded {
-            *excluded.entry(t.clone()).or_default() += n;
+            *out.excluded.entry(t.clone()).or_default() += n;
         }
         for b in &r.binaries {
             let mut b = b.clone();
-            b.path = Unpacked::wheel_path(&un.data_dir, scheme, &b.path);
-            binaries.push(b);
+            b.path = Unpacked::wheel_path(&st.un.data_dir, scheme, &b.path);
+            out.binaries.push(b);
         }
         for (h, m) in &r.databases {
             for (v, n) in m {
-                *databases
+                *out.databases
                     .entry(h.clone())
                     .or_default()
                     .entry(v.clone())
                     .or_default() += n;
             }
         }
-        archs.extend(r.bytes_out_arch.keys().cloned());
-        let src_root = src.join(scheme);
+        out.archs.extend(r.bytes_out_arch.keys().cloned());
+        let src_root = st.src().join(scheme);
         warnings.extend(
             r.warnings
                 .iter()
                 .map(|w| w.replace(&format!("{}/", src_root.display()), "")),
         );
     }
+    Ok(out)
+}
 
-    let time = zip_time(opts.mtime);
-    let out_stage = staging.path().join("out");
-    std::fs::create_dir_all(&out_stage).map_err(|e| Error::io(&out_stage, "cannot create", e))?;
-    let input_file = un.name.to_string();
-    let input_report = WheelFile {
-        file: input_file.clone(),
-        path: input.to_path_buf(),
-        distribution: host_name.clone(),
-        bytes: un.bytes,
-        files: un.files.len(),
+/// One scheme tree split by [`split_prefix`].
+fn split_scheme(
+    input: &Path,
+    st: &Staged,
+    names: &Names,
+    opts: &WheelOptions<'_>,
+    scheme: &'static str,
+) -> Result<kpack_split::PrefixReport> {
+    let source = st.src().join(scheme);
+    let component = if scheme == "root" {
+        escape(&names.host)
+    } else {
+        format!("{}.{scheme}", escape(&names.host))
     };
-
-    if binaries.is_empty() && archs.is_empty() {
-        // Nothing to split: the wheel is its own host wheel.
-        let staged = out_stage.join(&input_file);
-        std::fs::copy(input, &staged)
-            .map_err(|e| Error::io(&staged, "cannot copy the input", e))?;
-        let dest = out_dir.join(&input_file);
-        if !opts.dry_run {
-            refuse_existing(&dest, opts.force)?;
-            std::fs::rename(&staged, &dest)
-                .map_err(|e| Error::io(&dest, "cannot move into place", e))?;
-        }
-        let host = WheelFile {
-            path: dest,
-            ..input_report.clone()
-        };
-        return Ok(WheelReport {
-            input: input_report,
-            version,
-            tags,
-            device_code: false,
-            host,
-            devices: Vec::new(),
-            binaries,
-            databases,
-            warnings,
-            excluded,
-        });
+    let mut so = SplitOptions::new(component);
+    so.archive_dir = names.archive_dir.clone();
+    so.compression = opts.compression;
+    so.verify_hash = opts.verify_hash;
+    so.databases = opts.databases;
+    so.targets = opts.targets.clone();
+    so.archive_group = opts.archive_group;
+    let dev_root = st.path().join("dev");
+    let arch = move |a: &str| dev_root.join(a).join(scheme);
+    let generic = st.path().join("host").join(scheme);
+    let layout = PrefixLayout {
+        source: &source,
+        prefix: "",
+        generic: &generic,
+        arch: &arch,
+    };
+    let report =
+        split_prefix(&layout, &so).map_err(|e| split_error(input, &st.un, &source, scheme, e))?;
+    if !report.errors.is_empty() {
+        return Err(Error::new(
+            ErrorKind::Split,
+            Some(input.to_path_buf()),
+            format!(
+                "{} file(s) could not be split:\n  {}",
+                report.errors.len(),
+                report.errors.join("\n  ")
+            ),
+        ));
     }
+    Ok(report)
+}
 
-    // Host wheel: the split trees, the kept files, the input's directory
-    // entries; RECORD regenerated (signatures of the old RECORD dropped).
-    let record = format!("{}/RECORD", un.dist_info);
-    let rewritten: BTreeSet<&str> = binaries.iter().map(|b| b.path.as_str()).collect();
-    let mut host_entries = Vec::new();
+/// A [`split_prefix`] error; kpack's own outputs are named by their wheel
+/// entry, not the staging path they were unpacked to.
+fn split_error(
+    input: &Path,
+    un: &Unpacked,
+    source: &Path,
+    scheme: &str,
+    e: kpack_split::Error,
+) -> Error {
+    if e.kind() != kpack_split::ErrorKind::AlreadySplit {
+        return Error::split(input, e);
+    }
+    let entry = e
+        .path()
+        .and_then(|p| p.strip_prefix(source).ok())
+        .and_then(|p| p.to_str())
+        .map(|rel| Unpacked::wheel_path(&un.data_dir, scheme, rel))
+        .unwrap_or_default();
+    // The split error names the staging path; this message says all of it
+    // with the wheel's own entry name instead.
+    let (what, why) = match e.path() {
+        Some(p) if p.extension().is_some_and(|x| x == "kpack") => {
+            ("a device wheel", "is a kpack archive")
+        }
+        _ => ("a host wheel", "is already offloaded by kpack"),
+    };
+    Error::new(
+        ErrorKind::AlreadySplit,
+        Some(input.to_path_buf()),
+        format!(
+            "{what} written by kpack wheel split ({entry} {why}): split the original fat wheel instead"
+        ),
+    )
+}
+
+/// Plan phase, host wheel: the split trees, the kept files, the input's
+/// directory entries; RECORD regenerated (signatures of the old RECORD
+/// dropped).
+fn host_job(
+    st: &Staged,
+    names: &Names,
+    rewritten: &BTreeSet<&str>,
+    warnings: &mut Vec<String>,
+) -> Result<WheelJob> {
+    let un = &st.un;
+    let mut entries = Vec::new();
     for scheme in SPLIT_SCHEMES {
-        for (rel, p) in list_files(&staging.path().join("host").join(scheme))? {
+        for (rel, p) in list_files(&st.path().join("host").join(scheme))? {
             let path = Unpacked::wheel_path(&un.data_dir, scheme, &rel);
             let len = std::fs::metadata(&p)
                 .map_err(|e| Error::io(&p, "cannot stat", e))?
                 .len();
             let (src, mode) = match un.files.get(&path) {
                 // Copied by the splitter, not rewritten: reuse the input's bytes.
-                Some(f) if !rewritten.contains(path.as_str()) && f.size == len => (
-                    Source::Raw {
-                        index: f.index,
-                        hash: f.hash.clone(),
-                        size: f.size,
-                    },
-                    f.mode,
-                ),
+                Some(f) if !rewritten.contains(path.as_str()) && f.size == len => {
+                    (pipeline::raw(f), f.mode)
+                }
                 Some(f) => (Source::Disk(p), f.mode),
                 None => (Source::Disk(p), 0o644),
             };
-            host_entries.push(Entry { path, src, mode });
+            entries.push(Entry { path, src, mode });
         }
     }
-    for (path, meta) in &un.files {
-        if un.route(path) != Route::Keep || path.starts_with(&record) {
-            if path != &record && path.starts_with(&record) {
-                warnings.push(format!(
-                    "{path} dropped: it signs the input's RECORD, which the host wheel replaces"
-                ));
-            }
-            continue;
+    for (path, meta) in pipeline::files_but_record(un, "the host wheel", warnings) {
+        if un.route(path) == Route::Keep {
+            entries.push(Entry {
+                path: path.clone(),
+                src: pipeline::raw(meta),
+                mode: meta.mode,
+            });
         }
-        let raw = Source::Raw {
-            index: meta.index,
-            hash: meta.hash.clone(),
-            size: meta.size,
-        };
-        host_entries.push(Entry {
-            path: path.clone(),
-            src: raw,
-            mode: meta.mode,
-        });
     }
-    host_entries.sort_by_cached_key(|e| entry_order(&un.dist_info, &e.path));
-    let host_dirs: Vec<(String, u32)> = un.dirs.iter().map(|(d, m)| (d.clone(), *m)).collect();
-
-    // Device wheels.
-    let mut jobs = vec![WheelJob {
-        file: input_file.clone(),
-        distribution: host_name.clone(),
+    entries.sort_by_cached_key(|e| entry_order(&un.dist_info, &e.path));
+    Ok(WheelJob {
+        file: un.name.to_string(),
+        distribution: names.host.clone(),
         arch: None,
         members: Vec::new(),
-        dirs: host_dirs,
-        entries: host_entries,
+        dirs: un.dirs.iter().map(|(d, m)| (d.clone(), *m)).collect(),
+        entries,
         generated: Vec::new(),
-        record,
-    }];
-    let groups = group_archs(&archs, opts.group, &mut warnings);
-    if opts.group.is_some() {
-        let path = format!("{}/METADATA", un.dist_info);
-        let text = host_metadata(&un.metadata, &groups, &device_prefix, &version).to_string();
-        let file = staging.path().join("host-METADATA");
-        std::fs::write(&file, text).map_err(|e| Error::io(&file, "cannot write", e))?;
-        if let Some(e) = jobs[0].entries.iter_mut().find(|e| e.path == path) {
-            e.src = Source::Disk(file);
-        }
+        record: format!("{}/RECORD", un.dist_info),
+    })
+}
+
+/// With grouping, the host wheel's METADATA gains the `device-*` extras.
+fn extras_metadata(
+    st: &Staged,
+    names: &Names,
+    groups: &BTreeMap<String, Vec<String>>,
+    host: &mut WheelJob,
+) -> Result<()> {
+    let path = format!("{}/METADATA", st.un.dist_info);
+    let text = host_metadata(
+        &st.un.metadata,
+        groups,
+        &names.device_prefix,
+        &names.version,
+    )
+    .to_string();
+    let file = st.path().join("host-METADATA");
+    std::fs::write(&file, text).map_err(|e| Error::io(&file, "cannot write", e))?;
+    if let Some(e) = host.entries.iter_mut().find(|e| e.path == path) {
+        e.src = Source::Disk(file);
     }
-    for (key, members) in &groups {
-        let dist = format!("{device_prefix}-{}", kpack_amdgpu::dist_name(key));
-        if !is_valid_name(&dist) {
-            return Err(Error::invalid(
-                input,
-                format!(
-                    "device wheel name {dist:?} is not a valid distribution name (check --device-prefix)"
-                ),
-            ));
-        }
-        let name = un.name.with_distribution(&dist);
-        let data_dir = format!("{}.data", name.dist_stem());
-        let dist_info = format!("{}.dist-info", name.dist_stem());
-        let mut entries = Vec::new();
-        for arch in members {
-            for scheme in SPLIT_SCHEMES {
-                for (rel, p) in list_files(&staging.path().join("dev").join(arch).join(scheme))? {
-                    let host_path = Unpacked::wheel_path(&un.data_dir, scheme, &rel);
-                    let mode = un.files.get(&host_path).map_or(0o644, |f| f.mode);
-                    entries.push(Entry {
-                        path: Unpacked::wheel_path(&data_dir, scheme, &rel),
-                        src: Source::Disk(p),
-                        mode,
-                    });
-                }
+    Ok(())
+}
+
+/// Plan phase, the device wheel of group `key`: the device trees of its
+/// `members`, at the host's paths under its own `.data` directory.
+fn device_job(
+    input: &Path,
+    st: &Staged,
+    names: &Names,
+    key: &str,
+    members: &[String],
+) -> Result<WheelJob> {
+    let un = &st.un;
+    let dist = format!("{}-{}", names.device_prefix, kpack_amdgpu::dist_name(key));
+    if !is_valid_name(&dist) {
+        return Err(Error::invalid(
+            input,
+            format!(
+                "device wheel name {dist:?} is not a valid distribution name (check --device-prefix)"
+            ),
+        ));
+    }
+    let name = un.name.with_distribution(&dist);
+    let data_dir = format!("{}.data", name.dist_stem());
+    let dist_info = format!("{}.dist-info", name.dist_stem());
+    let mut entries = Vec::new();
+    for arch in members {
+        for scheme in SPLIT_SCHEMES {
+            for (rel, p) in list_files(&st.path().join("dev").join(arch).join(scheme))? {
+                let host_path = Unpacked::wheel_path(&un.data_dir, scheme, &rel);
+                let mode = un.files.get(&host_path).map_or(0o644, |f| f.mode);
+                entries.push(Entry {
+                    path: Unpacked::wheel_path(&data_dir, scheme, &rel),
+                    src: Source::Disk(p),
+                    mode,
+                });
             }
         }
-        entries.sort_by_cached_key(|e| entry_order(&dist_info, &e.path));
-        // Two processors of one group writing the same path would make one
-        // silently win: refused, naming the path.
-        if let Some(w) = entries.windows(2).find(|w| w[0].path == w[1].path) {
+    }
+    entries.sort_by_cached_key(|e| entry_order(&dist_info, &e.path));
+    // Two processors of one group writing the same path would make one
+    // silently win: refused, naming the path.
+    if let Some(w) = entries.windows(2).find(|w| w[0].path == w[1].path) {
+        return Err(Error::invalid(
+            input,
+            format!(
+                "{} is written by two processors of device wheel {dist} ({}): group by target instead",
+                w[0].path,
+                members.join(", ")
+            ),
+        ));
+    }
+    let label = if members != std::slice::from_ref(&key.to_string()) {
+        format!("{key} ({})", members.join(", "))
+    } else {
+        key.to_string()
+    };
+    let generated = vec![
+        (
+            format!("{dist_info}/METADATA"),
+            device_metadata(&dist, &names.host, &names.version, &label).to_string(),
+        ),
+        (
+            format!("{dist_info}/WHEEL"),
+            device_wheel_file(un).to_string(),
+        ),
+    ];
+    Ok(WheelJob {
+        file: name.to_string(),
+        distribution: dist,
+        arch: Some(key.to_string()),
+        members: members.to_vec(),
+        dirs: Vec::new(),
+        entries,
+        generated,
+        record: format!("{dist_info}/RECORD"),
+    })
+}
+
+/// Two wheels whose distribution names normalise alike (targets `gfx1_30`
+/// and `gfx1-30`) would be one file and one project to pip: refused before
+/// anything is written.
+fn refuse_alike_names(input: &Path, jobs: &[WheelJob]) -> Result<()> {
+    let mut seen: BTreeMap<String, &WheelJob> = BTreeMap::new();
+    for job in jobs {
+        if let Some(other) = seen.insert(normalize(&job.distribution), job) {
+            let what = |j: &WheelJob| j.arch.clone().unwrap_or_else(|| "the host".into());
             return Err(Error::invalid(
                 input,
                 format!(
-                    "{} is written by two processors of device wheel {dist} ({}): group by target instead",
-                    w[0].path,
-                    members.join(", ")
+                    "the device wheels of {} and {} would both be {}: their names normalise alike",
+                    what(other),
+                    what(job),
+                    job.file
                 ),
             ));
         }
-        let label = if members != std::slice::from_ref(key) {
-            format!("{key} ({})", members.join(", "))
-        } else {
-            key.clone()
-        };
-        let generated = vec![
-            (
-                format!("{dist_info}/METADATA"),
-                device_metadata(&dist, &host_name, &version, &label).to_string(),
-            ),
-            (
-                format!("{dist_info}/WHEEL"),
-                device_wheel_file(&un).to_string(),
-            ),
-        ];
-        jobs.push(WheelJob {
-            file: name.to_string(),
-            distribution: dist,
-            arch: Some(key.clone()),
-            members: members.clone(),
-            dirs: Vec::new(),
-            entries,
-            generated,
-            record: format!("{dist_info}/RECORD"),
-        });
     }
+    Ok(())
+}
 
-    // Write every wheel (in parallel: each is written by one thread, so its
-    // bytes do not depend on scheduling), then move them into place.
-    let written: Vec<Result<(u64, usize)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = jobs
-            .iter()
-            .map(|j| s.spawn(|| j.write(input, &out_stage.join(&j.file), time)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::new(
-                        ErrorKind::Io,
-                        None,
-                        "a wheel writer thread panicked",
-                    ))
-                })
-            })
-            .collect()
-    });
-    let mut host = None;
-    let mut devices = Vec::new();
-    for (job, w) in jobs.iter().zip(written) {
-        let (bytes, files) = w?;
-        let dest = out_dir.join(&job.file);
+/// The written wheels (size and file count per job) into `report`.
+fn record_written(
+    report: &mut WheelReport,
+    jobs: &[WheelJob],
+    written: Vec<(u64, usize)>,
+    out_dir: &Path,
+    grouped: bool,
+) {
+    for (job, (bytes, files)) in jobs.iter().zip(written) {
         let wf = WheelFile {
             file: job.file.clone(),
-            path: dest,
+            path: out_dir.join(&job.file),
             distribution: job.distribution.clone(),
             bytes,
             files,
         };
         match &job.arch {
-            None => host = Some(wf),
-            Some(arch) => {
-                let (archives, database_files) = job
-                    .entries
-                    .iter()
-                    .map(|e| e.path.clone())
-                    .partition(|p| p.ends_with(".kpack"));
-                let grouped = opts.group.is_some();
-                devices.push(DeviceWheel {
-                    arch: arch.clone(),
-                    targets: if grouped {
-                        job.members.clone()
-                    } else {
-                        Vec::new()
-                    },
-                    extra: grouped.then(|| extra_name(arch)),
-                    wheel: wf,
-                    archives,
-                    database_files,
-                });
-            }
+            None => report.host = wf,
+            Some(arch) => report.devices.push(device_report(job, arch, wf, grouped)),
         }
     }
-    for job in jobs.iter().filter(|_| !opts.dry_run) {
-        refuse_existing(&out_dir.join(&job.file), opts.force)?;
+}
+
+/// The report of a written device wheel.
+fn device_report(job: &WheelJob, arch: &str, wheel: WheelFile, grouped: bool) -> DeviceWheel {
+    let (archives, database_files) = job
+        .entries
+        .iter()
+        .map(|e| e.path.clone())
+        .partition(|p| p.ends_with(".kpack"));
+    DeviceWheel {
+        arch: arch.to_string(),
+        targets: if grouped {
+            job.members.clone()
+        } else {
+            Vec::new()
+        },
+        extra: grouped.then(|| extra_name(arch)),
+        wheel,
+        archives,
+        database_files,
     }
-    for job in jobs.iter().filter(|_| !opts.dry_run) {
-        let dest = out_dir.join(&job.file);
-        std::fs::rename(out_stage.join(&job.file), &dest)
-            .map_err(|e| Error::io(&dest, "cannot move into place", e))?;
-    }
-    let host = host.ok_or_else(|| Error::new(ErrorKind::Io, None, "no host wheel written"))?;
-    binaries.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(WheelReport {
-        input: input_report,
-        version,
-        tags,
-        device_code: true,
-        host,
-        devices,
-        binaries,
-        databases,
-        warnings,
-        excluded,
-    })
 }
 
 /// The output directory must not hold the input: `what` has the input's
@@ -693,8 +764,24 @@ pub(crate) struct WheelJob {
 }
 
 impl WheelJob {
-    pub(crate) fn write(&self, input: &Path, path: &Path, time: DateTime) -> Result<(u64, usize)> {
+    /// The bytes of its entries (what writing it goes through).
+    pub(crate) fn bytes(&self) -> u64 {
+        let size = |e: &Entry| match &e.src {
+            Source::Disk(p) => std::fs::metadata(p).map_or(0, |m| m.len()),
+            Source::Raw { size, .. } => *size,
+        };
+        self.entries.iter().map(size).sum()
+    }
+
+    pub(crate) fn write(
+        &self,
+        input: &Path,
+        path: &Path,
+        time: DateTime,
+        progress: Option<&dyn Progress>,
+    ) -> Result<(u64, usize)> {
         let mut w = WheelWriter::create(path, time)?;
+        w.progress = progress;
         let mut zip = None;
         for (d, m) in &self.dirs {
             w.add_dir(d, *m)?;
@@ -715,6 +802,7 @@ impl WheelJob {
                         }
                     };
                     w.add_raw(zip, input, *index, e.mode, hash, *size)?;
+                    pipeline::advance(progress, *size);
                 }
             }
         }

@@ -800,3 +800,209 @@ pub(crate) fn verify_json(dir: &Path) -> serde_json::Value {
     );
     serde_json::from_slice(&o.stdout).unwrap()
 }
+
+/// A wheel `bomb-1.0-…` of `n` entries of 16 MiB zeros (each under the
+/// per-entry ratio's floor) and a correct dist-info; the zeros are
+/// deflated once and copied raw.
+fn many_zero_entries(dir: &Path, n: usize) -> PathBuf {
+    let one = dir.join("one.zip");
+    let opts = SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    let zeros = vec![0u8; 16 << 20];
+    let mut z = zip::ZipWriter::new(std::fs::File::create(&one).unwrap());
+    z.start_file("z", opts).unwrap();
+    z.write_all(&zeros).unwrap();
+    z.finish().unwrap();
+    let mut one = zip::ZipArchive::new(std::fs::File::open(&one).unwrap()).unwrap();
+    let path = dir.join("bomb-1.0-py3-none-any.whl");
+    let mut z = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+    let mut record = String::new();
+    for i in 0..n {
+        let name = format!("bomb/zeros{i}");
+        z.raw_copy_file_rename(one.by_index_raw(0).unwrap(), &name)
+            .unwrap();
+        record.push_str(&record_line(&name, &zeros));
+    }
+    for (name, text) in [
+        (
+            "bomb-1.0.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        ),
+        (
+            "bomb-1.0.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: bomb\nVersion: 1.0\n",
+        ),
+    ] {
+        z.start_file(name, opts).unwrap();
+        z.write_all(text.as_bytes()).unwrap();
+        record.push_str(&record_line(name, text.as_bytes()));
+    }
+    record.push_str("bomb-1.0.dist-info/RECORD,,\n");
+    z.start_file("bomb-1.0.dist-info/RECORD", opts).unwrap();
+    z.write_all(record.as_bytes()).unwrap();
+    z.finish().unwrap();
+    path
+}
+
+/// Many entries each too small for the per-entry ratio add up to a bomb:
+/// the whole wheel's ratio refuses it (exit 2), and neither split nor
+/// prune leaves anything behind.
+#[test]
+fn refuses_a_wheel_whose_small_entries_inflate_to_a_bomb() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = many_zero_entries(tmp.path(), 8);
+    for cmd in [&["split"][..], &["prune", "--keep", "gfx90a"]] {
+        let out = tmp.path().join("out");
+        let mut args = vec!["wheel"];
+        args.extend_from_slice(cmd);
+        args.extend([input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        let o = kpack_env(&args, &[]);
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("50 times its") && stderr(&o).contains("a zip bomb?"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(!out.exists(), "{cmd:?} left {}", out.display());
+    }
+}
+
+/// Two targets whose wheel names normalise alike (`gfx1_30`, `gfx1-30`)
+/// are refused before anything is written, even into an existing output
+/// directory.
+#[test]
+fn refuses_two_targets_whose_wheel_names_normalise_alike() {
+    let tmp = tempfile::tempdir().unwrap();
+    let patched = |fx: &str, to: &[u8]| {
+        let mut b = std::fs::read(fixture(fx)).unwrap();
+        let mut i = 0;
+        while i + 7 <= b.len() {
+            if &b[i..i + 7] == b"gfx1030" {
+                b[i..i + 7].copy_from_slice(to);
+            }
+            i += 1;
+        }
+        b
+    };
+    let mut files = fat_files();
+    files.retain(|p, _| p.contains(".dist-info/"));
+    files.insert(
+        "fatpkg/lib/liba.so".into(),
+        (patched("corpus/libaxpy_2arch.so", b"gfx1_30"), 0o755),
+    );
+    files.insert(
+        "fatpkg/lib/libb.so".into(),
+        (patched("corpus/lib2tu_2arch.so", b"gfx1-30"), 0o755),
+    );
+    let input = build_fat_wheel(tmp.path(), &files);
+    let out = tmp.path().join("dist");
+    std::fs::create_dir(&out).unwrap();
+    let o = kpack_env(
+        &[
+            "wheel",
+            "split",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the device wheels of gfx1-30 and gfx1_30 would both be")
+            && stderr(&o).contains("normalise alike"),
+        "{}",
+        stderr(&o)
+    );
+    let left: Vec<_> = std::fs::read_dir(&out).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// On a terminal, `wheel split` shows its phases and the bytes done; on a
+/// stderr that is not one, nothing but the closing line.
+#[test]
+fn shows_phases_on_a_terminal_and_nothing_otherwise() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = build_fat_wheel(tmp.path(), &fat_files());
+    let out = tmp.path().join("plain");
+    let o = kpack_env(
+        &[
+            "wheel",
+            "split",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &[("TERM", "xterm")],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.starts_with("done in ") && err.lines().count() == 1,
+        "{err:?}"
+    );
+    assert!(!err.contains(['\r', '\x1b']), "{err:?}");
+    // Under a pseudo-terminal (util-linux `script`).
+    let has_script = Command::new("script").arg("--version").output().is_ok();
+    if !has_script {
+        eprintln!("skipped the terminal half: no `script` (apt-get install util-linux)");
+        return;
+    }
+    let out = tmp.path().join("tty");
+    let cmd = format!(
+        "{KPACK} wheel split {} -o {} > /dev/null",
+        input.display(),
+        out.display()
+    );
+    let o = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("TERM", "xterm")
+        .env("KPACK_PLUGIN_DIR", kpack_guests::DIR)
+        .env("XDG_CACHE_HOME", component_cache())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stdout(&o));
+    let shown = stdout(&o);
+    assert!(shown.contains(&format!("unpacking {WHEEL}")), "{shown:?}");
+    assert!(shown.contains(" B/"), "{shown:?}");
+}
+
+/// A large file the split writes anew (a 6 MiB database file, deflated in
+/// parallel chunks) comes out byte-identical at any thread count, and
+/// Python's own zlib inflates it to what went in.
+#[test]
+fn large_entries_deflate_to_the_same_bytes_at_any_thread_count() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut files = fat_files();
+    let mut x = 7u32;
+    let big: Vec<u8> = (0..6_300_000u32)
+        .map(|i| {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            if i % 4 == 0 {
+                (x >> 24) as u8
+            } else {
+                (i / 5) as u8
+            }
+        })
+        .collect();
+    let path = "fatpkg/lib/rocblas/library/TensileLibrary_Type_HH_gfx90a.dat";
+    files.insert(path.into(), (big.clone(), 0o644));
+    let input = build_fat_wheel(tmp.path(), &files);
+    let one = tmp.path().join("one");
+    let two = tmp.path().join("two");
+    split(&input, &one, &["-j", "1"], &[]);
+    split(&input, &two, &["-j", "2"], &[]);
+    assert_eq!(dir_bytes(&one), dir_bytes(&two), "-j 1 and -j 2 differ");
+    let dev = one.join("fatpkg_device_gfx90a-1.0-py3-none-linux_x86_64.whl");
+    let entries = read_wheel(&dev);
+    let (got, _) = &entries[path];
+    assert!(got == &big, "the database file changed");
+    let check = "import sys, zipfile\nz = zipfile.ZipFile(sys.argv[1])\nassert z.testzip() is None\n\
+                 print(max(i.file_size for i in z.infolist()))";
+    let o = Command::new("python3")
+        .args(["-c", check])
+        .arg(&dev)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), big.len().to_string());
+}

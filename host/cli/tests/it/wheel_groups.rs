@@ -259,3 +259,41 @@ fn pip_installs_exactly_the_wheels_of_one_sub_family() {
         stderr(&o)
     );
 }
+
+/// The text summary names what to type: the extras (`device-gfx12-0`),
+/// not the groups' keys (`gfx12_0`), and the processors each installs.
+#[test]
+fn summary_prints_the_extras_to_type() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fat = build_fat_wheel(tmp.path(), &fat_files());
+    let out = tmp.path().join("out");
+    let o = kpack_env(
+        &[
+            "wheel",
+            "split",
+            fat.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--group",
+            "sub-family",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.lines().next().unwrap().ends_with("  extra"), "{text}");
+    assert!(
+        text.contains("  device-gfx12-0 (gfx12-generic, gfx1201)\n")
+            && text.contains("  device-gfx110x (gfx1100)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("pip install 'fatpkg[device-gfx10-3]' (or [device-all])"),
+        "{text}"
+    );
+    let archs = text.lines().find(|l| l.contains("archs: ")).unwrap();
+    assert!(
+        !archs.contains("gfx12_0") && archs.contains("gfx1201"),
+        "{archs}"
+    );
+}

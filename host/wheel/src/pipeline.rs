@@ -1,0 +1,178 @@
+//! The phases `wheel split` and `wheel prune` share: **read** (unpack and
+//! check the input into a staging directory, [`read`]), then each command's
+//! own plan and transform, then **write** (every planned wheel zipped in
+//! the staging directory, [`write_all`]) and **commit** (existing outputs
+//! refused, staged wheels renamed into place, [`commit`]). A wheel without
+//! device code is copied unchanged ([`copy_unchanged`]).
+
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use zip::DateTime;
+
+use crate::error::{Error, Result};
+use crate::reader::{FileMeta, Limits, Unpacked, unpack};
+use crate::split::{Source, WheelFile, WheelJob, refuse_existing};
+
+/// What a wheel command is doing, for a progress display (the CLI draws
+/// one on a terminal). Called from several threads.
+pub trait Progress: Sync {
+    /// A phase starts: `what` it does (`unpacking x.whl`), and how many
+    /// bytes it goes through (0: not known).
+    fn phase(&self, what: &str, total: u64);
+    /// `bytes` more of the current phase are done.
+    fn advance(&self, bytes: u64);
+}
+
+/// [`Progress::phase`] on an optional display.
+pub(crate) fn phase(p: Option<&dyn Progress>, what: &str, total: u64) {
+    if let Some(p) = p {
+        p.phase(what, total);
+    }
+}
+
+/// [`Progress::advance`] on an optional display.
+pub(crate) fn advance(p: Option<&dyn Progress>, bytes: u64) {
+    if let Some(p) = p {
+        p.advance(bytes);
+    }
+}
+
+/// A wheel read into a staging directory: `dir/src/<scheme>/…` holds the
+/// split schemes' trees; the rest of `dir` is the command's.
+pub(crate) struct Staged {
+    pub dir: tempfile::TempDir,
+    pub un: Unpacked,
+}
+
+impl Staged {
+    /// The staging directory.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Where the split schemes' trees were unpacked.
+    pub fn src(&self) -> PathBuf {
+        self.dir.path().join("src")
+    }
+}
+
+/// Read phase: a staging directory in `staging_in`, and `input` unpacked
+/// and checked into it.
+pub(crate) fn read(
+    input: &Path,
+    staging_in: &Path,
+    limits: &Limits,
+    progress: Option<&dyn Progress>,
+) -> Result<Staged> {
+    let dir = tempfile::Builder::new()
+        .prefix(&kpack_format::temp_prefix("wheel"))
+        .tempdir_in(staging_in)
+        .map_err(|e| Error::io(staging_in, "cannot create a staging directory", e))?;
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).map_err(|e| Error::io(&src, "cannot create", e))?;
+    let un = unpack(input, &src, limits, progress)?;
+    Ok(Staged { dir, un })
+}
+
+/// The report of the input wheel.
+pub(crate) fn input_report(input: &Path, un: &Unpacked, distribution: &str) -> WheelFile {
+    WheelFile {
+        file: un.name.to_string(),
+        path: input.to_path_buf(),
+        distribution: distribution.to_string(),
+        bytes: un.bytes,
+        files: un.files.len(),
+    }
+}
+
+/// An input entry copied as it is.
+pub(crate) fn raw(meta: &FileMeta) -> Source {
+    Source::Raw {
+        index: meta.index,
+        hash: meta.hash.clone(),
+        size: meta.size,
+    }
+}
+
+/// The input's files without its RECORD and the signatures of it, which
+/// `what` (the output wheel) replaces: each signature dropped with a
+/// warning.
+pub(crate) fn files_but_record<'a>(
+    un: &'a Unpacked,
+    what: &str,
+    warnings: &mut Vec<String>,
+) -> Vec<(&'a String, &'a FileMeta)> {
+    let record = format!("{}/RECORD", un.dist_info);
+    let mut out = Vec::new();
+    for (path, meta) in &un.files {
+        if path.starts_with(&record) {
+            if path != &record {
+                warnings.push(format!(
+                    "{path} dropped: it signs the input's RECORD, which {what} replaces"
+                ));
+            }
+            continue;
+        }
+        out.push((path, meta));
+    }
+    out
+}
+
+/// Write phase: every job into `out_stage/<file>`, in parallel (a wheel's
+/// bytes do not depend on scheduling: its entries are written in order).
+/// Returns each wheel's size and file count, in job order.
+pub(crate) fn write_all(
+    jobs: &[WheelJob],
+    input: &Path,
+    out_stage: &Path,
+    time: DateTime,
+    progress: Option<&dyn Progress>,
+) -> Result<Vec<(u64, usize)>> {
+    let total = jobs.iter().map(WheelJob::bytes).sum();
+    let what = match jobs {
+        [one] => format!("writing {}", one.file),
+        _ => format!("writing {} wheels", jobs.len()),
+    };
+    phase(progress, &what, total);
+    // On the caller's pool: `-j` bounds the wheels written at once and the
+    // chunks deflated inside each.
+    jobs.par_iter()
+        .map(|j| j.write(input, &out_stage.join(&j.file), time, progress))
+        .collect()
+}
+
+/// Commit phase: the staged wheels `files` moved from `out_stage` into
+/// `out_dir`, after every existing one is refused (unless `force`).
+pub(crate) fn commit(files: &[&str], out_stage: &Path, out_dir: &Path, force: bool) -> Result<()> {
+    for f in files {
+        refuse_existing(&out_dir.join(f), force)?;
+    }
+    for f in files {
+        let dest = out_dir.join(f);
+        std::fs::rename(out_stage.join(f), &dest)
+            .map_err(|e| Error::io(&dest, "cannot move into place", e))?;
+    }
+    Ok(())
+}
+
+/// A wheel without device code is its own output: copied into
+/// `out_stage`, then (unless `dry_run`) moved to `dest`.
+pub(crate) fn copy_unchanged(
+    input: &Path,
+    out_stage: &Path,
+    dest: &Path,
+    force: bool,
+    dry_run: bool,
+) -> Result<()> {
+    let Some(file) = dest.file_name() else {
+        return Err(Error::invalid(dest, "not a file name"));
+    };
+    let staged = out_stage.join(file);
+    std::fs::copy(input, &staged).map_err(|e| Error::io(&staged, "cannot copy the input", e))?;
+    if !dry_run {
+        refuse_existing(dest, force)?;
+        std::fs::rename(&staged, dest).map_err(|e| Error::io(dest, "cannot move into place", e))?;
+    }
+    Ok(())
+}
