@@ -63,6 +63,9 @@ rustup target add x86_64-pc-windows-gnu >/dev/null 2>&1 || rustup target add x86
 # Formatting and lints are part of the suite.
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# Functions stay short enough to read: none over 150 lines, at most 15
+# over 80 (non-test code; scripts/fnlen.py --show 80 lists them).
+python3 scripts/fnlen.py --show 150
 
 # auditwheel (PyPI) for the auditwheel-repair wheel test.
 scripts/auditwheel-venv.sh >/dev/null

@@ -77,21 +77,68 @@ pub fn run(args: Args) -> CliResult {
         verify_hash: !args.no_verify_hash,
     };
     let bin = HostBinary::read(&args.file, walk)?;
-    let (bundles, source) = (bin.bundles(), bin.source());
-    let budget = kpack_bundle::MemoryBudget::process();
+    let (jobs, found) = plan_jobs(bin.bundles(), args.all, &wanted);
+    for t in &wanted {
+        if !found.contains(&t.to_string()) {
+            return Err(anyhow::anyhow!(
+                "{}: no code object for target {t}; present: {}",
+                args.file.display(),
+                found.iter().cloned().collect::<Vec<_>>().join(", ")
+            )
+            .into());
+        }
+    }
+    if bin.bundles().is_empty() {
+        return Err(anyhow::anyhow!("{}: no device code", args.file.display()).into());
+    }
+    if crate::safety::is_stdout(&args.output) {
+        return to_stdout(&args.file, &bin, &jobs);
+    }
+    for job in &jobs {
+        crate::safety::not_existing(&args.output.join(&job.name), args.force)?;
+    }
+    let created = crate::safety::CreatedDir::create(&args.output)?;
+    crate::safety::clean_stale_temps(&args.output);
+    // Stage everything, then move into place: no partial output on failure.
+    let stage = tempfile::Builder::new()
+        .prefix(&kpack_format::temp_prefix("extract"))
+        .tempdir_in(&args.output)
+        .with_context(|| {
+            format!(
+                "cannot create a staging directory in {}",
+                args.output.display()
+            )
+        })?;
+    write_staged(&args, &bin, &jobs, stage.path())?;
+    for job in &jobs {
+        let dest = args.output.join(&job.name);
+        std::fs::rename(stage.path().join(&job.name), &dest)
+            .with_context(|| format!("cannot move into {}", dest.display()))?;
+        let size = std::fs::metadata(&dest).map(|m| m.len()).unwrap_or(0);
+        println!("{}\t{size}", display(&dest));
+    }
+    drop(stage);
+    created.keep();
+    Ok(())
+}
+
+/// One file per selected device entry (every one with `all`, else those
+/// whose target is `wanted`), and every target found.
+fn plan_jobs(
+    bundles: &[kpack_bundle::Item],
+    all: bool,
+    wanted: &[TargetId],
+) -> (Vec<Job>, BTreeSet<String>) {
     let mut jobs = Vec::new();
     let mut found = BTreeSet::new();
     for (b, item) in bundles.iter().enumerate() {
         let mut seen = std::collections::HashMap::<String, usize>::new();
         for (i, entry) in item.entries.iter().enumerate() {
-            let Some(target) = entry.id.target() else {
+            let Some(target) = entry.id.target().filter(|_| !entry.id.is_host()) else {
                 continue;
             };
-            if entry.id.is_host() {
-                continue;
-            }
             found.insert(target.to_string());
-            if !args.all && !wanted.contains(target) {
+            if !all && !wanted.contains(target) {
                 continue;
             }
             let k = seen.entry(target.to_string()).or_default();
@@ -109,63 +156,47 @@ pub fn run(args: Args) -> CliResult {
             });
         }
     }
-    for t in &wanted {
-        if !found.contains(&t.to_string()) {
-            return Err(anyhow::anyhow!(
-                "{}: no code object for target {t}; present: {}",
-                args.file.display(),
-                found.iter().cloned().collect::<Vec<_>>().join(", ")
-            )
-            .into());
-        }
-    }
-    if bundles.is_empty() {
-        return Err(anyhow::anyhow!("{}: no device code", args.file.display()).into());
-    }
-    if crate::safety::is_stdout(&args.output) {
-        // `-o -`: the one code object to stdout, for pipes (`| llvm-readelf`).
-        let [job] = jobs.as_slice() else {
-            return Err(anyhow::anyhow!(
-                "-o -: {}: --target matched {} code objects; stdout takes exactly one",
-                args.file.display(),
-                jobs.len()
-            )
-            .into());
-        };
-        // The whole bundle is streamed so a compressed one is hash-checked
-        // before anything is written.
-        let mut bytes = Vec::new();
-        bundles[job.bundle]
-            .stream_entries(source, budget, |i, _, data| {
+    (jobs, found)
+}
+
+/// `-o -`: the one code object to stdout, for pipes (`| llvm-readelf`).
+fn to_stdout(file: &Path, bin: &HostBinary, jobs: &[Job]) -> CliResult {
+    let [job] = jobs else {
+        return Err(anyhow::anyhow!(
+            "-o -: {}: --target matched {} code objects; stdout takes exactly one",
+            file.display(),
+            jobs.len()
+        )
+        .into());
+    };
+    // The whole bundle is streamed so a compressed one is hash-checked
+    // before anything is written.
+    let mut bytes = Vec::new();
+    bin.bundles()[job.bundle]
+        .stream_entries(
+            bin.source(),
+            kpack_bundle::MemoryBudget::process(),
+            |i, _, data| {
                 if i == job.entry {
                     bytes = data.to_vec();
                 }
                 Ok::<(), kpack_bundle::Error>(())
-            })
-            .with_context(|| format!("{}: bundle {}", args.file.display(), job.bundle))?;
-        crate::safety::write_stdout(&bytes)?;
-        return Ok(());
-    }
-    for job in &jobs {
-        crate::safety::not_existing(&args.output.join(&job.name), args.force)?;
-    }
-    let created = crate::safety::CreatedDir::create(&args.output)?;
-    crate::safety::clean_stale_temps(&args.output);
-    // Stage everything, then move into place: no partial output on failure.
-    let stage = tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("extract"))
-        .tempdir_in(&args.output)
-        .with_context(|| {
-            format!(
-                "cannot create a staging directory in {}",
-                args.output.display()
-            )
-        })?;
+            },
+        )
+        .with_context(|| format!("{}: bundle {}", file.display(), job.bundle))?;
+    crate::safety::write_stdout(&bytes)?;
+    Ok(())
+}
+
+/// Write every job's code object into `stage`. Each bundle is read once,
+/// as a stream; its entries are written as they arrive (bundles in
+/// parallel, under the memory budget).
+fn write_staged(args: &Args, bin: &HostBinary, jobs: &[Job], stage: &Path) -> anyhow::Result<()> {
+    let (bundles, source) = (bin.bundles(), bin.source());
+    let budget = kpack_bundle::MemoryBudget::process();
     let bar = crate::ui::progress(jobs.len() as u64, crate::ui::Unit::Items);
-    // Each bundle is read once, as a stream; its entries are written as
-    // they arrive (bundles in parallel, under the memory budget).
     let mut by_bundle: Vec<Vec<&Job>> = vec![Vec::new(); bundles.len()];
-    for job in &jobs {
+    for job in jobs {
         by_bundle[job.bundle].push(job);
     }
     for (b, list) in by_bundle.iter().enumerate() {
@@ -185,7 +216,7 @@ pub fn run(args: Args) -> CliResult {
                     let Some(job) = list.iter().find(|j| j.entry == i) else {
                         return Ok(());
                     };
-                    let path = stage.path().join(&job.name);
+                    let path = stage.join(&job.name);
                     std::fs::write(&path, data)
                         .with_context(|| format!("cannot write {}", path.display()))?;
                     // Named by where it ends up: the staging directory is
@@ -209,15 +240,6 @@ pub fn run(args: Args) -> CliResult {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    for job in &jobs {
-        let dest = args.output.join(&job.name);
-        std::fs::rename(stage.path().join(&job.name), &dest)
-            .with_context(|| format!("cannot move into {}", dest.display()))?;
-        let size = std::fs::metadata(&dest).map(|m| m.len()).unwrap_or(0);
-        println!("{}\t{size}", display(&dest));
-    }
-    drop(stage);
-    created.keep();
     Ok(())
 }
 
