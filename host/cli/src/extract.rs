@@ -95,7 +95,9 @@ pub fn run(args: Args) -> CliResult {
         return to_stdout(&args.file, &bin, &jobs);
     }
     for job in &jobs {
-        crate::safety::not_existing(&args.output.join(&job.name), args.force)?;
+        let dest = args.output.join(&job.name);
+        crate::safety::not_same_file(&args.file, &dest)?;
+        crate::safety::not_existing(&dest, args.force)?;
     }
     let created = crate::safety::CreatedDir::create(&args.output)?;
     crate::safety::clean_stale_temps(&args.output);

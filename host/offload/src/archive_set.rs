@@ -23,6 +23,8 @@ pub struct ArchiveSet {
     pub(crate) options: WriterOptions,
     pub(crate) writers: BTreeMap<String, ArchiveWriter>,
     no_clobber: bool,
+    /// Files no archive may land on: the inputs and the other outputs.
+    protected: Vec<PathBuf>,
     group: Level,
     /// `None`: the process-wide budget, looked up when bundles are read
     /// (after the CLI has applied `--max-memory`).
@@ -40,6 +42,7 @@ impl ArchiveSet {
             options,
             writers: BTreeMap::new(),
             no_clobber: false,
+            protected: Vec::new(),
             group: Level::Target,
             budget: None,
         }
@@ -67,6 +70,26 @@ impl ArchiveSet {
     /// Refuse (instead of replacing) an archive that already exists.
     pub fn set_no_clobber(&mut self, yes: bool) {
         self.no_clobber = yes;
+    }
+
+    /// Refuse to write an archive onto `path` (an input, or another
+    /// output of the same command), whatever `--force` says.
+    pub fn protect(&mut self, path: &Path) {
+        self.protected.push(path.to_path_buf());
+    }
+
+    /// [`Error::OutputClash`] when `path` is (or names) a protected file.
+    fn check_clash(&self, path: &Path) -> Result<(), Error> {
+        let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        for other in &self.protected {
+            if abs(other) == abs(path) || same_file::is_same_file(other, path).unwrap_or(false) {
+                return Err(Error::OutputClash {
+                    path: path.to_path_buf(),
+                    other: other.clone(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Group archives by `level` of ROCm's packaging hierarchy: one
@@ -189,6 +212,7 @@ impl ArchiveSet {
                 options.gfx_arch_family = processor.to_string();
             }
             let path = self.path_for(processor);
+            self.check_clash(&path)?;
             if self.no_clobber && std::fs::symlink_metadata(&path).is_ok() {
                 return Err(Error::Io {
                     path,

@@ -70,6 +70,8 @@ pub fn offload_binary(
         });
     }
     check_filter(input, bin.bundles(), filter)?;
+    archives.protect(input);
+    archives.protect(output);
     let opts = &OffloadOptions {
         search_paths: archives
             .marker_search_paths_for(&opts.search_paths, bin.bundles(), &|t| filter.keeps(t)),

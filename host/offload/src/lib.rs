@@ -99,6 +99,19 @@ pub enum Error {
         /// The marker section's name (`.rocm_kpack_ref`, `.kpackrf`).
         section: &'static str,
     },
+    /// An archive would be written onto an input or onto another output
+    /// of the same command (checked with or without `--force`).
+    #[error(
+        "{}: this archive would replace {}; choose another archive directory or name",
+        path.display(),
+        other.display()
+    )]
+    OutputClash {
+        /// The archive.
+        path: PathBuf,
+        /// The input or output it would replace.
+        other: PathBuf,
+    },
     /// Writing the output failed.
     #[error("{path}: {what}")]
     Io {

@@ -12,6 +12,7 @@ mod archive;
 mod archive_delta;
 mod archive_group;
 mod auditwheel;
+mod derived_outputs;
 mod detect;
 mod embedded;
 mod fetch;
