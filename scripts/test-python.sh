@@ -26,7 +26,7 @@ if [ ! -x "$work/build-venv/bin/maturin" ] || [ ! -x "$work/build-venv/bin/mypy"
 fi
 
 # The API is typed: hold it to that.
-"$work/build-venv/bin/mypy" --strict python/kpack python/tests/test_api.py >&2
+"$work/build-venv/bin/mypy" --strict python/kpack python/tests/test_api.py python/tests/test_args.py >&2
 
 rm -rf "$work/wheels"
 "$work/build-venv/bin/maturin" build --profile dev --strip --locked \
@@ -43,6 +43,8 @@ home=$(mktemp -d)
 trap 'rm -rf "$home"' EXIT
 env -i HOME="$home" PATH=/usr/bin:/bin \
   "$work/test-venv/bin/python" "$root/python/tests/test_api.py" "$root/tests/fixtures"
+# Paths reach the binary after `--` and as `--flag=value` (a stub binary).
+"$python" "$root/python/tests/test_args.py" >/dev/null
 # `python -m kpack` runs the same binary and passes its exit status through.
 status=0
 env -i HOME="$home" PATH=/usr/bin:/bin "$work/test-venv/bin/python" -m kpack inspect "$home/missing" 2>/dev/null || status=$?
