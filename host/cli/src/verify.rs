@@ -201,19 +201,46 @@ fn run_doctor(args: &Args) -> CliResult {
             print_gpu(r);
         }
         println!();
-        if missing == 0 {
-            println!("Everything this machine needs is installed.");
-        } else {
-            println!("{missing} kernels missing for this machine. To fill the gap:");
-            for f in &fixes {
-                println!("  {f}");
-            }
-        }
+        print_doctor_advice(args, &targets, &reports, missing, &fixes);
     }
-    if missing > 0 {
+    let checked = reports.iter().any(|r| !r.binaries.is_empty());
+    if missing > 0 || !checked {
         return Err(CliError::Findings);
     }
     Ok(())
+}
+
+/// The doctor's last lines: nothing to check, all installed, or what fills
+/// the gap (the device wheels that provide the missing code, else where
+/// archives can come from).
+fn print_doctor_advice(
+    args: &Args,
+    targets: &[String],
+    reports: &[kpack_split::GpuReport],
+    missing: usize,
+    fixes: &[&str],
+) {
+    let dirs: Vec<String> = args.dirs.iter().map(|d| d.display().to_string()).collect();
+    if reports.iter().all(|r| r.binaries.is_empty()) {
+        println!(
+            "Nothing to check: no binary with a kpack marker under {}.",
+            dirs.join(", ")
+        );
+    } else if missing == 0 {
+        println!("Everything this machine needs is installed.");
+    } else {
+        println!("{missing} kernels missing for this machine. To fill the gap:");
+        for f in fixes {
+            println!("  {f}");
+        }
+        if fixes.is_empty() {
+            println!(
+                "  no installed package names the device wheel; fetch the archives for {} with `kpack fetch --index URL {}`",
+                targets.join(", "),
+                dirs.join(" ")
+            );
+        }
+    }
 }
 
 /// The readable report of one GPU.

@@ -241,3 +241,38 @@ fn keep_and_gpu_targets_auto() {
     assert!(names.iter().any(|n| n.contains("gfx1100")), "{names:?}");
     assert!(!names.iter().any(|n| n.contains("gfx12")), "{names:?}");
 }
+
+#[test]
+fn the_doctor_points_at_fetch_without_a_device_wheel_and_refuses_an_empty_tree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    let force = [("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", "gfx1100".as_ref())];
+    let doctor = |dir: &Path| {
+        kpack_with(
+            &[
+                "verify".as_ref(),
+                "--gpu".as_ref(),
+                "auto".as_ref(),
+                dir.as_os_str(),
+            ],
+            &force,
+        )
+    };
+    let o = doctor(&tree);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stdout(&o).contains("Nothing to check"), "{}", stdout(&o));
+    // An install prefix (no pip metadata) whose gfx1100 archive is missing.
+    crate::util::offload_into(
+        &fixture("clang19/libaxpy_plain.so"),
+        &tree,
+        &["--gpu-targets", "gfx942"],
+    );
+    let o = doctor(&tree);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("kpack fetch --index URL"),
+        "{}",
+        stdout(&o)
+    );
+}
