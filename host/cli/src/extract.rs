@@ -99,6 +99,9 @@ pub fn run(args: Args) -> CliResult {
         crate::safety::not_same_file(&args.file, &dest)?;
         crate::safety::not_existing(&dest, args.force)?;
     }
+    if std::fs::symlink_metadata(&args.output).is_err() {
+        return extract_into_new_dir(&args, &bin, &jobs);
+    }
     let created = crate::safety::CreatedDir::create(&args.output)?;
     crate::safety::clean_stale_temps(&args.output);
     // Stage everything, then move into place: no partial output on failure.
@@ -120,6 +123,35 @@ pub fn run(args: Args) -> CliResult {
         println!("{}\t{size}", display(&dest));
     }
     drop(stage);
+    created.keep();
+    Ok(())
+}
+
+/// Extraction into a directory that does not exist yet: staged as a
+/// sibling and renamed into place whole, so a run stopped at any point
+/// leaves either no output directory or a complete one.
+fn extract_into_new_dir(args: &Args, bin: &HostBinary, jobs: &[Job]) -> CliResult {
+    let parent = args
+        .output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let created = crate::safety::CreatedDir::create(parent)?;
+    crate::safety::clean_stale_temps(parent);
+    let stage = tempfile::Builder::new()
+        .prefix(&kpack_format::temp_prefix("extract"))
+        .tempdir_in(parent)
+        .with_context(|| format!("cannot create a staging directory in {}", parent.display()))?;
+    write_staged(args, bin, jobs, stage.path())?;
+    std::fs::rename(stage.path(), &args.output)
+        .with_context(|| format!("cannot move into {}", args.output.display()))?;
+    // Renamed away: nothing left for the guard to delete.
+    let _ = stage.keep();
+    for job in jobs {
+        let dest = args.output.join(&job.name);
+        let size = std::fs::metadata(&dest).map(|m| m.len()).unwrap_or(0);
+        println!("{}\t{size}", display(&dest));
+    }
     created.keep();
     Ok(())
 }

@@ -79,3 +79,15 @@ fn extract_never_writes_a_code_object_over_its_input() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert_eq!(sha256_hex(&std::fs::read(&input).unwrap()), before);
 }
+
+#[test]
+fn a_failed_prune_removes_the_directories_it_created() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The directory is created, then the rename onto a name longer than
+    // any file system allows fails.
+    let new_dir = tmp.path().join("new/deeper");
+    let out = new_dir.join("x".repeat(300));
+    let o = crate::util::kpack_prune(&fixture("clang19/libaxpy_plain.so"), &out, "gfx942", &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!tmp.path().join("new").exists(), "{}", stderr(&o));
+}
