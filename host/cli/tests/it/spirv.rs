@@ -159,57 +159,28 @@ fn offload_verify_and_target_lists_treat_spirv_as_a_target() {
 #[test]
 fn split_gives_spirv_an_arch_artifact_that_verify_checks() {
     let tmp = tempfile::tempdir().unwrap();
-    let art = tmp.path().join("blas_lib_gfx94X");
-    crate::util::artifact_with_library(&art, fixture("clang22/libaxpy_spirv.so"), "libaxpy.so");
     let out_dir = tmp.path().join("out");
-    let out = kpack([
-        "split".as_ref(),
-        art.as_os_str(),
-        "-o".as_ref(),
-        out_dir.as_os_str(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    split_spirv_artifact(tmp.path(), &out_dir);
     assert!(
         out_dir
             .join("blas_lib_amdgcnspirv/stage/lib/.kpack/blas_lib.lib.libaxpy.so_amdgcnspirv.kpack")
             .is_file()
     );
-    let out = kpack(["verify".as_ref(), out_dir.as_os_str()]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        stdout(&out),
-        stderr(&out)
-    );
-    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+    let o = verify_passes(&out_dir);
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
     assert!(
-        stdout(&out).contains("2 archives, 2 lookups resolved"),
+        stdout(&o).contains("2 archives, 2 lookups resolved"),
         "{}",
-        stdout(&out)
+        stdout(&o)
     );
-    let out = kpack([
-        "verify".as_ref(),
-        "--gpu".as_ref(),
-        "amdgcnspirv".as_ref(),
-        out_dir.as_os_str(),
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    verify_spirv_gpu_passes(&out_dir);
 }
 
 #[test]
 fn recombine_groups_spirv_and_verify_resolves_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let art = tmp.path().join("in/blas_lib_gfx94X");
-    crate::util::artifact_with_library(&art, fixture("clang22/libaxpy_spirv.so"), "libaxpy.so");
     let shards = tmp.path().join("shards");
-    let out = kpack([
-        "split".as_ref(),
-        art.as_os_str(),
-        "-o".as_ref(),
-        shards.join("gfx94X_build").as_os_str(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    split_spirv_artifact(&tmp.path().join("in"), &shards.join("gfx94X_build"));
     let config = tmp.path().join("config.json");
     std::fs::write(
         &config,
@@ -235,24 +206,43 @@ fn recombine_groups_spirv_and_verify_resolves_it() {
         stderr(&out)
     );
     assert!(out_dir.join("blas_lib_spirv").is_dir());
-    let out = kpack(["verify".as_ref(), out_dir.as_os_str()]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        stdout(&out),
-        stderr(&out)
+    verify_passes(&out_dir);
+    let text = verify_spirv_gpu_passes(&out_dir);
+    assert!(
+        text.contains("libaxpy.so_amdgcnspirv.kpack as amdgcnspirv"),
+        "{text}"
     );
-    let out = kpack([
+}
+
+/// `clang22/libaxpy_spirv.so` as a TheRock artifact under `parent`, split
+/// into `out`.
+fn split_spirv_artifact(parent: &Path, out: &Path) {
+    let art = parent.join("blas_lib_gfx94X");
+    crate::util::artifact_with_library(&art, fixture("clang22/libaxpy_spirv.so"), "libaxpy.so");
+    let o = kpack([
+        "split".as_ref(),
+        art.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// `kpack verify DIR` passes; its output.
+fn verify_passes(dir: &Path) -> std::process::Output {
+    let o = kpack(["verify".as_ref(), dir.as_os_str()]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    o
+}
+
+/// `kpack verify --gpu amdgcnspirv DIR` passes; its stdout.
+fn verify_spirv_gpu_passes(dir: &Path) -> String {
+    let o = kpack([
         "verify".as_ref(),
         "--gpu".as_ref(),
         "amdgcnspirv".as_ref(),
-        out_dir.as_os_str(),
+        dir.as_os_str(),
     ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
-    assert!(
-        stdout(&out).contains("libaxpy.so_amdgcnspirv.kpack as amdgcnspirv"),
-        "{}",
-        stdout(&out)
-    );
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    stdout(&o)
 }
