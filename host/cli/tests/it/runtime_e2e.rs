@@ -634,3 +634,34 @@ fn feature_overlay_archives_fall_through_to_the_base() {
         "{diag}"
     );
 }
+
+#[test]
+fn a_miss_under_rocm_kpack_debug_prints_one_line_saying_what_to_install() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = crate::util::offload_into(
+        &fixture("clang19/libaxpy_plain.so"),
+        dir.path(),
+        &["--gpu-targets", "gfx942"],
+    );
+    let quiet = run_loading(&bin, "gfx1100", &[]);
+    assert!(
+        !quiet.log.contains("install the device code"),
+        "{}",
+        quiet.log
+    );
+    let run = run_loading(&bin, "gfx1100", &[("ROCM_KPACK_DEBUG", "1".as_ref())]);
+    let lines: Vec<&str> = run
+        .log
+        .lines()
+        .filter(|l| l.starts_with("kpack: ") && l.contains("no code object #0"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", run.log);
+    let line = lines[0];
+    assert!(
+        line.contains(&bin.display().to_string())
+            && line.contains("[gfx1100")
+            && line.contains("install the device code for gfx1100")
+            && line.contains("kpack fetch --gpu auto"),
+        "{line}"
+    );
+}
