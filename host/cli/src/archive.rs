@@ -17,7 +17,6 @@ use serde_json::json;
 use crate::exit::{CliError, CliResult};
 
 /// Version of the `--json` output of `archive list` and `archive verify`.
-const SCHEMA_VERSION: u32 = 1;
 /// Suffix of code object files in `extract`/`pack` directories.
 const SUFFIX: &str = ".hsaco";
 
@@ -302,8 +301,7 @@ fn list_doc(file: &Path, a: &Archive) -> serde_json::Value {
             doc
         })
         .collect();
-    json!({
-        "schema_version": SCHEMA_VERSION,
+    crate::json::envelope(json!({
         "path": file.display().to_string(),
         "group_name": a.group_name(),
         "gfx_arch_family": a.gfx_arch_family(),
@@ -311,7 +309,7 @@ fn list_doc(file: &Path, a: &Archive) -> serde_json::Value {
         "compression_scheme": a.scheme().as_str(),
         "file_size": a.file_size(),
         "entries": entries,
-    })
+    }))
 }
 
 /// The entry table of a zstd-delta archive: with stored/original ratio and base.
@@ -615,7 +613,7 @@ fn verify(files: &[PathBuf], json: bool) -> CliResult {
         reports.push(json!({ "path": file.display().to_string(), "ok": findings.is_empty(), "findings": findings }));
     }
     if json {
-        let doc = json!({ "schema_version": SCHEMA_VERSION, "archives": reports });
+        let doc = crate::json::envelope(json!({ "archives": reports }));
         println!("{}", serde_json::to_string_pretty(&doc)?);
     }
     if bad { Err(CliError::Findings) } else { Ok(()) }

@@ -44,11 +44,10 @@ pub fn run(args: Args) -> CliResult {
         eprintln!("note: {}", det.source.describe());
     }
     if args.json {
-        let v = serde_json::json!({
-            "schema_version": 1,
+        let v = crate::json::envelope(serde_json::json!({
             "targets": det.targets(),
             "detection": det,
-        });
+        }));
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
     } else if args.plain {
         for t in det.targets() {

@@ -78,10 +78,9 @@ pub fn failed_after_document(e: anyhow::Error) -> CliError {
 /// The JSON document [`finish`] prints on stdout under `--json` for `e`.
 pub fn json_report(e: &anyhow::Error, exit_code: u8) -> String {
     let causes: Vec<String> = e.chain().skip(1).map(|c| c.to_string()).collect();
-    serde_json::json!({
-        "schema_version": 1,
+    crate::json::envelope(serde_json::json!({
         "error": {"message": e.to_string(), "causes": causes, "exit_code": exit_code},
-    })
+    }))
     .to_string()
 }
 

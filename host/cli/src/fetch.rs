@@ -50,14 +50,13 @@ pub fn run(args: Args) -> CliResult {
     }
     let missing: usize = checks.iter().map(|c| c.missing()).sum();
     if args.json {
-        let v = serde_json::json!({
-            "schema_version": 1,
+        let v = crate::json::envelope(serde_json::json!({
             "gpus": gpus,
             "fetch": rep,
             "downloaded_bytes": rep.downloaded(),
             "missing": missing,
             "check": checks,
-        });
+        }));
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
     } else {
         for a in &rep.archives {

@@ -12,9 +12,6 @@ use serde::Serialize;
 
 use crate::exit::{CliError, CliResult};
 
-/// Version of the `--json` output; bump on incompatible changes.
-pub const SCHEMA_VERSION: u32 = 1;
-
 /// Arguments of `kpack inspect`.
 #[derive(clap::Args)]
 pub struct Args {
@@ -154,7 +151,7 @@ pub fn run(args: Args) -> CliResult {
     }
     if args.json {
         let report = Report {
-            schema_version: SCHEMA_VERSION,
+            schema_version: crate::json::SCHEMA_VERSION,
             files,
             errors: &errors,
         };

@@ -18,6 +18,7 @@ mod handlers;
 mod help_markdown;
 mod index;
 mod inspect;
+mod json;
 mod memory_args;
 mod offload;
 mod offloading;

@@ -144,15 +144,14 @@ fn print_json(
         .iter()
         .map(|(_, w)| serde_json::json!({"path": w.path, "entries": w.entries, "bytes": w.file_size}))
         .collect();
-    let v = serde_json::json!({
-        "schema_version": 1,
+    let v = crate::json::envelope(serde_json::json!({
         "input": args.input,
         "output": args.output,
         "kernel_name": opts.kernel_name,
         "search_paths": opts.search_paths,
         "result": outcome,
         "archives": archives,
-    });
+    }));
     println!("{}", serde_json::to_string_pretty(&v).context("json")?);
     Ok(())
 }

@@ -164,8 +164,7 @@ fn print_report(
         if let Some(l) = result.get_mut("layout").filter(|l| l.is_null()) {
             *l = serde_json::Value::from(layout);
         }
-        let v = serde_json::json!({
-            "schema_version": 1,
+        let v = crate::json::envelope(serde_json::json!({
             "input": args.input,
             "output": args.output,
             "kept": targets.kept,
@@ -173,7 +172,7 @@ fn print_report(
             "missing": targets.missing,
             "layout": layout,
             "result": result,
-        });
+        }));
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
         return Ok(());
     }

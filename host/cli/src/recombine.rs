@@ -62,7 +62,7 @@ pub fn run(args: Args) -> CliResult {
     }
     let rep = rep?;
     if args.json {
-        let v = serde_json::json!({ "schema_version": 1, "config": config, "result": rep });
+        let v = crate::json::envelope(serde_json::json!({ "config": config, "result": rep }));
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
     } else {
         for o in &rep.outputs {

@@ -114,7 +114,7 @@ pub fn run(mut args: Args) -> CliResult {
         }
     }
     if args.json {
-        let v = serde_json::json!({ "schema_version": 1, "artifacts": reports });
+        let v = crate::json::envelope(serde_json::json!({ "artifacts": reports }));
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
     } else {
         reports.iter().for_each(print_text);

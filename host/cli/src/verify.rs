@@ -45,7 +45,7 @@ pub fn run(mut args: Args) -> CliResult {
     let rep = verify(&args.dirs)?;
     let stale = stale_temps(&args.dirs);
     if args.json {
-        let v = serde_json::json!({ "schema_version": 1, "errors": rep.errors(), "report": rep });
+        let v = crate::json::envelope(serde_json::json!({ "errors": rep.errors(), "report": rep }));
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
     } else {
         for f in &rep.findings {
@@ -147,7 +147,8 @@ fn run_gpu(args: &Args, gpu: &str) -> CliResult {
     }
     let rep = explain_gpu(&args.dirs, gpu)?;
     if args.json {
-        let v = serde_json::json!({ "schema_version": 1, "missing": rep.missing(), "report": rep });
+        let v =
+            crate::json::envelope(serde_json::json!({ "missing": rep.missing(), "report": rep }));
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
     } else {
         print_gpu(&rep);
@@ -179,14 +180,13 @@ fn run_doctor(args: &Args) -> CliResult {
         }
     }
     if args.json {
-        let v = serde_json::json!({
-            "schema_version": 1,
+        let v = crate::json::envelope(serde_json::json!({
             "targets": targets,
             "detection": det,
             "missing": missing,
             "fixes": fixes,
             "reports": reports,
-        });
+        }));
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
     } else {
         for g in &det.gpus {

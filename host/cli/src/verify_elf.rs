@@ -67,9 +67,9 @@ pub fn run(args: Args) -> CliResult {
             .collect();
         println!(
             "{}",
-            serde_json::to_string_pretty(
-                &serde_json::json!({"schema_version": 1, "files": files})
-            )?
+            serde_json::to_string_pretty(&crate::json::envelope(
+                serde_json::json!({"files": files})
+            ))?
         );
     } else {
         for (p, f) in &all {

@@ -191,10 +191,7 @@ fn prune(args: PruneArgs) -> CliResult {
         eprintln!("warning: {}: {w}", args.input.display());
     }
     if args.json {
-        let mut v = serde_json::to_value(&report).context("json")?;
-        if let Some(o) = v.as_object_mut() {
-            o.insert("schema_version".into(), 1.into());
-        }
+        let v = crate::json::envelope(serde_json::to_value(&report).context("json")?);
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
         return Ok(());
     }
@@ -308,10 +305,7 @@ fn split(args: SplitArgs) -> CliResult {
         eprintln!("warning: {w}");
     }
     if args.json {
-        let mut v = serde_json::to_value(&report).context("json")?;
-        if let Some(o) = v.as_object_mut() {
-            o.insert("schema_version".into(), 1.into());
-        }
+        let v = crate::json::envelope(serde_json::to_value(&report).context("json")?);
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
     } else {
         print_table(&report);

@@ -68,7 +68,7 @@ pub fn run(mut args: Args) -> CliResult {
                 None => json!({"path": path, "handler": null, "key": null, "generic": null}),
             })
             .collect();
-        let doc = json!({"schema_version": 1, "handlers": handlers, "files": files});
+        let doc = crate::json::envelope(json!({"handlers": handlers, "files": files}));
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
     }

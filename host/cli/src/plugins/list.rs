@@ -40,7 +40,7 @@ pub fn run(args: Args) -> CliResult {
             })
             .collect();
         let doc =
-            json!({"schema_version": 1, "supported_wit": SUPPORTED_WIT, "handlers": handlers});
+            crate::json::envelope(json!({"supported_wit": SUPPORTED_WIT, "handlers": handlers}));
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
     }
