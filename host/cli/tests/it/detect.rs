@@ -132,23 +132,7 @@ fn honours_rocm_bootstraps_overrides() {
 #[test]
 fn verify_gpu_auto_is_the_doctor() {
     let tmp = tempfile::tempdir().unwrap();
-    let fat = crate::wheel::build_fat_wheel(tmp.path(), &crate::wheel_groups::fat_files());
-    let out = tmp.path().join("out");
-    let o = crate::wheel::kpack_env(
-        &[
-            "wheel".as_ref(),
-            "split".as_ref(),
-            fat.as_os_str(),
-            "-o".as_ref(),
-            out.as_os_str(),
-            "--group".as_ref(),
-            "sub-family".as_ref(),
-        ],
-        &[],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
-    let site = tmp.path().join("site");
-    crate::auditwheel::install(&[out.join("fatpkg-1.0-py3-none-linux_x86_64.whl")], &site);
+    let (out, site) = crate::verify_gpu::split_and_install_host(tmp.path());
     let sysfs = tmp.path().join("sys");
     topology(&sysfs, &[110000]);
     let env = [("KPACK_SYSFS_ROOT", sysfs.as_os_str())];

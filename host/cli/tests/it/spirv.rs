@@ -8,7 +8,7 @@ use std::path::Path;
 
 use kpack_tests::{fixture, stderr, stdout};
 
-use crate::util::{kpack, kpack_prune};
+use crate::util::{kpack, kpack_prune, verify_passes};
 
 #[test]
 fn inspect_reads_spirv_entries_as_modules_without_warnings() {
@@ -84,14 +84,7 @@ fn offload_verify_and_target_lists_treat_spirv_as_a_target() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(root.join("lib/.kpack/axpy_amdgcnspirv.kpack").is_file());
     assert!(root.join("lib/.kpack/axpy_gfx942.kpack").is_file());
-    let out = kpack(["verify".as_ref(), root.as_os_str()]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        stdout(&out),
-        stderr(&out)
-    );
+    verify_passes(root);
 
     let gpu = |g: &str| {
         kpack([
@@ -226,13 +219,6 @@ fn split_spirv_artifact(parent: &Path, out: &Path) {
         out.as_os_str(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-}
-
-/// `kpack verify DIR` passes; its output.
-fn verify_passes(dir: &Path) -> std::process::Output {
-    let o = kpack(["verify".as_ref(), dir.as_os_str()]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
-    o
 }
 
 /// `kpack verify --gpu amdgcnspirv DIR` passes; its stdout.

@@ -72,6 +72,20 @@ pub fn offload_into(input: &Path, dir: &Path, extra: &[&str]) -> PathBuf {
     out_bin
 }
 
+/// `kpack verify DIR` exits 0; its output (both streams in the message
+/// when it does not).
+pub fn verify_passes(dir: &Path) -> Output {
+    let o = kpack(["verify".as_ref(), dir.as_os_str()]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
 /// `kpack prune INPUT -o OUTPUT --keep KEEP EXTRA...` (its status is the
 /// caller's to check).
 pub fn kpack_prune(input: &Path, output: &Path, keep: &str, extra: &[&str]) -> Output {

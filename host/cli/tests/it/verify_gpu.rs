@@ -154,11 +154,11 @@ fn resolves_across_split_artifacts_and_rejects_a_bad_gpu() {
     );
 }
 
-#[test]
-fn names_the_device_wheel_that_would_provide_a_missing_kernel() {
-    let tmp = tempfile::tempdir().unwrap();
-    let fat = crate::wheel::build_fat_wheel(tmp.path(), &crate::wheel_groups::fat_files());
-    let out = tmp.path().join("out");
+/// The corpus fat wheel split `--group sub-family` into `tmp/out`, its host
+/// wheel alone installed into `tmp/site`: (out, site).
+pub(crate) fn split_and_install_host(tmp: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let fat = crate::wheel::build_fat_wheel(tmp, &crate::wheel_groups::fat_files());
+    let out = tmp.join("out");
     let o = crate::wheel::kpack_env(
         &[
             "wheel".as_ref(),
@@ -172,9 +172,15 @@ fn names_the_device_wheel_that_would_provide_a_missing_kernel() {
         &[],
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    // The host wheel installed without any device wheel.
-    let site = tmp.path().join("site");
+    let site = tmp.join("site");
     crate::auditwheel::install(&[out.join("fatpkg-1.0-py3-none-linux_x86_64.whl")], &site);
+    (out, site)
+}
+
+#[test]
+fn names_the_device_wheel_that_would_provide_a_missing_kernel() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, site) = split_and_install_host(tmp.path());
     let o = verify_gpu("gfx1100", &site, false);
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
     let text = stdout(&o);
