@@ -35,6 +35,11 @@ pub(crate) fn kpack_env<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &st
     cmd.output().expect("run kpack")
 }
 
+/// `kpack wheel split INPUT -o OUT` with `env` (as [`kpack_env`]).
+pub(crate) fn wheel_split(input: &str, out: &str, env: &[(&str, &str)]) -> Output {
+    kpack_env(&["wheel", "split", input, "-o", out], env)
+}
+
 /// Code objects `kpack extract --all` writes for `binary`: (co_index, target) → bytes.
 fn extracted(binary: &Path) -> BTreeMap<(u32, String), Vec<u8>> {
     let dir = tempfile::tempdir().unwrap();
@@ -674,16 +679,7 @@ fn refuses_a_wheel_whose_record_does_not_match() {
     }
     z.finish().unwrap();
     let out = tmp.path().join("out");
-    let o = kpack_env(
-        &[
-            "wheel",
-            "split",
-            bad.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let o = wheel_split(bad.to_str().unwrap(), out.to_str().unwrap(), &[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("fatpkg/__init__.py does not match its RECORD hash"),
@@ -692,16 +688,7 @@ fn refuses_a_wheel_whose_record_does_not_match() {
     );
     assert!(!out.join(WHEEL).exists());
     // The output directory may not be the input's (the host wheel has its name).
-    let o = kpack_env(
-        &[
-            "wheel",
-            "split",
-            input.to_str().unwrap(),
-            "-o",
-            tmp.path().to_str().unwrap(),
-        ],
-        &[],
-    );
+    let o = wheel_split(input.to_str().unwrap(), tmp.path().to_str().unwrap(), &[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("holds the input"), "{}", stderr(&o));
 }
@@ -761,16 +748,7 @@ fn refuses_to_split_its_own_host_and_device_wheels() {
         (&device, "a device wheel", "WHEEL Generator: kpack-wheel"),
     ] {
         let again = tmp.path().join("again");
-        let o = kpack_env(
-            &[
-                "wheel",
-                "split",
-                wheel.to_str().unwrap(),
-                "-o",
-                again.to_str().unwrap(),
-            ],
-            &[],
-        );
+        let o = wheel_split(wheel.to_str().unwrap(), again.to_str().unwrap(), &[]);
         assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
         let err = stderr(&o);
         assert!(
@@ -896,16 +874,7 @@ fn refuses_two_targets_whose_wheel_names_normalise_alike() {
     let input = build_fat_wheel(tmp.path(), &files);
     let out = tmp.path().join("dist");
     std::fs::create_dir(&out).unwrap();
-    let o = kpack_env(
-        &[
-            "wheel",
-            "split",
-            input.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let o = wheel_split(input.to_str().unwrap(), out.to_str().unwrap(), &[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("the device wheels of gfx1-30 and gfx1_30 would both be")
@@ -924,14 +893,9 @@ fn shows_phases_on_a_terminal_and_nothing_otherwise() {
     let tmp = tempfile::tempdir().unwrap();
     let input = build_fat_wheel(tmp.path(), &fat_files());
     let out = tmp.path().join("plain");
-    let o = kpack_env(
-        &[
-            "wheel",
-            "split",
-            input.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ],
+    let o = wheel_split(
+        input.to_str().unwrap(),
+        out.to_str().unwrap(),
         &[("TERM", "xterm")],
     );
     assert!(o.status.success(), "{}", stderr(&o));

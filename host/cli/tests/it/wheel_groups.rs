@@ -134,16 +134,7 @@ fn default_split_has_no_extras_and_target_group_adds_them() {
     let tmp = tempfile::tempdir().unwrap();
     let fat = build_fat_wheel(tmp.path(), &fat_files());
     let plain = tmp.path().join("plain");
-    let o = kpack_env(
-        &[
-            "wheel",
-            "split",
-            fat.to_str().unwrap(),
-            "-o",
-            plain.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let o = crate::wheel::wheel_split(fat.to_str().unwrap(), plain.to_str().unwrap(), &[]);
     assert!(o.status.success(), "{}", stderr(&o));
     let meta = |dir: &Path| {
         let w = read_wheel(&dir.join(WHEEL));
