@@ -260,7 +260,7 @@ fn split(mut args: SplitArgs) -> CliResult {
     let targets = args.targets.filter()?;
     let amd = amd_layout(&mut args)?;
     let Some(input) = args.input.clone().or_else(|| args.amd.input.clone()) else {
-        anyhow::bail!("no input wheel");
+        return Err(anyhow::anyhow!("no input wheel").into());
     };
     crate::safety::regular_file(&input)?;
     crate::safety::not_stdout(&args.output, "wheel split")?;
