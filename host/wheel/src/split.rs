@@ -240,9 +240,6 @@ pub(crate) fn refuse_existing(dest: &Path, force: bool) -> Result<()> {
 /// group), write (all wheels, in parallel) and commit (renamed into place).
 pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Result<WheelReport> {
     check_archive_group(input, opts)?;
-    if let Some(a) = &opts.amd {
-        a.check(input, opts.device_prefix.as_deref())?;
-    }
     if !opts.dry_run {
         std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, "cannot create", e))?;
     }
@@ -257,9 +254,6 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     let st = pipeline::read(input, &staging_in, &opts.limits, opts.progress)?;
     let names = Names::of(input, &st.un, opts)?;
     refuse_device_wheel(input, &st.un, "split")?;
-    if let Some(a) = &opts.amd {
-        check_overlay_root(input, &st.un, a)?;
-    }
     let mut warnings = st.un.warnings.clone();
     let tags: Vec<String> = st.un.wheel.get_all("Tag").map(str::to_string).collect();
     pipeline::phase(opts.progress, "offloading device code", 0);
@@ -282,12 +276,6 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         warnings: Vec::new(),
         excluded: split.excluded,
     };
-    if let Some(a) = opts.amd.as_ref().filter(|_| report.binaries.is_empty()) {
-        return Err(Error::invalid(
-            input,
-            format!("no fat binaries under the overlay root {}/", a.overlay_root),
-        ));
-    }
     if report.binaries.is_empty() && split.archs.is_empty() {
         // Nothing to split: the wheel is its own host wheel.
         let dest = &report.host.path;
@@ -296,43 +284,24 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         return Ok(report);
     }
     let rewritten: BTreeSet<&str> = report.binaries.iter().map(|b| b.path.as_str()).collect();
-    let amd = opts.amd.as_ref();
-    let mut jobs = vec![host_job(&st, &names, &rewritten, amd, &mut warnings)?];
-    let level = amd.map_or(opts.group, |_| Some(kpack_amdgpu::Level::Target));
-    let groups = group_archs(&split.archs, level, &mut warnings);
-    if level.is_some() {
-        extras_metadata(&st, &names, &groups, amd, &mut jobs[0])?;
-    }
-    let keys: BTreeSet<String> = groups.keys().cloned().collect();
-    for (key, members) in &groups {
-        let mut job = device_job(input, &st, &names, key, members)?;
-        if let Some(a) = amd {
-            amd_dist_info(&mut job, &st.un, &names, key, &keys, a);
-        }
-        jobs.push(job);
-    }
-    refuse_alike_names(input, &jobs)?;
+    let level = opts
+        .amd
+        .as_ref()
+        .map_or(opts.group, |_| Some(kpack_amdgpu::Level::Target));
+    let jobs = plan_jobs(
+        input,
+        &st,
+        &names,
+        &split.archs,
+        &rewritten,
+        opts,
+        &mut warnings,
+    )?;
     let time = zip_time(opts.mtime);
     let written = pipeline::write_all(&jobs, input, &out_stage, time, opts.progress)?;
-    record_written(
-        &mut report,
-        &jobs,
-        written,
-        out_dir,
-        level.is_some(),
-        amd.is_some(),
-    );
-    let mut files: Vec<String> = jobs.iter().map(|j| j.file.clone()).collect();
-    if amd.is_some_and(|a| a.directories) {
-        files = unpack_outputs(&out_stage, &files)?;
-        for (w, f) in std::iter::once(&mut report.host)
-            .chain(report.devices.iter_mut().map(|d| &mut d.wheel))
-            .zip(&files)
-        {
-            w.path = out_dir.join(f);
-            w.file = f.clone();
-        }
-    }
+    let amd = opts.amd.is_some();
+    record_written(&mut report, &jobs, written, out_dir, level.is_some(), amd);
+    let files = output_files(&jobs, &out_stage, out_dir, opts, &mut report)?;
     if !opts.dry_run {
         let files: Vec<&str> = files.iter().map(String::as_str).collect();
         pipeline::commit(&files, &out_stage, out_dir, opts.force)?;
@@ -341,6 +310,61 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     report.device_code = true;
     report.warnings = warnings;
     Ok(report)
+}
+
+/// Plan phase: the host wheel's job and one per device wheel (the
+/// processors or groups of `archs`).
+fn plan_jobs(
+    input: &Path,
+    st: &Staged,
+    names: &Names,
+    archs: &BTreeSet<String>,
+    rewritten: &BTreeSet<&str>,
+    opts: &WheelOptions<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<WheelJob>> {
+    let amd = opts.amd.as_ref();
+    let mut jobs = vec![host_job(st, names, rewritten, amd, warnings)?];
+    let level = amd.map_or(opts.group, |_| Some(kpack_amdgpu::Level::Target));
+    let groups = group_archs(archs, level, warnings);
+    if level.is_some() {
+        extras_metadata(st, names, &groups, amd, &mut jobs[0])?;
+    }
+    let keys: BTreeSet<String> = groups.keys().cloned().collect();
+    for (key, members) in &groups {
+        let mut job = device_job(input, st, names, key, members)?;
+        if let Some(a) = amd {
+            amd_dist_info(&mut job, &st.un, names, key, &keys, a);
+        }
+        jobs.push(job);
+    }
+    refuse_alike_names(input, &jobs)?;
+    Ok(jobs)
+}
+
+/// The names of the staged outputs to commit: the wheels, or with
+/// `--output-format directory` the directories they were unpacked into
+/// (the report then names those).
+fn output_files(
+    jobs: &[WheelJob],
+    out_stage: &Path,
+    out_dir: &Path,
+    opts: &WheelOptions<'_>,
+    report: &mut WheelReport,
+) -> Result<Vec<String>> {
+    let files: Vec<String> = jobs.iter().map(|j| j.file.clone()).collect();
+    if !opts.amd.as_ref().is_some_and(|a| a.directories) {
+        return Ok(files);
+    }
+    let dirs = unpack_outputs(out_stage, &files)?;
+    for (w, f) in std::iter::once(&mut report.host)
+        .chain(report.devices.iter_mut().map(|d| &mut d.wheel))
+        .zip(&dirs)
+    {
+        w.path = out_dir.join(f);
+        w.file = f.clone();
+    }
+    Ok(dirs)
 }
 
 /// The names a split derives from the input and the options.
@@ -421,6 +445,9 @@ fn split_schemes(
         archs: BTreeSet::new(),
         excluded: BTreeMap::new(),
     };
+    if let Some(a) = &opts.amd {
+        check_overlay_root(input, &st.un, a)?;
+    }
     // AMD's layout splits the overlay root only; everything else is kept.
     let trees: Vec<(&'static str, &str)> = match &opts.amd {
         None => SPLIT_SCHEMES.iter().map(|s| (*s, "")).collect(),
@@ -472,7 +499,13 @@ fn split_schemes(
                 .map(|w| w.replace(&format!("{}/", src_root.display()), "")),
         );
     }
-    if opts.amd.is_some() {
+    if let Some(a) = &opts.amd {
+        if out.binaries.is_empty() {
+            return Err(Error::invalid(
+                input,
+                format!("no fat binaries under the overlay root {}/", a.overlay_root),
+            ));
+        }
         let group = amd::group_name(&names.host);
         amd::merge_archives(&parts, &group, opts.compression, &st.path().join("merge"))?;
     }
@@ -1001,7 +1034,12 @@ impl WheelJob {
 /// `--archive-group` coarser than `--group` (no `--group`: per target)
 /// would put one archive into several device wheels: refused before
 /// anything is written.
+///
+/// With [`WheelOptions::amd`], also [`AmdLayout::check`].
 pub fn check_archive_group(input: &Path, opts: &WheelOptions<'_>) -> Result<()> {
+    if let Some(a) = &opts.amd {
+        a.check(input, opts.device_prefix.as_deref())?;
+    }
     let wheels = opts.group.unwrap_or(kpack_amdgpu::Level::Target);
     if opts.archive_group > wheels {
         return Err(Error::invalid(

@@ -346,19 +346,7 @@ fn pip_installs_a_target_wheel_with_its_parent_and_verify_gpu_passes() {
             .is_file()
     );
     assert!(site.join("fatpkg/.kpack/fatpkg_gfx1100.kpack").is_file());
-    for gpu in ["gfx1100"] {
-        let o = Command::new(KPACK)
-            .args(["verify", "--gpu", gpu])
-            .arg(&site)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "verify --gpu {gpu}:\n{}{}",
-            stdout(&o),
-            stderr(&o)
-        );
-    }
+    verify_gpu(&site, "gfx1100");
     // The host's extra installs the processor's wheel with its variants.
     let o = venv.pip(&[
         "install",
@@ -375,18 +363,24 @@ fn pip_installs_a_target_wheel_with_its_parent_and_verify_gpu_passes() {
     );
     // A gfx942 reports xnack+ or xnack-: libxnack.so has code for each only.
     for gpu in ["gfx942:xnack+", "gfx942:xnack-"] {
-        let o = Command::new(KPACK)
-            .args(["verify", "--gpu", gpu])
-            .arg(&site)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "verify --gpu {gpu}:\n{}{}",
-            stdout(&o),
-            stderr(&o)
-        );
+        verify_gpu(&site, gpu);
     }
+}
+
+/// `kpack verify --gpu GPU SITE` passes: every kernel of every marker
+/// loads for that GPU.
+fn verify_gpu(site: &Path, gpu: &str) {
+    let o = Command::new(KPACK)
+        .args(["verify", "--gpu", gpu])
+        .arg(site)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "verify --gpu {gpu}:\n{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
 }
 
 #[test]
