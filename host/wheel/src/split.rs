@@ -946,7 +946,8 @@ pub(crate) fn refuse_input_dir(input: &Path, out_dir: &Path, what: &str) -> Resu
     Ok(())
 }
 
-/// A device wheel is marked by the WHEEL file wheel split writes for it;
+/// A device wheel is marked by the WHEEL file wheel split (or AMD's
+/// splitter, whose layout `--overlay-root` writes) writes for it;
 /// refused before anything is done to it (it may hold no archive at all,
 /// only database files). `verb` is the refused command (`split`, `prune`).
 pub(crate) fn refuse_device_wheel(input: &Path, un: &Unpacked, verb: &str) -> Result<()> {
@@ -959,7 +960,7 @@ pub(crate) fn refuse_device_wheel(input: &Path, un: &Unpacked, verb: &str) -> Re
             ErrorKind::AlreadySplit,
             Some(input.to_path_buf()),
             format!(
-                "a device wheel written by kpack wheel split (WHEEL Generator: {g}): {verb} the original fat wheel instead"
+                "a device wheel written by a wheel split (WHEEL Generator: {g}): {verb} the original fat wheel instead"
             ),
         ));
     }

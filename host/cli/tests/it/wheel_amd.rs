@@ -525,3 +525,26 @@ fn leftovers(dir: &Path) -> Vec<PathBuf> {
     v.sort();
     v
 }
+
+/// Split output in AMD's layout is never split again: a device wheel by
+/// its WHEEL `Generator`, a host wheel by its offloaded binaries.
+#[test]
+fn refuses_to_split_its_amd_output_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fat = build_fat_wheel(tmp.path(), &fat_files());
+    let out = tmp.path().join("out");
+    assert!(amd_split(&fat, &out, &[]).status.success());
+    for (w, want) in [
+        (
+            format!("fatpkg_device_gfx942-{TAGS}"),
+            "Generator: rocm-kpack-split-python-wheels",
+        ),
+        (format!("fatpkg-{TAGS}"), "already offloaded"),
+    ] {
+        let again = tmp.path().join("again");
+        let o = amd_split(&out.join(&w), &again, &[]);
+        assert_eq!(o.status.code(), Some(2), "{w}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{w}: {}", stderr(&o));
+        assert!(!again.exists());
+    }
+}
