@@ -56,6 +56,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod amd;
 mod error;
 mod headers;
 mod name;
@@ -66,6 +67,7 @@ mod record;
 mod split;
 mod writer;
 
+pub use amd::{AmdLayout, GFXARCH, wheel_from_directory};
 pub use error::{Error, ErrorKind, Result};
 pub use headers::{HeaderError, Headers};
 pub use name::{WheelName, escape, is_valid_name, normalize};
