@@ -92,7 +92,11 @@ def archive_listing(data: bytes, tmp: Path) -> dict:
             kernels.append(
                 {"key": key, "arch": arch, "size": len(blob), "sha256": sha256(blob)}
             )
+    with path.open("rb") as f:
+        f.seek(int.from_bytes(data[8:16], "little"))
+        scheme = msgpack.unpack(f, raw=False)["compression_scheme"]
     return {
+        "compression_scheme": scheme,
         "group_name": archive.group_name,
         "gfx_arch_family": archive.gfx_arch_family,
         "gfx_arches": archive.gfx_arches,

@@ -42,5 +42,6 @@ mod targets;
 mod util;
 mod verify_gpu;
 mod wheel;
+mod wheel_amd_reference;
 mod wheel_groups;
 mod wheel_prune;
