@@ -276,6 +276,56 @@ pub fn dist_name(key: &str) -> String {
     key.replace('_', "-")
 }
 
+/// The level of a bundle key rocm-bootstrap knows (`gfx11` → family,
+/// `gfx12_0` → sub-family, `gfx1100` → target), or `None` for any other
+/// name (`gfx803`, a generic target, `amdgcnspirv`). `gfx1250-strict` is
+/// no key: its code ships in `gfx1250`'s package.
+///
+/// ```
+/// use kpack_amdgpu::{Level, key_level};
+/// assert_eq!(key_level("gfx110x"), Some(Level::SubFamily));
+/// assert_eq!(key_level("gfx942"), Some(Level::Target));
+/// assert_eq!(key_level("gfx11-generic"), None);
+/// ```
+pub fn key_level(key: &str) -> Option<Level> {
+    if FAMILIES.iter().any(|f| f.key == key) {
+        Some(Level::Family)
+    } else if SUB_FAMILIES.iter().any(|s| s.key == key) {
+        Some(Level::SubFamily)
+    } else if SUB_FAMILIES.iter().any(|s| s.members.contains(&key))
+        && !PACKAGE_OWNERS.iter().any(|(t, _)| *t == key)
+    {
+        Some(Level::Target)
+    } else {
+        None
+    }
+}
+
+/// rocm-bootstrap 0.3.0's `display_name` of a bundle key (`gfx115x` →
+/// `RDNA3.5`; a target's is its own name), or `None` for a name it does
+/// not know. AMD's wheel splitter puts it in a device wheel's `Summary`.
+pub fn display_name(key: &str) -> Option<&str> {
+    const LABELS: &[(&str, &str)] = &[
+        ("gfx9", "GFX9"),
+        ("gfx10", "GFX10"),
+        ("gfx11", "RDNA3"),
+        ("gfx12", "RDNA4"),
+        ("gfx9_0", "Vega"),
+        ("gfx9_4", "MI300"),
+        ("gfx9_5", "MI350"),
+        ("gfx10_1", "RDNA1"),
+        ("gfx10_3", "RDNA2"),
+        ("gfx110x", "RDNA3"),
+        ("gfx115x", "RDNA3.5"),
+        ("gfx12_0", "RDNA4"),
+        ("gfx12_5", "GFX12.5"),
+    ];
+    match key_level(key)? {
+        Level::Target => Some(key),
+        _ => LABELS.iter().find(|(k, _)| *k == key).map(|(_, l)| *l),
+    }
+}
+
 /// The bundle key of an AMD family wildcard directory name (AOTriton's
 /// `amd-gfx11xx`, `amd-gfx120x`): `gfx<major>xx` is a family, a
 /// `gfx<digits>x` wildcard is the sub-family all of whose members it
@@ -307,6 +357,23 @@ mod tests {
     use super::*;
 
     const EXTRACT: &str = include_str!("../tests/data/rocm-bootstrap-0.3.0.tsv");
+
+    #[test]
+    fn every_bundle_has_rocm_bootstraps_display_name() {
+        for f in FAMILIES {
+            assert!(display_name(f.key).is_some(), "{}", f.key);
+        }
+        for s in SUB_FAMILIES {
+            assert!(display_name(s.key).is_some(), "{}", s.key);
+            for m in s.members {
+                let owned = PACKAGE_OWNERS.iter().any(|(t, _)| t == m);
+                assert_eq!(display_name(m), (!owned).then_some(*m));
+            }
+        }
+        assert_eq!(display_name("gfx115x"), Some("RDNA3.5"));
+        assert_eq!(display_name("gfx12_5"), Some("GFX12.5"));
+        assert_eq!(display_name("gfx803"), None);
+    }
 
     #[test]
     fn matches_rocm_bootstrap_0_3_0() {

@@ -53,7 +53,8 @@ pub use code_object::{
 };
 pub use family::{
     FAMILIES, Family, Level, SUB_FAMILIES, SubFamily, archive_group, archive_group_holds,
-    archive_group_level, bundle_key, dist_name, family, sub_family, wildcard_key,
+    archive_group_level, bundle_key, display_name, dist_name, family, key_level, sub_family,
+    wildcard_key,
 };
 pub use filter::{TargetFilter, TargetPattern};
 pub use generic::{GENERIC_TABLE, covered_by, generic_for, is_generic};

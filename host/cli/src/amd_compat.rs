@@ -57,3 +57,118 @@ impl Ignored {
         }
     }
 }
+
+/// The "Compatibility" paragraph of `kpack wheel split --help`.
+pub const WHEEL_SPLIT_HELP: &str = "\
+Compatibility with AMD's rocm-kpack flags (split_python_wheels): also accepted, \
+hidden from this list: --input WHL (= INPUT), --output-dir O (= -o O), \
+--device-package-prefix P (= --device-prefix P), --compression-level N (= --level N), \
+--databases NAME... (= --split-databases), --tmp-dir, --clang-offload-bundler \
+(ignored: kpack stages inside the output and needs no bundler); AMD's --verbose is \
+-v/--verbose. --overlay-root selects AMD's layout, names and metadata. Exit codes stay 0/1/2.";
+
+/// `--output-format` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// `.whl` files.
+    Wheel,
+    /// Unpacked wheel directories, named as the wheel without `.whl`.
+    Directory,
+}
+
+/// `--wheel-type` presets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WheelType {
+    /// PyTorch's libraries: rocblas, hipblaslt, hipsparselt, aotriton, miopen.
+    TorchFat,
+}
+
+impl WheelType {
+    /// The database handlers of the preset, in AMD's order.
+    pub fn handlers(self) -> &'static [&'static str] {
+        match self {
+            WheelType::TorchFat => &["rocblas", "hipblaslt", "hipsparselt", "aotriton", "miopen"],
+        }
+    }
+}
+
+/// AMD's `split_python_wheels` flags on `kpack wheel split`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct WheelArgs {
+    /// AMD's --input: the fat wheel.
+    #[arg(long = "input", id = "amd_input", value_name = "WHL", hide = true)]
+    pub input: Option<PathBuf>,
+    /// AMD's layout, names and metadata: split the fat binaries and
+    /// database files under ROOT (a directory of the wheel, `torch/`) into
+    /// one archive per target id at ROOT/.kpack/<name>_<target>.kpack,
+    /// device wheels per target plus parent wheels (family, sub-family),
+    /// host extras device-<target> and device-all. Needs --device-prefix.
+    #[arg(long, value_name = "ROOT", help_heading = "AMD's layout")]
+    pub overlay_root: Option<String>,
+    /// With --overlay-root: more Requires-Dist of every target device
+    /// wheel, @GFXARCH@ replaced by its target (`rocm-sdk-device-@GFXARCH@ == 7.1`).
+    #[arg(long, value_name = "REQ", num_args = 0.., help_heading = "AMD's layout")]
+    pub device_requires_dist: Vec<String>,
+    /// With --overlay-root: write `.whl` files (`wheel`, the default) or
+    /// unpacked wheel directories (`directory`).
+    #[arg(long, value_enum, value_name = "FORMAT", help_heading = "AMD's layout")]
+    pub output_format: Option<OutputFormat>,
+    /// AMD's database preset (`torch-fat`: rocblas, hipblaslt, hipsparselt,
+    /// aotriton, miopen); --databases or --split-databases replace it.
+    #[arg(long, value_enum, value_name = "PRESET", help_heading = "AMD's layout")]
+    pub wheel_type: Option<WheelType>,
+    /// AMD's --databases NAME...: the handlers (= --split-databases).
+    #[arg(long, value_name = "NAME", num_args = 0.., hide = true)]
+    pub databases: Option<Vec<String>>,
+    /// AMD's PEP 817 variant wheel (not written by kpack yet).
+    #[arg(long, hide = true)]
+    pub generate_variant_wheel: bool,
+    /// AMD's variant wheel label (used with --generate-variant-wheel).
+    #[arg(long, value_name = "LABEL", hide = true)]
+    pub variant_label: Option<String>,
+    #[command(flatten)]
+    pub ignored: Ignored,
+}
+
+impl WheelArgs {
+    /// The handler names AMD's --databases and --wheel-type ask for
+    /// (--databases wins, as in AMD's tool); `None` when neither is given.
+    pub fn databases(&self) -> Option<Vec<String>> {
+        match (&self.databases, self.wheel_type) {
+            (Some(d), _) => Some(d.clone()),
+            (None, Some(t)) => Some(t.handlers().iter().map(|s| s.to_string()).collect()),
+            (None, None) => None,
+        }
+    }
+
+    /// AMD's layout, when --overlay-root asks for it; the flags that only
+    /// mean something with it are refused without it, in one line.
+    pub fn layout(&self) -> anyhow::Result<Option<kpack_wheel::AmdLayout>> {
+        let Some(root) = &self.overlay_root else {
+            let only_amd = [
+                (
+                    !self.device_requires_dist.is_empty(),
+                    "--device-requires-dist",
+                ),
+                (self.output_format.is_some(), "--output-format"),
+                (self.generate_variant_wheel, "--generate-variant-wheel"),
+            ];
+            if let Some((_, flag)) = only_amd.iter().find(|(given, _)| *given) {
+                anyhow::bail!(
+                    "{flag} needs --overlay-root: it only applies to AMD's layout (device wheels overlaying ROOT)"
+                );
+            }
+            return Ok(None);
+        };
+        if self.generate_variant_wheel {
+            anyhow::bail!(
+                "--generate-variant-wheel: kpack does not write PEP 817 variant wheels yet"
+            );
+        }
+        Ok(Some(kpack_wheel::AmdLayout {
+            overlay_root: root.trim_matches('/').to_string(),
+            device_requires_dist: self.device_requires_dist.clone(),
+            directories: self.output_format == Some(OutputFormat::Directory),
+        }))
+    }
+}

@@ -14,7 +14,7 @@ pub struct ArchiveArgs {
     #[arg(long, value_enum, default_value = "zstd")]
     compression: CompressionArg,
     /// zstd level.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, alias = "compression-level")]
     level: i32,
     /// Do not check the MD5 of compressed bundles.
     #[arg(long)]

@@ -24,6 +24,7 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum WheelCommand {
     /// Split a fat wheel into a host wheel and per-arch device wheels.
+    #[command(after_long_help = crate::amd_compat::WHEEL_SPLIT_HELP)]
     Split(SplitArgs),
     /// Keep only chosen GPU targets in a fat wheel (any HIP runtime loads it).
     Prune(PruneArgs),
@@ -59,15 +60,16 @@ struct PruneArgs {
 #[derive(clap::Args)]
 struct SplitArgs {
     /// The fat wheel (never modified).
-    input: PathBuf,
+    #[arg(required_unless_present = "amd_input", conflicts_with = "amd_input")]
+    input: Option<PathBuf>,
     /// Output directory (created; must not be the input's directory).
-    #[arg(short, long)]
+    #[arg(short, long, alias = "output-dir")]
     output: PathBuf,
     /// Device wheels are named `<NAME>-<arch>` [default: `<distribution>-device`].
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", alias = "device-package-prefix")]
     device_prefix: Option<String>,
     /// Archive directory relative to site-packages [default: `_<distribution>_kpack`].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "overlay_root")]
     archive_dir: Option<String>,
     /// Print a JSON summary on stdout.
     #[arg(long)]
@@ -94,8 +96,15 @@ struct SplitArgs {
     /// 0.3.0): `<prefix>-gfx1151`, `<prefix>-gfx115x` or `<prefix>-gfx11`;
     /// the host wheel gets `device-<group>` and `device-all` extras.
     /// Without it: one wheel per processor, no extras.
-    #[arg(long, value_enum, value_name = "LEVEL")]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "LEVEL",
+        conflicts_with = "overlay_root"
+    )]
     group: Option<Group>,
+    #[command(flatten)]
+    amd: crate::amd_compat::WheelArgs,
 }
 
 /// `--group` values.
@@ -247,9 +256,13 @@ fn set_limits(limits: &mut kpack_wheel::Limits, max_unpacked_size: Option<u64>) 
     }
 }
 
-fn split(args: SplitArgs) -> CliResult {
+fn split(mut args: SplitArgs) -> CliResult {
     let targets = args.targets.filter()?;
-    crate::safety::regular_file(&args.input)?;
+    let amd = amd_layout(&mut args)?;
+    let Some(input) = args.input.clone().or_else(|| args.amd.input.clone()) else {
+        return Err(anyhow::anyhow!("no input wheel").into());
+    };
+    crate::safety::regular_file(&input)?;
     crate::safety::not_stdout(&args.output, "wheel split")?;
     let handlers = if args.handlers.is_empty() {
         None
@@ -271,7 +284,11 @@ fn split(args: SplitArgs) -> CliResult {
     opts.group = args.group.map(Into::into);
     opts.archive_group = args.archive.archive_group();
     // Before the output directory is created: nothing written.
-    kpack_wheel::check_archive_group(&args.input, &opts)?;
+    kpack_wheel::check_archive_group(&input, &opts)?;
+    if let Some(a) = &amd {
+        a.check(&input, opts.device_prefix.as_deref())?;
+    }
+    opts.amd = amd;
     // A failed split leaves no output folder it created behind.
     let created = if args.dry_run {
         None
@@ -287,13 +304,13 @@ fn split(args: SplitArgs) -> CliResult {
     let pool = args.archive.thread_pool()?;
     crate::ui::info(format_args!(
         "splitting {} into {} ({} threads)",
-        args.input.display(),
+        input.display(),
         args.output.display(),
         pool.current_num_threads()
     ));
     let phases = crate::ui::phases().map(Phases);
     opts.progress = phases.as_ref().map(|p| p as &dyn kpack_wheel::Progress);
-    let report = pool.install(|| split_wheel(&args.input, &args.output, &opts));
+    let report = pool.install(|| split_wheel(&input, &args.output, &opts));
     if let Some(p) = &phases {
         p.0.finish_and_clear();
     }
@@ -315,6 +332,35 @@ fn split(args: SplitArgs) -> CliResult {
         crate::ui::status(format_args!("done in {:.2?}", start.elapsed()));
     }
     Ok(())
+}
+
+/// AMD's flags: the database handlers they name join `--split-databases`,
+/// the ignored ones are said out loud, and the layout they ask for comes
+/// back. Flags of kpack's layout that contradict AMD's are refused.
+fn amd_layout(args: &mut SplitArgs) -> anyhow::Result<Option<kpack_wheel::AmdLayout>> {
+    args.amd.ignored.note();
+    if args.handlers.split_databases.is_empty()
+        && let Some(d) = args.amd.databases()
+    {
+        args.handlers.split_databases = d;
+    }
+    let layout = args.amd.layout()?;
+    if layout.is_some() {
+        if args.archive.archive_group() != kpack_amdgpu::Level::Target {
+            bail!(
+                "--archive-group does not apply to AMD's layout (--overlay-root): it has one archive per target id"
+            );
+        }
+        if matches!(
+            args.archive.compression(),
+            kpack_format::Compression::ZstdDelta { .. }
+        ) {
+            bail!(
+                "--compression zstd-delta does not apply to AMD's layout (--overlay-root): AMD's loader reads none and zstd only"
+            );
+        }
+    }
+    Ok(layout)
 }
 
 fn human(bytes: u64) -> String {

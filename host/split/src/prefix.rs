@@ -64,6 +64,12 @@ pub struct SplitOptions<'a> {
     /// (`<stem>_gfx110x.kpack`) goes into the arch tree named for the
     /// group, and markers list it explicitly.
     pub archive_group: Level,
+    /// AMD's wheel layout: every binary's marker names
+    /// `<archive_dir>/<name>_@GFXARCH@.kpack`, one archive per target id
+    /// for the whole tree, which the caller assembles from the per-binary
+    /// archives (still written as usual, into each arch tree). `None`:
+    /// markers name the binary's own archives.
+    pub shared_archive: Option<String>,
 }
 
 impl std::fmt::Debug for SplitOptions<'_> {
@@ -91,6 +97,7 @@ impl SplitOptions<'_> {
             databases: None,
             progress: None,
             archive_group: Level::Target,
+            shared_archive: None,
         }
     }
 
@@ -727,7 +734,19 @@ fn plan_archives(
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| root.to_path_buf());
-    let search_path = archives.search_path(&bin_dir, &root.join(&opts.archive_dir));
+    let search_path = match &opts.shared_archive {
+        Some(name) => {
+            let rel = kpack_offload::relative_path(&bin_dir, &root.join(&opts.archive_dir));
+            let dir = rel.to_string_lossy().replace('\\', "/");
+            let file = format!("{name}_@GFXARCH@.kpack");
+            if dir.is_empty() {
+                file
+            } else {
+                format!("{dir}/{file}")
+            }
+        }
+        None => archives.search_path(&bin_dir, &root.join(&opts.archive_dir)),
+    };
     let oo = OffloadOptions {
         kernel_name: kernel_name.clone(),
         // Expanded for archive groups by the offload itself.

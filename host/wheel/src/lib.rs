@@ -56,6 +56,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod amd;
 mod error;
 mod headers;
 mod name;
@@ -67,6 +68,7 @@ mod split;
 mod variant;
 mod writer;
 
+pub use amd::{AmdLayout, GFXARCH};
 pub use error::{Error, ErrorKind, Result};
 pub use headers::{HeaderError, Headers};
 pub use name::{WheelName, escape, is_valid_name, normalize};

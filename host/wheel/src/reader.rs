@@ -53,6 +53,8 @@ pub(crate) struct Unpacked {
     pub data_dir: String,
     pub wheel: Headers,
     pub metadata: Headers,
+    /// METADATA as written (AMD's layout inserts its lines into the text).
+    pub metadata_text: String,
     /// Every file, by wheel path.
     pub files: BTreeMap<String, FileMeta>,
     /// Directory entries (without the trailing `/`) and their modes.
@@ -219,6 +221,7 @@ pub(crate) fn unpack(
         data_dir,
         wheel: meta.wheel,
         metadata: meta.metadata,
+        metadata_text: meta.metadata_text,
         files: BTreeMap::new(),
         dirs: BTreeMap::new(),
         warnings: Vec::new(),
@@ -329,6 +332,7 @@ fn find_dist_info(
 struct DistInfo {
     wheel: Headers,
     metadata: Headers,
+    metadata_text: String,
     /// RECORD's rows: path → (hash, size).
     expected: BTreeMap<String, (String, Option<u64>)>,
     /// `<dist-info>/RECORD`.
@@ -379,6 +383,7 @@ fn read_dist_info(
     Ok(DistInfo {
         wheel,
         metadata,
+        metadata_text,
         expected,
         record_name,
     })

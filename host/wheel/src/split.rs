@@ -10,6 +10,7 @@ use kpack_split::{BinaryReport, Databases, PrefixLayout, SplitOptions, split_pre
 use serde::Serialize;
 use zip::DateTime;
 
+use crate::amd::{self, AmdLayout};
 use crate::error::{Error, ErrorKind, Result};
 use crate::headers::Headers;
 use crate::name::{escape, is_valid_name, normalize};
@@ -64,6 +65,11 @@ pub struct WheelOptions<'a> {
     pub archive_group: kpack_amdgpu::Level,
     /// Where to report the phases and bytes done, if anywhere.
     pub progress: Option<&'a dyn Progress>,
+    /// AMD's layout, names and metadata (`--overlay-root`) instead of
+    /// kpack's; [`device_prefix`](Self::device_prefix) is then required
+    /// and [`group`](Self::group), [`archive_dir`](Self::archive_dir) and
+    /// [`archive_group`](Self::archive_group) are left at their defaults.
+    pub amd: Option<AmdLayout>,
 }
 
 impl std::fmt::Debug for WheelOptions<'_> {
@@ -82,6 +88,7 @@ impl std::fmt::Debug for WheelOptions<'_> {
             .field("group", &self.group)
             .field("archive_group", &self.archive_group)
             .field("progress", &self.progress.is_some())
+            .field("amd", &self.amd)
             .finish()
     }
 }
@@ -110,6 +117,7 @@ impl WheelOptions<'_> {
             group: None,
             archive_group: kpack_amdgpu::Level::Target,
             progress: None,
+            amd: None,
         }
     }
 }
@@ -232,6 +240,9 @@ pub(crate) fn refuse_existing(dest: &Path, force: bool) -> Result<()> {
 /// group), write (all wheels, in parallel) and commit (renamed into place).
 pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Result<WheelReport> {
     check_archive_group(input, opts)?;
+    if let Some(a) = &opts.amd {
+        a.check(input, opts.device_prefix.as_deref())?;
+    }
     if !opts.dry_run {
         std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, "cannot create", e))?;
     }
@@ -246,6 +257,9 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     let st = pipeline::read(input, &staging_in, &opts.limits, opts.progress)?;
     let names = Names::of(input, &st.un, opts)?;
     refuse_device_wheel(input, &st.un, "split")?;
+    if let Some(a) = &opts.amd {
+        check_overlay_root(input, &st.un, a)?;
+    }
     let mut warnings = st.un.warnings.clone();
     let tags: Vec<String> = st.un.wheel.get_all("Tag").map(str::to_string).collect();
     pipeline::phase(opts.progress, "offloading device code", 0);
@@ -268,6 +282,12 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         warnings: Vec::new(),
         excluded: split.excluded,
     };
+    if let Some(a) = opts.amd.as_ref().filter(|_| report.binaries.is_empty()) {
+        return Err(Error::invalid(
+            input,
+            format!("no fat binaries under the overlay root {}/", a.overlay_root),
+        ));
+    }
     if report.binaries.is_empty() && split.archs.is_empty() {
         // Nothing to split: the wheel is its own host wheel.
         let dest = &report.host.path;
@@ -276,20 +296,45 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         return Ok(report);
     }
     let rewritten: BTreeSet<&str> = report.binaries.iter().map(|b| b.path.as_str()).collect();
-    let mut jobs = vec![host_job(&st, &names, &rewritten, &mut warnings)?];
-    let groups = group_archs(&split.archs, opts.group, &mut warnings);
-    if opts.group.is_some() {
-        extras_metadata(&st, &names, &groups, &mut jobs[0])?;
+    let amd = opts.amd.as_ref();
+    let mut jobs = vec![host_job(&st, &names, &rewritten, amd, &mut warnings)?];
+    let level = amd.map_or(opts.group, |_| Some(kpack_amdgpu::Level::Target));
+    let groups = group_archs(&split.archs, level, &mut warnings);
+    if level.is_some() {
+        extras_metadata(&st, &names, &groups, amd, &mut jobs[0])?;
     }
+    let keys: BTreeSet<String> = groups.keys().cloned().collect();
     for (key, members) in &groups {
-        jobs.push(device_job(input, &st, &names, key, members)?);
+        let mut job = device_job(input, &st, &names, key, members)?;
+        if let Some(a) = amd {
+            amd_dist_info(&mut job, &st.un, &names, key, &keys, a);
+        }
+        jobs.push(job);
     }
     refuse_alike_names(input, &jobs)?;
     let time = zip_time(opts.mtime);
     let written = pipeline::write_all(&jobs, input, &out_stage, time, opts.progress)?;
-    record_written(&mut report, &jobs, written, out_dir, opts.group.is_some());
+    record_written(
+        &mut report,
+        &jobs,
+        written,
+        out_dir,
+        level.is_some(),
+        amd.is_some(),
+    );
+    let mut files: Vec<String> = jobs.iter().map(|j| j.file.clone()).collect();
+    if amd.is_some_and(|a| a.directories) {
+        files = unpack_outputs(&out_stage, &files)?;
+        for (w, f) in std::iter::once(&mut report.host)
+            .chain(report.devices.iter_mut().map(|d| &mut d.wheel))
+            .zip(&files)
+        {
+            w.path = out_dir.join(f);
+            w.file = f.clone();
+        }
+    }
     if !opts.dry_run {
-        let files: Vec<&str> = jobs.iter().map(|j| j.file.as_str()).collect();
+        let files: Vec<&str> = files.iter().map(String::as_str).collect();
         pipeline::commit(&files, &out_stage, out_dir, opts.force)?;
     }
     report.binaries.sort_by(|a, b| a.path.cmp(&b.path));
@@ -326,10 +371,12 @@ impl Names {
             .device_prefix
             .clone()
             .unwrap_or_else(|| format!("{host}-device"));
-        let archive_dir = opts
-            .archive_dir
-            .clone()
-            .unwrap_or_else(|| format!("_{}_kpack", escape(&host)));
+        let archive_dir = match (&opts.amd, &opts.archive_dir) {
+            // Relative to the overlay root, the only tree split.
+            (Some(_), _) => ".kpack".to_string(),
+            (None, Some(d)) => d.clone(),
+            (None, None) => format!("_{}_kpack", escape(&host)),
+        };
         let bad_dir = archive_dir.is_empty()
             || archive_dir.starts_with('/')
             || archive_dir.contains('\\')
@@ -374,20 +421,38 @@ fn split_schemes(
         archs: BTreeSet::new(),
         excluded: BTreeMap::new(),
     };
+    // AMD's layout splits the overlay root only; everything else is kept.
+    let trees: Vec<(&'static str, &str)> = match &opts.amd {
+        None => SPLIT_SCHEMES.iter().map(|s| (*s, "")).collect(),
+        Some(a) => vec![("root", a.overlay_root.as_str())],
+    };
     let mut reports = Vec::new();
-    for scheme in SPLIT_SCHEMES {
-        let source = st.src().join(scheme);
+    for (scheme, sub) in trees {
+        let source = under(&st.src().join(scheme), sub);
         if source.is_dir() {
-            reports.push((scheme, split_scheme(input, st, names, opts, scheme)?));
+            reports.push((
+                scheme,
+                sub,
+                split_scheme(input, st, names, opts, scheme, sub)?,
+            ));
         }
     }
-    for (scheme, r) in &reports {
+    let mut parts = Vec::new();
+    for (scheme, sub, r) in &reports {
+        let in_tree = |rel: &str| match sub.is_empty() {
+            true => rel.to_string(),
+            false => format!("{sub}/{rel}"),
+        };
+        for a in &r.archives {
+            let dir = under(&st.path().join("dev").join(&a.arch).join(scheme), sub);
+            parts.push((a.arch.clone(), dir.join(&a.path)));
+        }
         for (t, n) in &r.excluded {
             *out.excluded.entry(t.clone()).or_default() += n;
         }
         for b in &r.binaries {
             let mut b = b.clone();
-            b.path = Unpacked::wheel_path(&st.un.data_dir, scheme, &b.path);
+            b.path = Unpacked::wheel_path(&st.un.data_dir, scheme, &in_tree(&b.path));
             out.binaries.push(b);
         }
         for (h, m) in &r.databases {
@@ -407,7 +472,20 @@ fn split_schemes(
                 .map(|w| w.replace(&format!("{}/", src_root.display()), "")),
         );
     }
+    if opts.amd.is_some() {
+        let group = amd::group_name(&names.host);
+        amd::merge_archives(&parts, &group, opts.compression, &st.path().join("merge"))?;
+    }
     Ok(out)
+}
+
+/// `base/sub`, or `base` for an empty `sub`.
+fn under(base: &Path, sub: &str) -> PathBuf {
+    if sub.is_empty() {
+        base.to_path_buf()
+    } else {
+        base.join(sub)
+    }
 }
 
 /// One scheme tree split by [`split_prefix`].
@@ -417,8 +495,9 @@ fn split_scheme(
     names: &Names,
     opts: &WheelOptions<'_>,
     scheme: &'static str,
+    sub: &str,
 ) -> Result<kpack_split::PrefixReport> {
-    let source = st.src().join(scheme);
+    let source = under(&st.src().join(scheme), sub);
     let component = if scheme == "root" {
         escape(&names.host)
     } else {
@@ -431,17 +510,26 @@ fn split_scheme(
     so.databases = opts.databases;
     so.targets = opts.targets.clone();
     so.archive_group = opts.archive_group;
+    if opts.amd.is_some() {
+        // One archive per target id for the whole wheel, compressed when
+        // the per-binary archives are merged into it.
+        so.shared_archive = Some(amd::group_name(&names.host));
+        so.compression = Compression::None;
+    }
     let dev_root = st.path().join("dev");
-    let arch = move |a: &str| dev_root.join(a).join(scheme);
-    let generic = st.path().join("host").join(scheme);
+    let sub_owned = sub.to_string();
+    let arch = move |a: &str| under(&dev_root.join(a).join(scheme), &sub_owned);
+    let generic = under(&st.path().join("host").join(scheme), sub);
     let layout = PrefixLayout {
         source: &source,
         prefix: "",
         generic: &generic,
         arch: &arch,
     };
-    let report =
-        split_prefix(&layout, &so).map_err(|e| split_error(input, &st.un, &source, scheme, e))?;
+    let report = split_prefix(&layout, &so).map_err(|e| {
+        let scheme_root = st.src().join(scheme);
+        split_error(input, &st.un, &scheme_root, scheme, e)
+    })?;
     if !report.errors.is_empty() {
         return Err(Error::new(
             ErrorKind::Split,
@@ -498,6 +586,7 @@ fn host_job(
     st: &Staged,
     names: &Names,
     rewritten: &BTreeSet<&str>,
+    amd: Option<&AmdLayout>,
     warnings: &mut Vec<String>,
 ) -> Result<WheelJob> {
     let un = &st.un;
@@ -519,8 +608,17 @@ fn host_job(
             entries.push(Entry { path, src, mode });
         }
     }
+    // Files of no split tree are the input's: the dist-info, other
+    // `.data` schemes, and in AMD's layout all outside the overlay root.
+    let split_here = |path: &str| match (un.route(path), amd) {
+        (Route::Keep, _) => false,
+        (Route::Split(..), None) => true,
+        (Route::Split(scheme, rel), Some(a)) => {
+            scheme == "root" && rel.starts_with(&format!("{}/", a.overlay_root))
+        }
+    };
     for (path, meta) in pipeline::files_but_record(un, "the host wheel", warnings) {
-        if un.route(path) == Route::Keep {
+        if !split_here(path) {
             entries.push(Entry {
                 path: path.clone(),
                 src: pipeline::raw(meta),
@@ -541,21 +639,30 @@ fn host_job(
     })
 }
 
-/// With grouping, the host wheel's METADATA gains the `device-*` extras.
+/// With grouping, the host wheel's METADATA gains the `device-*` extras
+/// (in AMD's layout, AMD's lines inserted into the input's text).
 fn extras_metadata(
     st: &Staged,
     names: &Names,
     groups: &BTreeMap<String, Vec<String>>,
+    amd: Option<&AmdLayout>,
     host: &mut WheelJob,
 ) -> Result<()> {
     let path = format!("{}/METADATA", st.un.dist_info);
-    let text = host_metadata(
-        &st.un.metadata,
-        groups,
-        &names.device_prefix,
-        &names.version,
-    )
-    .to_string();
+    let text = match amd {
+        Some(_) => {
+            let keys: BTreeSet<String> = groups.keys().cloned().collect();
+            let (prefix, version) = (&names.device_prefix, &names.version);
+            amd::host_metadata(&st.un.metadata_text, prefix, version, &keys)
+        }
+        None => host_metadata(
+            &st.un.metadata,
+            groups,
+            &names.device_prefix,
+            &names.version,
+        )
+        .to_string(),
+    };
     let file = st.path().join("host-METADATA");
     std::fs::write(&file, text).map_err(|e| Error::io(&file, "cannot write", e))?;
     if let Some(e) = host.entries.iter_mut().find(|e| e.path == path) {
@@ -640,6 +747,76 @@ fn device_job(
     })
 }
 
+/// A device wheel's dist-info in AMD's layout: AMD's METADATA and WHEEL,
+/// and `top_level.txt` naming the overlay root.
+fn amd_dist_info(
+    job: &mut WheelJob,
+    un: &Unpacked,
+    names: &Names,
+    key: &str,
+    keys: &BTreeSet<String>,
+    a: &AmdLayout,
+) {
+    let dist_info = job.record.trim_end_matches("/RECORD").to_string();
+    let metadata = amd::device_metadata(
+        &names.device_prefix,
+        key,
+        &names.host,
+        &names.version,
+        keys,
+        &a.device_requires_dist,
+    );
+    job.generated = vec![
+        (format!("{dist_info}/METADATA"), metadata),
+        (format!("{dist_info}/WHEEL"), amd::wheel_file(&un.wheel)),
+        (
+            format!("{dist_info}/top_level.txt"),
+            format!("{}\n", a.overlay_root),
+        ),
+    ];
+}
+
+/// AMD's layout puts `.kpack/` into the overlay root: it must be a
+/// directory of the wheel's root (where a fat binary can be), refused
+/// before anything is split otherwise.
+fn check_overlay_root(input: &Path, un: &Unpacked, a: &AmdLayout) -> Result<()> {
+    let inside = format!("{}/", a.overlay_root);
+    let found = un
+        .files
+        .keys()
+        .any(|p| matches!(un.route(p), Route::Split("root", rel) if rel.starts_with(&inside)));
+    if !found {
+        return Err(Error::invalid(
+            input,
+            format!(
+                "overlay root '{}' does not exist in wheel (no file under {inside} outside .data and .dist-info)",
+                a.overlay_root
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `--output-format directory`: each staged wheel `files` unpacked into
+/// a directory named for it without `.whl` (AMD's spelling), the zip
+/// removed. Returns the directories' names.
+fn unpack_outputs(out_stage: &Path, files: &[String]) -> Result<Vec<String>> {
+    let mut dirs = Vec::new();
+    for f in files {
+        let zip_path = out_stage.join(f);
+        let dir = f.trim_end_matches(".whl").to_string();
+        let file =
+            std::fs::File::open(&zip_path).map_err(|e| Error::io(&zip_path, "cannot open", e))?;
+        let mut z =
+            zip::ZipArchive::new(file).map_err(|e| Error::zip(&zip_path, "not a zip file", e))?;
+        z.extract(out_stage.join(&dir))
+            .map_err(|e| Error::zip(&zip_path, "cannot unpack", e))?;
+        std::fs::remove_file(&zip_path).map_err(|e| Error::io(&zip_path, "cannot remove", e))?;
+        dirs.push(dir);
+    }
+    Ok(dirs)
+}
+
 /// Two wheels whose distribution names normalise alike (targets `gfx1_30`
 /// and `gfx1-30`) would be one file and one project to pip: refused before
 /// anything is written.
@@ -669,6 +846,7 @@ fn record_written(
     written: Vec<(u64, usize)>,
     out_dir: &Path,
     grouped: bool,
+    amd: bool,
 ) {
     for (job, (bytes, files)) in jobs.iter().zip(written) {
         let wf = WheelFile {
@@ -680,7 +858,13 @@ fn record_written(
         };
         match &job.arch {
             None => report.host = wf,
-            Some(arch) => report.devices.push(device_report(job, arch, wf, grouped)),
+            Some(arch) => {
+                let mut d = device_report(job, arch, wf, grouped);
+                if amd {
+                    d.extra = amd::extra(arch);
+                }
+                report.devices.push(d);
+            }
         }
     }
 }
@@ -736,7 +920,7 @@ pub(crate) fn refuse_device_wheel(input: &Path, un: &Unpacked, verb: &str) -> Re
     if let Some(g) = un
         .wheel
         .get("Generator")
-        .filter(|g| g.starts_with("kpack-wheel "))
+        .filter(|g| g.starts_with("kpack-wheel ") || *g == amd::AMD_GENERATOR)
     {
         return Err(Error::new(
             ErrorKind::AlreadySplit,

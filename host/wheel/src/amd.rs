@@ -1,0 +1,405 @@
+//! AMD's wheel layout ([`AmdLayout`]), what AMD's
+//! `split_python_wheels` writes, for device wheels that sit on one index
+//! with AMD's own:
+//!
+//! - one archive per target id for the whole wheel,
+//!   `<overlay root>/.kpack/<group>_<target id>.kpack` (`group`: the
+//!   METADATA `Name` lower-cased, `-` → `_`; `torch_gfx90a:xnack+.kpack`),
+//!   assembled here from the per-binary archives the split wrote
+//!   ([`merge_archives`]); every marker names `<group>_@GFXARCH@.kpack`
+//!   relative to its binary, TOC keys `<path in the overlay root>#<n>`;
+//! - device wheels per bundle key of rocm-bootstrap 0.3.0: a processor
+//!   (its xnack and sramecc variants are archive files inside its wheel),
+//!   or the sub-family or family a database handler names (AOTriton's
+//!   `amd-gfx11xx` images: the **parent** wheel `<prefix>-gfx11`), named
+//!   `<prefix>-<key, _ → ->`;
+//! - METADATA as AMD writes it ([`device_metadata`], [`host_metadata`]):
+//!   a target wheel requires its host release, the parent wheels of its
+//!   packaging chain that this split wrote, and the `--device-requires-dist`
+//!   entries with `@GFXARCH@` replaced; the host gains
+//!   `Requires-Dist: rocm-bootstrap`, a `device-<target>` extra per target
+//!   and `device-all`.
+//!
+//! Where kpack goes further than AMD (which stops on them): code for a
+//! generic target or for SPIR-V gets a wheel of its own, which every
+//! target wheel it runs on requires, like a parent.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use kpack_amdgpu::Level;
+use kpack_format::{Archive, ArchiveWriter, Compression, WriterOptions};
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::headers::Headers;
+use crate::name::is_valid_name;
+
+/// AMD's placeholder for a target id in marker search paths and in
+/// `--device-requires-dist`.
+pub const GFXARCH: &str = "@GFXARCH@";
+
+/// The WHEEL `Generator` of AMD's device wheels.
+pub(crate) const AMD_GENERATOR: &str = "rocm-kpack-split-python-wheels";
+
+/// How split output is packaged in AMD's layout (`--overlay-root`).
+#[derive(Debug, Clone, Default)]
+pub struct AmdLayout {
+    /// The directory of the wheel whose fat binaries and database files
+    /// are split (`torch`, slashes trimmed); archives go to its `.kpack/`.
+    /// Everything outside it is copied as it is.
+    pub overlay_root: String,
+    /// More `Requires-Dist` of each target device wheel, `@GFXARCH@`
+    /// replaced by its target (`rocm-sdk-device-@GFXARCH@ == 7.1`).
+    pub device_requires_dist: Vec<String>,
+    /// Write each wheel as an unpacked directory (`--output-format
+    /// directory`) instead of a `.whl` file.
+    pub directories: bool,
+}
+
+impl AmdLayout {
+    /// Refuse what AMD's layout cannot write, before anything is read:
+    /// an overlay root that is not a plain relative path, a device prefix
+    /// that is not a distribution name, a `--device-requires-dist` without
+    /// `@GFXARCH@` (every device wheel would require the same thing).
+    pub fn check(&self, input: &Path, device_prefix: Option<&str>) -> Result<()> {
+        let root = &self.overlay_root;
+        let bad_root = root.is_empty()
+            || root.contains('\\')
+            || root
+                .split('/')
+                .any(|c| c.is_empty() || c == "." || c == "..");
+        if bad_root {
+            return Err(Error::invalid(
+                input,
+                format!("--overlay-root {root:?} is not a directory path inside the wheel"),
+            ));
+        }
+        let Some(prefix) = device_prefix else {
+            return Err(Error::invalid(
+                input,
+                "--overlay-root needs --device-package-prefix (AMD's layout names device wheels <prefix>-<target>)",
+            ));
+        };
+        if !is_valid_name(prefix) {
+            return Err(Error::invalid(
+                input,
+                format!("--device-package-prefix {prefix:?} is not a valid distribution name"),
+            ));
+        }
+        if let Some(d) = self
+            .device_requires_dist
+            .iter()
+            .find(|d| !d.contains(GFXARCH))
+        {
+            return Err(Error::invalid(
+                input,
+                format!(
+                    "--device-requires-dist {d:?} has no {GFXARCH}: it names a per-target package, with {GFXARCH} for the target"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// AMD's archive group name: METADATA `Name` lower-cased, `-` → `_`.
+pub(crate) fn group_name(host: &str) -> String {
+    host.to_lowercase().replace('-', "_")
+}
+
+/// Whether a device wheel's bundle key is a **parent**: a family or
+/// sub-family of rocm-bootstrap, a generic target, or SPIR-V (code that
+/// runs on many processors); anything else is a target.
+pub(crate) fn is_parent(key: &str) -> bool {
+    matches!(
+        kpack_amdgpu::key_level(key),
+        Some(Level::Family | Level::SubFamily)
+    ) || kpack_amdgpu::is_generic(key)
+        || kpack_amdgpu::is_spirv_target(key)
+}
+
+/// The parent wheels among `keys` that target `target` needs: its
+/// sub-family and family (its packaging chain, in that order), then the
+/// generic and SPIR-V wheels whose code runs on it.
+pub(crate) fn parents_of<'k>(target: &str, keys: &'k BTreeSet<String>) -> Vec<&'k str> {
+    let chain = [
+        kpack_amdgpu::sub_family(target).map(|s| s.key),
+        kpack_amdgpu::family(target).map(|f| f.key),
+    ];
+    let mut out: Vec<&str> = chain
+        .into_iter()
+        .flatten()
+        .filter_map(|k| keys.get(k).map(String::as_str))
+        .collect();
+    for k in keys {
+        let runs = kpack_amdgpu::is_spirv_target(k)
+            || kpack_amdgpu::covered_by(k).is_some_and(|c| c.contains(&target));
+        if runs && !out.contains(&k.as_str()) {
+            out.push(k);
+        }
+    }
+    out
+}
+
+/// A device wheel's distribution name (rocm-bootstrap's `device_dist_name`).
+pub(crate) fn dist(prefix: &str, key: &str) -> String {
+    format!("{prefix}-{}", kpack_amdgpu::dist_name(key))
+}
+
+/// METADATA of the device wheel of bundle `key`, as AMD writes it.
+pub(crate) fn device_metadata(
+    prefix: &str,
+    key: &str,
+    host: &str,
+    version: &str,
+    keys: &BTreeSet<String>,
+    requires: &[String],
+) -> String {
+    let label = kpack_amdgpu::display_name(key).unwrap_or(key);
+    let mut lines = vec![
+        "Metadata-Version: 2.4".to_string(),
+        format!("Name: {}", dist(prefix, key)),
+        format!("Version: {version}"),
+        format!("Summary: AMD device kernels ({label}) for {host}"),
+        format!("Requires-Dist: {host} == {version}"),
+    ];
+    if !is_parent(key) {
+        for p in parents_of(key, keys) {
+            lines.push(format!("Requires-Dist: {} == {version}", dist(prefix, p)));
+        }
+        for r in requires {
+            lines.push(format!("Requires-Dist: {}", r.replace(GFXARCH, key)));
+        }
+    }
+    lines.join("\n") + "\n"
+}
+
+/// WHEEL of a device wheel, as AMD writes it: the host's first tag.
+pub(crate) fn wheel_file(wheel: &Headers) -> String {
+    let mut s = format!("Wheel-Version: 1.0\nGenerator: {AMD_GENERATOR}\nRoot-Is-Purelib: false\n");
+    if let Some(t) = wheel.get("Tag") {
+        s.push_str(&format!("Tag: {t}\n"));
+    }
+    s
+}
+
+/// The host wheel's METADATA `text` with AMD's lines inserted at the end
+/// of its headers: `Requires-Dist: rocm-bootstrap`, per target a
+/// `device-<target>` extra requiring its wheel and its parents, and
+/// `device-all` requiring every device wheel.
+pub(crate) fn host_metadata(
+    text: &str,
+    prefix: &str,
+    version: &str,
+    keys: &BTreeSet<String>,
+) -> String {
+    let mut lines = vec!["Requires-Dist: rocm-bootstrap".to_string()];
+    for t in keys.iter().filter(|k| !is_parent(k)) {
+        let extra = format!("device-{t}");
+        lines.push(format!("Provides-Extra: {extra}"));
+        for k in std::iter::once(t.as_str()).chain(parents_of(t, keys)) {
+            lines.push(format!(
+                "Requires-Dist: {} == {version}; extra == \"{extra}\"",
+                dist(prefix, k)
+            ));
+        }
+    }
+    lines.push("Provides-Extra: device-all".into());
+    let all: BTreeSet<String> = keys.iter().map(|k| dist(prefix, k)).collect();
+    for d in all {
+        lines.push(format!(
+            "Requires-Dist: {d} == {version}; extra == \"device-all\""
+        ));
+    }
+    let added = lines.join("\n") + "\n";
+    match text.find("\n\n") {
+        Some(i) => format!("{}{added}{}", &text[..=i], &text[i + 1..]),
+        None if text.ends_with('\n') || text.is_empty() => format!("{text}{added}"),
+        None => format!("{text}\n{added}"),
+    }
+}
+
+/// The host extra that installs target `key`'s wheel, or `None` for a parent.
+pub(crate) fn extra(key: &str) -> Option<String> {
+    (!is_parent(key)).then(|| format!("device-{key}"))
+}
+
+/// Replace the per-binary archives `parts` (processor, path) with one
+/// archive per target id and processor, `<group>_<target id>.kpack` in
+/// the same directory, storing with `compression`. Processors are merged
+/// in parallel; each archive's bytes depend only on its entries.
+pub(crate) fn merge_archives(
+    parts: &[(String, PathBuf)],
+    group: &str,
+    compression: Compression,
+    scratch: &Path,
+) -> Result<()> {
+    let mut by_processor: BTreeMap<&str, Vec<&Path>> = BTreeMap::new();
+    for (p, path) in parts {
+        by_processor.entry(p).or_default().push(path);
+    }
+    by_processor
+        .par_iter()
+        .map(|(p, files)| merge_processor(p, files, group, compression, scratch))
+        .collect::<Result<Vec<()>>>()?;
+    Ok(())
+}
+
+/// [`merge_archives`] for one processor's archives `files` (one directory).
+fn merge_processor(
+    processor: &str,
+    files: &[&Path],
+    group: &str,
+    compression: Compression,
+    scratch: &Path,
+) -> Result<()> {
+    let Some(dir) = files.first().and_then(|f| f.parent()) else {
+        return Ok(());
+    };
+    let stage = scratch.join(processor);
+    std::fs::create_dir_all(&stage).map_err(|e| Error::io(&stage, "cannot create", e))?;
+    let mut writers: BTreeMap<String, ArchiveWriter> = BTreeMap::new();
+    for f in files {
+        let a = Archive::open(f)
+            .map_err(|e| Error::invalid(*f, "cannot read a split archive").with_source(e))?;
+        for e in a.entries() {
+            let arch = e.arch().to_string();
+            let w = match writers.entry(arch.clone()) {
+                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    let dest = stage.join(format!("{group}_{arch}.kpack"));
+                    let options = WriterOptions {
+                        group_name: group.to_string(),
+                        gfx_arch_family: arch.clone(),
+                        gfx_arches: Some(vec![arch.clone()]),
+                        compression,
+                        order: Default::default(),
+                    };
+                    v.insert(ArchiveWriter::create(&dest, options).map_err(|e| {
+                        Error::invalid(&dest, "cannot create the archive").with_source(e)
+                    })?)
+                }
+            };
+            let bytes = a
+                .read(e)
+                .map_err(|x| Error::invalid(*f, format!("entry {}", e.key())).with_source(x))?;
+            w.add(e.key(), e.arch(), &bytes)
+                .map_err(|x| Error::invalid(*f, format!("entry {}", e.key())).with_source(x))?;
+        }
+    }
+    let mut done = Vec::new();
+    for w in writers.into_values() {
+        let written = w
+            .finish()
+            .map_err(|e| Error::invalid(&stage, "cannot write an archive").with_source(e))?;
+        done.push(written.path);
+    }
+    for f in files {
+        std::fs::remove_file(f).map_err(|e| Error::io(*f, "cannot remove", e))?;
+    }
+    for p in done {
+        let Some(name) = p.file_name() else { continue };
+        let dest = dir.join(name);
+        std::fs::rename(&p, &dest).map_err(|e| Error::io(&dest, "cannot move into place", e))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    fn keys(k: &[&str]) -> BTreeSet<String> {
+        k.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn target_wheels_require_the_parents_this_split_wrote() {
+        let k = keys(&["gfx1100", "gfx11", "gfx110x", "gfx12_0", "gfx1201"]);
+        assert_eq!(parents_of("gfx1100", &k), ["gfx110x", "gfx11"]);
+        assert_eq!(parents_of("gfx1201", &k), ["gfx12_0"]);
+        let m = device_metadata(
+            "amd-torch-device",
+            "gfx1100",
+            "torch",
+            "2.1",
+            &k,
+            &["rocm-sdk-device-@GFXARCH@ == 7.1".into()],
+        );
+        assert_eq!(
+            m,
+            "Metadata-Version: 2.4\nName: amd-torch-device-gfx1100\nVersion: 2.1\n\
+             Summary: AMD device kernels (gfx1100) for torch\nRequires-Dist: torch == 2.1\n\
+             Requires-Dist: amd-torch-device-gfx110x == 2.1\n\
+             Requires-Dist: amd-torch-device-gfx11 == 2.1\n\
+             Requires-Dist: rocm-sdk-device-gfx1100 == 7.1\n"
+        );
+        // A parent requires only its host, never @GFXARCH@ packages.
+        let m = device_metadata(
+            "amd-torch-device",
+            "gfx12_0",
+            "torch",
+            "2.1",
+            &k,
+            &["rocm-sdk-device-@GFXARCH@ == 7.1".into()],
+        );
+        assert!(m.contains("Name: amd-torch-device-gfx12-0\n"), "{m}");
+        assert!(
+            m.contains("Summary: AMD device kernels (RDNA4) for torch\n"),
+            "{m}"
+        );
+        assert!(m.ends_with("Requires-Dist: torch == 2.1\n"), "{m}");
+    }
+
+    #[test]
+    fn host_metadata_gains_amds_extras_before_the_body() {
+        let k = keys(&["gfx1100", "gfx11", "gfx942"]);
+        let text = "Metadata-Version: 2.1\nName: torch\nVersion: 2.1\n\nThe body.\n";
+        let m = host_metadata(text, "amd-torch-device", "2.1", &k);
+        assert_eq!(
+            m,
+            "Metadata-Version: 2.1\nName: torch\nVersion: 2.1\n\
+             Requires-Dist: rocm-bootstrap\n\
+             Provides-Extra: device-gfx1100\n\
+             Requires-Dist: amd-torch-device-gfx1100 == 2.1; extra == \"device-gfx1100\"\n\
+             Requires-Dist: amd-torch-device-gfx11 == 2.1; extra == \"device-gfx1100\"\n\
+             Provides-Extra: device-gfx942\n\
+             Requires-Dist: amd-torch-device-gfx942 == 2.1; extra == \"device-gfx942\"\n\
+             Provides-Extra: device-all\n\
+             Requires-Dist: amd-torch-device-gfx11 == 2.1; extra == \"device-all\"\n\
+             Requires-Dist: amd-torch-device-gfx1100 == 2.1; extra == \"device-all\"\n\
+             Requires-Dist: amd-torch-device-gfx942 == 2.1; extra == \"device-all\"\n\
+             \nThe body.\n"
+        );
+        let bare = host_metadata("Name: t\nVersion: 1", "p", "1", &keys(&["gfx942"]));
+        assert!(bare.starts_with("Name: t\nVersion: 1\nRequires-Dist: rocm-bootstrap\n"));
+    }
+
+    #[test]
+    fn refuses_what_amds_layout_cannot_write() {
+        let input = Path::new("w.whl");
+        let ok = AmdLayout {
+            overlay_root: "torch".into(),
+            device_requires_dist: vec!["x-@GFXARCH@ == 1".into()],
+            directories: false,
+        };
+        ok.check(input, Some("amd-torch-device")).unwrap();
+        assert!(ok.check(input, None).is_err());
+        assert!(ok.check(input, Some("bad prefix")).is_err());
+        for root in ["", "../x", "a//b", "/abs"] {
+            let l = AmdLayout {
+                overlay_root: root.into(),
+                ..ok.clone()
+            };
+            assert!(l.check(input, Some("p")).is_err(), "{root}");
+        }
+        let l = AmdLayout {
+            device_requires_dist: vec!["rocm-sdk == 1".into()],
+            ..ok
+        };
+        let e = l.check(input, Some("p")).unwrap_err().to_string();
+        assert!(e.contains("@GFXARCH@"), "{e}");
+    }
+}
