@@ -184,6 +184,9 @@ pub struct WheelReport {
     /// Code objects and database files the target filter dropped, per target.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub excluded: BTreeMap<String, u64>,
+    /// The variant wheel (AMD's layout with a variant label; experimental).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<WheelFile>,
 }
 
 impl WheelReport {
@@ -193,6 +196,7 @@ impl WheelReport {
     }
 }
 
+#[derive(Clone)]
 pub(crate) struct Entry {
     pub(crate) path: String,
     pub(crate) src: Source,
@@ -200,6 +204,7 @@ pub(crate) struct Entry {
 }
 
 /// Where an output entry's bytes come from.
+#[derive(Clone)]
 pub(crate) enum Source {
     /// A file on disk, compressed by the writer.
     Disk(PathBuf),
@@ -281,6 +286,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         databases: split.databases,
         warnings: Vec::new(),
         excluded: split.excluded,
+        variant: None,
     };
     if let Some(a) = opts.amd.as_ref().filter(|_| report.binaries.is_empty()) {
         return Err(Error::invalid(
@@ -323,10 +329,19 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         amd.is_some(),
     );
     let mut files: Vec<String> = jobs.iter().map(|j| j.file.clone()).collect();
+    if let Some(label) = amd.and_then(|a| a.variant_label.as_deref()) {
+        let v = write_variant(&jobs[0], &st, label, &keys, input, time)?;
+        files.push(v.file.clone());
+        report.variant = Some(WheelFile {
+            path: out_dir.join(&v.file),
+            ..v
+        });
+    }
     if amd.is_some_and(|a| a.directories) {
         files = unpack_outputs(&out_stage, &files)?;
         for (w, f) in std::iter::once(&mut report.host)
             .chain(report.devices.iter_mut().map(|d| &mut d.wheel))
+            .chain(report.variant.iter_mut())
             .zip(&files)
         {
             w.path = out_dir.join(f);
@@ -341,6 +356,29 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     report.device_code = true;
     report.warnings = warnings;
     Ok(report)
+}
+
+/// Write the variant wheel (AMD's layout, experimental) into the staging
+/// output directory, next to the others.
+fn write_variant(
+    host: &WheelJob,
+    st: &Staged,
+    label: &str,
+    keys: &BTreeSet<String>,
+    input: &Path,
+    time: DateTime,
+) -> Result<WheelFile> {
+    let job = crate::variant::variant_job(host, &st.un, label, keys, st.path())?;
+    let out_stage = st.path().join("out");
+    let written = pipeline::write_all(std::slice::from_ref(&job), input, &out_stage, time, None)?;
+    let (bytes, files) = written.first().copied().unwrap_or_default();
+    Ok(WheelFile {
+        path: out_stage.join(&job.file),
+        file: job.file,
+        distribution: job.distribution,
+        bytes,
+        files,
+    })
 }
 
 /// The names a split derives from the input and the options.
@@ -934,6 +972,7 @@ pub(crate) fn refuse_device_wheel(input: &Path, un: &Unpacked, verb: &str) -> Re
 }
 
 /// One wheel to write.
+#[derive(Clone)]
 pub(crate) struct WheelJob {
     pub(crate) file: String,
     pub(crate) distribution: String,

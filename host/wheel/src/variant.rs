@@ -21,10 +21,14 @@
 //! wheel is the caller's.
 
 use std::collections::BTreeSet;
+use std::path::Path;
 
 use serde::Serialize;
 
 use crate::WheelName;
+use crate::error::{Error, Result};
+use crate::reader::Unpacked;
+use crate::split::{Source, WheelJob};
 
 /// The variant wheel's label when none is given (AMD's default).
 pub const DEFAULT_VARIANT_LABEL: &str = "variant";
@@ -100,6 +104,43 @@ pub fn variant_wheel(
         metadata: add_variant_markers(host_metadata),
         variant_json: variant_json(targets),
     })
+}
+
+/// Plan phase, AMD's layout: the variant wheel as a copy of the `host` job
+/// with the variant METADATA (written under `stage`) and `variant.json` for
+/// the target-level keys among `keys`.
+pub(crate) fn variant_job(
+    host: &WheelJob,
+    un: &Unpacked,
+    label: &str,
+    keys: &BTreeSet<String>,
+    stage: &Path,
+) -> Result<WheelJob> {
+    let metadata_path = format!("{}/METADATA", un.dist_info);
+    let mut job = host.clone();
+    let entry = job.entries.iter().find(|e| e.path == metadata_path);
+    let classic = match entry.map(|e| &e.src) {
+        Some(Source::Disk(p)) => {
+            std::fs::read_to_string(p).map_err(|e| Error::io(p, "cannot read", e))?
+        }
+        _ => un.metadata_text.clone(),
+    };
+    let targets: Vec<&str> = keys
+        .iter()
+        .map(String::as_str)
+        .filter(|k| !crate::amd::is_parent(k))
+        .collect();
+    let v = variant_wheel(&un.name, label, &classic, &targets)
+        .map_err(|e| Error::invalid(un.name.to_string(), format!("--{e}")))?;
+    let file = stage.join("variant-METADATA");
+    std::fs::write(&file, &v.metadata).map_err(|e| Error::io(&file, "cannot write", e))?;
+    if let Some(e) = job.entries.iter_mut().find(|e| e.path == metadata_path) {
+        e.src = Source::Disk(file);
+    }
+    job.generated
+        .push((format!("{}/{VARIANT_JSON}", un.dist_info), v.variant_json));
+    job.file = v.file;
+    Ok(job)
 }
 
 #[derive(Serialize)]

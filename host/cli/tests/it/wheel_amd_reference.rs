@@ -331,3 +331,39 @@ fn every_case_has_a_test_and_a_reference() {
         );
     }
 }
+
+#[test]
+fn a_variant_label_installers_cannot_read_is_refused_before_anything_is_written() {
+    let cases = load("cases.json");
+    let tmp = tempfile::tempdir().unwrap();
+    let input = build_tsv_wheel(
+        cases["variant-uncompressed"]["wheel"].as_str().unwrap(),
+        tmp.path(),
+    );
+    let out = tmp.path().join("out");
+    let o = kpack_env(
+        &[
+            "wheel",
+            "split",
+            "--input",
+            input.to_str().unwrap(),
+            "--output-dir",
+            out.to_str().unwrap(),
+            "--device-package-prefix",
+            "amd-torch-device",
+            "--overlay-root",
+            "torch/",
+            "--generate-variant-wheel",
+            "--variant-label",
+            "AMD-1",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("variant label \"AMD-1\""),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists(), "nothing is written");
+}
