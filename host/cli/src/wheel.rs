@@ -25,7 +25,7 @@ pub struct Args {
 enum WheelCommand {
     /// Split a fat wheel into a host wheel and per-arch device wheels.
     #[command(after_long_help = crate::amd_compat::WHEEL_SPLIT_HELP)]
-    Split(SplitArgs),
+    Split(Box<SplitArgs>),
     /// Keep only chosen GPU targets in a fat wheel (any HIP runtime loads it).
     Prune(PruneArgs),
 }
@@ -128,7 +128,7 @@ impl From<Group> for kpack_amdgpu::Level {
 /// Run `kpack wheel`.
 pub fn run(args: Args) -> CliResult {
     match args.command {
-        WheelCommand::Split(a) => split(a),
+        WheelCommand::Split(a) => split(*a),
         WheelCommand::Prune(a) => prune(a),
     }
 }
@@ -284,11 +284,8 @@ fn split(mut args: SplitArgs) -> CliResult {
     opts.group = args.group.map(Into::into);
     opts.archive_group = args.archive.archive_group();
     // Before the output directory is created: nothing written.
-    kpack_wheel::check_archive_group(&input, &opts)?;
-    if let Some(a) = &amd {
-        a.check(&input, opts.device_prefix.as_deref())?;
-    }
     opts.amd = amd;
+    kpack_wheel::check_archive_group(&input, &opts)?;
     // A failed split leaves no output folder it created behind.
     let created = if args.dry_run {
         None

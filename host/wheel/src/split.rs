@@ -245,9 +245,6 @@ pub(crate) fn refuse_existing(dest: &Path, force: bool) -> Result<()> {
 /// group), write (all wheels, in parallel) and commit (renamed into place).
 pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Result<WheelReport> {
     check_archive_group(input, opts)?;
-    if let Some(a) = &opts.amd {
-        a.check(input, opts.device_prefix.as_deref())?;
-    }
     if !opts.dry_run {
         std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, "cannot create", e))?;
     }
@@ -262,9 +259,6 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     let st = pipeline::read(input, &staging_in, &opts.limits, opts.progress)?;
     let names = Names::of(input, &st.un, opts)?;
     refuse_device_wheel(input, &st.un, "split")?;
-    if let Some(a) = &opts.amd {
-        check_overlay_root(input, &st.un, a)?;
-    }
     let mut warnings = st.un.warnings.clone();
     let tags: Vec<String> = st.un.wheel.get_all("Tag").map(str::to_string).collect();
     pipeline::phase(opts.progress, "offloading device code", 0);
@@ -288,12 +282,6 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         excluded: split.excluded,
         variant: None,
     };
-    if let Some(a) = opts.amd.as_ref().filter(|_| report.binaries.is_empty()) {
-        return Err(Error::invalid(
-            input,
-            format!("no fat binaries under the overlay root {}/", a.overlay_root),
-        ));
-    }
     if report.binaries.is_empty() && split.archs.is_empty() {
         // Nothing to split: the wheel is its own host wheel.
         let dest = &report.host.path;
@@ -302,52 +290,32 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         return Ok(report);
     }
     let rewritten: BTreeSet<&str> = report.binaries.iter().map(|b| b.path.as_str()).collect();
-    let amd = opts.amd.as_ref();
-    let mut jobs = vec![host_job(&st, &names, &rewritten, amd, &mut warnings)?];
-    let level = amd.map_or(opts.group, |_| Some(kpack_amdgpu::Level::Target));
-    let groups = group_archs(&split.archs, level, &mut warnings);
-    if level.is_some() {
-        extras_metadata(&st, &names, &groups, amd, &mut jobs[0])?;
-    }
-    let keys: BTreeSet<String> = groups.keys().cloned().collect();
-    for (key, members) in &groups {
-        let mut job = device_job(input, &st, &names, key, members)?;
-        if let Some(a) = amd {
-            amd_dist_info(&mut job, &st.un, &names, key, &keys, a);
-        }
-        jobs.push(job);
-    }
-    refuse_alike_names(input, &jobs)?;
+    let level = opts
+        .amd
+        .as_ref()
+        .map_or(opts.group, |_| Some(kpack_amdgpu::Level::Target));
+    let jobs = plan_jobs(
+        input,
+        &st,
+        &names,
+        &split.archs,
+        &rewritten,
+        opts,
+        &mut warnings,
+    )?;
     let time = zip_time(opts.mtime);
     let written = pipeline::write_all(&jobs, input, &out_stage, time, opts.progress)?;
-    record_written(
-        &mut report,
-        &jobs,
-        written,
-        out_dir,
-        level.is_some(),
-        amd.is_some(),
-    );
-    let mut files: Vec<String> = jobs.iter().map(|j| j.file.clone()).collect();
-    if let Some(label) = amd.and_then(|a| a.variant_label.as_deref()) {
+    let amd = opts.amd.is_some();
+    record_written(&mut report, &jobs, written, out_dir, level.is_some(), amd);
+    if let Some(label) = opts.amd.as_ref().and_then(|a| a.variant_label.as_deref()) {
+        let keys: BTreeSet<String> = jobs.iter().filter_map(|j| j.arch.clone()).collect();
         let v = write_variant(&jobs[0], &st, label, &keys, input, time)?;
-        files.push(v.file.clone());
         report.variant = Some(WheelFile {
             path: out_dir.join(&v.file),
             ..v
         });
     }
-    if amd.is_some_and(|a| a.directories) {
-        files = unpack_outputs(&out_stage, &files)?;
-        for (w, f) in std::iter::once(&mut report.host)
-            .chain(report.devices.iter_mut().map(|d| &mut d.wheel))
-            .chain(report.variant.iter_mut())
-            .zip(&files)
-        {
-            w.path = out_dir.join(f);
-            w.file = f.clone();
-        }
-    }
+    let files = output_files(&jobs, &out_stage, out_dir, opts, &mut report)?;
     if !opts.dry_run {
         let files: Vec<&str> = files.iter().map(String::as_str).collect();
         pipeline::commit(&files, &out_stage, out_dir, opts.force)?;
@@ -379,6 +347,63 @@ fn write_variant(
         bytes,
         files,
     })
+}
+
+/// Plan phase: the host wheel's job and one per device wheel (the
+/// processors or groups of `archs`).
+fn plan_jobs(
+    input: &Path,
+    st: &Staged,
+    names: &Names,
+    archs: &BTreeSet<String>,
+    rewritten: &BTreeSet<&str>,
+    opts: &WheelOptions<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<WheelJob>> {
+    let amd = opts.amd.as_ref();
+    let mut jobs = vec![host_job(st, names, rewritten, amd, warnings)?];
+    let level = amd.map_or(opts.group, |_| Some(kpack_amdgpu::Level::Target));
+    let groups = group_archs(archs, level, warnings);
+    if level.is_some() {
+        extras_metadata(st, names, &groups, amd, &mut jobs[0])?;
+    }
+    let keys: BTreeSet<String> = groups.keys().cloned().collect();
+    for (key, members) in &groups {
+        let mut job = device_job(input, st, names, key, members)?;
+        if let Some(a) = amd {
+            amd_dist_info(&mut job, &st.un, names, key, &keys, a);
+        }
+        jobs.push(job);
+    }
+    refuse_alike_names(input, &jobs)?;
+    Ok(jobs)
+}
+
+/// The names of the staged outputs to commit: the wheels, or with
+/// `--output-format directory` the directories they were unpacked into
+/// (the report then names those).
+fn output_files(
+    jobs: &[WheelJob],
+    out_stage: &Path,
+    out_dir: &Path,
+    opts: &WheelOptions<'_>,
+    report: &mut WheelReport,
+) -> Result<Vec<String>> {
+    let mut files: Vec<String> = jobs.iter().map(|j| j.file.clone()).collect();
+    files.extend(report.variant.as_ref().map(|v| v.file.clone()));
+    if !opts.amd.as_ref().is_some_and(|a| a.directories) {
+        return Ok(files);
+    }
+    let dirs = unpack_outputs(out_stage, &files)?;
+    for (w, f) in std::iter::once(&mut report.host)
+        .chain(report.devices.iter_mut().map(|d| &mut d.wheel))
+        .chain(report.variant.iter_mut())
+        .zip(&dirs)
+    {
+        w.path = out_dir.join(f);
+        w.file = f.clone();
+    }
+    Ok(dirs)
 }
 
 /// The names a split derives from the input and the options.
@@ -459,6 +484,9 @@ fn split_schemes(
         archs: BTreeSet::new(),
         excluded: BTreeMap::new(),
     };
+    if let Some(a) = &opts.amd {
+        check_overlay_root(input, &st.un, a)?;
+    }
     // AMD's layout splits the overlay root only; everything else is kept.
     let trees: Vec<(&'static str, &str)> = match &opts.amd {
         None => SPLIT_SCHEMES.iter().map(|s| (*s, "")).collect(),
@@ -510,7 +538,13 @@ fn split_schemes(
                 .map(|w| w.replace(&format!("{}/", src_root.display()), "")),
         );
     }
-    if opts.amd.is_some() {
+    if let Some(a) = &opts.amd {
+        if out.binaries.is_empty() {
+            return Err(Error::invalid(
+                input,
+                format!("no fat binaries under the overlay root {}/", a.overlay_root),
+            ));
+        }
         let group = amd::group_name(&names.host);
         amd::merge_archives(&parts, &group, opts.compression, &st.path().join("merge"))?;
     }
@@ -951,7 +985,8 @@ pub(crate) fn refuse_input_dir(input: &Path, out_dir: &Path, what: &str) -> Resu
     Ok(())
 }
 
-/// A device wheel is marked by the WHEEL file wheel split writes for it;
+/// A device wheel is marked by the WHEEL file wheel split (or AMD's
+/// splitter, whose layout `--overlay-root` writes) writes for it;
 /// refused before anything is done to it (it may hold no archive at all,
 /// only database files). `verb` is the refused command (`split`, `prune`).
 pub(crate) fn refuse_device_wheel(input: &Path, un: &Unpacked, verb: &str) -> Result<()> {
@@ -964,7 +999,7 @@ pub(crate) fn refuse_device_wheel(input: &Path, un: &Unpacked, verb: &str) -> Re
             ErrorKind::AlreadySplit,
             Some(input.to_path_buf()),
             format!(
-                "a device wheel written by kpack wheel split (WHEEL Generator: {g}): {verb} the original fat wheel instead"
+                "a device wheel written by a wheel split (WHEEL Generator: {g}): {verb} the original fat wheel instead"
             ),
         ));
     }
@@ -1040,7 +1075,12 @@ impl WheelJob {
 /// `--archive-group` coarser than `--group` (no `--group`: per target)
 /// would put one archive into several device wheels: refused before
 /// anything is written.
+///
+/// With [`WheelOptions::amd`], also [`AmdLayout::check`].
 pub fn check_archive_group(input: &Path, opts: &WheelOptions<'_>) -> Result<()> {
+    if let Some(a) = &opts.amd {
+        a.check(input, opts.device_prefix.as_deref())?;
+    }
     let wheels = opts.group.unwrap_or(kpack_amdgpu::Level::Target);
     if opts.archive_group > wheels {
         return Err(Error::invalid(

@@ -42,6 +42,7 @@ mod targets;
 mod util;
 mod verify_gpu;
 mod wheel;
+mod wheel_amd;
 mod wheel_amd_reference;
 mod wheel_groups;
 mod wheel_prune;
