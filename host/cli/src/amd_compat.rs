@@ -61,7 +61,7 @@ impl Ignored {
 /// The "Compatibility" paragraph of `kpack wheel split --help`.
 pub const WHEEL_SPLIT_HELP: &str = "\
 Compatibility with AMD's rocm-kpack flags (split_python_wheels): also accepted, \
-hidden from this list: --input WHL (= INPUT), --output-dir O (= -o O), \
+hidden from this list: --input WHL|DIR (= INPUT; a directory is an unpacked wheel), --output-dir O (= -o O), \
 --device-package-prefix P (= --device-prefix P), --compression-level N (= --level N), \
 --databases NAME... (= --split-databases), --tmp-dir, --clang-offload-bundler \
 (ignored: kpack stages inside the output and needs no bundler); AMD's --verbose is \

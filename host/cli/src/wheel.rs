@@ -59,7 +59,7 @@ struct PruneArgs {
 
 #[derive(clap::Args)]
 struct SplitArgs {
-    /// The fat wheel (never modified).
+    /// The fat wheel (never modified), or an unpacked wheel directory.
     #[arg(required_unless_present = "amd_input", conflicts_with = "amd_input")]
     input: Option<PathBuf>,
     /// Output directory (created; must not be the input's directory).
@@ -262,7 +262,9 @@ fn split(mut args: SplitArgs) -> CliResult {
     let Some(input) = args.input.clone().or_else(|| args.amd.input.clone()) else {
         return Err(anyhow::anyhow!("no input wheel").into());
     };
-    crate::safety::regular_file(&input)?;
+    if !input.is_dir() {
+        crate::safety::regular_file(&input)?;
+    }
     crate::safety::not_stdout(&args.output, "wheel split")?;
     let handlers = if args.handlers.is_empty() {
         None
@@ -296,6 +298,9 @@ fn split(mut args: SplitArgs) -> CliResult {
     };
     set_limits(&mut opts.limits, args.max_unpacked_size);
     opts.targets = targets;
+    // AMD's unpacked-wheel input: zipped first, beside the outputs.
+    let packed = packed_input(&input, &args.output, args.dry_run)?;
+    let input = packed.as_ref().map_or(input, |(_, w)| w.clone());
 
     let start = std::time::Instant::now();
     let pool = args.archive.thread_pool()?;
@@ -329,6 +334,30 @@ fn split(mut args: SplitArgs) -> CliResult {
         crate::ui::status(format_args!("done in {:.2?}", start.elapsed()));
     }
     Ok(())
+}
+
+/// An unpacked wheel directory (AMD's `--input DIR`) zipped into a wheel
+/// in a temporary directory inside `out` (the system's for a dry run);
+/// `None` for a wheel file.
+fn packed_input(
+    input: &std::path::Path,
+    out: &std::path::Path,
+    dry_run: bool,
+) -> anyhow::Result<Option<(tempfile::TempDir, PathBuf)>> {
+    if !input.is_dir() {
+        return Ok(None);
+    }
+    let within = if dry_run {
+        std::env::temp_dir()
+    } else {
+        out.to_path_buf()
+    };
+    let dir = tempfile::Builder::new()
+        .prefix(&kpack_format::temp_prefix("wheel-input"))
+        .tempdir_in(&within)
+        .with_context(|| format!("{}: cannot create a temporary directory", within.display()))?;
+    let wheel = kpack_wheel::wheel_from_directory(input, dir.path())?;
+    Ok(Some((dir, wheel)))
 }
 
 /// AMD's flags: the database handlers they name join `--split-databases`,

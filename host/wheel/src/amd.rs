@@ -314,6 +314,73 @@ fn merge_processor(
     Ok(())
 }
 
+/// AMD's `--input DIR`: an unpacked wheel zipped into a wheel in `dest`,
+/// named from its `.dist-info` (METADATA `Name` and `Version`, the first
+/// WHEEL `Tag`), every regular file with its mode, RECORD regenerated.
+/// The directory is only read.
+pub fn wheel_from_directory(dir: &Path, dest: &Path) -> Result<PathBuf> {
+    let files = crate::reader::list_files(dir)?;
+    let mut dist_infos: BTreeSet<&str> = files
+        .iter()
+        .filter_map(|(rel, _)| rel.split_once('/').map(|(top, _)| top))
+        .filter(|top| top.ends_with(".dist-info"))
+        .collect();
+    let (Some(dist_info), None) = (
+        dist_infos.pop_first().map(str::to_string),
+        dist_infos.pop_first(),
+    ) else {
+        return Err(Error::invalid(
+            dir,
+            "an unpacked wheel has exactly one .dist-info directory",
+        ));
+    };
+    let read = |name: &str| -> Result<Headers> {
+        let p = dir.join(&dist_info).join(name);
+        let text = std::fs::read_to_string(&p).map_err(|e| Error::io(&p, "cannot read", e))?;
+        Headers::parse(&text).map_err(|e| Error::invalid(&p, "not a header file").with_source(e))
+    };
+    let (metadata, wheel) = (read("METADATA")?, read("WHEEL")?);
+    let field = |h: &Headers, f: &str, file: &str| -> Result<String> {
+        h.get(f)
+            .map(str::to_string)
+            .ok_or_else(|| Error::invalid(dir.join(&dist_info).join(file), format!("no {f}")))
+    };
+    let name = crate::name::escape(&field(&metadata, "Name", "METADATA")?);
+    let version = field(&metadata, "Version", "METADATA")?;
+    let tag = field(&wheel, "Tag", "WHEEL")?;
+    let file = format!("{name}-{version}-{tag}.whl");
+    crate::name::WheelName::parse(&file).map_err(|e| Error::invalid(dir, e))?;
+    let out = dest.join(&file);
+    let mut w = crate::writer::WheelWriter::create(
+        &out,
+        crate::writer::zip_time(crate::writer::ZIP_EPOCH),
+    )?;
+    let record = format!("{dist_info}/RECORD");
+    let mut files = files;
+    files.retain(|(rel, _)| !rel.starts_with(&record));
+    files.sort_by_cached_key(|(rel, _)| crate::split::entry_order(&dist_info, rel));
+    for (rel, p) in &files {
+        w.add_file(rel, p, file_mode(p)?)?;
+    }
+    w.finish(&record)?;
+    Ok(out)
+}
+
+/// A file's Unix permission bits (0o644 where there are none).
+fn file_mode(p: &Path) -> Result<u32> {
+    let meta = std::fs::metadata(p).map_err(|e| Error::io(p, "cannot stat", e))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        Ok(meta.permissions().mode() & 0o777)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        Ok(0o644)
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, reason = "tests")]
 mod tests {

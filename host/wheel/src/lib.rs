@@ -68,7 +68,7 @@ mod split;
 mod variant;
 mod writer;
 
-pub use amd::{AmdLayout, GFXARCH};
+pub use amd::{AmdLayout, GFXARCH, wheel_from_directory};
 pub use error::{Error, ErrorKind, Result};
 pub use headers::{HeaderError, Headers};
 pub use name::{WheelName, escape, is_valid_name, normalize};

@@ -995,11 +995,16 @@ pub(crate) fn refuse_device_wheel(input: &Path, un: &Unpacked, verb: &str) -> Re
         .get("Generator")
         .filter(|g| g.starts_with("kpack-wheel ") || *g == amd::AMD_GENERATOR)
     {
+        let by = if g == amd::AMD_GENERATOR {
+            "AMD's wheel splitter (or kpack in its layout)"
+        } else {
+            "kpack wheel split"
+        };
         return Err(Error::new(
             ErrorKind::AlreadySplit,
             Some(input.to_path_buf()),
             format!(
-                "a device wheel written by a wheel split (WHEEL Generator: {g}): {verb} the original fat wheel instead"
+                "a device wheel written by {by} (WHEEL Generator: {g}): {verb} the original fat wheel instead"
             ),
         ));
     }

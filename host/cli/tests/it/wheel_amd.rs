@@ -384,7 +384,7 @@ fn verify_gpu(site: &Path, gpu: &str) {
 }
 
 #[test]
-fn same_bytes_at_any_thread_count_and_as_directories() {
+fn same_bytes_at_any_thread_count_from_a_directory_and_as_directories() {
     let tmp = tempfile::tempdir().unwrap();
     let fat = build_fat_wheel(tmp.path(), &fat_files());
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
@@ -394,6 +394,21 @@ fn same_bytes_at_any_thread_count_and_as_directories() {
         assert_eq!(
             std::fs::read(a.join(&w)).unwrap(),
             std::fs::read(b.join(&w)).unwrap(),
+            "{w}"
+        );
+    }
+    // AMD's unpacked-wheel input gives the same device wheels.
+    let unpacked = tmp.path().join("unpacked");
+    let mut z = zip::ZipArchive::new(std::fs::File::open(&fat).unwrap()).unwrap();
+    z.extract(&unpacked).unwrap();
+    let u = tmp.path().join("u");
+    let o = amd_split(&unpacked, &u, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(wheels(&u), wheels(&a));
+    for w in wheels(&a).iter().filter(|w| w.contains("_device_")) {
+        assert_eq!(
+            std::fs::read(a.join(w)).unwrap(),
+            std::fs::read(u.join(w)).unwrap(),
             "{w}"
         );
     }
