@@ -120,7 +120,8 @@ pub struct WheelArgs {
     /// AMD's --databases NAME...: the handlers (= --split-databases).
     #[arg(long, value_name = "NAME", num_args = 0.., hide = true)]
     pub databases: Option<Vec<String>>,
-    /// AMD's PEP 817 variant wheel (not written by kpack yet).
+    /// AMD's PEP 817 variant wheel (experimental): a copy of the host wheel
+    /// with variant.json and variant markers.
     #[arg(long, hide = true)]
     pub generate_variant_wheel: bool,
     /// AMD's variant wheel label (used with --generate-variant-wheel).
@@ -160,15 +161,17 @@ impl WheelArgs {
             }
             return Ok(None);
         };
-        if self.generate_variant_wheel {
-            anyhow::bail!(
-                "--generate-variant-wheel: kpack does not write PEP 817 variant wheels yet"
-            );
-        }
+        // As in AMD's tool, --variant-label alone changes nothing.
+        let variant_label = self.generate_variant_wheel.then(|| {
+            self.variant_label
+                .clone()
+                .unwrap_or_else(|| kpack_wheel::DEFAULT_VARIANT_LABEL.to_string())
+        });
         Ok(Some(kpack_wheel::AmdLayout {
             overlay_root: root.trim_matches('/').to_string(),
             device_requires_dist: self.device_requires_dist.clone(),
             directories: self.output_format == Some(OutputFormat::Directory),
+            variant_label,
         }))
     }
 }

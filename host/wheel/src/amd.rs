@@ -55,6 +55,9 @@ pub struct AmdLayout {
     /// Write each wheel as an unpacked directory (`--output-format
     /// directory`) instead of a `.whl` file.
     pub directories: bool,
+    /// Also write the variant wheel (`--generate-variant-wheel`), with this
+    /// label (`--variant-label`, default `variant`); experimental.
+    pub variant_label: Option<String>,
 }
 
 impl AmdLayout {
@@ -98,6 +101,10 @@ impl AmdLayout {
                     "--device-requires-dist {d:?} has no {GFXARCH}: it names a per-target package, with {GFXARCH} for the target"
                 ),
             ));
+        }
+        if let Some(label) = &self.variant_label {
+            crate::variant::check_variant_label(label)
+                .map_err(|e| Error::invalid(input, format!("--{e}")))?;
         }
         Ok(())
     }
@@ -164,12 +171,13 @@ pub(crate) fn device_metadata(
         format!("Summary: AMD device kernels ({label}) for {host}"),
         format!("Requires-Dist: {host} == {version}"),
     ];
+    // AMD's order: the `@GFXARCH@` requirements, then the parents.
     if !is_parent(key) {
-        for p in parents_of(key, keys) {
-            lines.push(format!("Requires-Dist: {} == {version}", dist(prefix, p)));
-        }
         for r in requires {
             lines.push(format!("Requires-Dist: {}", r.replace(GFXARCH, key)));
+        }
+        for p in parents_of(key, keys) {
+            lines.push(format!("Requires-Dist: {} == {version}", dist(prefix, p)));
         }
     }
     lines.join("\n") + "\n"
@@ -399,9 +407,9 @@ mod tests {
             m,
             "Metadata-Version: 2.4\nName: amd-torch-device-gfx1100\nVersion: 2.1\n\
              Summary: AMD device kernels (gfx1100) for torch\nRequires-Dist: torch == 2.1\n\
+             Requires-Dist: rocm-sdk-device-gfx1100 == 7.1\n\
              Requires-Dist: amd-torch-device-gfx110x == 2.1\n\
-             Requires-Dist: amd-torch-device-gfx11 == 2.1\n\
-             Requires-Dist: rocm-sdk-device-gfx1100 == 7.1\n"
+             Requires-Dist: amd-torch-device-gfx11 == 2.1\n"
         );
         // A parent requires only its host, never @GFXARCH@ packages.
         let m = device_metadata(
@@ -451,6 +459,7 @@ mod tests {
             overlay_root: "torch".into(),
             device_requires_dist: vec!["x-@GFXARCH@ == 1".into()],
             directories: false,
+            variant_label: Some("amd".into()),
         };
         ok.check(input, Some("amd-torch-device")).unwrap();
         assert!(ok.check(input, None).is_err());

@@ -65,6 +65,7 @@ mod prune;
 mod reader;
 mod record;
 mod split;
+mod variant;
 mod writer;
 
 pub use amd::{AmdLayout, GFXARCH, wheel_from_directory};
@@ -77,5 +78,9 @@ pub use reader::Limits;
 pub use record::{RecordEntry, RecordError, parse_record, record_hash, write_record};
 pub use split::{
     DeviceWheel, WheelFile, WheelOptions, WheelReport, check_archive_group, split_wheel,
+};
+pub use variant::{
+    DEFAULT_VARIANT_LABEL, VARIANT_JSON, VariantLabelError, VariantWheel, add_variant_markers,
+    check_variant_label, variant_json, variant_marker, variant_wheel, variant_wheel_file,
 };
 pub use writer::{ZIP_EPOCH, zip_time};

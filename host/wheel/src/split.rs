@@ -184,6 +184,9 @@ pub struct WheelReport {
     /// Code objects and database files the target filter dropped, per target.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub excluded: BTreeMap<String, u64>,
+    /// The variant wheel (AMD's layout with a variant label; experimental).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<WheelFile>,
 }
 
 impl WheelReport {
@@ -193,6 +196,7 @@ impl WheelReport {
     }
 }
 
+#[derive(Clone)]
 pub(crate) struct Entry {
     pub(crate) path: String,
     pub(crate) src: Source,
@@ -200,6 +204,7 @@ pub(crate) struct Entry {
 }
 
 /// Where an output entry's bytes come from.
+#[derive(Clone)]
 pub(crate) enum Source {
     /// A file on disk, compressed by the writer.
     Disk(PathBuf),
@@ -275,6 +280,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         databases: split.databases,
         warnings: Vec::new(),
         excluded: split.excluded,
+        variant: None,
     };
     if report.binaries.is_empty() && split.archs.is_empty() {
         // Nothing to split: the wheel is its own host wheel.
@@ -301,6 +307,14 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     let written = pipeline::write_all(&jobs, input, &out_stage, time, opts.progress)?;
     let amd = opts.amd.is_some();
     record_written(&mut report, &jobs, written, out_dir, level.is_some(), amd);
+    if let Some(label) = opts.amd.as_ref().and_then(|a| a.variant_label.as_deref()) {
+        let keys: BTreeSet<String> = jobs.iter().filter_map(|j| j.arch.clone()).collect();
+        let v = write_variant(&jobs[0], &st, label, &keys, input, time)?;
+        report.variant = Some(WheelFile {
+            path: out_dir.join(&v.file),
+            ..v
+        });
+    }
     let files = output_files(&jobs, &out_stage, out_dir, opts, &mut report)?;
     if !opts.dry_run {
         let files: Vec<&str> = files.iter().map(String::as_str).collect();
@@ -310,6 +324,29 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     report.device_code = true;
     report.warnings = warnings;
     Ok(report)
+}
+
+/// Write the variant wheel (AMD's layout, experimental) into the staging
+/// output directory, next to the others.
+fn write_variant(
+    host: &WheelJob,
+    st: &Staged,
+    label: &str,
+    keys: &BTreeSet<String>,
+    input: &Path,
+    time: DateTime,
+) -> Result<WheelFile> {
+    let job = crate::variant::variant_job(host, &st.un, label, keys, st.path())?;
+    let out_stage = st.path().join("out");
+    let written = pipeline::write_all(std::slice::from_ref(&job), input, &out_stage, time, None)?;
+    let (bytes, files) = written.first().copied().unwrap_or_default();
+    Ok(WheelFile {
+        path: out_stage.join(&job.file),
+        file: job.file,
+        distribution: job.distribution,
+        bytes,
+        files,
+    })
 }
 
 /// Plan phase: the host wheel's job and one per device wheel (the
@@ -352,13 +389,15 @@ fn output_files(
     opts: &WheelOptions<'_>,
     report: &mut WheelReport,
 ) -> Result<Vec<String>> {
-    let files: Vec<String> = jobs.iter().map(|j| j.file.clone()).collect();
+    let mut files: Vec<String> = jobs.iter().map(|j| j.file.clone()).collect();
+    files.extend(report.variant.as_ref().map(|v| v.file.clone()));
     if !opts.amd.as_ref().is_some_and(|a| a.directories) {
         return Ok(files);
     }
     let dirs = unpack_outputs(out_stage, &files)?;
     for (w, f) in std::iter::once(&mut report.host)
         .chain(report.devices.iter_mut().map(|d| &mut d.wheel))
+        .chain(report.variant.iter_mut())
         .zip(&dirs)
     {
         w.path = out_dir.join(f);
@@ -973,6 +1012,7 @@ pub(crate) fn refuse_device_wheel(input: &Path, un: &Unpacked, verb: &str) -> Re
 }
 
 /// One wheel to write.
+#[derive(Clone)]
 pub(crate) struct WheelJob {
     pub(crate) file: String,
     pub(crate) distribution: String,

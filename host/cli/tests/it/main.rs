@@ -43,5 +43,6 @@ mod util;
 mod verify_gpu;
 mod wheel;
 mod wheel_amd;
+mod wheel_amd_reference;
 mod wheel_groups;
 mod wheel_prune;

@@ -189,8 +189,8 @@ fn writes_amds_layout_names_and_metadata() {
     let gfx1100 = read_wheel(&out.join(format!("fatpkg_device_gfx1100-{TAGS}")));
     assert!(
         text(&gfx1100, "fatpkg_device_gfx1100-1.0.dist-info/METADATA").ends_with(
-            "Requires-Dist: fatpkg == 1.0\nRequires-Dist: fatpkg-device-gfx11 == 1.0\n\
-             Requires-Dist: rocm-sdk-device-gfx1100 == 7.1\n"
+            "Requires-Dist: fatpkg == 1.0\nRequires-Dist: rocm-sdk-device-gfx1100 == 7.1\n\
+             Requires-Dist: fatpkg-device-gfx11 == 1.0\n"
         )
     );
     check_host(&read_wheel(&out.join(format!("fatpkg-{TAGS}"))));
