@@ -3,7 +3,7 @@
 //! writes.
 
 use std::io::{Read, Write};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -61,7 +61,7 @@ pub fn build_listing(dir: &Path) -> Result<Listing> {
             || !name.ends_with(".kpack")
             || e.file_name()
                 .to_string_lossy()
-                .starts_with(kpack_format::TEMP_PREFIX)
+                .starts_with(kpack_fsafe::TEMP_PREFIX)
         {
             continue;
         }
@@ -93,17 +93,13 @@ pub fn write_listing(dir: &Path) -> Result<(PathBuf, Listing)> {
         source,
     })?;
     text.push('\n');
-    let io = |source| Error::Io {
-        path: path.clone(),
-        what: "cannot write",
-        source,
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("index"))
-        .tempfile_in(dir)
-        .map_err(io)?;
-    tmp.write_all(text.as_bytes()).map_err(io)?;
-    tmp.persist(&path).map_err(|e| io(e.error))?;
+    kpack_fsafe::write_atomically(&path, "index", text.as_bytes(), None).map_err(|e| {
+        Error::Io {
+            path: e.path,
+            what: e.what,
+            source: e.source,
+        }
+    })?;
     Ok((path, listing))
 }
 
@@ -234,13 +230,9 @@ fn parse_listing(bytes: &[u8], what: &str) -> Result<Listing> {
     Ok(listing)
 }
 
-/// A listed name is a relative path of plain components.
+/// A listed name is a plain relative path ([`kpack_fsafe::is_plain_relative`]).
 fn check_name(name: &str) -> Result<()> {
-    let p = Path::new(name);
-    let plain = !name.is_empty()
-        && !name.contains('\\')
-        && p.components().all(|c| matches!(c, Component::Normal(_)));
-    if plain && name.ends_with(".kpack") {
+    if kpack_fsafe::is_plain_relative(name) && name.ends_with(".kpack") {
         Ok(())
     } else {
         Err(Error::BadName(name.to_owned()))
@@ -306,6 +298,8 @@ mod tests {
             "../x.kpack",
             "/etc/x.kpack",
             "a/../../x.kpack",
+            "a/./x.kpack",
+            "a//x.kpack",
             "x.so",
             "",
             "a\\b.kpack",

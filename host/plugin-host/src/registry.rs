@@ -18,7 +18,6 @@
 //! relative to the index URL unless absolute), each with a timeout and a
 //! size limit.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -544,27 +543,14 @@ fn join_url(base: &str, location: &str) -> String {
 
 /// Write `bytes` to `path` through a temporary file and a rename.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display(), e))?;
-    let mut tmp = temp_in(dir)?;
-    tmp.write_all(bytes)
-        .map_err(|e| Error::io(path.display(), e))?;
-    tmp.persist(path)
-        .map_err(|e| Error::io(path.display(), e.error))?;
-    Ok(())
-}
-
-/// A temp file in `dir` named as every kpack temp file is
-/// (`.kpack-tmp-<pid>-registry-…`), so a later run can tell a stale one.
-fn temp_in(dir: &Path) -> Result<tempfile::NamedTempFile> {
-    tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("registry"))
-        .tempfile_in(dir)
-        .map_err(|e| Error::io(dir.display(), e))
+    kpack_fsafe::write_atomically(path, "registry", bytes, None)
+        .map_err(|e| Error::io(e.path.display(), e.source))
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
     use super::*;
 
     #[test]
@@ -744,15 +730,6 @@ mod tests {
         let err = reg.fetch(&e).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Registry);
         assert!(err.to_string().contains("may only contain"), "{err}");
-    }
-
-    #[test]
-    fn temp_files_carry_the_kpack_prefix() {
-        let dir = tempfile::tempdir().unwrap();
-        let tmp = temp_in(dir.path()).unwrap();
-        let name = tmp.path().file_name().unwrap().to_str().unwrap();
-        let want = format!(".kpack-tmp-{}-registry-", std::process::id());
-        assert!(name.starts_with(&want), "{name}");
     }
 
     #[test]

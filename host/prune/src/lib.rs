@@ -81,7 +81,7 @@ pub enum Error {
         path: PathBuf,
         /// The cause.
         #[source]
-        source: Box<kpack_offload::Error>,
+        source: Box<kpack_fsafe::IoError>,
     },
 }
 
@@ -311,7 +311,7 @@ impl Prunable {
     /// bundles (callers that refuse that check [`targets`](Self::targets)
     /// first).
     pub fn write(&self, output: &Path, keep: &TargetFilter) -> Result<Pruned, Error> {
-        let out_err = |source: kpack_offload::Error| Error::Output {
+        let out_err = |source: kpack_fsafe::IoError| Error::Output {
             path: output.to_path_buf(),
             source: Box::new(source),
         };
@@ -327,11 +327,12 @@ impl Prunable {
                     path: self.path.clone(),
                     source: Box::new(source),
                 })?;
-                kpack_offload::write_atomically(output, &image, &self.path).map_err(out_err)?;
+                kpack_fsafe::write_atomically(output, "host", &image, Some(&self.path))
+                    .map_err(out_err)?;
                 Ok(Pruned::LinkInput(report))
             }
             Kind::Linked(fat) => {
-                let mut staged = kpack_offload::Staged::new(output).map_err(out_err)?;
+                let mut staged = kpack_fsafe::Staged::new(output, "host").map_err(out_err)?;
                 let (_, report) = kpack_elf::prune_to(
                     &self.path,
                     fat,
@@ -342,7 +343,7 @@ impl Prunable {
                     path: self.path.clone(),
                     source: Box::new(source),
                 })?;
-                staged.persist(&self.path).map_err(out_err)?;
+                staged.persist(Some(&self.path)).map_err(out_err)?;
                 Ok(Pruned::Linked(report))
             }
         }
