@@ -48,7 +48,10 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// An HTTP request failed.
+    /// An HTTP request failed, or was answered with another status than 200.
+    #[error(transparent)]
+    Request(#[from] kpack_http::Error),
+    /// A download failed.
     #[error("{url}: {message}")]
     Http {
         /// The URL.
