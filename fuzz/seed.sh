@@ -22,12 +22,12 @@ for f in "$fixtures"/*; do
     esac
 done
 # offloading: the clang-19 .llvm.offloading sections and v2/v3/compressed
-# rewrites (host/offloading/tests/mutations.rs); static_archive: the
+# rewrites (host/llvm-offload/tests/mutations.rs); static_archive: the
 # clang-19 archives and objects.
 mkdir -p "$here/corpus/offloading" "$here/corpus/static_archive"
 (cd "$root" && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target-fuzz-seeds}" \
     KPACK_FUZZ_SEEDS="$here/corpus/offloading" \
-    cargo test -q -p kpack-offloading --test mutations writes_fuzz_seeds)
+    cargo test -q -p kpack-llvm-offload --test mutations writes_fuzz_seeds)
 cp "$root"/tests/fixtures/clang19/*.a "$root"/tests/fixtures/clang19/*.o "$here/corpus/static_archive/"
 # prune: the same link inputs, through kpack prune's library half.
 mkdir -p "$here/corpus/prune"

@@ -5,7 +5,7 @@
 //! that names none must have no member; nothing may panic.
 #![no_main]
 
-use kpack_offloading::Archive;
+use kpack_llvm_offload::Archive;
 use libfuzzer_sys::fuzz_target;
 
 fn header(name: &str, size: usize) -> String {

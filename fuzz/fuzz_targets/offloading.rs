@@ -4,7 +4,7 @@
 //! to the same images. Errors must name an offset.
 #![no_main]
 
-use kpack_offloading::{ReadOptions, Reader, WriteOptions, write_binary};
+use kpack_llvm_offload::{ReadOptions, Reader, WriteOptions, write_binary};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

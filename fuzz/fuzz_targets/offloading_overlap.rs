@@ -5,7 +5,7 @@
 //! buffer; overlapping ones are refused), and nothing may panic.
 #![no_main]
 
-use kpack_offloading::{MAGIC, ReadOptions, Reader};
+use kpack_llvm_offload::{MAGIC, ReadOptions, Reader};
 use libfuzzer_sys::fuzz_target;
 
 /// Input: `[n][body_kib][n × (offset u16, len u16)]`; offsets and lengths

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use kpack_bundle::WalkOptions;
-use kpack_offloading::{device_targets, is_archive, prune_archive, prune_object};
+use kpack_llvm_offload::{device_targets, is_archive, prune_archive, prune_object};
 use libfuzzer_sys::fuzz_target;
 
 /// One scratch file per fuzzing process (`read_fat_binary` takes a path).

@@ -4,7 +4,7 @@
 //! Thin members are not followed (no files are read). Nothing may panic.
 #![no_main]
 
-use kpack_offloading::{Archive, DeviceCode, MemberKind, ReadOptions};
+use kpack_llvm_offload::{Archive, DeviceCode, MemberKind, ReadOptions};
 use libfuzzer_sys::fuzz_target;
 
 fn options() -> ReadOptions {

@@ -7,7 +7,7 @@
 //! Keys that would escape `DIR` (absolute, `..`, empty components) are
 //! refused.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
@@ -337,17 +337,7 @@ fn list_delta(a: &Archive, width: usize) {
 
 /// `DIR/arch/key.hsaco`, or an error when the key or arch would escape DIR.
 fn entry_path(dir: &Path, key: &str, arch: &str) -> anyhow::Result<PathBuf> {
-    // Every '/'-separated part must be a plain name: `Path::components`
-    // alone would quietly drop "." parts.
-    let safe = |s: &str| {
-        !s.contains('\0')
-            && s.split('/')
-                .all(|part| !part.is_empty() && part != "." && part != "..")
-            && Path::new(s)
-                .components()
-                .all(|c| matches!(c, Component::Normal(_)))
-    };
-    if !safe(key) || !safe(arch) || arch.contains('/') {
+    if !kpack_fsafe::is_plain_relative(key) || !kpack_fsafe::is_plain_name(arch) {
         bail!(
             "entry {key:?} {arch:?} cannot be a file name under {}",
             dir.display()
@@ -414,9 +404,7 @@ pub(crate) fn extract_stage(
 ) -> anyhow::Result<(crate::safety::CreatedDir, tempfile::TempDir)> {
     let created = crate::safety::CreatedDir::create(out)?;
     crate::safety::clean_stale_temps(out);
-    let stage = tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("extract"))
-        .tempdir_in(out)
+    let stage = kpack_fsafe::temp_dir_in(out, "extract")
         .with_context(|| format!("cannot create a staging directory in {}", out.display()))?;
     Ok((created, stage))
 }

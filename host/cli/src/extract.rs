@@ -105,15 +105,12 @@ pub fn run(args: Args) -> CliResult {
     let created = crate::safety::CreatedDir::create(&args.output)?;
     crate::safety::clean_stale_temps(&args.output);
     // Stage everything, then move into place: no partial output on failure.
-    let stage = tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("extract"))
-        .tempdir_in(&args.output)
-        .with_context(|| {
-            format!(
-                "cannot create a staging directory in {}",
-                args.output.display()
-            )
-        })?;
+    let stage = kpack_fsafe::temp_dir_in(&args.output, "extract").with_context(|| {
+        format!(
+            "cannot create a staging directory in {}",
+            args.output.display()
+        )
+    })?;
     write_staged(&args, &bin, &jobs, stage.path())?;
     for job in &jobs {
         let dest = args.output.join(&job.name);
@@ -138,9 +135,7 @@ fn extract_into_new_dir(args: &Args, bin: &HostBinary, jobs: &[Job]) -> CliResul
         .unwrap_or(Path::new("."));
     let created = crate::safety::CreatedDir::create(parent)?;
     crate::safety::clean_stale_temps(parent);
-    let stage = tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("extract"))
-        .tempdir_in(parent)
+    let stage = kpack_fsafe::temp_dir_in(parent, "extract")
         .with_context(|| format!("cannot create a staging directory in {}", parent.display()))?;
     write_staged(args, bin, jobs, stage.path())?;
     std::fs::rename(stage.path(), &args.output)

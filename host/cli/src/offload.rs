@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use kpack_binary::TransformReport;
 use kpack_format::WriterOptions;
-use kpack_offload::{ArchiveSet, Offload, OffloadOptions, Outcome, offload, relative_path};
+use kpack_fsafe::relative_path;
+use kpack_offload::{ArchiveSet, Offload, OffloadOptions, Outcome, offload};
 
 use crate::archive_args::ArchiveArgs;
 use crate::exit::CliResult;

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use kpack_amdgpu::TargetId;
 use kpack_binary::FileKind;
-use kpack_offloading::{
+use kpack_llvm_offload::{
     Archive, ArchiveFormat, DeviceCode, Entry, MemberKind, ReadOptions, Reader,
 };
 use serde::Serialize;
@@ -51,7 +51,7 @@ pub fn detect(path: &Path) -> anyhow::Result<Option<Input>> {
     // ELF is left to the fat-binary reader and its errors.
     let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let cache = object::ReadCache::new(f);
-    let has_offloading = kpack_offloading::has_offloading_section(&cache);
+    let has_offloading = kpack_llvm_offload::has_offloading_section(&cache);
     Ok(has_offloading.then_some(Input::Elf))
 }
 
@@ -101,7 +101,7 @@ struct EntryReport {
     flags: u32,
     size: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    compression: Option<kpack_offloading::CompressionFormat>,
+    compression: Option<kpack_llvm_offload::CompressionFormat>,
 }
 
 #[derive(Serialize)]
@@ -293,7 +293,7 @@ fn push_entry(
     stem: &str,
     section: &str,
     binary: usize,
-    bin: &kpack_offloading::Binary<'_>,
+    bin: &kpack_llvm_offload::Binary<'_>,
     e: &Entry<'_>,
     index: &mut usize,
 ) {

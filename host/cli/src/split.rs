@@ -135,7 +135,7 @@ pub fn run(mut args: Args) -> CliResult {
 /// The component name, the output and the archive directory are usable.
 fn check_paths(args: &Args, inputs: &[ArtifactInput]) -> anyhow::Result<()> {
     if let Some(c) = &args.component
-        && (c.is_empty() || c.contains(['/', '\\', ':']))
+        && (!kpack_fsafe::is_plain_name(c) || c.contains(':'))
     {
         anyhow::bail!("--component {c:?}: must be a plain name");
     }

@@ -116,10 +116,10 @@ fn stale_temps(dirs: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut todo: Vec<PathBuf> = dirs.to_vec();
     while let Some(d) = todo.pop() {
-        out.extend(kpack_format::stale_temps(&d));
+        out.extend(kpack_fsafe::stale_temps(&d));
         for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
             let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
-            if is_dir && !kpack_format::is_stale_temp(&e.file_name()) {
+            if is_dir && !kpack_fsafe::is_stale_temp(&e.file_name()) {
                 todo.push(e.path());
             }
         }

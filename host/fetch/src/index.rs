@@ -3,8 +3,7 @@
 //! writes.
 
 use std::io::{Read, Write};
-use std::path::{Component, Path, PathBuf};
-use std::time::Duration;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -14,11 +13,7 @@ use crate::{Error, Result};
 /// The listing's file name in an index directory.
 pub const LISTING: &str = "kpack-index.json";
 /// The largest listing read over HTTP.
-const MAX_LISTING_BYTES: u64 = 16 << 20;
-/// Connecting and waiting for a response (each request).
-const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
-/// Redirects followed.
-const MAX_REDIRECTS: u32 = 5;
+const MAX_LISTING_BYTES: u64 = kpack_http::MAX_DOCUMENT_BYTES;
 
 /// The listing: every archive with its size and SHA-256.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,7 +56,7 @@ pub fn build_listing(dir: &Path) -> Result<Listing> {
             || !name.ends_with(".kpack")
             || e.file_name()
                 .to_string_lossy()
-                .starts_with(kpack_format::TEMP_PREFIX)
+                .starts_with(kpack_fsafe::TEMP_PREFIX)
         {
             continue;
         }
@@ -93,17 +88,13 @@ pub fn write_listing(dir: &Path) -> Result<(PathBuf, Listing)> {
         source,
     })?;
     text.push('\n');
-    let io = |source| Error::Io {
-        path: path.clone(),
-        what: "cannot write",
-        source,
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("index"))
-        .tempfile_in(dir)
-        .map_err(io)?;
-    tmp.write_all(text.as_bytes()).map_err(io)?;
-    tmp.persist(&path).map_err(|e| io(e.error))?;
+    kpack_fsafe::write_atomically(&path, "index", text.as_bytes(), None).map_err(|e| {
+        Error::Io {
+            path: e.path,
+            what: e.what,
+            source: e.source,
+        }
+    })?;
     Ok((path, listing))
 }
 
@@ -173,15 +164,9 @@ impl Source {
             }
             Source::Http(base) => {
                 let url = format!("{base}{LISTING}");
-                let mut body = Vec::new();
-                http_get(&url, MAX_LISTING_BYTES)?
-                    .read_to_end(&mut body)
-                    .map_err(|source| Error::Http {
-                        url: url.clone(),
-                        message: format!(
-                            "cannot read the listing (limit {MAX_LISTING_BYTES} bytes): {source}"
-                        ),
-                    })?;
+                let body = kpack_http::get(&url, kpack_http::Deadline::Whole)?
+                    .ok()?
+                    .read_to_vec(MAX_LISTING_BYTES)?;
                 parse_listing(&body, &url)?
             }
         };
@@ -234,13 +219,9 @@ fn parse_listing(bytes: &[u8], what: &str) -> Result<Listing> {
     Ok(listing)
 }
 
-/// A listed name is a relative path of plain components.
+/// A listed name is a plain relative path ([`kpack_fsafe::is_plain_relative`]).
 fn check_name(name: &str) -> Result<()> {
-    let p = Path::new(name);
-    let plain = !name.is_empty()
-        && !name.contains('\\')
-        && p.components().all(|c| matches!(c, Component::Normal(_)));
-    if plain && name.ends_with(".kpack") {
+    if kpack_fsafe::is_plain_relative(name) && name.ends_with(".kpack") {
         Ok(())
     } else {
         Err(Error::BadName(name.to_owned()))
@@ -262,36 +243,11 @@ fn url_path(name: &str) -> String {
     out
 }
 
-/// GET `url` with the plugin registry's client settings (rustls, a
-/// timeout, bounded redirects, a body limit of `limit` bytes); any status
-/// but 200 is an error naming the URL.
+/// GET `url`, answered 200, and a reader of its body that fails after
+/// `limit` bytes.
 fn http_get(url: &str, limit: u64) -> Result<Box<dyn Read>> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_connect(Some(HTTP_TIMEOUT))
-        .timeout_recv_response(Some(HTTP_TIMEOUT))
-        .max_redirects(MAX_REDIRECTS)
-        .http_status_as_error(false)
-        .user_agent(concat!("kpack/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .into();
-    let response = agent.get(url).call().map_err(|e| Error::Http {
-        url: url.to_owned(),
-        message: format!("request failed: {e}"),
-    })?;
-    let status = response.status().as_u16();
-    if status != 200 {
-        return Err(Error::Http {
-            url: url.to_owned(),
-            message: format!("HTTP status {status}"),
-        });
-    }
-    Ok(Box::new(
-        response
-            .into_body()
-            .into_with_config()
-            .limit(limit)
-            .reader(),
-    ))
+    let response = kpack_http::get(url, kpack_http::Deadline::Start)?.ok()?;
+    Ok(Box::new(response.into_reader(limit)))
 }
 
 #[cfg(test)]
@@ -306,6 +262,8 @@ mod tests {
             "../x.kpack",
             "/etc/x.kpack",
             "a/../../x.kpack",
+            "a/./x.kpack",
+            "a//x.kpack",
             "x.so",
             "",
             "a\\b.kpack",

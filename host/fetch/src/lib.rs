@@ -23,7 +23,7 @@ mod index;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use kpack_binary::{FileKind, HostBinary};
 use kpack_bundle::WalkOptions;
@@ -48,7 +48,10 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// An HTTP request failed.
+    /// An HTTP request failed, or was answered with another status than 200.
+    #[error(transparent)]
+    Request(#[from] kpack_http::Error),
+    /// A download failed.
     #[error("{url}: {message}")]
     Http {
         /// The URL.
@@ -265,7 +268,7 @@ fn marked_binaries(root: &Path, unreadable: &mut Vec<String>) -> Result<Vec<Mark
             || path.extension().is_some_and(|x| x == "kpack")
             || e.file_name()
                 .to_string_lossy()
-                .starts_with(kpack_format::TEMP_PREFIX);
+                .starts_with(kpack_fsafe::TEMP_PREFIX);
         if skip || !FileKind::of_path(path).is_ok_and(|k| k.is_host_binary()) {
             continue;
         }
@@ -310,7 +313,7 @@ fn candidates(marker: &Marker, binary: &Path, arches: &[String]) -> Vec<PathBuf>
     let dir = binary.parent().unwrap_or(Path::new(""));
     let mut ranked: Vec<(usize, PathBuf)> = Vec::new();
     for sp in &marker.search_paths {
-        let resolved = normalize(&dir.join(sp));
+        let resolved = kpack_fsafe::normalize(&dir.join(sp));
         let text = resolved.to_string_lossy();
         if text.contains(GFXARCH) {
             for (rank, t) in targets.iter().enumerate() {
@@ -350,21 +353,6 @@ fn group_rank(g: &str, targets: &[String]) -> Option<usize> {
     })
 }
 
-/// `p` with `.` and `..` resolved lexically.
-fn normalize(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// Make `dest` hold `f`: kept when its hash is the listed one, else
 /// downloaded into a temp file beside it, checked, and renamed over it.
 fn install(source: &Source, f: &IndexFile, dest: &Path) -> Result<Action> {
@@ -379,10 +367,8 @@ fn install(source: &Source, f: &IndexFile, dest: &Path) -> Result<Action> {
         source,
     };
     std::fs::create_dir_all(dir).map_err(|e| io("cannot create its directory", e))?;
-    kpack_format::remove_stale_temps(dir);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("fetch"))
-        .tempfile_in(dir)
+    kpack_fsafe::remove_stale_temps(dir);
+    let mut tmp = kpack_fsafe::temp_file_in(dir, "fetch")
         .map_err(|e| io("cannot create a temp file beside", e))?;
     let location = source.location(f);
     let mut reader = source.open(f)?;

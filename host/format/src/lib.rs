@@ -68,16 +68,12 @@ mod error;
 mod marker;
 mod mmap;
 mod read;
-mod tempname;
 mod verify;
 mod write;
 
 pub use error::{Error, ErrorKind, Result, error_chain};
 pub use marker::{MARKER_MAX_LEN, Marker, MarkerProblem};
-pub use read::{Archive, Entry, Scheme, file_kind};
-pub use tempname::{
-    TEMP_PREFIX, is_stale_temp, remove_stale_temps, stale_temps, temp_owner, temp_prefix,
-};
+pub use read::{Archive, Entry, Scheme};
 pub use verify::{Finding, verify};
 pub use write::{
     ArchiveWriter, Compression, DeltaCompressor, DeltaKey, EntryOrder, KernelCompressor,

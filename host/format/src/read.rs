@@ -146,7 +146,7 @@ impl Archive {
             if !meta.is_file() {
                 return Err(Error::new(
                     ErrorKind::Io,
-                    format!("not a regular file ({})", file_kind(&meta)),
+                    format!("not a regular file ({})", kpack_fsafe::file_kind(&meta)),
                 ));
             }
             let file = File::open(path).map_err(|e| Error::io("cannot open archive", e))?;
@@ -620,28 +620,4 @@ fn decompress<B: zstd::zstd_safe::WriteBuf + ?Sized>(
         )));
     }
     Ok(())
-}
-
-/// What kind of file `meta` describes, for messages ("a FIFO", "a
-/// directory", ...).
-pub fn file_kind(meta: &std::fs::Metadata) -> &'static str {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        let t = meta.file_type();
-        if t.is_fifo() {
-            return "a FIFO";
-        }
-        if t.is_socket() {
-            return "a socket";
-        }
-        if t.is_block_device() || t.is_char_device() {
-            return "a device";
-        }
-    }
-    if meta.is_dir() {
-        "a directory"
-    } else {
-        "not a file"
-    }
 }

@@ -42,7 +42,8 @@ pub enum Finding {
         arch: String,
     },
     /// A binary key that is not a plain relative path (`..`, `.` or empty
-    /// components, a leading `/`, a NUL): `archive extract` refuses it.
+    /// components, a leading `/`, a drive, a backslash, a NUL): `archive
+    /// extract` refuses it.
     UnsafeKey {
         /// The key as stored.
         key: String,
@@ -143,12 +144,7 @@ impl Archive {
             }
         }
         for key in self.binaries() {
-            let plain = !key.contains('\0')
-                && !key.starts_with('/')
-                && key
-                    .split('/')
-                    .all(|part| !part.is_empty() && part != "." && part != "..");
-            if !plain {
+            if !kpack_fsafe::is_plain_relative(key) {
                 findings.push(Finding::UnsafeKey {
                     key: key.to_owned(),
                 });
@@ -263,6 +259,9 @@ mod tests {
             b"lib/\0.so#0",
             b"/lb/a.so#0",
             b"lib//a.s#0",
+            // Windows: `..\` climbs, `C:/` is absolute.
+            b"..\\a.so#0X",
+            b"C:/a.so#0X",
         ] {
             let mut key = bytes.clone();
             patch(&mut key, b"lib/a.so#0", bad);

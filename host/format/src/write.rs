@@ -228,15 +228,12 @@ impl ArchiveWriter {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let mut spool = tempfile::Builder::new()
-            .prefix(&crate::temp_prefix("spool"))
-            .tempfile_in(&dir)
-            .map_err(|e| {
-                Error::io(
-                    format!("cannot create a spool file in {}", dir.display()),
-                    e,
-                )
-            })?;
+        let mut spool = kpack_fsafe::temp_file_in(&dir, "spool").map_err(|e| {
+            Error::io(
+                format!("cannot create a spool file in {}", dir.display()),
+                e,
+            )
+        })?;
         // Only v1 zstd spools its frames in final form; zstd-delta spools raw
         // kernels and compresses at finish, when all targets of a key are known.
         let zstd = matches!(options.compression, Compression::Zstd { .. });
@@ -685,10 +682,7 @@ impl ArchiveWriter {
         set_readable(self.spool.as_file())?;
         let spool = std::mem::replace(
             &mut self.spool,
-            tempfile::Builder::new()
-                .prefix(&crate::temp_prefix("spool"))
-                .tempfile_in(&self.dir)
-                .map_err(|e| Error::io("temp file", e))?,
+            kpack_fsafe::temp_file_in(&self.dir, "spool").map_err(|e| Error::io("temp file", e))?,
         );
         spool
             .persist(&self.dest)
@@ -825,15 +819,12 @@ impl ArchiveWriter {
     /// The temp file the archive is written to, beside its destination and
     /// readable like a file `cp` would make, until it is renamed into place.
     fn archive_temp(&self) -> Result<tempfile::NamedTempFile> {
-        let out = tempfile::Builder::new()
-            .prefix(&crate::temp_prefix("archive"))
-            .tempfile_in(&self.dir)
-            .map_err(|e| {
-                Error::io(
-                    format!("cannot create a temp file in {}", self.dir.display()),
-                    e,
-                )
-            })?;
+        let out = kpack_fsafe::temp_file_in(&self.dir, "archive").map_err(|e| {
+            Error::io(
+                format!("cannot create a temp file in {}", self.dir.display()),
+                e,
+            )
+        })?;
         set_readable(out.as_file())?;
         Ok(out)
     }

@@ -8,7 +8,9 @@ use kpack_amdgpu::{Level, TargetId, archive_group, archive_group_level};
 use kpack_bundle::MemoryBudget;
 use kpack_format::{ArchiveWriter, WriterOptions, Written};
 
-use crate::{Error, relative_path};
+use kpack_fsafe::relative_path;
+
+use crate::Error;
 
 /// AMD's marker placeholder for a target id (spec §3.2).
 const GFXARCH: &str = "@GFXARCH@";

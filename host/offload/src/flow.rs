@@ -9,9 +9,9 @@ use kpack_binary::{HostBinary, HostFormat, TransformReport};
 use kpack_bundle::WalkOptions;
 use kpack_format::{Marker, Written};
 
-use crate::{
-    ArchiveSet, Error, OffloadOptions, Outcome, Staged, add_code_objects, copy_atomically,
-};
+use kpack_fsafe::{Staged, copy_atomically};
+
+use crate::{ArchiveSet, Error, OffloadOptions, Outcome, add_code_objects};
 
 /// What [`offload`] did.
 #[derive(Debug)]
@@ -63,7 +63,7 @@ pub fn offload_binary(
         });
     }
     if let Some(outcome) = unchanged(bin) {
-        copy_atomically(input, output)?;
+        copy_atomically(input, output, "host")?;
         return Ok(Offload {
             outcome,
             archives: Vec::new(),
@@ -120,11 +120,14 @@ fn unchanged(bin: &HostBinary) -> Option<Outcome> {
 /// Rename the staged host binary onto its output (the permissions of
 /// `input`); on failure remove the archives `written` for it.
 fn commit(staged: Staged, input: &Path, written: &[(String, Written)]) -> Result<(), Error> {
-    staged.persist(input).inspect_err(|_| {
-        for (_, w) in written {
-            let _ = std::fs::remove_file(&w.path);
-        }
-    })
+    staged
+        .persist(Some(input))
+        .map_err(Error::from)
+        .inspect_err(|_| {
+            for (_, w) in written {
+                let _ = std::fs::remove_file(&w.path);
+            }
+        })
 }
 
 /// [`Error::AllTargetsFiltered`] when `bundles` hold device code and
@@ -170,7 +173,7 @@ pub fn stage_host(
         search_paths: opts.search_paths.clone(),
     }
     .to_bytes();
-    let mut staged = Staged::new(output)?;
+    let mut staged = Staged::new(output, "host")?;
     let report = bin.transform_into(input, &marker, staged.file_mut())?;
     Ok((staged, report))
 }

@@ -22,7 +22,7 @@
 //! marker's search paths), the offload flow ([`offload`]: read through the
 //! front door, stage the host image, add code objects, commit), adding
 //! code objects from bundles ([`add_code_objects`]: streamed, parallel,
-//! under the memory budget) and staging outputs ([`Staged`]). The host
+//! under the memory budget); outputs are staged through `kpack-fsafe`. The host
 //! binary's format is `kpack-binary`'s business: this crate never asks
 //! whether a file is ELF or PE.
 //!
@@ -42,12 +42,10 @@
 mod add;
 mod archive_set;
 mod flow;
-mod staged;
 
 pub use add::{Added, add_code_objects};
 pub use archive_set::ArchiveSet;
 pub use flow::{Offload, check_filter, offload, offload_binary, stage_host};
-pub use staged::{Staged, copy_atomically, relative_path, write_atomically};
 
 use std::path::PathBuf;
 
@@ -122,6 +120,16 @@ pub enum Error {
         /// The cause.
         source: std::io::Error,
     },
+}
+
+impl From<kpack_fsafe::IoError> for Error {
+    fn from(e: kpack_fsafe::IoError) -> Error {
+        Error::Io {
+            path: e.path,
+            what: e.what,
+            source: e.source,
+        }
+    }
 }
 
 /// How to name and fill the marker.

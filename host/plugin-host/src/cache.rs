@@ -127,7 +127,7 @@ fn cache_key(dir: &Path) -> std::result::Result<Vec<u8>, String> {
             .map_err(|e| untrusted(Path::new("/dev/urandom"), e))?;
         // NamedTempFile is created 0600; persist_noclobber keeps a key
         // another process wrote first.
-        let mut tmp = temp_in(dir).map_err(|e| untrusted(dir, e))?;
+        let mut tmp = kpack_fsafe::temp_file_in(dir, "cache").map_err(|e| untrusted(dir, e))?;
         tmp.write_all(&key).map_err(|e| untrusted(dir, e))?;
         let _ = tmp.persist_noclobber(&path);
     }
@@ -243,29 +243,18 @@ pub(crate) fn load(
     Ok((component, Source::Compiled))
 }
 
-/// A temp file in `dir` named as every kpack temp file is
-/// (`.kpack-tmp-<pid>-cache-…`), created mode 0600.
-fn temp_in(dir: &Path) -> std::io::Result<tempfile::NamedTempFile> {
-    tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("cache"))
-        .tempfile_in(dir)
-}
-
 fn store(component: &Component, path: &Path, key: &[u8]) -> std::io::Result<()> {
     use hmac::Mac as _;
     let bytes = component
         .serialize()
         .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
-    let dir = path
-        .parent()
-        .ok_or_else(|| std::io::Error::other("cache path has no parent"))?;
     let mut m = mac(key);
     m.update(&bytes);
-    let mut tmp = temp_in(dir)?;
-    tmp.write_all(&m.finalize().into_bytes())?;
-    tmp.write_all(&bytes)?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    // Staged files are created 0600 and keep that mode (no `mode_from`).
+    let mut staged = kpack_fsafe::Staged::new(path, "cache").map_err(|e| e.source)?;
+    staged.file_mut().write_all(&m.finalize().into_bytes())?;
+    staged.file_mut().write_all(&bytes)?;
+    staged.persist(None).map_err(|e| e.source)
 }
 
 #[allow(

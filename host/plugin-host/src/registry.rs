@@ -18,9 +18,7 @@
 //! relative to the index URL unless absolute), each with a timeout and a
 //! size limit.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use semver::{Version, VersionReq};
 use serde::{Deserialize, Serialize};
@@ -32,12 +30,10 @@ use crate::{Error, ErrorKind, Result};
 /// Largest `config.json` read over HTTP.
 const MAX_CONFIG_BYTES: u64 = 64 << 10;
 /// Largest index file read over HTTP (one line per version: thousands fit).
-const MAX_INDEX_BYTES: u64 = 16 << 20;
+const MAX_INDEX_BYTES: u64 = kpack_http::MAX_DOCUMENT_BYTES;
 /// Largest handler blob read over HTTP: handlers are a few MiB at most, and
 /// the sandbox caps their memory at 64 MiB anyway.
 const MAX_BLOB_BYTES: u64 = 64 << 20;
-/// Time allowed for one whole HTTP request (connect, headers, body).
-const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One published version: a line of an index file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -432,139 +428,52 @@ fn expand_dl(base: &str, mut dl: String, entry: &IndexEntry) -> String {
 /// `Ok(None)` for 404/410 when `missing_ok` (cargo's "not published");
 /// any other non-200 status is an error naming the URL and status.
 fn http_get(url: &str, what: &str, limit: u64, missing_ok: bool) -> Result<Option<Vec<u8>>> {
-    let mut response = get_same_origin(url, what)?;
-    let status = response.status().as_u16();
-    match status {
-        200 => {}
-        404 | 410 if missing_ok => return Ok(None),
-        _ => {
-            return Err(Error::new(
-                if status == 404 {
-                    ErrorKind::NotFound
-                } else {
-                    ErrorKind::Registry
-                },
-                format!("{what} {url}: HTTP status {status}"),
-            ));
-        }
+    let http = |e| http_error(what, e);
+    let response = kpack_http::get(url, kpack_http::Deadline::Whole).map_err(http)?;
+    if missing_ok && matches!(response.status(), 404 | 410) {
+        return Ok(None);
     }
     let bytes = response
-        .body_mut()
-        .with_config()
-        .limit(limit)
-        .read_to_vec()
-        .map_err(|e| {
-            Error::with_source(
-                ErrorKind::Registry,
-                format!("{what} {url}: cannot read the body (limit {limit} bytes)"),
-                e,
-            )
-        })?;
+        .ok()
+        .map_err(http)?
+        .read_to_vec(limit)
+        .map_err(http)?;
     Ok(Some(bytes))
 }
 
-/// Redirects followed for one request (each on the requested origin).
-const MAX_REDIRECTS: usize = 5;
-
-/// The response to GET `url`, following redirects that stay on `url`'s
-/// origin (scheme, host and port); a redirect to another origin is refused,
-/// so what an index names is what is read.
-fn get_same_origin(url: &str, what: &str) -> Result<ureq::http::Response<ureq::Body>> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(HTTP_TIMEOUT))
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .user_agent(concat!("kpack/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .into();
-    let mut current = url.to_string();
-    for _ in 0..=MAX_REDIRECTS {
-        let response = agent.get(&current).call().map_err(|e| {
-            Error::with_source(
-                ErrorKind::Registry,
-                format!("{what} {current}: request failed"),
-                e,
-            )
-        })?;
-        if !response.status().is_redirection() {
-            return Ok(response);
+/// A failed request for `what` as a registry error: not found for 404,
+/// and a hint for a redirect to another origin.
+fn http_error(what: &str, e: kpack_http::Error) -> Error {
+    let kind = match e {
+        kpack_http::Error::Status { status: 404, .. } => ErrorKind::NotFound,
+        _ => ErrorKind::Registry,
+    };
+    let hint = match e {
+        kpack_http::Error::CrossOrigin { .. } => {
+            " (serve the registry from one origin, or name the other one in config.json's \"dl\")"
         }
-        let refuse = |m: String| Error::new(ErrorKind::Registry, format!("{what} {url}: {m}"));
-        let location = response
-            .headers()
-            .get("location")
-            .and_then(|v| v.to_str().ok())
-            .ok_or_else(|| {
-                refuse(format!(
-                    "HTTP status {} without a Location",
-                    response.status().as_u16()
-                ))
-            })?;
-        let next = join_url(&current, location);
-        if origin(&next) != origin(url) {
-            return Err(refuse(format!(
-                "redirected to {}, on another origin; refusing to follow it (serve the registry from one origin, or name the other one in config.json's \"dl\")",
-                cut(&next)
-            )));
+        _ => "",
+    };
+    let message = format!("{what} {e}{hint}");
+    match e {
+        kpack_http::Error::Request { source, .. } | kpack_http::Error::Body { source, .. } => {
+            Error::with_source(kind, message, source)
         }
-        current = next;
+        _ => Error::new(kind, message),
     }
-    Err(Error::new(
-        ErrorKind::Registry,
-        format!("{what} {url}: more than {MAX_REDIRECTS} redirects"),
-    ))
 }
 
-/// `scheme://host[:port]` of an absolute URL, lowercased.
-fn origin(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let host = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-    format!("{scheme}://{host}").to_ascii_lowercase()
-}
-
-/// `location` (absolute, scheme-relative, absolute-path or relative) made
-/// absolute against `base`.
-fn join_url(base: &str, location: &str) -> String {
-    if location.contains("://") {
-        return location.to_string();
-    }
-    let scheme = base.split_once("://").map_or("https", |(s, _)| s);
-    if let Some(rest) = location.strip_prefix("//") {
-        return format!("{scheme}://{rest}");
-    }
-    if location.starts_with('/') {
-        return format!("{}{location}", origin(base));
-    }
-    let o = origin(base);
-    let path_end = base.find(['?', '#']).unwrap_or(base.len()).max(o.len());
-    let path = &base[o.len()..path_end];
-    let dir = path.rfind('/').map_or("/", |i| &path[..=i]);
-    format!("{o}{dir}{location}")
-}
-
-/// Write `bytes` to `path` through a temporary file and a rename.
+/// Write `bytes` to `path` through a temporary file and a rename
+/// (`.kpack-tmp-<pid>-registry-…`, so a later run can tell a stale one).
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display(), e))?;
-    let mut tmp = temp_in(dir)?;
-    tmp.write_all(bytes)
-        .map_err(|e| Error::io(path.display(), e))?;
-    tmp.persist(path)
-        .map_err(|e| Error::io(path.display(), e.error))?;
-    Ok(())
-}
-
-/// A temp file in `dir` named as every kpack temp file is
-/// (`.kpack-tmp-<pid>-registry-…`), so a later run can tell a stale one.
-fn temp_in(dir: &Path) -> Result<tempfile::NamedTempFile> {
-    tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("registry"))
-        .tempfile_in(dir)
-        .map_err(|e| Error::io(dir.display(), e))
+    kpack_fsafe::write_atomically(path, "registry", bytes, None)
+        .map_err(|e| Error::io(e.path.display(), e.source))
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
     use super::*;
 
     #[test]
@@ -744,28 +653,6 @@ mod tests {
         let err = reg.fetch(&e).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Registry);
         assert!(err.to_string().contains("may only contain"), "{err}");
-    }
-
-    #[test]
-    fn temp_files_carry_the_kpack_prefix() {
-        let dir = tempfile::tempdir().unwrap();
-        let tmp = temp_in(dir.path()).unwrap();
-        let name = tmp.path().file_name().unwrap().to_str().unwrap();
-        let want = format!(".kpack-tmp-{}-registry-", std::process::id());
-        assert!(name.starts_with(&want), "{name}");
-    }
-
-    #[test]
-    fn redirect_targets_are_resolved_against_the_request() {
-        let base = "http://a.example:8080/idx/de/mo/demo?x=1";
-        assert_eq!(join_url(base, "/other"), "http://a.example:8080/other");
-        assert_eq!(
-            join_url(base, "demo2"),
-            "http://a.example:8080/idx/de/mo/demo2"
-        );
-        assert_eq!(join_url(base, "//b.example/x"), "http://b.example/x");
-        assert_eq!(join_url("http://a.example", "x"), "http://a.example/x");
-        assert_eq!(origin("HTTP://A.example:80/x"), "http://a.example:80");
     }
 
     /// A server on 127.0.0.1 answering every request with `answer(path)`

@@ -8,7 +8,7 @@
 //!   `.hip_fatbin` rewritten in place by [`kpack_elf::prune_to`];
 //! - relocatable objects and static archives (link inputs of the new or the
 //!   old offload driver): read whole (they are small next to linked
-//!   libraries) and pruned by [`kpack_offloading`].
+//!   libraries) and pruned by [`kpack_llvm_offload`].
 #![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
@@ -42,7 +42,7 @@ pub enum Error {
         #[source]
         source: Box<kpack_elf::Error>,
     },
-    /// An object or static archive that `kpack_offloading` cannot read or
+    /// An object or static archive that `kpack_llvm_offload` cannot read or
     /// rewrite.
     #[error("{}: cannot prune", path.display())]
     LinkInput {
@@ -50,7 +50,7 @@ pub enum Error {
         path: PathBuf,
         /// The cause.
         #[source]
-        source: Box<kpack_offloading::Error>,
+        source: Box<kpack_llvm_offload::Error>,
     },
     /// A PE image (DLL, EXE): `kpack offload` splits those; pruning keeps
     /// to ELF files for now.
@@ -81,7 +81,7 @@ pub enum Error {
         path: PathBuf,
         /// The cause.
         #[source]
-        source: Box<kpack_offload::Error>,
+        source: Box<kpack_fsafe::IoError>,
     },
 }
 
@@ -170,8 +170,8 @@ enum Kind {
 pub enum Pruned {
     /// A linked binary (`kpack_elf`).
     Linked(kpack_elf::PruneReport),
-    /// An object or static archive (`kpack_offloading`).
-    LinkInput(kpack_offloading::PruneReport),
+    /// An object or static archive (`kpack_llvm_offload`).
+    LinkInput(kpack_llvm_offload::PruneReport),
 }
 
 impl Pruned {
@@ -255,7 +255,7 @@ pub fn open(path: &Path, walk: WalkOptions) -> Result<Option<Prunable>, Error> {
         _ => return Ok(None),
     }
     let data = std::fs::read(path).map_err(io("cannot read"))?;
-    let targets = kpack_offloading::device_targets(&data).map_err(|source| Error::LinkInput {
+    let targets = kpack_llvm_offload::device_targets(&data).map_err(|source| Error::LinkInput {
         path: path.to_path_buf(),
         source: Box::new(source),
     })?;
@@ -311,7 +311,7 @@ impl Prunable {
     /// bundles (callers that refuse that check [`targets`](Self::targets)
     /// first).
     pub fn write(&self, output: &Path, keep: &TargetFilter) -> Result<Pruned, Error> {
-        let out_err = |source: kpack_offload::Error| Error::Output {
+        let out_err = |source: kpack_fsafe::IoError| Error::Output {
             path: output.to_path_buf(),
             source: Box::new(source),
         };
@@ -319,19 +319,20 @@ impl Prunable {
             Kind::LinkInput { data, archive } => {
                 let keep = |t: &str| keep.keeps(t);
                 let pruned = if *archive {
-                    kpack_offloading::prune_archive(data, &keep)
+                    kpack_llvm_offload::prune_archive(data, &keep)
                 } else {
-                    kpack_offloading::prune_object(data, &keep)
+                    kpack_llvm_offload::prune_object(data, &keep)
                 };
                 let (image, report) = pruned.map_err(|source| Error::LinkInput {
                     path: self.path.clone(),
                     source: Box::new(source),
                 })?;
-                kpack_offload::write_atomically(output, &image, &self.path).map_err(out_err)?;
+                kpack_fsafe::write_atomically(output, "host", &image, Some(&self.path))
+                    .map_err(out_err)?;
                 Ok(Pruned::LinkInput(report))
             }
             Kind::Linked(fat) => {
-                let mut staged = kpack_offload::Staged::new(output).map_err(out_err)?;
+                let mut staged = kpack_fsafe::Staged::new(output, "host").map_err(out_err)?;
                 let (_, report) = kpack_elf::prune_to(
                     &self.path,
                     fat,
@@ -342,7 +343,7 @@ impl Prunable {
                     path: self.path.clone(),
                     source: Box::new(source),
                 })?;
-                staged.persist(&self.path).map_err(out_err)?;
+                staged.persist(Some(&self.path)).map_err(out_err)?;
                 Ok(Pruned::Linked(report))
             }
         }

@@ -141,9 +141,7 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
             return Ok(rep);
         }
     };
-    let stage = tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("split"))
-        .tempdir_in(out)
+    let stage = kpack_fsafe::temp_dir_in(out, "split")
         .map_err(|e| Error::io(out, "cannot create a staging directory", e))?;
     let mut opts = opts.clone();
     opts.component = c.clone();

@@ -30,10 +30,7 @@ pub fn read_manifest(artifact: &Path) -> Result<Vec<String>> {
             continue;
         }
         let p = p.trim_end_matches('/');
-        let bad = p.starts_with('/')
-            || p.contains('\\')
-            || p.split('/').any(|c| c == ".." || c.is_empty());
-        if bad {
+        if !kpack_fsafe::is_plain_relative(p) {
             return Err(Error::invalid(
                 &path,
                 format!("line {}: prefix {p:?} is not a plain relative path", n + 1),

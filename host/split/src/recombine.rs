@@ -236,9 +236,7 @@ pub fn recombine_with(
         return Ok(rep);
     }
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, "cannot create", e))?;
-    let stage = tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("recombine"))
-        .tempdir_in(out)
+    let stage = kpack_fsafe::temp_dir_in(out, "recombine")
         .map_err(|e| Error::io(out, "cannot stage", e))?;
     let (outputs, made) = found.stage(config, stage.path())?;
     commit_outputs(stage.path(), out, &outputs)?;
@@ -572,15 +570,8 @@ fn write_record(out: &Path, made: &Made) -> Result<()> {
     let mut text = serde_json::to_string_pretty(&doc)
         .map_err(|e| Error::invalid(&path, format!("cannot encode: {e}")))?;
     text.push('\n');
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("record"))
-        .tempfile_in(out)
-        .map_err(|e| Error::io(out, "cannot create a temp file", e))?;
-    std::io::Write::write_all(&mut tmp, text.as_bytes())
-        .map_err(|e| Error::io(&path, "cannot write", e))?;
-    tmp.persist(&path)
-        .map_err(|e| Error::io(&path, "cannot move into place", e.error))?;
-    Ok(())
+    kpack_fsafe::write_atomically(&path, "record", text.as_bytes(), None)
+        .map_err(|e| Error::io(e.path, e.what, e.source))
 }
 
 /// What [`RECORD`] in `dir` says each artifact is: name → (component,

@@ -67,12 +67,7 @@ impl AmdLayout {
     /// `@GFXARCH@` (every device wheel would require the same thing).
     pub fn check(&self, input: &Path, device_prefix: Option<&str>) -> Result<()> {
         let root = &self.overlay_root;
-        let bad_root = root.is_empty()
-            || root.contains('\\')
-            || root
-                .split('/')
-                .any(|c| c.is_empty() || c == "." || c == "..");
-        if bad_root {
+        if !kpack_fsafe::is_plain_relative(root) {
             return Err(Error::invalid(
                 input,
                 format!("--overlay-root {root:?} is not a directory path inside the wheel"),

@@ -65,9 +65,7 @@ pub(crate) fn read(
     limits: &Limits,
     progress: Option<&dyn Progress>,
 ) -> Result<Staged> {
-    let dir = tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("wheel"))
-        .tempdir_in(staging_in)
+    let dir = kpack_fsafe::temp_dir_in(staging_in, "wheel")
         .map_err(|e| Error::io(staging_in, "cannot create a staging directory", e))?;
     let src = dir.path().join("src");
     std::fs::create_dir_all(&src).map_err(|e| Error::io(&src, "cannot create", e))?;

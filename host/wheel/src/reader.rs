@@ -181,20 +181,13 @@ impl Default for Limits {
     }
 }
 
-/// A wheel path that is safe and canonical: relative, `/`-separated, no
-/// empty, `.` or `..` components, no backslashes, NULs or drive letters
-/// (`C:/x` is absolute on Windows).
+/// A wheel path that is safe and canonical: a plain relative path
+/// ([`kpack_fsafe::is_plain_relative`]; a directory's trailing `/` aside),
+/// and no `:` in its first component (`C:x` is drive-relative on Windows).
 fn check_path(name: &str) -> std::result::Result<(), String> {
     let trimmed = name.strip_suffix('/').unwrap_or(name);
     let drive = trimmed.split('/').next().is_some_and(|c| c.contains(':'));
-    if trimmed.is_empty()
-        || drive
-        || trimmed.starts_with('/')
-        || trimmed.contains(['\\', '\0'])
-        || trimmed
-            .split('/')
-            .any(|c| c.is_empty() || c == "." || c == "..")
-    {
+    if drive || !kpack_fsafe::is_plain_relative(trimmed) {
         return Err(format!(
             "unsafe or non-canonical path {}",
             crate::error::quote(name)

@@ -440,13 +440,7 @@ impl Names {
             (None, Some(d)) => d.clone(),
             (None, None) => format!("_{}_kpack", escape(&host)),
         };
-        let bad_dir = archive_dir.is_empty()
-            || archive_dir.starts_with('/')
-            || archive_dir.contains('\\')
-            || archive_dir
-                .split('/')
-                .any(|c| c.is_empty() || c == "." || c == "..");
-        if bad_dir {
+        if !kpack_fsafe::is_plain_relative(&archive_dir) {
             return Err(Error::invalid(
                 input,
                 format!("archive directory {archive_dir:?} is not a plain relative path"),

@@ -60,9 +60,7 @@ pub fn run(args: Args) -> CliResult {
         _ => PathBuf::from("."),
     };
     std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
-    let stage = tempfile::Builder::new()
-        .prefix(&format!(".kpack-tmp-{}-new-", std::process::id()))
-        .tempdir_in(&parent)
+    let stage = kpack_fsafe::temp_dir_in(&parent, "new")
         .with_context(|| format!("creating a staging directory in {}", parent.display()))?;
     for (rel, text) in &files {
         let p = stage.path().join(rel);

@@ -22,12 +22,17 @@ enum Spoil {
     Tamper,
     /// Half of every archive sent under the full Content-Length.
     Truncate,
+    /// Every request (but those under `moved/`) redirected (302) to the
+    /// same path under [`Server::redirect`].
+    Redirect,
 }
 
 struct Server {
     url: String,
     requests: Arc<Mutex<Vec<String>>>,
     spoil: Arc<Mutex<Spoil>>,
+    /// Where [`Spoil::Redirect`] redirects to.
+    redirect: Arc<Mutex<String>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -41,11 +46,13 @@ impl Server {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let spoil = Arc::new(Mutex::new(Spoil::None));
         let stop = Arc::new(AtomicBool::new(false));
-        let (r, s, st, root) = (
+        let redirect = Arc::new(Mutex::new(String::new()));
+        let (r, s, st, root, to) = (
             requests.clone(),
             spoil.clone(),
             stop.clone(),
             root.to_path_buf(),
+            redirect.clone(),
         );
         std::thread::spawn(move || {
             let deadline = Instant::now() + Duration::from_secs(120);
@@ -55,7 +62,8 @@ impl Server {
                     Ok((mut conn, _)) => {
                         served += 1;
                         let spoil = *s.lock().unwrap();
-                        if let Some(path) = serve(&mut conn, &root, spoil) {
+                        let to = to.lock().unwrap().clone();
+                        if let Some(path) = serve(&mut conn, &root, spoil, &to) {
                             r.lock().unwrap().push(path);
                         }
                     }
@@ -67,6 +75,7 @@ impl Server {
             url,
             requests,
             spoil,
+            redirect,
             stop,
         }
     }
@@ -83,8 +92,9 @@ impl Drop for Server {
     }
 }
 
-/// Answer one request; the path asked for.
-fn serve(conn: &mut std::net::TcpStream, root: &Path, spoil: Spoil) -> Option<String> {
+/// Answer one request (redirected to `to` under [`Spoil::Redirect`]);
+/// the path asked for.
+fn serve(conn: &mut std::net::TcpStream, root: &Path, spoil: Spoil, to: &str) -> Option<String> {
     conn.set_nonblocking(false).ok()?;
     conn.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
     let mut req = Vec::new();
@@ -102,6 +112,13 @@ fn serve(conn: &mut std::net::TcpStream, root: &Path, spoil: Spoil) -> Option<St
         .nth(1)?
         .trim_start_matches('/')
         .to_owned();
+    if spoil == Spoil::Redirect && !path.starts_with("moved/") {
+        let head = format!(
+            "HTTP/1.1 302 Found\r\nLocation: {to}{path}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        let _ = conn.write_all(head.as_bytes());
+        return Some(path);
+    }
     let Ok(mut body) = std::fs::read(root.join(&path)) else {
         let _ = conn
             .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
@@ -113,6 +130,7 @@ fn serve(conn: &mut std::net::TcpStream, root: &Path, spoil: Spoil) -> Option<St
             Spoil::None => {}
             Spoil::Tamper => body[full / 2] ^= 0xff,
             Spoil::Truncate => body.truncate(full / 2),
+            Spoil::Redirect => {}
         }
     }
     let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {full}\r\nConnection: close\r\n\r\n");
@@ -287,6 +305,38 @@ fn refuses_tampered_and_truncated_downloads_leaving_nothing() {
         std::fs::read(&dest).unwrap(),
         std::fs::read(idx.join("axpy_gfx1100.kpack")).unwrap()
     );
+}
+
+/// An index that redirects to another origin (here: another port) is not
+/// followed there; one that redirects within its origin is.
+#[test]
+fn refuses_redirects_to_another_origin() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tree, idx) = tree_and_index(tmp.path());
+    let real = Server::start(&idx);
+    let front = Server::start(&idx);
+    *front.spoil.lock().unwrap() = Spoil::Redirect;
+    *front.redirect.lock().unwrap() = real.url.clone();
+    let o = fetch(&tree, &front.url, "gfx1100");
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stderr(&o).contains("another origin"), "{}", stderr(&o));
+    assert_eq!(front.take(), ["kpack-index.json"]);
+    assert!(real.take().is_empty());
+    assert!(installed(&tree).is_empty());
+
+    // Within the origin: `/moved/x` is served as `x`.
+    std::fs::create_dir(idx.join("moved")).unwrap();
+    for e in std::fs::read_dir(&idx).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_file() {
+            std::fs::copy(&p, idx.join("moved").join(p.file_name().unwrap())).unwrap();
+        }
+    }
+    *real.spoil.lock().unwrap() = Spoil::Redirect;
+    *real.redirect.lock().unwrap() = "/moved/".into();
+    let o = fetch(&tree, &real.url, "gfx1100");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(installed(&tree), ["axpy_gfx1100.kpack"]);
 }
 
 /// A GPU whose code the index does not have: exit 1, said.

@@ -177,7 +177,7 @@ fn old_driver_objects_pruned_keep_one_code_object() {
 /// Symbol → member name, through `object`'s archive reader.
 fn armap(path: &Path) -> BTreeMap<String, String> {
     let data = std::fs::read(path).unwrap();
-    let ar = kpack_offloading::Archive::parse(&data).unwrap();
+    let ar = kpack_llvm_offload::Archive::parse(&data).unwrap();
     ar.symbols()
         .unwrap()
         .into_iter()
@@ -204,7 +204,7 @@ fn archives_pruned_keep_a_valid_index_and_link() {
         prune(&input, &pruned, "gfx942");
         assert_eq!(armap(&pruned), armap(&input), "{name}");
         assert_eq!(
-            kpack_offloading::device_targets(&std::fs::read(&pruned).unwrap()).unwrap(),
+            kpack_llvm_offload::device_targets(&std::fs::read(&pruned).unwrap()).unwrap(),
             ["gfx942"],
             "{name}"
         );

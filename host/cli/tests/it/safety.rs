@@ -374,7 +374,7 @@ fn stale_temp_files_of_dead_processes_are_removed() {
     assert!(stderr(&o).contains("[stale-temp]"), "{}", stderr(&o));
     assert!(stale.exists());
     // Every temp name this build uses is recognisable.
-    assert!(kpack_format::temp_prefix("x").starts_with(kpack_format::TEMP_PREFIX));
+    assert!(kpack_fsafe::temp_prefix("x").starts_with(kpack_fsafe::TEMP_PREFIX));
 }
 
 #[test]

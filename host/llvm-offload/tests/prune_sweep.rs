@@ -15,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kpack_offloading::{device_targets, is_archive, prune_archive, prune_object};
+use kpack_llvm_offload::{device_targets, is_archive, prune_archive, prune_object};
 
 fn clang19(name: &str) -> Vec<u8> {
     let p: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -15,7 +15,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
-use kpack_offloading::{
+use kpack_llvm_offload::{
     Archive, Compression, DeviceCode, MemberKind, ReadOptions, Reader, WriteOptions, Writer,
 };
 
@@ -316,7 +316,7 @@ fn a_compressed_size_over_the_limit_is_refused_before_inflating() {
     // inflated_size, the 5th header field.
     m[32..40].copy_from_slice(&(1u64 << 40).to_le_bytes());
     let e = Reader::with_options(&m, options()).read_all().unwrap_err();
-    assert_eq!(e.kind(), kpack_offloading::ErrorKind::Decompress);
+    assert_eq!(e.kind(), kpack_llvm_offload::ErrorKind::Decompress);
     assert!(e.to_string().contains("over the limit"), "{e}");
 }
 

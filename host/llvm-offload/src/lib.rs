@@ -18,7 +18,7 @@
 //!   chosen GPU targets (`kpack prune` for link inputs).
 //!
 //! ```
-//! use kpack_offloading::{Image, ImageKind, OffloadKind, Reader, WriteOptions, Writer};
+//! use kpack_llvm_offload::{Image, ImageKind, OffloadKind, Reader, WriteOptions, Writer};
 //! let image = Image {
 //!     image_kind: ImageKind::BITCODE,
 //!     offload_kind: OffloadKind::HIP_V1,
@@ -36,7 +36,7 @@
 //! let entry = &binaries[0].entries()[0];
 //! assert_eq!((entry.arch(), entry.image_kind().name().as_ref()), (Some("gfx1100"), "bitcode"));
 //! assert_eq!(entry.to_image(), image);
-//! # Ok::<(), kpack_offloading::Error>(())
+//! # Ok::<(), kpack_llvm_offload::Error>(())
 //! ```
 #![forbid(unsafe_code)]
 

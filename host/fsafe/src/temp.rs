@@ -18,6 +18,23 @@ pub fn temp_prefix(what: &str) -> String {
     format!("{TEMP_PREFIX}{}-{what}-", std::process::id())
 }
 
+/// A new temp file in `dir` named for this process and `what`
+/// (`.kpack-tmp-<pid>-<what>-<random>`), deleted when dropped unless
+/// persisted.
+pub fn temp_file_in(dir: &Path, what: &str) -> std::io::Result<tempfile::NamedTempFile> {
+    tempfile::Builder::new()
+        .prefix(&temp_prefix(what))
+        .tempfile_in(dir)
+}
+
+/// A new staging directory in `dir` named like [`temp_file_in`]'s files,
+/// removed with its contents when dropped.
+pub fn temp_dir_in(dir: &Path, what: &str) -> std::io::Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(&temp_prefix(what))
+        .tempdir_in(dir)
+}
+
 /// The process id in a kpack temp name, or `None` for any other name.
 pub fn temp_owner(name: &OsStr) -> Option<u32> {
     let rest = name.to_str()?.strip_prefix(TEMP_PREFIX)?;
@@ -96,5 +113,18 @@ mod tests {
         std::fs::write(&other, b"x").unwrap();
         assert_eq!(remove_stale_temps(dir.path()), vec![stale.clone()]);
         assert!(!stale.exists() && live.exists() && other.exists());
+    }
+
+    #[test]
+    fn temp_files_and_dirs_carry_the_process_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = temp_file_in(dir.path(), "host").unwrap();
+        let d = temp_dir_in(dir.path(), "split").unwrap();
+        for (p, what) in [(f.path(), "host"), (d.path(), "split")] {
+            let name = p.file_name().unwrap();
+            assert_eq!(temp_owner(name), Some(std::process::id()));
+            let prefix = temp_prefix(what);
+            assert!(name.to_str().unwrap().starts_with(&prefix), "{name:?}");
+        }
     }
 }

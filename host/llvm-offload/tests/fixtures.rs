@@ -15,7 +15,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use kpack_offloading::{
+use kpack_llvm_offload::{
     Archive, ArchiveFormat, DeviceCode, ImageKind, MemberKind, OffloadKind, ReadOptions, Reader,
     WriteOptions, Writer,
 };
@@ -203,8 +203,8 @@ fn newer_versions_round_trip_the_fixture_images() {
     for (version, compression) in [
         (2, None),
         (3, None),
-        (3, Some(kpack_offloading::Compression::Zstd(19))),
-        (3, Some(kpack_offloading::Compression::Zlib(9))),
+        (3, Some(kpack_llvm_offload::Compression::Zstd(19))),
+        (3, Some(kpack_llvm_offload::Compression::Zlib(9))),
     ] {
         let opts = WriteOptions {
             version,
@@ -386,12 +386,12 @@ fn thin_archive_with_a_missing_member_names_the_file() {
     let data = std::fs::read(tmp.path().join("libnd_thin.a")).unwrap();
     let ar = Archive::parse(&data).unwrap();
     let e = ar.members()[0].contents(tmp.path()).unwrap_err();
-    assert_eq!(e.kind(), kpack_offloading::ErrorKind::Io);
+    assert_eq!(e.kind(), kpack_llvm_offload::ErrorKind::Io);
     assert!(e.to_string().contains("nd_kern_axpy.o"), "{e}");
     // A stale member: the file changed size since the archive was made.
     std::fs::write(tmp.path().join("nd_kern_axpy.o"), b"\x7fELF short").unwrap();
     let e = ar.members()[0].contents(tmp.path()).unwrap_err();
-    assert_eq!(e.kind(), kpack_offloading::ErrorKind::Malformed);
+    assert_eq!(e.kind(), kpack_llvm_offload::ErrorKind::Malformed);
     assert!(e.to_string().contains("archive header says"), "{e}");
 }
 
@@ -438,13 +438,13 @@ fn offloading_sections_are_found_from_the_headers_alone() {
         ("libnd_kernels.a", false),
     ] {
         assert_eq!(
-            kpack_offloading::has_offloading_section(&read(name)[..]),
+            kpack_llvm_offload::has_offloading_section(&read(name)[..]),
             want,
             "{name}"
         );
         let cache = object::ReadCache::new(std::fs::File::open(dir().join(name)).unwrap());
         assert_eq!(
-            kpack_offloading::has_offloading_section(&cache),
+            kpack_llvm_offload::has_offloading_section(&cache),
             want,
             "{name} (ReadCache)"
         );

@@ -1,0 +1,149 @@
+//! What a file-safety check or an atomic write refuses or fails with.
+
+use std::path::PathBuf;
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A refused input or output.
+///
+/// Each message names the file; an underlying I/O error is the
+/// [`std::error::Error::source`] and is not repeated in the message.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An input that cannot be looked at.
+    #[error("{}: cannot open", path.display())]
+    Open {
+        /// The input.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// An input that is not a regular file.
+    #[error("{}: not a regular file ({kind})", path.display())]
+    NotRegular {
+        /// The input.
+        path: PathBuf,
+        /// What it is instead ([`crate::file_kind`]).
+        kind: &'static str,
+    },
+    /// An output that is the input itself.
+    #[error(
+        "{}: is the input {}; kpack never modifies its input, choose another output",
+        output.display(),
+        input.display()
+    )]
+    SameFile {
+        /// The input.
+        input: PathBuf,
+        /// The output.
+        output: PathBuf,
+    },
+    /// An output file that is a directory.
+    #[error("{}: is a directory; name the file to write", path.display())]
+    OutputIsDir {
+        /// The output.
+        path: PathBuf,
+    },
+    /// An existing output without `--force`.
+    #[error("{}: already exists; pass --force to overwrite", path.display())]
+    Exists {
+        /// The output.
+        path: PathBuf,
+    },
+    /// A flag whose value must be a plain file name.
+    #[error("{flag} {value:?}: must be a plain name (no '/', not '.' or '..')")]
+    NotPlainName {
+        /// The flag (`--name`).
+        flag: String,
+        /// Its value.
+        value: String,
+    },
+    /// A flag whose value must be a relative path inside the output.
+    #[error("{flag} {value:?}: must be a relative path inside the output (no '..', not absolute)")]
+    NotInsideRoot {
+        /// The flag (`--archive-dir`).
+        flag: String,
+        /// Its value.
+        value: String,
+    },
+    /// A path that cannot be made absolute.
+    #[error("{}", path.display())]
+    Absolute {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// An output directory inside an input tree.
+    #[error(
+        "{}: is inside the input {}; choose an output outside it",
+        output.display(),
+        input.display()
+    )]
+    OutputInsideInput {
+        /// The input.
+        input: PathBuf,
+        /// The output.
+        output: PathBuf,
+    },
+    /// An input inside the output directory.
+    #[error(
+        "{}: the input {} is inside it; choose an output outside the input",
+        output.display(),
+        input.display()
+    )]
+    InputInsideOutput {
+        /// The input.
+        input: PathBuf,
+        /// The output.
+        output: PathBuf,
+    },
+    /// An output directory that exists and is not a directory.
+    #[error("{}: is not a directory", path.display())]
+    NotDir {
+        /// The path.
+        path: PathBuf,
+    },
+    /// An output directory that cannot be created.
+    #[error("cannot create {}", path.display())]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A directory that cannot be opened or locked.
+    #[error("{}: {what}", path.display())]
+    Lock {
+        /// The directory.
+        path: PathBuf,
+        /// `cannot open to lock` or `cannot lock`.
+        what: &'static str,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+/// Writing an output (or reading the input it is copied from) failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {what}", path.display())]
+pub struct IoError {
+    /// The file.
+    pub path: PathBuf,
+    /// What was being done (`cannot write`, `cannot read`).
+    pub what: &'static str,
+    /// The cause.
+    pub source: std::io::Error,
+}
+
+impl IoError {
+    /// `what` failed on `path` because of `source`.
+    pub fn new(path: impl Into<PathBuf>, what: &'static str, source: std::io::Error) -> IoError {
+        IoError {
+            path: path.into(),
+            what,
+            source,
+        }
+    }
+}

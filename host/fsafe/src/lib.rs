@@ -1,0 +1,38 @@
+//! What kpack promises about your files, in one place every writer uses:
+//!
+//! - outputs are written to a temp file beside them and renamed into place
+//!   ([`Staged`], [`write_atomically`], [`copy_atomically`]);
+//! - temp files and staging directories are named
+//!   `.kpack-tmp-<pid>-<what>-<random>` ([`temp_file_in`], [`temp_dir_in`]),
+//!   so a later run can remove the stale ones of dead processes
+//!   ([`remove_stale_temps`]);
+//! - inputs are only read: an output that is the same file as an input is
+//!   refused ([`not_same_file`]), and so are output directories inside an
+//!   input tree and inputs inside an output ([`not_nested`]);
+//! - inputs must be regular files ([`regular_file`]: a FIFO would block, a
+//!   device never ends);
+//! - existing outputs are refused unless forced ([`not_existing`]);
+//! - output directories a failed run created are removed again
+//!   ([`CreatedDir`]);
+//! - writers into one directory take turns ([`lock_dir`]);
+//! - paths read from files, archives, indexes or flags stay inside their
+//!   root ([`is_plain_relative`], [`is_plain_name`], [`inside_root`],
+//!   [`plain_name`]).
+
+mod atomic;
+mod check;
+mod error;
+mod path;
+mod temp;
+
+pub use atomic::{Staged, copy_atomically, write_atomically};
+pub use check::{
+    CreatedDir, file_kind, inside_root, lock_dir, not_existing, not_nested, not_same_file,
+    plain_name, regular_file,
+};
+pub use error::{Error, IoError, Result};
+pub use path::{is_plain_name, is_plain_relative, normalize, relative_path, resolved};
+pub use temp::{
+    TEMP_PREFIX, is_stale_temp, remove_stale_temps, stale_temps, temp_dir_in, temp_file_in,
+    temp_owner, temp_prefix,
+};
