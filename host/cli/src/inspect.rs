@@ -51,7 +51,7 @@ struct Report<'a> {
 #[serde(untagged)]
 enum AnyReport {
     Host(Inspected),
-    Offloading(crate::offloading::Report),
+    Offloading(kpack_offloading::Listing),
 }
 
 /// Run `kpack inspect`.
@@ -90,7 +90,7 @@ pub fn run(args: Args) -> CliResult {
             match f {
                 AnyReport::Host(Inspected::Elf(f)) => print_text(f, args.kernels),
                 AnyReport::Host(Inspected::Pe(f)) => print_pe_text(f, args.kernels),
-                AnyReport::Offloading(r) => r.print_text(),
+                AnyReport::Offloading(r) => crate::offloading::print_text(r),
             }
         }
     }
