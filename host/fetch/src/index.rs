@@ -176,11 +176,12 @@ impl Source {
                 let mut body = Vec::new();
                 http_get(&url, MAX_LISTING_BYTES)?
                     .read_to_end(&mut body)
-                    .map_err(|source| Error::Http {
+                    .map_err(|e| Error::Http {
                         url: url.clone(),
                         message: format!(
-                            "cannot read the listing (limit {MAX_LISTING_BYTES} bytes): {source}"
+                            "cannot read the listing (limit {MAX_LISTING_BYTES} bytes)"
                         ),
+                        source: Some(Box::new(e)),
                     })?;
                 parse_listing(&body, &url)?
             }
@@ -276,13 +277,15 @@ fn http_get(url: &str, limit: u64) -> Result<Box<dyn Read>> {
         .into();
     let response = agent.get(url).call().map_err(|e| Error::Http {
         url: url.to_owned(),
-        message: format!("request failed: {e}"),
+        message: "request failed".into(),
+        source: Some(Box::new(e)),
     })?;
     let status = response.status().as_u16();
     if status != 200 {
         return Err(Error::Http {
             url: url.to_owned(),
             message: format!("HTTP status {status}"),
+            source: None,
         });
     }
     Ok(Box::new(
@@ -297,6 +300,19 @@ fn http_get(url: &str, limit: u64) -> Result<Box<dyn Read>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_request_names_the_url_and_keeps_the_client_error_as_source() {
+        // Port 1 on the loopback: refused at once, no network involved.
+        let Err(e) = http_get("http://127.0.0.1:1/index.json", 16) else {
+            panic!("a request to a closed port succeeded");
+        };
+        assert_eq!(
+            e.to_string(),
+            "http://127.0.0.1:1/index.json: request failed"
+        );
+        assert!(std::error::Error::source(&e).is_some(), "{e:?}");
+    }
 
     #[test]
     fn listed_names_stay_inside_the_index() {
