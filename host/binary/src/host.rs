@@ -30,15 +30,32 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A bundle could not be read (`inspect`).
+    #[error("{}: bundle {index}", path.display())]
+    Bundle {
+        /// The file.
+        path: PathBuf,
+        /// The bundle's position in the file.
+        index: usize,
+        /// The cause.
+        #[source]
+        source: kpack_bundle::Error,
+    },
     /// The rewritten image failed its own checks (a kpack bug: nothing is
     /// written).
-    #[error("{}: the transformed binary failed verification: {}", path.display(), findings.join("; "))]
+    #[error("{}: the transformed binary failed verification: {}", path.display(), joined(findings))]
     Verify {
         /// The input binary.
         path: PathBuf,
         /// The findings.
-        findings: Vec<String>,
+        findings: Vec<kpack_format::Finding>,
     },
+}
+
+/// The messages of `findings`, `; `-separated.
+fn joined(findings: &[kpack_format::Finding]) -> String {
+    let messages: Vec<&str> = findings.iter().map(|f| f.message.as_str()).collect();
+    messages.join("; ")
 }
 
 impl Error {
@@ -216,7 +233,7 @@ impl HostBinary {
             what,
             source,
         };
-        let verify_failed = |findings: Vec<String>| Error::Verify {
+        let verify_failed = |findings: Vec<kpack_format::Finding>| Error::Verify {
             path: input.to_path_buf(),
             findings,
         };
@@ -226,7 +243,12 @@ impl HostBinary {
                 // Read back through a cache of the pages the checks touch,
                 // never the whole image.
                 let findings = kpack_elf::verify_image(&object::ReadCache::new(&*out))
-                    .unwrap_or_else(|e| vec![e]);
+                    .unwrap_or_else(|e| {
+                        vec![kpack_format::Finding::error(
+                            "elf",
+                            kpack_format::error_chain(&e),
+                        )]
+                    });
                 if !findings.is_empty() {
                     return Err(verify_failed(findings));
                 }

@@ -24,8 +24,12 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod extract;
 mod host;
+pub mod inspect;
 mod kind;
 
+pub use extract::{ExtractFile, ExtractPlan};
 pub use host::{Error, HostBinary, HostFormat, TransformReport};
+pub use inspect::{Inspected, inspect};
 pub use kind::{FileKind, HEAD_LEN};

@@ -255,17 +255,17 @@ fn inflate_zstd(payload: &[u8], expect: u64, at: u64) -> Result<(Vec<u8>, u64), 
         ))
     })?;
     let frame = &payload[..frame_len.min(payload.len())];
-    let mut dec =
-        zstd::stream::read::Decoder::with_buffer(frame).map_err(|e| bad(format!("zstd: {e}")))?;
+    let mut dec = zstd::stream::read::Decoder::with_buffer(frame)
+        .map_err(|e| bad("zstd".into()).with_source(e))?;
     // LLVM enables long-distance matching, which may need a window past the
     // decoder's default limit; allow the largest window.
     dec.window_log_max(31)
-        .map_err(|e| bad(format!("zstd: {e}")))?;
+        .map_err(|e| bad("zstd".into()).with_source(e))?;
     let mut out = Vec::with_capacity(expect.min(64 << 20) as usize);
     // Read one byte past the expected size so an oversized stream is caught.
     dec.take(expect + 1)
         .read_to_end(&mut out)
-        .map_err(|e| bad(format!("zstd stream is corrupt: {e}")))?;
+        .map_err(|e| bad("zstd stream is corrupt".into()).with_source(e))?;
     Ok((out, frame_len as u64))
 }
 
@@ -276,11 +276,7 @@ fn inflate_zlib(payload: &[u8], expect: u64, at: u64) -> Result<(Vec<u8>, u64), 
         .take(expect + 1)
         .read_to_end(&mut out)
         .map_err(|e| {
-            Error::at(
-                ErrorKind::Decompress,
-                at,
-                format!("zlib stream is corrupt: {e}"),
-            )
+            Error::at(ErrorKind::Decompress, at, "zlib stream is corrupt").with_source(e)
         })?;
     Ok((out, dec.total_in()))
 }

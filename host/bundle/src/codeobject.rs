@@ -163,8 +163,9 @@ fn read_header(src: &dyn ReadAt, base: u64, len: u64) -> Result<Header, Error> {
         Error::at(
             ErrorKind::NotCodeObject,
             base,
-            format!("not a 64-bit little-endian ELF: {e}"),
+            "not a 64-bit little-endian ELF",
         )
+        .with_source(e)
     })?;
     if hdr.e_machine(LE) != EM_AMDGPU {
         return Err(Error::at(
@@ -247,15 +248,11 @@ pub fn inspect(src: &dyn ReadAt, base: u64, len: u64) -> Result<CodeObjectInfo, 
         let align = sh.sh_addralign(LE).max(4);
         let mut notes =
             NoteIterator::<FileHeader64<LE>>::new(LE, align, &data[..]).map_err(|e| {
-                Error::at(
-                    ErrorKind::BadRange,
-                    base + off,
-                    format!("bad note section: {e}"),
-                )
+                Error::at(ErrorKind::BadRange, base + off, "bad note section").with_source(e)
             })?;
         while let Some(note) = notes
             .next()
-            .map_err(|e| Error::at(ErrorKind::BadRange, base + off, format!("bad note: {e}")))?
+            .map_err(|e| Error::at(ErrorKind::BadRange, base + off, "bad note").with_source(e))?
         {
             if note.name() == b"AMDGPU" && note.n_type(LE) == NT_AMDGPU_METADATA {
                 read_metadata(note.desc(), &mut info);
@@ -299,7 +296,7 @@ pub fn inspect_spirv(
                 version: format!("{}.{}", h.major, h.minor),
                 words: h.words,
             })
-            .map_err(|e| Error::at(ErrorKind::BadHeader, base, format!("SPIR-V module: {e}"))),
+            .map_err(|e| Error::at(ErrorKind::BadHeader, base, "SPIR-V module").with_source(e)),
     )
 }
 

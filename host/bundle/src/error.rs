@@ -32,14 +32,15 @@ pub enum ErrorKind {
 
 /// An error with the offset (in the input being parsed) where it was found.
 ///
-/// `Display` is the message and offset only; an underlying I/O error is
+/// `Display` is the message and offset only; an underlying error (I/O,
+/// decompression, an ELF or note parse, a nested bundle's error) is
 /// reported by [`std::error::Error::source`], never repeated in the message.
 #[derive(Debug)]
 pub struct Error {
     kind: ErrorKind,
     message: String,
     offset: Option<u64>,
-    source: Option<std::io::Error>,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
 impl Error {
@@ -71,8 +72,17 @@ impl Error {
             kind,
             message: "read failed".into(),
             offset: Some(offset),
-            source: Some(e),
+            source: Some(Box::new(e)),
         }
+    }
+
+    /// The same error with `source` as its cause.
+    pub(crate) fn with_source(
+        mut self,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Error {
+        self.source = Some(source.into());
+        self
     }
 
     /// Shift the reported offset by `base` (when a nested structure was
@@ -110,7 +120,7 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_ref().map(|e| e as _)
+        self.source.as_deref().map(|e| e as _)
     }
 }
 

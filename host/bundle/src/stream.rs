@@ -137,8 +137,9 @@ impl<'a> Inflater<'a> {
                     return Err(Error::at(
                         ErrorKind::Decompress,
                         self.payload,
-                        format!("{what} stream is corrupt: {e}"),
-                    ));
+                        format!("{what} stream is corrupt"),
+                    )
+                    .with_source(e));
                 }
             }
         };
@@ -372,13 +373,13 @@ pub(crate) fn decoder<'a>(
                     dctx,
                 ),
                 None => zstd::stream::read::Decoder::new(reader)
-                    .map_err(|e| bad(format!("zstd: {e}")))?,
+                    .map_err(|e| bad("zstd".into()).with_source(e))?,
             }
             .single_frame();
             // LLVM enables long-distance matching, which may need a
             // window past the decoder's default limit.
             d.window_log_max(31)
-                .map_err(|e| bad(format!("zstd: {e}")))?;
+                .map_err(|e| bad("zstd".into()).with_source(e))?;
             Box::new(d.take(limit))
         }
         Method::Zlib => Box::new(flate2::read::ZlibDecoder::new(reader).take(limit)),
@@ -724,7 +725,7 @@ pub(crate) fn v1_payload_len(
                 &mut (&mut dec).take(header.uncompressed_size + 1),
                 &mut io::sink(),
             )
-            .map_err(|e| bad(format!("zlib stream is corrupt: {e}")))?;
+            .map_err(|e| bad("zlib stream is corrupt".into()).with_source(e))?;
             Ok(dec.total_in())
         }
     }

@@ -538,7 +538,7 @@ impl Walker<'_> {
         let mut inf = Inflater::new(self.src, pos, header, payload, payload_len, false)?;
         let entries = inf
             .inner_entries()
-            .map_err(|e| Error::at(e.kind(), pos, format!("inside the compressed bundle: {e}")))?;
+            .map_err(|e| Error::at(e.kind(), pos, "inside the compressed bundle").with_source(e))?;
         Ok(Item {
             offset,
             len: hlen + payload_len,

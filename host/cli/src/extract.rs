@@ -3,12 +3,11 @@
 //! named `bundle<N>-<target>.hsaco` (`:` in a target id becomes `_`; a second
 //! entry with the same target in one bundle gets `.<k>` before `.hsaco`).
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use kpack_amdgpu::TargetId;
-use kpack_binary::HostBinary;
+use kpack_binary::{ExtractFile, HostBinary};
 use kpack_bundle::WalkOptions;
 use rayon::prelude::*;
 
@@ -40,15 +39,6 @@ pub struct Args {
     memory: crate::memory_args::MemoryArgs,
 }
 
-/// One file to write.
-struct Job {
-    bundle: usize,
-    entry: usize,
-    name: String,
-    /// The entry's target id, for `-v`.
-    target: String,
-}
-
 /// Run `kpack extract`.
 pub fn run(args: Args) -> CliResult {
     let wanted: Vec<TargetId> = args
@@ -77,30 +67,29 @@ pub fn run(args: Args) -> CliResult {
         verify_hash: !args.no_verify_hash,
     };
     let bin = HostBinary::read(&args.file, walk)?;
-    let (jobs, found) = plan_jobs(bin.bundles(), args.all, &wanted);
-    for t in &wanted {
-        if !found.contains(&t.to_string()) {
-            return Err(anyhow::anyhow!(
-                "{}: no code object for target {t}; present: {}",
-                args.file.display(),
-                found.iter().cloned().collect::<Vec<_>>().join(", ")
-            )
-            .into());
-        }
+    let plan = bin.extract_plan(args.all, &wanted);
+    if let Some(t) = plan.missing(&wanted) {
+        return Err(anyhow::anyhow!(
+            "{}: no code object for target {t}; present: {}",
+            args.file.display(),
+            plan.found.iter().cloned().collect::<Vec<_>>().join(", ")
+        )
+        .into());
     }
+    let jobs = &plan.files[..];
     if bin.bundles().is_empty() {
         return Err(anyhow::anyhow!("{}: no device code", args.file.display()).into());
     }
     if crate::safety::is_stdout(&args.output) {
-        return to_stdout(&args.file, &bin, &jobs);
+        return to_stdout(&args.file, &bin, jobs);
     }
-    for job in &jobs {
+    for job in jobs {
         let dest = args.output.join(&job.name);
         crate::safety::not_same_file(&args.file, &dest)?;
         crate::safety::not_existing(&dest, args.force)?;
     }
     if std::fs::symlink_metadata(&args.output).is_err() {
-        return extract_into_new_dir(&args, &bin, &jobs);
+        return extract_into_new_dir(&args, &bin, jobs);
     }
     let created = crate::safety::CreatedDir::create(&args.output)?;
     crate::safety::clean_stale_temps(&args.output);
@@ -111,8 +100,8 @@ pub fn run(args: Args) -> CliResult {
             args.output.display()
         )
     })?;
-    write_staged(&args, &bin, &jobs, stage.path())?;
-    for job in &jobs {
+    write_staged(&args, &bin, jobs, stage.path())?;
+    for job in jobs {
         let dest = args.output.join(&job.name);
         std::fs::rename(stage.path().join(&job.name), &dest)
             .with_context(|| format!("cannot move into {}", dest.display()))?;
@@ -127,7 +116,7 @@ pub fn run(args: Args) -> CliResult {
 /// Extraction into a directory that does not exist yet: staged as a
 /// sibling and renamed into place whole, so a run stopped at any point
 /// leaves either no output directory or a complete one.
-fn extract_into_new_dir(args: &Args, bin: &HostBinary, jobs: &[Job]) -> CliResult {
+fn extract_into_new_dir(args: &Args, bin: &HostBinary, jobs: &[ExtractFile]) -> CliResult {
     let parent = args
         .output
         .parent()
@@ -151,45 +140,8 @@ fn extract_into_new_dir(args: &Args, bin: &HostBinary, jobs: &[Job]) -> CliResul
     Ok(())
 }
 
-/// One file per selected device entry (every one with `all`, else those
-/// whose target is `wanted`), and every target found.
-fn plan_jobs(
-    bundles: &[kpack_bundle::Item],
-    all: bool,
-    wanted: &[TargetId],
-) -> (Vec<Job>, BTreeSet<String>) {
-    let mut jobs = Vec::new();
-    let mut found = BTreeSet::new();
-    for (b, item) in bundles.iter().enumerate() {
-        let mut seen = std::collections::HashMap::<String, usize>::new();
-        for (i, entry) in item.entries.iter().enumerate() {
-            let Some(target) = entry.id.target().filter(|_| !entry.id.is_host()) else {
-                continue;
-            };
-            found.insert(target.to_string());
-            if !all && !wanted.contains(target) {
-                continue;
-            }
-            let k = seen.entry(target.to_string()).or_default();
-            let suffix = if *k == 0 {
-                String::new()
-            } else {
-                format!(".{k}")
-            };
-            *k += 1;
-            jobs.push(Job {
-                bundle: b,
-                entry: i,
-                name: format!("bundle{b}-{}{suffix}.hsaco", target.file_name()),
-                target: target.to_string(),
-            });
-        }
-    }
-    (jobs, found)
-}
-
 /// `-o -`: the one code object to stdout, for pipes (`| llvm-readelf`).
-fn to_stdout(file: &Path, bin: &HostBinary, jobs: &[Job]) -> CliResult {
+fn to_stdout(file: &Path, bin: &HostBinary, jobs: &[ExtractFile]) -> CliResult {
     let [job] = jobs else {
         return Err(anyhow::anyhow!(
             "-o -: {}: --target matched {} code objects; stdout takes exactly one",
@@ -220,11 +172,16 @@ fn to_stdout(file: &Path, bin: &HostBinary, jobs: &[Job]) -> CliResult {
 /// Write every job's code object into `stage`. Each bundle is read once,
 /// as a stream; its entries are written as they arrive (bundles in
 /// parallel, under the memory budget).
-fn write_staged(args: &Args, bin: &HostBinary, jobs: &[Job], stage: &Path) -> anyhow::Result<()> {
+fn write_staged(
+    args: &Args,
+    bin: &HostBinary,
+    jobs: &[ExtractFile],
+    stage: &Path,
+) -> anyhow::Result<()> {
     let (bundles, source) = (bin.bundles(), bin.source());
     let budget = kpack_bundle::MemoryBudget::process();
     let bar = crate::ui::progress(jobs.len() as u64, crate::ui::Unit::Items);
-    let mut by_bundle: Vec<Vec<&Job>> = vec![Vec::new(); bundles.len()];
+    let mut by_bundle: Vec<Vec<&ExtractFile>> = vec![Vec::new(); bundles.len()];
     for job in jobs {
         by_bundle[job.bundle].push(job);
     }

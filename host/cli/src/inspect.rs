@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use kpack_binary::HostBinary;
-use kpack_bundle::{CodeObjectInfo, Entry, Format, Item, ReadAt, WalkOptions};
-use kpack_elf::{ElfKind, FatBinary, Wrapper};
-use rayon::prelude::*;
+use kpack_binary::Inspected;
+use kpack_binary::inspect::{ArchTotal, BundleReport, ElfReport, PeReport};
+use kpack_bundle::{Format, WalkOptions};
+use kpack_elf::ElfKind;
 use serde::Serialize;
 
 use crate::exit::{CliError, CliResult};
@@ -45,84 +45,13 @@ struct Report<'a> {
     errors: &'a [FileError],
 }
 
-/// A fat binary, a PE image (`format: "pe"`), or an archive / new-driver
-/// object (`format: "ar"|"elf"`).
+/// A host binary (ELF or PE, the library's own document) or an archive /
+/// new-driver object (`format: "ar"|"elf"`).
 #[derive(Serialize)]
 #[serde(untagged)]
 enum AnyReport {
-    Fat(FileReport),
-    Pe(PeReport),
-    Offloading(crate::offloading::Report),
-}
-
-/// A Windows PE image (DLL, EXE): the same shape as [`FileReport`] with
-/// PE's sections (RVA, raw size) and wrappers (base relocations), plus
-/// `format: "pe"` so consumers tell the two apart.
-#[derive(Serialize)]
-struct PeReport {
-    path: PathBuf,
-    format: &'static str,
-    kind: kpack_pe::PeKind,
-    image_base: u64,
-    device_code: bool,
-    transformed: bool,
-    /// A certificate table is present: any rewrite invalidates the signature.
-    signed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    fatbin: Option<kpack_pe::SectionInfo>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    segment: Option<kpack_pe::SectionInfo>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    marker: Option<kpack_pe::SectionInfo>,
-    wrappers: Vec<kpack_pe::Wrapper>,
-    bundles: Vec<BundleReport>,
-    totals: BTreeMap<String, ArchTotal>,
-}
-
-#[derive(Serialize)]
-struct FileReport {
-    path: PathBuf,
-    kind: ElfKind,
-    device_code: bool,
-    transformed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    fatbin: Option<kpack_elf::SectionInfo>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    marker: Option<kpack_elf::SectionInfo>,
-    wrappers: Vec<Wrapper>,
-    bundles: Vec<BundleReport>,
-    totals: BTreeMap<String, ArchTotal>,
-}
-
-#[derive(Serialize)]
-struct BundleReport {
-    index: usize,
-    offset: u64,
-    len: u64,
-    #[serde(flatten)]
-    format: Format,
-    entries: Vec<EntryReport>,
-}
-
-#[derive(Serialize)]
-struct EntryReport {
-    #[serde(flatten)]
-    entry: Entry,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    target: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    code_object: Option<CodeObjectInfo>,
-    /// A portable SPIR-V entry's module header.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    spirv: Option<kpack_bundle::SpirvInfo>,
-    kernel_count: usize,
-    warnings: Vec<String>,
-}
-
-#[derive(Serialize, Default)]
-struct ArchTotal {
-    code_objects: usize,
-    bytes: u64,
+    Host(Inspected),
+    Offloading(kpack_llvm_offload::Listing),
 }
 
 /// Run `kpack inspect`.
@@ -159,9 +88,9 @@ pub fn run(args: Args) -> CliResult {
     } else {
         for f in &files {
             match f {
-                AnyReport::Fat(f) => print_text(f, args.kernels),
-                AnyReport::Pe(f) => print_pe_text(f, args.kernels),
-                AnyReport::Offloading(r) => r.print_text(),
+                AnyReport::Host(Inspected::Elf(f)) => print_text(f, args.kernels),
+                AnyReport::Host(Inspected::Pe(f)) => print_pe_text(f, args.kernels),
+                AnyReport::Offloading(r) => crate::offloading::print_text(r),
             }
         }
     }
@@ -206,31 +135,9 @@ fn inspect_one(
             opts.verify_hash,
         )?));
     }
-    let fat = match HostBinary::read(path, *opts)? {
-        HostBinary::Elf(fat) => fat,
-        HostBinary::Pe(fat) => {
-            let (bundles, totals) = bundle_reports(path, &fat.bundles, &fat.source, kernels)?;
-            *warned |= warn(path, &bundles);
-            return Ok(AnyReport::Pe(PeReport {
-                path: path.to_path_buf(),
-                format: "pe",
-                kind: fat.kind,
-                image_base: fat.image_base,
-                device_code: !fat.bundles.is_empty(),
-                transformed: fat.is_transformed(),
-                signed: fat.signed,
-                fatbin: fat.fatbin,
-                segment: fat.segment,
-                marker: fat.marker,
-                wrappers: fat.wrappers.clone(),
-                bundles,
-                totals,
-            }));
-        }
-    };
-    let report = file_report(path, &fat, kernels)?;
-    *warned |= warn(path, &report.bundles);
-    Ok(AnyReport::Fat(report))
+    let report = kpack_binary::inspect(path, *opts, kernels)?;
+    *warned |= warn(path, &report);
+    Ok(AnyReport::Host(report))
 }
 
 /// Whether `path` starts with the KPAK magic of a `.kpack` archive.
@@ -273,152 +180,17 @@ fn print_marker(path: &std::path::Path, offset: u64, len: u64) {
     }
 }
 
-/// Print the code-object warnings of `bundles`; `true` if there were any.
-fn warn(path: &std::path::Path, bundles: &[BundleReport]) -> bool {
+/// Print the code-object warnings of `report`; `true` if there were any.
+fn warn(path: &std::path::Path, report: &Inspected) -> bool {
     let mut warned = false;
-    for b in bundles {
-        for e in &b.entries {
-            for w in &e.warnings {
-                warned = true;
-                eprintln!(
-                    "warning: {}: bundle {} entry {}: {w}",
-                    path.display(),
-                    b.index,
-                    e.entry.id
-                );
-            }
-        }
+    for (bundle, id, w) in report.warnings() {
+        warned = true;
+        eprintln!(
+            "warning: {}: bundle {bundle} entry {id}: {w}",
+            path.display()
+        );
     }
     warned
-}
-
-fn file_report(
-    path: &std::path::Path,
-    fat: &FatBinary,
-    with_names: bool,
-) -> anyhow::Result<FileReport> {
-    let (bundles, totals) = bundle_reports(path, &fat.bundles, &fat.source, with_names)?;
-    Ok(FileReport {
-        path: path.to_path_buf(),
-        kind: fat.kind,
-        device_code: !fat.bundles.is_empty(),
-        transformed: fat.is_transformed(),
-        fatbin: fat.fatbin,
-        marker: fat.marker,
-        wrappers: fat.wrappers.clone(),
-        bundles,
-        totals,
-    })
-}
-
-/// The bundles of a fat binary (ELF or PE alike) and its totals per target.
-/// Bundles are read in parallel, each once as a stream (a compressed one
-/// inflated and hash-checked on the way); each code object's headers and
-/// note are decoded from its buffer, which is then dropped.
-fn bundle_reports(
-    path: &std::path::Path,
-    items: &[Item],
-    source: &dyn ReadAt,
-    with_names: bool,
-) -> anyhow::Result<(Vec<BundleReport>, BTreeMap<String, ArchTotal>)> {
-    let budget = kpack_bundle::MemoryBudget::process();
-    for (index, item) in items.iter().enumerate() {
-        item.check_fits(budget).map_err(|e| {
-            anyhow::Error::new(e).context(format!("{}: bundle {index}", path.display()))
-        })?;
-    }
-    let infos: Vec<Vec<Option<CodeObjectResult>>> = items
-        .par_iter()
-        .enumerate()
-        .map(|(index, item)| {
-            let mut infos: Vec<Option<CodeObjectResult>> = vec![None; item.entries.len()];
-            item.stream_entries(source, budget, |i, entry, bytes| {
-                if !entry.id.is_host() && entry.size > 0 {
-                    if let Some(r) = kpack_bundle::inspect_spirv(&entry.id, &bytes, 0, entry.size) {
-                        infos[i] = Some(
-                            r.map(|s| (Image::Spirv(s), 0))
-                                .map_err(|e| format!("not a valid SPIR-V module: {e}")),
-                        );
-                        return Ok(());
-                    }
-                    let r = kpack_bundle::inspect_code_object(&bytes, 0, entry.size);
-                    // Kernel names are dropped here unless shown: a big
-                    // library's names add up to far more than its headers.
-                    let r = r.map(|mut info| {
-                        let count = info.kernels.len();
-                        if !with_names {
-                            info.kernels = Vec::new();
-                        }
-                        (Image::CodeObject(info), count)
-                    });
-                    infos[i] = Some(r.map_err(|e| format!("not a valid AMDGPU code object: {e}")));
-                }
-                Ok::<(), kpack_bundle::Error>(())
-            })
-            .map_err(|e| {
-                anyhow::Error::new(e).context(format!("{}: bundle {index}", path.display()))
-            })?;
-            Ok(infos)
-        })
-        .collect::<anyhow::Result<_>>()?;
-    let mut totals: BTreeMap<String, ArchTotal> = BTreeMap::new();
-    let mut bundles = Vec::new();
-    for ((index, item), mut infos) in items.iter().enumerate().zip(infos) {
-        let mut entries = Vec::new();
-        for (i, entry) in item.entries.iter().enumerate() {
-            let mut warnings = Vec::new();
-            let mut code_object = None;
-            let mut spirv = None;
-            let mut kernel_count = 0;
-            if !entry.id.is_host() && entry.size > 0 {
-                match infos[i].take() {
-                    Some(Ok((Image::CodeObject(info), count))) => {
-                        warnings.extend(info.mismatches(&entry.id));
-                        kernel_count = count;
-                        code_object = Some(info);
-                    }
-                    Some(Ok((Image::Spirv(info), _))) => spirv = Some(info),
-                    Some(Err(e)) => warnings.push(e),
-                    None => {}
-                }
-                let arch = entry
-                    .id
-                    .target()
-                    .map(|t| t.to_string())
-                    .unwrap_or_else(|| entry.id.raw().to_string());
-                let t = totals.entry(arch).or_default();
-                t.code_objects += 1;
-                t.bytes += entry.size;
-            }
-            entries.push(EntryReport {
-                entry: entry.clone(),
-                target: entry.id.target().map(|t| t.to_string()),
-                code_object,
-                spirv,
-                kernel_count,
-                warnings,
-            });
-        }
-        bundles.push(BundleReport {
-            index,
-            offset: item.offset,
-            len: item.len,
-            format: item.format.clone(),
-            entries,
-        });
-    }
-    Ok((bundles, totals))
-}
-
-/// What decoding one code object gave, with its kernel count (the error
-/// as text: the report shows it as a warning).
-type CodeObjectResult = Result<(Image, usize), String>;
-
-/// What a device entry holds.
-#[derive(Clone)]
-enum Image {
-    CodeObject(CodeObjectInfo),
-    Spirv(kpack_bundle::SpirvInfo),
 }
 
 fn print_pe_text(f: &PeReport, with_names: bool) {
@@ -485,7 +257,7 @@ fn print_pe_text(f: &PeReport, with_names: bool) {
     print_bundles(&f.bundles, &f.totals, with_names);
 }
 
-fn print_text(f: &FileReport, with_names: bool) {
+fn print_text(f: &ElfReport, with_names: bool) {
     println!("{}: {}", f.path.display(), kind_name(f.kind));
     if !f.device_code {
         if f.transformed {

@@ -8,6 +8,7 @@ use std::process::Command;
 
 use anyhow::Context;
 use kpack_binary::FileKind;
+use kpack_format::Finding;
 use object::ReadCache;
 
 use crate::exit::{CliError, CliResult};
@@ -52,8 +53,7 @@ pub fn run(args: Args) -> CliResult {
         } else {
             kpack_elf::verify_image
         };
-        let mut findings =
-            verify(&cache).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let mut findings = verify(&cache).map_err(|e| e.in_file(path))?;
         if !args.no_readelf {
             findings.extend(readelf_complaints(path));
         }
@@ -63,7 +63,10 @@ pub fn run(args: Args) -> CliResult {
     if args.json {
         let files: Vec<_> = all
             .iter()
-            .map(|(p, f)| serde_json::json!({"path": p, "ok": f.is_empty(), "findings": f}))
+            .map(|(p, f)| {
+                let messages: Vec<&str> = f.iter().map(|f| f.message.as_str()).collect();
+                serde_json::json!({"path": p, "ok": f.is_empty(), "findings": messages})
+            })
             .collect();
         println!(
             "{}",
@@ -89,7 +92,7 @@ pub fn run(args: Args) -> CliResult {
 }
 
 /// Lines of `readelf -lSW` output that complain; nothing if readelf is absent.
-fn readelf_complaints(path: &std::path::Path) -> Vec<String> {
+fn readelf_complaints(path: &std::path::Path) -> Vec<Finding> {
     let Ok(out) = Command::new("readelf").arg("-lSW").arg(path).output() else {
         return Vec::new();
     };
@@ -113,6 +116,6 @@ fn readelf_complaints(path: &std::path::Path) -> Vec<String> {
             .iter()
             .any(|w| l.contains(w))
         })
-        .map(|l| format!("readelf: {}", l.trim()))
+        .map(|l| Finding::error("readelf", format!("readelf: {}", l.trim())))
         .collect()
 }

@@ -352,9 +352,7 @@ fn packed_input(
     } else {
         out.to_path_buf()
     };
-    let dir = tempfile::Builder::new()
-        .prefix(&kpack_format::temp_prefix("wheel-input"))
-        .tempdir_in(&within)
+    let dir = kpack_fsafe::temp_dir_in(&within, "wheel-input")
         .with_context(|| format!("{}: cannot create a temporary directory", within.display()))?;
     let wheel = kpack_wheel::wheel_from_directory(input, dir.path())?;
     Ok(Some((dir, wheel)))

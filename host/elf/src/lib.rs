@@ -35,4 +35,4 @@ pub use read::{
 pub use transform::{
     Layout, PruneLayout, PruneReport, TransformReport, prune, prune_to, transform, transform_to,
 };
-pub use verify::{verify_image, verify_pruned_image};
+pub use verify::{NotElf, verify_image, verify_pruned_image};

@@ -117,8 +117,9 @@ fn read_elf(path: &Path, source: SizedFile, opts: WalkOptions) -> Result<FatBina
         Error::new(
             ErrorKind::Unsupported,
             path,
-            format!("not a 64-bit little-endian ELF: {e}"),
+            "not a 64-bit little-endian ELF",
         )
+        .with_source(e)
     })?;
     let (machine, kind) = machine_and_kind(path, &obj)?;
     let fatbin = section_info(&obj, FATBIN_SECTION);
@@ -268,8 +269,9 @@ fn read_wrappers<'d, R: object::ReadRef<'d>>(
             Error::new(
                 ErrorKind::Malformed,
                 path,
-                format!("cannot read {SEGMENT_SECTION}: {e}"),
+                format!("cannot read {SEGMENT_SECTION}"),
             )
+            .with_source(e)
         })?;
     if !(data.len() as u64).is_multiple_of(WRAPPER_SIZE) {
         return Err(Error::new(
@@ -427,8 +429,9 @@ pub(crate) fn rela_entries<'d, R: object::ReadRef<'d>>(
             Error::new(
                 ErrorKind::Malformed,
                 path,
-                format!("cannot read relocation section {}: {e}", section.index().0),
+                format!("cannot read relocation section {}", section.index().0),
             )
+            .with_source(e)
         })?;
         let entries: &[elf::Rela64<LE>] =
             object::pod::slice_from_all_bytes(data).map_err(|()| {

@@ -4,6 +4,7 @@
 //! relocation into removed bytes).
 
 use kpack_bundle::{Magic, WrapperFields};
+use kpack_format::{Finding, error_chain};
 use object::LittleEndian as LE;
 use object::elf;
 use object::read::elf::{ElfFile64, FileHeader as _, ProgramHeader as _};
@@ -12,10 +13,28 @@ use object::{Object, ObjectSection, ReadRef};
 use crate::machine::Machine;
 use crate::read::{FATBIN_SECTION, MARKER_SECTION, SEGMENT_SECTION, WRAPPER_SIZE};
 
-/// Check the ELF image `data` (the whole file). Returns one sentence per
-/// problem; empty means the file passed. `Err` only when the bytes are not
-/// a 64-bit little-endian ELF at all.
-pub fn verify_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<String>, String> {
+/// The bytes a check was given are not a 64-bit little-endian ELF at all.
+#[derive(Debug, thiserror::Error)]
+#[error("not a 64-bit little-endian ELF")]
+pub struct NotElf(#[source] object::read::Error);
+
+impl NotElf {
+    /// The crate error for the file at `path` these bytes came from.
+    pub fn in_file(self, path: &std::path::Path) -> crate::Error {
+        crate::Error::new(
+            crate::ErrorKind::Unsupported,
+            path,
+            "not a 64-bit little-endian ELF",
+        )
+        .with_source(self.0)
+    }
+}
+
+/// Check the ELF image `data` (the whole file). Returns one finding (check
+/// `elf`, an error, its path left to the caller) per problem; empty means
+/// the file passed. `Err` only when the bytes are not a 64-bit
+/// little-endian ELF at all.
+pub fn verify_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<Finding>, NotElf> {
     verify(data, false)
 }
 
@@ -23,13 +42,12 @@ pub fn verify_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<String>, String> 
 /// same structure, but the device code stays, so every wrapper must still
 /// be HIPF and point into `.hip_fatbin`'s file bytes (at a bundle the
 /// HIP runtime reads as before), and there is no marker.
-pub fn verify_pruned_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<String>, String> {
+pub fn verify_pruned_image<'d, R: ReadRef<'d>>(data: R) -> Result<Vec<Finding>, NotElf> {
     verify(data, true)
 }
 
-fn verify<'d, R: ReadRef<'d>>(data: R, pruned: bool) -> Result<Vec<String>, String> {
-    let obj = ElfFile64::<LE, R>::parse(data)
-        .map_err(|e| format!("not a 64-bit little-endian ELF: {e}"))?;
+fn verify<'d, R: ReadRef<'d>>(data: R, pruned: bool) -> Result<Vec<Finding>, NotElf> {
+    let obj = ElfFile64::<LE, R>::parse(data).map_err(NotElf)?;
     let phdrs = obj.elf_program_headers();
     let mut c = Checks {
         obj: &obj,
@@ -54,7 +72,7 @@ fn verify<'d, R: ReadRef<'d>>(data: R, pruned: bool) -> Result<Vec<String>, Stri
         c.pointers_into_device_code(&relas, &wrapper_slots);
     }
     c.removed_device_code(&relas);
-    Ok(c.f)
+    Ok(c.f.into_iter().map(|m| Finding::error("elf", m)).collect())
 }
 
 type Phdr = elf::ProgramHeader64<LE>;
@@ -226,9 +244,15 @@ impl<'d, R: ReadRef<'d>> Checks<'d, '_, R> {
         match m.data() {
             Ok(bytes) => match kpack_format::Marker::parse(bytes) {
                 Ok(_) => marker_addr = Some((m.address(), m.size())),
-                Err(e) => self.f.push(format!("{MARKER_SECTION} does not parse: {e}")),
+                Err(e) => self.f.push(format!(
+                    "{MARKER_SECTION} does not parse: {}",
+                    error_chain(&e)
+                )),
             },
-            Err(e) => self.f.push(format!("{MARKER_SECTION} cannot be read: {e}")),
+            Err(e) => self.f.push(format!(
+                "{MARKER_SECTION} cannot be read: {}",
+                error_chain(&e)
+            )),
         }
         marker_addr
     }
@@ -458,11 +482,12 @@ mod tests {
         let clean = std::fs::read(path).unwrap();
         assert_eq!(
             verify_pruned_image(&clean[..]).unwrap(),
-            Vec::<String>::new()
+            Vec::<Finding>::new()
         );
         let f = verify_pruned_image(&with_stray_pointer()[..]).unwrap();
         assert!(
-            f.iter().any(|m| m.contains("is not a wrapper's pointer")),
+            f.iter()
+                .any(|m| m.message.contains("is not a wrapper's pointer")),
             "{f:?}"
         );
     }

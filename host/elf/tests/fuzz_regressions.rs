@@ -91,7 +91,7 @@ fn verify_reports_segments_and_sections_past_u64_max() {
     assert!(
         findings
             .iter()
-            .any(|f| f.contains("runs past the end of the file")),
+            .any(|f| f.message.contains("runs past the end of the file")),
         "{findings:?}"
     );
 
@@ -103,7 +103,7 @@ fn verify_reports_segments_and_sections_past_u64_max() {
     set_u64(&mut b, fb + 0x10, u64::MAX - 8); // sh_addr
     let findings = verify_image(&b[..]).expect("still an ELF");
     assert!(
-        findings.iter().any(|f| f.contains("section .text")),
+        findings.iter().any(|f| f.message.contains("section .text")),
         "{findings:?}"
     );
 }
@@ -146,5 +146,5 @@ fn unmodified_fixture_still_transforms_and_verifies() {
     let fat = read_fat_binary(&p, WalkOptions::default()).expect("reads");
     let (image, _) = transform(&p, &fat, &marker()).expect("transforms");
     std::fs::remove_file(&p).ok();
-    assert_eq!(verify_image(&image[..]).unwrap(), Vec::<String>::new());
+    assert_eq!(verify_image(&image[..]).unwrap(), Vec::new());
 }

@@ -255,6 +255,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_failed_request_names_the_url_and_keeps_the_client_error_as_source() {
+        // Port 1 on the loopback: refused at once, no network involved.
+        let Err(e) = http_get("http://127.0.0.1:1/index.json", 16) else {
+            panic!("a request to a closed port succeeded");
+        };
+        assert_eq!(
+            e.to_string(),
+            "http://127.0.0.1:1/index.json: request failed"
+        );
+        assert!(std::error::Error::source(&e).is_some(), "{e:?}");
+    }
+
+    #[test]
     fn listed_names_stay_inside_the_index() {
         assert!(check_name("axpy_gfx1100.kpack").is_ok());
         assert!(check_name("lib/.kpack/axpy_gfx90a:xnack+.kpack").is_ok());

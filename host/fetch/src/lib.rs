@@ -58,6 +58,9 @@ pub enum Error {
         url: String,
         /// What went wrong.
         message: String,
+        /// The cause (the HTTP client's or the reader's error), if any.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     },
     /// A listing is not valid JSON of the expected shape.
     #[error("{what}: not a kpack index listing")]
@@ -378,7 +381,8 @@ fn install(source: &Source, f: &IndexFile, dest: &Path) -> Result<Action> {
     loop {
         let n = reader.read(&mut buf).map_err(|e| Error::Http {
             url: location.clone(),
-            message: format!("download interrupted after {size} bytes: {e}"),
+            message: format!("download interrupted after {size} bytes"),
+            source: Some(Box::new(e)),
         })?;
         if n == 0 {
             break;

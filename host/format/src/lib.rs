@@ -28,7 +28,7 @@
 //!   `has_arch(a)`, `binaries()` / `binary(i)` / `binary_count()` (byte-wise
 //!   sorted keys), `entries()` (sorted by key, arch), `entry(key, arch)`,
 //!   `get(key, arch) -> Result<Cow<[u8]>>`, `read(&Entry)`, `dump() -> String`.
-//! - `verify(path) -> Result<Vec<Finding>>` / `Archive::verify()`: the strict
+//! - `verify(path) -> Result<Vec<ArchiveProblem>>` / `Archive::verify()`: the strict
 //!   checks of `kpack archive verify` and `kpack verify` (every kernel
 //!   decodes, every TOC arch listed in `gfx_arches`, every key indexed).
 //! - `ArchiveWriter::create(path, WriterOptions)`; `add(key, arch, &[u8])`,
@@ -65,6 +65,7 @@
 mod decode;
 mod delta;
 mod error;
+mod finding;
 mod marker;
 mod mmap;
 mod read;
@@ -72,9 +73,10 @@ mod verify;
 mod write;
 
 pub use error::{Error, ErrorKind, Result, error_chain};
+pub use finding::{Finding, Severity};
 pub use marker::{MARKER_MAX_LEN, Marker, MarkerProblem};
 pub use read::{Archive, Entry, Scheme};
-pub use verify::{Finding, verify};
+pub use verify::{ArchiveProblem, verify};
 pub use write::{
     ArchiveWriter, Compression, DeltaCompressor, DeltaKey, EntryOrder, KernelCompressor,
     WriterOptions, Written,

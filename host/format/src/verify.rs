@@ -6,12 +6,13 @@ use std::fmt;
 use std::path::Path;
 
 use crate::error::{Error, ErrorKind, Result, error_chain};
+use crate::finding::Finding;
 use crate::read::Archive;
 
 /// One problem [`verify`] or [`Archive::verify`] found in an archive.
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum Finding {
+pub enum ArchiveProblem {
     /// The archive does not open: its header or TOC is invalid.
     Invalid(Error),
     /// An entry's stored bytes do not decode to its code object.
@@ -50,26 +51,26 @@ pub enum Finding {
     },
 }
 
-impl fmt::Display for Finding {
+impl fmt::Display for ArchiveProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Finding::Invalid(error) => write!(f, "{}", error_chain(error)),
-            Finding::Entry { key, arch, error } => {
+            ArchiveProblem::Invalid(error) => write!(f, "{}", error_chain(error)),
+            ArchiveProblem::Entry { key, arch, error } => {
                 write!(f, "entry {key:?} {arch:?}: {}", error_chain(error))
             }
-            Finding::ArchNotListed { arch } => write!(
+            ArchiveProblem::ArchNotListed { arch } => write!(
                 f,
                 "TOC arch {arch:?} is missing from gfx_arches, so AMD's loader never finds it"
             ),
-            Finding::KeyWithoutIndex { key } => write!(
+            ArchiveProblem::KeyWithoutIndex { key } => write!(
                 f,
                 "key {key:?} has no #<co_index> suffix; the current loader cannot look it up"
             ),
-            Finding::BadArch { arch } => write!(
+            ArchiveProblem::BadArch { arch } => write!(
                 f,
                 "arch {arch:?} is not an AMDGPU target id; a reader would build paths from it"
             ),
-            Finding::UnsafeKey { key } => write!(
+            ArchiveProblem::UnsafeKey { key } => write!(
                 f,
                 "key {key:?} is not a plain relative path; it would escape an extraction directory"
             ),
@@ -77,16 +78,23 @@ impl fmt::Display for Finding {
     }
 }
 
+impl ArchiveProblem {
+    /// This problem as a [`Finding`] of the `archive` check (an error).
+    pub fn finding(&self) -> Finding {
+        Finding::error("archive", self.to_string())
+    }
+}
+
 /// Open the archive at `path` and check it with [`Archive::verify`].
 ///
-/// An archive that does not open is a [`Finding::Invalid`]; only a file
+/// An archive that does not open is a [`ArchiveProblem::Invalid`]; only a file
 /// that cannot be read at all ([`ErrorKind::FileNotFound`],
 /// [`ErrorKind::Io`], which includes an empty file) is an error.
-pub fn verify(path: impl AsRef<Path>) -> Result<Vec<Finding>> {
+pub fn verify(path: impl AsRef<Path>) -> Result<Vec<ArchiveProblem>> {
     match Archive::open(path) {
         Ok(archive) => Ok(archive.verify()),
         Err(e) if matches!(e.kind(), ErrorKind::FileNotFound | ErrorKind::Io) => Err(e),
-        Err(e) => Ok(vec![Finding::Invalid(e)]),
+        Err(e) => Ok(vec![ArchiveProblem::Invalid(e)]),
     }
 }
 
@@ -97,13 +105,13 @@ impl Archive {
     /// that order; entries and keys in sorted order, architectures sorted;
     /// then every architecture (TOC and `gfx_arches`) a target id and every
     /// key a plain relative path.
-    pub fn verify(&self) -> Vec<Finding> {
+    pub fn verify(&self) -> Vec<ArchiveProblem> {
         let mut findings = Vec::new();
         let mut toc_arches: Vec<&str> = Vec::new();
         for entry in self.entries() {
             toc_arches.push(entry.arch());
             if let Err(error) = self.read(entry) {
-                findings.push(Finding::Entry {
+                findings.push(ArchiveProblem::Entry {
                     key: entry.key().to_owned(),
                     arch: entry.arch().to_owned(),
                     error,
@@ -114,7 +122,7 @@ impl Archive {
         toc_arches.dedup();
         for arch in toc_arches {
             if !self.has_arch(arch) {
-                findings.push(Finding::ArchNotListed {
+                findings.push(ArchiveProblem::ArchNotListed {
                     arch: arch.to_owned(),
                 });
             }
@@ -124,7 +132,7 @@ impl Archive {
                 .rsplit_once('#')
                 .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
             if !indexed {
-                findings.push(Finding::KeyWithoutIndex {
+                findings.push(ArchiveProblem::KeyWithoutIndex {
                     key: key.to_owned(),
                 });
             }
@@ -138,14 +146,14 @@ impl Archive {
         all_arches.dedup();
         for arch in all_arches {
             if kpack_amdgpu::TargetId::parse(arch).is_err() {
-                findings.push(Finding::BadArch {
+                findings.push(ArchiveProblem::BadArch {
                     arch: arch.to_owned(),
                 });
             }
         }
         for key in self.binaries() {
             if !kpack_fsafe::is_plain_relative(key) {
-                findings.push(Finding::UnsafeKey {
+                findings.push(ArchiveProblem::UnsafeKey {
                     key: key.to_owned(),
                 });
             }
@@ -305,7 +313,10 @@ mod tests {
         let truncated = dir.path().join("truncated.kpack");
         std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
         let found = verify(&truncated).unwrap();
-        assert!(matches!(found[..], [Finding::Invalid(_)]), "{found:?}");
+        assert!(
+            matches!(found[..], [ArchiveProblem::Invalid(_)]),
+            "{found:?}"
+        );
         let missing = verify(dir.path().join("missing.kpack")).unwrap_err();
         assert_eq!(missing.kind(), ErrorKind::FileNotFound);
         let empty = dir.path().join("empty.kpack");

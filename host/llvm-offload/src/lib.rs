@@ -44,6 +44,7 @@ mod archive;
 mod binary;
 mod elf;
 mod error;
+mod listing;
 mod prune;
 mod write;
 
@@ -58,5 +59,9 @@ pub use elf::{
     DeviceCode, FATBIN_SECTION, FatbinSection, OffloadingSection, has_offloading_section,
 };
 pub use error::{Error, ErrorKind};
+pub use listing::{
+    BundleEntryListing, Container, EntryListing, ListedImage, Listing, MemberListing, Total, list,
+    list_with_images,
+};
 pub use prune::{PruneReport, device_targets, prune_archive, prune_object, targets};
 pub use write::{Compression, Image, WriteOptions, Writer, write_binary};

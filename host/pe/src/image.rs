@@ -100,11 +100,14 @@ pub(crate) struct Image {
 }
 
 /// Why a file is not an image this crate reads.
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum ParseError {
     /// Not a PE32+ at all or the wrong flavour.
+    #[error("{0}")]
     Unsupported(String),
     /// A PE32+ whose headers `object` rejects.
-    Malformed(String, object::read::Error),
+    #[error("{0}")]
+    Malformed(String, #[source] object::read::Error),
 }
 
 /// `true` if `data` starts like a PE image: `MZ`, and `PE\0\0` at `e_lfanew`.

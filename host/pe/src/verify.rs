@@ -4,12 +4,10 @@
 //! base relocation into the removed device code).
 
 use kpack_bundle::{Magic, WRAPPER_SIZE, WrapperFields};
-use kpack_format::Marker;
+use kpack_format::{Finding, Marker, error_chain};
 use object::pe;
 
-use crate::image::{
-    DEBUG_ENTRY_SIZE, DIR_DEBUG, DIR_SECURITY, Image, ParseError, checksum, u32_at, u64_at,
-};
+use crate::image::{DEBUG_ENTRY_SIZE, DIR_DEBUG, DIR_SECURITY, Image, checksum, u32_at, u64_at};
 use crate::read::{FATBIN_SECTION, MARKER_CHARACTERISTICS, MARKER_SECTION, SEGMENT_SECTION};
 
 /// Names of the data directories, for messages.
@@ -32,14 +30,21 @@ const DIR_NAMES: [&str; 16] = [
     "reserved",
 ];
 
-/// Check the PE image `data` (the whole file). Returns one sentence per
-/// problem, each naming the section or structure and the offset in hex;
-/// empty means the image passed.
-pub fn verify_image(data: &[u8]) -> Vec<String> {
+/// Check the PE image `data` (the whole file). Returns one finding (check
+/// `pe`, an error, its path left to the caller) per problem, each naming
+/// the section or structure and the offset in hex; empty means the image
+/// passed.
+pub fn verify_image(data: &[u8]) -> Vec<Finding> {
+    check_image(data)
+        .into_iter()
+        .map(|m| Finding::error("pe", m))
+        .collect()
+}
+
+fn check_image(data: &[u8]) -> Vec<String> {
     let image = match Image::parse(data) {
         Ok(i) => i,
-        Err(ParseError::Unsupported(m)) => return vec![m],
-        Err(ParseError::Malformed(m, e)) => return vec![format!("{m}: {e}")],
+        Err(e) => return vec![error_chain(&e)],
     };
     let mut c = Checks {
         image: &image,

@@ -202,7 +202,7 @@ fn every_fixture_passes_the_verifier_as_built() {
         let data = std::fs::read(dir().join(&name)).unwrap();
         assert_eq!(
             kpack_pe::verify_image(&data),
-            Vec::<String>::new(),
+            Vec::<kpack_format::Finding>::new(),
             "{name}"
         );
     }
@@ -276,7 +276,11 @@ fn offload_output_is_a_sound_smaller_image_with_everything_else_kept() {
     for name in fixtures() {
         let input = std::fs::read(dir().join(&name)).unwrap();
         let (out, report) = offload(&name);
-        assert_eq!(kpack_pe::verify_image(&out), Vec::<String>::new(), "{name}");
+        assert_eq!(
+            kpack_pe::verify_image(&out),
+            Vec::<kpack_format::Finding>::new(),
+            "{name}"
+        );
         assert!(
             out.len() < input.len(),
             "{name}: {} -> {}",
@@ -442,12 +446,15 @@ fn verifier_catches_broken_images() {
     let mut bad = out.clone();
     bad[w + 8] ^= 0x10;
     let f = kpack_pe::verify_image(&bad);
-    assert!(f.iter().any(|m| m.contains("not at the marker")), "{f:?}");
+    assert!(
+        f.iter().any(|m| m.message.contains("not at the marker")),
+        "{f:?}"
+    );
     // A checksum that does not match.
     let mut bad = out.clone();
     bad[field..field + 4].copy_from_slice(&1u32.to_le_bytes());
     let f = kpack_pe::verify_image(&bad);
-    assert!(f.iter().any(|m| m.contains("CheckSum")), "{f:?}");
+    assert!(f.iter().any(|m| m.message.contains("CheckSum")), "{f:?}");
     // Two sections' raw data overlapping.
     let secs = sections(&out);
     let lfanew = u32::from_le_bytes(out[0x3c..0x40].try_into().unwrap()) as usize;
@@ -455,7 +462,7 @@ fn verifier_catches_broken_images() {
     let mut bad = out.clone();
     bad[table + 40 + 20..table + 40 + 24].copy_from_slice(&secs[0].raw_ptr.to_le_bytes());
     let f = kpack_pe::verify_image(&bad);
-    assert!(f.iter().any(|m| m.contains("overlap")), "{f:?}");
+    assert!(f.iter().any(|m| m.message.contains("overlap")), "{f:?}");
     // A debug entry pointing at other bytes.
     let mut bad = out.clone();
     let pe = PeFile64::<&[u8]>::parse(&out[..]).unwrap();
@@ -468,13 +475,16 @@ fn verifier_catches_broken_images() {
     let p = u32::from_le_bytes(bad[e..e + 4].try_into().unwrap()) + 0x200;
     bad[e..e + 4].copy_from_slice(&p.to_le_bytes());
     let f = kpack_pe::verify_image(&bad);
-    assert!(f.iter().any(|m| m.contains("debug directory")), "{f:?}");
+    assert!(
+        f.iter().any(|m| m.message.contains("debug directory")),
+        "{f:?}"
+    );
     // The marker garbled.
     let m = secs.last().unwrap();
     let mut bad = out.clone();
     bad[m.raw_ptr as usize] = 0xc1;
     let f = kpack_pe::verify_image(&bad);
-    assert!(f.iter().any(|m| m.contains("marker")), "{f:?}");
+    assert!(f.iter().any(|m| m.message.contains("marker")), "{f:?}");
 }
 
 /// Lines of an LLVM tool's output that complain, or the failure to run.

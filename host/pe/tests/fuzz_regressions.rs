@@ -45,7 +45,7 @@ fn huge_debug_directory_size_gives_one_finding() {
     // first one whose header is past the end ends the walk.
     let past_end: Vec<_> = findings
         .iter()
-        .filter(|f| f.starts_with("debug directory entry") && f.contains(" at 0x"))
+        .filter(|f| f.message.starts_with("debug directory entry") && f.message.contains(" at 0x"))
         .collect();
     assert_eq!(past_end.len(), 1, "{past_end:#?}");
     let entries_in_file = b.len() / 28;

@@ -298,7 +298,7 @@ impl Registry {
         // Blob first, then the index line: a reader never sees a line without its blob.
         write_atomic(&Self::blob_path(root, &entry.name, &entry.vers), wasm)?;
         let mut line = serde_json::to_string(&entry)
-            .map_err(|e| Error::new(ErrorKind::Registry, format!("encoding index entry: {e}")))?;
+            .map_err(|e| Error::with_source(ErrorKind::Registry, "encoding index entry", e))?;
         line.push('\n');
         let index = Self::index_path(root, &entry.name);
         let mut text = std::fs::read(&index).or_else(|e| match e.kind() {

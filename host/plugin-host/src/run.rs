@@ -204,8 +204,11 @@ impl Databases for HandlerSet {
     fn prefix_bytes_for(&self, path: &str) -> usize {
         HandlerSet::prefix_bytes_for(self, path)
     }
-    fn classify(&self, files: &[FileInfo]) -> std::result::Result<Vec<Option<Claim>>, String> {
-        HandlerSet::classify(self, files).map_err(|e| e.to_string())
+    fn classify(
+        &self,
+        files: &[FileInfo],
+    ) -> std::result::Result<Vec<Option<Claim>>, kpack_split::ClassifyError> {
+        Ok(HandlerSet::classify(self, files)?)
     }
 }
 

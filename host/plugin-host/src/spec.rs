@@ -38,9 +38,10 @@ impl HandlerSpec {
         let (name, req) = match s.split_once('@') {
             Some((n, r)) => {
                 let req = VersionReq::parse(r).map_err(|e| {
-                    Error::new(
+                    Error::with_source(
                         ErrorKind::Usage,
-                        format!("handler spec {s:?}: bad version requirement {r:?}: {e}"),
+                        format!("handler spec {s:?}: bad version requirement {r:?}"),
+                        e,
                     )
                 })?;
                 (n, Some(req))

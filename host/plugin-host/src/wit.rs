@@ -71,9 +71,10 @@ pub(crate) fn guest_version(
     for (name, _) in ty.exports(engine) {
         if let Some(v) = name.strip_prefix(EXPORT_PREFIX) {
             found = Some(Version::parse(v).map_err(|e| {
-                Error::new(
+                Error::with_source(
                     ErrorKind::Invalid,
-                    format!("{origin}: export {name:?} has a malformed version: {e}"),
+                    format!("{origin}: export {name:?} has a malformed version"),
+                    e,
                 )
             })?);
         }

@@ -13,8 +13,15 @@ pub trait Databases: Sync {
     /// `/`-separated) the classifier wants to see.
     fn prefix_bytes_for(&self, path: &str) -> usize;
     /// For each file, the claiming handler and its verdict, or `None`.
-    fn classify(&self, files: &[FileInfo]) -> std::result::Result<Vec<Option<Claim>>, String>;
+    fn classify(
+        &self,
+        files: &[FileInfo],
+    ) -> std::result::Result<Vec<Option<Claim>>, ClassifyError>;
 }
+
+/// Why a [`Databases`] classifier failed: its own error, kept whole (split
+/// reports it as the cause of its own).
+pub type ClassifyError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// One file to classify.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -50,6 +50,15 @@ impl Error {
         }
     }
 
+    /// The same error with `source` as its cause.
+    pub(crate) fn with_source(
+        mut self,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Error {
+        self.source = Some(source.into());
+        self
+    }
+
     pub(crate) fn invalid(path: impl Into<PathBuf>, message: impl Into<String>) -> Error {
         Error::new(ErrorKind::Invalid, Some(path.into()), message)
     }

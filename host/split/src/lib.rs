@@ -83,7 +83,7 @@ mod verify;
 pub use artifact::{
     ArtifactInput, ArtifactReport, batch_inputs, component_from_dir_name, split_artifacts,
 };
-pub use databases::{Claim, Classification, Databases, FileInfo};
+pub use databases::{Claim, Classification, ClassifyError, Databases, FileInfo};
 pub use error::{Error, ErrorKind, Result};
 pub use gpu::{GpuBinary, GpuKernel, GpuOutcome, GpuReport, explain_gpu, gpu_arch_list};
 pub use manifest::{MANIFEST, prefix_link, read_manifest, write_manifest};
@@ -92,7 +92,7 @@ pub use prefix::{
     archive_stem, classify_files, split_prefix,
 };
 pub use recombine::{
-    ArchGroup, RECORD, RecombineConfig, RecombineOptions, RecombineReport, Validation,
-    parse_artifact_name, recombine, recombine_with,
+    ArchGroup, DocumentError, RECORD, RecombineConfig, RecombineOptions, RecombineReport,
+    Validation, parse_artifact_name, recombine, recombine_with,
 };
 pub use verify::{Finding, Severity, VerifyReport, verify};

@@ -272,7 +272,41 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
 }
 
 /// The outcome of [`process_file`] for each file, by path in the prefix.
-type FileResults = Vec<(String, std::result::Result<FileResult, String>)>;
+type FileResults = Vec<(String, std::result::Result<FileResult, FileError>)>;
+
+/// Why one file of a prefix could not be processed: reported in the
+/// prefix's `errors` as `path: message: cause…`, the other files still done.
+#[derive(Debug, thiserror::Error)]
+enum FileError {
+    /// Reading, copying or creating failed.
+    #[error("{what}")]
+    Io {
+        /// What was being done (`cannot read`, `cannot copy to <path>`).
+        what: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The host binary could not be read.
+    #[error(transparent)]
+    Binary(#[from] kpack_binary::Error),
+    /// The bundle file could not be read.
+    #[error(transparent)]
+    Bundle(#[from] kpack_elf::Error),
+    /// The offload failed.
+    #[error(transparent)]
+    Offload(#[from] kpack_offload::Error),
+    /// The offload ended without offloading.
+    #[error("binary not offloaded: {0}")]
+    NotOffloaded(String),
+}
+
+impl FileError {
+    fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> FileError {
+        let what = what.into();
+        move |source| FileError::Io { what, source }
+    }
+}
 
 /// Create the generic output's directories and symlinks of `nodes`;
 /// returns the regular files (path in the prefix, size).
@@ -345,13 +379,21 @@ fn refuse_offloaded(layout: &PrefixLayout<'_>, results: &FileResults) -> Result<
 
 impl PrefixReport {
     /// Count one file of the prefix read from `source`.
-    fn add_file(&mut self, source: &Path, rel: &str, r: std::result::Result<FileResult, String>) {
+    fn add_file(
+        &mut self,
+        source: &Path,
+        rel: &str,
+        r: std::result::Result<FileResult, FileError>,
+    ) {
         self.files += 1;
         let r = match r {
             Ok(r) => r,
             Err(e) => {
-                self.errors
-                    .push(format!("{}: {e}", source.join(rel).display()));
+                self.errors.push(format!(
+                    "{}: {}",
+                    source.join(rel).display(),
+                    error_chain(&e)
+                ));
                 return;
             }
         };
@@ -445,7 +487,7 @@ fn walk(root: &Path) -> Result<Vec<Node>> {
     {
         let entry = entry.map_err(|e| {
             let path = e.path().unwrap_or(root).to_path_buf();
-            Error::new(ErrorKind::Io, Some(path), format!("cannot walk: {e}"))
+            Error::new(ErrorKind::Io, Some(path), "cannot walk").with_source(e)
         })?;
         let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
         let rel = rel
@@ -503,8 +545,9 @@ pub fn classify_files(
         Error::new(
             ErrorKind::Invalid,
             Some(root.to_path_buf()),
-            format!("database handlers: {e}"),
+            "database handlers",
         )
+        .with_source(e)
     })
 }
 
@@ -522,12 +565,13 @@ fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
     ))
 }
 
-fn copy(src: &Path, dst: &Path) -> std::result::Result<u64, String> {
+fn copy(src: &Path, dst: &Path) -> std::result::Result<u64, FileError> {
     if let Some(d) = dst.parent() {
-        std::fs::create_dir_all(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+        std::fs::create_dir_all(d)
+            .map_err(FileError::io(format!("cannot create {}", d.display())))?;
     }
     // std::fs::copy keeps the permission bits.
-    std::fs::copy(src, dst).map_err(|e| format!("cannot copy to {}: {e}", dst.display()))
+    std::fs::copy(src, dst).map_err(FileError::io(format!("cannot copy to {}", dst.display())))
 }
 
 fn process_file(
@@ -536,7 +580,7 @@ fn process_file(
     rel: &str,
     size: u64,
     claim: Option<&Claim>,
-) -> std::result::Result<FileResult, String> {
+) -> std::result::Result<FileResult, FileError> {
     let src = layout.source.join(rel);
     let mut r = FileResult {
         bytes_in: size,
@@ -555,7 +599,7 @@ fn process_file(
         r.database = Some((c.handler.clone(), c.classification.to_string()));
         return Ok(r);
     }
-    let kind = FileKind::of_path(&src).map_err(|e| format!("cannot read: {e}"))?;
+    let kind = FileKind::of_path(&src).map_err(FileError::io("cannot read"))?;
     if kind.is_host_binary() {
         return host_binary(layout, opts, rel, &src, r);
     }
@@ -582,17 +626,17 @@ fn read_up_to(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
-fn static_archive_has_device_code(src: &Path) -> std::result::Result<bool, String> {
+fn static_archive_has_device_code(src: &Path) -> std::result::Result<bool, FileError> {
     let magics: [&[u8]; 2] = [kpack_bundle::BUNDLE_MAGIC, kpack_bundle::CCOB_MAGIC];
     // Scanned in windows, each starting with the previous window's last
     // bytes so a magic across a boundary is found; the archive is never
     // held whole.
     let overlap = magics.iter().map(|m| m.len()).max().unwrap_or(1) - 1;
-    let mut f = std::fs::File::open(src).map_err(|e| format!("cannot read: {e}"))?;
+    let mut f = std::fs::File::open(src).map_err(FileError::io("cannot read"))?;
     let mut buf = vec![0u8; (1 << 20) + overlap];
     let mut kept = 0;
     loop {
-        let n = read_up_to(&mut f, &mut buf[kept..]).map_err(|e| format!("cannot read: {e}"))?;
+        let n = read_up_to(&mut f, &mut buf[kept..]).map_err(FileError::io("cannot read"))?;
         let window = &buf[..kept + n];
         if magics
             .iter()
@@ -618,7 +662,7 @@ fn host_binary(
     rel: &str,
     src: &Path,
     mut r: FileResult,
-) -> std::result::Result<FileResult, String> {
+) -> std::result::Result<FileResult, FileError> {
     let walk = WalkOptions {
         verify_hash: opts.verify_hash,
     };
@@ -630,7 +674,7 @@ fn host_binary(
             r.generic_bytes = copy(src, &layout.generic.join(rel))?;
             return Ok(r);
         }
-        Err(e) => return Err(error_chain(&e)),
+        Err(e) => return Err(e.into()),
     };
     if bin.is_transformed() {
         r.already = true;
@@ -654,8 +698,7 @@ fn host_binary(
         oo,
     } = plan_archives(layout, opts, rel, bin.bundles());
     let out = layout.generic.join(rel);
-    let done = offload_binary(src, &bin, &out, &oo, &opts.targets, archives)
-        .map_err(|e| error_chain(&e))?;
+    let done = offload_binary(src, &bin, &out, &oo, &opts.targets, archives)?;
     let Outcome::Offloaded {
         transform,
         code_objects,
@@ -664,7 +707,7 @@ fn host_binary(
         ..
     } = done.outcome
     else {
-        return Err(format!("binary not offloaded: {:?}", done.outcome));
+        return Err(FileError::NotOffloaded(format!("{:?}", done.outcome)));
     };
     r.excluded.extend(excluded);
     report_archives(opts, &stem, done.archives, &mut r);
@@ -736,7 +779,7 @@ fn plan_archives(
         .unwrap_or_else(|| root.to_path_buf());
     let search_path = match &opts.shared_archive {
         Some(name) => {
-            let rel = kpack_offload::relative_path(&bin_dir, &root.join(&opts.archive_dir));
+            let rel = kpack_fsafe::relative_path(&bin_dir, &root.join(&opts.archive_dir));
             let dir = rel.to_string_lossy().replace('\\', "/");
             let file = format!("{name}_@GFXARCH@.kpack");
             if dir.is_empty() {
@@ -786,14 +829,13 @@ fn bundle_file(
     rel: &str,
     src: &Path,
     mut r: FileResult,
-) -> std::result::Result<FileResult, String> {
+) -> std::result::Result<FileResult, FileError> {
     let fat = read_fat_binary(
         src,
         WalkOptions {
             verify_hash: opts.verify_hash,
         },
-    )
-    .map_err(|e| error_chain(&e))?;
+    )?;
     let targets = fat.targets();
     let kept: Vec<&String> = targets.iter().filter(|t| !opts.is_excluded(t)).collect();
     let mut processors: Vec<String> = kept.iter().map(|t| arch_dir_name(t)).collect();

@@ -61,7 +61,7 @@ impl RecombineConfig {
     pub fn load(path: &Path) -> Result<RecombineConfig> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::io(path, "cannot read the config", e))?;
-        RecombineConfig::parse(&text).map_err(|m| Error::invalid(path, m))
+        RecombineConfig::parse(&text).map_err(|e| e.at(path))
     }
 
     /// Parse with AMD's rules: `primary_shard` a non-empty string;
@@ -69,11 +69,14 @@ impl RecombineConfig {
     /// `architectures` list of strings starting with `gfx`; optional
     /// `display_name` string; optional `validation` booleans. Extra keys are
     /// ignored, as AMD does.
-    pub fn parse(text: &str) -> std::result::Result<RecombineConfig, String> {
+    pub fn parse(text: &str) -> std::result::Result<RecombineConfig, DocumentError> {
         if text.trim().is_empty() {
             return Err("the config is empty".into());
         }
-        let v: Value = serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
+        let v: Value = serde_json::from_str(text).map_err(|source| DocumentError::Json {
+            what: "invalid JSON",
+            source,
+        })?;
         let obj = v.as_object().ok_or("the config must be a JSON object")?;
         let primary = match obj.get("primary_shard") {
             Some(Value::String(s)) if !s.is_empty() => s.clone(),
@@ -107,7 +110,7 @@ impl RecombineConfig {
 }
 
 /// One entry of `architecture_groups`.
-fn parse_group(name: &str, g: &Value) -> std::result::Result<ArchGroup, String> {
+fn parse_group(name: &str, g: &Value) -> std::result::Result<ArchGroup, DocumentError> {
     let go = g
         .as_object()
         .ok_or_else(|| format!("group {name:?} must be an object"))?;
@@ -117,7 +120,7 @@ fn parse_group(name: &str, g: &Value) -> std::result::Result<ArchGroup, String> 
         .as_array()
         .ok_or_else(|| format!("group {name:?}: architectures must be a list"))?;
     if archs.is_empty() {
-        return Err(format!("group {name:?}: architectures is empty"));
+        return Err(format!("group {name:?}: architectures is empty").into());
     }
     let mut architectures = Vec::new();
     for a in archs {
@@ -125,16 +128,16 @@ fn parse_group(name: &str, g: &Value) -> std::result::Result<ArchGroup, String> 
             .as_str()
             .ok_or_else(|| format!("group {name:?}: architectures must be strings"))?;
         if !kpack_amdgpu::is_device_arch_name(a) {
-            return Err(format!(
-                "group {name:?}: architecture {a:?} does not start with gfx"
-            ));
+            return Err(
+                format!("group {name:?}: architecture {a:?} does not start with gfx").into(),
+            );
         }
         architectures.push(a.to_string());
     }
     let display_name = match go.get("display_name") {
         None => name.to_string(),
         Some(Value::String(s)) => s.clone(),
-        Some(_) => return Err(format!("group {name:?}: display_name must be a string")),
+        Some(_) => return Err(format!("group {name:?}: display_name must be a string").into()),
     };
     Ok(ArchGroup {
         name: name.to_string(),
@@ -144,7 +147,7 @@ fn parse_group(name: &str, g: &Value) -> std::result::Result<ArchGroup, String> 
 }
 
 /// The `validation` object: AMD's defaults, overridden by the booleans given.
-fn parse_validation(val: &Value) -> std::result::Result<Validation, String> {
+fn parse_validation(val: &Value) -> std::result::Result<Validation, DocumentError> {
     let mut validation = Validation::default();
     let vo = val.as_object().ok_or("validation must be an object")?;
     for (key, slot) in [
@@ -164,10 +167,51 @@ fn parse_validation(val: &Value) -> std::result::Result<Validation, String> {
         match vo.get(key) {
             None => {}
             Some(Value::Bool(b)) => *slot = *b,
-            Some(_) => return Err(format!("validation.{key} must be a boolean")),
+            Some(_) => return Err(format!("validation.{key} must be a boolean").into()),
         }
     }
     Ok(validation)
+}
+
+/// Why a JSON document split reads (a recombine config, the record of
+/// recombined artifacts) is refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DocumentError {
+    /// The text is not JSON.
+    #[error("{what}")]
+    Json {
+        /// What is said of it (`invalid JSON`, `not JSON`).
+        what: &'static str,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// JSON, but not the document's shape.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl From<&str> for DocumentError {
+    fn from(m: &str) -> Self {
+        DocumentError::Invalid(m.to_string())
+    }
+}
+
+impl From<String> for DocumentError {
+    fn from(m: String) -> Self {
+        DocumentError::Invalid(m)
+    }
+}
+
+impl DocumentError {
+    /// The crate error for the document at `path`.
+    fn at(self, path: &Path) -> Error {
+        match self {
+            DocumentError::Json { what, source } => Error::invalid(path, what).with_source(source),
+            DocumentError::Invalid(m) => Error::invalid(path, m),
+        }
+    }
 }
 
 /// What [`recombine`] did.
@@ -568,7 +612,7 @@ fn write_record(out: &Path, made: &Made) -> Result<()> {
     }
     let doc = serde_json::json!({ "schema_version": 1, "artifacts": artifacts });
     let mut text = serde_json::to_string_pretty(&doc)
-        .map_err(|e| Error::invalid(&path, format!("cannot encode: {e}")))?;
+        .map_err(|e| Error::invalid(&path, "cannot encode").with_source(e))?;
     text.push('\n');
     kpack_fsafe::write_atomically(&path, "record", text.as_bytes(), None)
         .map_err(|e| Error::io(e.path, e.what, e.source))
@@ -579,24 +623,29 @@ fn write_record(out: &Path, made: &Made) -> Result<()> {
 /// an unreadable one is an error for the caller to report.
 pub(crate) fn read_record(
     dir: &Path,
-) -> std::result::Result<BTreeMap<String, (String, Option<String>)>, String> {
+) -> std::result::Result<BTreeMap<String, (String, Option<String>)>, DocumentError> {
     let path = dir.join(RECORD);
     let Ok(text) = std::fs::read_to_string(&path) else {
         return Ok(BTreeMap::new());
     };
-    let doc: Value = serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))?;
+    let doc: Value = serde_json::from_str(&text).map_err(|source| DocumentError::Json {
+        what: "not JSON",
+        source,
+    })?;
     let Some(arts) = doc.get("artifacts").and_then(Value::as_object) else {
         return Err("no \"artifacts\" object".into());
     };
     let mut out = BTreeMap::new();
     for (name, a) in arts {
         let Some(component) = a.get("component").and_then(Value::as_str) else {
-            return Err(format!("artifact {name:?}: no \"component\" string"));
+            return Err(format!("artifact {name:?}: no \"component\" string").into());
         };
         let group = match a.get("group") {
             None | Some(Value::Null) => None,
             Some(Value::String(g)) => Some(g.clone()),
-            Some(_) => return Err(format!("artifact {name:?}: \"group\" is not a string")),
+            Some(_) => {
+                return Err(format!("artifact {name:?}: \"group\" is not a string").into());
+            }
         };
         out.insert(name.clone(), (component.to_string(), group));
     }
@@ -613,11 +662,7 @@ pub(crate) fn merge_tree(src: &Path, dst: &Path) -> Result<()> {
         .min_depth(1)
     {
         let e = e.map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
-                Some(src.to_path_buf()),
-                format!("cannot walk: {e}"),
-            )
+            Error::new(ErrorKind::Io, Some(src.to_path_buf()), "cannot walk").with_source(e)
         })?;
         let rel = e.path().strip_prefix(src).unwrap_or(e.path());
         let to = dst.join(rel);
@@ -675,11 +720,7 @@ pub(crate) fn tree_diff(a: &Path, b: &Path) -> Result<Vec<String>> {
             .min_depth(1)
         {
             let e = e.map_err(|e| {
-                Error::new(
-                    ErrorKind::Io,
-                    Some(root.to_path_buf()),
-                    format!("cannot walk: {e}"),
-                )
+                Error::new(ErrorKind::Io, Some(root.to_path_buf()), "cannot walk").with_source(e)
             })?;
             let rel = e
                 .path()

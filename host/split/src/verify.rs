@@ -17,28 +17,10 @@ use crate::manifest::{MANIFEST, prefix_link, read_manifest};
 use crate::prefix::arch_dir_name;
 use crate::recombine::{RECORD, parse_artifact_name, read_record};
 
-/// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    /// The layout is broken (exit 1).
-    Error,
-    /// Worth a look (device code kept in an object file, …).
-    Warning,
-}
-
-/// One problem found.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub struct Finding {
-    /// Error or warning.
-    pub severity: Severity,
-    /// Which check (`manifest`, `generic`, `arch`, `archive`, `marker`).
-    pub check: &'static str,
-    /// The file or artifact concerned.
-    pub path: String,
-    /// What is wrong (for marker misses: every path searched).
-    pub message: String,
-}
+/// One problem found, and how bad it is: the type every checking command
+/// shares (`check` is `manifest`, `generic`, `arch`, `archive` or `marker`
+/// here; for marker misses the message lists every path searched).
+pub use kpack_format::{Finding, Severity};
 
 /// What [`verify`] checked and found.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -113,7 +95,10 @@ pub fn verify(dirs: &[PathBuf]) -> Result<VerifyReport> {
                     Severity::Error,
                     "manifest",
                     record_dir.join(RECORD),
-                    format!("unreadable: {e}; artifact names read as arches"),
+                    format!(
+                        "unreadable: {}; artifact names read as arches",
+                        error_chain(&e)
+                    ),
                 );
                 BTreeMap::new()
             }
@@ -568,7 +553,12 @@ fn marked_binary(
             indices: bin.wrapper_indices().into_iter().collect(),
         }),
         Err(e) => {
-            generic_finding(rep, Severity::Error, path, format!("invalid marker: {e}"));
+            generic_finding(
+                rep,
+                Severity::Error,
+                path,
+                format!("invalid marker: {}", error_chain(&e)),
+            );
             None
         }
     }
@@ -678,12 +668,15 @@ fn scan_archive(path: &Path, only: Option<&str>, info: &mut ArchInfo, rep: &mut 
     let undecodable: BTreeSet<(&str, &str)> = archive_findings
         .iter()
         .filter_map(|f| match f {
-            kpack_format::Finding::Entry { key, arch, .. } => Some((key.as_str(), arch.as_str())),
+            kpack_format::ArchiveProblem::Entry { key, arch, .. } => {
+                Some((key.as_str(), arch.as_str()))
+            }
             _ => None,
         })
         .collect();
     for f in &archive_findings {
-        finding(rep, Severity::Error, "archive", path, f.to_string());
+        rep.findings
+            .push(f.finding().in_file(path.display().to_string()));
     }
     for e in archive.entries() {
         if undecodable.contains(&(e.key(), e.arch())) {

@@ -619,3 +619,78 @@ fn extract_verbose_names_each_written_object_with_its_target_and_size() {
         assert!(lines.contains(&want.as_str()), "no {want:?} in {err}");
     }
 }
+
+/// A compressed bundle whose zstd stream is corrupt: the error names the
+/// file and section, and every cause down to zstd's own message is printed
+/// once, each on its own `caused by:` line (and in `--json`'s `causes`),
+/// none flattened into its parent's message.
+#[test]
+fn a_corrupt_compressed_bundle_prints_every_nested_cause_on_its_own_line() {
+    let mut bytes = std::fs::read(fixture("clang19/libaxpy_ccob_l19.so")).unwrap();
+    let at = bytes
+        .windows(4)
+        .position(|w| w == b"CCOB")
+        .expect("a compressed bundle");
+    for b in &mut bytes[at + 40..at + 60] {
+        *b ^= 0x5a;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("corrupt.so");
+    std::fs::write(&lib, &bytes).unwrap();
+
+    let out = kpack(["inspect".as_ref(), lib.as_os_str()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    let causes: Vec<&str> = err
+        .lines()
+        .filter_map(|l| l.strip_prefix("  caused by: "))
+        .collect();
+    assert!(
+        err.starts_with("error: ") && err.contains("corrupt.so"),
+        "{err}"
+    );
+    assert!(
+        causes
+            .iter()
+            .any(|c| c.ends_with("inside the compressed bundle")),
+        "{err}"
+    );
+    assert!(
+        causes.iter().any(|c| c.ends_with("zstd stream is corrupt")),
+        "{err}"
+    );
+    // zstd's own message, the innermost cause, still appears.
+    assert!(
+        causes
+            .last()
+            .is_some_and(|c| !c.contains("stream is corrupt") && !c.contains("offset")),
+        "{err}"
+    );
+
+    let out = kpack(["inspect".as_ref(), "--json".as_ref(), lib.as_os_str()]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let json_causes = doc["errors"][0]["causes"].as_array().unwrap();
+    assert_eq!(json_causes.len(), causes.len(), "{doc}");
+}
+
+/// `verify-elf` on a file that is no ELF: the message names the file and
+/// what it is not; the parser's reason is the cause, on its own line.
+#[test]
+fn verify_elf_of_a_non_elf_names_the_file_and_prints_the_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("notes.txt");
+    std::fs::write(&f, b"plain text, no ELF header here\n").unwrap();
+    let out = kpack(["verify-elf".as_ref(), f.as_os_str()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    let mut lines = err.lines();
+    assert_eq!(
+        lines.next(),
+        Some(format!("error: {}: not a 64-bit little-endian ELF", f.display()).as_str()),
+        "{err}"
+    );
+    assert!(
+        lines.next().is_some_and(|l| l.starts_with("  caused by: ")),
+        "{err}"
+    );
+}

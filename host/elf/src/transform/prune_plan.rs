@@ -747,7 +747,7 @@ pub(super) fn write<W: std::io::Write + std::io::Seek>(
     }
     if let Some(header) = &plan.file_header {
         out.put_at(plan.output_size, 0, pod::bytes_of(header))
-            .map_err(|m| Error::new(ErrorKind::Layout, path, format!("ELF header: {m}")))?;
+            .map_err(|e| e.into_error(path, "ELF header"))?;
     }
     Ok(())
 }

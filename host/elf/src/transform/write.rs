@@ -43,6 +43,39 @@ pub(super) fn shstrtab(plan: &Plan, old: Vec<u8>) -> Vec<u8> {
 /// window, so memory does not grow with the file.
 const CHUNK: u64 = 1 << 20;
 
+/// Why a positioned patch of the output ([`Out::put_at`]) failed.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum PatchError {
+    /// The patch does not lie inside the image.
+    #[error("patch at output offset {at:#x} is outside the {len:#x}-byte image")]
+    Outside { at: u64, len: u64 },
+    /// Writing it failed.
+    #[error("cannot write at output offset {at:#x}")]
+    Write {
+        at: u64,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl PatchError {
+    /// The crate error for `input`, the patch named by `what` (`ELF header`,
+    /// `wrapper`, `relocation`) and this cause.
+    pub(super) fn into_error(self, input: &std::path::Path, what: &str) -> Error {
+        match self {
+            PatchError::Outside { .. } => {
+                Error::new(ErrorKind::Layout, input, format!("{what}: {self}"))
+            }
+            PatchError::Write { at, source } => Error::new(
+                ErrorKind::Layout,
+                input,
+                format!("{what}: cannot write at output offset {at:#x}"),
+            )
+            .with_source(source),
+        }
+    }
+}
+
 /// The output being written, with the input's path for error messages and
 /// the position the next sequential write lands on.
 pub(super) struct Out<'a, W> {
@@ -103,21 +136,19 @@ impl<'a, W: Write + Seek> Out<'a, W> {
 
     /// Overwrite `bytes` at output offset `at` of an image `len` bytes long;
     /// the sequential position is left where it was.
-    pub(super) fn put_at(&mut self, len: u64, at: u64, bytes: &[u8]) -> Result<(), String> {
+    pub(super) fn put_at(&mut self, len: u64, at: u64, bytes: &[u8]) -> Result<(), PatchError> {
         if at
             .checked_add(bytes.len() as u64)
             .is_none_or(|end| end > len)
         {
-            return Err(format!(
-                "patch at output offset {at:#x} is outside the {len:#x}-byte image"
-            ));
+            return Err(PatchError::Outside { at, len });
         }
         let pos = self.pos;
         self.w
             .seek(SeekFrom::Start(at))
             .and_then(|_| self.w.write_all(bytes))
             .and_then(|()| self.w.seek(SeekFrom::Start(pos)).map(|_| ()))
-            .map_err(|e| format!("cannot write at output offset {at:#x}: {e}"))
+            .map_err(|source| PatchError::Write { at, source })
     }
 
     /// Flush and hand back the writer.
@@ -170,7 +201,7 @@ pub(super) fn assemble<W: Write + Seek>(
     debug_assert_eq!(out.pos, plan.output_size);
     let header = pod::bytes_of(&plan.file_header);
     out.put_at(plan.output_size, 0, header)
-        .map_err(|m| Error::new(ErrorKind::Layout, out.input, format!("ELF header: {m}")))?;
+        .map_err(|e| e.into_error(out.input, "ELF header"))?;
     Ok(())
 }
 
@@ -203,7 +234,7 @@ pub(super) fn patch<W: Write + Seek>(
         let at = kept(wrapper.file_offset, "wrapper")?;
         let mut write = |at: u64, bytes: &[u8]| {
             out.put_at(len, at, bytes)
-                .map_err(|m| layout(format!("wrapper: {m}")))
+                .map_err(|e| e.into_error(input, "wrapper"))
         };
         write(at, &HIPK.to_le_bytes())?;
         write(at.saturating_add(8), &marker_addr)?;
@@ -212,7 +243,7 @@ pub(super) fn patch<W: Write + Seek>(
             let at = kept(rela_entry, "relocation")?;
             let mut write = |at: u64, bytes: &[u8]| {
                 out.put_at(len, at, bytes)
-                    .map_err(|m| layout(format!("relocation: {m}")))
+                    .map_err(|e| e.into_error(input, "relocation"))
             };
             // Elf64_Rela: r_offset stays; r_info = RELATIVE, no symbol; addend = marker.
             write(at.saturating_add(8), &r_info.to_le_bytes())?;
