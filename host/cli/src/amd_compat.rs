@@ -120,12 +120,13 @@ pub struct WheelArgs {
     /// AMD's --databases NAME...: the handlers (= --split-databases).
     #[arg(long, value_name = "NAME", num_args = 0.., hide = true)]
     pub databases: Option<Vec<String>>,
-    /// AMD's PEP 817 variant wheel (experimental): a copy of the host wheel
-    /// with variant.json and variant markers.
-    #[arg(long, hide = true)]
+    /// With --overlay-root, experimental: also write AMD's PEP 817 variant
+    /// wheel, a copy of the host wheel with variant.json and variant markers.
+    #[arg(long, help_heading = "AMD's layout")]
     pub generate_variant_wheel: bool,
-    /// AMD's variant wheel label (used with --generate-variant-wheel).
-    #[arg(long, value_name = "LABEL", hide = true)]
+    /// The variant wheel's label [default: `variant`]; only with
+    /// --generate-variant-wheel.
+    #[arg(long, value_name = "LABEL", help_heading = "AMD's layout")]
     pub variant_label: Option<String>,
     #[command(flatten)]
     pub ignored: Ignored,
