@@ -6,9 +6,11 @@
 #   - x86_64: the wheel's `kpack` offloads and verifies an x86_64 fixture;
 #   - aarch64, under qemu-aarch64 (Debian's qemu-user, with the
 #     libc6-arm64-cross loader): offloads and verifies the aarch64
-#     fixtures; the embedded handlers classify and split a rocBLAS tree;
+#     fixtures (the same bytes as the x86_64 binary writes); the embedded
+#     handlers classify and split a rocBLAS tree;
 #   - Windows, under wine64: `kpack.exe` offloads an ELF and a PE fixture
-#     and splits a TheRock artifact with `--split-databases rocblas`.
+#     (the same bytes as on Linux) and splits a TheRock artifact with
+#     `--split-databases rocblas`.
 # The C libraries' install trees are checked for their files.
 #
 # usage: scripts/test-wheels.sh [OUTDIR]   (default $CARGO_TARGET_DIR/wheels-ci)
@@ -70,9 +72,10 @@ split_rocblas() {
 
 # --- x86_64 ---
 cd "$work"
+mkdir -p x86 a64 nat-a64 win nat-win
 extract "$out/kpack-$version-py3-none-manylinux_2_28_x86_64.whl" /scripts/kpack kpack-x86_64
-./kpack-x86_64 offload "$fixtures/corpus/libaxpy_2arch.so" -o x86.so --archives x86 -q
-./kpack-x86_64 verify-elf x86.so >/dev/null
+./kpack-x86_64 offload "$fixtures/corpus/libaxpy_2arch.so" -o x86/lib.so --archives x86/kpack -q
+./kpack-x86_64 verify-elf x86/lib.so >/dev/null
 echo "x86_64 wheel: offload, verify-elf: ok" >&2
 
 # --- aarch64 under qemu ---
@@ -82,11 +85,14 @@ if [ -z "$qemu" ] || [ ! -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ]; 
 else
   extract "$out/kpack-$version-py3-none-manylinux_2_28_aarch64.whl" /scripts/kpack kpack-aarch64
   a64() { QEMU_LD_PREFIX=/usr/aarch64-linux-gnu "$qemu" ./kpack-aarch64 "$@"; }
+  # The same outputs as the x86_64 binary writes from the same inputs.
   for f in exe_axpy_aarch64 libaxpy_aarch64_ccob.so; do
-    a64 offload "$fixtures/clang19/$f" -o "a64-$f" --archives a64 -q
-    a64 verify-elf "a64-$f" >/dev/null
+    a64 offload "$fixtures/clang19/$f" -o "a64/$f" --archives a64/kpack -q
+    a64 verify-elf "a64/$f" >/dev/null
+    ./kpack-x86_64 offload "$fixtures/clang19/$f" -o "nat-a64/$f" --archives nat-a64/kpack -q
   done
-  ls a64/*.kpack >/dev/null
+  ls a64/kpack/*.kpack >/dev/null
+  diff -r nat-a64 a64 >/dev/null || { echo "$0: aarch64 kpack's outputs differ from x86_64's" >&2; exit 1; }
   a64 plugins list >plugins.txt
   expect plugins.txt rocblas
   artifact classify
@@ -113,10 +119,14 @@ else
     WINEPREFIX="$target_dir/wineprefix" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml=" DISPLAY= \
       "$wine" ./kpack.exe "$@"
   }
-  win offload lib.so -o win.so --archives win-elf -q
-  win offload one.dll -o win.dll --archives win-pe -q
-  ls win-elf/*.kpack win-pe/*.kpack >/dev/null
-  ./kpack-x86_64 verify-elf win.so >/dev/null
+  # The same outputs as the Linux binary writes from the same inputs.
+  for f in lib.so one.dll; do
+    win offload "$f" -o "win/$f" --archives win/kpack -q
+    ./kpack-x86_64 offload "$f" -o "nat-win/$f" --archives nat-win/kpack -q
+  done
+  ls win/kpack/*.kpack >/dev/null
+  diff -r nat-win win >/dev/null || { echo "$0: kpack.exe's outputs differ from Linux kpack's" >&2; exit 1; }
+  ./kpack-x86_64 verify-elf win/lib.so >/dev/null
   split_rocblas win
   echo "Windows wheel under wine64: offload (ELF, PE), split: ok" >&2
 fi
