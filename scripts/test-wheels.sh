@@ -63,10 +63,9 @@ expect() {
 split_rocblas() {
   rm -rf in split
   artifact in
-  "$@" split -o split --split-databases rocblas in/blas_lib_gfx90a --json >split.json
+  "$@" split -o split --split-databases=rocblas --json in/blas_lib_gfx90a >split.json
   expect split.json '"rocblas"'
   test -f split/blas_lib_gfx90a/$rocblas/lib/rocblas/library/TensileLibrary_gfx90a.co ||
-    test -n "$(find split -name TensileLibrary_gfx90a.co)" ||
     { echo "$0: the rocBLAS database was not split" >&2; exit 1; }
 }
 

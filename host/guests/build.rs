@@ -191,16 +191,21 @@ fn var(name: &str) -> Result<String, String> {
 }
 
 /// The outer build's target (or build) directory: the ancestor of `OUT_DIR`
-/// that cargo marked with `CACHEDIR.TAG`. `OUT_DIR` is
+/// that cargo marked with `CACHEDIR.TAG`; for a cross build (`--target`),
+/// whose `<target>/<triple>` is marked too, the one above it, so every
+/// target shares one wasm build. `OUT_DIR` is
 /// `<target>/[<triple>/]<profile>/build/<pkg>-<hash>/out`, which is the
 /// fallback when no tag is found.
 fn outer_target_dir(out_dir: &Path) -> PathBuf {
-    out_dir
-        .ancestors()
-        .find(|d| d.join("CACHEDIR.TAG").is_file())
-        .or_else(|| out_dir.ancestors().nth(4))
-        .unwrap_or(out_dir)
-        .to_path_buf()
+    let tagged = |d: &&Path| d.join("CACHEDIR.TAG").is_file();
+    let Some(dir) = out_dir.ancestors().find(tagged) else {
+        return out_dir.ancestors().nth(4).unwrap_or(out_dir).to_path_buf();
+    };
+    let triple = std::env::var_os("TARGET");
+    match dir.parent() {
+        Some(up) if dir.file_name() == triple.as_deref() && tagged(&up) => up.to_path_buf(),
+        _ => dir.to_path_buf(),
+    }
 }
 
 /// Every guest crate of `kind`: the directories under `kind.dir()` with a
