@@ -7,9 +7,10 @@
 # package carries the handlers prebuilt (host/guests/prebuilt/*.wasm, put
 # there from this checkout's own build and removed again afterwards), and
 # its build script uses them when plugins/ is not there. That package is
-# built as a user would build it (`cargo package` verifies it in a scratch
-# directory outside the repository); the others are packaged without a
-# build (`--no-verify`: their path dependencies are not on crates.io yet).
+# built as a user would build it, handlers embedded (`cargo package`
+# verifies it in a scratch directory outside the repository); the others
+# are packaged without a build (`--no-verify`: their path dependencies are
+# not on crates.io yet).
 #
 # usage: scripts/package-crates.sh [--list]   (--list: print each package's files)
 set -euo pipefail
@@ -27,7 +28,7 @@ mkdir -p "$prebuilt"
 cp "$built"/kpack_handler_*.wasm "$prebuilt/"
 
 # Untracked files are packaged only with --allow-dirty.
-cargo package -q --locked --allow-dirty -p kpack-guests
+cargo package -q --locked --allow-dirty -p kpack-guests --features embed
 crate=$target_dir/package/kpack-guests-$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1).crate
 n=$(tar -tzf "$crate" | grep -c '/prebuilt/kpack_handler_.*\.wasm$')
 [ "$n" -eq "$(ls "$prebuilt" | wc -l)" ] || { echo "$0: $crate holds $n handlers" >&2; exit 1; }
