@@ -8,11 +8,22 @@
 #   PREFIX/lib/cmake/rocm-kpack/rocm-kpackConfig.cmake (+ ConfigVersion)
 #   PREFIX/share/doc/rocm-kpack/THIRD-PARTY-NOTICES.md, LICENSE
 #
-# Usage: scripts/install-runtime.sh [--from DIR] PREFIX
+# Usage: scripts/install-runtime.sh [--from DIR] [--target TRIPLE] PREFIX
 #   Without --from, runs `cargo build --release -p kpack-capi` (a no-op when
 #   it is up to date) and installs from $CARGO_TARGET_DIR/release
 #   (default target/release). --from DIR installs what is already in DIR
 #   (the tests pass their own target/debug so CI builds the library once).
+#   --target names a cross build's target (--from is then required, e.g.
+#   target/aarch64-unknown-linux-gnu/release): another Linux is installed
+#   as above with LLVM's tools (lld-19, llvm-19); x86_64-pc-windows-gnu as
+#   AMD ships it on Windows:
+#
+#   PREFIX/include/rocm_kpack/kpack.h
+#   PREFIX/bin/rocm_kpack.dll
+#   PREFIX/lib/rocm_kpack.lib           import library (MSVC link, lld-link)
+#   PREFIX/lib/librocm_kpack.dll.a      import library (MinGW)
+#   PREFIX/lib/cmake/rocm-kpack/...     rocm::rocm_kpack (shared only)
+#   PREFIX/share/doc/rocm-kpack/...
 #
 # The static library: cargo's librocm_kpack.a holds every object of every
 # crate it depends on, so Rust's std and the bundled zstd (ZSTD_*) are
@@ -23,11 +34,13 @@
 # code is unchanged, only the symbol table's bindings differ.
 set -euo pipefail
 
-usage() { echo "usage: $0 [--from DIR] PREFIX" >&2; exit 2; }
+usage() { echo "usage: $0 [--from DIR] [--target TRIPLE] PREFIX" >&2; exit 2; }
 from=""
+target=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --from) [ $# -ge 2 ] || usage; from="$2"; shift 2 ;;
+    --target) [ $# -ge 2 ] || usage; target="$2"; shift 2 ;;
     -h|--help) usage ;;
     -*) echo "$0: unknown option $1" >&2; usage ;;
     *) break ;;
@@ -38,17 +51,35 @@ prefix="$1"
 case "$prefix" in /*) ;; *) prefix="$PWD/$prefix" ;; esac
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+native="$(rustc -vV 2>/dev/null | sed -n 's/^host: //p')"
+[ -z "$target" ] || [ "$target" = "$native" ] || [ -n "$from" ] ||
+  { echo "$0: --target $target needs --from DIR (the cross build's output directory)" >&2; exit 2; }
 if [ -z "$from" ]; then
   (cd "$repo" && cargo build --release --locked -p kpack-capi --lib)
   from="${CARGO_TARGET_DIR:-$repo/target}/release"
   case "$from" in /*) ;; *) from="$repo/$from" ;; esac
 fi
-for f in librocm_kpack.so librocm_kpack.a; do
-  [ -f "$from/$f" ] || { echo "$0: $from/$f not found (build with: cargo build --release -p kpack-capi)" >&2; exit 2; }
+# need TOOL PACKAGE: fail naming the Debian package that has TOOL.
+need() {
+  command -v "$1" >/dev/null || { echo "$0: $1 not found (Debian: apt-get install $2)" >&2; exit 2; }
+}
+case "$target" in
+  *-windows-gnu) files="rocm_kpack.dll librocm_kpack.dll.a"
+    need x86_64-w64-mingw32-objdump binutils-mingw-w64-x86-64
+    need llvm-dlltool-19 llvm-19 ;;
+  *) files="librocm_kpack.so librocm_kpack.a" ;;
+esac
+for f in $files; do
+  [ -f "$from/$f" ] || { echo "$0: $from/$f not found (build with: cargo build --release -p kpack-capi${target:+ --target $target})" >&2; exit 2; }
 done
-for tool in ld objcopy ar; do
-  command -v "$tool" >/dev/null || { echo "$0: $tool not found (Debian: apt-get install binutils)" >&2; exit 2; }
-done
+# The static library's partial link: the system's binutils for a native
+# build, LLVM's (which read every architecture) for another Linux.
+LD=ld OBJCOPY=objcopy AR=ar
+case "$target" in
+  ""|"$native"|*-windows-gnu) need ld binutils; need objcopy binutils; need ar binutils ;;
+  *) LD=ld.lld-19 OBJCOPY=llvm-objcopy-19 AR=llvm-ar-19
+    need "$LD" lld-19; need "$OBJCOPY" llvm-19; need "$AR" llvm-19 ;;
+esac
 
 # Version from the crate; the SONAME major is AMD's SOVERSION 0 (host/capi/build.rs).
 version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/Cargo.toml" | head -n1)"
@@ -61,20 +92,64 @@ static_libs="-lgcc_s -lutil -lrt -lpthread -lm -ldl"
 
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage/include/rocm_kpack" "$stage/lib/pkgconfig" "$stage/lib/cmake/rocm-kpack" \
-  "$stage/share/doc/rocm-kpack"
-
+mkdir -p "$stage/include/rocm_kpack" "$stage/lib/cmake/rocm-kpack" "$stage/share/doc/rocm-kpack"
 cp "$repo/host/capi/include/rocm_kpack/kpack.h" "$stage/include/rocm_kpack/kpack.h"
+
+case "$target" in
+*-windows-gnu)
+# The DLL, MinGW's import library as cargo wrote it, and one for MSVC's
+# linker made by llvm-dlltool from the DLL's export table.
+mkdir -p "$stage/bin"
+cp "$from/rocm_kpack.dll" "$stage/bin/rocm_kpack.dll"
+cp "$from/librocm_kpack.dll.a" "$stage/lib/librocm_kpack.dll.a"
+{
+  echo "LIBRARY rocm_kpack.dll"
+  echo "EXPORTS"
+  x86_64-w64-mingw32-objdump -p "$from/rocm_kpack.dll" |
+    sed -n '/^\[Ordinal\/Name Pointer\] Table/,/^$/s/^[[:space:]]*\[[[:space:]]*[0-9]*\] //p'
+} >"$stage/rocm_kpack.def"
+grep -q '^kpack_open$' "$stage/rocm_kpack.def" ||
+  { echo "$0: $from/rocm_kpack.dll exports no kpack_open" >&2; exit 2; }
+llvm-dlltool-19 -m i386:x86-64 -d "$stage/rocm_kpack.def" -l "$stage/lib/rocm_kpack.lib"
+rm "$stage/rocm_kpack.def"
+cat >"$stage/lib/cmake/rocm-kpack/rocm-kpackConfig.cmake" <<EOF
+# rocm-kpack CMake package: find_package(rocm-kpack REQUIRED), then
+# target_link_libraries(app PRIVATE rocm::rocm_kpack).
+get_filename_component(_rocm_kpack_prefix "\${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)
+set(rocm-kpack_VERSION "$version")
+set(rocm-kpack_INCLUDE_DIRS "\${_rocm_kpack_prefix}/include")
+if(NOT TARGET rocm::rocm_kpack_shared)
+  add_library(rocm::rocm_kpack_shared SHARED IMPORTED)
+  if(MSVC)
+    set(_rocm_kpack_implib "\${_rocm_kpack_prefix}/lib/rocm_kpack.lib")
+  else()
+    set(_rocm_kpack_implib "\${_rocm_kpack_prefix}/lib/librocm_kpack.dll.a")
+  endif()
+  set_target_properties(rocm::rocm_kpack_shared PROPERTIES
+    IMPORTED_LOCATION "\${_rocm_kpack_prefix}/bin/rocm_kpack.dll"
+    IMPORTED_IMPLIB "\${_rocm_kpack_implib}"
+    INTERFACE_INCLUDE_DIRECTORIES "\${_rocm_kpack_prefix}/include")
+  unset(_rocm_kpack_implib)
+endif()
+if(NOT TARGET rocm::rocm_kpack)
+  add_library(rocm::rocm_kpack INTERFACE IMPORTED)
+  set_target_properties(rocm::rocm_kpack PROPERTIES INTERFACE_LINK_LIBRARIES rocm::rocm_kpack_shared)
+endif()
+unset(_rocm_kpack_prefix)
+EOF
+;;
+*)
+mkdir -p "$stage/lib/pkgconfig"
 cp "$from/librocm_kpack.so" "$stage/lib/librocm_kpack.so.$version"
 ln -s "librocm_kpack.so.$version" "$stage/lib/$soname"
 ln -s "$soname" "$stage/lib/librocm_kpack.so"
 
 # Static library with only kpack_* global (see the top of this file).
-ld -r --whole-archive "$from/librocm_kpack.a" -o "$stage/rocm_kpack.o"
+"$LD" -r --whole-archive "$from/librocm_kpack.a" -o "$stage/rocm_kpack.o"
 # -R: the embedded LLVM bitcode of each std object, concatenated by ld -r,
 # is no longer valid bitcode and crashes binutils' LLVM plugin in ar and nm.
-objcopy --wildcard --keep-global-symbol='kpack_*' -R .llvmbc -R .llvmcmd "$stage/rocm_kpack.o"
-ar rcD "$stage/lib/librocm_kpack.a" "$stage/rocm_kpack.o"
+"$OBJCOPY" --wildcard --keep-global-symbol='kpack_*' -R .llvmbc -R .llvmcmd "$stage/rocm_kpack.o"
+"$AR" rcD "$stage/lib/librocm_kpack.a" "$stage/rocm_kpack.o"
 rm "$stage/rocm_kpack.o"
 
 # pkg-config: relative to the .pc file, so the prefix can move.
@@ -132,6 +207,8 @@ if(NOT TARGET rocm::rocm_kpack)
 endif()
 unset(_rocm_kpack_prefix)
 EOF
+;;
+esac
 
 # Same major version is compatible (0.x follows AMD's SOVERSION 0).
 cat >"$stage/lib/cmake/rocm-kpack/rocm-kpackConfigVersion.cmake" <<EOF

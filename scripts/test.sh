@@ -43,6 +43,10 @@ command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-x86-64
 if ! command -v cc >/dev/null 2>&1 || [ ! -f "$(cc -print-file-name=libzstd.a)" ]; then
   need+=(libzstd-dev)
 fi
+# The release wheels' checks (scripts/test-wheels.sh): `file`, and
+# mingw-w64's objdump for the DLL-import check.
+command -v file >/dev/null 2>&1 || need+=(file)
+command -v x86_64-w64-mingw32-objdump >/dev/null 2>&1 || need+=(binutils-mingw-w64-x86-64)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing Debian packages for: ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
@@ -50,7 +54,16 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends gcc binutils patchelf python3 python3-venv llvm-19 clang-19 clang-tools-19 lld-19 \
     llvm-22 clang-22 clang-tools-22 lld-22 \
-    elfutils dwz debugedit g++ cmake pkg-config libzstd-dev gcc-mingw-w64-x86-64 wine64 >/dev/null
+    elfutils dwz debugedit g++ cmake pkg-config libzstd-dev gcc-mingw-w64-x86-64 \
+    binutils-mingw-w64-x86-64 wine64 file >/dev/null
+fi
+# The aarch64 wheel runs under qemu-user with Debian's aarch64 loader and
+# libc; without them scripts/test-wheels.sh skips that run and says so.
+if ! command -v qemu-aarch64 >/dev/null 2>&1 || [ ! -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+      --no-install-recommends qemu-user libc6-arm64-cross libgcc-s1-arm64-cross >/dev/null; } ||
+    echo "cannot install qemu-user and libc6-arm64-cross: the aarch64 wheel will not be run" >&2
 fi
 
 # RUSTUP_AUTO_INSTALL=0 on these machines: add the wasm target explicitly
@@ -59,6 +72,8 @@ rustup target add wasm32-wasip2 >/dev/null 2>&1 || rustup target add wasm32-wasi
 rustup component add rustfmt clippy >/dev/null 2>&1 || rustup component add rustfmt clippy
 # kpack-capi's wine test builds librocm_kpack for Windows.
 rustup target add x86_64-pc-windows-gnu >/dev/null 2>&1 || rustup target add x86_64-pc-windows-gnu
+# The aarch64 release wheel and C library (scripts/test-wheels.sh).
+rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1 || rustup target add aarch64-unknown-linux-gnu
 
 # Formatting and lints are part of the suite.
 cargo fmt --all -- --check
@@ -87,3 +102,11 @@ mdbook build docs    # into docs/book (git-ignored)
 # `pip install kpack`: the wheel built with maturin, installed into a fresh
 # venv, its Python API run on a fixture (reuses the dev build above).
 scripts/test-python.sh
+
+# Every published crate packages, and kpack-guests' package (handlers
+# prebuilt) builds outside the repository.
+scripts/package-crates.sh
+
+# The release wheels for Linux x86_64/aarch64 and Windows and their C
+# libraries, built with --profile ci and run under qemu-aarch64 and wine64.
+scripts/test-wheels.sh

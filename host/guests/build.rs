@@ -73,6 +73,9 @@ fn run() -> Result<(), String> {
         .ok_or("kpack-guests must live two levels below the workspace root")?
         .to_path_buf();
     let out_dir = PathBuf::from(var("OUT_DIR")?);
+    if !root.join("plugins").is_dir() {
+        return packaged(&manifest_dir, &out_dir);
+    }
     let outer_target = outer_target_dir(&out_dir);
     let wasm_target = outer_target.join("wasm-guests");
     let test_guests = std::env::var_os("CARGO_FEATURE_TEST_GUESTS").is_some();
@@ -134,21 +137,75 @@ fn run() -> Result<(), String> {
         .map_err(|e| format!("cannot write {}: {e}", out_dir.join("guests.rs").display()))
 }
 
+/// The crate as published (`cargo package`): the repository's guest
+/// sources are not beside it, so the handlers come prebuilt in
+/// `prebuilt/kpack_handler_<name>.wasm` (put there by
+/// `scripts/package-crates.sh` from the nested build). The test guests
+/// exist only in the repository.
+fn packaged(manifest_dir: &Path, out_dir: &Path) -> Result<(), String> {
+    let dir = manifest_dir.join("prebuilt");
+    if std::env::var_os("CARGO_FEATURE_TEST_GUESTS").is_some() {
+        return Err(format!(
+            "the `test-guests` feature builds tests/guests/* of the kpack repository, \
+             which {} is not part of",
+            manifest_dir.display()
+        ));
+    }
+    let mut guests = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(&dir) {
+        for e in entries.flatten() {
+            let file = e.file_name().to_string_lossy().into_owned();
+            let Some(stem) = file
+                .strip_prefix("kpack_handler_")
+                .and_then(|f| f.strip_suffix(".wasm"))
+            else {
+                continue;
+            };
+            let name = stem.replace('_', "-");
+            guests.push(Guest {
+                kind: Kind::Handler,
+                package: format!("kpack-handler-{name}"),
+                name,
+                wasm: e.path(),
+            });
+        }
+    }
+    if guests.is_empty() {
+        return Err(format!(
+            "neither the kpack repository's plugins/ beside {} nor prebuilt handlers in {} \
+             (a package made by scripts/package-crates.sh carries them)",
+            manifest_dir.display(),
+            dir.display()
+        ));
+    }
+    guests.sort_by(|a, b| a.name.cmp(&b.name));
+    println!("cargo:rerun-if-changed={}", dir.display());
+    let embed = std::env::var_os("CARGO_FEATURE_EMBED").is_some();
+    let code = generate(&guests, &dir, false, embed)?;
+    std::fs::write(out_dir.join("guests.rs"), code)
+        .map_err(|e| format!("cannot write {}: {e}", out_dir.join("guests.rs").display()))
+}
+
 fn var(name: &str) -> Result<String, String> {
     std::env::var(name).map_err(|e| format!("${name}: {e}"))
 }
 
 /// The outer build's target (or build) directory: the ancestor of `OUT_DIR`
-/// that cargo marked with `CACHEDIR.TAG`. `OUT_DIR` is
+/// that cargo marked with `CACHEDIR.TAG`; for a cross build (`--target`),
+/// whose `<target>/<triple>` is marked too, the one above it, so every
+/// target shares one wasm build. `OUT_DIR` is
 /// `<target>/[<triple>/]<profile>/build/<pkg>-<hash>/out`, which is the
 /// fallback when no tag is found.
 fn outer_target_dir(out_dir: &Path) -> PathBuf {
-    out_dir
-        .ancestors()
-        .find(|d| d.join("CACHEDIR.TAG").is_file())
-        .or_else(|| out_dir.ancestors().nth(4))
-        .unwrap_or(out_dir)
-        .to_path_buf()
+    let tagged = |d: &&Path| d.join("CACHEDIR.TAG").is_file();
+    let Some(dir) = out_dir.ancestors().find(tagged) else {
+        return out_dir.ancestors().nth(4).unwrap_or(out_dir).to_path_buf();
+    };
+    let triple = std::env::var_os("TARGET");
+    match dir.parent() {
+        Some(up) if dir.file_name() == triple.as_deref() && tagged(&up) => up.to_path_buf(),
+        _ => dir.to_path_buf(),
+    }
 }
 
 /// Every guest crate of `kind`: the directories under `kind.dir()` with a
@@ -271,8 +328,12 @@ fn build(root: &Path, wasm_target: &Path, guests: &[Guest]) -> Result<(), String
     for name in CLEARED_ENV {
         cmd.env_remove(name);
     }
+    // `CARGO_TARGET_<TRIPLE>_LINKER` and the like name the outer build's
+    // toolchain (a cross or zig linker), not the one the nested build's
+    // own build scripts are linked with.
     for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("CARGO_BUILD_") {
+        let name_str = name.to_string_lossy();
+        if name_str.starts_with("CARGO_BUILD_") || name_str.starts_with("CARGO_TARGET_") {
             cmd.env_remove(name);
         }
     }

@@ -4,7 +4,7 @@
 //! the canonical ABI) stays apart from the hand-written SDK.
 
 wit_bindgen::generate!({
-    path: "../wit/handler@1.1.0",
+    path: "wit/handler@1.1.0",
     world: "handler-world",
     pub_export_macro: true,
     export_macro_name: "__export_handler_world",

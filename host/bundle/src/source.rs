@@ -48,7 +48,7 @@ impl ReadAt for File {
         self.metadata().map(|m| m.len()).unwrap_or(0)
     }
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
+        file_read_exact_at(self, offset, buf)
     }
 }
 
@@ -66,9 +66,10 @@ impl SizedFile {
         Ok(SizedFile { file, len })
     }
 
-    /// The underlying file. Reads through [`ReadAt`] are positioned and
-    /// leave its file position alone, so a single-threaded caller may seek
-    /// it (the ELF transform does, to copy ranges file to file).
+    /// The underlying file. Reads through [`ReadAt`] are positioned (on
+    /// Windows they also move its position), so a single-threaded caller
+    /// may seek it and read on from there (the ELF transform does, to copy
+    /// ranges file to file).
     pub fn file(&self) -> &File {
         &self.file
     }
@@ -85,8 +86,33 @@ impl ReadAt for SizedFile {
         {
             return Err(eof());
         }
-        std::os::unix::fs::FileExt::read_exact_at(&self.file, buf, offset)
+        file_read_exact_at(&self.file, offset, buf)
     }
+}
+
+/// `buf.len()` bytes of `file` at `offset`: `pread` on Unix; on Windows
+/// `ReadFile` at an offset, which also moves the file's position.
+#[cfg(unix)]
+fn file_read_exact_at(file: &File, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+/// `buf.len()` bytes of `file` at `offset`: `pread` on Unix; on Windows
+/// `ReadFile` at an offset, which also moves the file's position.
+#[cfg(windows)]
+fn file_read_exact_at(file: &File, mut offset: u64, mut buf: &mut [u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        match std::os::windows::fs::FileExt::seek_read(file, buf, offset) {
+            Ok(0) => return Err(eof()),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 fn eof() -> io::Error {

@@ -168,16 +168,38 @@ pub fn lock_dir(dir: &Path, on_wait: impl FnOnce()) -> Result<File> {
         what,
         source,
     };
-    let f = File::open(dir).map_err(|e| err("cannot open to lock", e))?;
+    let f = open_dir(dir).map_err(|e| err("cannot open to lock", e))?;
     match f.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
             on_wait();
             f.lock().map_err(|e| err("cannot lock", e))?;
         }
+        // Windows locks byte ranges of files, not directories: there the
+        // handle is held without a lock, and runs into one directory are
+        // not serialised.
+        Err(std::fs::TryLockError::Error(_)) if cfg!(windows) => {}
         Err(std::fs::TryLockError::Error(e)) => return Err(err("cannot lock", e)),
     }
     Ok(f)
+}
+
+/// A handle on the directory `dir` itself.
+#[cfg(not(windows))]
+fn open_dir(dir: &Path) -> std::io::Result<File> {
+    File::open(dir)
+}
+
+/// A handle on the directory `dir` itself: Windows opens a directory only
+/// with `FILE_FLAG_BACKUP_SEMANTICS`.
+#[cfg(windows)]
+fn open_dir(dir: &Path) -> std::io::Result<File> {
+    use std::os::windows::fs::OpenOptionsExt;
+    const FILE_FLAG_BACKUP_SEMANTICS: u32 = 0x0200_0000;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(FILE_FLAG_BACKUP_SEMANTICS)
+        .open(dir)
 }
 
 #[cfg(test)]

@@ -394,6 +394,49 @@ struct Inflated {
     digest: [u8; 32],
 }
 
+/// Entries from this size on are inflated beside a helper thread that
+/// hashes and writes them.
+#[cfg(not(test))]
+const PIPELINE_MIN: u64 = 4 << 20;
+#[cfg(test)]
+const PIPELINE_MIN: u64 = 64 << 10;
+
+/// Where an entry's inflated bytes go: its hashes, and the file (if any).
+struct Sink<'p> {
+    out: Option<(File, &'p Path)>,
+    hasher: sha2::Sha256,
+    crc: crc32fast::Hasher,
+    size: u64,
+}
+
+impl Sink<'_> {
+    fn take(&mut self, chunk: &[u8]) -> Result<()> {
+        self.hasher.update(chunk);
+        self.crc.update(chunk);
+        self.size += chunk.len() as u64;
+        if let Some((out, d)) = &mut self.out {
+            out.write_all(chunk)
+                .map_err(|e| Error::io(*d, "cannot write", e))?;
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Inflated {
+        Inflated {
+            size: self.size,
+            crc: self.crc.finalize(),
+            digest: self.hasher.finalize().into(),
+        }
+    }
+}
+
+/// One entry being inflated: its name, its size limit, the bytes so far.
+struct EntryRead<'p> {
+    path: &'p str,
+    max_entry: u64,
+    size: u64,
+}
+
 /// Inflates entries one by one, counting every byte against the limits.
 struct Inflater<'a> {
     input: &'a Path,
@@ -466,53 +509,141 @@ impl Inflater<'_> {
     }
 
     /// Inflate `entry` into `dest` (if any), hashing it, within the limits.
+    /// On a pool of more than one thread, a helper thread hashes and writes
+    /// each buffer while this one inflates the next (the bytes and their
+    /// order are the same either way).
     fn inflate(
         &mut self,
         entry: &mut zip::read::ZipFile<'_, File>,
         path: &str,
         dest: Option<&Path>,
     ) -> Result<Inflated> {
-        let input = self.input;
         if let Some(parent) = dest.and_then(|d| d.parent()) {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, "cannot create", e))?;
         }
-        let mut out = match dest {
+        let out = match dest {
             Some(d) => Some(File::create(d).map_err(|e| Error::io(d, "cannot create", e))?),
             None => None,
         };
-        let mut hasher = sha2::Sha256::new();
-        let mut crc = crc32fast::Hasher::new();
-        let mut size = 0u64;
+        let mut sink = Sink {
+            out: out.zip(dest),
+            hasher: sha2::Sha256::new(),
+            crc: crc32fast::Hasher::new(),
+            size: 0,
+        };
         let max_entry = self
             .limits
             .max_ratio
             .saturating_mul(entry.compressed_size())
             .max(Limits::RATIO_FLOOR);
-        loop {
-            let n = entry.read(&mut self.buf).map_err(|e| {
-                Error::invalid(input, format!("entry {path}: cannot decompress")).with_source(e)
-            })?;
-            if n == 0 {
-                break;
-            }
-            let chunk = &self.buf[..n];
-            hasher.update(chunk);
-            crc.update(chunk);
-            size += n as u64;
-            self.total += n as u64;
-            // Checked while inflating, before anything more is written.
-            self.check_limits(path, size, max_entry, entry.compressed_size())?;
-            crate::pipeline::advance(self.progress, n as u64);
-            if let (Some(out), Some(d)) = (&mut out, dest) {
-                out.write_all(chunk)
-                    .map_err(|e| Error::io(d, "cannot write", e))?;
-            }
+        let mut read = EntryRead {
+            path,
+            max_entry,
+            size: 0,
+        };
+        // A helper thread pays off on large entries only.
+        if rayon::current_num_threads() < 2 || entry.size() < PIPELINE_MIN {
+            let mut buf = std::mem::take(&mut self.buf);
+            let r = self.inflate_serial(entry, &mut read, &mut buf, &mut sink);
+            self.buf = buf;
+            r?;
+            return Ok(sink.finish());
         }
-        Ok(Inflated {
-            size,
-            crc: crc.finalize(),
-            digest: hasher.finalize().into(),
+        self.inflate_pipelined(entry, &mut read, sink)
+    }
+
+    fn inflate_serial(
+        &mut self,
+        entry: &mut zip::read::ZipFile<'_, File>,
+        read: &mut EntryRead<'_>,
+        buf: &mut [u8],
+        sink: &mut Sink<'_>,
+    ) -> Result<()> {
+        loop {
+            let n = self.read_some(entry, read, buf)?;
+            if n == 0 {
+                return Ok(());
+            }
+            sink.take(&buf[..n])?;
+        }
+    }
+
+    /// Inflate here, hash and write on a helper thread: buffers go there
+    /// full and come back empty.
+    fn inflate_pipelined(
+        &mut self,
+        entry: &mut zip::read::ZipFile<'_, File>,
+        read: &mut EntryRead<'_>,
+        mut sink: Sink<'_>,
+    ) -> Result<Inflated> {
+        let len = self.buf.len();
+        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<(Vec<u8>, usize)>(1);
+        let (empty_tx, empty_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(3);
+        std::thread::scope(|s| {
+            let helper = s.spawn(move || -> Result<Sink<'_>> {
+                for (buf, n) in full_rx {
+                    sink.take(&buf[..n])?;
+                    // Gone only when the inflating side stopped.
+                    let _ = empty_tx.send(buf);
+                }
+                Ok(sink)
+            });
+            let mut spare = vec![std::mem::take(&mut self.buf), vec![0; len]];
+            let produced = loop {
+                let mut buf = match spare.pop() {
+                    Some(b) => b,
+                    // The helper stopped (on an error it returns): a fresh
+                    // buffer, whose send then fails.
+                    None => empty_rx.recv().unwrap_or_else(|_| vec![0; len]),
+                };
+                match self.read_some(entry, read, &mut buf) {
+                    Ok(0) => break Ok(()),
+                    Ok(n) => {
+                        if full_tx.send((buf, n)).is_err() {
+                            break Ok(());
+                        }
+                    }
+                    Err(e) => break Err(e),
+                }
+            };
+            drop(full_tx);
+            let sunk = helper.join().map_err(|_| {
+                Error::invalid(
+                    self.input,
+                    format!("entry {}: the writing thread panicked", read.path),
+                )
+            })?;
+            produced?;
+            self.buf = empty_rx.try_recv().unwrap_or_else(|_| vec![0; len]);
+            Ok(sunk?.finish())
         })
+    }
+
+    /// The next bytes of `entry` into `buf`, counted against the limits
+    /// before anything is written.
+    fn read_some(
+        &mut self,
+        entry: &mut zip::read::ZipFile<'_, File>,
+        read: &mut EntryRead<'_>,
+        buf: &mut [u8],
+    ) -> Result<usize> {
+        let n = entry.read(buf).map_err(|e| {
+            Error::invalid(
+                self.input,
+                format!("entry {}: cannot decompress", read.path),
+            )
+            .with_source(e)
+        })?;
+        read.size += n as u64;
+        self.total += n as u64;
+        self.check_limits(
+            read.path,
+            read.size,
+            read.max_entry,
+            entry.compressed_size(),
+        )?;
+        crate::pipeline::advance(self.progress, n as u64);
+        Ok(n)
     }
 
     fn check_limits(&self, path: &str, size: u64, max_entry: u64, stored: u64) -> Result<()> {
@@ -818,6 +949,53 @@ mod tests {
         let out = tempfile::tempdir().unwrap();
         let un = unpack(&w, out.path(), &Limits::default(), None).unwrap();
         assert!(un.files.contains_key("p/__init__.py"));
+    }
+
+    /// A large entry unpacks to the same bytes and RECORD hash whether a
+    /// helper thread hashes and writes it or not; a corrupted one is
+    /// refused either way.
+    #[test]
+    fn unpacks_large_entries_alike_on_one_thread_and_on_several() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut x = 0x9e37_79b9u32;
+        let body: Vec<u8> = (0..(PIPELINE_MIN as usize) * 5 + 777)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                if i % 5 == 0 { x as u8 } else { (i / 11) as u8 }
+            })
+            .collect();
+        let w = wheel(tmp.path(), &[("p/lib.so", &body, 0o755)], 0);
+        let mut hashes = Vec::new();
+        for threads in [1, 2, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let out = tempfile::tempdir().unwrap();
+            let un = pool
+                .install(|| unpack(&w, out.path(), &Limits::default(), None))
+                .unwrap();
+            let got = std::fs::read(out.path().join("root/p/lib.so")).unwrap();
+            assert!(got == body, "{threads} threads: content differs");
+            hashes.push(un.files["p/lib.so"].hash.clone());
+        }
+        assert!(hashes.iter().all(|h| *h == hashes[0]), "{hashes:?}");
+        // The entry's CRC-32 changed: refused, not half-accepted.
+        let mut bytes = std::fs::read(&w).unwrap();
+        let crc = crc32fast::hash(&body).to_le_bytes();
+        assert!(patch(&mut bytes, &crc, &[0, 0, 0, 0]) > 0);
+        std::fs::write(&w, &bytes).unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let e = pool
+            .install(|| unpack(&w, out.path(), &Limits::default(), None))
+            .expect_err("a bad CRC-32 must be refused");
+        assert!(e.to_string().contains("p/lib.so"), "{e}");
     }
 
     #[test]

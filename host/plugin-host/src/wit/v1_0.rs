@@ -11,7 +11,7 @@ use super::{Bindings, Guest, GuestError, RawInfo};
 use crate::sandbox::HostState;
 
 wasmtime::component::bindgen!({
-    path: "../../wit/handler@1.0.0",
+    path: "wit/handler@1.0.0",
     world: "handler-world",
     with: {
         "kpack:handler/host@1.0.0": super::v1_1::kpack::handler::host,

@@ -10,7 +10,7 @@ use super::{Bindings, Guest, GuestError, RawInfo};
 use crate::sandbox::HostState;
 
 wasmtime::component::bindgen!({
-    path: "../../wit/handler@1.1.0",
+    path: "wit/handler@1.1.0",
     world: "handler-world",
 });
 

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# The release wheels, built with the test command's faster profile
+# (`scripts/build-wheels.sh --profile ci`, which checks them with
+# auditwheel, the DLL imports and twine), then run where they would be
+# installed:
+#   - x86_64: the wheel's `kpack` offloads and verifies an x86_64 fixture;
+#   - aarch64, under qemu-aarch64 (Debian's qemu-user, with the
+#     libc6-arm64-cross loader): offloads and verifies the aarch64
+#     fixtures (the same bytes as the x86_64 binary writes); the embedded
+#     handlers classify and split a rocBLAS tree;
+#   - Windows, under wine64: `kpack.exe` offloads an ELF and a PE fixture
+#     (the same bytes as on Linux) and splits a TheRock artifact with
+#     `--split-databases rocblas`.
+# The C libraries' install trees are checked for their files.
+#
+# usage: scripts/test-wheels.sh [OUTDIR]   (default $CARGO_TARGET_DIR/wheels-ci)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
+target_dir=${CARGO_TARGET_DIR:-$root/target}
+case "$target_dir" in /*) ;; *) target_dir="$root/$target_dir" ;; esac
+out=${1:-$target_dir/wheels-ci}
+fixtures=$root/tests/fixtures
+
+scripts/build-wheels.sh --profile ci "$out"
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# extract WHEEL MEMBER-SUFFIX DEST: the wheel's binary.
+extract() {
+  python3 - "$@" <<'EOF'
+import os, sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+(name,) = [n for n in z.namelist() if n.endswith(sys.argv[2])]
+with open(sys.argv[3], "wb") as f:
+    f.write(z.read(name))
+os.chmod(sys.argv[3], 0o755)
+EOF
+}
+
+# A TheRock artifact with a fat rocBLAS library and its gfx90a database
+# (as python/tests/test_api.py builds it).
+rocblas=math-libs/BLAS/rocBLAS/stage
+artifact() {
+  local a=$1/blas_lib_gfx90a lib
+  lib=$a/$rocblas/lib
+  mkdir -p "$lib/rocblas/library"
+  echo "$rocblas" >"$a/artifact_manifest.txt"
+  cp "$fixtures/corpus/libaxpy_2arch.so" "$lib/librocblas.so.4"
+  printf 'tensile code gfx90a' >"$lib/rocblas/library/TensileLibrary_gfx90a.co"
+  printf 'tensile data' >"$lib/rocblas/library/TensileLibrary_Type_gfx90a.dat"
+  printf 'generic tensile index' >"$lib/rocblas/library/TensileLibrary.dat"
+}
+
+# expect FILE TEXT: FILE (a command's output) contains TEXT.
+expect() {
+  grep -qF -- "$2" "$1" || { echo "$0: expected '$2' in:" >&2; cat "$1" >&2; exit 1; }
+}
+
+# split_rocblas RUN...: the artifact split with the embedded rocBLAS handler.
+split_rocblas() {
+  rm -rf in split
+  artifact in
+  "$@" split -o split --split-databases=rocblas --json in/blas_lib_gfx90a >split.json
+  expect split.json '"rocblas"'
+  test -f split/blas_lib_gfx90a/$rocblas/lib/rocblas/library/TensileLibrary_gfx90a.co ||
+    { echo "$0: the rocBLAS database was not split" >&2; exit 1; }
+}
+
+# --- x86_64 ---
+cd "$work"
+mkdir -p x86 a64 nat-a64 win nat-win
+extract "$out/kpack-$version-py3-none-manylinux_2_28_x86_64.whl" /scripts/kpack kpack-x86_64
+./kpack-x86_64 offload "$fixtures/corpus/libaxpy_2arch.so" -o x86/lib.so --archives x86/kpack -q
+./kpack-x86_64 verify-elf x86/lib.so >/dev/null
+echo "x86_64 wheel: offload, verify-elf: ok" >&2
+
+# --- aarch64 under qemu ---
+qemu=$(command -v qemu-aarch64-static || command -v qemu-aarch64 || true)
+if [ -z "$qemu" ] || [ ! -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ]; then
+  echo "SKIPPED: the aarch64 wheel's run (needs Debian's qemu-user and libc6-arm64-cross)" >&2
+else
+  extract "$out/kpack-$version-py3-none-manylinux_2_28_aarch64.whl" /scripts/kpack kpack-aarch64
+  a64() { QEMU_LD_PREFIX=/usr/aarch64-linux-gnu "$qemu" ./kpack-aarch64 "$@"; }
+  # The same outputs as the x86_64 binary writes from the same inputs.
+  for f in exe_axpy_aarch64 libaxpy_aarch64_ccob.so; do
+    a64 offload "$fixtures/clang19/$f" -o "a64/$f" --archives a64/kpack -q
+    a64 verify-elf "a64/$f" >/dev/null
+    ./kpack-x86_64 offload "$fixtures/clang19/$f" -o "nat-a64/$f" --archives nat-a64/kpack -q
+  done
+  ls a64/kpack/*.kpack >/dev/null
+  diff -r nat-a64 a64 >/dev/null || { echo "$0: aarch64 kpack's outputs differ from x86_64's" >&2; exit 1; }
+  a64 plugins list >plugins.txt
+  expect plugins.txt rocblas
+  artifact classify
+  a64 plugins classify --split-databases rocblas classify >classify.txt
+  expect classify.txt TensileLibrary_gfx90a.co
+  split_rocblas a64
+  echo "aarch64 wheel under $(basename "$qemu"): offload, verify-elf, plugins, split: ok" >&2
+fi
+
+# --- Windows under wine ---
+wine=/usr/lib/wine/wine64
+[ -x "$wine" ] || wine=$(command -v wine64 || true)
+if [ -z "$wine" ]; then
+  echo "SKIPPED: the Windows wheel's run (needs Debian's wine64)" >&2
+else
+  extract "$out/kpack-$version-py3-none-win_amd64.whl" /scripts/kpack.exe kpack.exe
+  # Rust's std imports ProcessPrng from bcryptprimitives.dll, which wine
+  # 8.0 lacks: the C ABI test's stand-in goes beside the program.
+  x86_64-w64-mingw32-gcc -std=c11 -shared "$root/host/capi/tests/c/wine_bcryptprimitives.c" \
+    -o bcryptprimitives.dll -ladvapi32
+  cp "$fixtures/corpus/libaxpy_2arch.so" lib.so
+  cp "$fixtures/pe/dll_1tu.dll" one.dll
+  win() {
+    WINEPREFIX="$target_dir/wineprefix" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml=" DISPLAY= \
+      "$wine" ./kpack.exe "$@"
+  }
+  # The same outputs as the Linux binary writes from the same inputs.
+  for f in lib.so one.dll; do
+    win offload "$f" -o "win/$f" --archives win/kpack -q
+    ./kpack-x86_64 offload "$f" -o "nat-win/$f" --archives nat-win/kpack -q
+  done
+  ls win/kpack/*.kpack >/dev/null
+  diff -r nat-win win >/dev/null || { echo "$0: kpack.exe's outputs differ from Linux kpack's" >&2; exit 1; }
+  ./kpack-x86_64 verify-elf win/lib.so >/dev/null
+  split_rocblas win
+  echo "Windows wheel under wine64: offload (ELF, PE), split: ok" >&2
+fi
+
+# --- the C libraries ---
+for t in x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu; do
+  d=$out/rocm-kpack-$version-$t
+  for f in include/rocm_kpack/kpack.h lib/librocm_kpack.so.0 lib/librocm_kpack.a \
+    lib/pkgconfig/rocm-kpack.pc lib/cmake/rocm-kpack/rocm-kpackConfig.cmake; do
+    test -e "$d/$f" || { echo "$0: $d/$f missing" >&2; exit 1; }
+  done
+done
+file -L "$out/rocm-kpack-$version-aarch64-unknown-linux-gnu/lib/librocm_kpack.so.0" | grep -q aarch64
+d=$out/rocm-kpack-$version-x86_64-pc-windows-gnu
+for f in include/rocm_kpack/kpack.h bin/rocm_kpack.dll lib/rocm_kpack.lib lib/librocm_kpack.dll.a \
+  lib/cmake/rocm-kpack/rocm-kpackConfig.cmake; do
+  test -e "$d/$f" || { echo "$0: $d/$f missing" >&2; exit 1; }
+done
+llvm-readobj-19 --coff-exports "$d/bin/rocm_kpack.dll" | grep -q 'Name: kpack_open$'
+echo "C libraries (x86_64, aarch64 Linux; Windows DLL + import libraries): ok" >&2
