@@ -80,8 +80,8 @@ pub use tempname::{
 };
 pub use verify::{Finding, verify};
 pub use write::{
-    ArchiveWriter, Compression, DeltaCompressor, DeltaKey, EntryOrder, KernelCompressor,
-    WriterOptions, Written,
+    ArchiveWriter, Compression, DEFAULT_LEVEL, DeltaCompressor, DeltaKey, EntryOrder,
+    KernelCompressor, LEVELS, WriterOptions, Written, check_level,
 };
 
 /// The four magic bytes at offset 0: `"KPAK"`.
