@@ -342,7 +342,7 @@ pub(crate) fn plan_priced(
         }
     }
     Ok(Plan {
-        base: choose(&alone, &delta),
+        base: choose(alone, &delta),
         check_from: alone.iter().map(|a| a / CHECK_SHARE).collect(),
     })
 }
