@@ -5,12 +5,14 @@
 #
 #   - bytes per family (gfx9, gfx10, gfx11, gfx12) and in total: per-target
 #     `zstd-per-kernel` level-3 archives (what `kpack offload` writes by
-#     default), family `zstd-delta` level-3 archives, and per-target
-#     `zstd-per-kernel` at `--level 19` for comparison;
+#     default) and at level 19; `zstd-delta` archives per target and per
+#     family, at level 3 and at SMALL_LEVEL (the smallest setting); totals
+#     against the plugin's own compressed (CCOB) bundles and against the
+#     per-target level-3 archives;
 #   - the same family archives with every pair of each key compressed to
 #     choose bases (KPACK_BENCH_EXHAUSTIVE_DELTA, the choice before the
 #     sketches), to price the sketched choice in bytes and time;
-#   - offload wall time, zstd vs zstd-delta;
+#   - offload wall time of each setting against the default's;
 #   - warm `kpack_load_code_object` p50 of a delta entry vs the same kernel
 #     from its per-target archive, and a cold `kpack_open` of the largest
 #     delta archive (bytes the open brings into the page cache).
@@ -21,6 +23,8 @@
 #          SKIP_FULL=1 skips the exhaustive-choice offload
 #          SKIP_L19=1 skips the level-19 offload (~10 min on 2 cores) and
 #          reports an earlier run's, if $BENCH_OUT/l19 holds one
+#          SMALL_LEVEL=N for the smallest setting (default 19), run
+#          SMALL_RUNS times (default 1)
 #          BENCH_ARCH=device for the load figures (default gfx1101)
 #          BENCH_OUT=dir (default bench/out/family; needs ~2 GB free)
 # Not a test: its output goes into bench/family-results.md and the README.
@@ -87,6 +91,16 @@ offload zstd --compression zstd
 t_zstd=$secs
 offload delta --archive-group family --compression zstd-delta
 t_delta=$secs
+offload tdelta --archive-group target --compression zstd-delta
+t_tdelta=$secs
+# The smallest setting: zstd-delta at SMALL_LEVEL, per target and per family.
+SMALL=${SMALL_LEVEL:-19}
+RUNS=${SMALL_RUNS:-1} offload tsmall --archive-group target --compression zstd-delta \
+  --compression-level "$SMALL"
+t_tsmall=$secs
+RUNS=${SMALL_RUNS:-1} offload small --archive-group family --compression zstd-delta \
+  --compression-level "$SMALL"
+t_small=$secs
 t_full=-
 if [ -z "${SKIP_FULL:-}" ]; then
   RUNS=1 KPACK_BENCH_EXHAUSTIVE_DELTA=1 offload full --archive-group family --compression zstd-delta
@@ -94,7 +108,7 @@ if [ -z "${SKIP_FULL:-}" ]; then
 fi
 t_l19=-
 if [ -z "${SKIP_L19:-}" ]; then
-  RUNS=1 offload l19 --compression zstd --level 19
+  RUNS=1 offload l19 --compression zstd --compression-level 19
   t_l19=$secs
 elif [ -f "$OUT/l19.time" ]; then
   t_l19="$(cat "$OUT/l19.time") (earlier run)"
@@ -103,43 +117,64 @@ fi
 # --- table -------------------------------------------------------------------
 echo "## Family archives on xla_rocm_plugin.so ($(du -m "$JAX" | cut -f1) MB, $(nproc) cores)"
 echo
-python3 - "$OUT" << 'PY'
-import glob, os, re, sys
-out = sys.argv[1]
+python3 - "$OUT" "$JAX" "$SMALL" << 'PY'
+import glob, mmap, os, re, struct, sys
+out, so, small = sys.argv[1], sys.argv[2], sys.argv[3]
 def family(arch):
     m = re.match(r"gfx(9|1[0-2])", arch)
     return "gfx" + m.group(1) if m else "other"
 fams = ["gfx9", "gfx10", "gfx11", "gfx12"]
-def per_target(d):
-    sizes, arches = {}, {}
+def sizes(d):
+    """Bytes per family of $OUT/d's archives (named ..._<arch or group>.kpack)."""
+    s = {}
     for f in glob.glob(f"{out}/{d}/.kpack/*.kpack"):
         a = f.rsplit("_", 1)[1][:-6]
-        sizes[family(a)] = sizes.get(family(a), 0) + os.path.getsize(f)
-        arches.setdefault(family(a), []).append(a)
-    return sizes, arches
-z3, arches = per_target("zstd")
-l19, _ = per_target("l19")
-delta = {}
-for f in glob.glob(f"{out}/delta/.kpack/*.kpack"):
-    g = f.rsplit("_", 1)[1][:-6]
-    delta[family(g)] = delta.get(family(g), 0) + os.path.getsize(f)
-full = {}
-for f in glob.glob(f"{out}/full/.kpack/*.kpack"):
-    g = f.rsplit("_", 1)[1][:-6]
-    full[family(g)] = full.get(family(g), 0) + os.path.getsize(f)
-mb = lambda b: f"{b / 1e6:.1f}"
-print("| family | targets | zstd L3 per target (MB) | zstd L19 per target (MB) | zstd-delta family (MB) | delta / L3 | L19 / L3 | exhaustive choice (MB) |")
-print("|---|---|---|---|---|---|---|---|")
-rows = [f for f in fams + ["other"] if f in z3]
+        s[family(a)] = s.get(family(a), 0) + os.path.getsize(f)
+    return s
+arches = {}
+for f in glob.glob(f"{out}/zstd/.kpack/*.kpack"):
+    a = f.rsplit("_", 1)[1][:-6]
+    arches.setdefault(family(a), []).append(a)
+# The plugin's own compressed bundles: every CCOB v3 header's total size.
+with open(so, "rb") as fh:
+    m = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    bundles, at = 0, m.find(b"CCOB")
+    while at >= 0:
+        if struct.unpack_from("<H", m, at + 4)[0] == 3:
+            total = struct.unpack_from("<Q", m, at + 8)[0]
+            bundles += total
+            at = m.find(b"CCOB", at + max(total, 4))
+        else:
+            at = m.find(b"CCOB", at + 4)
+cols = [("zstd L3 per target", "zstd"), ("zstd L19 per target", "l19"),
+        ("zstd-delta L3 per target", "tdelta"), (f"zstd-delta L{small} per target", "tsmall"),
+        ("zstd-delta L3 family", "delta"), (f"zstd-delta L{small} family", "small"),
+        ("L3 family, exhaustive choice", "full")]
+got = {d: sizes(d) for _, d in cols}
+mb = lambda b: f"{b / 1e6:.1f}" if b else "-"
+print("| family | targets | " + " | ".join(f"{c} (MB)" for c, _ in cols) + " |")
+print("|---|---|" + "---|" * len(cols))
+rows = [f for f in fams + ["other"] if f in got["zstd"]]
 for f in rows + ["total"]:
     pick = (lambda d: d.get(f, 0)) if f != "total" else (lambda d: sum(d.values()))
     n = len(arches.get(f, [])) if f != "total" else sum(len(v) for v in arches.values())
-    a, d, l, x = pick(z3), pick(delta), pick(l19), pick(full)
-    print(f"| {f} | {n} | {mb(a)} | {mb(l) if l else '-'} | {mb(d)} | {d / a:.3f} | "
-          f"{f'{l / a:.3f}' if l else '-'} | {f'{mb(x)} ({x / a:.3f})' if x else '-'} |")
+    print(f"| {f} | {n} | " + " | ".join(mb(pick(got[d])) for _, d in cols) + " |")
+total = lambda d: sum(got[d].values())
+z3 = total("zstd")
+print()
+print(f"The plugin's compressed bundles: {mb(bundles)} MB. Totals against them "
+      "(target: zstd-delta family ≤ 1.0×) and against per-target zstd L3 "
+      "(target: zstd-delta per target ≤ 0.6×):")
+print()
+print("| archives | total (MB) | / bundles | / zstd L3 per target |")
+print("|---|---|---|---|")
+for c, d in cols:
+    if total(d):
+        print(f"| {c} | {mb(total(d))} | {total(d) / bundles:.3f} | {total(d) / z3:.3f} |")
 PY
 echo
-echo "offload wall time: zstd L3 ${t_zstd} s, zstd-delta (family) ${t_delta} s ($(echo "scale=2; $t_delta / $t_zstd" | bc)x), zstd-delta with the exhaustive choice ${t_full} s, zstd L19 ${t_l19} s"
+ratio() { echo "scale=2; $1 / $t_zstd" | bc; }
+echo "offload wall time: zstd L3 ${t_zstd} s (the default), zstd-delta L3 per target ${t_tdelta} s ($(ratio "$t_tdelta")x), family ${t_delta} s ($(ratio "$t_delta")x); zstd-delta L$SMALL per target ${t_tsmall} s ($(ratio "$t_tsmall")x), family ${t_small} s ($(ratio "$t_small")x); zstd-delta with the exhaustive choice ${t_full} s, zstd L19 ${t_l19} s"
 echo
 # The JAX family archives are 6-13 MB, below this VM's 8 MB read_ahead_kb,
 # so a cold open of one brings the whole file in whatever the reader does:

@@ -41,7 +41,7 @@ def read(path):
             blobs.append((at + 4, size))
             at += 4 + size
         assert at == end, "zstd_size does not match the frames"
-        # kpack's frame-offset index (docs/kpak-v2-zstd-delta.md §6), which
+        # kpack's frame-offset index (docs/kpak-v2-zstd-delta.md §8), which
         # AMD's parser ignores, must name exactly the frames the walk found.
         if "zstd_frame_offsets" in toc:
             assert toc["zstd_frame_offsets"] == [o for o, _ in blobs], "frame index"

@@ -241,3 +241,108 @@ fn one_cache_serves_two_gpu_architectures_from_many_threads() {
     );
     assert!(stdout.starts_with("1648 passed"), "{stdout}");
 }
+
+/// Pseudo-random bytes: incompressible alone.
+fn noise(seed: u32, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// `tests/c/delta_loads.c`: a per-target `zstd-delta` archive whose
+/// kernels are deltas against kernels of other keys (like kernels of one
+/// library) serves every code object byte-exact, cold and warm, at the
+/// lowest and the highest level.
+#[test]
+fn c_program_loads_kernels_stored_against_other_kernels() {
+    use kpack_format::{Archive, ArchiveWriter, Compression, WriterOptions};
+    const CO_COUNT: u32 = 6;
+    let work = tempfile::tempdir().unwrap();
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe = work.path().join("delta_loads");
+    let status = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror"])
+        .arg("-I")
+        .arg(crate_dir.join("include"))
+        .arg(crate_dir.join("tests/c/delta_loads.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", lib_dir().display()))
+        .arg(format!("-Wl,-rpath,{}", soname_dir(work.path()).display()))
+        .arg("-lrocm_kpack")
+        .status()
+        .expect("run cc");
+    assert!(status.success(), "cc failed");
+    // Two like pairs and two strangers: code objects 0/1 and 2/3 differ by
+    // 100 bytes each.
+    let (a, b) = (noise(1, 40_000), noise(2, 30_000));
+    let edit = |v: &[u8], at: usize| {
+        let mut v = v.to_vec();
+        v[at..at + 100].copy_from_slice(&noise(at as u32, 100));
+        v
+    };
+    let objects = [
+        a.clone(),
+        edit(&a, 7000),
+        b.clone(),
+        edit(&b, 100),
+        noise(3, 5000),
+        noise(4, 8000),
+    ];
+    let expect = work.path().join("expect");
+    std::fs::create_dir(&expect).unwrap();
+    for (co, o) in objects.iter().enumerate() {
+        std::fs::write(expect.join(format!("{co}.bin")), o).unwrap();
+    }
+    for level in [1, 19] {
+        let kpack_dir = work.path().join(format!("l{level}/.kpack"));
+        std::fs::create_dir_all(&kpack_dir).unwrap();
+        let path = kpack_dir.join("d_gfx1100.kpack");
+        let options = WriterOptions {
+            group_name: "d".into(),
+            gfx_arch_family: "gfx1100".into(),
+            compression: Compression::ZstdDelta { level },
+            ..Default::default()
+        };
+        let mut w = ArchiveWriter::create(&path, options).unwrap();
+        for (co, o) in objects.iter().enumerate() {
+            w.add(&format!("lib/libd.so#{co}"), "gfx1100", o).unwrap();
+        }
+        w.finish().unwrap();
+        let deltas = Archive::open(&path)
+            .unwrap()
+            .entries()
+            .filter(|e| e.base().is_some())
+            .count();
+        assert_eq!(deltas, 2, "level {level}: one delta per like pair");
+        let marker = Marker {
+            kernel_name: "lib/libd.so".into(),
+            search_paths: vec![format!("{}/d_@GFXARCH@.kpack", kpack_dir.display())],
+        };
+        let marker_path = work.path().join(format!("l{level}.marker"));
+        std::fs::write(&marker_path, marker.to_bytes()).unwrap();
+        let out = Command::new(&exe)
+            .arg(&marker_path)
+            .arg(work.path().join("lib/libd.so"))
+            .arg("gfx1100")
+            .arg(&expect)
+            .arg(CO_COUNT.to_string())
+            .env_remove("ROCM_KPACK_PATH")
+            .env_remove("ROCM_KPACK_PATH_PREFIX")
+            .env_remove("ROCM_KPACK_DISABLE")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.starts_with("12 passed, 0 failed"),
+            "level {level}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -62,7 +62,7 @@ impl Ignored {
 pub const WHEEL_SPLIT_HELP: &str = "\
 Compatibility with AMD's rocm-kpack flags (split_python_wheels): also accepted, \
 hidden from this list: --input WHL|DIR (= INPUT; a directory is an unpacked wheel), --output-dir O (= -o O), \
---device-package-prefix P (= --device-prefix P), --compression-level N (= --level N), \
+--device-package-prefix P (= --device-prefix P), \
 --databases NAME... (= --split-databases), --tmp-dir, --clang-offload-bundler \
 (ignored: kpack stages inside the output and needs no bundler); AMD's --verbose is \
 -v/--verbose. --overlay-root selects AMD's layout, names and metadata. Exit codes stay 0/1/2.";

@@ -81,8 +81,10 @@ total uncompressed bytes).")]
         /// Storage scheme.
         #[arg(long, value_enum, default_value_t = Scheme::Zstd)]
         compression: Scheme,
-        /// zstd level.
-        #[arg(long, default_value_t = 3)]
+        /// zstd level, 1 (fastest) to 19 (smallest).
+        #[arg(long = "compression-level", visible_alias = "level", value_name = "N",
+              default_value_t = kpack_format::DEFAULT_LEVEL,
+              value_parser = crate::archive_args::level_parser())]
         level: i32,
         /// Show what would be packed without writing.
         #[arg(long)]
@@ -105,8 +107,10 @@ total uncompressed bytes).")]
         /// Storage scheme of the outputs.
         #[arg(long, value_enum)]
         compression: Scheme,
-        /// zstd level.
-        #[arg(long, default_value_t = 3)]
+        /// zstd level, 1 (fastest) to 19 (smallest).
+        #[arg(long = "compression-level", visible_alias = "level", value_name = "N",
+              default_value_t = kpack_format::DEFAULT_LEVEL,
+              value_parser = crate::archive_args::level_parser())]
         level: i32,
         /// Replace existing output archives.
         #[arg(long)]

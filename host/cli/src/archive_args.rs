@@ -13,8 +13,11 @@ pub struct ArchiveArgs {
     /// `--archive-group` stored as deltas; only our runtime reads it).
     #[arg(long, value_enum, default_value = "zstd")]
     compression: CompressionArg,
-    /// zstd level.
-    #[arg(long, default_value_t = 3, alias = "compression-level")]
+    /// zstd level, 1 (fastest) to 19 (smallest), for `zstd` and
+    /// `zstd-delta`; levels above 3 also let a kernel match across the
+    /// whole of itself (window up to 128 MiB, which AMD's loader decodes).
+    #[arg(long = "compression-level", visible_alias = "level", value_name = "N",
+          default_value_t = kpack_format::DEFAULT_LEVEL, value_parser = level_parser())]
     level: i32,
     /// Do not check the MD5 of compressed bundles.
     #[arg(long)]
@@ -29,6 +32,13 @@ pub struct ArchiveArgs {
     archive_group: ArchiveGroupArg,
     #[command(flatten)]
     memory: crate::memory_args::MemoryArgs,
+}
+
+/// `--compression-level`'s parser: the writer's levels
+/// ([`kpack_format::LEVELS`]), refused with clap's own range error.
+pub fn level_parser() -> clap::builder::RangedI64ValueParser<i32> {
+    let (lo, hi) = kpack_format::LEVELS.into_inner();
+    clap::value_parser!(i32).range(i64::from(lo)..=i64::from(hi))
 }
 
 /// `--archive-group` values.

@@ -9,6 +9,8 @@
 use rayon::prelude::*;
 use zstd::zstd_safe::{self, CCtx, CParameter};
 
+pub(crate) mod across;
+
 /// zstd's decoder refuses windows above 2^27 unless told otherwise; frames
 /// stay within it so any stock decoder (and our reader, which never raises
 /// the limit for untrusted frames) accepts them.
@@ -62,6 +64,10 @@ impl<'m> Frames<'m> {
             .map_err(err)?;
         cctx.set_parameter(CParameter::ChecksumFlag(false))
             .map_err(err)?;
+        if let Some(log) = crate::write::long_window(level).filter(|_| prefix.is_none()) {
+            cctx.set_parameter(CParameter::WindowLog(log))
+                .map_err(err)?;
+        }
         if let Some(prefix) = prefix {
             // Without a window covering the prefix, matches further back than
             // the level's default window (2 MiB at level 3) are never found.
@@ -302,6 +308,17 @@ fn shared(a: &[u64], b: &[u64]) -> usize {
 /// Deterministic at any thread count: sizes and sketches do not depend on
 /// scheduling.
 pub(crate) fn plan(members: &[&[u8]], spread: Spread) -> Result<Plan, String> {
+    let alone: Vec<u64> = members.iter().map(|m| m.len() as u64).collect();
+    plan_priced(members, &alone, spread)
+}
+
+/// [`plan`] with each member priced alone at `alone[i]` (its length, or
+/// its real frame's size when the caller has one).
+pub(crate) fn plan_priced(
+    members: &[&[u8]],
+    alone: &[u64],
+    spread: Spread,
+) -> Result<Plan, String> {
     let n = members.len();
     if n <= 1 {
         return Ok(Plan {
@@ -310,7 +327,6 @@ pub(crate) fn plan(members: &[&[u8]], spread: Spread) -> Result<Plan, String> {
         });
     }
     let sketches: Vec<Vec<u64>> = map_all(spread, n, |_, i| Ok(sketch(members[i])))?;
-    let alone: Vec<u64> = members.iter().map(|m| m.len() as u64).collect();
     let mut delta = vec![vec![u64::MAX; n]; n];
     for t in 0..n {
         let st = &sketches[t];
@@ -326,7 +342,7 @@ pub(crate) fn plan(members: &[&[u8]], spread: Spread) -> Result<Plan, String> {
         }
     }
     Ok(Plan {
-        base: choose(&alone, &delta),
+        base: choose(alone, &delta),
         check_from: alone.iter().map(|a| a / CHECK_SHARE).collect(),
     })
 }
@@ -502,51 +518,46 @@ pub(crate) fn decompress(
 /// delta[t][b]`.
 fn choose(alone: &[u64], delta: &[Vec<u64>]) -> Vec<Option<usize>> {
     let n = alone.len();
-    let total = |bases: &[bool]| -> u64 {
+    // `cost[t]`: what member `t` costs with the bases chosen so far (alone
+    // for a base, its cheapest delta otherwise), kept up to date so that a
+    // candidate's total is one pass over the members: O(n²) per promotion,
+    // where recomputing every total was O(n³).
+    let promoted = |cost: &[u64], bases: &[bool], c: usize| -> u64 {
         (0..n)
-            .map(|t| {
-                if bases[t] {
-                    alone[t]
-                } else {
-                    (0..n)
-                        .filter(|&b| bases[b])
-                        .map(|b| delta[t][b])
-                        .min()
-                        .unwrap_or(u64::MAX)
-                }
+            .map(|t| match t {
+                _ if t == c => alone[c],
+                _ if bases[t] => cost[t],
+                _ => cost[t].min(delta[t][c]),
             })
             .fold(0u64, u64::saturating_add)
     };
     let mut bases = vec![false; n];
+    let mut cost = vec![u64::MAX; n];
     let mut best = u64::MAX;
-    let mut first = 0;
-    for b in 0..n {
-        let mut set = vec![false; n];
-        set[b] = true;
-        let t = total(&set);
-        if t < best {
+    let mut pick = None;
+    for c in 0..n {
+        let t = promoted(&cost, &bases, c);
+        if pick.is_none() || t < best {
             best = t;
-            first = b;
+            pick = Some(c);
         }
     }
-    bases[first] = true;
-    loop {
-        let mut pick = None;
-        for c in 0..n {
-            if bases[c] {
-                continue;
+    while let Some(c) = pick {
+        bases[c] = true;
+        for t in 0..n {
+            if t == c {
+                cost[t] = alone[c];
+            } else if !bases[t] {
+                cost[t] = cost[t].min(delta[t][c]);
             }
-            bases[c] = true;
-            let t = total(&bases);
-            bases[c] = false;
+        }
+        pick = None;
+        for c in (0..n).filter(|&c| !bases[c]) {
+            let t = promoted(&cost, &bases, c);
             if t < best {
                 best = t;
                 pick = Some(c);
             }
-        }
-        match pick {
-            Some(c) => bases[c] = true,
-            None => break,
         }
     }
     (0..n)
@@ -684,6 +695,84 @@ mod tests {
         }
         for b in p.base.iter().flatten() {
             assert_eq!(p.base[*b], None, "a base is a delta: {p:?}");
+        }
+    }
+
+    /// The greedy choice as first written, recomputing every total: what
+    /// the incremental [`choose`] must agree with.
+    fn choose_by_totals(alone: &[u64], delta: &[Vec<u64>]) -> Vec<Option<usize>> {
+        let n = alone.len();
+        let total = |bases: &[bool]| -> u64 {
+            (0..n)
+                .map(|t| match bases[t] {
+                    true => alone[t],
+                    false => (0..n)
+                        .filter(|&b| bases[b])
+                        .map(|b| delta[t][b])
+                        .min()
+                        .unwrap_or(u64::MAX),
+                })
+                .fold(0u64, u64::saturating_add)
+        };
+        let mut bases = vec![false; n];
+        let mut best = u64::MAX;
+        let mut pick = Some(0);
+        for b in 0..n {
+            let mut set = vec![false; n];
+            set[b] = true;
+            if total(&set) < best {
+                best = total(&set);
+                pick = Some(b);
+            }
+        }
+        while let Some(c) = pick {
+            bases[c] = true;
+            pick = None;
+            for c in 0..n {
+                if bases[c] {
+                    continue;
+                }
+                bases[c] = true;
+                let t = total(&bases);
+                bases[c] = false;
+                if t < best {
+                    best = t;
+                    pick = Some(c);
+                }
+            }
+        }
+        (0..n)
+            .map(|t| match bases[t] {
+                true => None,
+                false => (0..n)
+                    .filter(|&b| bases[b])
+                    .min_by_key(|&b| (delta[t][b], b)),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_incremental_choice_is_the_choice_by_totals() {
+        for seed in 1..200u8 {
+            let n = usize::from(seed % 9) + 1;
+            let r = object(seed, 2 * n * n + n);
+            // Small values, so ties are common.
+            let alone: Vec<u64> = (0..n).map(|i| 50 + u64::from(r[i] % 50)).collect();
+            let delta: Vec<Vec<u64>> = (0..n)
+                .map(|t| {
+                    (0..n)
+                        .map(|b| match t == b {
+                            true => u64::MAX,
+                            false => u64::from(r[n + t * n + b] % 80),
+                        })
+                        .collect()
+                })
+                .collect();
+            assert_eq!(
+                choose(&alone, &delta),
+                choose_by_totals(&alone, &delta),
+                "seed {seed}: {alone:?} {delta:?}"
+            );
         }
     }
 

@@ -78,8 +78,8 @@ pub use marker::{MARKER_MAX_LEN, Marker, MarkerProblem};
 pub use read::{Archive, Entry, Scheme};
 pub use verify::{ArchiveProblem, verify};
 pub use write::{
-    ArchiveWriter, Compression, DeltaCompressor, DeltaKey, EntryOrder, KernelCompressor,
-    WriterOptions, Written,
+    ArchiveWriter, Compression, DEFAULT_LEVEL, DeltaCompressor, DeltaKey, EntryOrder,
+    KernelCompressor, LEVELS, WriterOptions, Written, check_level,
 };
 
 /// The four magic bytes at offset 0: `"KPAK"`.

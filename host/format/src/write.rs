@@ -54,7 +54,9 @@ impl Compression {
 
 impl Default for Compression {
     fn default() -> Self {
-        Compression::Zstd { level: 3 }
+        Compression::Zstd {
+            level: DEFAULT_LEVEL,
+        }
     }
 }
 
@@ -146,15 +148,58 @@ struct Reserved {
     filled: Vec<bool>,
 }
 
-/// A zstd compressor at `level`; an invalid level is an
+/// The compression levels the writer accepts: zstd's 1 (fastest) to 19
+/// (smallest without zstd's "ultra" levels, whose windows some decoders
+/// refuse).
+pub const LEVELS: std::ops::RangeInclusive<i32> = 1..=19;
+
+/// The default level: AMD's splitter's, fast.
+pub const DEFAULT_LEVEL: i32 = 3;
+
+/// `level`, if the writer accepts it ([`LEVELS`]); else an
+/// [`ErrorKind::InvalidArgument`] error.
+pub fn check_level(level: i32) -> Result<i32> {
+    if LEVELS.contains(&level) {
+        return Ok(level);
+    }
+    Err(Error::new(
+        ErrorKind::InvalidArgument,
+        format!(
+            "zstd level {level} is outside {}..={}",
+            LEVELS.start(),
+            LEVELS.end()
+        ),
+    ))
+}
+
+/// The window log a frame at `level` asks for: above the default level,
+/// [`delta::MAX_WINDOW_LOG`], so a kernel larger than the level's own
+/// window (8 MiB at level 19) can match anywhere in itself. zstd shrinks
+/// the window to the frame's content size, so smaller kernels get the same
+/// frames as without it. Every decoder we know accepts it: AMD's loader
+/// and ours decode a frame in one call (`ZSTD_decompressDCtx`), where
+/// zstd's window limit does not apply, and 2^27 is within any streaming
+/// decoder's default limit. `None` at the default level and below, whose
+/// frames stay exactly as before.
+pub(crate) fn long_window(level: i32) -> Option<u32> {
+    (level > DEFAULT_LEVEL).then_some(delta::MAX_WINDOW_LOG)
+}
+
+/// A zstd compressor at `level`; a level outside [`LEVELS`] is an
 /// [`ErrorKind::InvalidArgument`] error.
 pub(crate) fn zstd_compressor(level: i32) -> Result<zstd::bulk::Compressor<'static>> {
-    zstd::bulk::Compressor::new(level).map_err(|e| {
+    let invalid = |e: std::io::Error| {
         Error::new(
             ErrorKind::InvalidArgument,
             format!("zstd level {level}: {e}"),
         )
-    })
+    };
+    let mut c = zstd::bulk::Compressor::new(check_level(level)?).map_err(invalid)?;
+    if let Some(log) = long_window(level) {
+        c.set_parameter(zstd::zstd_safe::CParameter::WindowLog(log))
+            .map_err(invalid)?;
+    }
+    Ok(c)
 }
 
 /// Compresses code objects exactly as [`ArchiveWriter`] stores them, for
@@ -850,26 +895,40 @@ impl ArchiveWriter {
             .into_iter()
             .map(|(_, ordinals)| ordinals)
             .collect();
+        let n = self.pending.len();
+        let mut frames: Vec<Vec<u8>> = vec![Vec::new(); n];
+        let mut base: Vec<Option<usize>> = vec![None; n];
+        for ordinals in &groups {
+            let e = self.key_frames(ordinals, level)?;
+            for (i, (frame, b)) in e.frames.into_iter().zip(e.base).enumerate() {
+                frames[ordinals[i]] = frame;
+                base[ordinals[i]] = b.map(|b| ordinals[b]);
+            }
+        }
+        let sizes: Vec<u64> = self.pending.iter().map(|p| p.original_size).collect();
+        let archive = delta::across::Archive {
+            frames: &mut frames,
+            base: &mut base,
+            sizes: &sizes,
+        };
+        delta::across::rebase(level, archive)
+            .map_err(|m| Error::new(ErrorKind::Io, format!("zstd failed across keys: {m}")))?;
         let mut out = self.archive_temp()?;
-        let mut placed: Vec<Option<Placed>> = (0..self.pending.len()).map(|_| None).collect();
         let werr = |e| Error::io("cannot write archive", e);
         let mut pos = BLOB_START;
         {
             let mut w = BufWriter::with_capacity(1 << 20, out.as_file_mut());
             w.write_all(&[0u8; BLOB_START as usize]).map_err(werr)?;
-            for ordinals in &groups {
-                let delta::Encoded { frames, base } = self.key_frames(ordinals, level)?;
-                for (i, frame) in frames.iter().enumerate() {
-                    w.write_all(frame).map_err(werr)?;
-                    placed[ordinals[i]] = Some(Placed {
-                        offset: pos,
-                        size: frame.len() as u64,
-                        base: base[i].map(|b| ordinals[b] as u64),
-                    });
-                    pos += frame.len() as u64;
-                }
+            let mut placed = Vec::with_capacity(n);
+            for (frame, base) in frames.iter().zip(&base) {
+                w.write_all(frame).map_err(werr)?;
+                placed.push(Placed {
+                    offset: pos,
+                    size: frame.len() as u64,
+                    base: base.map(|b| b as u64),
+                });
+                pos += frame.len() as u64;
             }
-            let placed: Vec<Placed> = placed.into_iter().flatten().collect();
             let toc = self.encode_toc_v2(&placed)?;
             w.write_all(&toc).map_err(werr)?;
             w.flush().map_err(werr)?;
