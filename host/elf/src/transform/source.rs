@@ -1,7 +1,9 @@
 //! The input side of the transform: bounded reads from the fat binary and
 //! its three header tables.
 
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
+#[cfg(unix)]
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use kpack_bundle::{ReadAt, SizedFile};
@@ -43,6 +45,7 @@ impl<'a> Source<'a> {
     /// kernel (`copy_file_range` on Linux), no pass through a buffer here.
     /// Moves the input descriptor's position, which nothing else uses
     /// (every other read is positioned).
+    #[cfg(unix)]
     pub(super) fn copy_to<W: Write + ?Sized>(
         &self,
         offset: u64,
@@ -62,6 +65,35 @@ impl<'a> Source<'a> {
                 self.path,
                 format!("{what}: the input ended after {n:#x} bytes"),
             ));
+        }
+        Ok(())
+    }
+
+    /// Copy the `len` bytes at `offset` to `out` through a bounded buffer,
+    /// with positioned reads only: on Windows a positioned read moves the
+    /// shared descriptor's position, and other threads read this input
+    /// (the code objects) while the host image is written, so a seek and a
+    /// sequential copy would read from wherever they left it.
+    #[cfg(not(unix))]
+    pub(super) fn copy_to<W: Write + ?Sized>(
+        &self,
+        offset: u64,
+        len: u64,
+        out: &mut W,
+    ) -> Result<(), Error> {
+        const CHUNK: u64 = 4 << 20;
+        check_range(self.path, offset, len, self.len)?;
+        let what = format!("copy {len:#x} bytes from input offset {offset:#x}");
+        let mut buf = vec![0u8; CHUNK.min(len) as usize];
+        let mut done = 0;
+        while done < len {
+            let n = CHUNK.min(len - done) as usize;
+            self.file
+                .read_exact_at(offset + done, &mut buf[..n])
+                .map_err(|e| Error::io(self.path, &what, e))?;
+            out.write_all(&buf[..n])
+                .map_err(|e| Error::io(self.path, &what, e))?;
+            done += n as u64;
         }
         Ok(())
     }
