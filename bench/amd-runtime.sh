@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Our runtime against AMD's, side by side (benchmark, not a test).
-# Offloads Debian's librocsparse.so.0.1 for gfx90a only (`none` and
-# `zstd-per-kernel`), then runs bench/amd-runtime/cold.c, the same C driver
+# Offloads Debian's librocsparse.so.0.1 for gfx90a only (`none`,
+# `zstd-per-kernel` at levels 3 and 19, and our `zstd-delta` at level 19,
+# which only our runtime reads), then runs bench/amd-runtime/cold.c, the same C driver
 # linked against each librocm_kpack: per round a new cache + first
 # kpack_load_code_object (page cache warm), then warm loads on that cache.
 # AMD's runtime is built from its public sources with g++ and Debian's
@@ -50,17 +51,20 @@ if [ -n "$src" ]; then
   drivers+=("amd:$amd")
 fi
 
-for compression in none zstd; do
-  out="$work/rocsparse-$compression/lib/librocsparse.so.0.1"
+for setting in none:3 zstd:3 zstd:19 zstd-delta:19; do
+  compression=${setting%%:*} level=${setting#*:}
+  out="$work/rocsparse-$compression-$level/lib/librocsparse.so.0.1"
   if ! [ -f "$out" ]; then
     mkdir -p "$(dirname "$out")"
     "$kpack" offload "$lib" -o "$out" --archives "$(dirname "$out")/.kpack" \
-      --compression "$compression" --gpu-targets gfx90a >/dev/null
+      --compression "$compression" --compression-level "$level" --gpu-targets gfx90a >/dev/null
   fi
   objcopy -O binary --only-section=.rocm_kpack_ref "$out" "$work/marker.bin"
-  echo "== $compression archive $(du -h "$(dirname "$out")"/.kpack/*gfx90a*.kpack | cut -f1), device $arch"
+  echo "== $compression level $level archive $(du -ch "$(dirname "$out")"/.kpack/*.kpack | tail -1 | cut -f1), device $arch"
   for d in "${drivers[@]}"; do
     name=${d%%:*} so=${d#*:}
+    # AMD's runtime reads KPAK v1 only.
+    [ "$compression" = zstd-delta ] && [ "$name" = amd ] && continue
     cc -O2 -o "$work/cold-$name" bench/amd-runtime/cold.c "$so" -Wl,-rpath,"$(dirname "$so")"
     printf '%-5s ' "$name"
     "$work/cold-$name" "$work/marker.bin" "$out" "$arch" "$co" "$rounds" "$warm"
