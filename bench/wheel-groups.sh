@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What each archive choice costs a user who installs one GPU's device code:
-# `kpack wheel split` of a fat wheel with every `--group` and `--archive-group` (target,
-# sub-family, family) and each archive format (KPAK v1 `zstd`, what AMD's
-# loader reads; KPAK v2 `zstd-delta`, ours) at level 3 and at LEVEL.
+# `kpack wheel split` of a fat wheel with each grouping (target, sub-family,
+# family; as both `--group` and `--archive-group`) and each archive format
+# (KPAK v1 `zstd`, what AMD's loader reads; KPAK v2 `zstd-delta`, ours) at
+# level 3 and at LEVEL.
 # Prints, per setting, the host wheel, the largest device wheel, host + that
 # device wheel against the fat wheel, and every device wheel together.
 #
