@@ -86,6 +86,23 @@ pub fn verify_passes(dir: &Path) -> Output {
     o
 }
 
+/// `kpack verify --gpu GPU DIR` exits 0: every kernel of every marker
+/// loads for that GPU (both streams in the message when it does not).
+pub fn verify_gpu_passes(dir: &Path, gpu: &str) {
+    let o = kpack([
+        "verify".as_ref(),
+        "--gpu".as_ref(),
+        gpu.as_ref(),
+        dir.as_os_str(),
+    ]);
+    assert!(
+        o.status.success(),
+        "verify --gpu {gpu}:\n{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// `kpack prune INPUT -o OUTPUT --keep KEEP EXTRA...` (its status is the
 /// caller's to check).
 pub fn kpack_prune(input: &Path, output: &Path, keep: &str, extra: &[&str]) -> Output {

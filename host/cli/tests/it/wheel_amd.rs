@@ -15,7 +15,7 @@ use kpack_format::{Archive, Marker};
 use kpack_tests::{fixture, stderr, stdout};
 use zip::write::SimpleFileOptions;
 
-use crate::util::{KPACK, Venv};
+use crate::util::{KPACK, Venv, verify_gpu_passes};
 use crate::wheel::{build_fat_wheel, kpack_env, read_wheel};
 
 const HOST_DI: &str = "fatpkg-1.0.dist-info";
@@ -346,7 +346,7 @@ fn pip_installs_a_target_wheel_with_its_parent_and_verify_gpu_passes() {
             .is_file()
     );
     assert!(site.join("fatpkg/.kpack/fatpkg_gfx1100.kpack").is_file());
-    verify_gpu(&site, "gfx1100");
+    verify_gpu_passes(&site, "gfx1100");
     // The host's extra installs the processor's wheel with its variants.
     let o = venv.pip(&[
         "install",
@@ -363,24 +363,8 @@ fn pip_installs_a_target_wheel_with_its_parent_and_verify_gpu_passes() {
     );
     // A gfx942 reports xnack+ or xnack-: libxnack.so has code for each only.
     for gpu in ["gfx942:xnack+", "gfx942:xnack-"] {
-        verify_gpu(&site, gpu);
+        verify_gpu_passes(&site, gpu);
     }
-}
-
-/// `kpack verify --gpu GPU SITE` passes: every kernel of every marker
-/// loads for that GPU.
-fn verify_gpu(site: &Path, gpu: &str) {
-    let o = Command::new(KPACK)
-        .args(["verify", "--gpu", gpu])
-        .arg(site)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "verify --gpu {gpu}:\n{}{}",
-        stdout(&o),
-        stderr(&o)
-    );
 }
 
 #[test]

@@ -4,11 +4,10 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 use kpack_tests::{fixture, stderr, stdout};
 
-use crate::util::KPACK;
+use crate::util::verify_gpu_passes;
 use crate::wheel::{build_fat_wheel, kpack_env, read_wheel, verify_json, walk_files};
 
 const WHEEL: &str = "fatpkg-1.0-py3-none-linux_x86_64.whl";
@@ -238,17 +237,7 @@ fn pip_installs_exactly_the_wheels_of_one_sub_family() {
     let v = verify_json(&site);
     assert_eq!(v["report"]["binaries"], 3, "{v}");
     // The runtime's own resolution for a gfx1100 finds every kernel.
-    let o = Command::new(KPACK)
-        .args(["verify", "--gpu", "gfx1100"])
-        .arg(&site)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "verify --gpu gfx1100:\n{}{}",
-        stdout(&o),
-        stderr(&o)
-    );
+    verify_gpu_passes(&site, "gfx1100");
 }
 
 /// The text summary names what to type: the extras (`device-gfx12-0`),
