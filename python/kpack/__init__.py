@@ -295,35 +295,91 @@ def wheel_split(
     device_prefix: Optional[str] = None,
     archive_dir: Optional[str] = None,
     split_databases: Sequence[str] = (),
+    plugins: Sequence[StrPath] = (),
     plugin_dirs: Sequence[StrPath] = (),
+    registry: Optional[str] = None,
+    gpu_targets: Sequence[str] = (),
+    exclude_arch: Sequence[str] = (),
+    group: Optional[str] = None,
+    archive_group: Optional[str] = None,
+    overlay_root: Optional[str] = None,
+    device_requires_dist: Sequence[str] = (),
+    output_format: Optional[str] = None,
+    wheel_type: Optional[str] = None,
+    generate_variant_wheel: bool = False,
+    variant_label: Optional[str] = None,
+    force: bool = False,
     dry_run: bool = False,
     compression: Optional[str] = None,
     level: Optional[int] = None,
     jobs: Optional[int] = None,
 ) -> JsonDict:
     """``kpack wheel split``: split a fat wheel into a host wheel plus one
-    device wheel per GPU processor, in ``output``.
+    device wheel per GPU processor (or per group), in ``output``.
 
     Args:
+        wheel: the fat wheel, or an unpacked wheel directory.
         device_prefix: device wheels are named ``<prefix>-<arch>``.
         archive_dir: archive directory relative to site-packages.
-        split_databases, plugin_dirs: database handlers, as for
-            :func:`split_artifacts`.
+        split_databases, plugins, plugin_dirs, registry: database
+            handlers, as for :func:`split_artifacts`.
+        gpu_targets: keep only these GPU targets (``"gfx90a"``,
+            ``"gfx90a:xnack+"``, ``"auto"`` for this machine's GPUs).
+        exclude_arch: GPU targets to leave out.
+        group: one device wheel per ``"target"``, ``"sub-family"`` or
+            ``"family"`` of ROCm's packaging hierarchy, with
+            ``device-<group>`` extras on the host wheel.
+        archive_group: one archive per ``"target"``, ``"sub-family"`` or
+            ``"family"``.
+        overlay_root: AMD's layout, names and metadata (rocm-kpack's
+            ``split_python_wheels``): the wheel directory whose fat binaries
+            and databases are split (``"torch/"``); needs ``device_prefix``.
+        device_requires_dist: with ``overlay_root``, more ``Requires-Dist``
+            lines of every target device wheel, ``@GFXARCH@`` replaced by
+            its target (``"rocm-sdk-device-@GFXARCH@ == 7.1"``).
+        output_format: with ``overlay_root``, ``"wheel"`` (default) or
+            ``"directory"`` (unpacked wheel directories).
+        wheel_type: AMD's database preset, ``"torch-fat"``;
+            ``split_databases`` replaces it.
+        generate_variant_wheel: with ``overlay_root``, also write AMD's
+            PEP 817 variant wheel (experimental), labelled ``variant_label``.
+        force: replace wheels that already exist in ``output``.
         dry_run: report, write no wheel.
         compression, level, jobs: as for :func:`split_artifacts`.
 
     Returns:
-        The ``kpack wheel split --json`` document.
+        The ``kpack wheel split --json`` document: ``host``, ``devices``
+        (each with its ``distribution``, ``file``, ``targets`` and
+        ``archives``), ``variant`` when one was written, ``binaries``,
+        ``databases`` and ``warnings``.
     """
     args: List[StrPath] = ["wheel", "split", _opt("-o", output)]
-    if device_prefix is not None:
-        args.append(_opt("--device-prefix", device_prefix))
-    if archive_dir is not None:
-        args.append(_opt("--archive-dir", archive_dir))
-    if split_databases:
-        args.append(_opt("--split-databases", ",".join(split_databases)))
+    named = {
+        "--device-prefix": device_prefix,
+        "--archive-dir": archive_dir,
+        "--registry": registry,
+        "--group": group,
+        "--archive-group": archive_group,
+        "--overlay-root": overlay_root,
+        "--output-format": output_format,
+        "--wheel-type": wheel_type,
+        "--variant-label": variant_label,
+    }
+    args += [_opt(flag, value) for flag, value in named.items() if value is not None]
+    lists = {
+        "--split-databases": split_databases,
+        "--gpu-targets": gpu_targets,
+        "--exclude-arch": exclude_arch,
+    }
+    args += [_opt(flag, ",".join(values)) for flag, values in lists.items() if values]
+    args += _repeat("--device-requires-dist", device_requires_dist)
+    args += _repeat("--plugin", plugins)
     args += _repeat("--plugin-dir", plugin_dirs)
-    if dry_run:
-        args.append("--dry-run")
+    switches = {
+        "--generate-variant-wheel": generate_variant_wheel,
+        "--force": force,
+        "--dry-run": dry_run,
+    }
+    args += [flag for flag, on in switches.items() if on]
     args += _archive_args(compression, level, jobs)
     return run_json(args, [wheel])

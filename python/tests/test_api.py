@@ -113,6 +113,34 @@ def main() -> None:
         assert wheels["schema_version"], wheels
         assert any(p.name.startswith("fatpkg_device_gfx90a") for p in (t / "wheels").iterdir())
 
+        # AMD's layout: per-target device wheels named as rocm-kpack names
+        # them, the extra Requires-Dist lines, and the variant wheel.
+        amd = kpack.wheel_split(
+            fat_wheel(t, fixtures),
+            t / "amd",
+            device_prefix="fatpkg-device",
+            overlay_root="fatpkg/",
+            device_requires_dist=["sdk-device-@GFXARCH@ == 7.1"],
+            generate_variant_wheel=True,
+            variant_label="rocm",
+        )
+        names = sorted(d["distribution"] for d in amd["devices"])
+        assert names == ["fatpkg-device-gfx1030", "fatpkg-device-gfx90a"], names
+        assert amd["variant"]["file"].endswith("-rocm.whl"), amd["variant"]
+        (gfx90a,) = [d for d in amd["devices"] if d["arch"] == "gfx90a"]
+        assert gfx90a["archives"] == ["fatpkg/.kpack/fatpkg_gfx90a.kpack"], gfx90a
+        with zipfile.ZipFile(gfx90a["path"]) as z:
+            (metadata,) = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+            requires = [
+                line
+                for line in z.read(metadata).decode().splitlines()
+                if line.startswith("Requires-Dist:")
+            ]
+        assert requires == [
+            "Requires-Dist: fatpkg == 1.0",
+            "Requires-Dist: sdk-device-gfx90a == 7.1",
+        ], requires
+
         offloaded = kpack.offload(
             fixtures / "corpus/libaxpy_2arch.so",
             t / "host/libaxpy.so",

@@ -51,6 +51,30 @@ def main() -> None:
         argv = kpack.wheel_split("-w.whl", "-d", dry_run=True)["argv"]
         assert argv[-2:] == ["--", "-w.whl"] and "-o=-d" in argv, argv
 
+        argv = kpack.wheel_split(
+            "w.whl",
+            "out",
+            device_prefix="torch-device",
+            overlay_root="torch/",
+            device_requires_dist=["sdk-@GFXARCH@ == 7.1", "-x"],
+            gpu_targets=["gfx90a", "gfx1100"],
+            generate_variant_wheel=True,
+            variant_label="rocm",
+            level=19,
+        )["argv"]
+        for arg in [
+            "--device-prefix=torch-device",
+            "--overlay-root=torch/",
+            "--device-requires-dist=sdk-@GFXARCH@ == 7.1",
+            "--device-requires-dist=-x",
+            "--gpu-targets=gfx90a,gfx1100",
+            "--generate-variant-wheel",
+            "--variant-label=rocm",
+            "--level=19",
+        ]:
+            assert arg in argv, (arg, argv)
+        assert "--group" not in " ".join(argv) and "--force" not in argv, argv
+
         argv = kpack.recombine_artifacts("-s", "-c.json", "-o")["argv"]
         assert argv == ["recombine", "--config=-c.json", "-o=-o", "--json", "--", "-s"], argv
     print(json.dumps({"ok": True}))
