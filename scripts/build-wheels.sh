@@ -76,9 +76,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   exit 2
 fi
 
-# maturin, zig and twine from PyPI, in a venv under the target directory.
+# maturin, zig and twine from PyPI, in a venv under the target directory
+# (made again when its tools do not run: a venv moved with its target
+# directory keeps stale interpreter paths).
 venv=$target_dir/python/build-wheels-venv
-if [ ! -x "$venv/bin/maturin" ] || [ ! -x "$venv/bin/twine" ] || ! "$venv/bin/python" -c 'import ziglang' 2>/dev/null; then
+if ! "$venv/bin/maturin" --version >/dev/null 2>&1 || ! "$venv/bin/twine" --version >/dev/null 2>&1 \
+  || ! "$venv/bin/python" -c 'import ziglang' 2>/dev/null; then
   rm -rf "$venv"
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check \

@@ -19,7 +19,11 @@ mypy_version=2.4.1
 
 python=${PYTHON:-python3}
 mkdir -p "$work"
-if [ ! -x "$work/build-venv/bin/maturin" ] || [ ! -x "$work/build-venv/bin/mypy" ]; then
+# Made again when its tools do not run (a venv moved with its target
+# directory keeps stale interpreter paths).
+if ! "$work/build-venv/bin/maturin" --version >/dev/null 2>&1 \
+  || ! "$work/build-venv/bin/mypy" --version >/dev/null 2>&1; then
+  rm -rf "$work/build-venv"
   "$python" -m venv "$work/build-venv"
   "$work/build-venv/bin/pip" install -q --disable-pip-version-check \
     "maturin==$maturin_version" "mypy==$mypy_version"
