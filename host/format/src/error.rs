@@ -42,6 +42,9 @@ pub enum ErrorKind {
     MsgpackParseFailed,
 }
 
+/// What caused an [`Error`], when something did.
+type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// An error reading or writing a KPAK archive.
 ///
 /// The message names what failed and where: the file (when known) and the
@@ -55,7 +58,7 @@ pub struct Error {
     offset: Option<u64>,
     path: Option<PathBuf>,
     #[source]
-    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    source: Option<Cause>,
     /// Set by the marker parser when more bytes might parse.
     pub(crate) truncated: bool,
 }
@@ -89,15 +92,12 @@ impl Error {
             std::io::ErrorKind::OutOfMemory => ErrorKind::OutOfMemory,
             _ => ErrorKind::Io,
         };
-        Error::new(kind, message).caused_by(source)
+        Error::new(kind, message).with_source(source)
     }
 
     /// This error, caused by `source` (which its message does not repeat).
-    pub(crate) fn caused_by(
-        mut self,
-        source: impl std::error::Error + Send + Sync + 'static,
-    ) -> Self {
-        self.source = Some(Box::new(source));
+    pub(crate) fn with_source(mut self, source: impl Into<Cause>) -> Self {
+        self.source = Some(source.into());
         self
     }
 

@@ -136,7 +136,7 @@ impl Error {
             Some(Member { index, base: None }) => format!("{what} for {}", name(index)),
             None => what.to_owned(),
         };
-        crate::Error::new(crate::ErrorKind::Io, message).caused_by(cause)
+        crate::Error::new(crate::ErrorKind::Io, message).with_source(cause)
     }
 }
 

@@ -261,7 +261,7 @@ fn decode_frames(
     let mut out: Vec<Option<Vec<u8>>> = vec![None; frames.len()];
     for i in (0..frames.len()).filter(|&i| bases[i].is_none()) {
         let raw = delta::decompress(&frames[i], None, size(i)?)
-            .map_err(|e| Error::new(ErrorKind::Io, what(i)).caused_by(e))?;
+            .map_err(|e| Error::new(ErrorKind::Io, what(i)).with_source(e))?;
         out[i] = Some(raw);
     }
     for i in 0..frames.len() {
@@ -273,7 +273,8 @@ fn decode_frames(
                 )
             })?;
             let raw = delta::decompress(&frames[i], Some(prefix), size(i)?).map_err(|e| {
-                Error::new(ErrorKind::Io, format!("{} (a delta against {b})", what(i))).caused_by(e)
+                Error::new(ErrorKind::Io, format!("{} (a delta against {b})", what(i)))
+                    .with_source(e)
             })?;
             out[i] = Some(raw);
         }
