@@ -592,18 +592,7 @@ fn choose(alone: &[u64], delta: &[Vec<u64>]) -> Vec<Option<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn object(seed: u8, len: usize) -> Vec<u8> {
-        let mut x = u32::from(seed).wrapping_mul(2_654_435_761).max(1);
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                (x >> 24) as u8
-            })
-            .collect()
-    }
+    use crate::testing::noise as object;
 
     #[test]
     fn the_laned_sketch_samples_every_window_once() {
@@ -771,7 +760,7 @@ mod tests {
     fn the_incremental_choice_is_the_choice_by_totals() {
         for seed in 1..200u8 {
             let n = usize::from(seed % 9) + 1;
-            let r = object(seed, 2 * n * n + n);
+            let r = object(u32::from(seed), 2 * n * n + n);
             // Small values, so ties are common.
             let alone: Vec<u64> = (0..n).map(|i| 50 + u64::from(r[i] % 50)).collect();
             let delta: Vec<Vec<u64>> = (0..n)
@@ -810,7 +799,7 @@ mod tests {
         let a = object(3, 120_000);
         let edit = |every: usize, seed: u8| {
             let mut m = a.clone();
-            let noise = object(seed, m.len());
+            let noise = object(u32::from(seed), m.len());
             for i in (0..m.len()).step_by(every) {
                 m[i] = noise[i];
             }
