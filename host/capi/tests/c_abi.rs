@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use kpack_format::testing::noise;
 use kpack_runtime::Marker;
 
 /// target/debug/, after `cargo build -p kpack-capi` put librocm_kpack.{so,a}
@@ -240,19 +241,6 @@ fn one_cache_serves_two_gpu_architectures_from_many_threads() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.starts_with("1648 passed"), "{stdout}");
-}
-
-/// Pseudo-random bytes: incompressible alone.
-fn noise(seed: u32, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            (x >> 24) as u8
-        })
-        .collect()
 }
 
 /// `tests/c/delta_loads.c`: a per-target `zstd-delta` archive whose

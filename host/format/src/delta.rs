@@ -10,6 +10,10 @@ use rayon::prelude::*;
 use zstd::zstd_safe::{self, CCtx, CParameter};
 
 pub(crate) mod across;
+mod error;
+
+use error::Step;
+pub(crate) use error::{Error, ZstdError};
 
 /// zstd's decoder refuses windows above 2^27 unless told otherwise; frames
 /// stay within it so any stock decoder (and our reader, which never raises
@@ -28,7 +32,7 @@ fn window_log(prefix_len: usize, src_len: usize) -> u32 {
 
 /// Compress `src` as one zstd frame at `level`, against `prefix` when given.
 /// Deterministic: fixed parameters, single-threaded context.
-pub(crate) fn compress(level: i32, src: &[u8], prefix: Option<&[u8]>) -> Result<Vec<u8>, String> {
+pub(crate) fn compress(level: i32, src: &[u8], prefix: Option<&[u8]>) -> Result<Vec<u8>, Error> {
     Frames::new().compress(level, src, prefix)
 }
 
@@ -53,48 +57,53 @@ impl<'m> Frames<'m> {
         level: i32,
         src: &[u8],
         prefix: Option<&'m [u8]>,
-    ) -> Result<Vec<u8>, String> {
-        let cctx = &mut self.cctx;
-        let err = |c: usize| zstd_safe::get_error_name(c).to_owned();
-        cctx.reset(zstd_safe::ResetDirective::SessionAndParameters)
-            .map_err(err)?;
-        cctx.set_parameter(CParameter::CompressionLevel(level))
-            .map_err(err)?;
-        cctx.set_parameter(CParameter::ContentSizeFlag(true))
-            .map_err(err)?;
-        cctx.set_parameter(CParameter::ChecksumFlag(false))
-            .map_err(err)?;
+    ) -> Result<Vec<u8>, Error> {
+        self.cctx
+            .reset(zstd_safe::ResetDirective::SessionAndParameters)
+            .map_err(Error::zstd(Step::Reset))?;
+        self.set(CParameter::CompressionLevel(level))?;
+        self.set(CParameter::ContentSizeFlag(true))?;
+        self.set(CParameter::ChecksumFlag(false))?;
         if let Some(log) = crate::write::long_window(level).filter(|_| prefix.is_none()) {
-            cctx.set_parameter(CParameter::WindowLog(log))
-                .map_err(err)?;
+            self.set(CParameter::WindowLog(log))?;
         }
         if let Some(prefix) = prefix {
             // Without a window covering the prefix, matches further back than
             // the level's default window (2 MiB at level 3) are never found.
-            cctx.set_parameter(CParameter::WindowLog(window_log(prefix.len(), src.len())))
-                .map_err(err)?;
+            self.set(CParameter::WindowLog(window_log(prefix.len(), src.len())))?;
             // What `zstd --patch-from` switches on once the window outgrows the
             // level's match finder: without long-distance matching, level 3's
             // 2^17-entry hash table forgets most of a multi-megabyte base, and
             // sibling deltas on JAX's plugin came out 4-150x larger.
-            cctx.set_parameter(CParameter::EnableLongDistanceMatching(true))
-                .map_err(err)?;
-            cctx.ref_prefix(prefix).map_err(err)?;
+            self.set(CParameter::EnableLongDistanceMatching(true))?;
+            self.cctx
+                .ref_prefix(prefix)
+                .map_err(Error::zstd(Step::Prefix))?;
         }
         let mut out = Vec::with_capacity(zstd_safe::compress_bound(src.len()));
-        cctx.compress2(&mut out, src).map_err(err)?;
+        self.cctx
+            .compress2(&mut out, src)
+            .map_err(Error::zstd(Step::Compress))?;
         Ok(out)
+    }
+
+    /// Set one parameter of the next frame.
+    fn set(&mut self, param: CParameter) -> Result<(), Error> {
+        self.cctx
+            .set_parameter(param)
+            .map(drop)
+            .map_err(Error::zstd(Step::Parameter(param)))
     }
 }
 
 /// Decode the single frame `frame` into `out` against `prefix` (the
-/// reader's per-thread context). Errors are zstd's own names.
+/// reader's per-thread context).
 #[cfg(test)]
 pub(crate) fn decompress_with_prefix(
     frame: &[u8],
     prefix: &[u8],
     out: &mut Vec<u8>,
-) -> Result<usize, String> {
+) -> Result<usize, ZstdError> {
     crate::read::zstd_decode(frame, Some(prefix), out)
 }
 
@@ -307,18 +316,14 @@ fn shared(a: &[u64], b: &[u64]) -> usize {
 /// comes out large with its member alone ([`Plan::check_alone`]).
 /// Deterministic at any thread count: sizes and sketches do not depend on
 /// scheduling.
-pub(crate) fn plan(members: &[&[u8]], spread: Spread) -> Result<Plan, String> {
+pub(crate) fn plan(members: &[&[u8]], spread: Spread) -> Result<Plan, Error> {
     let alone: Vec<u64> = members.iter().map(|m| m.len() as u64).collect();
     plan_priced(members, &alone, spread)
 }
 
 /// [`plan`] with each member priced alone at `alone[i]` (its length, or
 /// its real frame's size when the caller has one).
-pub(crate) fn plan_priced(
-    members: &[&[u8]],
-    alone: &[u64],
-    spread: Spread,
-) -> Result<Plan, String> {
+pub(crate) fn plan_priced(members: &[&[u8]], alone: &[u64], spread: Spread) -> Result<Plan, Error> {
     let n = members.len();
     if n <= 1 {
         return Ok(Plan {
@@ -354,12 +359,13 @@ pub(crate) fn plan_exhaustive(
     level: i32,
     members: &[&[u8]],
     spread: Spread,
-) -> Result<Plan, String> {
+) -> Result<Plan, Error> {
     let n = members.len();
     let alone: Vec<u64> = map_all(spread, n, |frames, i| {
         frames
             .compress(level, members[i], None)
             .map(|f| f.len() as u64)
+            .map_err(|e| e.on(i, None))
     })?;
     let pairs: Vec<(usize, usize)> = (0..n)
         .flat_map(|t| (0..n).filter(move |&b| b != t).map(move |b| (t, b)))
@@ -369,6 +375,7 @@ pub(crate) fn plan_exhaustive(
         frames
             .compress(level, members[t], Some(members[b]))
             .map(|f| f.len() as u64)
+            .map_err(|e| e.on(t, Some(b)))
     })?;
     let mut delta = vec![vec![u64::MAX; n]; n];
     for (&(t, b), &s) in pairs.iter().zip(&sizes) {
@@ -398,8 +405,8 @@ pub(crate) enum Spread {
 fn map_all<'m, T: Send>(
     spread: Spread,
     n: usize,
-    f: impl Fn(&mut Frames<'m>, usize) -> Result<T, String> + Sync + Send,
-) -> Result<Vec<T>, String> {
+    f: impl Fn(&mut Frames<'m>, usize) -> Result<T, Error> + Sync + Send,
+) -> Result<Vec<T>, Error> {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
     match spread {
@@ -410,7 +417,7 @@ fn map_all<'m, T: Send>(
         }
         Spread::Threads(k) => {
             let next = AtomicUsize::new(0);
-            let slots: Vec<Mutex<Option<Result<T, String>>>> =
+            let slots: Vec<Mutex<Option<Result<T, Error>>>> =
                 (0..n).map(|_| Mutex::new(None)).collect();
             let work = || {
                 let mut frames = Frames::new();
@@ -434,7 +441,7 @@ fn map_all<'m, T: Send>(
                 .map(|m| {
                     m.into_inner()
                         .unwrap_or_else(|p| p.into_inner())
-                        .unwrap_or_else(|| Err("a worker thread stopped".to_owned()))
+                        .unwrap_or(Err(Error::Worker))
                 })
                 .collect()
         }
@@ -455,7 +462,7 @@ pub(crate) struct Encoded {
 /// `finish` or a worker runs it as soon as the key's members are in hand.
 /// A delta whose frame came out large is compared with its member
 /// compressed alone, and the smaller frame is kept ([`Plan::check_alone`]).
-pub(crate) fn encode_key(level: i32, members: &[&[u8]], spread: Spread) -> Result<Encoded, String> {
+pub(crate) fn encode_key(level: i32, members: &[&[u8]], spread: Spread) -> Result<Encoded, Error> {
     let plan = if std::env::var_os(EXHAUSTIVE_ENV).is_some() {
         plan_exhaustive(level, members, spread)
     } else {
@@ -470,15 +477,18 @@ fn encode_planned(
     members: &[&[u8]],
     mut plan: Plan,
     spread: Spread,
-) -> Result<Encoded, String> {
+) -> Result<Encoded, Error> {
     let mut frames = map_all(spread, members.len(), |frames, i| {
-        frames.compress(level, members[i], plan.base[i].map(|b| members[b]))
+        let base = plan.base[i];
+        frames
+            .compress(level, members[i], base.map(|b| members[b]))
+            .map_err(|e| e.on(i, base))
     })?;
     // The plan's sizes are estimates: a delta that came out no smaller
     // than its member alone is stored alone instead.
     for i in 0..members.len() {
         if plan.base[i].is_some() && plan.check_alone(i, frames[i].len()) {
-            let alone = compress(level, members[i], None)?;
+            let alone = compress(level, members[i], None).map_err(|e| e.on(i, None))?;
             if alone.len() <= frames[i].len() {
                 frames[i] = alone;
                 plan.base[i] = None;
@@ -496,11 +506,17 @@ pub(crate) fn decompress(
     frame: &[u8],
     prefix: Option<&[u8]>,
     size: usize,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, Error> {
     let mut out = Vec::with_capacity(size);
-    let n = crate::read::zstd_decode(frame, prefix, &mut out)?;
-    if n != size {
-        return Err(format!("decoded {n} bytes, expected {size}"));
+    let got = crate::read::zstd_decode(frame, prefix, &mut out).map_err(|source| Error::Zstd {
+        step: Step::Decode,
+        source,
+    })?;
+    if got != size {
+        return Err(Error::Size {
+            got,
+            expected: size,
+        });
     }
     Ok(out)
 }
@@ -576,18 +592,7 @@ fn choose(alone: &[u64], delta: &[Vec<u64>]) -> Vec<Option<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn object(seed: u8, len: usize) -> Vec<u8> {
-        let mut x = u32::from(seed).wrapping_mul(2_654_435_761).max(1);
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                (x >> 24) as u8
-            })
-            .collect()
-    }
+    use crate::testing::noise as object;
 
     #[test]
     fn the_laned_sketch_samples_every_window_once() {
@@ -755,7 +760,7 @@ mod tests {
     fn the_incremental_choice_is_the_choice_by_totals() {
         for seed in 1..200u8 {
             let n = usize::from(seed % 9) + 1;
-            let r = object(seed, 2 * n * n + n);
+            let r = object(u32::from(seed), 2 * n * n + n);
             // Small values, so ties are common.
             let alone: Vec<u64> = (0..n).map(|i| 50 + u64::from(r[i] % 50)).collect();
             let delta: Vec<Vec<u64>> = (0..n)
@@ -794,7 +799,7 @@ mod tests {
         let a = object(3, 120_000);
         let edit = |every: usize, seed: u8| {
             let mut m = a.clone();
-            let noise = object(seed, m.len());
+            let noise = object(u32::from(seed), m.len());
             for i in (0..m.len()).step_by(every) {
                 m[i] = noise[i];
             }

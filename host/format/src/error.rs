@@ -42,11 +42,15 @@ pub enum ErrorKind {
     MsgpackParseFailed,
 }
 
+/// What caused an [`Error`], when something did.
+type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// An error reading or writing a KPAK archive.
 ///
 /// The message names what failed and where: the file (when known) and the
-/// byte offset in hex (when the failure is tied to one). An underlying I/O
-/// error is the [`std::error::Error::source`], not part of the message.
+/// byte offset in hex (when the failure is tied to one). An underlying
+/// cause (an I/O error, zstd's) is the [`std::error::Error::source`], not
+/// part of the message.
 #[derive(Debug, thiserror::Error)]
 pub struct Error {
     kind: ErrorKind,
@@ -54,7 +58,7 @@ pub struct Error {
     offset: Option<u64>,
     path: Option<PathBuf>,
     #[source]
-    source: Option<std::io::Error>,
+    source: Option<Cause>,
     /// Set by the marker parser when more bytes might parse.
     pub(crate) truncated: bool,
 }
@@ -88,10 +92,13 @@ impl Error {
             std::io::ErrorKind::OutOfMemory => ErrorKind::OutOfMemory,
             _ => ErrorKind::Io,
         };
-        Error {
-            source: Some(source),
-            ..Error::new(kind, message)
-        }
+        Error::new(kind, message).with_source(source)
+    }
+
+    /// This error, caused by `source` (which its message does not repeat).
+    pub(crate) fn with_source(mut self, source: impl Into<Cause>) -> Self {
+        self.source = Some(source.into());
+        self
     }
 
     pub(crate) fn with_path(mut self, path: &Path) -> Self {

@@ -69,6 +69,9 @@ mod finding;
 mod marker;
 mod mmap;
 mod read;
+#[cfg(any(test, feature = "test-support"))]
+#[doc(hidden)]
+pub mod testing;
 mod verify;
 mod write;
 

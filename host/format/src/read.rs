@@ -9,6 +9,7 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::delta::ZstdError;
 use crate::error::{Error, ErrorKind, Result};
 use crate::mmap::Map;
 
@@ -513,21 +514,18 @@ thread_local! {
 
 /// Decode the single zstd frame `frame` into `out` (against `prefix`, a
 /// raw-content dictionary, when given) with this thread's context; the
-/// number of bytes written, or zstd's error name.
+/// number of bytes written.
 pub(crate) fn zstd_decode<B: zstd::zstd_safe::WriteBuf + ?Sized>(
     frame: &[u8],
     prefix: Option<&[u8]>,
     out: &mut B,
-) -> std::result::Result<usize, String> {
-    let err = |c: usize| zstd::zstd_safe::get_error_name(c).to_owned();
+) -> std::result::Result<usize, ZstdError> {
+    let err = ZstdError::code;
     DCTX.with(|cell| {
         let mut slot = cell.borrow_mut();
         let dctx = match &mut *slot {
             Some(d) => d,
-            None => slot.insert(
-                zstd::zstd_safe::DCtx::try_create()
-                    .ok_or_else(|| "cannot allocate a zstd context".to_owned())?,
-            ),
+            None => slot.insert(zstd::zstd_safe::DCtx::try_create().ok_or(ZstdError::NoContext)?),
         };
         match prefix {
             // A dictionary without zstd's magic is raw content: exactly the

@@ -911,8 +911,14 @@ impl ArchiveWriter {
             base: &mut base,
             sizes: &sizes,
         };
-        delta::across::rebase(level, archive)
-            .map_err(|m| Error::new(ErrorKind::Io, format!("zstd failed across keys: {m}")))?;
+        delta::across::rebase(level, archive).map_err(|e| {
+            e.named("cannot store kernels as deltas across keys", |o| {
+                self.pending.get(o).map_or_else(
+                    || format!("entry {o}"),
+                    |p| format!("{} of {:?}", p.arch, p.key),
+                )
+            })
+        })?;
         let mut out = self.archive_temp()?;
         let werr = |e| Error::io("cannot write archive", e);
         let mut pos = BLOB_START;
@@ -963,9 +969,13 @@ impl ArchiveWriter {
         }
         if self.pending[ordinals[0]].framed.is_none() {
             let members: Vec<&[u8]> = spooled.iter().map(Vec::as_slice).collect();
-            let e = delta::encode_key(level, &members, delta::Spread::Rayon)
-                .map_err(|m| Error::new(ErrorKind::Io, format!("zstd failed on {key:?}: {m}")))?;
-            return Ok(e);
+            return delta::encode_key(level, &members, delta::Spread::Rayon).map_err(|e| {
+                e.named(&format!("cannot compress kernel {key:?}"), |i| {
+                    ordinals
+                        .get(i)
+                        .map_or_else(|| format!("entry {i}"), |&o| self.pending[o].arch.clone())
+                })
+            });
         }
         let mut base = Vec::with_capacity(ordinals.len());
         for &o in ordinals {

@@ -8,26 +8,15 @@
     reason = "tests"
 )]
 
+mod common;
+
 use std::path::Path;
 
+use kpack_format::testing::noise;
 use kpack_format::{
     Archive, ArchiveWriter, Compression, DeltaCompressor, EntryOrder, ErrorKind, FRAME_INDEX_KEY,
     Scheme, WriterOptions,
 };
-
-/// A pseudo-random "code object": incompressible alone, so only a delta
-/// against a sibling makes it small.
-fn object(seed: u32, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            (x >> 24) as u8
-        })
-        .collect()
-}
 
 /// `base` with a few bytes changed at `at`: a sibling target's object.
 fn sibling(base: &[u8], at: usize, fill: u8) -> Vec<u8> {
@@ -41,28 +30,23 @@ fn sibling(base: &[u8], at: usize, fill: u8) -> Vec<u8> {
 fn family() -> Vec<(String, String, Vec<u8>)> {
     let mut out = Vec::new();
     for (k, key) in ["lib/a.so#0", "lib/b.so#0"].iter().enumerate() {
-        let base = object(k as u32 + 1, 30_000);
+        let base = noise(k as u32 + 1, 30_000);
         out.push((key.to_string(), "gfx1100".into(), base.clone()));
         out.push((key.to_string(), "gfx1101".into(), sibling(&base, 100, 1)));
         out.push((key.to_string(), "gfx1102".into(), sibling(&base, 9000, 2)));
     }
-    out.push(("lib/b.so#0".into(), "gfx900".into(), object(99, 20_000)));
+    out.push(("lib/b.so#0".into(), "gfx900".into(), noise(99, 20_000)));
     out
 }
 
 fn write(path: &Path, compression: Compression, items: &[(String, String, Vec<u8>)]) -> Vec<u8> {
-    let options = WriterOptions {
-        group_name: "g".into(),
-        gfx_arch_family: "gfx11".into(),
+    let items = items.iter().rev();
+    common::write(
+        path,
+        "gfx11",
         compression,
-        ..Default::default()
-    };
-    let mut w = ArchiveWriter::create(path, options).unwrap();
-    for (k, a, d) in items.iter().rev() {
-        w.add(k, a, d).unwrap();
-    }
-    w.finish().unwrap();
-    std::fs::read(path).unwrap()
+        items.map(|(k, a, d)| (k.as_str(), a.as_str(), d.as_slice())),
+    )
 }
 
 const DELTA: Compression = Compression::ZstdDelta { level: 3 };
@@ -111,16 +95,9 @@ fn delta_archive_round_trips_and_is_smaller_than_per_kernel() {
 fn delta_output_is_identical_at_any_thread_count() {
     let dir = tempfile::tempdir().unwrap();
     let items = family();
-    let mut outputs = Vec::new();
-    for threads in [1, 4] {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        let path = dir.path().join(format!("{threads}.kpack"));
-        outputs.push(pool.install(|| write(&path, DELTA, &items)));
-    }
-    assert_eq!(outputs[0], outputs[1]);
+    common::assert_same_at_thread_counts(&[1, 4], |threads| {
+        write(&dir.path().join(format!("{threads}.kpack")), DELTA, &items)
+    });
 }
 
 /// A zstd-delta writer fed by [`DeltaCompressor`]: each `(key, arch
@@ -261,7 +238,7 @@ fn enc(v: &V, out: &mut Vec<u8>) {
 /// A v2 archive of three real frames (ordinals 0, 1, 2 of one key) whose
 /// TOC entries get `bases[i]` as their `base` and `offsets[i]` as offset.
 fn hand_made(bases: [Option<u64>; 3], bad_offset: Option<u64>) -> Vec<u8> {
-    let objects: Vec<Vec<u8>> = (0..3).map(|i| object(i + 1, 500)).collect();
+    let objects: Vec<Vec<u8>> = (0..3).map(|i| noise(i + 1, 500)).collect();
     let frames: Vec<Vec<u8>> = objects
         .iter()
         .map(|o| zstd::bulk::compress(o, 3).unwrap())
@@ -380,7 +357,7 @@ fn a_delta_against_the_wrong_base_fails_to_decode_without_panicking() {
     let bytes = write(&dir.path().join("d.kpack"), DELTA, &items);
     let a = Archive::from_bytes(bytes).unwrap();
     let e = a.entries().find(|e| e.base().is_some()).unwrap();
-    let wrong = object(1234, 30_000);
+    let wrong = noise(1234, 30_000);
     let decoded = a.read_with_base(e, &wrong);
     let original = &items
         .iter()
@@ -538,7 +515,7 @@ fn a_delta_decoded_against_the_wrong_base_is_an_error_or_differs() {
     let a = Archive::from_bytes(write(&dir.path().join("d.kpack"), DELTA, &items)).unwrap();
     let e = a.entries().find(|e| e.base().is_some()).unwrap();
     let right = a.read(e).unwrap().into_owned();
-    let wrong = object(1234, 30_000);
+    let wrong = noise(1234, 30_000);
     let mut out = vec![0; right.len()];
     let decoded = a.read_with_base_into(e, &wrong, &mut out);
     assert!(decoded.is_err() || out != right);

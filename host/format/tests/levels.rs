@@ -8,22 +8,12 @@
     reason = "tests"
 )]
 
+mod common;
+
 use std::path::Path;
 
+use kpack_format::testing::noise;
 use kpack_format::{Archive, ArchiveWriter, Compression, ErrorKind, LEVELS, WriterOptions};
-
-/// Pseudo-random bytes: incompressible alone.
-fn noise(seed: u32, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            (x >> 24) as u8
-        })
-        .collect()
-}
 
 /// A compressible "code object": runs of a few instruction-like words.
 fn code(seed: u32, len: usize) -> Vec<u8> {
@@ -39,18 +29,8 @@ fn edited(base: &[u8], at: usize, len: usize, seed: u32) -> Vec<u8> {
 }
 
 fn write(path: &Path, compression: Compression, items: &[(&str, &str, Vec<u8>)]) -> Vec<u8> {
-    let options = WriterOptions {
-        group_name: "g".into(),
-        gfx_arch_family: "gfx942".into(),
-        compression,
-        ..Default::default()
-    };
-    let mut w = ArchiveWriter::create(path, options).unwrap();
-    for (key, arch, data) in items {
-        w.add(key, arch, data).unwrap();
-    }
-    w.finish().unwrap();
-    std::fs::read(path).unwrap()
+    let items = items.iter().map(|(k, a, d)| (*k, *a, d.as_slice()));
+    common::write(path, "gfx942", compression, items)
 }
 
 /// Every entry decodes to exactly the bytes added.
@@ -178,14 +158,8 @@ fn a_kernel_is_stored_against_a_like_kernel_of_another_key() {
 fn bases_across_keys_do_not_depend_on_the_thread_count() {
     let dir = tempfile::tempdir().unwrap();
     let items = one_target();
-    let mut outs = Vec::new();
-    for threads in [1, 3] {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
+    common::assert_same_at_thread_counts(&[1, 3], |threads| {
         let path = dir.path().join(format!("t{threads}.kpack"));
-        outs.push(pool.install(|| write(&path, Compression::ZstdDelta { level: 3 }, &items)));
-    }
-    assert_eq!(outs[0], outs[1]);
+        write(&path, Compression::ZstdDelta { level: 3 }, &items)
+    });
 }

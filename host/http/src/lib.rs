@@ -10,6 +10,9 @@
 //! # Ok::<(), kpack_http::Error>(())
 //! ```
 
+#[cfg(feature = "test-server")]
+#[doc(hidden)]
+pub mod testing;
 mod url;
 
 use std::io::Read;

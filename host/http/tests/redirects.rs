@@ -3,45 +3,17 @@
 
 #![allow(clippy::unwrap_used, reason = "test support")]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Read;
 
+use kpack_http::testing::serve;
 use kpack_http::{Deadline, Error, get};
-
-/// A server on 127.0.0.1 answering every request with `answer(path)`
-/// (a status line and headers, then the body). Returns its base URL.
-fn serve(answer: impl Fn(&str) -> (String, Vec<u8>) + Send + 'static) -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut request = String::new();
-            let _ = reader.read_line(&mut request);
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-            }
-            let path = request.split(' ').nth(1).unwrap_or("/").to_string();
-            let (head, body) = answer(&path);
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = stream.write_all(&body);
-        }
-    });
-    url
-}
 
 /// `here`: `/same/x` redirects to `/real/x` (200, "x"), `/loop` to
 /// itself, `/bare` is a 302 without a Location, and anything else
 /// redirects to the same path on `elsewhere`, a second server on another
 /// port that answers 200.
 fn servers() -> (String, String) {
-    let elsewhere = serve(|_| ("200 OK".into(), b"elsewhere".to_vec()));
+    let elsewhere = serve(|_| ("200 OK".into(), b"elsewhere".to_vec())).unwrap();
     let to = elsewhere.clone();
     let here = serve(move |path| {
         if let Some(rest) = path.strip_prefix("/same/") {
@@ -57,7 +29,8 @@ fn servers() -> (String, String) {
         } else {
             (format!("302 Found\r\nLocation: {to}x{path}"), Vec::new())
         }
-    });
+    })
+    .unwrap();
     (here, elsewhere)
 }
 

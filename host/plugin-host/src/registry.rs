@@ -472,7 +472,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
+    use kpack_http::testing::serve;
 
     use super::*;
 
@@ -655,40 +655,10 @@ mod tests {
         assert!(err.to_string().contains("may only contain"), "{err}");
     }
 
-    /// A server on 127.0.0.1 answering every request with `answer(path)`
-    /// (a status line and headers, then the body). Returns its base URL.
-    fn serve(answer: impl Fn(&str) -> (String, Vec<u8>) + Send + 'static) -> String {
-        use std::io::{BufRead, BufReader};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/", listener.local_addr().unwrap());
-        std::thread::spawn(move || {
-            for mut stream in listener.incoming().flatten() {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut request = String::new();
-                let _ = reader.read_line(&mut request);
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                        break;
-                    }
-                }
-                let path = request.split(' ').nth(1).unwrap_or("/").to_string();
-                let (head, body) = answer(&path);
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 {head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                    body.len()
-                );
-                let _ = stream.write_all(&body);
-            }
-        });
-        url
-    }
-
     #[test]
     fn follows_same_origin_redirects_and_refuses_cross_origin_ones() {
         let line = serde_json::to_string(&entry("1.0.0", false)).unwrap() + "\n";
-        let elsewhere = serve(move |_| ("200 OK".into(), line.clone().into_bytes()));
+        let elsewhere = serve(move |_| ("200 OK".into(), line.clone().into_bytes())).unwrap();
         let here = serve(move |path| {
             if let Some(rest) = path.strip_prefix("/same/") {
                 (format!("302 Found\r\nLocation: /real/{rest}"), Vec::new())
@@ -701,7 +671,8 @@ mod tests {
                     Vec::new(),
                 )
             }
-        });
+        })
+        .unwrap();
         let same = Registry::new(&format!("{here}same")).unwrap();
         assert_eq!(same.versions("demo").unwrap().len(), 1);
         let other = Registry::new(&format!("{here}other")).unwrap();

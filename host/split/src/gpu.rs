@@ -13,6 +13,7 @@ use kpack_runtime::{Cache, Config};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::link::link_into_view;
 use crate::manifest::{MANIFEST, prefix_link, read_manifest};
 use crate::recombine::{parse_artifact_name, read_record};
 use crate::verify::{Marked, VerifyReport, check_host_files, files_of, is_installed_tree};
@@ -203,11 +204,7 @@ pub fn explain_gpu(dirs: &[PathBuf], gpu: &str) -> Result<GpuReport> {
                             std::fs::create_dir_all(parent)
                                 .map_err(|e| Error::io(parent, "cannot create", e))?;
                         }
-                        let abs = std::fs::canonicalize(&path)
-                            .map_err(|e| Error::io(&path, "cannot resolve", e))?;
-                        #[cfg(unix)]
-                        std::os::unix::fs::symlink(&abs, &to)
-                            .map_err(|e| Error::io(&to, "cannot link", e))?;
+                        link_into_view(&path, &to)?;
                     }
                 }
             }

@@ -75,6 +75,7 @@ mod artifact;
 mod databases;
 mod error;
 mod gpu;
+mod link;
 mod manifest;
 mod prefix;
 mod recombine;

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::link::symlink;
 
 /// The manifest's file name inside an artifact directory.
 pub const MANIFEST: &str = "artifact_manifest.txt";
@@ -79,11 +80,7 @@ pub(crate) fn keep_link(from: &Path, to: &Path, link: &str) -> Result<()> {
     if let Some(parent) = dst.parent() {
         std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, "cannot create", e))?;
     }
-    #[cfg(unix)]
-    return std::os::unix::fs::symlink(&target, &dst)
-        .map_err(|e| Error::io(&dst, "cannot create symlink", e));
-    #[cfg(not(unix))]
-    return Err(Error::invalid(&src, "symlinks need a Unix host"));
+    symlink(&target, &dst).map_err(|e| Error::io(&dst, "cannot create symlink", e))
 }
 
 /// Write a manifest (one prefix per line, in the given order).

@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::databases::{Claim, Classification, Databases, FileInfo};
 use crate::error::{Error, ErrorKind, Result, error_chain};
+use crate::link::symlink;
 
 /// A progress event, for a progress bar.
 #[derive(Debug, Clone, Copy)]
@@ -549,20 +550,6 @@ pub fn classify_files(
         )
         .with_source(e)
     })
-}
-
-#[cfg(unix)]
-fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
-    std::os::unix::fs::symlink(target, link)
-}
-
-#[cfg(not(unix))]
-fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
-    let _ = (target, link);
-    Err(std::io::Error::new(
-        std::io::ErrorKind::Unsupported,
-        "symlinks need a Unix host",
-    ))
 }
 
 fn copy(src: &Path, dst: &Path) -> std::result::Result<u64, FileError> {

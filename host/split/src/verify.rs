@@ -13,6 +13,7 @@ use kpack_runtime::{Cache, Config};
 use serde::Serialize;
 
 use crate::error::{Error, Result, error_chain};
+use crate::link::link_into_view;
 use crate::manifest::{MANIFEST, prefix_link, read_manifest};
 use crate::prefix::arch_dir_name;
 use crate::recombine::{RECORD, parse_artifact_name, read_record};
@@ -727,11 +728,7 @@ fn check_resolution(
                 if let Some(d) = to.parent() {
                     std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create", e))?;
                 }
-                let abs = std::fs::canonicalize(&path)
-                    .map_err(|e| Error::io(&path, "cannot resolve", e))?;
-                #[cfg(unix)]
-                std::os::unix::fs::symlink(&abs, &to)
-                    .map_err(|e| Error::io(&to, "cannot link", e))?;
+                link_into_view(&path, &to)?;
                 placed.insert(rel, path);
             }
         }

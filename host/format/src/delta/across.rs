@@ -7,7 +7,7 @@
 //! frame decodes per kernel: a lonely entry becomes a delta only against
 //! an entry that stays a base, and nothing depended on it.
 
-use super::{Spread, decompress, map_all, plan_priced};
+use super::{Error, Spread, decompress, map_all, plan_priced};
 
 /// At most this many lonely entries are planned together (in ordinal
 /// order: sorted keys, so neighbours come from one library), which bounds
@@ -31,8 +31,9 @@ pub(crate) struct Archive<'a> {
 /// base where the plan ([`plan_priced`], each entry priced at its frame)
 /// says so and the delta frame at `level` comes out smaller than the
 /// entry's frame alone. Deterministic: groups, plans and frames depend
-/// only on the entries, in ordinal order.
-pub(crate) fn rebase(level: i32, archive: Archive<'_>) -> Result<(), String> {
+/// only on the entries, in ordinal order. A failure names its entry by
+/// ordinal ([`Error::on`]).
+pub(crate) fn rebase(level: i32, archive: Archive<'_>) -> Result<(), Error> {
     let n = archive.frames.len();
     let mut used = vec![false; n];
     for b in archive.base.iter().flatten() {
@@ -73,30 +74,34 @@ fn rebase_group(
     frames: &mut [Vec<u8>],
     base: &mut [Option<usize>],
     sizes: &[u64],
-) -> Result<(), String> {
+) -> Result<(), Error> {
     if group.len() < 2 {
         return Ok(());
     }
     let raw: Vec<Vec<u8>> = map_all(Spread::Rayon, group.len(), |_, i| {
-        let size = usize::try_from(sizes[group[i]]).map_err(|_| "kernel too large".to_owned())?;
-        decompress(&frames[group[i]], None, size)
+        let o = group[i];
+        usize::try_from(sizes[o])
+            .map_err(|_| Error::TooLarge(sizes[o]))
+            .and_then(|size| decompress(&frames[o], None, size))
+            .map_err(|e| e.on(o, None))
     })?;
     let members: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
     let alone: Vec<u64> = group.iter().map(|&o| frames[o].len() as u64).collect();
     let plan = plan_priced(&members, &alone, Spread::Rayon)?;
-    let deltas: Vec<usize> = (0..group.len())
-        .filter(|&t| plan.base[t].is_some())
+    // (member, its base), for every member the plan makes a delta.
+    let deltas: Vec<(usize, usize)> = (0..group.len())
+        .filter_map(|t| plan.base[t].map(|b| (t, b)))
         .collect();
     let encoded = map_all(Spread::Rayon, deltas.len(), |f, i| {
-        let t = deltas[i];
-        let b = plan.base[t].ok_or_else(|| "no base".to_owned())?;
+        let (t, b) = deltas[i];
         f.compress(level, members[t], Some(members[b]))
+            .map_err(|e| e.on(group[t], Some(group[b])))
     })?;
-    for (&t, frame) in deltas.iter().zip(encoded) {
-        let (o, b) = (group[t], plan.base[t].map(|b| group[b]));
+    for (&(t, b), frame) in deltas.iter().zip(encoded) {
+        let o = group[t];
         if frame.len() < frames[o].len() {
             frames[o] = frame;
-            base[o] = b;
+            base[o] = Some(group[b]);
         }
     }
     Ok(())

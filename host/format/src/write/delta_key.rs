@@ -101,7 +101,13 @@ impl DeltaCompressor {
         }
         let sorted: Vec<&[u8]> = order.iter().map(|&i| members[i].1).collect();
         let encoded = delta::encode_key(self.level, &sorted, delta::Spread::Threads(threads))
-            .map_err(|m| Error::new(ErrorKind::Io, format!("zstd failed on {key:?}: {m}")))?;
+            .map_err(|e| {
+                e.named(&format!("cannot compress kernel {key:?}"), |i| {
+                    order
+                        .get(i)
+                        .map_or_else(|| format!("entry {i}"), |&m| members[m].0.to_owned())
+                })
+            })?;
         let entries = order
             .iter()
             .zip(encoded.frames)
@@ -247,21 +253,30 @@ fn decode_frames(
     bases: &[Option<usize>],
     sizes: &[u64],
 ) -> Result<Vec<Vec<u8>>> {
-    let err = |m: String| Error::new(ErrorKind::Io, format!("cannot decode a spooled frame: {m}"));
+    let what = |i: usize| format!("cannot decode spooled frame {i}");
     let size = |i: usize| {
         usize::try_from(sizes[i])
             .map_err(|_| Error::new(ErrorKind::OutOfMemory, "kernel too large"))
     };
     let mut out: Vec<Option<Vec<u8>>> = vec![None; frames.len()];
     for i in (0..frames.len()).filter(|&i| bases[i].is_none()) {
-        out[i] = Some(delta::decompress(&frames[i], None, size(i)?).map_err(err)?);
+        let raw = delta::decompress(&frames[i], None, size(i)?)
+            .map_err(|e| Error::new(ErrorKind::Io, what(i)).with_source(e))?;
+        out[i] = Some(raw);
     }
     for i in 0..frames.len() {
         if let Some(b) = bases[i] {
-            let prefix = out[b]
-                .as_deref()
-                .ok_or_else(|| err(format!("base {b} is itself a delta")))?;
-            out[i] = Some(delta::decompress(&frames[i], Some(prefix), size(i)?).map_err(err)?);
+            let prefix = out[b].as_deref().ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Io,
+                    format!("{}: base {b} is itself a delta", what(i)),
+                )
+            })?;
+            let raw = delta::decompress(&frames[i], Some(prefix), size(i)?).map_err(|e| {
+                Error::new(ErrorKind::Io, format!("{} (a delta against {b})", what(i)))
+                    .with_source(e)
+            })?;
+            out[i] = Some(raw);
         }
     }
     Ok(out.into_iter().flatten().collect())
