@@ -157,6 +157,20 @@ impl Venv {
             .unwrap()
     }
 
+    /// `name==version` of each installed distribution whose name starts
+    /// with `prefix`, sorted (`pip list --format=freeze`).
+    pub fn installed(&self, prefix: &str) -> Vec<String> {
+        let o = self.pip(&["list", "--format=freeze"]);
+        assert!(o.status.success(), "pip list:\n{}", kpack_tests::stderr(&o));
+        let mut names: Vec<String> = kpack_tests::stdout(&o)
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(str::to_string)
+            .collect();
+        names.sort();
+        names
+    }
+
     /// Its platlib directory (site-packages for native code).
     pub fn platlib(&self) -> PathBuf {
         let o = Command::new(&self.python)
