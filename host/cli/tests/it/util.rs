@@ -157,6 +157,18 @@ impl Venv {
             .unwrap()
     }
 
+    /// `pip install --no-index --find-links DIR REQ`, which must succeed.
+    pub fn install_from(&self, dir: &Path, req: &str) {
+        let find = dir.to_str().unwrap();
+        let o = self.pip(&["install", "--no-index", "--find-links", find, req]);
+        assert!(
+            o.status.success(),
+            "pip install {req}:\n{}{}",
+            kpack_tests::stdout(&o),
+            kpack_tests::stderr(&o)
+        );
+    }
+
     /// `name==version` of each installed distribution whose name starts
     /// with `prefix`, sorted (`pip list --format=freeze`).
     pub fn installed(&self, prefix: &str) -> Vec<String> {

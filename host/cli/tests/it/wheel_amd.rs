@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use kpack_format::{Archive, Marker};
-use kpack_tests::{fixture, stderr, stdout};
+use kpack_tests::{fixture, stderr};
 use zip::write::SimpleFileOptions;
 
 use crate::util::{KPACK, Venv, verify_gpu_passes};
@@ -310,20 +310,7 @@ fn pip_installs_a_target_wheel_with_its_parent_and_verify_gpu_passes() {
     assert!(o.status.success(), "python -m kpack:\n{}", stderr(&o));
     stub_rocm_bootstrap(&out);
     let venv = Venv::create(tmp.path());
-    let find = out.to_str().unwrap();
-    let o = venv.pip(&[
-        "install",
-        "--no-index",
-        "--find-links",
-        find,
-        "fatpkg-device-gfx1100",
-    ]);
-    assert!(
-        o.status.success(),
-        "pip install:\n{}{}",
-        stdout(&o),
-        stderr(&o)
-    );
+    venv.install_from(&out, "fatpkg-device-gfx1100");
     let installed = venv.installed("fatpkg");
     // The target pulls its host and its family's parent wheel.
     assert_eq!(
@@ -342,19 +329,7 @@ fn pip_installs_a_target_wheel_with_its_parent_and_verify_gpu_passes() {
     assert!(site.join("fatpkg/.kpack/fatpkg_gfx1100.kpack").is_file());
     verify_gpu_passes(&site, "gfx1100");
     // The host's extra installs the processor's wheel with its variants.
-    let o = venv.pip(&[
-        "install",
-        "--no-index",
-        "--find-links",
-        find,
-        "fatpkg[device-gfx942]",
-    ]);
-    assert!(
-        o.status.success(),
-        "pip install:\n{}{}",
-        stdout(&o),
-        stderr(&o)
-    );
+    venv.install_from(&out, "fatpkg[device-gfx942]");
     // A gfx942 reports xnack+ or xnack-: libxnack.so has code for each only.
     for gpu in ["gfx942:xnack+", "gfx942:xnack-"] {
         verify_gpu_passes(&site, gpu);

@@ -187,20 +187,7 @@ fn pip_installs_exactly_the_wheels_of_one_sub_family() {
     );
 
     let venv = crate::util::Venv::create(tmp.path());
-    let pip = |args: &[&str]| venv.pip(args);
-    let o = pip(&[
-        "install",
-        "--no-index",
-        "--find-links",
-        out.to_str().unwrap(),
-        "fatpkg[device-gfx110x]",
-    ]);
-    assert!(
-        o.status.success(),
-        "pip install:\n{}{}",
-        stdout(&o),
-        stderr(&o)
-    );
+    venv.install_from(&out, "fatpkg[device-gfx110x]");
     let installed = venv.installed("fatpkg");
     // gfx110x's own wheel and gfx11-generic's (code that runs on gfx110x),
     // nothing of another sub-family.
@@ -212,7 +199,7 @@ fn pip_installs_exactly_the_wheels_of_one_sub_family() {
             "fatpkg==1.0"
         ]
     );
-    let o = pip(&["check"]);
+    let o = venv.pip(&["check"]);
     assert!(o.status.success(), "pip check:\n{}", stdout(&o));
 
     let site = venv.platlib();
