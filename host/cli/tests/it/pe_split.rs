@@ -4,11 +4,10 @@
 //! processor, with `/` in every archive name, marker and TOC key.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 
 use kpack_tests::{fixture, stderr, stdout};
-use zip::write::SimpleFileOptions;
 
 use crate::util::kpack;
 
@@ -80,22 +79,8 @@ fn build_wheel(dir: &Path) -> std::path::PathBuf {
         ),
     ];
     let path = dir.join(WHEEL);
-    let mut z = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
-    let opts = SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
-    let mut record = String::new();
-    for (p, b) in &files {
-        z.start_file(p.as_str(), opts).unwrap();
-        z.write_all(b).unwrap();
-        record.push_str(&format!(
-            "{p},{},{}\n",
-            kpack_wheel::record_hash(b),
-            b.len()
-        ));
-    }
-    record.push_str(&format!("{DI}/RECORD,,\n"));
-    z.start_file(format!("{DI}/RECORD"), opts).unwrap();
-    z.write_all(record.as_bytes()).unwrap();
-    z.finish().unwrap();
+    let members = files.iter().map(|(p, b)| (p.as_str(), b.as_slice(), 0o644));
+    crate::util::write_wheel(&path, DI, members);
     path
 }
 

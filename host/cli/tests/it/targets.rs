@@ -5,7 +5,6 @@
 //! gfx90a:xnack+ and gfx90a:xnack-.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -220,22 +219,8 @@ fn wheel(dir: &Path) -> PathBuf {
             b"Wheel-Version: 1.0\nGenerator: kpack-tests\nRoot-Is-Purelib: false\nTag: py3-none-linux_x86_64\n".to_vec(),
         ),
     ];
-    let mut z = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
-    let opts = zip::write::SimpleFileOptions::default().unix_permissions(0o644);
-    let mut record = String::new();
-    for (p, b) in &files {
-        z.start_file(p.as_str(), opts).unwrap();
-        z.write_all(b).unwrap();
-        record.push_str(&format!(
-            "{p},{},{}\n",
-            kpack_wheel::record_hash(b),
-            b.len()
-        ));
-    }
-    record.push_str(&format!("{di}/RECORD,,\n"));
-    z.start_file(format!("{di}/RECORD"), opts).unwrap();
-    z.write_all(record.as_bytes()).unwrap();
-    z.finish().unwrap();
+    let members = files.iter().map(|(p, b)| (p.as_str(), b.as_slice(), 0o644));
+    crate::util::write_wheel(&path, di, members);
     path
 }
 

@@ -2,6 +2,7 @@
 //! they keep scratch files.
 
 use std::ffi::OsStr;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -194,4 +195,27 @@ impl Venv {
             .unwrap();
         PathBuf::from(kpack_tests::stdout(&o).trim())
     }
+}
+
+/// Write a wheel at `path`: `members` (path, bytes, unix mode) in order,
+/// deflated, then a correct `<dist_info>/RECORD`.
+pub fn write_wheel<'a>(
+    path: &Path,
+    dist_info: &str,
+    members: impl IntoIterator<Item = (&'a str, &'a [u8], u32)>,
+) {
+    let mut z = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    let opts = |m: u32| zip::write::SimpleFileOptions::default().unix_permissions(m);
+    let mut record = String::new();
+    for (p, b, m) in members {
+        z.start_file(p, opts(m)).unwrap();
+        z.write_all(b).unwrap();
+        let hash = kpack_wheel::record_hash(b);
+        record.push_str(&format!("{p},{hash},{}\n", b.len()));
+    }
+    record.push_str(&format!("{dist_info}/RECORD,,\n"));
+    z.start_file(format!("{dist_info}/RECORD"), opts(0o644))
+        .unwrap();
+    z.write_all(record.as_bytes()).unwrap();
+    z.finish().unwrap();
 }

@@ -7,13 +7,11 @@
 //! the inputs refused before anything is written.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use kpack_format::{Archive, Marker};
 use kpack_tests::{fixture, stderr};
-use zip::write::SimpleFileOptions;
 
 use crate::util::{KPACK, Venv, verify_gpu_passes};
 use crate::wheel::{build_fat_wheel, kpack_env, read_wheel};
@@ -255,7 +253,6 @@ fn marker_of(binary: &Path) -> Marker {
 /// resolves from a local directory only.
 fn stub_rocm_bootstrap(dir: &Path) {
     let path = dir.join("rocm_bootstrap-0.3.0-py3-none-any.whl");
-    let mut z = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
     let di = "rocm_bootstrap-0.3.0.dist-info";
     let files = [
         ("rocm_bootstrap/__init__.py", "".to_string()),
@@ -269,21 +266,8 @@ fn stub_rocm_bootstrap(dir: &Path) {
                 .to_string(),
         ),
     ];
-    let mut record = String::new();
-    for (p, b) in &files {
-        z.start_file(*p, SimpleFileOptions::default()).unwrap();
-        z.write_all(b.as_bytes()).unwrap();
-        record.push_str(&format!(
-            "{p},{},{}\n",
-            kpack_wheel::record_hash(b.as_bytes()),
-            b.len()
-        ));
-    }
-    record.push_str(&format!("{di}/RECORD,,\n"));
-    z.start_file(format!("{di}/RECORD"), SimpleFileOptions::default())
-        .unwrap();
-    z.write_all(record.as_bytes()).unwrap();
-    z.finish().unwrap();
+    let members = files.iter().map(|(p, b)| (*p, b.as_bytes(), 0o644));
+    crate::util::write_wheel(&path, di, members);
 }
 
 /// `python -m kpack` (this checkout's package, this build's binary).

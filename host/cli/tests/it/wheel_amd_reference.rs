@@ -19,14 +19,12 @@
 //!   directory (AMD leaves its `.kpack_staging` directory).
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use kpack_bundle::{ReadAt, WalkOptions};
 use kpack_format::{Archive, Marker};
 use kpack_tests::{fixture, sha256_hex, stderr, stdout};
 use serde_json::Value;
-use zip::write::SimpleFileOptions;
 
 use crate::wheel::kpack_env;
 
@@ -79,42 +77,11 @@ fn build_tsv_wheel(tsv: &str, dir: &Path) -> PathBuf {
         })
         .unwrap();
     let path = dir.join(&name);
-    let mut z = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
-    let mut record = String::new();
-    for (p, (b, m)) in &members {
-        let opts = SimpleFileOptions::default().unix_permissions(*m);
-        z.start_file(p.as_str(), opts).unwrap();
-        z.write_all(b).unwrap();
-        record.push_str(&format!(
-            "{p},{},{}\n",
-            kpack_wheel::record_hash(b),
-            b.len()
-        ));
-    }
-    record.push_str(&format!("{dist_info}/RECORD,,\n"));
-    z.start_file(format!("{dist_info}/RECORD"), SimpleFileOptions::default())
-        .unwrap();
-    z.write_all(record.as_bytes()).unwrap();
-    z.finish().unwrap();
+    let entries = members
+        .iter()
+        .map(|(p, (b, m))| (p.as_str(), b.as_slice(), *m));
+    crate::util::write_wheel(&path, &dist_info, entries);
     path
-}
-
-fn read_members(path: &Path) -> Members {
-    let mut z = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
-    let mut out = BTreeMap::new();
-    for i in 0..z.len() {
-        let mut e = z.by_index(i).unwrap();
-        if e.is_dir() {
-            continue;
-        }
-        let mut b = Vec::new();
-        e.read_to_end(&mut b).unwrap();
-        out.insert(
-            e.name().to_string(),
-            (b, e.unix_mode().unwrap_or(0) & 0o777),
-        );
-    }
-    out
 }
 
 /// Split the case's wheel with kpack, AMD's arguments unchanged; the output
@@ -287,7 +254,12 @@ fn side_by_side(case_name: &str) {
         "{case_name}: output files ({DIFF_LEFTOVERS})"
     );
     for (name, w) in want {
-        compare_wheel(name, w, &read_members(&out.join(name)), tmp.path());
+        compare_wheel(
+            name,
+            w,
+            &crate::wheel::read_wheel(&out.join(name)),
+            tmp.path(),
+        );
     }
 }
 
