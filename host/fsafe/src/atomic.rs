@@ -33,6 +33,22 @@ impl Staged {
         })
     }
 
+    /// [`Staged::new`] for a file only its owner may read (`0600`, kept
+    /// when persisted without `mode_from`): keys and caches.
+    pub fn private(path: &Path, what: &str) -> Result<Staged> {
+        let io = |source| IoError::new(path, "cannot write", source);
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let tmp = crate::private_temp_file_in(dir, what).map_err(io)?;
+        Ok(Staged {
+            path: path.to_path_buf(),
+            tmp,
+        })
+    }
+
     /// The temp file, to write the output into.
     pub fn file_mut(&mut self) -> &mut std::fs::File {
         self.tmp.as_file_mut()
@@ -82,10 +98,17 @@ pub fn copy_atomically(input: &Path, output: &Path, what: &str) -> Result<u64> {
 }
 
 #[cfg(all(test, unix))]
-mod tests {
+pub(crate) mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
+
+    /// This process's umask (read from /proc).
+    pub(crate) fn umask() -> u32 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("Umask:")).unwrap();
+        u32::from_str_radix(line.split_whitespace().nth(1).unwrap(), 8).unwrap()
+    }
 
     #[test]
     fn writes_replace_the_output_whole_with_the_mode_asked_for() {
@@ -104,10 +127,15 @@ mod tests {
             (std::fs::read(&copy).unwrap(), mode(&copy)),
             (b"old".to_vec(), 0o751)
         );
-        // Without a file to take the mode from, the temp file's own stays.
-        let private = d.path().join("private");
-        write_atomically(&private, "registry", b"x", None).unwrap();
-        assert_eq!(mode(&private), 0o600);
+        // Without a file to take the mode from, the output gets a new
+        // file's mode (0666 & !umask), never the temp file's 0600.
+        let public = d.path().join("public");
+        write_atomically(&public, "index", b"x", None).unwrap();
+        assert_eq!(mode(&public), 0o666 & !umask());
+        let mut private = Staged::private(&d.path().join("private"), "cache").unwrap();
+        private.file_mut().write_all(b"k").unwrap();
+        private.persist(None).unwrap();
+        assert_eq!(mode(&d.path().join("private")), 0o600);
         let left: Vec<_> = std::fs::read_dir(d.path().join("sub")).unwrap().collect();
         assert_eq!(left.len(), 1, "no temp file is left behind");
     }

@@ -86,6 +86,21 @@ pub fn plain_name(flag: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
+/// A name taken from an input (a wheel's `Name`, a recombine group, an
+/// archive key's stem, an index entry) that will name an output file or
+/// directory must be a plain name ([`is_plain_name`]); the error names
+/// `field` and the file `origin` it came from.
+pub fn input_name(origin: &Path, field: &str, value: &str) -> Result<()> {
+    if !is_plain_name(value) {
+        return Err(Error::BadInputName {
+            origin: origin.to_path_buf(),
+            field: field.to_owned(),
+            value: value.to_owned(),
+        });
+    }
+    Ok(())
+}
+
 /// `flag`'s value must be a relative path that stays inside its root
 /// ([`is_plain_relative`]).
 pub fn inside_root(flag: &str, value: &str) -> Result<()> {

@@ -113,6 +113,41 @@ pub enum Error {
         /// The cause.
         source: std::io::Error,
     },
+    /// A name taken from an input that cannot name an output.
+    #[error(
+        "{}: {field} {value:?} cannot name an output (it must be a plain name: not empty, no '/', '\\' or NUL, no drive, not '.' or '..')",
+        origin.display()
+    )]
+    BadInputName {
+        /// The file the name came from.
+        origin: PathBuf,
+        /// Where in it (`METADATA Name`, `architecture group`).
+        field: String,
+        /// The name.
+        value: String,
+    },
+    /// One output planned twice, or inside another.
+    #[error("{}: planned twice (overlaps {})", path.display(), other.display())]
+    PlannedTwice {
+        /// The output.
+        path: PathBuf,
+        /// The output it overlaps.
+        other: PathBuf,
+    },
+    /// A planned output that was never staged.
+    #[error("{}: planned but never written", path.display())]
+    NotStaged {
+        /// The output.
+        path: PathBuf,
+    },
+    /// An output that cannot be moved into place.
+    #[error("{}: cannot move into place", path.display())]
+    Commit {
+        /// The output.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
     /// A directory that cannot be opened or locked.
     #[error("{}: {what}", path.display())]
     Lock {

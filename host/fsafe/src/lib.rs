@@ -1,5 +1,8 @@
 //! What kpack promises about your files, in one place every writer uses:
 //!
+//! - every command's outputs are planned, staged, checked and committed
+//!   all or nothing through [`Outputs`] (one rule for existing outputs,
+//!   [`Existing`]; dependents first, [`Order`]);
 //! - outputs are written to a temp file beside them and renamed into place
 //!   ([`Staged`], [`write_atomically`], [`copy_atomically`]);
 //! - temp files and staging directories are named
@@ -17,22 +20,26 @@
 //! - writers into one directory take turns ([`lock_dir`]);
 //! - paths read from files, archives, indexes or flags stay inside their
 //!   root ([`is_plain_relative`], [`is_plain_name`], [`inside_root`],
-//!   [`plain_name`]).
+//!   [`plain_name`]), and names taken from an input are checked once
+//!   ([`input_name`]) with an error naming the field and the file.
 
 mod atomic;
 mod check;
+mod dir;
 mod error;
+mod output;
 mod path;
 mod temp;
 
 pub use atomic::{Staged, copy_atomically, write_atomically};
 pub use check::{
-    CreatedDir, file_kind, inside_root, lock_dir, not_existing, not_nested, not_same_file,
-    plain_name, regular_file,
+    CreatedDir, file_kind, input_name, inside_root, lock_dir, not_existing, not_nested,
+    not_same_file, plain_name, regular_file,
 };
 pub use error::{Error, IoError, Result};
+pub use output::{Existing, Order, Outputs, commit_all};
 pub use path::{is_plain_name, is_plain_relative, normalize, relative_path, resolved};
 pub use temp::{
-    TEMP_PREFIX, is_stale_temp, remove_stale_temps, stale_temps, temp_dir_in, temp_file_in,
-    temp_owner, temp_prefix,
+    TEMP_PREFIX, is_stale_temp, private_temp_file_in, remove_stale_temps, stale_temps, temp_dir_in,
+    temp_file_in, temp_owner, temp_prefix,
 };

@@ -21,7 +21,26 @@ pub fn temp_prefix(what: &str) -> String {
 /// A new temp file in `dir` named for this process and `what`
 /// (`.kpack-tmp-<pid>-<what>-<random>`), deleted when dropped unless
 /// persisted.
+///
+/// The file is created `0666 & !umask`, the mode of any other new file, so
+/// an output renamed from it is readable as every other output is (a temp
+/// file's usual `0600` would make archives installed by root unreadable to
+/// everyone else). [`private_temp_file_in`] keeps `0600`.
 pub fn temp_file_in(dir: &Path, what: &str) -> std::io::Result<tempfile::NamedTempFile> {
+    let prefix = temp_prefix(what);
+    let mut b = tempfile::Builder::new();
+    b.prefix(&prefix);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        b.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    b.tempfile_in(dir)
+}
+
+/// [`temp_file_in`] for a file only its owner may read (`0600`): keys and
+/// caches.
+pub fn private_temp_file_in(dir: &Path, what: &str) -> std::io::Result<tempfile::NamedTempFile> {
     tempfile::Builder::new()
         .prefix(&temp_prefix(what))
         .tempfile_in(dir)
@@ -73,11 +92,19 @@ pub fn stale_temps(dir: &Path) -> Vec<PathBuf> {
 /// Remove the stale kpack temp files and directories directly in `dir`;
 /// returns what was removed. Removal is best effort: what cannot be removed
 /// is left for the next run.
+///
+/// A stale staging directory that holds a commit journal belongs to a run
+/// killed while it moved its outputs into `dir`: its commit is finished
+/// first ([`crate::Outputs`]), so `dir` ends with the complete new outputs,
+/// never a part of them.
 pub fn remove_stale_temps(dir: &Path) -> Vec<PathBuf> {
     stale_temps(dir)
         .into_iter()
         .filter(|p| {
             let is_dir = std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+            if is_dir && p.join(crate::output::JOURNAL).is_file() {
+                crate::output::finish_interrupted(dir, p);
+            }
             if is_dir {
                 std::fs::remove_dir_all(p).is_ok()
             } else {

@@ -251,7 +251,7 @@ fn store(component: &Component, path: &Path, key: &[u8]) -> std::io::Result<()> 
     let mut m = mac(key);
     m.update(&bytes);
     // Staged files are created 0600 and keep that mode (no `mode_from`).
-    let mut staged = kpack_fsafe::Staged::new(path, "cache").map_err(|e| e.source)?;
+    let mut staged = kpack_fsafe::Staged::private(path, "cache").map_err(|e| e.source)?;
     staged.file_mut().write_all(&m.finalize().into_bytes())?;
     staged.file_mut().write_all(&bytes)?;
     staged.persist(None).map_err(|e| e.source)

@@ -1,0 +1,197 @@
+//! Directory handles for committing outputs: a path inside an output root
+//! is reached from the root's handle one component at a time, never
+//! following a symlink, so a directory swapped for a symlink while a
+//! command runs cannot send an output outside the root.
+
+use std::ffi::OsString;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+/// An open directory (Unix: a file descriptor; elsewhere: its path, with
+/// every component checked not to be a symlink).
+pub(crate) struct Dir {
+    #[cfg(unix)]
+    fd: std::os::fd::OwnedFd,
+    /// For messages, and the whole handle where there are no descriptors.
+    path: PathBuf,
+}
+
+/// The single normal components of `rel`, or an error for anything else.
+fn components(rel: &Path) -> io::Result<Vec<OsString>> {
+    rel.components()
+        .map(|c| match c {
+            Component::Normal(n) => Ok(n.to_os_string()),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a plain relative path", rel.display()),
+            )),
+        })
+        .collect()
+}
+
+/// The error for a symlink met where a directory must be.
+fn symlink_in_the_way(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "{} is a symlink or not a directory; outputs are never written through one",
+            path.display()
+        ),
+    )
+}
+
+#[cfg(unix)]
+mod imp {
+    use std::ffi::OsStr;
+    use std::io;
+    use std::path::Path;
+
+    use rustix::fs::{AtFlags, Mode, OFlags};
+
+    use super::{Dir, symlink_in_the_way};
+
+    const DIR_FLAGS: OFlags = OFlags::RDONLY
+        .union(OFlags::DIRECTORY)
+        .union(OFlags::NOFOLLOW)
+        .union(OFlags::CLOEXEC);
+
+    impl Dir {
+        /// Open the directory `path` (a symlink naming the root itself is
+        /// followed: the root is the caller's choice).
+        pub(crate) fn open(path: &Path) -> io::Result<Dir> {
+            let fd = rustix::fs::open(
+                path,
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?;
+            Ok(Dir {
+                fd,
+                path: path.to_path_buf(),
+            })
+        }
+
+        /// The subdirectory `name`, created (mode `0777 & !umask`) when
+        /// missing and `create`; never through a symlink. Returns whether it
+        /// was created.
+        pub(crate) fn child(&self, name: &OsStr, create: bool) -> io::Result<(Dir, bool)> {
+            let path = self.path.join(name);
+            let mut made = false;
+            if create {
+                match rustix::fs::mkdirat(&self.fd, name, Mode::from_bits_truncate(0o777)) {
+                    Ok(()) => made = true,
+                    Err(rustix::io::Errno::EXIST) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            match rustix::fs::openat(&self.fd, name, DIR_FLAGS, Mode::empty()) {
+                Ok(fd) => Ok((Dir { fd, path }, made)),
+                Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
+                    Err(symlink_in_the_way(&path))
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
+
+        /// Whether `name` exists in this directory (a symlink counts).
+        pub(crate) fn exists(&self, name: &OsStr) -> bool {
+            rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok()
+        }
+
+        /// Rename `from`/`a` to `to`/`b`.
+        pub(crate) fn rename(from: &Dir, a: &OsStr, to: &Dir, b: &OsStr) -> io::Result<()> {
+            rustix::fs::renameat(&from.fd, a, &to.fd, b)?;
+            Ok(())
+        }
+    }
+}
+
+#[cfg(not(unix))]
+mod imp {
+    use std::ffi::OsStr;
+    use std::io;
+    use std::path::Path;
+
+    use super::{Dir, symlink_in_the_way};
+
+    impl Dir {
+        /// Open the directory `path`.
+        pub(crate) fn open(path: &Path) -> io::Result<Dir> {
+            if !std::fs::metadata(path)?.is_dir() {
+                return Err(symlink_in_the_way(path));
+            }
+            Ok(Dir {
+                path: path.to_path_buf(),
+            })
+        }
+
+        /// The subdirectory `name`, created when missing and `create`;
+        /// never a symlink. Returns whether it was created.
+        pub(crate) fn child(&self, name: &OsStr, create: bool) -> io::Result<(Dir, bool)> {
+            let path = self.path.join(name);
+            let mut made = false;
+            if create && std::fs::symlink_metadata(&path).is_err() {
+                std::fs::create_dir(&path)?;
+                made = true;
+            }
+            let meta = std::fs::symlink_metadata(&path)?;
+            if meta.file_type().is_symlink() || !meta.is_dir() {
+                return Err(symlink_in_the_way(&path));
+            }
+            Ok((Dir { path }, made))
+        }
+
+        /// Whether `name` exists in this directory (a symlink counts).
+        pub(crate) fn exists(&self, name: &OsStr) -> bool {
+            std::fs::symlink_metadata(self.path.join(name)).is_ok()
+        }
+
+        /// Rename `from`/`a` to `to`/`b`.
+        pub(crate) fn rename(from: &Dir, a: &OsStr, to: &Dir, b: &OsStr) -> io::Result<()> {
+            std::fs::rename(from.path.join(a), to.path.join(b))
+        }
+    }
+}
+
+impl Dir {
+    /// The directory holding `rel` (reached from this one, its missing
+    /// directories created and their paths relative to this one appended
+    /// to `made`) and `rel`'s last component.
+    pub(crate) fn walk_to_parent(
+        &self,
+        rel: &Path,
+        made: &mut Vec<PathBuf>,
+    ) -> io::Result<(Dir, OsString)> {
+        let mut parts = components(rel)?;
+        let Some(last) = parts.pop() else {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "an empty path"));
+        };
+        let mut dir = self.reopen()?;
+        let mut at = PathBuf::new();
+        for p in parts {
+            at.push(&p);
+            let (next, created) = dir.child(&p, true)?;
+            if created {
+                made.push(at.clone());
+            }
+            dir = next;
+        }
+        Ok((dir, last))
+    }
+
+    /// A second handle on this directory.
+    fn reopen(&self) -> io::Result<Dir> {
+        #[cfg(unix)]
+        {
+            Ok(Dir {
+                fd: self.fd.try_clone()?,
+                path: self.path.clone(),
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            Ok(Dir {
+                path: self.path.clone(),
+            })
+        }
+    }
+}

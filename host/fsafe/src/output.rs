@@ -1,0 +1,527 @@
+//! One way to write: every output of a kpack command is planned, staged,
+//! checked and committed through [`Outputs`].
+//!
+//! - **Plan.** Each output path is named before its first byte is written
+//!   ([`Outputs::plan`]), relative to the output root and checked by one
+//!   rule ([`crate::is_plain_relative`]); names that come from an input go
+//!   through [`crate::input_name`] first, whose error names the field and
+//!   the file it came from.
+//! - **Stage.** Outputs are written into a staging tree on the output's own
+//!   file system (`.kpack-tmp-<pid>-<what>-<random>/out`), laid out as
+//!   under the root.
+//! - **Check.** The command verifies the staged files (verify-elf, archive
+//!   verify, RECORD) before it commits.
+//! - **Commit** ([`Outputs::commit`], [`commit_all`]): all or nothing. A new
+//!   output root is one rename of the staging tree. Outputs merged into an
+//!   existing root are moved in the order planned ([`Order::First`] before
+//!   [`Order::Last`]: archives before the host binary that needs them,
+//!   device wheels before the host wheel), through directory handles that
+//!   never follow a symlink inside the root; when a move fails, every move
+//!   already made is undone. A journal in the staging directory lets the next
+//!   run that writes into the root finish a commit that a kill interrupted
+//!   ([`crate::remove_stale_temps`]).
+//! - **Existing outputs** follow one rule ([`Existing`]): refused, or
+//!   replaced with `--force`; never merged into.
+//! - **Modes.** Staged files are created `0666 & !umask` and directories
+//!   `0777 & !umask` ([`crate::temp_file_in`]); executables keep the bits
+//!   their writer gives them.
+
+use std::path::{Component, Path, PathBuf};
+
+use crate::dir::Dir;
+use crate::{CreatedDir, Error, Result};
+
+/// The name of the commit journal inside a staging directory: the planned
+/// paths in commit order, one per line, written before the first move.
+pub(crate) const JOURNAL: &str = "commit";
+/// The staging tree inside a staging directory.
+pub(crate) const TREE: &str = "out";
+/// Where replaced outputs wait until a commit is done.
+const REPLACED: &str = "replaced";
+/// Scratch space of the command, never committed.
+const SCRATCH: &str = "work";
+
+/// What an output that exists already means: one rule for every command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Existing {
+    /// Refused: the command writes nothing and says to pass `--force`.
+    Refuse,
+    /// Replaced whole (`--force`): the old file or directory is moved aside
+    /// and removed once the commit is done; restored if it fails.
+    Replace,
+}
+
+impl Existing {
+    /// The rule `--force` asks for.
+    pub fn from_force(force: bool) -> Existing {
+        if force {
+            Existing::Replace
+        } else {
+            Existing::Refuse
+        }
+    }
+}
+
+/// When a planned output moves into place relative to the others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Order {
+    /// With the first: what other outputs depend on (archives, device wheels).
+    First,
+    /// After every [`Order::First`] output: what depends on them (the host
+    /// binary, the host wheel, an index).
+    Last,
+}
+
+/// The outputs of one command under one root: planned, staged, committed.
+#[must_use = "nothing is written until `commit`"]
+pub struct Outputs {
+    root: PathBuf,
+    /// The root did not exist: the staging tree becomes the root in one rename.
+    fresh: bool,
+    /// `.kpack-tmp-<pid>-<what>-<random>`, in the root or (fresh) beside it.
+    holder: tempfile::TempDir,
+    planned: Vec<(PathBuf, Order)>,
+    existing: Existing,
+    /// The root's parents this run created (fresh roots only).
+    created: Option<CreatedDir>,
+}
+
+impl Outputs {
+    /// Outputs under `root` (a directory, created at commit when missing),
+    /// staged in `.kpack-tmp-<pid>-<what>-<random>`. Stale temps of dead
+    /// runs in the root are removed first (finishing any commit they had
+    /// begun).
+    pub fn create(root: &Path, what: &str, existing: Existing) -> Result<Outputs> {
+        let root = if root.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            root
+        };
+        let fresh = std::fs::symlink_metadata(root).is_err();
+        let (holder_in, created) = if fresh {
+            let parent = parent_of(root);
+            (parent.to_path_buf(), Some(CreatedDir::create(parent)?))
+        } else {
+            if !std::fs::metadata(root).is_ok_and(|m| m.is_dir()) {
+                return Err(Error::NotDir {
+                    path: root.to_path_buf(),
+                });
+            }
+            crate::remove_stale_temps(root);
+            (root.to_path_buf(), None)
+        };
+        let holder = crate::temp_dir_in(&holder_in, what).map_err(|source| Error::CreateDir {
+            path: holder_in.clone(),
+            source,
+        })?;
+        let tree = holder.path().join(TREE);
+        std::fs::create_dir(&tree).map_err(|source| Error::CreateDir {
+            path: tree.clone(),
+            source,
+        })?;
+        Ok(Outputs {
+            root: root.to_path_buf(),
+            fresh,
+            holder,
+            planned: Vec::new(),
+            existing,
+            created,
+        })
+    }
+
+    /// The output root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The staging tree: `rel` is staged at `tree().join(rel)`.
+    pub fn tree(&self) -> PathBuf {
+        self.holder.path().join(TREE)
+    }
+
+    /// A scratch directory on the output's file system for the command's
+    /// intermediate files; never committed, removed with the staging
+    /// directory.
+    pub fn scratch(&self) -> Result<PathBuf> {
+        let p = self.holder.path().join(SCRATCH);
+        std::fs::create_dir_all(&p).map_err(|source| Error::CreateDir {
+            path: p.clone(),
+            source,
+        })?;
+        Ok(p)
+    }
+
+    /// Plan the output `rel` (a file or a directory, relative to the root)
+    /// and return where to stage it; its parent directories are created in
+    /// the staging tree. `rel` must be a plain relative path, planned once,
+    /// and neither inside nor around another planned output.
+    pub fn plan(&mut self, rel: &str, order: Order) -> Result<PathBuf> {
+        if !crate::is_plain_relative(rel) {
+            return Err(Error::NotInsideRoot {
+                flag: "output".into(),
+                value: rel.to_owned(),
+            });
+        }
+        let rel = PathBuf::from(rel);
+        if let Some((other, _)) = self
+            .planned
+            .iter()
+            .find(|(p, _)| p.starts_with(&rel) || rel.starts_with(p))
+        {
+            return Err(Error::PlannedTwice {
+                path: self.root.join(&rel),
+                other: self.root.join(other),
+            });
+        }
+        let staged = self.tree().join(&rel);
+        let parent = parent_of(&staged);
+        std::fs::create_dir_all(parent).map_err(|source| Error::CreateDir {
+            path: parent.to_path_buf(),
+            source,
+        })?;
+        self.planned.push((rel, order));
+        Ok(staged)
+    }
+
+    /// Where `rel` lands once committed.
+    pub fn dest(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// The planned outputs that exist already under the root.
+    pub fn existing_outputs(&self) -> Vec<PathBuf> {
+        if self.fresh {
+            return Vec::new();
+        }
+        self.planned
+            .iter()
+            .map(|(p, _)| self.root.join(p))
+            .filter(|p| std::fs::symlink_metadata(p).is_ok())
+            .collect()
+    }
+
+    /// Refuse now, before the work, when an output exists and the rule is
+    /// [`Existing::Refuse`]; [`Outputs::commit`] checks again.
+    pub fn check_existing(&self) -> Result<()> {
+        if self.existing == Existing::Refuse
+            && let Some(path) = self.existing_outputs().into_iter().next()
+        {
+            return Err(Error::Exists { path });
+        }
+        Ok(())
+    }
+
+    /// Move every planned output into place (all or nothing) and return
+    /// their final paths, in commit order.
+    pub fn commit(self) -> Result<Vec<PathBuf>> {
+        commit_all(vec![self]).map(|mut v| v.pop().unwrap_or_default())
+    }
+
+    /// The planned outputs in commit order.
+    fn order(&self) -> Vec<PathBuf> {
+        let mut planned = self.planned.clone();
+        planned.sort_by_key(|(_, o)| *o);
+        planned.into_iter().map(|(p, _)| p).collect()
+    }
+
+    /// Check what commit needs before anything moves: every output staged,
+    /// none existing unless replaced, none where a directory must be.
+    fn precheck(&self) -> Result<()> {
+        for (rel, _) in &self.planned {
+            let staged = self.tree().join(rel);
+            if std::fs::symlink_metadata(&staged).is_err() {
+                return Err(Error::NotStaged {
+                    path: self.root.join(rel),
+                });
+            }
+        }
+        if self.fresh {
+            return Ok(());
+        }
+        self.check_existing()?;
+        for (rel, _) in &self.planned {
+            let dest = self.root.join(rel);
+            let (old, new) = (
+                std::fs::symlink_metadata(&dest),
+                std::fs::metadata(self.tree().join(rel)),
+            );
+            if let (Ok(old), Ok(new)) = (old, new)
+                && old.is_dir() != new.is_dir()
+            {
+                return Err(Error::OutputIsDir { path: dest });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The directory `p` lives in (`.` for a bare name).
+fn parent_of(p: &Path) -> &Path {
+    p.parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// Commit several [`Outputs`] as one: each in turn, in the order given (the
+/// archives' outputs before the host binary's); when any move fails, every
+/// move of every one is undone. Returns each one's final paths.
+pub fn commit_all(outputs: Vec<Outputs>) -> Result<Vec<Vec<PathBuf>>> {
+    for o in &outputs {
+        o.precheck()?;
+    }
+    let mut done: Vec<Undo> = Vec::new();
+    let mut paths = Vec::new();
+    for o in &outputs {
+        match commit_one(o) {
+            Ok((undo, p)) => {
+                done.push(undo);
+                paths.push(p);
+            }
+            Err(e) => {
+                for u in done.into_iter().rev() {
+                    u.undo();
+                }
+                return Err(e);
+            }
+        }
+    }
+    for (o, u) in outputs.into_iter().zip(done) {
+        u.forget();
+        if let Some(c) = o.created {
+            c.keep();
+        }
+    }
+    Ok(paths)
+}
+
+/// What one commit did, to undo it.
+enum Undo {
+    /// The staging tree became the root.
+    Fresh { root: PathBuf, tree: PathBuf },
+    /// Outputs moved into an existing root.
+    Merged(Merge),
+}
+
+impl Undo {
+    fn undo(self) {
+        match self {
+            Undo::Fresh { root, tree } => {
+                let _ = std::fs::rename(root, tree);
+            }
+            Undo::Merged(m) => m.rollback(),
+        }
+    }
+
+    fn forget(self) {
+        if let Undo::Merged(m) = self {
+            m.finish();
+        }
+    }
+}
+
+/// One output root's commit.
+fn commit_one(o: &Outputs) -> Result<(Undo, Vec<PathBuf>)> {
+    let order = o.order();
+    let finals: Vec<PathBuf> = order.iter().map(|p| o.root.join(p)).collect();
+    if o.fresh && std::fs::symlink_metadata(&o.root).is_err() {
+        std::fs::rename(o.tree(), &o.root).map_err(|source| Error::Commit {
+            path: o.root.clone(),
+            source,
+        })?;
+        return Ok((
+            Undo::Fresh {
+                root: o.root.clone(),
+                tree: o.tree(),
+            },
+            finals,
+        ));
+    }
+    let mut m = Merge::begin(o, &order)?;
+    for rel in &order {
+        if let Err(e) = m.move_in(rel) {
+            m.rollback();
+            return Err(e);
+        }
+    }
+    Ok((Undo::Merged(m), finals))
+}
+
+/// Outputs being moved into an existing root through directory handles.
+struct Merge {
+    root: PathBuf,
+    root_dir: Dir,
+    tree_dir: Dir,
+    replaced_dir: Dir,
+    holder: PathBuf,
+    existing: Existing,
+    /// Moves made: (relative path, whether an old output was set aside).
+    moved: Vec<(PathBuf, bool)>,
+    /// Directories created under the root, in creation order.
+    made: Vec<PathBuf>,
+}
+
+impl Merge {
+    /// Open the handles and write the journal.
+    fn begin(o: &Outputs, order: &[PathBuf]) -> Result<Merge> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| Error::Commit { path, source }
+        };
+        let holder = o.holder.path().to_path_buf();
+        let root_dir = Dir::open(&o.root).map_err(io(&o.root))?;
+        let tree_dir = Dir::open(&o.tree()).map_err(io(&o.tree()))?;
+        let replaced = holder.join(REPLACED);
+        std::fs::create_dir_all(&replaced).map_err(io(&replaced))?;
+        let replaced_dir = Dir::open(&replaced).map_err(io(&replaced))?;
+        write_journal(&holder, order).map_err(io(&holder.join(JOURNAL)))?;
+        Ok(Merge {
+            root: o.root.clone(),
+            root_dir,
+            tree_dir,
+            replaced_dir,
+            holder,
+            existing: o.existing,
+            moved: Vec::new(),
+            made: Vec::new(),
+        })
+    }
+
+    /// Move the staged `rel` into place (the old one set aside first when
+    /// replacing).
+    fn move_in(&mut self, rel: &Path) -> Result<()> {
+        let dest = self.root.join(rel);
+        let err = |source| Error::Commit {
+            path: dest.clone(),
+            source,
+        };
+        let (dir, name) = self
+            .root_dir
+            .walk_to_parent(rel, &mut self.made)
+            .map_err(err)?;
+        let (src_dir, src_name) = self
+            .tree_dir
+            .walk_to_parent(rel, &mut Vec::new())
+            .map_err(err)?;
+        let mut set_aside = false;
+        if dir.exists(&name) {
+            if self.existing == Existing::Refuse {
+                return Err(Error::Exists { path: dest });
+            }
+            let (old_dir, old_name) = self
+                .replaced_dir
+                .walk_to_parent(rel, &mut Vec::new())
+                .map_err(err)?;
+            Dir::rename(&dir, &name, &old_dir, &old_name).map_err(err)?;
+            set_aside = true;
+        }
+        if let Err(e) = Dir::rename(&src_dir, &src_name, &dir, &name) {
+            if set_aside
+                && let Ok((old_dir, old_name)) =
+                    self.replaced_dir.walk_to_parent(rel, &mut Vec::new())
+            {
+                let _ = Dir::rename(&old_dir, &old_name, &dir, &name);
+            }
+            return Err(err(e));
+        }
+        self.moved.push((rel.to_path_buf(), set_aside));
+        Ok(())
+    }
+
+    /// Undo every move, newest first, restore what was replaced and remove
+    /// the directories made. Best effort: what cannot be moved back stays
+    /// in the staging directory for the next run.
+    fn rollback(mut self) {
+        for (rel, set_aside) in std::mem::take(&mut self.moved).into_iter().rev() {
+            let back = (
+                self.root_dir.walk_to_parent(&rel, &mut Vec::new()),
+                self.tree_dir.walk_to_parent(&rel, &mut Vec::new()),
+            );
+            if let (Ok((dir, name)), Ok((src_dir, src_name))) = back {
+                let _ = Dir::rename(&dir, &name, &src_dir, &src_name);
+                if set_aside
+                    && let Ok((old_dir, old_name)) =
+                        self.replaced_dir.walk_to_parent(&rel, &mut Vec::new())
+                {
+                    let _ = Dir::rename(&old_dir, &old_name, &dir, &name);
+                }
+            }
+        }
+        for d in self.made.iter().rev() {
+            let _ = std::fs::remove_dir(self.root.join(d));
+        }
+        let _ = std::fs::remove_file(self.holder.join(JOURNAL));
+    }
+
+    /// The commit is done: the journal goes (what was replaced goes with
+    /// the staging directory).
+    fn finish(self) {
+        let _ = std::fs::remove_file(self.holder.join(JOURNAL));
+    }
+}
+
+/// Write the journal: the planned paths in commit order, then synced, so a
+/// run that finds it after a kill can finish the commit.
+fn write_journal(holder: &Path, order: &[PathBuf]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut text = String::new();
+    for p in order {
+        if let Some(s) = p.to_str() {
+            text.push_str(s);
+            text.push('\n');
+        }
+    }
+    let path = holder.join(JOURNAL);
+    let mut f = std::fs::File::create(&path)?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()
+}
+
+/// Finish the commit a dead run began in `root` from its staging directory
+/// `holder` (which holds a journal): every output the journal lists that is
+/// still staged is moved into place, replacing what is there, in the
+/// journal's order. Returns whether everything was moved.
+pub(crate) fn finish_interrupted(root: &Path, holder: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(holder.join(JOURNAL)) else {
+        return false;
+    };
+    let replaced = holder.join(REPLACED);
+    let _ = std::fs::create_dir_all(&replaced);
+    let dirs = (
+        Dir::open(root),
+        Dir::open(&holder.join(TREE)),
+        Dir::open(&replaced),
+    );
+    let (Ok(root_dir), Ok(tree_dir), Ok(replaced_dir)) = dirs else {
+        return false;
+    };
+    let mut ok = true;
+    for line in text.lines() {
+        let rel = Path::new(line);
+        if !crate::is_plain_relative(line) || rel.components().any(|c| c == Component::CurDir) {
+            ok = false;
+            continue;
+        }
+        let Ok((src_dir, src_name)) = tree_dir.walk_to_parent(rel, &mut Vec::new()) else {
+            ok = false;
+            continue;
+        };
+        if !src_dir.exists(&src_name) {
+            continue;
+        }
+        let moved = root_dir
+            .walk_to_parent(rel, &mut Vec::new())
+            .and_then(|(dir, name)| {
+                if dir.exists(&name) {
+                    let (old_dir, old_name) = replaced_dir.walk_to_parent(rel, &mut Vec::new())?;
+                    Dir::rename(&dir, &name, &old_dir, &old_name)?;
+                }
+                Dir::rename(&src_dir, &src_name, &dir, &name)
+            });
+        ok &= moved.is_ok();
+    }
+    ok
+}
+
+#[cfg(test)]
+#[path = "output_tests.rs"]
+mod tests;

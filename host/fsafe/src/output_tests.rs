@@ -1,0 +1,188 @@
+use std::path::Path;
+
+use super::*;
+
+fn write(p: &Path, text: &str) {
+    std::fs::write(p, text).unwrap();
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap()
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_new_root_is_one_rename_and_nothing_else_is_left() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("out");
+    let mut o = Outputs::create(&root, "test", Existing::Refuse).unwrap();
+    write(&o.plan("host.whl", Order::Last).unwrap(), "host");
+    write(&o.plan("sub/dev.whl", Order::First).unwrap(), "dev");
+    assert!(!root.exists(), "nothing is in place before commit");
+    let paths = o.commit().unwrap();
+    assert_eq!(paths, vec![root.join("sub/dev.whl"), root.join("host.whl")]);
+    assert_eq!(read(&root.join("host.whl")), "host");
+    assert_eq!(names(d.path()), vec!["out"]);
+    assert_eq!(names(&root), vec!["host.whl", "sub"]);
+}
+
+#[test]
+fn a_dropped_plan_writes_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("deep/out");
+    let mut o = Outputs::create(&root, "test", Existing::Refuse).unwrap();
+    write(&o.plan("x", Order::First).unwrap(), "x");
+    drop(o);
+    assert!(names(d.path()).is_empty(), "{:?}", names(d.path()));
+}
+
+#[test]
+fn an_existing_output_is_refused_unless_replaced() {
+    let d = tempfile::tempdir().unwrap();
+    write(&d.path().join("a"), "old");
+    let mut o = Outputs::create(d.path(), "test", Existing::Refuse).unwrap();
+    write(&o.plan("b", Order::First).unwrap(), "new b");
+    write(&o.plan("a", Order::Last).unwrap(), "new a");
+    assert!(matches!(o.check_existing(), Err(Error::Exists { .. })));
+    assert!(matches!(o.commit(), Err(Error::Exists { .. })));
+    assert_eq!(names(d.path()), vec!["a"], "b was not moved in either");
+    assert_eq!(read(&d.path().join("a")), "old");
+
+    let mut o = Outputs::create(d.path(), "test", Existing::Replace).unwrap();
+    write(&o.plan("a", Order::Last).unwrap(), "new a");
+    o.commit().unwrap();
+    assert_eq!(read(&d.path().join("a")), "new a");
+    assert_eq!(names(d.path()), vec!["a"]);
+}
+
+#[test]
+fn a_failed_move_undoes_every_move_before_it() {
+    let d = tempfile::tempdir().unwrap();
+    write(&d.path().join("old"), "old");
+    write(
+        &d.path().join("blocker"),
+        "a file where a directory must be",
+    );
+    let mut o = Outputs::create(d.path(), "test", Existing::Replace).unwrap();
+    write(&o.plan("old", Order::First).unwrap(), "new");
+    write(&o.plan("first/archive", Order::First).unwrap(), "archive");
+    write(&o.plan("blocker/host", Order::Last).unwrap(), "host");
+    let e = o.commit().unwrap_err();
+    assert!(matches!(e, Error::Commit { .. }), "{e}");
+    assert_eq!(names(d.path()), vec!["blocker", "old"]);
+    assert_eq!(
+        read(&d.path().join("old")),
+        "old",
+        "the replaced file is back"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_symlink_inside_the_root_is_never_followed() {
+    let d = tempfile::tempdir().unwrap();
+    let (root, outside) = (d.path().join("root"), d.path().join("outside"));
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("lib")).unwrap();
+    let mut o = Outputs::create(&root, "test", Existing::Replace).unwrap();
+    write(&o.plan("lib/x.kpack", Order::First).unwrap(), "x");
+    let e = o.commit().unwrap_err();
+    assert!(e.to_string().contains("cannot move into place"), "{e}");
+    assert!(names(&outside).is_empty());
+}
+
+#[test]
+fn several_roots_commit_as_one() {
+    let d = tempfile::tempdir().unwrap();
+    let (archives, host) = (d.path().join("archives"), d.path().join("host"));
+    std::fs::create_dir_all(&host).unwrap();
+    std::fs::create_dir_all(host.join("lib.so")).unwrap();
+    let mut a = Outputs::create(&archives, "test", Existing::Refuse).unwrap();
+    write(&a.plan("lib_gfx942.kpack", Order::First).unwrap(), "a");
+    let mut h = Outputs::create(&host, "test", Existing::Replace).unwrap();
+    write(&h.plan("lib.so", Order::Last).unwrap(), "host");
+    let e = commit_all(vec![a, h]).unwrap_err();
+    assert!(matches!(e, Error::OutputIsDir { .. }), "{e}");
+    assert!(!archives.exists(), "the archives' commit was not made");
+
+    let mut a = Outputs::create(&archives, "test", Existing::Refuse).unwrap();
+    write(&a.plan("lib_gfx942.kpack", Order::First).unwrap(), "a");
+    let mut h = Outputs::create(&host, "test", Existing::Refuse).unwrap();
+    write(&h.plan("other.so", Order::Last).unwrap(), "host");
+    commit_all(vec![a, h]).unwrap();
+    assert_eq!(read(&archives.join("lib_gfx942.kpack")), "a");
+    assert_eq!(read(&host.join("other.so")), "host");
+}
+
+#[test]
+fn plans_stay_inside_the_root_and_do_not_overlap() {
+    let d = tempfile::tempdir().unwrap();
+    let mut o = Outputs::create(d.path(), "test", Existing::Refuse).unwrap();
+    for bad in ["", "../x", "/abs", "a/../b", "a\\b", "C:x", "a//b", "."] {
+        assert!(o.plan(bad, Order::First).is_err(), "{bad:?}");
+    }
+    o.plan("a/b", Order::First).unwrap();
+    for overlap in ["a/b", "a", "a/b/c"] {
+        let e = o.plan(overlap, Order::First).unwrap_err();
+        assert!(matches!(e, Error::PlannedTwice { .. }), "{overlap}: {e}");
+    }
+    assert!(matches!(o.commit(), Err(Error::NotStaged { .. })));
+}
+
+#[test]
+fn input_names_are_plain_and_the_error_says_where_they_came_from() {
+    let origin = Path::new("fat.whl");
+    assert!(crate::input_name(origin, "METADATA Name", "fatpkg").is_ok());
+    for bad in ["/var/tmp/esc/pwn", "..", "", "a/b", "a\\b", "C:x"] {
+        let e = crate::input_name(origin, "METADATA Name", bad).unwrap_err();
+        assert!(
+            e.to_string().starts_with("fat.whl: METADATA Name"),
+            "{bad:?}: {e}"
+        );
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn outputs_get_a_new_files_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("out");
+    let mut o = Outputs::create(&root, "test", Existing::Refuse).unwrap();
+    let staged = o.plan("a.kpack", Order::First).unwrap();
+    let mut f = crate::temp_file_in(staged.parent().unwrap(), "archive").unwrap();
+    std::io::Write::write_all(&mut f, b"x").unwrap();
+    f.persist(&staged).unwrap();
+    o.commit().unwrap();
+    let umask = crate::atomic::tests::umask();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&root.join("a.kpack")), 0o666 & !umask);
+    assert_eq!(mode(&root), 0o777 & !umask);
+}
+
+#[test]
+fn a_commit_killed_halfway_is_finished_by_the_next_run() {
+    let d = tempfile::tempdir().unwrap();
+    write(&d.path().join("host.whl"), "old host");
+    // What a run killed after moving its first output leaves: its staging
+    // directory with the journal and the outputs not yet moved.
+    let holder = d.path().join(".kpack-tmp-99999999-wheel-abc");
+    std::fs::create_dir_all(holder.join("out")).unwrap();
+    write(&holder.join("out/host.whl"), "new host");
+    write(&d.path().join("dev.whl"), "new dev");
+    write(&holder.join(JOURNAL), "dev.whl\nhost.whl\n");
+    let o = Outputs::create(d.path(), "test", Existing::Refuse).unwrap();
+    drop(o);
+    assert_eq!(names(d.path()), vec!["dev.whl", "host.whl"]);
+    assert_eq!(read(&d.path().join("host.whl")), "new host");
+}
