@@ -7,11 +7,14 @@
 //! Keys that would escape `DIR` (absolute, `..`, empty components) are
 //! refused.
 
+mod convert;
+
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
 use kpack_format::{Archive, ArchiveWriter, Compression, WriterOptions};
+use kpack_fsafe::{Existing, Order, Outputs};
 use serde_json::json;
 
 use crate::exit::{CliError, CliResult};
@@ -197,9 +200,7 @@ pub fn run(args: Args) -> CliResult {
             compression,
             level,
             force,
-        } => {
-            crate::archive_convert::convert(&files, &output, compression.compression(level), force)
-        }
+        } => convert::convert(&files, &output, compression.compression(level), force),
         Action::Verify { files, json } => verify(&files, json),
     }
 }
@@ -397,51 +398,34 @@ fn extract(
         crate::safety::write_stdout(&a.read(e)?)?;
         return Ok(());
     }
-    write_entries(&a, &chosen, out)
+    write_entries(&a, &chosen, out, force)
 }
 
-/// The output directory of an extract (created if needed; removed again
-/// unless kept) and a staging directory inside it, stale temps of earlier
-/// runs cleaned up.
-pub(crate) fn extract_stage(
+/// Decode `chosen` into the staged outputs of `out`, then commit them
+/// whole: a corrupt entry leaves nothing behind, not the entries before it.
+fn write_entries(
+    a: &Archive,
+    chosen: &[(&kpack_format::Entry, PathBuf)],
     out: &Path,
-) -> anyhow::Result<(crate::safety::CreatedDir, tempfile::TempDir)> {
-    let created = crate::safety::CreatedDir::create(out)?;
+    force: bool,
+) -> CliResult {
     crate::safety::clean_stale_temps(out);
-    let stage = kpack_fsafe::temp_dir_in(out, "extract")
-        .with_context(|| format!("cannot create a staging directory in {}", out.display()))?;
-    Ok((created, stage))
-}
-
-/// Decode `chosen` into a staging directory in `out`, then move each to
-/// its path there: a corrupt entry leaves nothing behind, not the entries
-/// before it.
-fn write_entries(a: &Archive, chosen: &[(&kpack_format::Entry, PathBuf)], out: &Path) -> CliResult {
-    let (created, stage) = extract_stage(out)?;
+    let mut outputs = Outputs::create(out, "extract", Existing::from_force(force))?;
     let mut sizes = Vec::new();
     for (e, rel) in chosen {
+        let rel = rel
+            .to_str()
+            .map(|r| r.replace('\\', "/"))
+            .unwrap_or_default();
+        let path = outputs.plan(&rel, Order::First)?;
         let bytes = a.read(e)?;
-        let path = stage.path().join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("cannot create {}", parent.display()))?;
-        }
         std::fs::write(&path, &bytes)
             .with_context(|| format!("cannot write {}", path.display()))?;
         sizes.push(bytes.len());
     }
-    for ((_, rel), size) in chosen.iter().zip(sizes) {
-        let dest = out.join(rel);
-        if let Some(parent) = dest.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("cannot create {}", parent.display()))?;
-        }
-        std::fs::rename(stage.path().join(rel), &dest)
-            .with_context(|| format!("cannot move into {}", dest.display()))?;
+    for (dest, size) in outputs.commit()?.iter().zip(sizes) {
         println!("{}\t{size}", dest.display());
     }
-    drop(stage);
-    created.keep();
     Ok(())
 }
 

@@ -9,6 +9,7 @@ use anyhow::Context;
 use kpack_amdgpu::TargetId;
 use kpack_binary::{ExtractFile, HostBinary};
 use kpack_bundle::WalkOptions;
+use kpack_fsafe::{Existing, Order, Outputs};
 use rayon::prelude::*;
 
 use crate::exit::CliResult;
@@ -84,59 +85,22 @@ pub fn run(args: Args) -> CliResult {
         return to_stdout(&args.file, &bin, jobs);
     }
     for job in jobs {
-        let dest = args.output.join(&job.name);
-        crate::safety::not_same_file(&args.file, &dest)?;
-        crate::safety::not_existing(&dest, args.force)?;
+        crate::safety::not_same_file(&args.file, &args.output.join(&job.name))?;
     }
-    if std::fs::symlink_metadata(&args.output).is_err() {
-        return extract_into_new_dir(&args, &bin, jobs);
-    }
-    let created = crate::safety::CreatedDir::create(&args.output)?;
+    // Staged, then committed whole: no partial output on failure, and a
+    // new output directory appears complete or not at all.
     crate::safety::clean_stale_temps(&args.output);
-    // Stage everything, then move into place: no partial output on failure.
-    let stage = kpack_fsafe::temp_dir_in(&args.output, "extract").with_context(|| {
-        format!(
-            "cannot create a staging directory in {}",
-            args.output.display()
-        )
-    })?;
-    write_staged(&args, &bin, jobs, stage.path())?;
+    let force = Existing::from_force(args.force);
+    let mut outputs = Outputs::create(&args.output, "extract", force)?;
     for job in jobs {
-        let dest = args.output.join(&job.name);
-        std::fs::rename(stage.path().join(&job.name), &dest)
-            .with_context(|| format!("cannot move into {}", dest.display()))?;
+        outputs.plan(&job.name, Order::First)?;
+    }
+    outputs.check_existing()?;
+    write_staged(&args, &bin, jobs, &outputs.tree())?;
+    for dest in outputs.commit()? {
         let size = std::fs::metadata(&dest).map(|m| m.len()).unwrap_or(0);
         println!("{}\t{size}", display(&dest));
     }
-    drop(stage);
-    created.keep();
-    Ok(())
-}
-
-/// Extraction into a directory that does not exist yet: staged as a
-/// sibling and renamed into place whole, so a run stopped at any point
-/// leaves either no output directory or a complete one.
-fn extract_into_new_dir(args: &Args, bin: &HostBinary, jobs: &[ExtractFile]) -> CliResult {
-    let parent = args
-        .output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let created = crate::safety::CreatedDir::create(parent)?;
-    crate::safety::clean_stale_temps(parent);
-    let stage = kpack_fsafe::temp_dir_in(parent, "extract")
-        .with_context(|| format!("cannot create a staging directory in {}", parent.display()))?;
-    write_staged(args, bin, jobs, stage.path())?;
-    std::fs::rename(stage.path(), &args.output)
-        .with_context(|| format!("cannot move into {}", args.output.display()))?;
-    // Renamed away: nothing left for the guard to delete.
-    let _ = stage.keep();
-    for job in jobs {
-        let dest = args.output.join(&job.name);
-        let size = std::fs::metadata(&dest).map(|m| m.len()).unwrap_or(0);
-        println!("{}\t{size}", display(&dest));
-    }
-    created.keep();
     Ok(())
 }
 

@@ -8,7 +8,6 @@
 mod amd_compat;
 mod archive;
 mod archive_args;
-mod archive_convert;
 mod detect;
 mod exit;
 mod external;

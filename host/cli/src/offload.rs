@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use kpack_binary::TransformReport;
 use kpack_format::WriterOptions;
-use kpack_fsafe::relative_path;
+use kpack_fsafe::{Existing, Order, Outputs, relative_path};
 use kpack_offload::{ArchiveSet, Offload, OffloadOptions, Outcome, offload};
 
 use crate::archive_args::ArchiveArgs;
@@ -65,19 +65,34 @@ pub fn run(args: Args) -> CliResult {
     if let Some(dir) = args.output.parent().filter(|d| !d.as_os_str().is_empty()) {
         safety::clean_stale_temps(dir);
     }
-    let (archives, opts) = plan(&args);
+    let (mut archives, opts) = plan(&args);
+    // Archives and host binary are staged, then committed as one: archives
+    // first (inert without their binary), the host binary last; a failure
+    // anywhere undoes every move.
+    let existing = Existing::from_force(args.force);
+    let mut archive_out = Outputs::create(&args.archives, "offload", existing)?;
+    archives.set_stage(archive_out.tree());
+    let (out_dir, out_name) = split_output(&args.output)?;
+    let mut host_out = Outputs::create(&out_dir, "offload", existing)?;
+    let staged_host = host_out.plan(&out_name, Order::Last)?;
     let spinner = crate::ui::spinner(format!("offloading {}", args.input.display()));
     let done = args
         .archive
         .thread_pool()?
-        .install(|| offload(&args.input, &args.output, &opts, &filter, archives));
+        .install(|| offload(&args.input, &staged_host, &opts, &filter, archives));
     if let Some(s) = &spinner {
         s.finish_and_clear();
     }
     let Offload {
         outcome,
-        archives: written,
+        archives: mut written,
     } = done?;
+    for (_, w) in &mut written {
+        let name = w.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        archive_out.plan(name, Order::First)?;
+        w.path = args.archives.join(name);
+    }
+    kpack_fsafe::commit_all(vec![archive_out, host_out])?;
     // A host-only input writes no archive: leave no empty directory either.
     if !written.is_empty() {
         created.keep();
@@ -88,6 +103,19 @@ pub fn run(args: Args) -> CliResult {
         print_text(&args, &outcome, &written);
         Ok(())
     }
+}
+
+/// The directory `output` goes in and its file name.
+pub(crate) fn split_output(output: &Path) -> anyhow::Result<(PathBuf, String)> {
+    let dir = output
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let name = output
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| anyhow::anyhow!("{}: not a file name", output.display()))?;
+    Ok((dir, name.to_owned()))
 }
 
 /// The archive set and the offload options the flags ask for (archive

@@ -15,6 +15,7 @@ use std::path::Path;
 use anyhow::Context;
 use kpack_amdgpu::TargetId;
 use kpack_binary::FileKind;
+use kpack_fsafe::{Existing, Order, Outputs};
 use kpack_llvm_offload::{Container, ListedImage, Listing, MemberKind, MemberListing, ReadOptions};
 
 /// Sniff `path`: `Some` if this module handles it.
@@ -179,21 +180,15 @@ pub fn extract(
         }
     }
     let chosen: Vec<&ListedImage> = images.iter().filter(|i| matches(&i.arch)).collect();
+    crate::safety::clean_stale_temps(output);
+    let mut outputs = Outputs::create(output, "extract", Existing::from_force(force))?;
     for img in &chosen {
-        crate::safety::not_existing(&output.join(&img.file_name), force)?;
-    }
-    let (created, stage) = crate::archive::extract_stage(output)?;
-    for img in &chosen {
-        let p = stage.path().join(&img.file_name);
+        let p = outputs.plan(&img.file_name, Order::First)?;
+        outputs.check_existing()?;
         std::fs::write(&p, &img.bytes).with_context(|| format!("cannot write {}", p.display()))?;
     }
-    for img in &chosen {
-        let dest = output.join(&img.file_name);
-        std::fs::rename(stage.path().join(&img.file_name), &dest)
-            .with_context(|| format!("cannot move into {}", dest.display()))?;
+    for (dest, img) in outputs.commit()?.iter().zip(&chosen) {
         println!("{}\t{}", dest.display(), img.bytes.len());
     }
-    drop(stage);
-    created.keep();
     Ok(())
 }

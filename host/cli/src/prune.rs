@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, anyhow};
 use kpack_bundle::WalkOptions;
+use kpack_fsafe::{Existing, Order, Outputs};
 
 use crate::exit::CliResult;
 use crate::safety;
@@ -98,15 +99,11 @@ pub fn run(args: Args) -> CliResult {
     for t in &missing {
         eprintln!("warning: {input}: has no code object for {t}");
     }
-    // Parents the write creates go again if it fails.
-    let created = match args.output.parent().filter(|d| !d.as_os_str().is_empty()) {
-        Some(dir) => Some(safety::CreatedDir::create(dir)?),
-        None => None,
-    };
-    let report = prunable.write(&args.output, keep.filter())?;
-    if let Some(c) = created {
-        c.keep();
-    }
+    // Staged, then committed (a new parent directory appears with it).
+    let (out_dir, out_name) = crate::offload::split_output(&args.output)?;
+    let mut outputs = Outputs::create(&out_dir, "prune", Existing::from_force(args.force))?;
+    let report = prunable.write(&outputs.plan(&out_name, Order::Last)?, keep.filter())?;
+    outputs.commit()?;
     let targets = Targets {
         kept: &kept,
         dropped: &dropped,

@@ -216,7 +216,7 @@ fn walk_fatbin<'d, R: object::ReadRef<'d>>(
     let mut fatbin_runs = Vec::new();
     for s in obj.sections() {
         let name = s.name().unwrap_or_default();
-        if name == FATBIN_SECTION || !crate::verify::is_fatbin_run(name) {
+        if name == FATBIN_SECTION || !is_fatbin_run(name) {
             continue;
         }
         if let Some(run) = section_info(obj, name).filter(|r| r.in_file && r.addr >= fb.addr) {
@@ -486,4 +486,15 @@ fn symbol_value<'d, R: object::ReadRef<'d>>(
         return (s.address(), s.name().unwrap_or("").to_string());
     }
     (sym.address(), name)
+}
+
+/// `.hip_fatbin`, or `.hip_fatbin.N`: a later run of it in a file
+/// `kpack prune` laid out in runs.
+pub(crate) fn is_fatbin_run(name: &str) -> bool {
+    name.strip_prefix(FATBIN_SECTION).is_some_and(|rest| {
+        rest.is_empty()
+            || rest
+                .strip_prefix('.')
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    })
 }

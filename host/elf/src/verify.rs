@@ -11,7 +11,7 @@ use object::read::elf::{ElfFile64, FileHeader as _, ProgramHeader as _};
 use object::{Object, ObjectSection, ReadRef};
 
 use crate::machine::Machine;
-use crate::read::{FATBIN_SECTION, MARKER_SECTION, SEGMENT_SECTION, WRAPPER_SIZE};
+use crate::read::{FATBIN_SECTION, MARKER_SECTION, SEGMENT_SECTION, WRAPPER_SIZE, is_fatbin_run};
 
 /// The bytes a check was given are not a 64-bit little-endian ELF at all.
 #[derive(Debug, thiserror::Error)]
@@ -374,17 +374,6 @@ impl<'d, R: ReadRef<'d>> Checks<'d, '_, R> {
             }
         }
     }
-}
-
-/// `.hip_fatbin`, or `.hip_fatbin.N`: a later run of it in a file
-/// `kpack prune` laid out in runs.
-pub(crate) fn is_fatbin_run(name: &str) -> bool {
-    name.strip_prefix(FATBIN_SECTION).is_some_and(|rest| {
-        rest.is_empty()
-            || rest
-                .strip_prefix('.')
-                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-    })
 }
 
 /// The end of `start + len`, exact: header fields are untrusted, and a

@@ -5,6 +5,7 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+use kpack_fsafe::{Existing, Order, Outputs};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -79,7 +80,8 @@ pub fn build_listing(dir: &Path) -> Result<Listing> {
     })
 }
 
-/// Write `dir`'s listing to `dir/kpack-index.json` (temp + rename).
+/// Write `dir`'s listing to `dir/kpack-index.json` (staged and committed
+/// through [`Outputs`], readable by everyone as any new file is).
 pub fn write_listing(dir: &Path) -> Result<(PathBuf, Listing)> {
     let listing = build_listing(dir)?;
     let path = dir.join(LISTING);
@@ -88,13 +90,14 @@ pub fn write_listing(dir: &Path) -> Result<(PathBuf, Listing)> {
         source,
     })?;
     text.push('\n');
-    kpack_fsafe::write_atomically(&path, "index", text.as_bytes(), None).map_err(|e| {
-        Error::Io {
-            path: e.path,
-            what: e.what,
-            source: e.source,
-        }
+    let mut outputs = Outputs::create(dir, "index", Existing::Refuse)?;
+    let staged = outputs.plan_update(LISTING, Order::Last)?;
+    std::fs::write(&staged, text).map_err(|source| Error::Io {
+        path: path.clone(),
+        what: "cannot write",
+        source,
     })?;
+    outputs.commit()?;
     Ok((path, listing))
 }
 

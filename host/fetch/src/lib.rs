@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use kpack_binary::{FileKind, HostBinary};
 use kpack_bundle::WalkOptions;
 use kpack_format::Marker;
+use kpack_fsafe::{Existing, Order, Outputs};
 use kpack_runtime::{Cache, Config, GFXARCH, compatible_targets};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -48,6 +49,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// An output that cannot be staged or committed.
+    #[error(transparent)]
+    Output(#[from] kpack_fsafe::Error),
     /// An HTTP request failed, or was answered with another status than 200.
     #[error(transparent)]
     Request(#[from] kpack_http::Error),
@@ -198,7 +202,7 @@ pub fn fetch(tree: &Path, source: &Source, gpus: &[String]) -> Result<Report> {
                 if report.archives.iter().any(|a| a.path == cand) {
                     continue;
                 }
-                let action = install(source, f, &cand)?;
+                let action = install(source, f, &root, &cand)?;
                 report.archives.push(Installed {
                     path: cand,
                     name: f.name.clone(),
@@ -356,23 +360,30 @@ fn group_rank(g: &str, targets: &[String]) -> Option<usize> {
     })
 }
 
-/// Make `dest` hold `f`: kept when its hash is the listed one, else
-/// downloaded into a temp file beside it, checked, and renamed over it.
-fn install(source: &Source, f: &IndexFile, dest: &Path) -> Result<Action> {
+/// Make `dest` (inside the tree `root`) hold `f`: kept when its hash is
+/// the listed one, else downloaded into a staged file in the tree, checked,
+/// and committed ([`kpack_fsafe::Outputs`]: reached from the tree's root
+/// without following a symlink, so a directory swapped during the download
+/// cannot send the archive outside the tree).
+fn install(source: &Source, f: &IndexFile, root: &Path, dest: &Path) -> Result<Action> {
     let existed = dest.is_file();
     if existed && hash_file(dest).is_ok_and(|(size, h)| size == f.size && h == f.sha256) {
         return Ok(Action::Present);
     }
-    let dir = dest.parent().unwrap_or(Path::new("."));
     let io = |what, source| Error::Io {
         path: dest.to_path_buf(),
         what,
         source,
     };
-    std::fs::create_dir_all(dir).map_err(|e| io("cannot create its directory", e))?;
-    kpack_fsafe::remove_stale_temps(dir);
-    let mut tmp = kpack_fsafe::temp_file_in(dir, "fetch")
-        .map_err(|e| io("cannot create a temp file beside", e))?;
+    let rel = dest
+        .strip_prefix(root)
+        .ok()
+        .and_then(|r| r.to_str())
+        .map(|r| r.replace(std::path::MAIN_SEPARATOR, "/"))
+        .ok_or_else(|| Error::BadName(dest.display().to_string()))?;
+    let mut outputs = Outputs::create(root, "fetch", Existing::Replace)?;
+    let staged = outputs.plan(&rel, Order::First)?;
+    let mut tmp = std::fs::File::create(&staged).map_err(|e| io("cannot stage", e))?;
     let location = source.location(f);
     let mut reader = source.open(f)?;
     let mut hasher = Sha256::new();
@@ -408,11 +419,9 @@ fn install(source: &Source, f: &IndexFile, dest: &Path) -> Result<Action> {
             got,
         });
     }
-    tmp.as_file()
-        .sync_all()
-        .map_err(|e| io("cannot write", e))?;
-    tmp.persist(dest)
-        .map_err(|e| io("cannot install", e.error))?;
+    tmp.sync_all().map_err(|e| io("cannot write", e))?;
+    drop(tmp);
+    outputs.commit()?;
     Ok(if existed {
         Action::Replaced
     } else {

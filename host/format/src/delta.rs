@@ -12,13 +12,10 @@ use zstd::zstd_safe::{self, CCtx, CParameter};
 pub(crate) mod across;
 mod error;
 
+pub(crate) use error::Error;
 use error::Step;
-pub(crate) use error::{Error, ZstdError};
 
-/// zstd's decoder refuses windows above 2^27 unless told otherwise; frames
-/// stay within it so any stock decoder (and our reader, which never raises
-/// the limit for untrusted frames) accepts them.
-pub(crate) const MAX_WINDOW_LOG: u32 = 27;
+pub(crate) use crate::frame::MAX_WINDOW_LOG;
 
 /// The window log that lets a frame of `src_len` bytes reach back over the
 /// whole of a `prefix_len`-byte prefix (capped at [`MAX_WINDOW_LOG`]).
@@ -64,7 +61,7 @@ impl<'m> Frames<'m> {
         self.set(CParameter::CompressionLevel(level))?;
         self.set(CParameter::ContentSizeFlag(true))?;
         self.set(CParameter::ChecksumFlag(false))?;
-        if let Some(log) = crate::write::long_window(level).filter(|_| prefix.is_none()) {
+        if let Some(log) = crate::frame::long_window(level).filter(|_| prefix.is_none()) {
             self.set(CParameter::WindowLog(log))?;
         }
         if let Some(prefix) = prefix {
@@ -103,8 +100,8 @@ pub(crate) fn decompress_with_prefix(
     frame: &[u8],
     prefix: &[u8],
     out: &mut Vec<u8>,
-) -> Result<usize, ZstdError> {
-    crate::read::zstd_decode(frame, Some(prefix), out)
+) -> Result<usize, crate::frame::ZstdError> {
+    crate::frame::zstd_decode(frame, Some(prefix), out)
 }
 
 /// Which entry of one kernel key is stored how: `base[i] == None` for a
@@ -508,7 +505,7 @@ pub(crate) fn decompress(
     size: usize,
 ) -> Result<Vec<u8>, Error> {
     let mut out = Vec::with_capacity(size);
-    let got = crate::read::zstd_decode(frame, prefix, &mut out).map_err(|source| Error::Zstd {
+    let got = crate::frame::zstd_decode(frame, prefix, &mut out).map_err(|source| Error::Zstd {
         step: Step::Decode,
         source,
     })?;

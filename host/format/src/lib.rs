@@ -66,6 +66,7 @@ mod decode;
 mod delta;
 mod error;
 mod finding;
+mod frame;
 mod marker;
 mod mmap;
 mod read;

@@ -3,14 +3,13 @@
 //! decoded with a per-thread context).
 
 use std::borrow::Cow;
-use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::delta::ZstdError;
 use crate::error::{Error, ErrorKind, Result};
+use crate::frame::zstd_decode;
 use crate::mmap::Map;
 
 mod toc;
@@ -503,37 +502,6 @@ impl WriteBuf for [u8] {
     fn as_slice_mut(&mut self) -> Option<&mut [u8]> {
         Some(self)
     }
-}
-
-thread_local! {
-    // One decompression context per thread, for plain frames and deltas
-    // alike: creating one costs more than decoding a small kernel, and a
-    // shared one would need a lock.
-    static DCTX: RefCell<Option<zstd::zstd_safe::DCtx<'static>>> = const { RefCell::new(None) };
-}
-
-/// Decode the single zstd frame `frame` into `out` (against `prefix`, a
-/// raw-content dictionary, when given) with this thread's context; the
-/// number of bytes written.
-pub(crate) fn zstd_decode<B: zstd::zstd_safe::WriteBuf + ?Sized>(
-    frame: &[u8],
-    prefix: Option<&[u8]>,
-    out: &mut B,
-) -> std::result::Result<usize, ZstdError> {
-    let err = ZstdError::code;
-    DCTX.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let dctx = match &mut *slot {
-            Some(d) => d,
-            None => slot.insert(zstd::zstd_safe::DCtx::try_create().ok_or(ZstdError::NoContext)?),
-        };
-        match prefix {
-            // A dictionary without zstd's magic is raw content: exactly the
-            // "ref prefix" the writer compressed against.
-            Some(p) => dctx.decompress_using_dict(out, frame, p).map_err(err),
-            None => dctx.decompress(out, frame).map_err(err),
-        }
-    })
 }
 
 /// Check the frame's size claims: the TOC's `original_size` must be

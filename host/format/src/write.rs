@@ -153,8 +153,7 @@ struct Reserved {
 /// refuse).
 pub const LEVELS: std::ops::RangeInclusive<i32> = 1..=19;
 
-/// The default level: AMD's splitter's, fast.
-pub const DEFAULT_LEVEL: i32 = 3;
+pub use crate::frame::DEFAULT_LEVEL;
 
 /// `level`, if the writer accepts it ([`LEVELS`]); else an
 /// [`ErrorKind::InvalidArgument`] error.
@@ -172,19 +171,6 @@ pub fn check_level(level: i32) -> Result<i32> {
     ))
 }
 
-/// The window log a frame at `level` asks for: above the default level,
-/// [`delta::MAX_WINDOW_LOG`], so a kernel larger than the level's own
-/// window (8 MiB at level 19) can match anywhere in itself. zstd shrinks
-/// the window to the frame's content size, so smaller kernels get the same
-/// frames as without it. Every decoder we know accepts it: AMD's loader
-/// and ours decode a frame in one call (`ZSTD_decompressDCtx`), where
-/// zstd's window limit does not apply, and 2^27 is within any streaming
-/// decoder's default limit. `None` at the default level and below, whose
-/// frames stay exactly as before.
-pub(crate) fn long_window(level: i32) -> Option<u32> {
-    (level > DEFAULT_LEVEL).then_some(delta::MAX_WINDOW_LOG)
-}
-
 /// A zstd compressor at `level`; a level outside [`LEVELS`] is an
 /// [`ErrorKind::InvalidArgument`] error.
 pub(crate) fn zstd_compressor(level: i32) -> Result<zstd::bulk::Compressor<'static>> {
@@ -195,7 +181,7 @@ pub(crate) fn zstd_compressor(level: i32) -> Result<zstd::bulk::Compressor<'stat
         )
     };
     let mut c = zstd::bulk::Compressor::new(check_level(level)?).map_err(invalid)?;
-    if let Some(log) = long_window(level) {
+    if let Some(log) = crate::frame::long_window(level) {
         c.set_parameter(zstd::zstd_safe::CParameter::WindowLog(log))
             .map_err(invalid)?;
     }

@@ -182,3 +182,30 @@ impl IoError {
         }
     }
 }
+
+impl Error {
+    /// The message and the I/O cause, for a caller that wraps this error
+    /// in its own type (the message never repeats the cause).
+    pub fn into_parts(self) -> (String, Option<std::io::Error>) {
+        let message = self.to_string();
+        let source = match self {
+            Error::Open { source, .. }
+            | Error::Absolute { source, .. }
+            | Error::CreateDir { source, .. }
+            | Error::Lock { source, .. }
+            | Error::Commit { source, .. } => Some(source),
+            _ => None,
+        };
+        (message, source)
+    }
+
+    /// An output that exists already (refused without `--force`).
+    pub fn is_exists(&self) -> bool {
+        matches!(self, Error::Exists { .. })
+    }
+
+    /// A name taken from an input that cannot name an output.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, Error::BadInputName { .. })
+    }
+}

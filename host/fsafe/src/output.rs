@@ -72,6 +72,18 @@ pub enum Order {
     Last,
 }
 
+/// One planned output.
+#[derive(Clone, Debug)]
+struct Planned {
+    /// Relative to the root.
+    rel: PathBuf,
+    order: Order,
+    /// The command's own record of the root (an index, a RECORD): replaced
+    /// whatever the rule for existing outputs, since the command merged
+    /// the old one into it.
+    update: bool,
+}
+
 /// The outputs of one command under one root: planned, staged, committed.
 #[must_use = "nothing is written until `commit`"]
 pub struct Outputs {
@@ -80,7 +92,7 @@ pub struct Outputs {
     fresh: bool,
     /// `.kpack-tmp-<pid>-<what>-<random>`, in the root or (fresh) beside it.
     holder: tempfile::TempDir,
-    planned: Vec<(PathBuf, Order)>,
+    planned: Vec<Planned>,
     existing: Existing,
     /// The root's parents this run created (fresh roots only).
     created: Option<CreatedDir>,
@@ -156,6 +168,17 @@ impl Outputs {
     /// the staging tree. `rel` must be a plain relative path, planned once,
     /// and neither inside nor around another planned output.
     pub fn plan(&mut self, rel: &str, order: Order) -> Result<PathBuf> {
+        self.plan_output(rel, order, false)
+    }
+
+    /// [`Outputs::plan`] for a file the command keeps up to date in the
+    /// root (an index, a record of what it wrote), which it has merged the
+    /// old one into: it replaces an existing one whatever the rule.
+    pub fn plan_update(&mut self, rel: &str, order: Order) -> Result<PathBuf> {
+        self.plan_output(rel, order, true)
+    }
+
+    fn plan_output(&mut self, rel: &str, order: Order, update: bool) -> Result<PathBuf> {
         if !crate::is_plain_relative(rel) {
             return Err(Error::NotInsideRoot {
                 flag: "output".into(),
@@ -163,14 +186,14 @@ impl Outputs {
             });
         }
         let rel = PathBuf::from(rel);
-        if let Some((other, _)) = self
+        if let Some(other) = self
             .planned
             .iter()
-            .find(|(p, _)| p.starts_with(&rel) || rel.starts_with(p))
+            .find(|p| p.rel.starts_with(&rel) || rel.starts_with(&p.rel))
         {
             return Err(Error::PlannedTwice {
                 path: self.root.join(&rel),
-                other: self.root.join(other),
+                other: self.root.join(&other.rel),
             });
         }
         let staged = self.tree().join(&rel);
@@ -179,7 +202,7 @@ impl Outputs {
             path: parent.to_path_buf(),
             source,
         })?;
-        self.planned.push((rel, order));
+        self.planned.push(Planned { rel, order, update });
         Ok(staged)
     }
 
@@ -195,7 +218,8 @@ impl Outputs {
         }
         self.planned
             .iter()
-            .map(|(p, _)| self.root.join(p))
+            .filter(|p| !p.update)
+            .map(|p| self.root.join(&p.rel))
             .filter(|p| std::fs::symlink_metadata(p).is_ok())
             .collect()
     }
@@ -218,20 +242,19 @@ impl Outputs {
     }
 
     /// The planned outputs in commit order.
-    fn order(&self) -> Vec<PathBuf> {
+    fn order(&self) -> Vec<Planned> {
         let mut planned = self.planned.clone();
-        planned.sort_by_key(|(_, o)| *o);
-        planned.into_iter().map(|(p, _)| p).collect()
+        planned.sort_by_key(|p| p.order);
+        planned
     }
 
     /// Check what commit needs before anything moves: every output staged,
     /// none existing unless replaced, none where a directory must be.
     fn precheck(&self) -> Result<()> {
-        for (rel, _) in &self.planned {
-            let staged = self.tree().join(rel);
-            if std::fs::symlink_metadata(&staged).is_err() {
+        for p in &self.planned {
+            if std::fs::symlink_metadata(self.tree().join(&p.rel)).is_err() {
                 return Err(Error::NotStaged {
-                    path: self.root.join(rel),
+                    path: self.root.join(&p.rel),
                 });
             }
         }
@@ -239,12 +262,10 @@ impl Outputs {
             return Ok(());
         }
         self.check_existing()?;
-        for (rel, _) in &self.planned {
-            let dest = self.root.join(rel);
-            let (old, new) = (
-                std::fs::symlink_metadata(&dest),
-                std::fs::metadata(self.tree().join(rel)),
-            );
+        for p in &self.planned {
+            let dest = self.root.join(&p.rel);
+            let new = std::fs::metadata(self.tree().join(&p.rel));
+            let old = std::fs::symlink_metadata(&dest);
             if let (Ok(old), Ok(new)) = (old, new)
                 && old.is_dir() != new.is_dir()
             {
@@ -322,7 +343,7 @@ impl Undo {
 /// One output root's commit.
 fn commit_one(o: &Outputs) -> Result<(Undo, Vec<PathBuf>)> {
     let order = o.order();
-    let finals: Vec<PathBuf> = order.iter().map(|p| o.root.join(p)).collect();
+    let finals: Vec<PathBuf> = order.iter().map(|p| o.root.join(&p.rel)).collect();
     if o.fresh && std::fs::symlink_metadata(&o.root).is_err() {
         std::fs::rename(o.tree(), &o.root).map_err(|source| Error::Commit {
             path: o.root.clone(),
@@ -337,8 +358,8 @@ fn commit_one(o: &Outputs) -> Result<(Undo, Vec<PathBuf>)> {
         ));
     }
     let mut m = Merge::begin(o, &order)?;
-    for rel in &order {
-        if let Err(e) = m.move_in(rel) {
+    for p in &order {
+        if let Err(e) = m.move_in(&p.rel, p.update) {
             m.rollback();
             return Err(e);
         }
@@ -362,7 +383,7 @@ struct Merge {
 
 impl Merge {
     /// Open the handles and write the journal.
-    fn begin(o: &Outputs, order: &[PathBuf]) -> Result<Merge> {
+    fn begin(o: &Outputs, order: &[Planned]) -> Result<Merge> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| Error::Commit { path, source }
@@ -388,7 +409,7 @@ impl Merge {
 
     /// Move the staged `rel` into place (the old one set aside first when
     /// replacing).
-    fn move_in(&mut self, rel: &Path) -> Result<()> {
+    fn move_in(&mut self, rel: &Path, update: bool) -> Result<()> {
         let dest = self.root.join(rel);
         let err = |source| Error::Commit {
             path: dest.clone(),
@@ -404,7 +425,7 @@ impl Merge {
             .map_err(err)?;
         let mut set_aside = false;
         if dir.exists(&name) {
-            if self.existing == Existing::Refuse {
+            if self.existing == Existing::Refuse && !update {
                 return Err(Error::Exists { path: dest });
             }
             let (old_dir, old_name) = self
@@ -461,11 +482,11 @@ impl Merge {
 
 /// Write the journal: the planned paths in commit order, then synced, so a
 /// run that finds it after a kill can finish the commit.
-fn write_journal(holder: &Path, order: &[PathBuf]) -> std::io::Result<()> {
+fn write_journal(holder: &Path, order: &[Planned]) -> std::io::Result<()> {
     use std::io::Write;
     let mut text = String::new();
     for p in order {
-        if let Some(s) = p.to_str() {
+        if let Some(s) = p.rel.to_str() {
             text.push_str(s);
             text.push('\n');
         }

@@ -62,6 +62,13 @@ fn an_existing_output_is_refused_unless_replaced() {
     o.commit().unwrap();
     assert_eq!(read(&d.path().join("a")), "new a");
     assert_eq!(names(d.path()), vec!["a"]);
+
+    // The command's own record is updated whatever the rule.
+    let mut o = Outputs::create(d.path(), "test", Existing::Refuse).unwrap();
+    write(&o.plan_update("a", Order::Last).unwrap(), "record");
+    o.check_existing().unwrap();
+    o.commit().unwrap();
+    assert_eq!(read(&d.path().join("a")), "record");
 }
 
 #[test]

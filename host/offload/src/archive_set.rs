@@ -28,6 +28,9 @@ pub struct ArchiveSet {
     /// Files no archive may land on: the inputs and the other outputs.
     protected: Vec<PathBuf>,
     group: Level,
+    /// Where the archives are written until the caller commits them (an
+    /// [`kpack_fsafe::Outputs`] staging tree); `None`: where they go.
+    stage: Option<PathBuf>,
     /// `None`: the process-wide budget, looked up when bundles are read
     /// (after the CLI has applied `--max-memory`).
     pub(crate) budget: Option<MemoryBudget>,
@@ -46,6 +49,7 @@ impl ArchiveSet {
             no_clobber: false,
             protected: Vec::new(),
             group: Level::Target,
+            stage: None,
             budget: None,
         }
     }
@@ -67,6 +71,13 @@ impl ArchiveSet {
     /// instead of the process-wide [`MemoryBudget::process`] (`--max-memory`).
     pub fn set_memory_budget(&mut self, budget: MemoryBudget) {
         self.budget = Some(budget);
+    }
+
+    /// Write the archives into `dir` (a staging tree the caller commits)
+    /// instead of where they go; search paths and checks still name their
+    /// final place.
+    pub fn set_stage(&mut self, dir: PathBuf) {
+        self.stage = Some(dir);
     }
 
     /// Refuse (instead of replacing) an archive that already exists.
@@ -200,7 +211,7 @@ impl ArchiveSet {
     /// The writer for `processor`, created on first use.
     pub(crate) fn writer(&mut self, processor: &str) -> Result<&mut ArchiveWriter, Error> {
         if !self.writers.contains_key(processor) {
-            let dir = self.dir(processor);
+            let dir = self.stage.clone().unwrap_or_else(|| self.dir(processor));
             std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
                 path: dir,
                 what: "cannot create",
@@ -222,7 +233,11 @@ impl ArchiveSet {
                     source: std::io::ErrorKind::AlreadyExists.into(),
                 });
             }
-            let w = ArchiveWriter::create(path, options)?;
+            let write_to = match (&self.stage, path.file_name()) {
+                (Some(stage), Some(name)) => stage.join(name),
+                _ => path,
+            };
+            let w = ArchiveWriter::create(write_to, options)?;
             self.writers.insert(processor.to_string(), w);
         }
         self.writers.get_mut(processor).ok_or_else(|| Error::Io {

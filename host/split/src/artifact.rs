@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use kpack_fsafe::{Existing, Order, Outputs};
 use serde::Serialize;
 
 use crate::error::{Error, ErrorKind, Result, error_chain};
@@ -141,32 +142,28 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
             return Ok(rep);
         }
     };
-    let stage = kpack_fsafe::temp_dir_in(out, "split")
-        .map_err(|e| Error::io(out, "cannot create a staging directory", e))?;
+    let mut staged = Outputs::create(out, "split", Existing::Refuse)?;
+    let stage = staged.tree();
     let mut opts = opts.clone();
     opts.component = c.clone();
-    let processed = split_prefixes(input, &prefixes, stage.path(), &opts, &mut rep);
+    let processed = split_prefixes(input, &prefixes, &stage, &opts, &mut rep);
     if !rep.errors.is_empty() {
         return Ok(rep);
     }
-    let (outputs, arches) = write_manifests(c, stage.path(), &processed, &rep)?;
+    let (outputs, arches) = write_manifests(c, &stage, &processed, &rep)?;
     for o in &outputs {
-        let dest = out.join(o);
-        if dest.symlink_metadata().is_ok() {
-            rep.errors.push(format!(
-                "{}: already exists; not overwritten",
-                dest.display()
-            ));
-        }
+        staged.plan(o, Order::First)?;
     }
+    rep.errors.extend(
+        staged
+            .existing_outputs()
+            .iter()
+            .map(|p| format!("{}: already exists; not overwritten", p.display())),
+    );
     if !rep.errors.is_empty() {
         return Ok(rep);
     }
-    for o in &outputs {
-        let (from, to) = (stage.path().join(o), out.join(o));
-        std::fs::rename(&from, &to)
-            .map_err(|e| Error::io(&to, "cannot move the artifact into place", e))?;
-    }
+    staged.commit()?;
     rep.generic_only = arches.is_empty();
     rep.arches = arches.into_iter().collect();
     rep.outputs = outputs;

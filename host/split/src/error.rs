@@ -33,6 +33,21 @@ pub struct Error {
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
+impl From<kpack_fsafe::Error> for Error {
+    fn from(e: kpack_fsafe::Error) -> Error {
+        let kind = match (e.is_exists(), e.is_bad_input()) {
+            (true, _) => ErrorKind::Exists,
+            (_, true) => ErrorKind::Invalid,
+            _ => ErrorKind::Io,
+        };
+        let (message, source) = e.into_parts();
+        match source {
+            Some(s) => Error::new(kind, None, message).with_source(s),
+            None => Error::new(kind, None, message),
+        }
+    }
+}
+
 impl Error {
     pub(crate) fn new(kind: ErrorKind, path: Option<PathBuf>, message: impl Into<String>) -> Error {
         Error {

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use kpack_fsafe::{Existing, Order, Outputs};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -111,6 +112,13 @@ impl RecombineConfig {
 
 /// One entry of `architecture_groups`.
 fn parse_group(name: &str, g: &Value) -> std::result::Result<ArchGroup, DocumentError> {
+    // The name becomes the output artifact `<component>_<name>`.
+    if !kpack_fsafe::is_plain_name(name) || name == "generic" {
+        return Err(format!(
+            "group {name:?}: cannot name an output artifact (a plain name: no '/', '\\' or NUL, not '.', '..' or 'generic')"
+        )
+        .into());
+    }
     let go = g
         .as_object()
         .ok_or_else(|| format!("group {name:?} must be an object"))?;
@@ -279,12 +287,14 @@ pub fn recombine_with(
     if !rep.errors.is_empty() {
         return Ok(rep);
     }
-    std::fs::create_dir_all(out).map_err(|e| Error::io(out, "cannot create", e))?;
-    let stage = kpack_fsafe::temp_dir_in(out, "recombine")
-        .map_err(|e| Error::io(out, "cannot stage", e))?;
-    let (outputs, made) = found.stage(config, stage.path())?;
-    commit_outputs(stage.path(), out, &outputs)?;
-    write_record(out, &made)?;
+    let mut staged = Outputs::create(out, "recombine", Existing::Refuse)?;
+    let (outputs, made) = found.stage(config, &staged.tree())?;
+    for o in &outputs {
+        staged.plan(o, Order::First)?;
+    }
+    staged.check_existing()?;
+    write_record(out, &made, &staged.plan_update(RECORD, Order::Last)?)?;
+    staged.commit()?;
     rep.outputs = outputs;
     Ok(rep)
 }
@@ -575,27 +585,9 @@ fn stage_generic(src: &Path, dst: &Path) -> Result<()> {
     write_manifest(dst, &kept)
 }
 
-/// Move the staged `outputs` into `out`; none may exist there yet.
-fn commit_outputs(stage: &Path, out: &Path, outputs: &[String]) -> Result<()> {
-    for o in outputs {
-        if out.join(o).symlink_metadata().is_ok() {
-            return Err(Error::new(
-                ErrorKind::Exists,
-                Some(out.join(o)),
-                "already exists; not overwritten",
-            ));
-        }
-    }
-    for o in outputs {
-        std::fs::rename(stage.join(o), out.join(o))
-            .map_err(|e| Error::io(out.join(o), "cannot move into place", e))?;
-    }
-    Ok(())
-}
-
-/// Add `made` to [`RECORD`] in `out` (a second run with another
-/// `--component` extends it), written to a temp file and renamed.
-fn write_record(out: &Path, made: &Made) -> Result<()> {
+/// [`RECORD`] in `out` with `made` added (a second run with another
+/// `--component` extends it), staged at `staged`.
+fn write_record(out: &Path, made: &Made, staged: &Path) -> Result<()> {
     let path = out.join(RECORD);
     let mut artifacts = serde_json::Map::new();
     if let Ok(text) = std::fs::read_to_string(&path)
@@ -614,8 +606,7 @@ fn write_record(out: &Path, made: &Made) -> Result<()> {
     let mut text = serde_json::to_string_pretty(&doc)
         .map_err(|e| Error::invalid(&path, "cannot encode").with_source(e))?;
     text.push('\n');
-    kpack_fsafe::write_atomically(&path, "record", text.as_bytes(), None)
-        .map_err(|e| Error::io(e.path, e.what, e.source))
+    std::fs::write(staged, text).map_err(|e| Error::io(staged, "cannot write", e))
 }
 
 /// What [`RECORD`] in `dir` says each artifact is: name → (component,

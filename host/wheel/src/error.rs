@@ -92,6 +92,24 @@ impl Error {
     }
 }
 
+impl From<kpack_fsafe::Error> for Error {
+    fn from(e: kpack_fsafe::Error) -> Error {
+        let kind = if e.is_exists() {
+            ErrorKind::Exists
+        } else if e.is_bad_input() {
+            ErrorKind::Invalid
+        } else {
+            ErrorKind::Io
+        };
+        let (message, source) = e.into_parts();
+        let mut err = Error::new(kind, None, message);
+        if let Some(s) = source {
+            err = err.with_source(s);
+        }
+        err
+    }
+}
+
 /// How much of a quoted input a message shows.
 const QUOTE_CHARS: usize = 60;
 

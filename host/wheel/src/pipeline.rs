@@ -1,9 +1,11 @@
 //! The phases `wheel split` and `wheel prune` share: **read** (unpack and
 //! check the input into a staging directory, [`read`]), then each command's
 //! own plan and transform, then **write** (every planned wheel zipped in
-//! the staging directory, [`write_all`]) and **commit** (existing outputs
-//! refused, staged wheels renamed into place, [`commit`]). A wheel without
-//! device code is copied unchanged ([`copy_unchanged`]).
+//! the staging directory, [`write_all`]) and **commit** (through
+//! [`kpack_fsafe::Outputs`]: existing outputs refused unless forced, device
+//! wheels moved into place before the host wheel, all or nothing,
+//! [`commit`]). A wheel without device code is copied unchanged
+//! ([`copy_unchanged`]).
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +14,9 @@ use zip::DateTime;
 
 use crate::error::{Error, Result};
 use crate::reader::{FileMeta, Limits, Unpacked, unpack};
-use crate::split::{Source, WheelFile, WheelJob, refuse_existing};
+use kpack_fsafe::{Existing, Order, Outputs};
+
+use crate::split::{Source, WheelFile, WheelJob};
 
 /// What a wheel command is doing, for a progress display (the CLI draws
 /// one on a terminal). Called from several threads.
@@ -140,37 +144,50 @@ pub(crate) fn write_all(
         .collect()
 }
 
-/// Commit phase: the staged wheels `files` moved from `out_stage` into
-/// `out_dir`, after every existing one is refused (unless `force`).
-pub(crate) fn commit(files: &[&str], out_stage: &Path, out_dir: &Path, force: bool) -> Result<()> {
-    for f in files {
-        refuse_existing(&out_dir.join(f), force)?;
+/// The outputs of a wheel command in `out_dir` ([`kpack_fsafe::Outputs`]:
+/// an existing wheel refused unless `force`), or `None` for a dry run.
+pub(crate) fn outputs(out_dir: &Path, force: bool, dry_run: bool) -> Result<Option<Outputs>> {
+    if dry_run {
+        return Ok(None);
     }
-    for f in files {
-        let dest = out_dir.join(f);
-        std::fs::rename(out_stage.join(f), &dest)
-            .map_err(|e| Error::io(&dest, "cannot move into place", e))?;
+    Ok(Some(Outputs::create(
+        out_dir,
+        "wheel",
+        Existing::from_force(force),
+    )?))
+}
+
+/// Where a command reads its input into: the outputs' scratch space (on
+/// the output's file system), or for a dry run the system's temp directory.
+pub(crate) fn scratch(outputs: Option<&Outputs>) -> Result<PathBuf> {
+    match outputs {
+        Some(o) => Ok(o.scratch()?),
+        None => Ok(std::env::temp_dir()),
     }
+}
+
+/// Commit phase: the wheels `files` written in `out_stage` planned as
+/// outputs (each with its [`Order`]: device wheels before the host wheel
+/// that installs them) and committed all or nothing.
+pub(crate) fn commit(outputs: Outputs, files: &[(&str, Order)], out_stage: &Path) -> Result<()> {
+    let mut outputs = outputs;
+    for (f, order) in files {
+        let staged = outputs.plan(f, *order)?;
+        std::fs::rename(out_stage.join(f), &staged)
+            .map_err(|e| Error::io(out_stage.join(f), "cannot stage", e))?;
+    }
+    outputs.commit()?;
     Ok(())
 }
 
-/// A wheel without device code is its own output: copied into
-/// `out_stage`, then (unless `dry_run`) moved to `dest`.
-pub(crate) fn copy_unchanged(
-    input: &Path,
-    out_stage: &Path,
-    dest: &Path,
-    force: bool,
-    dry_run: bool,
-) -> Result<()> {
-    let Some(file) = dest.file_name() else {
-        return Err(Error::invalid(dest, "not a file name"));
+/// A wheel without device code is its own output: copied unchanged as
+/// `file` into `outputs` (nothing for a dry run) and committed.
+pub(crate) fn copy_unchanged(input: &Path, outputs: Option<Outputs>, file: &str) -> Result<()> {
+    let Some(mut outputs) = outputs else {
+        return Ok(());
     };
-    let staged = out_stage.join(file);
+    let staged = outputs.plan(file, Order::Last)?;
     std::fs::copy(input, &staged).map_err(|e| Error::io(&staged, "cannot copy the input", e))?;
-    if !dry_run {
-        refuse_existing(dest, force)?;
-        std::fs::rename(&staged, dest).map_err(|e| Error::io(dest, "cannot move into place", e))?;
-    }
+    outputs.commit()?;
     Ok(())
 }

@@ -14,11 +14,12 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{Error, ErrorKind, Result};
+use kpack_fsafe::{Existing, Order, Outputs};
+
 use crate::pipeline::{self, Progress, Staged};
 use crate::reader::{Limits, Route, SPLIT_SCHEMES, Unpacked, list_files};
 use crate::split::{
-    Entry, Source, WheelFile, WheelJob, entry_order, refuse_device_wheel, refuse_existing,
-    refuse_input_dir,
+    Entry, Source, WheelFile, WheelJob, entry_order, refuse_device_wheel, refuse_input_dir,
 };
 use crate::writer::{ZIP_EPOCH, zip_time};
 
@@ -134,10 +135,10 @@ enum Plan {
 /// nothing or, with `strict`, a missing target writes nothing), transform
 /// (every fat file pruned), write and commit.
 pub fn prune_wheel(input: &Path, out_dir: &Path, opts: &PruneOptions<'_>) -> Result<PruneReport> {
-    std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, "cannot create", e))?;
     refuse_input_dir(input, out_dir, "the pruned wheel")?;
     // Staged next to the output so the final rename stays on one file system.
-    let st = pipeline::read(input, out_dir, &opts.limits, opts.progress)?;
+    let mut outputs = Outputs::create(out_dir, "wheel", Existing::from_force(opts.force))?;
+    let st = pipeline::read(input, &outputs.scratch()?, &opts.limits, opts.progress)?;
     refuse_device_wheel(input, &st.un, "prune")?;
     let mut warnings = st.un.warnings.clone();
     let distribution = st
@@ -152,8 +153,7 @@ pub fn prune_wheel(input: &Path, out_dir: &Path, opts: &PruneOptions<'_>) -> Res
     let output_path = out_dir.join(&input_report.file);
     let Some(targets) = decide_targets(input, &plans, opts, &mut warnings)? else {
         // No device code: the wheel is its own pruned wheel.
-        refuse_existing(&output_path, opts.force)?;
-        pipeline::copy_unchanged(input, st.path(), &output_path, opts.force, false)?;
+        pipeline::copy_unchanged(input, Some(outputs), &input_report.file)?;
         return Ok(PruneReport {
             output: WheelFile {
                 path: output_path,
@@ -169,7 +169,8 @@ pub fn prune_wheel(input: &Path, out_dir: &Path, opts: &PruneOptions<'_>) -> Res
             warnings,
         });
     };
-    refuse_existing(&output_path, opts.force)?;
+    outputs.plan(&input_report.file, Order::Last)?;
+    outputs.check_existing()?;
     let pruned_root = st.path().join("pruned");
     let mut binaries = prune_files(input, &plans, &pruned_root, opts)?;
     for b in binaries.iter().filter(|b| b.kept.is_empty()) {
@@ -182,9 +183,9 @@ pub fn prune_wheel(input: &Path, out_dir: &Path, opts: &PruneOptions<'_>) -> Res
     let (job, dropped_files) = pruned_job(&st, &plans, &pruned_root, &distribution, &mut warnings);
     let time = zip_time(opts.mtime);
     let jobs = std::slice::from_ref(&job);
-    let written = pipeline::write_all(jobs, input, st.path(), time, opts.progress)?;
+    let written = pipeline::write_all(jobs, input, &outputs.tree(), time, opts.progress)?;
     let (bytes, files) = written.first().copied().unwrap_or_default();
-    pipeline::commit(&[job.file.as_str()], st.path(), out_dir, opts.force)?;
+    outputs.commit()?;
     binaries.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(PruneReport {
         output: WheelFile {

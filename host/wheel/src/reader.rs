@@ -208,6 +208,7 @@ pub(crate) fn unpack(
     let (name, bytes, mut zip) = open_wheel(input)?;
     let (dist_info, data_dir) = find_dist_info(input, &zip, &name)?;
     let meta = read_dist_info(&mut zip, input, &dist_info)?;
+    check_metadata_names(input, &dist_info, &meta.metadata, &name)?;
     let mut un = Unpacked {
         name,
         dist_info,
@@ -319,6 +320,41 @@ fn find_dist_info(
     }
     let data_dir = format!("{stem}.data");
     Ok((dist_info, data_dir))
+}
+
+/// METADATA's `Name` and `Version` name every output of a split, so they
+/// are checked as pip checks them: `Name` a valid distribution name that
+/// normalises to the wheel file's own, `Version` of PEP 440's characters
+/// (neither can then leave the output directory).
+fn check_metadata_names(
+    input: &Path,
+    dist_info: &str,
+    metadata: &Headers,
+    name: &WheelName,
+) -> Result<()> {
+    let field = |f: &str| format!("{dist_info}/METADATA {f}");
+    let dist = metadata.get("Name").unwrap_or_default();
+    let version = metadata.get("Version").unwrap_or_default();
+    kpack_fsafe::input_name(input, &field("Name"), dist).map_err(Error::from)?;
+    kpack_fsafe::input_name(input, &field("Version"), version).map_err(Error::from)?;
+    if !crate::name::is_valid_name(dist) || normalize(dist) != normalize(&name.distribution) {
+        return Err(Error::invalid(
+            input,
+            format!(
+                "{} {dist:?} is not the distribution the file is named for ({:?}); pip refuses such a wheel",
+                field("Name"),
+                name.distribution
+            ),
+        ));
+    }
+    let pep440 = |c: char| c.is_ascii_alphanumeric() || "._+!-".contains(c);
+    if !version.chars().all(pep440) {
+        return Err(Error::invalid(
+            input,
+            format!("{} {version:?} is not a version", field("Version")),
+        ));
+    }
+    Ok(())
 }
 
 /// WHEEL, METADATA and RECORD of a wheel, checked.

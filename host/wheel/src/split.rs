@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use kpack_format::Compression;
+use kpack_fsafe::Order;
 use kpack_split::{BinaryReport, Databases, PrefixLayout, SplitOptions, split_prefix};
 use serde::Serialize;
 use zip::DateTime;
@@ -224,19 +225,6 @@ pub(crate) fn entry_order(dist_info: &str, path: &str) -> (bool, String) {
     (path.starts_with(&format!("{dist_info}/")), path.to_string())
 }
 
-/// An existing output wheel is refused unless `force` (one policy for every
-/// kpack command that writes).
-pub(crate) fn refuse_existing(dest: &Path, force: bool) -> Result<()> {
-    if !force && std::fs::symlink_metadata(dest).is_ok() {
-        return Err(Error::new(
-            ErrorKind::Exists,
-            Some(dest.to_path_buf()),
-            "already exists; pass --force to overwrite",
-        ));
-    }
-    Ok(())
-}
-
 /// Split `input` into `out_dir` (created if missing; must not be the
 /// input's directory, since the host wheel has the input's file name).
 ///
@@ -245,17 +233,11 @@ pub(crate) fn refuse_existing(dest: &Path, force: bool) -> Result<()> {
 /// group), write (all wheels, in parallel) and commit (renamed into place).
 pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Result<WheelReport> {
     check_archive_group(input, opts)?;
-    if !opts.dry_run {
-        std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, "cannot create", e))?;
-    }
     refuse_input_dir(input, out_dir, "the host wheel")?;
     // Staged next to the outputs so the final renames stay on one file
     // system; a dry run stages in the system's temp directory instead.
-    let staging_in = if opts.dry_run {
-        std::env::temp_dir()
-    } else {
-        out_dir.to_path_buf()
-    };
+    let outputs = pipeline::outputs(out_dir, opts.force, opts.dry_run)?;
+    let staging_in = pipeline::scratch(outputs.as_ref())?;
     let st = pipeline::read(input, &staging_in, &opts.limits, opts.progress)?;
     let names = Names::of(input, &st.un, opts)?;
     refuse_device_wheel(input, &st.un, "split")?;
@@ -284,8 +266,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     };
     if report.binaries.is_empty() && split.archs.is_empty() {
         // Nothing to split: the wheel is its own host wheel.
-        let dest = &report.host.path;
-        pipeline::copy_unchanged(input, &out_stage, dest, opts.force, opts.dry_run)?;
+        pipeline::copy_unchanged(input, outputs, &report.host.file)?;
         report.warnings = warnings;
         return Ok(report);
     }
@@ -316,9 +297,15 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         });
     }
     let files = output_files(&jobs, &out_stage, out_dir, opts, &mut report)?;
-    if !opts.dry_run {
-        let files: Vec<&str> = files.iter().map(String::as_str).collect();
-        pipeline::commit(&files, &out_stage, out_dir, opts.force)?;
+    if let Some(outputs) = outputs {
+        // The host wheel (the first) moves into place last: until then
+        // nothing installs the device wheels it names.
+        let files: Vec<(&str, Order)> = files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.as_str(), if i == 0 { Order::Last } else { Order::First }))
+            .collect();
+        pipeline::commit(outputs, &files, &out_stage)?;
     }
     report.binaries.sort_by(|a, b| a.path.cmp(&b.path));
     report.device_code = true;

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use kpack_fsafe::{Existing, Order, Outputs};
 
 use crate::exit::CliResult;
 
@@ -54,24 +55,13 @@ pub fn run(args: Args) -> CliResult {
         None => find_sdk(&std::path::absolute(&dir).with_context(|| dir.display().to_string())?),
     };
     let files = scaffold(&args.name, sdk.as_deref());
-    // Staged beside DIR and renamed: a failure leaves no half-made crate.
-    let parent = match dir.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
-    let stage = kpack_fsafe::temp_dir_in(&parent, "new")
-        .with_context(|| format!("creating a staging directory in {}", parent.display()))?;
+    // Staged and committed whole: a failure leaves no half-made crate.
+    let mut outputs = Outputs::create(&dir, "new", Existing::Refuse)?;
     for (rel, text) in &files {
-        let p = stage.path().join(rel);
-        if let Some(d) = p.parent() {
-            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
-        }
+        let p = outputs.plan(rel, Order::First)?;
         std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
     }
-    std::fs::rename(stage.path(), &dir).with_context(|| format!("creating {}", dir.display()))?;
-    // The staging directory is now DIR; keep TempDir from removing it.
-    let _ = stage.keep();
+    outputs.commit()?;
     let krate = format!("kpack_handler_{}", args.name.replace('-', "_"));
     println!("created {}", dir.display());
     crate::ui::status(format_args!(

@@ -4,26 +4,9 @@
 
 use std::fmt;
 
-use zstd::zstd_safe::{self, CParameter};
+use zstd::zstd_safe::CParameter;
 
-/// What zstd reported: its name for an error code, or that it could not
-/// allocate a context.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum ZstdError {
-    /// `ZSTD_getErrorName` of the code a call returned.
-    #[error("{0}")]
-    Code(&'static str),
-    /// `ZSTD_createDCtx` returned null.
-    #[error("cannot allocate a zstd context")]
-    NoContext,
-}
-
-impl ZstdError {
-    /// The error zstd's call returned `code` for.
-    pub(crate) fn code(code: usize) -> Self {
-        ZstdError::Code(zstd_safe::get_error_name(code))
-    }
-}
+pub(crate) use crate::frame::ZstdError;
 
 /// The zstd call that failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

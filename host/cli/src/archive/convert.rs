@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use kpack_amdgpu::Level;
 use kpack_format::{ArchiveWriter, Compression, WriterOptions};
+use kpack_fsafe::{Existing, Order, Outputs};
 
 use crate::exit::CliResult;
 
@@ -61,24 +62,29 @@ pub fn convert(files: &[PathBuf], out: &Path, compression: Compression, force: b
 fn run(files: &[PathBuf], out: &Path, compression: Compression, force: bool) -> anyhow::Result<()> {
     crate::safety::not_stdout(out, "archive convert")?;
     let (group, listed, items) = read_inputs(files)?;
-    let outputs = plan(out, &group, &listed, &items, compression)?;
-    for o in &outputs {
+    // The group name comes from the inputs' TOCs and names the outputs.
+    let origin = files.first().map_or(out, PathBuf::as_path);
+    kpack_fsafe::input_name(origin, "TOC group_name", &group)?;
+    let planned = plan(out, &group, &listed, &items, compression)?;
+    for o in &planned {
         for file in files {
             crate::safety::not_same_file(file, &o.path)?;
         }
-        crate::safety::not_existing(&o.path, force)?;
     }
-    let created = crate::safety::CreatedDir::create(out)?;
-    for o in outputs {
+    let mut outputs = Outputs::create(out, "convert", Existing::from_force(force))?;
+    let mut written = Vec::new();
+    for o in &planned {
+        let name = o.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let options = WriterOptions {
             group_name: group.clone(),
-            gfx_arch_family: o.family,
-            gfx_arches: Some(o.arches),
+            gfx_arch_family: o.family.clone(),
+            gfx_arches: Some(o.arches.clone()),
             compression,
             ..Default::default()
         };
-        let mut w = ArchiveWriter::create(&o.path, options)?;
-        for item in o.members {
+        let mut w = ArchiveWriter::create(outputs.plan(name, Order::First)?, options)?;
+        outputs.check_existing()?;
+        for item in &o.members {
             let metadata: Vec<(&str, &str)> = item
                 .metadata
                 .iter()
@@ -86,9 +92,12 @@ fn run(files: &[PathBuf], out: &Path, compression: Compression, force: bool) -> 
                 .collect();
             w.add_with_metadata(&item.key, &item.arch, &item.bytes, &metadata)?;
         }
-        crate::archive::print_written(&w.finish()?);
+        written.push(w.finish()?);
     }
-    created.keep();
+    for (mut w, dest) in written.into_iter().zip(outputs.commit()?) {
+        w.path = dest;
+        super::print_written(&w);
+    }
     Ok(())
 }
 
@@ -100,7 +109,7 @@ fn read_inputs(files: &[PathBuf]) -> anyhow::Result<(String, Vec<String>, Vec<It
     let mut listed: Vec<String> = Vec::new();
     let mut items: Vec<Item> = Vec::new();
     for file in files {
-        let a = crate::archive::open(file)?;
+        let a = super::open(file)?;
         match &group {
             None => group = Some(a.group_name().to_owned()),
             Some(g) if g != a.group_name() => bail!(
