@@ -36,6 +36,9 @@ done
 for tool in clang-22 ld.lld-22 llvm-readobj-22 clang-offload-bundler-22; do
   command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
 done
+# The kill sweep (tests/it/outputs.rs) kills kpack at each rename, mkdir
+# and sampled write with strace's fault injection.
+command -v strace >/dev/null 2>&1 || need+=(strace)
 # Links the Windows build of librocm_kpack (below).
 command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-x86-64)
 # Runs the C ABI test program cross-built for Windows (kpack-capi's wine test).
@@ -55,7 +58,7 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends gcc binutils patchelf python3 python3-venv llvm-19 clang-19 clang-tools-19 lld-19 \
     llvm-22 clang-22 clang-tools-22 lld-22 \
     elfutils dwz debugedit g++ cmake pkg-config libzstd-dev gcc-mingw-w64-x86-64 \
-    binutils-mingw-w64-x86-64 wine64 file >/dev/null
+    binutils-mingw-w64-x86-64 wine64 file strace >/dev/null
 fi
 # The aarch64 wheel runs under qemu-user with Debian's aarch64 loader and
 # libc; without them scripts/test-wheels.sh skips that run and says so.
@@ -81,6 +84,8 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # Functions stay short enough to read: none over 150 lines, at most 15
 # over 80 (non-test code; scripts/fnlen.py --show 80 lists them).
 python3 scripts/fnlen.py --show 150
+# Modules of a crate depend on each other one way: no cycle in any crate.
+python3 scripts/modcycles.py
 
 # auditwheel (PyPI) for the auditwheel-repair wheel test.
 scripts/auditwheel-venv.sh >/dev/null

@@ -25,9 +25,14 @@ pub struct Args {
     /// Packaging config (primary_shard, architecture_groups, validation).
     #[arg(long)]
     config: PathBuf,
-    /// Output directory (may exist; existing artifacts in it are never replaced).
+    /// Output directory (may exist). An output artifact that exists with
+    /// the same contents is left alone; one with other contents is an error
+    /// naming the first differing file.
     #[arg(short, long, alias = "output-dir")]
     output: PathBuf,
+    /// Replace output artifacts that exist with other contents.
+    #[arg(long)]
+    replace: bool,
     /// Recombine only this component (AMD's --component).
     #[arg(long, hide = true)]
     component: Option<String>,
@@ -48,6 +53,7 @@ pub fn run(args: Args) -> CliResult {
     let config = RecombineConfig::load(&args.config)?;
     let opts = RecombineOptions {
         component: args.component.clone(),
+        replace: args.replace,
     };
     crate::ui::info(format_args!(
         "recombining {} into {} (config {})",
@@ -66,7 +72,11 @@ pub fn run(args: Args) -> CliResult {
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
     } else {
         for o in &rep.outputs {
-            println!("{}", args.output.join(o).display());
+            if rep.identical.contains(o) {
+                println!("{}: identical to the existing output, left alone", args.output.join(o).display());
+            } else {
+                println!("{}", args.output.join(o).display());
+            }
         }
         for c in &rep.generic_only {
             crate::ui::note(format_args!("{c} is generic-only"));

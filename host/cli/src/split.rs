@@ -24,9 +24,14 @@ pub struct Args {
     /// --batch, shard directories holding such artifacts. Never modified.
     #[arg(required_unless_present_any = ["artifact_dir", "batch_artifact_parent_dir"])]
     inputs: Vec<PathBuf>,
-    /// Output directory (created; existing artifact directories are never overwritten).
+    /// Output directory (created). An output artifact that exists with the
+    /// same contents is left alone (a parallel shard wrote it); one with
+    /// other contents is an error naming the first differing file.
     #[arg(short, long, alias = "output-dir")]
     output: PathBuf,
+    /// Replace output artifacts that exist with other contents.
+    #[arg(long)]
+    replace: bool,
     /// Inputs are shard directories: split every `<component>_<family>` artifact in them.
     #[arg(long)]
     batch: bool,
@@ -89,6 +94,7 @@ pub fn run(mut args: Args) -> CliResult {
     opts.verify_hash = args.archive.verify_hash();
     opts.compression = args.archive.compression();
     opts.archive_group = args.archive.archive_group();
+    opts.replace = args.replace;
     opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
 
     let bar = crate::ui::progress(0, crate::ui::Unit::Bytes);
@@ -245,6 +251,9 @@ fn print_text(r: &ArtifactReport) {
         r.binaries_offloaded,
         r.code_objects
     );
+    for o in &r.identical {
+        println!("  {o}: identical to the existing output, left alone");
+    }
     for (h, m) in &r.databases {
         let parts: Vec<String> = m.iter().map(|(v, n)| format!("{v}: {n}")).collect();
         println!("  database {h}: {}", parts.join(", "));

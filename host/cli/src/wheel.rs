@@ -184,8 +184,7 @@ fn prune(args: PruneArgs) -> CliResult {
     opts.mtime = source_date_epoch()?;
     opts.force = args.force;
     set_limits(&mut opts.limits, args.max_unpacked_size);
-    // A failed prune leaves no output folder it created behind.
-    let created = crate::safety::CreatedDir::create(&args.output)?;
+    // The output directory appears with the pruned wheel, or not at all.
     crate::safety::clean_stale_temps(&args.output);
     let start = std::time::Instant::now();
     let phases = crate::ui::phases().map(Phases);
@@ -195,7 +194,6 @@ fn prune(args: PruneArgs) -> CliResult {
         p.0.finish_and_clear();
     }
     let report = report?;
-    created.keep();
     for w in &report.warnings {
         eprintln!("warning: {}: {w}", args.input.display());
     }
@@ -288,14 +286,10 @@ fn split(mut args: SplitArgs) -> CliResult {
     // Before the output directory is created: nothing written.
     opts.amd = amd;
     kpack_wheel::check_archive_group(&input, &opts)?;
-    // A failed split leaves no output folder it created behind.
-    let created = if args.dry_run {
-        None
-    } else {
-        let c = crate::safety::CreatedDir::create(&args.output)?;
+    // The output directory appears with the wheels, or not at all.
+    if !args.dry_run {
         crate::safety::clean_stale_temps(&args.output);
-        Some(c)
-    };
+    }
     set_limits(&mut opts.limits, args.max_unpacked_size);
     opts.targets = targets;
     // AMD's unpacked-wheel input: zipped first, beside the outputs.
@@ -317,9 +311,6 @@ fn split(mut args: SplitArgs) -> CliResult {
         p.0.finish_and_clear();
     }
     let report = report?;
-    if let Some(c) = created {
-        c.keep();
-    }
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }

@@ -20,29 +20,28 @@ impl Staged {
     /// A fresh temp file beside `path` (its directory is created), named
     /// for `what` ([`crate::temp_file_in`]).
     pub fn new(path: &Path, what: &str) -> Result<Staged> {
-        let io = |source| IoError::new(path, "cannot write", source);
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(io)?;
-        let tmp = crate::temp_file_in(dir, what).map_err(io)?;
-        Ok(Staged {
-            path: path.to_path_buf(),
-            tmp,
-        })
+        Staged::beside(path, what, crate::temp_file_in)
     }
 
     /// [`Staged::new`] for a file only its owner may read (`0600`, kept
     /// when persisted without `mode_from`): keys and caches.
     pub fn private(path: &Path, what: &str) -> Result<Staged> {
+        Staged::beside(path, what, crate::private_temp_file_in)
+    }
+
+    /// A temp file made by `make` in `path`'s directory (created).
+    fn beside(
+        path: &Path,
+        what: &str,
+        make: fn(&Path, &str) -> std::io::Result<tempfile::NamedTempFile>,
+    ) -> Result<Staged> {
         let io = |source| IoError::new(path, "cannot write", source);
         let dir = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir).map_err(io)?;
-        let tmp = crate::private_temp_file_in(dir, what).map_err(io)?;
+        let tmp = make(dir, what).map_err(io)?;
         Ok(Staged {
             path: path.to_path_buf(),
             tmp,

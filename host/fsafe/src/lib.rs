@@ -25,6 +25,7 @@
 
 mod atomic;
 mod check;
+mod compare;
 mod dir;
 mod error;
 mod output;
@@ -37,6 +38,7 @@ pub use check::{
     not_same_file, plain_name, regular_file,
 };
 pub use error::{Error, IoError, Result};
+pub use compare::first_difference;
 pub use output::{Existing, Order, Outputs, commit_all};
 pub use path::{is_plain_name, is_plain_relative, normalize, relative_path, resolved};
 pub use temp::{

@@ -100,9 +100,9 @@ pub struct Outputs {
 
 impl Outputs {
     /// Outputs under `root` (a directory, created at commit when missing),
-    /// staged in `.kpack-tmp-<pid>-<what>-<random>`. Stale temps of dead
-    /// runs in the root are removed first (finishing any commit they had
-    /// begun).
+    /// staged in `.kpack-tmp-<pid>-<what>-<random>` (in the root, or beside
+    /// a root that does not exist yet). Stale temps of dead runs there are
+    /// removed first (finishing any commit they had begun).
     pub fn create(root: &Path, what: &str, existing: Existing) -> Result<Outputs> {
         let root = if root.as_os_str().is_empty() {
             Path::new(".")
@@ -112,7 +112,9 @@ impl Outputs {
         let fresh = std::fs::symlink_metadata(root).is_err();
         let (holder_in, created) = if fresh {
             let parent = parent_of(root);
-            (parent.to_path_buf(), Some(CreatedDir::create(parent)?))
+            let created = CreatedDir::create(parent)?;
+            crate::remove_stale_temps(parent);
+            (parent.to_path_buf(), Some(created))
         } else {
             if !std::fs::metadata(root).is_ok_and(|m| m.is_dir()) {
                 return Err(Error::NotDir {

@@ -85,6 +85,9 @@ pub struct ArtifactReport {
     pub warnings: Vec<String>,
     /// Why the artifact was not written (empty on success).
     pub errors: Vec<String>,
+    /// Output artifacts that existed already with the same contents and
+    /// were left alone (a parallel shard wrote them).
+    pub identical: Vec<String>,
     /// Per-prefix details.
     pub prefixes: Vec<PrefixReport>,
 }
@@ -142,7 +145,7 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
             return Ok(rep);
         }
     };
-    let mut staged = Outputs::create(out, "split", Existing::Refuse)?;
+    let mut staged = Outputs::create(out, "split", Existing::from_force(opts.replace))?;
     let stage = staged.tree();
     let mut opts = opts.clone();
     opts.component = c.clone();
@@ -152,14 +155,14 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     }
     let (outputs, arches) = write_manifests(c, &stage, &processed, &rep)?;
     for o in &outputs {
-        staged.plan(o, Order::First)?;
+        match existing_output(&stage.join(o), &out.join(o), opts.replace) {
+            Ok(true) => rep.identical.push(o.clone()),
+            Ok(false) => {
+                staged.plan(o, Order::First)?;
+            }
+            Err(e) => rep.errors.push(e),
+        }
     }
-    rep.errors.extend(
-        staged
-            .existing_outputs()
-            .iter()
-            .map(|p| format!("{}: already exists; not overwritten", p.display())),
-    );
     if !rep.errors.is_empty() {
         return Ok(rep);
     }
@@ -168,6 +171,29 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     rep.arches = arches.into_iter().collect();
     rep.outputs = outputs;
     Ok(rep)
+}
+
+/// What an output artifact `dest` that may exist already means for the
+/// staged one: `true` when it exists with the same contents (left alone:
+/// another shard wrote it), `false` when it is to be written; an error
+/// naming the first differing file when it differs and `replace` is off.
+pub(crate) fn existing_output(staged: &Path, dest: &Path, replace: bool) -> std::result::Result<bool, String> {
+    if std::fs::symlink_metadata(dest).is_err() {
+        return Ok(false);
+    }
+    match kpack_fsafe::first_difference(staged, dest) {
+        None => Ok(true),
+        Some(_) if replace => Ok(false),
+        Some(first) => Err(format!(
+            "{}: already exists with other contents (first difference: {}); not overwritten, pass --replace to replace it",
+            dest.display(),
+            if first.as_os_str().is_empty() {
+                ".".into()
+            } else {
+                first.display().to_string()
+            }
+        )),
+    }
 }
 
 impl ArtifactReport {
@@ -188,6 +214,7 @@ impl ArtifactReport {
             excluded: BTreeMap::new(),
             warnings: Vec::new(),
             errors: Vec::new(),
+            identical: Vec::new(),
             prefixes: Vec::new(),
         }
     }

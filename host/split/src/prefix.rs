@@ -71,6 +71,10 @@ pub struct SplitOptions<'a> {
     /// archives (still written as usual, into each arch tree). `None`:
     /// markers name the binary's own archives.
     pub shared_archive: Option<String>,
+    /// An output artifact that exists with other contents is replaced
+    /// (`--replace`); without it, an error naming the first differing file.
+    /// One with the same contents is always left alone.
+    pub replace: bool,
 }
 
 impl std::fmt::Debug for SplitOptions<'_> {
@@ -99,6 +103,7 @@ impl SplitOptions<'_> {
             progress: None,
             archive_group: Level::Target,
             shared_archive: None,
+            replace: false,
         }
     }
 

@@ -235,6 +235,9 @@ pub struct RecombineReport {
     pub warnings: Vec<String>,
     /// Validation failures; nothing was written.
     pub errors: Vec<String>,
+    /// Output artifacts that existed already with the same contents and
+    /// were left alone (a parallel shard wrote them).
+    pub identical: Vec<String>,
 }
 
 /// An artifact directory name: `(component, None)` for `<c>_generic`,
@@ -259,6 +262,9 @@ pub struct RecombineOptions {
     /// Recombine only this component (AMD's `--component`); the others in
     /// the shards are neither validated nor written.
     pub component: Option<String>,
+    /// An output artifact that exists with other contents is replaced
+    /// (`--replace`); one with the same contents is always left alone.
+    pub replace: bool,
 }
 
 /// Recombine the shards below `shards` into `out` per `config`. Validation
@@ -287,12 +293,20 @@ pub fn recombine_with(
     if !rep.errors.is_empty() {
         return Ok(rep);
     }
-    let mut staged = Outputs::create(out, "recombine", Existing::Refuse)?;
+    let mut staged = Outputs::create(out, "recombine", Existing::from_force(opts.replace))?;
     let (outputs, made) = found.stage(config, &staged.tree())?;
     for o in &outputs {
-        staged.plan(o, Order::First)?;
+        match crate::artifact::existing_output(&staged.tree().join(o), &out.join(o), opts.replace) {
+            Ok(true) => rep.identical.push(o.clone()),
+            Ok(false) => {
+                staged.plan(o, Order::First)?;
+            }
+            Err(e) => rep.errors.push(e),
+        }
     }
-    staged.check_existing()?;
+    if !rep.errors.is_empty() {
+        return Ok(rep);
+    }
     write_record(out, &made, &staged.plan_update(RECORD, Order::Last)?)?;
     staged.commit()?;
     rep.outputs = outputs;

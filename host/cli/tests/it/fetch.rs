@@ -16,7 +16,7 @@ use crate::detect::{kpack_with, topology};
 
 /// How the server spoils its answers.
 #[derive(Clone, Copy, PartialEq)]
-enum Spoil {
+pub(crate) enum Spoil {
     None,
     /// One byte of every archive flipped.
     Tamper,
@@ -94,7 +94,7 @@ impl Drop for Server {
 
 /// Answer one request (redirected to `to` under [`Spoil::Redirect`]);
 /// the path asked for.
-fn serve(conn: &mut std::net::TcpStream, root: &Path, spoil: Spoil, to: &str) -> Option<String> {
+pub(crate) fn serve(conn: &mut std::net::TcpStream, root: &Path, spoil: Spoil, to: &str) -> Option<String> {
     conn.set_nonblocking(false).ok()?;
     conn.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
     let mut req = Vec::new();
@@ -141,7 +141,7 @@ fn serve(conn: &mut std::net::TcpStream, root: &Path, spoil: Spoil, to: &str) ->
 
 /// An install tree (`lib/libaxpy.so`, no archives) and an index
 /// directory holding its archives and listing.
-fn tree_and_index(tmp: &Path) -> (PathBuf, PathBuf) {
+pub(crate) fn tree_and_index(tmp: &Path) -> (PathBuf, PathBuf) {
     tree_and_index_grouped(tmp, &[])
 }
 

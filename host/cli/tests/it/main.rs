@@ -26,6 +26,7 @@ mod inspect;
 mod manners;
 mod offload;
 mod offloading;
+mod outputs;
 mod pe;
 mod pe_split;
 mod plugins;

@@ -15,12 +15,12 @@ use kpack_tests::{fixture, stderr, stdout, tree_digest};
 use crate::util::{KPACK, component_cache, kpack};
 
 pub(crate) struct Shard {
-    name: &'static str,
+    pub(crate) name: &'static str,
     family: &'static str,
     arch: &'static str,
     lib: &'static str,
     exe: &'static str,
-    exclude: &'static str,
+    pub(crate) exclude: &'static str,
 }
 
 pub(crate) const SHARDS: [Shard; 3] = [
@@ -326,16 +326,41 @@ fn splits_three_shards_recombines_and_every_kernel_loads() {
         tree_digest(&again),
         "-j1 and -j2 differ"
     );
-    // Existing outputs are never overwritten.
-    let r = run_kpack(&[
-        "split",
-        "--batch",
-        inputs.join("gfx908_build").to_str().unwrap(),
-        "-o",
-        again.to_str().unwrap(),
-    ]);
+    // Shards sharing an output location: an identical existing output is
+    // left alone; a different one is never overwritten unless --replace.
+    let input_908 = inputs.join("gfx908_build");
+    let resplit = |extra: &[&str]| {
+        let mut a = vec![
+            "split",
+            "--batch",
+            input_908.to_str().unwrap(),
+            "-o",
+            again.to_str().unwrap(),
+            "--split-databases",
+            "rocblas,hipblaslt",
+            "--exclude-arch",
+            SHARDS[2].exclude,
+        ];
+        a.extend_from_slice(extra);
+        run_kpack(&a)
+    };
+    let r = resplit(&[]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    assert!(stdout(&r).contains("identical to the existing output"), "{}", stdout(&r));
+    assert_eq!(tree_digest(&shards.join("gfx908_build")), tree_digest(&again));
+    let db = again.join("blas_lib_generic").join(ROCBLAS).join("lib/rocblas/library/TensileLibrary.dat");
+    std::fs::write(&db, b"another shard's").unwrap();
+    let r = resplit(&[]);
     assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
-    assert!(stderr(&r).contains("already exists"));
+    assert!(
+        stderr(&r).contains("first difference: math-libs/BLAS/rocBLAS/stage/lib/rocblas/library/TensileLibrary.dat"),
+        "{}",
+        stderr(&r)
+    );
+    assert_eq!(std::fs::read(&db).unwrap(), b"another shard's");
+    let r = resplit(&["--replace"]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    assert_eq!(tree_digest(&shards.join("gfx908_build")), tree_digest(&again));
 
     // Recombine into two groups.
     let config = t.join("config.json");

@@ -21,7 +21,7 @@ use zip::write::SimpleFileOptions;
 use crate::util::{KPACK, component_cache};
 
 pub(crate) const WHEEL: &str = "fatpkg-1.0-py3-none-linux_x86_64.whl";
-const HOST_DI: &str = "fatpkg-1.0.dist-info";
+pub(crate) const HOST_DI: &str = "fatpkg-1.0.dist-info";
 
 pub(crate) fn kpack_env<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(KPACK);
