@@ -98,7 +98,7 @@ impl AmdLayout {
             ));
         }
         if let Some(label) = &self.variant_label {
-            crate::variant::check_variant_label(label)
+            crate::name::check_variant_label(label)
                 .map_err(|e| Error::invalid(input, format!("--{e}")))?;
         }
         Ok(())
@@ -353,7 +353,7 @@ pub fn wheel_from_directory(dir: &Path, dest: &Path) -> Result<PathBuf> {
     let record = format!("{dist_info}/RECORD");
     let mut files = files;
     files.retain(|(rel, _)| !rel.starts_with(&record));
-    files.sort_by_cached_key(|(rel, _)| crate::split::entry_order(&dist_info, rel));
+    files.sort_by_cached_key(|(rel, _)| crate::job::entry_order(&dist_info, rel));
     for (rel, p) in &files {
         w.add_file(rel, p, file_mode(p)?)?;
     }
