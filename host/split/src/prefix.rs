@@ -468,7 +468,7 @@ fn refuse_archives(root: &Path, nodes: &[Node]) -> Result<()> {
         std::fs::File::open(&p)
             .and_then(|mut f| f.read_exact(&mut head))
             .map_err(|e| Error::io(&p, "cannot read", e))?;
-        if head == kpack_format::MAGIC {
+        if FileKind::detect(&head) == FileKind::Kpack {
             return Err(Error::new(
                 ErrorKind::AlreadySplit,
                 Some(p),
@@ -768,7 +768,7 @@ fn plan_archives(
         Some(name) => {
             let rel = kpack_fsafe::relative_path(&bin_dir, &root.join(&opts.archive_dir));
             let dir = rel.to_string_lossy().replace('\\', "/");
-            let file = format!("{name}_@GFXARCH@.kpack");
+            let file = format!("{name}_{}.kpack", kpack_format::GFXARCH);
             if dir.is_empty() {
                 file
             } else {

@@ -28,16 +28,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use kpack_amdgpu::Level;
-use kpack_format::{Archive, ArchiveWriter, Compression, WriterOptions};
+use kpack_format::{Archive, ArchiveWriter, Compression, GFXARCH, WriterOptions};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::headers::Headers;
 use crate::name::is_valid_name;
-
-/// AMD's placeholder for a target id in marker search paths and in
-/// `--device-requires-dist`.
-pub const GFXARCH: &str = "@GFXARCH@";
 
 /// The WHEEL `Generator` of AMD's device wheels.
 pub(crate) const AMD_GENERATOR: &str = "rocm-kpack-split-python-wheels";

@@ -70,10 +70,12 @@ mod split;
 mod variant;
 mod writer;
 
-pub use amd::{AmdLayout, GFXARCH, wheel_from_directory};
+pub use amd::{AmdLayout, wheel_from_directory};
 pub use error::{Error, ErrorKind, Result};
 pub use headers::{HeaderError, Headers};
 pub use job::WheelFile;
+/// AMD's placeholder for a target id (kpack-format's).
+pub use kpack_format::GFXARCH;
 pub use name::{
     VariantLabelError, WheelName, check_variant_label, escape, is_valid_name, normalize,
     variant_wheel_file,
