@@ -538,7 +538,7 @@ fn marked_binary(
                 rep,
                 Severity::Error,
                 path,
-                "HIPK wrappers but no .rocm_kpack_ref marker",
+                &format!("HIPK wrappers but no {} marker", bin.marker_section()),
             );
         }
         return None;
