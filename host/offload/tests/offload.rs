@@ -177,7 +177,14 @@ fn an_archive_that_cannot_be_written_leaves_no_host_binary() {
     let input = fixture("corpus/libaxpy_2arch.so");
     let out = tmp.path().join("axpy_gfx90a.kpack");
     let archives = set(tmp.path());
-    let e = offload(&input, &out, &opts(&[]), &TargetFilter::default(), archives).unwrap_err();
+    let e = offload(
+        &input,
+        &out,
+        &opts(&["x_@GFXARCH@.kpack"]),
+        &TargetFilter::default(),
+        archives,
+    )
+    .unwrap_err();
     assert!(matches!(e, Error::OutputClash { .. }), "{e}");
     assert!(!out.exists());
     assert!(
@@ -197,7 +204,7 @@ fn host_only_and_already_offloaded_inputs_are_copied() {
     let done = offload(
         &input,
         &out,
-        &opts(&[]),
+        &opts(&["x_@GFXARCH@.kpack"]),
         &TargetFilter::default(),
         set(&tmp.path().join(".kpack")),
     )
@@ -212,7 +219,7 @@ fn host_only_and_already_offloaded_inputs_are_copied() {
     offload(
         &fixture("corpus/libaxpy_2arch.so"),
         &first,
-        &opts(&[]),
+        &opts(&["x_@GFXARCH@.kpack"]),
         &TargetFilter::default(),
         set(&tmp.path().join("a")),
     )
@@ -221,7 +228,7 @@ fn host_only_and_already_offloaded_inputs_are_copied() {
     let done = offload(
         &first,
         &again,
-        &opts(&[]),
+        &opts(&["x_@GFXARCH@.kpack"]),
         &TargetFilter::default(),
         set(&tmp.path().join("b")),
     )
