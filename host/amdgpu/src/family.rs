@@ -11,6 +11,8 @@
 //! `scripts/extract-rocm-bootstrap.py` from the wheel). Processors that
 //! ROCm no longer packages (`gfx803`, `gfx940`) are in no bundle.
 
+use crate::target::processor_of;
+
 /// A level of the packaging hierarchy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Level {
@@ -144,20 +146,13 @@ pub const SUB_FAMILIES: &[SubFamily] = &[
 /// `package_metadata`): `gfx1250-strict` code ships in `gfx1250`'s package.
 const PACKAGE_OWNERS: &[(&str, &str)] = &[("gfx1250-strict", "gfx1250")];
 
-/// The processor of a target id or processor name, features dropped
-/// (`gfx90a:xnack+` → `gfx90a`); xnack and sramecc variants live in their
-/// processor's package. `-strict` stays: it is part of the processor.
-fn processor(target: &str) -> &str {
-    target.split(':').next().unwrap_or(target)
-}
-
 /// The sub-family of a processor (features ignored), or of the generic
 /// target named for a sub-family (`gfx10-3-generic` → `gfx10_3`).
 ///
 /// A generic target rocm-bootstrap names for no level (`gfx12-5-generic`)
 /// belongs where all the processors it covers do.
 pub fn sub_family(target: &str) -> Option<&'static SubFamily> {
-    let p = processor(target);
+    let p = processor_of(target);
     let own = |p: &str| {
         SUB_FAMILIES
             .iter()
@@ -177,7 +172,7 @@ pub fn sub_family(target: &str) -> Option<&'static SubFamily> {
 /// The family of a processor (features ignored) or of a generic target
 /// named for it or for one of its sub-families (`gfx11-generic` → `gfx11`).
 pub fn family(target: &str) -> Option<&'static Family> {
-    let p = processor(target);
+    let p = processor_of(target);
     let key = match sub_family(p) {
         Some(s) => s.family,
         None => FAMILIES.iter().find(|f| f.generic == Some(p))?.key,
@@ -202,7 +197,7 @@ pub fn family(target: &str) -> Option<&'static Family> {
 /// assert_eq!(bundle_key("amdgcnspirv", Level::Family).as_deref(), Some("amdgcnspirv"));
 /// ```
 pub fn bundle_key(target: &str, level: Level) -> Option<String> {
-    let p = processor(target);
+    let p = processor_of(target);
     if crate::is_spirv_target(p) {
         // rocm-bootstrap 0.3.0 has no name for it.
         return Some(crate::SPIRV_TARGET.to_string());
@@ -240,7 +235,7 @@ pub fn bundle_key(target: &str, level: Level) -> Option<String> {
 /// assert_eq!(archive_group("amdgcnspirv", Level::Family), "amdgcnspirv");
 /// ```
 pub fn archive_group(target: &str, level: Level) -> String {
-    let p = processor(target);
+    let p = processor_of(target);
     match level {
         Level::Target => p.to_string(),
         _ => bundle_key(p, level).map_or_else(|| p.to_string(), |k| dist_name(&k)),

@@ -330,6 +330,22 @@ impl std::str::FromStr for TargetId {
     }
 }
 
+/// The processor of a target id or processor name, its features dropped
+/// (`gfx90a:xnack+` → `gfx90a`, `gfx11-generic:xnack-` → `gfx11-generic`,
+/// `gfx1250-strict` stays). Text is not checked against the grammar (TOC
+/// arches, detected GPUs and table keys all go through it);
+/// [`TargetId::parse`] is the checked way. The one place a target string is
+/// cut at its first `:`.
+///
+/// ```
+/// use kpack_amdgpu::processor_of;
+/// assert_eq!(processor_of("gfx942:sramecc+:xnack-"), "gfx942");
+/// assert_eq!(processor_of("gfx90a"), "gfx90a");
+/// ```
+pub fn processor_of(target: &str) -> &str {
+    target.split(':').next().unwrap_or(target)
+}
+
 /// Split a concrete LLVM processor name off the front of `s`, using the
 /// processor grammar instead of a list of known GPUs.
 ///

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use kpack_binary::Inspected;
 use kpack_binary::inspect::{ArchTotal, BundleReport, ElfReport, PeReport};
+use kpack_binary::{FileKind, Inspected};
 use kpack_bundle::{Format, WalkOptions};
 use kpack_elf::ElfKind;
 use serde::Serialize;
@@ -140,13 +140,9 @@ fn inspect_one(
     Ok(AnyReport::Host(report))
 }
 
-/// Whether `path` starts with the KPAK magic of a `.kpack` archive.
+/// Whether `path` is a `.kpack` archive ([`FileKind::Kpack`]).
 fn is_kpack_archive(path: &std::path::Path) -> bool {
-    use std::io::Read;
-    let mut head = [0u8; 4];
-    std::fs::File::open(path)
-        .and_then(|f| f.take(4).read_exact(&mut head))
-        .is_ok_and(|()| head == kpack_format::MAGIC)
+    matches!(FileKind::of_path(path), Ok(FileKind::Kpack))
 }
 
 /// Largest marker section decoded for the text report (markers are a

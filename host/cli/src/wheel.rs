@@ -48,7 +48,7 @@ struct PruneArgs {
     force: bool,
     /// Most bytes the wheel may inflate to (suffixes K, M, G, T; default
     /// 50 times the wheel's size, at least 64M, at most 64G).
-    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    #[arg(long, value_name = "BYTES", value_parser = kpack_bundle::parse_size)]
     max_unpacked_size: Option<u64>,
     /// Print a JSON summary on stdout.
     #[arg(long)]
@@ -86,7 +86,7 @@ struct SplitArgs {
     /// 50 times the wheel's size, at least 64M, at most 64G); entries over
     /// 16 MiB that inflate more than 200x are refused too. Given, it
     /// replaces both ratio guards.
-    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    #[arg(long, value_name = "BYTES", value_parser = kpack_bundle::parse_size)]
     max_unpacked_size: Option<u64>,
     #[command(flatten)]
     handlers: HandlerArgs,
@@ -144,28 +144,6 @@ fn source_date_epoch() -> anyhow::Result<u64> {
         Ok(_) | Err(std::env::VarError::NotPresent) => Ok(ZIP_EPOCH),
         Err(e) => bail!("SOURCE_DATE_EPOCH: {e}"),
     }
-}
-
-/// `123`, `4K`, `2G` (binary multiples).
-fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, shift) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let shift = match c.to_ascii_uppercase() {
-                'K' => 10,
-                'M' => 20,
-                'G' => 30,
-                'T' => 40,
-                _ => return Err(format!("{s:?}: unknown suffix (K, M, G or T)")),
-            };
-            (&t[..i], shift)
-        }
-        _ => (t, 0),
-    };
-    num.parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(1u64 << shift))
-        .ok_or_else(|| format!("{s:?} is not a size in bytes"))
 }
 
 fn prune(args: PruneArgs) -> CliResult {

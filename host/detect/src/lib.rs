@@ -138,7 +138,7 @@ pub struct Gpu {
 
 impl Gpu {
     fn new(node: u32, target: String) -> Gpu {
-        let processor = target.split(':').next().unwrap_or(&target).to_owned();
+        let processor = kpack_amdgpu::processor_of(&target).to_owned();
         Gpu {
             node,
             gfx_target_version: None,

@@ -180,7 +180,7 @@ pub fn fetch(tree: &Path, source: &Source, gpus: &[String]) -> Result<Report> {
     };
     for b in &marked {
         for gpu in gpus {
-            let arches = kpack_split::gpu_arch_list(gpu);
+            let arches = kpack_runtime::gpu_arch_list(gpu);
             if let Some(serving) = serving(b, &arches) {
                 note_present(&mut report, serving);
                 continue;

@@ -78,7 +78,7 @@ mod write;
 
 pub use error::{Error, ErrorKind, Result, error_chain};
 pub use finding::{Finding, Severity};
-pub use marker::{MARKER_MAX_LEN, Marker, MarkerProblem};
+pub use marker::{GFXARCH, MARKER_MAX_LEN, Marker, MarkerProblem};
 pub use read::{Archive, Entry, Scheme};
 pub use verify::{ArchiveProblem, verify};
 pub use write::{

@@ -12,6 +12,12 @@ use crate::error::{Error, ErrorKind, Result};
 /// Most bytes of a marker the runtime will look at (AMD's lookahead).
 pub const MARKER_MAX_LEN: usize = 64 * 1024;
 
+/// The placeholder for a target id in a marker's search paths (spec §3.1):
+/// the runtime replaces it with each target the device can run
+/// (`torch_@GFXARCH@.kpack` → `torch_gfx942:xnack-.kpack`, …); AMD's wheel
+/// layout also uses it in `--device-requires-dist`. Its one home.
+pub const GFXARCH: &str = "@GFXARCH@";
+
 /// The decoded marker of an offloaded binary.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Marker {

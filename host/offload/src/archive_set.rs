@@ -6,14 +6,11 @@ use std::path::{Path, PathBuf};
 
 use kpack_amdgpu::{Level, TargetId, archive_group, archive_group_level};
 use kpack_bundle::MemoryBudget;
-use kpack_format::{ArchiveWriter, WriterOptions, Written};
+use kpack_format::{ArchiveWriter, GFXARCH, WriterOptions, Written};
 
 use kpack_fsafe::relative_path;
 
 use crate::Error;
-
-/// AMD's marker placeholder for a target id (spec §3.2).
-const GFXARCH: &str = "@GFXARCH@";
 
 type DirFor = Box<dyn Fn(&str) -> PathBuf + Send + Sync>;
 
@@ -187,7 +184,7 @@ impl ArchiveSet {
     /// archives are installed in `archive_dir`.
     pub fn search_path(&self, from_dir: &Path, archive_dir: &Path) -> String {
         let rel = relative_path(from_dir, archive_dir);
-        let file = format!("{}_@GFXARCH@.kpack", self.name);
+        let file = format!("{}_{GFXARCH}.kpack", self.name);
         if rel.as_os_str().is_empty() {
             file
         } else {

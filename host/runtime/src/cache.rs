@@ -23,14 +23,11 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
 use kpack_amdgpu::strip_target_prefix;
-use kpack_format::{Archive, Marker};
+use kpack_format::{Archive, GFXARCH, Marker};
 
 use crate::config::Config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::isa::compatible_targets;
-
-/// The placeholder expanded with each compatible target.
-pub const GFXARCH: &str = "@GFXARCH@";
 
 /// Most distinct (binary, search paths, arch list) resolutions memoised.
 const MAX_MEMOISED: usize = 4096;

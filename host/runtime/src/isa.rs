@@ -4,7 +4,7 @@
 //! grammar (features kept in the order the agent reports them, empty ones
 //! skipped), because it must match what ROCr reports byte for byte.
 
-use kpack_amdgpu::strip_target_prefix;
+use kpack_amdgpu::{TargetId, generic_for, strip_target_prefix};
 
 /// Targets an archive may be named for to serve device `agent_isa`, most
 /// specific first, in AMD's order: with `n` features, masks from `2^n − 1`
@@ -42,6 +42,33 @@ pub fn compatible_targets(agent_isa: &str) -> Vec<String> {
             }
         }
         out.push(t);
+    }
+    out
+}
+
+/// The arch list CLR hands the loader for device `gpu`: its target, then
+/// its LLVM generic target with the same features (`gfx1101:xnack-` →
+/// `gfx1101:xnack-`, `gfx11-generic:xnack-`). Each entry is then expanded
+/// by [`compatible_targets`].
+///
+/// ```
+/// assert_eq!(
+///     kpack_runtime::gpu_arch_list("gfx1101:xnack-"),
+///     ["gfx1101:xnack-", "gfx11-generic:xnack-"]
+/// );
+/// assert_eq!(kpack_runtime::gpu_arch_list("gfx90a"), ["gfx90a"]);
+/// ```
+pub fn gpu_arch_list(gpu: &str) -> Vec<String> {
+    let gpu = strip_target_prefix(gpu.trim());
+    let mut out = vec![gpu.to_owned()];
+    if let Ok(t) = TargetId::parse(gpu)
+        && let Some(g) = generic_for(t.processor())
+    {
+        let features = gpu.split_once(':').map(|(_, f)| f);
+        out.push(match features {
+            Some(f) => format!("{g}:{f}"),
+            None => g.to_owned(),
+        });
     }
     out
 }

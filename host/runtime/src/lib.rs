@@ -48,12 +48,14 @@ mod discover;
 mod error;
 mod isa;
 
-pub use cache::{Cache, GFXARCH, Location};
+pub use cache::{Cache, Location};
 pub use config::{Config, PATH_SEPARATOR};
 pub use discover::{discover_binary_path, find_in_maps};
 pub use error::{Error, ErrorKind, Result};
-pub use isa::compatible_targets;
+pub use isa::{compatible_targets, gpu_arch_list};
 pub use kpack_amdgpu::{TARGET_PREFIX, strip_target_prefix};
+/// The placeholder expanded with each compatible target (kpack-format's).
+pub use kpack_format::GFXARCH;
 pub use kpack_format::{Archive, MARKER_MAX_LEN, Marker, MarkerProblem};
 
 /// Parse marker bytes with AMD's rules; failures are

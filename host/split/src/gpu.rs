@@ -6,17 +6,15 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use kpack_amdgpu::{
-    Level, SPIRV_TARGET, TargetId, bundle_key, dist_name, generic_for, is_spirv_target,
-    strip_target_prefix,
+    Level, SPIRV_TARGET, bundle_key, dist_name, is_spirv_target, processor_of, strip_target_prefix,
 };
 use kpack_runtime::{Cache, Config};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::link::link_into_view;
 use crate::manifest::{MANIFEST, prefix_link, read_manifest};
 use crate::recombine::{parse_artifact_name, read_record};
-use crate::verify::{Marked, VerifyReport, check_host_files, files_of, is_installed_tree};
+use crate::verify::{FlatInstall, Marked, VerifyReport, check_host_files, is_installed_tree};
 
 /// What [`explain_gpu`] found.
 #[derive(Debug, Clone, Serialize)]
@@ -109,29 +107,12 @@ pub enum GpuOutcome {
     },
 }
 
-/// The arch list CLR hands the loader for `gpu` (`gfx1101:xnack-` →
-/// `gfx1101:xnack-`, `gfx11-generic:xnack-`).
-pub fn gpu_arch_list(gpu: &str) -> Vec<String> {
-    let gpu = strip_target_prefix(gpu.trim());
-    let mut out = vec![gpu.to_owned()];
-    if let Ok(t) = TargetId::parse(gpu)
-        && let Some(g) = generic_for(t.processor())
-    {
-        let features = gpu.split_once(':').map(|(_, f)| f);
-        out.push(match features {
-            Some(f) => format!("{g}:{f}"),
-            None => g.to_owned(),
-        });
-    }
-    out
-}
-
 /// For each of `dirs` (an installed tree, an artifact, or a directory of
 /// artifacts: a component's generic artifact and all its arch artifacts
 /// are flattened together, as installed), where every kernel of every
 /// binary with a marker would load from on `gpu`.
 pub fn explain_gpu(dirs: &[PathBuf], gpu: &str) -> Result<GpuReport> {
-    let arch_list = gpu_arch_list(gpu);
+    let arch_list = kpack_runtime::gpu_arch_list(gpu);
     let mut report = GpuReport {
         gpu: gpu.to_owned(),
         arch_list: arch_list.clone(),
@@ -188,24 +169,13 @@ pub fn explain_gpu(dirs: &[PathBuf], gpu: &str) -> Result<GpuReport> {
         }
         for (component, (generic, members)) in &groups {
             let Some(generic) = generic else { continue };
-            let view = tempfile::Builder::new()
-                .prefix("kpack-verify-gpu-")
-                .tempdir()
-                .map_err(|e| Error::io(std::env::temp_dir(), "cannot create", e))?;
+            let mut view = FlatInstall::new("kpack-verify-gpu-")?;
             for a in members {
                 let prefixes = read_manifest(a)?;
                 for p in prefixes.iter().filter(|p| prefix_link(a, p).is_none()) {
-                    for (path, rel) in files_of(&a.join(p)) {
-                        let to = view.path().join(&rel);
-                        if to.exists() {
-                            continue;
-                        }
-                        if let Some(parent) = to.parent() {
-                            std::fs::create_dir_all(parent)
-                                .map_err(|e| Error::io(parent, "cannot create", e))?;
-                        }
-                        link_into_view(&path, &to)?;
-                    }
+                    // Collisions are `kpack verify`'s findings; here the
+                    // first file placed is the one the loader would meet.
+                    let _collisions = view.add(&a.join(p))?;
                 }
             }
             let mut prefixes = read_manifest(generic)?;
@@ -288,18 +258,12 @@ fn explain(
     }
 }
 
-/// The processor of `gpu` (`gfx90a:xnack+` → `gfx90a`).
-fn processor_of(gpu: &str) -> String {
-    let gpu = strip_target_prefix(gpu.trim());
-    gpu.split(':').next().unwrap_or(gpu).to_owned()
-}
-
 /// Which arch artifact of `component` holds `gpu`'s code: a recombined
 /// group listing the processor (from recombine's record in `record_dir`),
 /// else split's own name, `<component>_<processor>`; and whether it is
 /// among `members` (the artifacts given).
 fn artifact_hint(record_dir: &Path, component: &str, members: &[PathBuf], gpu: &str) -> String {
-    let proc = processor_of(gpu);
+    let proc = processor_of(strip_target_prefix(gpu.trim()));
     let name = group_for(record_dir, component, &proc).unwrap_or(format!("{component}_{proc}"));
     let here = members
         .iter()
@@ -324,7 +288,7 @@ fn group_for(record_dir: &Path, component: &str, proc: &str) -> Option<String> {
                     .is_some_and(|v| {
                         v.iter()
                             .filter_map(|x| x.as_str())
-                            .any(|x| x.split(':').next() == Some(proc))
+                            .any(|x| processor_of(x) == proc)
                     })
         })
         .map(|(n, _)| n.clone())
@@ -417,7 +381,7 @@ fn normalize(name: &str) -> String {
 /// for `gpu`'s processor), or the default name of an ungrouped split.
 fn wheel_hint(bin: &Path, gpu: &str) -> Option<String> {
     let o = owner_of(bin)?;
-    let proc = processor_of(gpu);
+    let proc = processor_of(strip_target_prefix(gpu.trim()));
     let levels = [Level::Target, Level::SubFamily, Level::Family];
     let keys: Vec<String> = levels
         .iter()
@@ -427,7 +391,7 @@ fn wheel_hint(bin: &Path, gpu: &str) -> Option<String> {
     if o.devices.is_empty() {
         // Split without --group: one wheel per processor, named
         // `<name>-device-<processor>` unless --device-prefix said otherwise.
-        let key = keys.first().cloned().unwrap_or(proc);
+        let key = keys.first().cloned().unwrap_or_else(|| proc.to_owned());
         return Some(format!(
             "the device wheel {}-device-{key} would provide it (the default name; \
              pip install it beside {} {})",

@@ -86,14 +86,14 @@ pub use artifact::{
 };
 pub use databases::{Claim, Classification, ClassifyError, Databases, FileInfo};
 pub use error::{Error, ErrorKind, Result};
-pub use gpu::{GpuBinary, GpuKernel, GpuOutcome, GpuReport, explain_gpu, gpu_arch_list};
+pub use gpu::{GpuBinary, GpuKernel, GpuOutcome, GpuReport, explain_gpu};
 pub use manifest::{MANIFEST, prefix_link, read_manifest, write_manifest};
 pub use prefix::{
     ArchiveReport, BinaryReport, PrefixLayout, PrefixReport, Progress, SplitOptions, arch_dir_name,
     archive_stem, classify_files, split_prefix,
 };
 pub use recombine::{
-    ArchGroup, DocumentError, RECORD, RecombineConfig, RecombineOptions, RecombineReport,
-    Validation, parse_artifact_name, recombine, recombine_with,
+    ArchGroup, DocumentError, RECORD, RECORD_SCHEMA_VERSION, RecombineConfig, RecombineOptions,
+    RecombineReport, Validation, parse_artifact_name, recombine, recombine_with,
 };
 pub use verify::{Finding, Severity, VerifyReport, verify};

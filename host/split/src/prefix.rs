@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use kpack_amdgpu::{Level, TargetFilter, TargetId};
 use kpack_binary::{FileKind, HostBinary};
 use kpack_bundle::WalkOptions;
-use kpack_elf::{MARKER_SECTION, read_fat_binary};
+use kpack_elf::read_fat_binary;
 use kpack_format::{Compression, WriterOptions};
 use kpack_offload::{ArchiveSet, OffloadOptions, Outcome, offload_binary};
 use rayon::prelude::*;
@@ -227,7 +227,9 @@ struct FileResult {
     binary: Option<BinaryReport>,
     archives: Vec<ArchiveReport>,
     host_only: bool,
-    already: bool,
+    /// Already offloaded: the marker section of its format
+    /// (`.rocm_kpack_ref`, `.kpackrf`).
+    already: Option<&'static str>,
     database: Option<(String, String)>,
     device_file: Option<String>,
     excluded: Vec<String>,
@@ -368,16 +370,14 @@ fn process_files(
 /// its archives are elsewhere, and a second split would only copy it
 /// under new artifact names, so say so instead (nothing is kept).
 fn refuse_offloaded(layout: &PrefixLayout<'_>, results: &FileResults) -> Result<()> {
-    if let Some((rel, _)) = results
+    if let Some((rel, marker)) = results
         .iter()
-        .find(|(_, r)| r.as_ref().is_ok_and(|r| r.already))
+        .find_map(|(rel, r)| Some((rel, r.as_ref().ok()?.already?)))
     {
         return Err(Error::new(
             ErrorKind::AlreadySplit,
             Some(layout.source.join(rel)),
-            format!(
-                "already offloaded by kpack (HIPK wrappers, {MARKER_SECTION} marker): {SPLIT_OUTPUT}"
-            ),
+            format!("already offloaded by kpack (HIPK wrappers, {marker} marker): {SPLIT_OUTPUT}"),
         ));
     }
     Ok(())
@@ -411,7 +411,7 @@ impl PrefixReport {
         self.binaries.extend(r.binary);
         self.archives.extend(r.archives);
         self.host_only += u64::from(r.host_only);
-        self.already_offloaded += u64::from(r.already);
+        self.already_offloaded += u64::from(r.already.is_some());
         if let Some((h, v)) = r.database {
             *self.databases.entry(h).or_default().entry(v).or_default() += 1;
         }
@@ -473,7 +473,7 @@ fn refuse_archives(root: &Path, nodes: &[Node]) -> Result<()> {
         std::fs::File::open(&p)
             .and_then(|mut f| f.read_exact(&mut head))
             .map_err(|e| Error::io(&p, "cannot read", e))?;
-        if head == kpack_format::MAGIC {
+        if FileKind::detect(&head) == FileKind::Kpack {
             return Err(Error::new(
                 ErrorKind::AlreadySplit,
                 Some(p),
@@ -669,7 +669,7 @@ fn host_binary(
         Err(e) => return Err(e.into()),
     };
     if bin.is_transformed() {
-        r.already = true;
+        r.already = Some(bin.marker_section());
     } else if bin.bundles().is_empty() {
         r.host_only = true;
     } else if bin.is_link_input() {
@@ -678,7 +678,7 @@ fn host_binary(
             bin.targets().join(", ")
         ));
     }
-    if r.already || r.host_only || r.warning.is_some() {
+    if r.already.is_some() || r.host_only || r.warning.is_some() {
         r.generic_bytes = copy(src, &layout.generic.join(rel))?;
         return Ok(r);
     }
@@ -773,7 +773,7 @@ fn plan_archives(
         Some(name) => {
             let rel = kpack_fsafe::relative_path(&bin_dir, &root.join(&opts.archive_dir));
             let dir = rel.to_string_lossy().replace('\\', "/");
-            let file = format!("{name}_@GFXARCH@.kpack");
+            let file = format!("{name}_{}.kpack", kpack_format::GFXARCH);
             if dir.is_empty() {
                 file
             } else {

@@ -256,6 +256,10 @@ pub fn parse_artifact_name(name: &str) -> Option<(String, Option<String>)> {
 /// (`blas_lib_rdna3`), not only names that look like an arch.
 pub const RECORD: &str = "kpack_recombine.json";
 
+/// The `schema_version` [`RECORD`] is written with (its one home; keys
+/// are only added within a version).
+pub const RECORD_SCHEMA_VERSION: u32 = 1;
+
 /// Options of [`recombine_with`] beyond AMD's config.
 #[derive(Debug, Clone, Default)]
 pub struct RecombineOptions {
@@ -616,7 +620,8 @@ fn write_record(out: &Path, made: &Made, staged: &Path) -> Result<()> {
             serde_json::json!({ "component": component, "group": group, "architectures": arches }),
         );
     }
-    let doc = serde_json::json!({ "schema_version": 1, "artifacts": artifacts });
+    let doc =
+        serde_json::json!({ "schema_version": RECORD_SCHEMA_VERSION, "artifacts": artifacts });
     let mut text = serde_json::to_string_pretty(&doc)
         .map_err(|e| Error::invalid(&path, "cannot encode").with_source(e))?;
     text.push('\n');

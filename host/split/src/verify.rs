@@ -220,7 +220,7 @@ fn archives_named_by(marker: &Marker, bin: &Path) -> BTreeSet<PathBuf> {
             continue;
         };
         let name = name.to_string_lossy();
-        let Some((pre, post)) = name.split_once(kpack_runtime::GFXARCH) else {
+        let Some((pre, post)) = name.split_once(kpack_format::GFXARCH) else {
             if let Ok(p) = std::fs::canonicalize(parent.join(&*name))
                 && p.is_file()
             {
@@ -538,7 +538,7 @@ fn marked_binary(
                 rep,
                 Severity::Error,
                 path,
-                "HIPK wrappers but no .rocm_kpack_ref marker",
+                &format!("HIPK wrappers but no {} marker", bin.marker_section()),
             );
         }
         return None;
@@ -705,31 +705,17 @@ fn check_resolution(
     info: &ArchInfo,
     rep: &mut VerifyReport,
 ) -> Result<()> {
-    // The flattened install: real directories, files symlinked to the artifacts.
-    let view = tempfile::Builder::new()
-        .prefix("kpack-verify-")
-        .tempdir()
-        .map_err(|e| Error::io(std::env::temp_dir(), "cannot create", e))?;
-    let mut placed: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let mut view = FlatInstall::new("kpack-verify-")?;
     for (root, prefixes) in [(gdir, gprefixes), (adir, aprefixes)] {
         for p in prefixes {
-            for (path, rel) in files_of(&root.join(p)) {
-                if let Some(first) = placed.get(&rel) {
-                    finding(
-                        rep,
-                        Severity::Error,
-                        "marker",
-                        &path,
-                        format!("collides with {} in the flattened install", first.display()),
-                    );
-                    continue;
-                }
-                let to = view.path().join(&rel);
-                if let Some(d) = to.parent() {
-                    std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create", e))?;
-                }
-                link_into_view(&path, &to)?;
-                placed.insert(rel, path);
+            for (path, first) in view.add(&root.join(p))? {
+                finding(
+                    rep,
+                    Severity::Error,
+                    "marker",
+                    &path,
+                    format!("collides with {} in the flattened install", first.display()),
+                );
             }
         }
     }
@@ -768,12 +754,63 @@ fn check_resolution(
     Ok(())
 }
 
+/// A flattened install assembled from artifacts' prefixes, as installing
+/// them gives (the one builder: `kpack verify` and `kpack verify --gpu`):
+/// real directories, each file a symlink to the artifact's file. The first
+/// file at a path is placed; a later one collides and is not placed.
+pub(crate) struct FlatInstall {
+    dir: tempfile::TempDir,
+    placed: BTreeMap<String, PathBuf>,
+}
+
+impl FlatInstall {
+    /// An empty install in a new temporary directory named `prefix…`.
+    pub(crate) fn new(prefix: &str) -> Result<FlatInstall> {
+        let dir = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir()
+            .map_err(|e| Error::io(std::env::temp_dir(), "cannot create", e))?;
+        Ok(FlatInstall {
+            dir,
+            placed: BTreeMap::new(),
+        })
+    }
+
+    /// The install's root.
+    pub(crate) fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Place every file under `prefix` (an artifact's prefix directory);
+    /// returns the collisions, each as (the file not placed, the file
+    /// placed first at its path), in walk order.
+    pub(crate) fn add(&mut self, prefix: &Path) -> Result<Vec<(PathBuf, PathBuf)>> {
+        let mut collisions = Vec::new();
+        for (path, rel) in files_of(prefix) {
+            if let Some(first) = self.placed.get(&rel) {
+                collisions.push((path, first.clone()));
+                continue;
+            }
+            let to = self.dir.path().join(&rel);
+            if let Some(d) = to.parent() {
+                std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create", e))?;
+            }
+            link_into_view(&path, &to)?;
+            self.placed.insert(rel, path);
+        }
+        Ok(collisions)
+    }
+}
+
 /// Every processor a generic target in `targets` covers, with the
 /// generic target's features: `(device, generic target)`, leaving out
 /// processors that some target in `targets` names itself (the runtime
 /// picks those first, and they are checked as they are).
 fn generic_fallbacks(targets: &BTreeSet<String>) -> Vec<(String, String)> {
-    let own: BTreeSet<&str> = targets.iter().filter_map(|t| t.split(':').next()).collect();
+    let own: BTreeSet<&str> = targets
+        .iter()
+        .map(|t| kpack_amdgpu::processor_of(t))
+        .collect();
     let mut out = Vec::new();
     for t in targets {
         let Ok(id) = kpack_amdgpu::TargetId::parse(t) else {

@@ -28,16 +28,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use kpack_amdgpu::Level;
-use kpack_format::{Archive, ArchiveWriter, Compression, WriterOptions};
+use kpack_format::{Archive, ArchiveWriter, Compression, GFXARCH, WriterOptions};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::headers::Headers;
 use crate::name::is_valid_name;
-
-/// AMD's placeholder for a target id in marker search paths and in
-/// `--device-requires-dist`.
-pub const GFXARCH: &str = "@GFXARCH@";
 
 /// The WHEEL `Generator` of AMD's device wheels.
 pub(crate) const AMD_GENERATOR: &str = "rocm-kpack-split-python-wheels";
@@ -98,7 +94,7 @@ impl AmdLayout {
             ));
         }
         if let Some(label) = &self.variant_label {
-            crate::variant::check_variant_label(label)
+            crate::name::check_variant_label(label)
                 .map_err(|e| Error::invalid(input, format!("--{e}")))?;
         }
         Ok(())
@@ -353,7 +349,7 @@ pub fn wheel_from_directory(dir: &Path, dest: &Path) -> Result<PathBuf> {
     let record = format!("{dist_info}/RECORD");
     let mut files = files;
     files.retain(|(rel, _)| !rel.starts_with(&record));
-    files.sort_by_cached_key(|(rel, _)| crate::split::entry_order(&dist_info, rel));
+    files.sort_by_cached_key(|(rel, _)| crate::job::entry_order(&dist_info, rel));
     for (rel, p) in &files {
         w.add_file(rel, p, file_mode(p)?)?;
     }

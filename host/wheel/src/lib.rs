@@ -59,8 +59,10 @@
 mod amd;
 mod error;
 mod headers;
+mod job;
 mod name;
 mod pipeline;
+mod progress;
 mod prune;
 mod reader;
 mod record;
@@ -68,19 +70,23 @@ mod split;
 mod variant;
 mod writer;
 
-pub use amd::{AmdLayout, GFXARCH, wheel_from_directory};
+pub use amd::{AmdLayout, wheel_from_directory};
 pub use error::{Error, ErrorKind, Result};
 pub use headers::{HeaderError, Headers};
-pub use name::{WheelName, escape, is_valid_name, normalize};
-pub use pipeline::Progress;
+pub use job::WheelFile;
+/// AMD's placeholder for a target id (kpack-format's).
+pub use kpack_format::GFXARCH;
+pub use name::{
+    VariantLabelError, WheelName, check_variant_label, escape, is_valid_name, normalize,
+    variant_wheel_file,
+};
+pub use progress::Progress;
 pub use prune::{DroppedFile, PruneOptions, PruneReport, PrunedFile, prune_wheel};
 pub use reader::Limits;
 pub use record::{RecordEntry, RecordError, parse_record, record_hash, write_record};
-pub use split::{
-    DeviceWheel, WheelFile, WheelOptions, WheelReport, check_archive_group, split_wheel,
-};
+pub use split::{DeviceWheel, WheelOptions, WheelReport, check_archive_group, split_wheel};
 pub use variant::{
-    DEFAULT_VARIANT_LABEL, VARIANT_JSON, VariantLabelError, VariantWheel, add_variant_markers,
-    check_variant_label, variant_json, variant_marker, variant_wheel, variant_wheel_file,
+    DEFAULT_VARIANT_LABEL, VARIANT_JSON, VariantWheel, add_variant_markers, variant_json,
+    variant_marker, variant_wheel,
 };
 pub use writer::{ZIP_EPOCH, zip_time};

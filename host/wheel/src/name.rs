@@ -1,6 +1,7 @@
 //! Wheel and distribution names: PEP 503 normalization, the escaped form
 //! used in file names (PEP 427, as amended by the binary distribution format
-//! spec), and parsing `{name}-{version}(-{build})?-{python}-{abi}-{platform}.whl`.
+//! spec), parsing `{name}-{version}(-{build})?-{python}-{abi}-{platform}.whl`,
+//! and the label of a variant wheel's file name ([`check_variant_label`]).
 
 /// A distribution name normalized per PEP 503: lowercase, each run of
 /// `-`, `_`, `.` replaced by one `-` (`Torch_Device.gfx90a` → `torch-device-gfx90a`).
@@ -120,6 +121,44 @@ impl std::fmt::Display for WheelName {
         }
         write!(f, "-{}-{}-{}.whl", self.python, self.abi, self.platform)
     }
+}
+
+/// A variant label a wheel-variant installer cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("variant label {label:?} {why}")]
+pub struct VariantLabelError {
+    /// The label as given.
+    pub label: String,
+    /// What is wrong with it.
+    pub why: &'static str,
+}
+
+/// Check a variant label: not empty, only lowercase ASCII letters, digits,
+/// `_` and `.` (what uv's preview accepts in a file name).
+pub fn check_variant_label(label: &str) -> Result<(), VariantLabelError> {
+    let why = if label.is_empty() {
+        "is empty"
+    } else if !label
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_'))
+    {
+        "may hold only lowercase letters, digits, '_' and '.'"
+    } else {
+        return Ok(());
+    };
+    Err(VariantLabelError {
+        label: label.to_string(),
+        why,
+    })
+}
+
+/// The variant wheel's file name: the host wheel's with `-<label>` before
+/// `.whl`.
+pub fn variant_wheel_file(host: &WheelName, label: &str) -> Result<String, VariantLabelError> {
+    check_variant_label(label)?;
+    let name = host.to_string();
+    let stem = name.strip_suffix(".whl").unwrap_or(&name);
+    Ok(format!("{stem}-{label}.whl"))
 }
 
 #[cfg(test)]

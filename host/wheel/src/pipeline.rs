@@ -12,35 +12,13 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use zip::DateTime;
 
-use crate::error::{Error, Result};
-use crate::reader::{FileMeta, Limits, Unpacked, unpack};
 use kpack_fsafe::{Existing, Order, Outputs};
 
-use crate::split::{Source, WheelFile, WheelJob};
-
-/// What a wheel command is doing, for a progress display (the CLI draws
-/// one on a terminal). Called from several threads.
-pub trait Progress: Sync {
-    /// A phase starts: `what` it does (`unpacking x.whl`), and how many
-    /// bytes it goes through (0: not known).
-    fn phase(&self, what: &str, total: u64);
-    /// `bytes` more of the current phase are done.
-    fn advance(&self, bytes: u64);
-}
-
-/// [`Progress::phase`] on an optional display.
-pub(crate) fn phase(p: Option<&dyn Progress>, what: &str, total: u64) {
-    if let Some(p) = p {
-        p.phase(what, total);
-    }
-}
-
-/// [`Progress::advance`] on an optional display.
-pub(crate) fn advance(p: Option<&dyn Progress>, bytes: u64) {
-    if let Some(p) = p {
-        p.advance(bytes);
-    }
-}
+use crate::amd::AMD_GENERATOR;
+use crate::error::{Error, ErrorKind, Result};
+use crate::job::{Source, WheelFile, WheelJob};
+use crate::progress::{Progress, phase};
+use crate::reader::{FileMeta, Limits, Unpacked, unpack};
 
 /// A wheel read into a staging directory: `dir/src/<scheme>/…` holds the
 /// split schemes' trees; the rest of `dir` is the command's.
@@ -189,5 +167,54 @@ pub(crate) fn copy_unchanged(input: &Path, outputs: Option<Outputs>, file: &str)
     let staged = outputs.plan(file, Order::Last)?;
     std::fs::copy(input, &staged).map_err(|e| Error::io(&staged, "cannot copy the input", e))?;
     outputs.commit()?;
+    Ok(())
+}
+
+/// The output directory must not hold the input: `what` has the input's
+/// file name.
+pub(crate) fn refuse_input_dir(input: &Path, out_dir: &Path, what: &str) -> Result<()> {
+    let input_dir = input
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same(input_dir, out_dir) {
+        return Err(Error::new(
+            ErrorKind::Exists,
+            Some(out_dir.to_path_buf()),
+            format!(
+                "the output directory holds the input, and {what} has the input's name: choose another"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A device wheel is marked by the WHEEL file wheel split (or AMD's
+/// splitter, whose layout `--overlay-root` writes) writes for it;
+/// refused before anything is done to it (it may hold no archive at all,
+/// only database files). `verb` is the refused command (`split`, `prune`).
+pub(crate) fn refuse_device_wheel(input: &Path, un: &Unpacked, verb: &str) -> Result<()> {
+    if let Some(g) = un
+        .wheel
+        .get("Generator")
+        .filter(|g| g.starts_with("kpack-wheel ") || *g == AMD_GENERATOR)
+    {
+        let by = if g == AMD_GENERATOR {
+            "AMD's wheel splitter (or kpack in its layout)"
+        } else {
+            "kpack wheel split"
+        };
+        return Err(Error::new(
+            ErrorKind::AlreadySplit,
+            Some(input.to_path_buf()),
+            format!(
+                "a device wheel written by {by} (WHEEL Generator: {g}): {verb} the original fat wheel instead"
+            ),
+        ));
+    }
     Ok(())
 }

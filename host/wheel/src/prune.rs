@@ -16,11 +16,10 @@ use serde::Serialize;
 use crate::error::{Error, ErrorKind, Result};
 use kpack_fsafe::{Existing, Order, Outputs};
 
-use crate::pipeline::{self, Progress, Staged};
+use crate::job::{Entry, Source, WheelFile, WheelJob, entry_order};
+use crate::pipeline::{self, Staged, refuse_device_wheel, refuse_input_dir};
+use crate::progress::{self, Progress};
 use crate::reader::{Limits, Route, SPLIT_SCHEMES, Unpacked, list_files};
-use crate::split::{
-    Entry, Source, WheelFile, WheelJob, entry_order, refuse_device_wheel, refuse_input_dir,
-};
 use crate::writer::{ZIP_EPOCH, zip_time};
 
 /// How to prune a wheel. Build it with [`PruneOptions::new`].
@@ -148,7 +147,7 @@ pub fn prune_wheel(input: &Path, out_dir: &Path, opts: &PruneOptions<'_>) -> Res
         .unwrap_or(&st.un.name.distribution)
         .to_string();
     let input_report = pipeline::input_report(input, &st.un, &distribution);
-    pipeline::phase(opts.progress, "reading binaries", 0);
+    progress::phase(opts.progress, "reading binaries", 0);
     let plans = plan_files(input, &st, opts)?;
     let output_path = out_dir.join(&input_report.file);
     let Some(targets) = decide_targets(input, &plans, opts, &mut warnings)? else {
@@ -348,7 +347,7 @@ fn prune_files(
         .filter(|(_, _, plan)| fat(plan))
         .map(|(_, p, _)| std::fs::metadata(p).map_or(0, |m| m.len()))
         .sum();
-    pipeline::phase(opts.progress, "pruning device code", total);
+    progress::phase(opts.progress, "pruning device code", total);
     plans
         .par_iter()
         .filter_map(|(path, _, plan)| match plan {
@@ -369,7 +368,7 @@ fn prune_files(
                 .with_source(e)
             })?;
             let (kept, dropped) = opts.keep.partition(p.targets());
-            pipeline::advance(opts.progress, report.input_size());
+            progress::advance(opts.progress, report.input_size());
             Ok(PrunedFile {
                 path: path.clone(),
                 kept,

@@ -12,7 +12,7 @@ use sha2::Digest;
 use crate::error::{Error, Result};
 use crate::headers::Headers;
 use crate::name::{WheelName, normalize};
-use crate::pipeline::Progress;
+use crate::progress::Progress;
 use crate::record::{format_sha256, hash_matches, parse_record};
 
 /// The install schemes whose trees are split (their files install relative
@@ -235,7 +235,7 @@ pub(crate) fn unpack(
     let declared: u64 = (0..zip.len())
         .filter_map(|i| zip.by_index_raw(i).ok().map(|e| e.size()))
         .fold(0, u64::saturating_add);
-    crate::pipeline::phase(progress, &format!("unpacking {}", un.name), declared);
+    crate::progress::phase(progress, &format!("unpacking {}", un.name), declared);
     for i in 0..zip.len() {
         inflater.entry(&mut zip, i, &mut un, &meta.expected, &meta.record_name)?;
     }
@@ -678,7 +678,7 @@ impl Inflater<'_> {
             read.max_entry,
             entry.compressed_size(),
         )?;
-        crate::pipeline::advance(self.progress, n as u64);
+        crate::progress::advance(self.progress, n as u64);
         Ok(n)
     }
 

@@ -14,10 +14,12 @@ use zip::DateTime;
 use crate::amd::{self, AmdLayout};
 use crate::error::{Error, ErrorKind, Result};
 use crate::headers::Headers;
+use crate::job::{Entry, Source, WheelFile, WheelJob, entry_order};
 use crate::name::{escape, is_valid_name, normalize};
-use crate::pipeline::{self, Progress, Staged};
+use crate::pipeline::{self, Staged, refuse_device_wheel, refuse_input_dir};
+use crate::progress::{self, Progress};
 use crate::reader::{Limits, Route, SPLIT_SCHEMES, Unpacked, list_files};
-use crate::writer::{WheelWriter, ZIP_EPOCH, zip_time};
+use crate::writer::{ZIP_EPOCH, zip_time};
 
 /// How to split a wheel. Build it with [`WheelOptions::new`] and adjust fields.
 #[derive(Clone)]
@@ -123,21 +125,6 @@ impl WheelOptions<'_> {
     }
 }
 
-/// One wheel file, input or output.
-#[derive(Debug, Clone, Serialize)]
-pub struct WheelFile {
-    /// File name.
-    pub file: String,
-    /// Full path (in the output directory for outputs).
-    pub path: PathBuf,
-    /// Distribution name as in METADATA.
-    pub distribution: String,
-    /// Size in bytes.
-    pub bytes: u64,
-    /// Files in it (RECORD rows, RECORD included).
-    pub files: usize,
-}
-
 /// One device wheel.
 #[derive(Debug, Clone, Serialize)]
 pub struct DeviceWheel {
@@ -197,34 +184,6 @@ impl WheelReport {
     }
 }
 
-#[derive(Clone)]
-pub(crate) struct Entry {
-    pub(crate) path: String,
-    pub(crate) src: Source,
-    pub(crate) mode: u32,
-}
-
-/// Where an output entry's bytes come from.
-#[derive(Clone)]
-pub(crate) enum Source {
-    /// A file on disk, compressed by the writer.
-    Disk(PathBuf),
-    /// An input entry whose content is unchanged: its compressed bytes are
-    /// copied (no second deflate; the output is still a function of the
-    /// input alone), with the writer's timestamp and the entry's mode.
-    Raw {
-        index: usize,
-        hash: String,
-        size: u64,
-    },
-}
-
-/// dist-info last and RECORD after everything (the wheel spec asks for
-/// `.dist-info` at the end of the archive); otherwise bytewise path order.
-pub(crate) fn entry_order(dist_info: &str, path: &str) -> (bool, String) {
-    (path.starts_with(&format!("{dist_info}/")), path.to_string())
-}
-
 /// Split `input` into `out_dir` (created if missing; must not be the
 /// input's directory, since the host wheel has the input's file name).
 ///
@@ -243,7 +202,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     refuse_device_wheel(input, &st.un, "split")?;
     let mut warnings = st.un.warnings.clone();
     let tags: Vec<String> = st.un.wheel.get_all("Tag").map(str::to_string).collect();
-    pipeline::phase(opts.progress, "offloading device code", 0);
+    progress::phase(opts.progress, "offloading device code", 0);
     let split = split_schemes(input, &st, &names, opts, &mut warnings)?;
     let out_stage = st.path().join("out");
     std::fs::create_dir_all(&out_stage).map_err(|e| Error::io(&out_stage, "cannot create", e))?;
@@ -940,121 +899,6 @@ fn device_report(job: &WheelJob, arch: &str, wheel: WheelFile, grouped: bool) ->
         wheel,
         archives,
         database_files,
-    }
-}
-
-/// The output directory must not hold the input: `what` has the input's
-/// file name.
-pub(crate) fn refuse_input_dir(input: &Path, out_dir: &Path, what: &str) -> Result<()> {
-    let input_dir = input
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    };
-    if same(input_dir, out_dir) {
-        return Err(Error::new(
-            ErrorKind::Exists,
-            Some(out_dir.to_path_buf()),
-            format!(
-                "the output directory holds the input, and {what} has the input's name: choose another"
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// A device wheel is marked by the WHEEL file wheel split (or AMD's
-/// splitter, whose layout `--overlay-root` writes) writes for it;
-/// refused before anything is done to it (it may hold no archive at all,
-/// only database files). `verb` is the refused command (`split`, `prune`).
-pub(crate) fn refuse_device_wheel(input: &Path, un: &Unpacked, verb: &str) -> Result<()> {
-    if let Some(g) = un
-        .wheel
-        .get("Generator")
-        .filter(|g| g.starts_with("kpack-wheel ") || *g == amd::AMD_GENERATOR)
-    {
-        let by = if g == amd::AMD_GENERATOR {
-            "AMD's wheel splitter (or kpack in its layout)"
-        } else {
-            "kpack wheel split"
-        };
-        return Err(Error::new(
-            ErrorKind::AlreadySplit,
-            Some(input.to_path_buf()),
-            format!(
-                "a device wheel written by {by} (WHEEL Generator: {g}): {verb} the original fat wheel instead"
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// One wheel to write.
-#[derive(Clone)]
-pub(crate) struct WheelJob {
-    pub(crate) file: String,
-    pub(crate) distribution: String,
-    pub(crate) arch: Option<String>,
-    /// Processors whose device trees go into the wheel.
-    pub(crate) members: Vec<String>,
-    pub(crate) dirs: Vec<(String, u32)>,
-    pub(crate) entries: Vec<Entry>,
-    /// Generated dist-info files (already in order: METADATA, WHEEL).
-    pub(crate) generated: Vec<(String, String)>,
-    pub(crate) record: String,
-}
-
-impl WheelJob {
-    /// The bytes of its entries (what writing it goes through).
-    pub(crate) fn bytes(&self) -> u64 {
-        let size = |e: &Entry| match &e.src {
-            Source::Disk(p) => std::fs::metadata(p).map_or(0, |m| m.len()),
-            Source::Raw { size, .. } => *size,
-        };
-        self.entries.iter().map(size).sum()
-    }
-
-    pub(crate) fn write(
-        &self,
-        input: &Path,
-        path: &Path,
-        time: DateTime,
-        progress: Option<&dyn Progress>,
-    ) -> Result<(u64, usize)> {
-        let mut w = WheelWriter::create(path, time)?;
-        w.progress = progress;
-        let mut zip = None;
-        for (d, m) in &self.dirs {
-            w.add_dir(d, *m)?;
-        }
-        for e in &self.entries {
-            match &e.src {
-                Source::Disk(p) => w.add_file(&e.path, p, e.mode)?,
-                Source::Raw { index, hash, size } => {
-                    let zip = match &mut zip {
-                        Some(z) => z,
-                        None => {
-                            let f = std::fs::File::open(input)
-                                .map_err(|e| Error::io(input, "cannot open", e))?;
-                            zip.insert(
-                                zip::ZipArchive::new(f)
-                                    .map_err(|e| Error::zip(input, "not a zip file", e))?,
-                            )
-                        }
-                    };
-                    w.add_raw(zip, input, *index, e.mode, hash, *size)?;
-                    pipeline::advance(progress, *size);
-                }
-            }
-        }
-        for (p, text) in &self.generated {
-            w.add_bytes(p, text.as_bytes(), 0o644)?;
-        }
-        let files = self.entries.len() + self.generated.len() + 1;
-        Ok((w.finish(&self.record)?, files))
     }
 }
 

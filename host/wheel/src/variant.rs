@@ -25,26 +25,16 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::WheelName;
 use crate::error::{Error, Result};
+use crate::job::{Source, WheelJob};
+use crate::name::{VariantLabelError, WheelName, variant_wheel_file};
 use crate::reader::Unpacked;
-use crate::split::{Source, WheelJob};
 
 /// The variant wheel's label when none is given (AMD's default).
 pub const DEFAULT_VARIANT_LABEL: &str = "variant";
 
 /// The file the variant metadata is written to, inside `.dist-info/`.
 pub const VARIANT_JSON: &str = "variant.json";
-
-/// A variant label a wheel-variant installer cannot read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("variant label {label:?} {why}")]
-pub struct VariantLabelError {
-    /// The label as given.
-    pub label: String,
-    /// What is wrong with it.
-    pub why: &'static str,
-}
 
 /// What the variant wheel consists of, beyond the host wheel's entries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,34 +45,6 @@ pub struct VariantWheel {
     pub metadata: String,
     /// `variant.json`, for `<dist-info>/variant.json`.
     pub variant_json: String,
-}
-
-/// Check a variant label: not empty, only lowercase ASCII letters, digits,
-/// `_` and `.` (what uv's preview accepts in a file name).
-pub fn check_variant_label(label: &str) -> Result<(), VariantLabelError> {
-    let why = if label.is_empty() {
-        "is empty"
-    } else if !label
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_'))
-    {
-        "may hold only lowercase letters, digits, '_' and '.'"
-    } else {
-        return Ok(());
-    };
-    Err(VariantLabelError {
-        label: label.to_string(),
-        why,
-    })
-}
-
-/// The variant wheel's file name: the host wheel's with `-<label>` before
-/// `.whl`.
-pub fn variant_wheel_file(host: &WheelName, label: &str) -> Result<String, VariantLabelError> {
-    check_variant_label(label)?;
-    let name = host.to_string();
-    let stem = name.strip_suffix(".whl").unwrap_or(&name);
-    Ok(format!("{stem}-{label}.whl"))
 }
 
 /// The marker a requirement carries in a variant wheel for `target`.

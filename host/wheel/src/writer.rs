@@ -76,7 +76,7 @@ pub fn zip_time(secs: u64) -> DateTime {
 /// A wheel being written to `path`.
 pub(crate) struct WheelWriter<'p> {
     /// Where bytes written are reported.
-    pub progress: Option<&'p dyn crate::pipeline::Progress>,
+    pub progress: Option<&'p dyn crate::progress::Progress>,
     path: PathBuf,
     zip: ZipWriter<BufWriter<File>>,
     rows: Vec<RecordEntry>,
@@ -153,7 +153,7 @@ impl<'p> WheelWriter<'p> {
                 .write_all(&self.buf[..n])
                 .map_err(|e| Error::io(&self.path, "cannot write", e))?;
             written += n as u64;
-            crate::pipeline::advance(self.progress, n as u64);
+            crate::progress::advance(self.progress, n as u64);
         }
         self.rows.push(RecordEntry {
             path: name.to_string(),
@@ -289,7 +289,7 @@ fn deflate_chunks(
     f: &mut File,
     src: &Path,
     out: &mut impl Write,
-    progress: Option<&dyn crate::pipeline::Progress>,
+    progress: Option<&dyn crate::progress::Progress>,
 ) -> Result<Deflated> {
     let batch_len = 2 * rayon::current_num_threads().max(1);
     let mut d = Deflated {
@@ -336,7 +336,7 @@ fn deflate_chunks(
         }
         let read: u64 = batch.iter().map(|c| c.len() as u64).sum();
         d.size += read;
-        crate::pipeline::advance(progress, read);
+        crate::progress::advance(progress, read);
         if ends {
             break;
         }

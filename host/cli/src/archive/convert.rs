@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use kpack_amdgpu::Level;
+use kpack_amdgpu::{Level, processor_of};
 use kpack_format::{ArchiveWriter, Compression, WriterOptions};
 use kpack_fsafe::{Existing, Order, Outputs};
 
@@ -31,11 +31,6 @@ struct Item {
     arch: String,
     bytes: Vec<u8>,
     metadata: Vec<(String, String)>,
-}
-
-/// The processor of a TOC arch (`gfx90a:xnack+` → `gfx90a`).
-fn processor(arch: &str) -> &str {
-    arch.split(':').next().unwrap_or(arch)
 }
 
 /// The file-name label of a family archive holding `arches`.
@@ -181,7 +176,7 @@ fn plan<'a>(
     let mut by_processor: BTreeMap<&str, Vec<&Item>> = BTreeMap::new();
     for item in items {
         by_processor
-            .entry(processor(&item.arch))
+            .entry(processor_of(&item.arch))
             .or_default()
             .push(item);
     }
@@ -189,7 +184,7 @@ fn plan<'a>(
         crate::safety::plain_name("processor", p)?;
         let arches: Vec<String> = listed
             .iter()
-            .filter(|a| processor(a) == p)
+            .filter(|a| processor_of(a) == p)
             .cloned()
             .collect();
         let path = out.join(format!("{group}_{p}.kpack"));

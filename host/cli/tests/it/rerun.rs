@@ -71,3 +71,22 @@ fn split_refuses_split_output() {
     );
     assert_eq!(nothing_in(&again), Vec::<String>::new());
 }
+
+#[test]
+fn split_of_an_offloaded_dll_names_the_pe_marker() {
+    let tmp = tempfile::tempdir().unwrap();
+    let offloaded = crate::util::offload_into(&fixture("pe/dll_1tu.dll"), tmp.path(), &[]);
+    let art = tmp.path().join("shard/x_lib");
+    crate::util::artifact_with_library(&art, &offloaded, "x.dll");
+    let again = tmp.path().join("again");
+    let o = split(&[&art], &["--component", "x"], &again);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    // Each format's own marker: a PE image's is `.kpackrf`.
+    assert!(
+        err.contains("x.dll: already offloaded by kpack (HIPK wrappers, .kpackrf marker)"),
+        "{err}"
+    );
+    assert!(!err.contains(".rocm_kpack_ref"), "{err}");
+    assert_eq!(nothing_in(&again), Vec::<String>::new());
+}

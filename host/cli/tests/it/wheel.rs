@@ -719,7 +719,8 @@ fn max_unpacked_size_limits_what_a_wheel_may_inflate_to() {
         stderr(&o)
     );
     assert!(!out.join(WHEEL).exists());
-    let o = kpack_env(&args("1G"), &[]);
+    // The size grammar of --max-memory: fractions and KiB/MiB/GiB too.
+    let o = kpack_env(&args("1.5GiB"), &[]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(out.join(WHEEL).exists());
 }
