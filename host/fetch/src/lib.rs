@@ -82,6 +82,35 @@ pub enum Error {
     /// A listed name that is not a relative path to a `.kpack`.
     #[error("index lists {0:?}: not a relative path to a .kpack file")]
     BadName(String),
+    /// A listed archive larger than [`Options::max_archive_size`].
+    #[error("{location}: listed as {size} bytes, more than the {max} bytes an archive may have (--max-archive-size); nothing downloaded")]
+    TooLarge {
+        /// Where it would come from.
+        location: String,
+        /// The listed size.
+        size: u64,
+        /// The cap.
+        max: u64,
+    },
+    /// Not enough free space for a listed archive.
+    #[error("{}: {size} bytes needed for {name}, {free} bytes free; nothing downloaded", dir.display())]
+    NoSpace {
+        /// The directory it would go to.
+        dir: PathBuf,
+        /// Its index name.
+        name: String,
+        /// The listed size.
+        size: u64,
+        /// Free bytes there.
+        free: u64,
+    },
+    /// A local index entry that is not a regular file (a FIFO, a device,
+    /// a symlink to one).
+    #[error("{}: not a regular file; refused", path.display())]
+    NotRegular {
+        /// The entry.
+        path: PathBuf,
+    },
     /// A download whose size or SHA-256 is not the listing's.
     #[error("{location}: {what} (expected {expected}, got {got}); refused, nothing installed")]
     Mismatch {
@@ -148,6 +177,29 @@ impl Report {
     }
 }
 
+/// Limits of [`fetch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// The largest archive downloaded, whatever the listing says; the read
+    /// stops one byte past the smaller of this and the listed size.
+    pub max_archive_size: u64,
+    /// How slowly an archive's body may arrive over HTTP.
+    pub pace: kpack_http::Pace,
+}
+
+/// [`Options::max_archive_size`] by default: 8 GiB, larger than any one
+/// GPU's archive of a ROCm release.
+pub const DEFAULT_MAX_ARCHIVE_SIZE: u64 = 8 << 30;
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            max_archive_size: DEFAULT_MAX_ARCHIVE_SIZE,
+            pace: kpack_http::Pace::DEFAULT,
+        }
+    }
+}
+
 /// A binary with a marker.
 struct Marked {
     path: PathBuf,
@@ -156,7 +208,7 @@ struct Marked {
 }
 
 /// Fetch into `tree` what `gpus` need from `source`.
-pub fn fetch(tree: &Path, source: &Source, gpus: &[String]) -> Result<Report> {
+pub fn fetch(tree: &Path, source: &Source, gpus: &[String], options: &Options) -> Result<Report> {
     let listing = source.listing()?;
     let mut by_name: BTreeMap<&str, &IndexFile> = BTreeMap::new();
     for f in &listing.files {
@@ -198,7 +250,7 @@ pub fn fetch(tree: &Path, source: &Source, gpus: &[String]) -> Result<Report> {
                 if report.archives.iter().any(|a| a.path == cand) {
                     continue;
                 }
-                let action = install(source, f, &cand)?;
+                let action = install(source, f, &cand, options)?;
                 report.archives.push(Installed {
                     path: cand,
                     name: f.name.clone(),
@@ -358,10 +410,18 @@ fn group_rank(g: &str, targets: &[String]) -> Option<usize> {
 
 /// Make `dest` hold `f`: kept when its hash is the listed one, else
 /// downloaded into a temp file beside it, checked, and renamed over it.
-fn install(source: &Source, f: &IndexFile, dest: &Path) -> Result<Action> {
+fn install(source: &Source, f: &IndexFile, dest: &Path, options: &Options) -> Result<Action> {
     let existed = dest.is_file();
     if existed && hash_file(dest).is_ok_and(|(size, h)| size == f.size && h == f.sha256) {
         return Ok(Action::Present);
+    }
+    let location = source.location(f);
+    if f.size > options.max_archive_size {
+        return Err(Error::TooLarge {
+            location,
+            size: f.size,
+            max: options.max_archive_size,
+        });
     }
     let dir = dest.parent().unwrap_or(Path::new("."));
     let io = |what, source| Error::Io {
@@ -371,10 +431,20 @@ fn install(source: &Source, f: &IndexFile, dest: &Path) -> Result<Action> {
     };
     std::fs::create_dir_all(dir).map_err(|e| io("cannot create its directory", e))?;
     kpack_fsafe::remove_stale_temps(dir);
+    if let Some(free) = free_space(dir)
+        && free < f.size
+    {
+        return Err(Error::NoSpace {
+            dir: dir.to_path_buf(),
+            name: f.name.clone(),
+            size: f.size,
+            free,
+        });
+    }
     let mut tmp = kpack_fsafe::temp_file_in(dir, "fetch")
         .map_err(|e| io("cannot create a temp file beside", e))?;
-    let location = source.location(f);
-    let mut reader = source.open(f)?;
+    let _interrupt = kpack_fsafe::remove_on_interrupt(tmp.path());
+    let mut reader = source.open(f, options)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     let mut size: u64 = 0;
@@ -418,4 +488,17 @@ fn install(source: &Source, f: &IndexFile, dest: &Path) -> Result<Action> {
     } else {
         Action::Fetched
     })
+}
+
+/// Bytes free to an unprivileged writer in `dir`, where the system says.
+#[cfg(unix)]
+fn free_space(dir: &Path) -> Option<u64> {
+    let s = rustix::fs::statvfs(dir).ok()?;
+    Some(s.f_bavail.saturating_mul(s.f_frsize))
+}
+
+/// Bytes free in `dir`: not asked off Unix.
+#[cfg(not(unix))]
+fn free_space(_dir: &Path) -> Option<u64> {
+    None
 }

@@ -22,6 +22,7 @@
 mod atomic;
 mod check;
 mod error;
+mod interrupt;
 mod path;
 mod temp;
 
@@ -31,6 +32,7 @@ pub use check::{
     plain_name, regular_file,
 };
 pub use error::{Error, IoError, Result};
+pub use interrupt::{Registered, remove_on_interrupt, remove_registered};
 pub use path::{is_plain_name, is_plain_relative, normalize, relative_path, resolved};
 pub use temp::{
     TEMP_PREFIX, is_stale_temp, remove_stale_temps, stale_temps, temp_dir_in, temp_file_in,

@@ -57,16 +57,25 @@ pub struct VariantWheel {
     pub variant_json: String,
 }
 
-/// Check a variant label: not empty, only lowercase ASCII letters, digits,
-/// `_` and `.` (what uv's preview accepts in a file name).
+/// The longest variant label (PEP 817: 1 to 16 characters).
+pub const MAX_VARIANT_LABEL: usize = 16;
+
+/// Check a variant label: 1 to [`MAX_VARIANT_LABEL`] characters, only
+/// lowercase ASCII letters, digits, `_` and `.` (what uv's preview accepts
+/// in a file name), and not `.`/`..`-like: no leading or trailing `.` and
+/// no `..`, which would make the wheel's file name one no installer reads.
 pub fn check_variant_label(label: &str) -> Result<(), VariantLabelError> {
     let why = if label.is_empty() {
         "is empty"
+    } else if label.len() > MAX_VARIANT_LABEL {
+        "is longer than 16 characters"
     } else if !label
         .bytes()
         .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_'))
     {
         "may hold only lowercase letters, digits, '_' and '.'"
+    } else if label.starts_with('.') || label.ends_with('.') || label.contains("..") {
+        "may not start or end with '.' or hold '..'"
     } else {
         return Ok(());
     };
@@ -445,12 +454,13 @@ Requires-Dist: a == 1; \"amd :: gfx_arch :: gpu\" in variant_properties\n"
             variant_wheel_file(&host, DEFAULT_VARIANT_LABEL).unwrap(),
             "torch-2.10.0+rocm7.1-cp313-cp313-manylinux_2_28_x86_64-variant.whl"
         );
-        for bad in ["", "AMD", "a-b", "a/b", "ä"] {
+        let long = "a".repeat(MAX_VARIANT_LABEL + 1);
+        for bad in ["", "AMD", "a-b", "a/b", "ä", ".", "..", "a..b", ".a", "a.", &long] {
             let e = check_variant_label(bad).unwrap_err();
             assert_eq!(e.label, bad);
             assert!(e.to_string().starts_with("variant label "), "{e}");
         }
-        for good in ["amd", "rocm7.1", "gfx_9", "0"] {
+        for good in ["amd", "rocm7.1", "gfx_9", "0", "a.b.c", &long[1..]] {
             check_variant_label(good).unwrap();
         }
         let v = variant_wheel(&host, "amd", HOST, &["gfx1100"]).unwrap();

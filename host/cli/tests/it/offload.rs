@@ -854,6 +854,50 @@ fn verify_elf_reports_an_untransformed_fat_binary_and_a_broken_marker() {
     );
 }
 
+/// A fat binary checked as offloaded gets one line for all its HIPF
+/// wrappers, naming `--pruned`; a `PT_PHDR` whose size is not the table's
+/// (AMD's offloader leaves it so) is a warning, exit 0.
+#[test]
+fn verify_elf_says_hipf_once_and_takes_a_stale_pt_phdr_size_as_a_warning() {
+    let out = kpack([
+        "verify-elf".as_ref(),
+        fixture("corpus/lib2tu_2arch.so").as_os_str(),
+    ]);
+    let text = kpack_tests::stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert_eq!(text.matches("HIPF").count(), 1, "{text}");
+    assert!(
+        text.contains("wrapper(s) are HIPF: device code not offloaded (if this is `kpack prune` output, check it with `verify-elf --pruned`)"),
+        "{text}"
+    );
+
+    use object::read::elf::{ElfFile64, FileHeader as _, ProgramHeader as _};
+    use object::{LittleEndian as LE, Object as _};
+    let dir = tempfile::tempdir().unwrap();
+    let out_bin = crate::util::offload_into(&fixture("corpus/libaxpy_2arch.so"), dir.path(), &[]);
+    let mut bytes = std::fs::read(&out_bin).unwrap();
+    let at = {
+        let obj = ElfFile64::<LE, _>::parse(&bytes[..]).unwrap();
+        let phoff = obj.elf_header().e_phoff(LE) as usize;
+        let i = obj
+            .elf_program_headers()
+            .iter()
+            .position(|p| p.p_type(LE) == object::elf::PT_PHDR)
+            .unwrap();
+        phoff + i * 56 + 32
+    };
+    bytes[at..at + 8].copy_from_slice(&0x380u64.to_le_bytes());
+    std::fs::write(&out_bin, &bytes).unwrap();
+    let out = kpack(["verify-elf".as_ref(), out_bin.as_os_str(), "--no-readelf".as_ref()]);
+    let text = kpack_tests::stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains(": ok\n"), "{text}");
+    assert!(
+        text.contains(": warning: PT_PHDR size 0x380 is not e_phnum * e_phentsize"),
+        "{text}"
+    );
+}
+
 /// elfutils' libelf (eu-strip 0.188) fills every gap between sections with
 /// zeros when it writes a file, and eu-strip gives every non-allocated
 /// section it keeps a new offset after the last allocated one. The
