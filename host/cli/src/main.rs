@@ -166,7 +166,9 @@ fn main() -> ExitCode {
         Command::Completions { shell } => completions(shell),
         Command::Man { output } => man(output.as_deref()),
         Command::HelpMarkdown => help_markdown::run(<Cli as clap::CommandFactory>::command()),
-        Command::External(args) => return external::run(args),
+        Command::External(args) => {
+            return external::run(args, &<Cli as clap::CommandFactory>::command());
+        }
     };
     exit::finish(result)
 }

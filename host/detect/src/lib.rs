@@ -55,7 +55,9 @@ pub enum Error {
     #[error("{FORCE_ENV}: {0:?} is not a GPU target (unknown processor)")]
     UnknownProcessor(String),
     /// `auto` was asked for and no GPU was found.
-    #[error("`auto`: no AMD GPU detected on this machine ({0})")]
+    #[error(
+        "`auto`: no AMD GPU detected on this machine ({0}); name the GPU instead (`--gpu gfx1100`), or set {FORCE_ENV}=gfx1100"
+    )]
     NoGpu(String),
 }
 
@@ -348,12 +350,8 @@ fn read_properties(path: &Path) -> std::result::Result<Option<String>, String> {
 /// A `properties` file's bytes as text: UTF-8, or the error that says
 /// where it is not.
 fn parse_properties_text(bytes: Vec<u8>) -> std::result::Result<String, String> {
-    String::from_utf8(bytes).map_err(|e| {
-        format!(
-            "not UTF-8 text (byte {:#x})",
-            e.utf8_error().valid_up_to()
-        )
-    })
+    String::from_utf8(bytes)
+        .map_err(|e| format!("not UTF-8 text (byte {:#x})", e.utf8_error().valid_up_to()))
 }
 
 /// The GPU target a KFD `properties` file's bytes describe: `Ok(None)` for

@@ -201,7 +201,10 @@ fn a_bad_properties_file_skips_its_node_with_a_note() {
     ]);
     let nodes = root.path().join(TOPOLOGY);
     let fifo = nodes.join("1/properties");
-    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
     assert!(made.success());
     std::os::unix::fs::symlink("/dev/zero", nodes.join("2/properties")).unwrap();
     std::fs::write(nodes.join("3/properties"), b"simd_count 4\n\xff\n").unwrap();
@@ -211,15 +214,30 @@ fn a_bad_properties_file_skips_its_node_with_a_note() {
     assert_eq!(det.targets(), ["gfx942"]);
     let notes = det.notes.join("\n");
     assert_eq!(det.notes.len(), 4, "{notes}");
-    assert!(notes.contains("1/properties: not a regular file; node skipped"), "{notes}");
-    assert!(notes.contains("2/properties: not a regular file; node skipped"), "{notes}");
-    assert!(notes.contains("3/properties: not UTF-8 text (byte 0xd)"), "{notes}");
-    assert!(notes.contains("5/properties: longer than 16384 bytes"), "{notes}");
+    assert!(
+        notes.contains("1/properties: not a regular file; node skipped"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("2/properties: not a regular file; node skipped"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("3/properties: not UTF-8 text (byte 0xd)"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("5/properties: longer than 16384 bytes"),
+        "{notes}"
+    );
 }
 
 #[test]
 fn target_of_properties_reads_bytes() {
-    assert_eq!(target_of_properties(gpu_props(90402, 1, 1).as_bytes()), Ok(Some("gfx942".into())));
+    assert_eq!(
+        target_of_properties(gpu_props(90402, 1, 1).as_bytes()),
+        Ok(Some("gfx942".into()))
+    );
     assert_eq!(target_of_properties(CPU.as_bytes()), Ok(None));
     assert!(target_of_properties(b"\xff").is_err());
 }

@@ -191,7 +191,10 @@ impl Source {
                     source,
                 };
                 // Asked before opening: opening a FIFO would wait for a writer.
-                if !std::fs::metadata(&p).map_err(|e| io("cannot open", e))?.is_file() {
+                if !std::fs::metadata(&p)
+                    .map_err(|e| io("cannot open", e))?
+                    .is_file()
+                {
                     return Err(Error::NotRegular { path: p });
                 }
                 let file = std::fs::File::open(&p).map_err(|e| io("cannot open", e))?;
@@ -268,7 +271,11 @@ mod tests {
     #[test]
     fn a_failed_request_names_the_url_and_keeps_the_client_error_as_source() {
         // Port 1 on the loopback: refused at once, no network involved.
-        let Err(e) = http_get("http://127.0.0.1:1/index.json", 16, kpack_http::Pace::DEFAULT) else {
+        let Err(e) = http_get(
+            "http://127.0.0.1:1/index.json",
+            16,
+            kpack_http::Pace::DEFAULT,
+        ) else {
             panic!("a request to a closed port succeeded");
         };
         assert_eq!(

@@ -83,7 +83,9 @@ pub enum Error {
     #[error("index lists {0:?}: not a relative path to a .kpack file")]
     BadName(String),
     /// A listed archive larger than [`Options::max_archive_size`].
-    #[error("{location}: listed as {size} bytes, more than the {max} bytes an archive may have (--max-archive-size); nothing downloaded")]
+    #[error(
+        "{location}: listed as {size} bytes, more than the {max} bytes an archive may have (--max-archive-size); nothing downloaded"
+    )]
     TooLarge {
         /// Where it would come from.
         location: String,

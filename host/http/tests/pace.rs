@@ -45,7 +45,10 @@ fn a_body_that_stops_fails_after_the_idle_timeout() {
     });
     let response = get(&url, Deadline::Start(QUICK)).unwrap().ok().unwrap();
     let mut got = Vec::new();
-    let err = response.into_reader(1001).read_to_end(&mut got).unwrap_err();
+    let err = response
+        .into_reader(1001)
+        .read_to_end(&mut got)
+        .unwrap_err();
     assert_eq!(got, b"abc");
     assert!(err.to_string().contains("timeout"), "{err}");
 }

@@ -239,7 +239,11 @@ pub(crate) fn load(
             ErrorKind::Invalid,
             format!(
                 "{origin}: not a WebAssembly component (it starts with {}, not the magic 00 61 73 6d, \"\\0asm\")",
-                if head.is_empty() { "nothing".to_string() } else { head.join(" ") }
+                if head.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    head.join(" ")
+                }
             ),
         ));
     }
@@ -321,9 +325,17 @@ mod tests {
         let engine = crate::sandbox::engine().unwrap();
         for (blob, start) in [(&b"ELF\x7f..."[..], "45 4c 46 7f"), (&b""[..], "nothing")] {
             let sha: [u8; 32] = Sha256::digest(blob).into();
-            let e = load(&engine, blob, &sha, None, "x.wasm").err().unwrap().to_string();
+            let e = load(&engine, blob, &sha, None, "x.wasm")
+                .err()
+                .unwrap()
+                .to_string();
             assert!(!e.contains('\n'), "{e}");
-            assert!(e.contains(&format!("x.wasm: not a WebAssembly component (it starts with {start},")), "{e}");
+            assert!(
+                e.contains(&format!(
+                    "x.wasm: not a WebAssembly component (it starts with {start},"
+                )),
+                "{e}"
+            );
         }
     }
 

@@ -741,7 +741,7 @@ fn check_record(
     };
     let ok = hash.is_empty()
         || hash_matches(hash, &got.digest, |algo| rehash(input, path, algo))
-        .map_err(|e| Error::invalid(input, format!("RECORD entry {path}: {e}")))?;
+            .map_err(|e| Error::invalid(input, format!("RECORD entry {path}: {e}")))?;
     if !ok {
         return Err(Error::invalid(
             input,

@@ -455,7 +455,9 @@ Requires-Dist: a == 1; \"amd :: gfx_arch :: gpu\" in variant_properties\n"
             "torch-2.10.0+rocm7.1-cp313-cp313-manylinux_2_28_x86_64-variant.whl"
         );
         let long = "a".repeat(MAX_VARIANT_LABEL + 1);
-        for bad in ["", "AMD", "a-b", "a/b", "ä", ".", "..", "a..b", ".a", "a.", &long] {
+        for bad in [
+            "", "AMD", "a-b", "a/b", "ä", ".", "..", "a..b", ".a", "a.", &long,
+        ] {
             let e = check_variant_label(bad).unwrap_err();
             assert_eq!(e.label, bad);
             assert!(e.to_string().starts_with("variant label "), "{e}");

@@ -43,7 +43,8 @@ impl Handler for MiOpen {
                 None => Classification::NotMine,
             };
         }
-        if file.below_versioned(&["miopen", "db"]).is_none() || !DB_SUFFIXES.iter().any(|s| name.ends_with(s))
+        if file.below_versioned(&["miopen", "db"]).is_none()
+            || !DB_SUFFIXES.iter().any(|s| name.ends_with(s))
         {
             return Classification::NotMine;
         }

@@ -63,11 +63,19 @@ mod tests {
     fn reads_a_distribution_s_versioned_layout() {
         let lib = "lib/x86_64-linux-gnu/rocblas/4.3.0/library/";
         assert_eq!(
-            c(&format!("{lib}TensileLibrary_Type_HH_Contraction_gfx1100.dat")),
+            c(&format!(
+                "{lib}TensileLibrary_Type_HH_Contraction_gfx1100.dat"
+            )),
             arch("gfx1100")
         );
-        assert_eq!(c(&format!("{lib}gfx942/TensileManifest.txt")), arch("gfx942"));
-        assert_eq!(c(&format!("{lib}TensileLibrary.dat")), Classification::Generic);
+        assert_eq!(
+            c(&format!("{lib}gfx942/TensileManifest.txt")),
+            arch("gfx942")
+        );
+        assert_eq!(
+            c(&format!("{lib}TensileLibrary.dat")),
+            Classification::Generic
+        );
         assert_eq!(
             c("lib/rocblas/not-a-version/library/TensileLibrary_gfx1100.dat"),
             Classification::NotMine

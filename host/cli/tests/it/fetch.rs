@@ -418,7 +418,11 @@ fn a_tree_without_offloaded_binaries_is_nothing_to_check() {
     std::fs::write(empty.join("lib/notes.txt"), b"x").unwrap();
     let o = fetch(&empty, idx.to_str().unwrap(), "gfx1100");
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
-    assert!(stderr(&o).contains("nothing to check: no offloaded binary"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("nothing to check: no offloaded binary"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 /// Archives grouped by sub-family (one search path per group): only the
@@ -491,11 +495,17 @@ fn a_listing_cannot_set_the_download_bound_or_fill_the_disk() {
     assert_eq!(server.take(), ["kpack-index.json"]);
     // Under a raised cap, more than any disk holds: refused for want of space.
     list_size(&idx, "axpy_gfx1100.kpack", 1 << 60);
-    let o = fetch_with(&tree, &server.url, "gfx1100", &["--max-archive-size", "2000000T"]);
+    let o = fetch_with(
+        &tree,
+        &server.url,
+        "gfx1100",
+        &["--max-archive-size", "2000000T"],
+    );
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("1152921504606846976 bytes needed for axpy_gfx1100.kpack") && err.contains("bytes free"),
+        err.contains("1152921504606846976 bytes needed for axpy_gfx1100.kpack")
+            && err.contains("bytes free"),
         "{err}"
     );
     assert_eq!(server.take(), ["kpack-index.json"]);
@@ -512,7 +522,10 @@ fn a_directory_index_serves_only_regular_files() {
     let o = fetch(&tree, idx.to_str().unwrap(), "gfx1100");
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("axpy_gfx1100.kpack: not a regular file"), "{err}");
+    assert!(
+        err.contains("axpy_gfx1100.kpack: not a regular file"),
+        "{err}"
+    );
     assert!(installed(&tree).is_empty() && temps(&tree).is_empty());
     // A symlink to a regular file is followed.
     std::fs::remove_file(&real).unwrap();

@@ -695,5 +695,9 @@ fn splits_a_versioned_database_layout_and_warns_of_unclaimed_target_files() {
         se.contains("1 file(s) whose names carry a GPU target (first: share/other/Kernels_gfx1100.dat, gfx1100)"),
         "{se}"
     );
-    assert_eq!(se.matches("whose names carry a GPU target").count(), 1, "{se}");
+    assert_eq!(
+        se.matches("whose names carry a GPU target").count(),
+        1,
+        "{se}"
+    );
 }

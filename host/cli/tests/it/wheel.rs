@@ -709,8 +709,11 @@ fn fat_wheel_without_record_hashes(dir: &Path) -> PathBuf {
     let (record_name, rest): (Vec<_>, Vec<_>) =
         files.iter().partition(|(p, _)| p.ends_with("/RECORD"));
     for (p, (b, m)) in rest.into_iter().chain(record_name) {
-        z.start_file(p.as_str(), SimpleFileOptions::default().unix_permissions(*m))
-            .unwrap();
+        z.start_file(
+            p.as_str(),
+            SimpleFileOptions::default().unix_permissions(*m),
+        )
+        .unwrap();
         z.write_all(b).unwrap();
     }
     z.finish().unwrap();
@@ -726,7 +729,8 @@ fn takes_record_rows_without_a_hash_as_pip_does_and_writes_every_hash() {
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert_eq!(
-        err.matches("RECORD rows carry no hash; accepted, as pip does").count(),
+        err.matches("RECORD rows carry no hash; accepted, as pip does")
+            .count(),
         1,
         "{err}"
     );

@@ -451,7 +451,9 @@ pub(super) fn fatbin_segment(
         return Err(Error::new(
             ErrorKind::Malformed,
             path,
-            format!("PT_LOAD {index} (holding .hip_fatbin): p_align {align:#x} is not a power of two"),
+            format!(
+                "PT_LOAD {index} (holding .hip_fatbin): p_align {align:#x} is not a power of two"
+            ),
         ));
     }
     Ok(index)
