@@ -116,6 +116,54 @@ impl<'a> File<'a> {
     }
 }
 
+impl<'a> File<'a> {
+    /// As [`below`](Self::below), also matching one version directory
+    /// between any two of `dirs`: `&["rocblas", "library"]` matches
+    /// `rocblas/library/…` and `rocblas/4.3.0/library/…` (a distribution's
+    /// `lib/<triplet>/rocblas/<version>/library/`). A version directory
+    /// starts with a digit and holds only digits, letters, `.`, `-`, `+`
+    /// and `_`.
+    pub fn below_versioned(&self, dirs: &[&str]) -> Option<&'a str> {
+        if let Some(rest) = self.below(dirs) {
+            return Some(rest);
+        }
+        let parts: Vec<&str> = self.path.split('/').collect();
+        (0..parts.len()).find_map(|i| {
+            let end = match_versioned(&parts[i..], dirs)?;
+            let skip: usize = parts[..i + end].iter().map(|p| p.len() + 1).sum();
+            self.path.get(skip..).filter(|r| !r.is_empty())
+        })
+    }
+}
+
+/// How many of `parts` the run `dirs` (with at most one version directory
+/// between two of them) takes from the start, if it matches there.
+fn match_versioned(parts: &[&str], dirs: &[&str]) -> Option<usize> {
+    let (first, more) = dirs.split_first()?;
+    if parts.first() != Some(first) {
+        return None;
+    }
+    let mut at = 1;
+    for d in more {
+        if parts.get(at) == Some(d) {
+            at += 1;
+        } else if parts.get(at).is_some_and(|p| is_version_dir(p)) && parts.get(at + 1) == Some(d) {
+            at += 2;
+        } else {
+            return None;
+        }
+    }
+    Some(at)
+}
+
+/// A directory named like a version: `4.3.0`, `6`, `0.8b`, `7.0.0-rc1`.
+fn is_version_dir(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_'))
+}
+
 /// A handler's verdict on one file.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Classification {
@@ -249,5 +297,29 @@ mod tests {
             None
         );
         assert_eq!(f.name(), "x.co");
+    }
+
+    #[test]
+    fn below_versioned_takes_one_version_directory_between_components() {
+        let f = |p| File::new(p, 0, &[]);
+        let dirs = ["rocblas", "library"];
+        assert_eq!(
+            f("lib/x86_64-linux-gnu/rocblas/4.3.0/library/TensileLibrary_gfx1100.dat")
+                .below_versioned(&dirs),
+            Some("TensileLibrary_gfx1100.dat")
+        );
+        assert_eq!(
+            f("lib/rocblas/library/gfx942/x.co").below_versioned(&dirs),
+            Some("gfx942/x.co")
+        );
+        for not in [
+            "lib/rocblas/extra/library/x.dat",
+            "lib/rocblas/4.3/5.0/library/x.dat",
+            "lib/rocblas/4.3.0/library",
+            "lib/rocblas/v4/library/x.dat",
+            "lib/xrocblas/4.3.0/library/x.dat",
+        ] {
+            assert_eq!(f(not).below_versioned(&dirs), None, "{not}");
+        }
     }
 }

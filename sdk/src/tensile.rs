@@ -9,7 +9,8 @@ use crate::{Classification, Content, File, find_target, parse_target, sniff};
 ///
 /// * The path must contain the components `<library>/library` (whole
 ///   components: `xrocblas/library_old` is not a match, unlike AMD's
-///   substring test).
+///   substring test), or `<library>/<version>/library` as distributions
+///   install them ([`File::below_versioned`]).
 /// * Per-arch layout: the first component below `library/` is a target
 ///   (`library/gfx942/...`, `library/gfx90a-xnack+/...`) → every file below
 ///   it is for that target, manifests included.
@@ -20,7 +21,7 @@ use crate::{Classification, Content, File, find_target, parse_target, sniff};
 ///   `*_fallback.dat`).
 /// * Other files (`.txt`, `.yaml`) are not claimed.
 pub fn classify(library: &str, file: &File<'_>) -> Classification {
-    let Some(rest) = file.below(&[library, "library"]) else {
+    let Some(rest) = file.below_versioned(&[library, "library"]) else {
         return Classification::NotMine;
     };
     let mut parts = rest.split('/');

@@ -249,7 +249,10 @@ impl HostBinary {
                             kpack_format::error_chain(&e),
                         )]
                     });
-                if !findings.is_empty() {
+                if findings
+                    .iter()
+                    .any(|f| f.severity == kpack_format::Severity::Error)
+                {
                     return Err(verify_failed(findings));
                 }
                 out.seek(SeekFrom::End(0))

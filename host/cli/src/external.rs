@@ -8,7 +8,9 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 /// Run `kpack-<args[0]>` with the rest of `args`; its exit status is ours.
-pub fn run(args: Vec<OsString>) -> ExitCode {
+/// A name that is neither built in nor on `PATH` gets the closest of
+/// `command`'s subcommands as a suggestion.
+pub fn run(args: Vec<OsString>, command: &clap::Command) -> ExitCode {
     let Some((name, rest)) = args.split_first() else {
         eprintln!("error: no subcommand given");
         return ExitCode::from(2);
@@ -16,7 +18,12 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
     let name = name.to_string_lossy();
     let exe = format!("kpack-{name}");
     let Some(path) = find_on_path(&exe) else {
-        eprintln!("error: no such command: `{name}` (no `{exe}` on PATH; see `kpack --list`)");
+        let hint = closest(&name, command.get_subcommands().map(|c| c.get_name()))
+            .map(|c| format!("; did you mean `{c}`?"))
+            .unwrap_or_default();
+        eprintln!(
+            "error: no such command: `{name}` (no `{exe}` on PATH; see `kpack --list`){hint}"
+        );
         return ExitCode::from(2);
     };
     match std::process::Command::new(&path).args(rest).status() {
@@ -30,6 +37,33 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The name among `names` nearest to `typed` (edit distance at most a
+/// third of its length, at least 1), for "did you mean".
+fn closest<'a>(typed: &str, names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let limit = (typed.chars().count() / 3).max(1);
+    names
+        .map(|n| (edit_distance(typed, n), n))
+        .filter(|(d, _)| *d <= limit)
+        .min()
+        .map(|(_, n)| n)
+}
+
+/// Levenshtein distance, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let up = row[j + 1];
+            row[j + 1] = (up + 1).min(row[j] + 1).min(diag + usize::from(ca != *cb));
+            diag = up;
+        }
+    }
+    row[b.len()]
 }
 
 #[cfg(unix)]
@@ -103,4 +137,19 @@ pub fn list(command: &clap::Command) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggests_the_nearest_command() {
+        let names = ["inspect", "extract", "verify", "verify-elf", "prune"];
+        assert_eq!(closest("inspec", names.into_iter()), Some("inspect"));
+        assert_eq!(closest("verfy", names.into_iter()), Some("verify"));
+        assert_eq!(closest("prun", names.into_iter()), Some("prune"));
+        assert_eq!(closest("frobnicate", names.into_iter()), None);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
 }

@@ -27,6 +27,15 @@ pub struct Args {
         default_value = "auto"
     )]
     gpu: Vec<String>,
+    /// The largest archive downloaded, whatever the listing says (8G,
+    /// 512M, or bytes); a larger listed archive is refused before any byte
+    /// of it is read.
+    #[arg(long, value_name = "SIZE", default_value = "8G", value_parser = kpack_bundle::parse_size)]
+    max_archive_size: u64,
+    /// Seconds an archive download may wait for a byte; it also fails when
+    /// it brings less than 1 KiB/s on average over that long.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    idle_timeout: u64,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -40,7 +49,14 @@ pub fn run(args: Args) -> CliResult {
             .with_context(|| format!("--gpu {g:?}"))?;
     }
     let source = Source::parse(&args.index);
-    let rep = fetch(&args.tree, &source, &gpus)?;
+    let options = kpack_fetch::Options {
+        max_archive_size: args.max_archive_size,
+        pace: kpack_http::Pace {
+            idle: std::time::Duration::from_secs(args.idle_timeout),
+            ..kpack_http::Pace::DEFAULT
+        },
+    };
+    let rep = fetch(&args.tree, &source, &gpus, &options)?;
     let mut checks = Vec::new();
     for g in &gpus {
         checks.push(kpack_split::explain_gpu(
@@ -75,10 +91,19 @@ pub fn run(args: Args) -> CliResult {
         for u in &rep.unreadable {
             eprintln!("warning: {u} (skipped)");
         }
+        // One line per directory: a marker's search path names one
+        // archive per GPU target there.
+        let mut outside: Vec<&std::path::Path> = Vec::new();
         for p in &rep.outside {
+            let dir = p.parent().unwrap_or(p);
+            if !outside.contains(&dir) {
+                outside.push(dir);
+            }
+        }
+        for dir in outside {
             eprintln!(
-                "warning: {}: a search path outside the tree; not written",
-                p.display()
+                "warning: {}: a search path outside the tree; nothing written there",
+                dir.display()
             );
         }
         println!(
@@ -89,10 +114,26 @@ pub fn run(args: Args) -> CliResult {
             gpus.join(", ")
         );
         for c in checks.iter().filter(|c| c.missing() > 0) {
-            for p in c.providers() {
+            let providers = c.providers();
+            for p in &providers {
                 println!("  {}: {p}", c.gpu);
             }
+            if providers.is_empty() {
+                println!(
+                    "  {}: the index has no archive that serves it (tried {}); this tree was not built for {}: fetch from an index built for it, or name another --gpu",
+                    c.gpu,
+                    c.arch_list.join(", "),
+                    c.gpu
+                );
+            }
         }
+    }
+    if rep.binaries == 0 {
+        eprintln!(
+            "nothing to check: no offloaded binary (one with a .rocm_kpack_ref marker) under {}",
+            args.tree.display()
+        );
+        return Err(CliError::Findings);
     }
     if missing > 0 {
         return Err(CliError::Findings);

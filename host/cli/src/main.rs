@@ -123,6 +123,7 @@ fn main() -> ExitCode {
     // (see kpack-malloc).
     kpack_malloc::return_large_frees_to_the_os();
     safety::quiet_on_broken_pipe();
+    safety::remove_temps_on_signal();
     if help_about_help() {
         // `kpack help --help`: clap's `help` takes no flags; answer with the help.
         let _ = <Cli as clap::CommandFactory>::command().print_help();
@@ -164,7 +165,9 @@ fn main() -> ExitCode {
         Command::Completions { shell } => completions(shell),
         Command::Man { output } => man(output.as_deref()),
         Command::HelpMarkdown => help_markdown::run(<Cli as clap::CommandFactory>::command()),
-        Command::External(args) => return external::run(args),
+        Command::External(args) => {
+            return external::run(args, &<Cli as clap::CommandFactory>::command());
+        }
     };
     exit::finish(result)
 }
@@ -197,7 +200,11 @@ fn completions(shell: Shell) -> exit::CliResult {
         Shell::Powershell => S::PowerShell,
     };
     let mut cmd = <Cli as clap::CommandFactory>::command();
-    clap_complete::generate(shell, &mut cmd, "kpack", &mut std::io::stdout());
+    // Into a buffer: clap_complete panics when its writer fails (a closed
+    // pipe, a full disk); stdout's failures are handled as everywhere.
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "kpack", &mut out);
+    safety::write_stdout(&out)?;
     Ok(())
 }
 
@@ -207,7 +214,7 @@ fn man(output: Option<&std::path::Path>) -> exit::CliResult {
     let Some(dir) = output else {
         let mut out = Vec::new();
         clap_mangen::Man::new(cmd).render(&mut out)?;
-        std::io::Write::write_all(&mut std::io::stdout(), &out)?;
+        safety::write_stdout(&out)?;
         return Ok(());
     };
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;

@@ -124,8 +124,9 @@ pub fn run(args: Args) -> CliResult {
 fn input_verifies(input: &std::path::Path) -> anyhow::Result<()> {
     let file =
         std::fs::File::open(input).with_context(|| format!("cannot open {}", input.display()))?;
-    let findings = kpack_elf::verify_pruned_image(&object::ReadCache::new(file))
+    let mut findings = kpack_elf::verify_pruned_image(&object::ReadCache::new(file))
         .map_err(|e| e.in_file(input))?;
+    findings.retain(|f| f.severity == kpack_format::Severity::Error);
     if let Some(first) = findings.first() {
         return Err(anyhow!(
             "{}: fails `kpack verify-elf --pruned` ({first}{}); nothing written",

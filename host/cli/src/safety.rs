@@ -33,6 +33,28 @@ pub fn lock_dir(dir: &Path) -> anyhow::Result<File> {
     })?)
 }
 
+/// On SIGINT or SIGTERM, remove the temp files writers registered
+/// ([`kpack_fsafe::remove_on_interrupt`]), then die of the signal as
+/// without a handler (exit status 128 + its number in a shell).
+#[cfg(unix)]
+pub fn remove_temps_on_signal() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            kpack_fsafe::remove_registered();
+            let _ = signal_hook::low_level::emulate_default_handler(signal);
+            std::process::exit(128 + signal);
+        }
+    });
+}
+
+/// Signals are not caught off Unix.
+#[cfg(not(unix))]
+pub fn remove_temps_on_signal() {}
+
 /// `kpack inspect FILE | head -1`: when the reader of stdout goes away,
 /// exit quietly, like other Unix tools, instead of panicking in `println!`.
 /// Any other failure to print (`> /dev/full`) is an error, exit 2 with a

@@ -39,6 +39,13 @@ pub fn run(mut args: Args) -> CliResult {
     args.amd.note();
     let extra = std::mem::take(&mut args.artifacts_dir);
     args.dirs.extend(extra);
+    if let Some(file) = args.dirs.iter().find(|d| d.is_file()) {
+        return Err(anyhow::anyhow!(
+            "{}: a file; `kpack verify` checks a directory: an installed tree (the prefix holding lib/), an artifact, or a directory of artifacts (for one binary, `kpack verify-elf FILE`)",
+            file.display()
+        )
+        .into());
+    }
     if let Some(gpu) = &args.gpu {
         return run_gpu(&args, gpu);
     }

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use anyhow::Context;
 use kpack_binary::FileKind;
-use kpack_format::Finding;
+use kpack_format::{Finding, Severity};
 use object::ReadCache;
 
 use crate::exit::{CliError, CliResult};
@@ -59,13 +59,23 @@ pub fn run(args: Args) -> CliResult {
         }
         all.push((path.clone(), findings));
     }
-    let failed = all.iter().any(|(_, f)| !f.is_empty());
+    let is_error = |f: &&Finding| f.severity == Severity::Error;
+    let failed = all.iter().any(|(_, f)| f.iter().any(|x| is_error(&x)));
     if args.json {
         let files: Vec<_> = all
             .iter()
             .map(|(p, f)| {
-                let messages: Vec<&str> = f.iter().map(|f| f.message.as_str()).collect();
-                serde_json::json!({"path": p, "ok": f.is_empty(), "findings": messages})
+                let (errors, warnings): (Vec<&Finding>, Vec<&Finding>) =
+                    f.iter().partition(is_error);
+                let messages = |v: Vec<&Finding>| -> Vec<String> {
+                    v.iter().map(|f| f.message.clone()).collect()
+                };
+                serde_json::json!({
+                    "path": p,
+                    "ok": errors.is_empty(),
+                    "findings": messages(errors),
+                    "warnings": messages(warnings),
+                })
             })
             .collect();
         println!(
@@ -76,11 +86,14 @@ pub fn run(args: Args) -> CliResult {
         );
     } else {
         for (p, f) in &all {
-            if f.is_empty() {
+            if !f.iter().any(|x| is_error(&x)) {
                 println!("{}: ok", p.display());
             }
             for finding in f {
-                println!("{}: {finding}", p.display());
+                match finding.severity {
+                    Severity::Error => println!("{}: {finding}", p.display()),
+                    Severity::Warning => println!("{}: warning: {finding}", p.display()),
+                }
             }
         }
     }

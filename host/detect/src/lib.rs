@@ -55,7 +55,9 @@ pub enum Error {
     #[error("{FORCE_ENV}: {0:?} is not a GPU target (unknown processor)")]
     UnknownProcessor(String),
     /// `auto` was asked for and no GPU was found.
-    #[error("`auto`: no AMD GPU detected on this machine ({0})")]
+    #[error(
+        "`auto`: no AMD GPU detected on this machine ({0}); name the GPU instead (`--gpu gfx1100`), or set {FORCE_ENV}=gfx1100"
+    )]
     NoGpu(String),
 }
 
@@ -282,10 +284,14 @@ fn kfd(nodes: &Path) -> Result<Detection> {
     };
     for (name, dir) in dirs {
         let file = dir.join("properties");
-        let text = match std::fs::read_to_string(&file) {
-            Ok(t) => t,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound) => continue,
-            Err(source) => return Err(Error::Io { path: file, source }),
+        let text = match read_properties(&file) {
+            Ok(Some(t)) => t,
+            Ok(None) => continue,
+            Err(why) => {
+                det.notes
+                    .push(format!("{}: {why}; node skipped", file.display()));
+                continue;
+            }
         };
         let props = Properties::parse(&text);
         // CPU-only nodes have no SIMDs.
@@ -311,6 +317,58 @@ fn kfd(nodes: &Path) -> Result<Detection> {
         det.gpus.push(gpu);
     }
     Ok(det)
+}
+
+/// The most bytes read of a KFD `properties` file (real ones are under
+/// 1 KiB; sysfs shows at most a 4 KiB page).
+pub const MAX_PROPERTIES: u64 = 16 << 10;
+
+/// The text of the `properties` file at `path`; `None` when there is none.
+/// Only a regular file is read (a FIFO would block, a device never end),
+/// and at most [`MAX_PROPERTIES`] bytes of it; the error says why not.
+fn read_properties(path: &Path) -> std::result::Result<Option<String>, String> {
+    use std::io::Read;
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound) => return Ok(None),
+        Err(e) => return Err(format!("cannot read: {e}")),
+    };
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_PROPERTIES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > MAX_PROPERTIES {
+        return Err(format!("longer than {MAX_PROPERTIES} bytes"));
+    }
+    parse_properties_text(bytes).map(Some)
+}
+
+/// A `properties` file's bytes as text: UTF-8, or the error that says
+/// where it is not.
+fn parse_properties_text(bytes: Vec<u8>) -> std::result::Result<String, String> {
+    String::from_utf8(bytes)
+        .map_err(|e| format!("not UTF-8 text (byte {:#x})", e.utf8_error().valid_up_to()))
+}
+
+/// The GPU target a KFD `properties` file's bytes describe: `Ok(None)` for
+/// a CPU node, an error for text that is not a properties file's. For
+/// fuzzing and tools; detection reads the files itself.
+pub fn target_of_properties(bytes: &[u8]) -> std::result::Result<Option<String>, String> {
+    if bytes.len() as u64 > MAX_PROPERTIES {
+        return Err(format!("longer than {MAX_PROPERTIES} bytes"));
+    }
+    let text = parse_properties_text(bytes.to_vec())?;
+    let props = Properties::parse(&text);
+    match (props.get("simd_count"), props.get("gfx_target_version")) {
+        (Some(s), Some(g)) if s > 0 && g > 0 => decode_gfx_target_version(g)
+            .map(Some)
+            .ok_or_else(|| format!("gfx_target_version {g} names no GPU target")),
+        _ => Ok(None),
+    }
 }
 
 /// A KFD `properties` file: `key value` lines; lines that are not exactly

@@ -186,3 +186,58 @@ fn unknown_processor_has_no_chain() {
         Some("gfx1250".to_owned())
     );
 }
+
+/// A properties file that is a FIFO, a device, huge, or not UTF-8 skips
+/// its node with a note; the other nodes are still read.
+#[cfg(unix)]
+#[test]
+fn a_bad_properties_file_skips_its_node_with_a_note() {
+    let root = topology(&[
+        ("1", None),
+        ("2", None),
+        ("3", Some("simd_count 4\ngfx_target_version 9\u{ff}".into())),
+        ("4", Some(gpu_props(90402, 2, 2))),
+        ("5", None),
+    ]);
+    let nodes = root.path().join(TOPOLOGY);
+    let fifo = nodes.join("1/properties");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::os::unix::fs::symlink("/dev/zero", nodes.join("2/properties")).unwrap();
+    std::fs::write(nodes.join("3/properties"), b"simd_count 4\n\xff\n").unwrap();
+    let big = gpu_props(110000, 1, 1) + &"x 1\n".repeat(8 << 10);
+    std::fs::write(nodes.join("5/properties"), big).unwrap();
+    let det = detect(&opts(root.path())).unwrap();
+    assert_eq!(det.targets(), ["gfx942"]);
+    let notes = det.notes.join("\n");
+    assert_eq!(det.notes.len(), 4, "{notes}");
+    assert!(
+        notes.contains("1/properties: not a regular file; node skipped"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("2/properties: not a regular file; node skipped"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("3/properties: not UTF-8 text (byte 0xd)"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("5/properties: longer than 16384 bytes"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn target_of_properties_reads_bytes() {
+    assert_eq!(
+        target_of_properties(gpu_props(90402, 1, 1).as_bytes()),
+        Ok(Some("gfx942".into()))
+    );
+    assert_eq!(target_of_properties(CPU.as_bytes()), Ok(None));
+    assert!(target_of_properties(b"\xff").is_err());
+}

@@ -9,7 +9,7 @@ use kpack_fsafe::{Existing, Order, Outputs};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::{Error, Result};
+use crate::{Error, Options, Result};
 
 /// The listing's file name in an index directory.
 pub const LISTING: &str = "kpack-index.json";
@@ -179,22 +179,36 @@ impl Source {
         Ok(listing)
     }
 
-    /// A reader of `f`'s bytes, at most `f.size + 1` of them (one more than
-    /// listed, so an overlong body is noticed).
-    pub(crate) fn open(&self, f: &IndexFile) -> Result<Box<dyn Read>> {
+    /// A reader of `f`'s bytes, at most one more than the smaller of its
+    /// listed size and [`Options::max_archive_size`] (so an overlong body
+    /// is noticed, and a listing cannot set the bound). A local entry must
+    /// be a regular file (a symlink to one will do, not to `/dev/zero`).
+    pub(crate) fn open(&self, f: &IndexFile, options: &Options) -> Result<Box<dyn Read>> {
+        let limit = f.size.min(options.max_archive_size).saturating_add(1);
         match self {
             Source::Dir(d) => {
                 let p = d.join(&f.name);
-                let file = std::fs::File::open(&p).map_err(|source| Error::Io {
-                    path: p,
-                    what: "cannot open",
+                let io = |what, source| Error::Io {
+                    path: p.clone(),
+                    what,
                     source,
-                })?;
-                Ok(Box::new(file.take(f.size.saturating_add(1))))
+                };
+                // Asked before opening: opening a FIFO would wait for a writer.
+                if !std::fs::metadata(&p)
+                    .map_err(|e| io("cannot open", e))?
+                    .is_file()
+                {
+                    return Err(Error::NotRegular { path: p });
+                }
+                let file = std::fs::File::open(&p).map_err(|e| io("cannot open", e))?;
+                if !file.metadata().map_err(|e| io("cannot open", e))?.is_file() {
+                    return Err(Error::NotRegular { path: p });
+                }
+                Ok(Box::new(file.take(limit)))
             }
             Source::Http(base) => {
                 let url = format!("{base}{}", url_path(&f.name));
-                http_get(&url, f.size.saturating_add(1))
+                http_get(&url, limit, options.pace)
             }
         }
     }
@@ -248,8 +262,8 @@ fn url_path(name: &str) -> String {
 
 /// GET `url`, answered 200, and a reader of its body that fails after
 /// `limit` bytes.
-fn http_get(url: &str, limit: u64) -> Result<Box<dyn Read>> {
-    let response = kpack_http::get(url, kpack_http::Deadline::Start)?.ok()?;
+fn http_get(url: &str, limit: u64, pace: kpack_http::Pace) -> Result<Box<dyn Read>> {
+    let response = kpack_http::get(url, kpack_http::Deadline::Start(pace))?.ok()?;
     Ok(Box::new(response.into_reader(limit)))
 }
 
@@ -260,7 +274,11 @@ mod tests {
     #[test]
     fn a_failed_request_names_the_url_and_keeps_the_client_error_as_source() {
         // Port 1 on the loopback: refused at once, no network involved.
-        let Err(e) = http_get("http://127.0.0.1:1/index.json", 16) else {
+        let Err(e) = http_get(
+            "http://127.0.0.1:1/index.json",
+            16,
+            kpack_http::Pace::DEFAULT,
+        ) else {
             panic!("a request to a closed port succeeded");
         };
         assert_eq!(

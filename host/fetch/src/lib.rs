@@ -86,6 +86,37 @@ pub enum Error {
     /// A listed name that is not a relative path to a `.kpack`.
     #[error("index lists {0:?}: not a relative path to a .kpack file")]
     BadName(String),
+    /// A listed archive larger than [`Options::max_archive_size`].
+    #[error(
+        "{location}: listed as {size} bytes, more than the {max} bytes an archive may have (--max-archive-size); nothing downloaded"
+    )]
+    TooLarge {
+        /// Where it would come from.
+        location: String,
+        /// The listed size.
+        size: u64,
+        /// The cap.
+        max: u64,
+    },
+    /// Not enough free space for a listed archive.
+    #[error("{}: {size} bytes needed for {name}, {free} bytes free; nothing downloaded", dir.display())]
+    NoSpace {
+        /// The directory it would go to.
+        dir: PathBuf,
+        /// Its index name.
+        name: String,
+        /// The listed size.
+        size: u64,
+        /// Free bytes there.
+        free: u64,
+    },
+    /// A local index entry that is not a regular file (a FIFO, a device,
+    /// a symlink to one).
+    #[error("{}: not a regular file; refused", path.display())]
+    NotRegular {
+        /// The entry.
+        path: PathBuf,
+    },
     /// A download whose size or SHA-256 is not the listing's.
     #[error("{location}: {what} (expected {expected}, got {got}); refused, nothing installed")]
     Mismatch {
@@ -152,6 +183,29 @@ impl Report {
     }
 }
 
+/// Limits of [`fetch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// The largest archive downloaded, whatever the listing says; the read
+    /// stops one byte past the smaller of this and the listed size.
+    pub max_archive_size: u64,
+    /// How slowly an archive's body may arrive over HTTP.
+    pub pace: kpack_http::Pace,
+}
+
+/// [`Options::max_archive_size`] by default: 8 GiB, larger than any one
+/// GPU's archive of a ROCm release.
+pub const DEFAULT_MAX_ARCHIVE_SIZE: u64 = 8 << 30;
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            max_archive_size: DEFAULT_MAX_ARCHIVE_SIZE,
+            pace: kpack_http::Pace::DEFAULT,
+        }
+    }
+}
+
 /// A binary with a marker.
 struct Marked {
     path: PathBuf,
@@ -160,7 +214,7 @@ struct Marked {
 }
 
 /// Fetch into `tree` what `gpus` need from `source`.
-pub fn fetch(tree: &Path, source: &Source, gpus: &[String]) -> Result<Report> {
+pub fn fetch(tree: &Path, source: &Source, gpus: &[String], options: &Options) -> Result<Report> {
     let listing = source.listing()?;
     let mut by_name: BTreeMap<&str, &IndexFile> = BTreeMap::new();
     for f in &listing.files {
@@ -202,7 +256,7 @@ pub fn fetch(tree: &Path, source: &Source, gpus: &[String]) -> Result<Report> {
                 if report.archives.iter().any(|a| a.path == cand) {
                     continue;
                 }
-                let action = install(source, f, &root, &cand)?;
+                let action = install(source, f, &root, &cand, options)?;
                 report.archives.push(Installed {
                     path: cand,
                     name: f.name.clone(),
@@ -365,16 +419,40 @@ fn group_rank(g: &str, targets: &[String]) -> Option<usize> {
 /// and committed ([`kpack_fsafe::Outputs`]: reached from the tree's root
 /// without following a symlink, so a directory swapped during the download
 /// cannot send the archive outside the tree).
-fn install(source: &Source, f: &IndexFile, root: &Path, dest: &Path) -> Result<Action> {
+fn install(
+    source: &Source,
+    f: &IndexFile,
+    root: &Path,
+    dest: &Path,
+    options: &Options,
+) -> Result<Action> {
     let existed = dest.is_file();
     if existed && hash_file(dest).is_ok_and(|(size, h)| size == f.size && h == f.sha256) {
         return Ok(Action::Present);
+    }
+    let location = source.location(f);
+    if f.size > options.max_archive_size {
+        return Err(Error::TooLarge {
+            location,
+            size: f.size,
+            max: options.max_archive_size,
+        });
     }
     let io = |what, source| Error::Io {
         path: dest.to_path_buf(),
         what,
         source,
     };
+    if let Some(free) = free_space(root)
+        && free < f.size
+    {
+        return Err(Error::NoSpace {
+            dir: dest.parent().unwrap_or(root).to_path_buf(),
+            name: f.name.clone(),
+            size: f.size,
+            free,
+        });
+    }
     let rel = dest
         .strip_prefix(root)
         .ok()
@@ -384,8 +462,8 @@ fn install(source: &Source, f: &IndexFile, root: &Path, dest: &Path) -> Result<A
     let mut outputs = Outputs::create(root, "fetch", Existing::Replace)?;
     let staged = outputs.plan(&rel, Order::First)?;
     let mut tmp = std::fs::File::create(&staged).map_err(|e| io("cannot stage", e))?;
-    let location = source.location(f);
-    let mut reader = source.open(f)?;
+    let _interrupt = kpack_fsafe::remove_on_interrupt(&staged);
+    let mut reader = source.open(f, options)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     let mut size: u64 = 0;
@@ -427,4 +505,17 @@ fn install(source: &Source, f: &IndexFile, root: &Path, dest: &Path) -> Result<A
     } else {
         Action::Fetched
     })
+}
+
+/// Bytes free to an unprivileged writer in `dir`, where the system says.
+#[cfg(unix)]
+fn free_space(dir: &Path) -> Option<u64> {
+    let s = rustix::fs::statvfs(dir).ok()?;
+    Some(s.f_bavail.saturating_mul(s.f_frsize))
+}
+
+/// Bytes free in `dir`: not asked off Unix.
+#[cfg(not(unix))]
+fn free_space(_dir: &Path) -> Option<u64> {
+    None
 }

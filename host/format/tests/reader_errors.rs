@@ -123,13 +123,28 @@ fn hand_made_noop_archive_is_valid() {
 #[test]
 fn rejects_short_file_bad_magic_and_version() {
     rejects(
-        vec![b'K'; 8],
+        b"KPAK\x01".to_vec(),
         ErrorKind::InvalidFormat,
         "shorter than the 16-byte header",
     );
+    // Any other file (a text file given by mistake) is said to be none.
+    rejects(
+        vec![b'K'; 8],
+        ErrorKind::InvalidFormat,
+        "not a .kpack archive",
+    );
+    rejects(
+        b"notes\n".to_vec(),
+        ErrorKind::InvalidFormat,
+        "not a .kpack archive",
+    );
     let mut bad = vector("amd_test_noop.kpack");
     bad[0] = b'X';
-    rejects(bad, ErrorKind::InvalidFormat, "bad magic");
+    rejects(
+        bad,
+        ErrorKind::InvalidFormat,
+        "not a .kpack archive (it starts with",
+    );
     let mut bad = vector("amd_test_noop.kpack");
     bad[4..8].copy_from_slice(&999u32.to_le_bytes());
     rejects(bad, ErrorKind::UnsupportedVersion, "version 999");

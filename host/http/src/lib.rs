@@ -16,7 +16,7 @@ pub mod testing;
 mod url;
 
 use std::io::Read;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use url::{join_url, origin};
 
@@ -38,8 +38,35 @@ pub enum Deadline {
     /// documents (listings, registry indexes, handlers).
     Whole,
     /// [`TIMEOUT`] to connect and to get the response's head; the body may
-    /// take as long as it needs (large archives on a slow link).
-    Start,
+    /// take as long as it needs (large archives on a slow link) as long as
+    /// it keeps the [`Pace`].
+    Start(Pace),
+}
+
+/// How slowly a body read through [`Response::into_reader`] may arrive:
+/// no read may wait longer than `idle` for a byte, and each stretch of
+/// `idle` must bring at least `min_rate` bytes a second on average (so one
+/// byte a second never passes for progress).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pace {
+    /// The longest wait for any byte of the body.
+    pub idle: Duration,
+    /// The slowest average rate, in bytes a second, over each `idle`.
+    pub min_rate: u64,
+}
+
+impl Pace {
+    /// [`TIMEOUT`] without a byte, or less than 1 KiB/s over [`TIMEOUT`].
+    pub const DEFAULT: Pace = Pace {
+        idle: TIMEOUT,
+        min_rate: 1 << 10,
+    };
+}
+
+impl Default for Pace {
+    fn default() -> Pace {
+        Pace::DEFAULT
+    }
 }
 
 /// What went wrong; each message names the URL.
@@ -83,13 +110,19 @@ pub enum Error {
         /// The status.
         status: u16,
     },
-    /// The body could not be read whole, or is longer than the limit.
-    #[error("{url}: cannot read the body (limit {limit} bytes)")]
-    Body {
+    /// The body is longer than the limit.
+    #[error("{url}: the body is longer than {limit} bytes")]
+    TooLong {
         /// The URL asked for.
         url: String,
         /// The limit.
         limit: u64,
+    },
+    /// The body could not be read whole (a timeout, a dropped connection).
+    #[error("{url}: cannot read the body")]
+    Body {
+        /// The URL asked for.
+        url: String,
         /// The cause.
         source: Box<ureq::Error>,
     },
@@ -99,6 +132,7 @@ pub enum Error {
 pub struct Response {
     url: String,
     inner: ureq::http::Response<ureq::Body>,
+    pace: Option<Pace>,
 }
 
 impl Response {
@@ -126,20 +160,69 @@ impl Response {
             .with_config()
             .limit(limit)
             .read_to_vec()
-            .map_err(|e| Error::Body {
-                url,
-                limit,
-                source: Box::new(e),
+            .map_err(|e| match e {
+                ureq::Error::BodyExceedsLimit(_) => Error::TooLong { url, limit },
+                e => Error::Body {
+                    url,
+                    source: Box::new(e),
+                },
             })
     }
 
-    /// A reader of the body that fails after `limit` bytes.
+    /// A reader of the body that fails after `limit` bytes, and (for a
+    /// [`Deadline::Start`] request) when the body falls below its
+    /// [`Pace`].
     pub fn into_reader(self, limit: u64) -> impl Read + Send + 'static {
-        self.inner
-            .into_body()
-            .into_with_config()
-            .limit(limit)
-            .reader()
+        Paced {
+            inner: self
+                .inner
+                .into_body()
+                .into_with_config()
+                .limit(limit)
+                .reader(),
+            pace: self.pace,
+            since: Instant::now(),
+            bytes: 0,
+        }
+    }
+}
+
+/// A body reader that fails when a [`Pace`] window brings too few bytes.
+/// (A read that waits too long is failed by the agent's per-read timeout.)
+struct Paced<R> {
+    inner: R,
+    pace: Option<Pace>,
+    /// When the current window began.
+    since: Instant,
+    /// Bytes read in the current window.
+    bytes: u64,
+}
+
+impl<R: Read> Read for Paced<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let Some(pace) = self.pace else {
+            return Ok(n);
+        };
+        self.bytes = self.bytes.saturating_add(n as u64);
+        let elapsed = self.since.elapsed();
+        if n > 0 && elapsed >= pace.idle {
+            let needed = (pace.min_rate as f64 * elapsed.as_secs_f64()) as u64;
+            if self.bytes < needed {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "the body arrived at {} bytes/s over {:.0} s, below the minimum of {} bytes/s",
+                        (self.bytes as f64 / elapsed.as_secs_f64()) as u64,
+                        elapsed.as_secs_f64(),
+                        pace.min_rate
+                    ),
+                ));
+            }
+            self.since = Instant::now();
+            self.bytes = 0;
+        }
+        Ok(n)
     }
 }
 
@@ -157,6 +240,10 @@ pub fn get(url: &str, deadline: Deadline) -> Result<Response, Error> {
             return Ok(Response {
                 url: url.to_string(),
                 inner: response,
+                pace: match deadline {
+                    Deadline::Whole => None,
+                    Deadline::Start(pace) => Some(pace),
+                },
             });
         }
         current = next_hop(url, &current, &response)?;
@@ -200,9 +287,10 @@ fn agent(deadline: Deadline) -> ureq::Agent {
         .user_agent(USER_AGENT);
     let config = match deadline {
         Deadline::Whole => config.timeout_global(Some(TIMEOUT)),
-        Deadline::Start => config
+        Deadline::Start(pace) => config
             .timeout_connect(Some(TIMEOUT))
-            .timeout_recv_response(Some(TIMEOUT)),
+            .timeout_recv_response(Some(TIMEOUT))
+            .timeout_per_read(Some(pace.idle)),
     };
     config.build().into()
 }

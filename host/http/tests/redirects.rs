@@ -46,8 +46,13 @@ fn follows_redirects_within_the_origin() {
 fn refuses_a_redirect_to_another_port() {
     let (here, elsewhere) = servers();
     // The other server itself answers: only the redirect is refused.
-    assert_eq!(get(&elsewhere, Deadline::Start).unwrap().status(), 200);
-    for deadline in [Deadline::Whole, Deadline::Start] {
+    assert_eq!(
+        get(&elsewhere, Deadline::Start(kpack_http::Pace::DEFAULT))
+            .unwrap()
+            .status(),
+        200
+    );
+    for deadline in [Deadline::Whole, Deadline::Start(kpack_http::Pace::DEFAULT)] {
         let err = get(&format!("{here}other"), deadline).err().unwrap();
         assert!(matches!(err, Error::CrossOrigin { .. }), "{err}");
         assert!(err.to_string().contains("another origin"), "{err}");
@@ -71,9 +76,13 @@ fn bounded_redirects_bodies_and_statuses() {
     let long = get(&format!("{here}same/abcd"), Deadline::Whole).unwrap();
     assert!(matches!(
         long.read_to_vec(3),
-        Err(Error::Body { limit: 3, .. })
+        Err(Error::TooLong { limit: 3, .. })
     ));
     let mut read = Vec::new();
-    let long = get(&format!("{here}same/abcd"), Deadline::Start).unwrap();
+    let long = get(
+        &format!("{here}same/abcd"),
+        Deadline::Start(kpack_http::Pace::DEFAULT),
+    )
+    .unwrap();
     assert!(long.into_reader(3).read_to_end(&mut read).is_err());
 }

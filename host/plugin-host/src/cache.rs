@@ -231,6 +231,22 @@ pub(crate) fn load(
             return Ok((c, Source::Cache));
         }
     }
+    // wasmtime's own message for a file that is no WebAssembly at all
+    // prints both magic byte arrays over many lines; say it in one.
+    if !wasm.starts_with(b"\0asm") {
+        let head: Vec<String> = wasm.iter().take(4).map(|b| format!("{b:02x}")).collect();
+        return Err(Error::new(
+            ErrorKind::Invalid,
+            format!(
+                "{origin}: not a WebAssembly component (it starts with {}, not the magic 00 61 73 6d, \"\\0asm\")",
+                if head.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    head.join(" ")
+                }
+            ),
+        ));
+    }
     let component = Component::new(engine, wasm).map_err(|e| {
         Error::new(
             ErrorKind::Invalid,
@@ -302,6 +318,25 @@ mod tests {
             .collect();
         assert_eq!(files.len(), 1, "{files:?}");
         files.pop().unwrap()
+    }
+
+    #[test]
+    fn a_blob_that_is_no_webassembly_is_named_in_one_line() {
+        let engine = crate::sandbox::engine().unwrap();
+        for (blob, start) in [(&b"ELF\x7f..."[..], "45 4c 46 7f"), (&b""[..], "nothing")] {
+            let sha: [u8; 32] = Sha256::digest(blob).into();
+            let e = load(&engine, blob, &sha, None, "x.wasm")
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(!e.contains('\n'), "{e}");
+            assert!(
+                e.contains(&format!(
+                    "x.wasm: not a WebAssembly component (it starts with {start},"
+                )),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -236,7 +236,7 @@ fn explain(
                 Err(e) => GpuOutcome::Missing {
                     error: format!("{:?}", e.kind()),
                     code: e.kind().code(),
-                    diagnostic: e.to_string(),
+                    diagnostic: unview(&e.to_string(), root, &canon_root, shown_root),
                     provider: provider.get_or_insert_with(|| hint(&bin)).clone(),
                     spirv: (!arches.iter().any(|a| is_spirv_target(a)))
                         .then(|| cache.locate(&b.marker, &bin, k, &[SPIRV_TARGET]).ok())
@@ -256,6 +256,20 @@ fn explain(
             kernels,
         });
     }
+}
+
+/// The loader's diagnostic with the paths under the flattened view of a
+/// component's artifacts (`root`, a temporary tree gone when the command
+/// ends) shown under `shown_root` (the component's generic artifact),
+/// where an installed tree would have them.
+fn unview(diagnostic: &str, root: &Path, canon_root: &Path, shown_root: &Path) -> String {
+    if root == shown_root {
+        return diagnostic.to_owned();
+    }
+    let shown = shown_root.display().to_string();
+    diagnostic
+        .replace(&canon_root.display().to_string(), &shown)
+        .replace(&root.display().to_string(), &shown)
 }
 
 /// Which arch artifact of `component` holds `gpu`'s code: a recombined

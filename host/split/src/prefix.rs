@@ -234,6 +234,9 @@ struct FileResult {
     device_file: Option<String>,
     excluded: Vec<String>,
     warning: Option<String>,
+    /// The target a file's name carries, when database handlers were asked
+    /// for and none claimed it (it went to the generic output).
+    unclaimed_target: Option<String>,
 }
 
 enum Node {
@@ -269,8 +272,23 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
     let claims = classify_files(layout.source, &files, opts.databases)?;
     let results = process_files(layout, opts, &files, &claims);
     refuse_offloaded(layout, &results)?;
+    let mut unclaimed = Vec::new();
     for (rel, r) in results {
+        if let Ok(FileResult {
+            unclaimed_target: Some(t),
+            ..
+        }) = &r
+        {
+            unclaimed.push((rel.clone(), t.clone()));
+        }
         report.add_file(layout.source, &rel, r);
+    }
+    if let Some((first, target)) = unclaimed.first() {
+        report.warnings.push(format!(
+            "{}: {} file(s) whose names carry a GPU target (first: {first}, {target}) were claimed by no database handler asked for and stay in the generic artifact; is this a layout the handlers do not know?",
+            layout.source.display(),
+            unclaimed.len()
+        ));
     }
     report.refuse_shared_archives();
     report
@@ -602,6 +620,9 @@ fn process_file(
         r.warning = Some(
             "static archive with device code kept in the generic artifact as is (link it into a binary to split it)".into(),
         );
+    } else if opts.databases.is_some() {
+        let name = rel.rsplit('/').next().unwrap_or(rel);
+        r.unclaimed_target = kpack_amdgpu::find_target(name).map(|t| t.to_string());
     }
     r.generic_bytes = copy(&src, &layout.generic.join(rel))?;
     Ok(r)

@@ -81,17 +81,10 @@ impl AmdLayout {
                 format!("--device-package-prefix {prefix:?} is not a valid distribution name"),
             ));
         }
-        if let Some(d) = self
-            .device_requires_dist
-            .iter()
-            .find(|d| !d.contains(GFXARCH))
-        {
-            return Err(Error::invalid(
-                input,
-                format!(
-                    "--device-requires-dist {d:?} has no {GFXARCH}: it names a per-target package, with {GFXARCH} for the target"
-                ),
-            ));
+        for d in &self.device_requires_dist {
+            check_device_requirement(d).map_err(|why| {
+                Error::invalid(input, format!("--device-requires-dist {d:?} {why}"))
+            })?;
         }
         if let Some(label) = &self.variant_label {
             crate::name::check_variant_label(label)
@@ -99,6 +92,44 @@ impl AmdLayout {
         }
         Ok(())
     }
+}
+
+/// A `--device-requires-dist` value is one PEP 508 requirement line whose
+/// distribution name holds [`GFXARCH`] once: one line (a newline would add
+/// a METADATA header of its own), printable, and a valid name with a
+/// target in its place. Returns why not.
+fn check_device_requirement(d: &str) -> std::result::Result<(), String> {
+    if d.chars().any(char::is_control) {
+        return Err("holds a control character (a newline would add a METADATA line)".into());
+    }
+    let n = d.matches(GFXARCH).count();
+    if n != 1 {
+        return Err(format!(
+            "holds {GFXARCH} {n} times: it names one per-target package, with {GFXARCH} once for the target"
+        ));
+    }
+    let d = d.trim();
+    let name_end = d
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '@')))
+        .unwrap_or(d.len());
+    let (name, rest) = d.split_at(name_end);
+    if !name.contains(GFXARCH) {
+        return Err(format!(
+            "has {GFXARCH} outside the distribution name {name:?}"
+        ));
+    }
+    if !is_valid_name(&name.replace(GFXARCH, "gfx942")) {
+        return Err(format!(
+            "does not start with a valid distribution name (PEP 508): {name:?}"
+        ));
+    }
+    let rest = rest.trim_start();
+    if !(rest.is_empty() || rest.starts_with(['[', '(', '<', '>', '=', '!', '~', ';', '@'])) {
+        return Err(format!(
+            "is not a PEP 508 requirement: {rest:?} after the name {name:?}"
+        ));
+    }
+    Ok(())
 }
 
 /// AMD's archive group name: METADATA `Name` lower-cased, `-` → `_`.
@@ -464,9 +495,34 @@ mod tests {
         }
         let l = AmdLayout {
             device_requires_dist: vec!["rocm-sdk == 1".into()],
-            ..ok
+            ..ok.clone()
         };
         let e = l.check(input, Some("p")).unwrap_err().to_string();
         assert!(e.contains("@GFXARCH@"), "{e}");
+        for bad in [
+            "x-@GFXARCH@ == 1\nRequires-Dist: evil",
+            "x-@GFXARCH@@GFXARCH@ == 1",
+            "x == 1; extra == \"@GFXARCH@\"",
+            "-x-@GFXARCH@",
+            "x-@GFXARCH@ junk",
+        ] {
+            let l = AmdLayout {
+                device_requires_dist: vec![bad.into()],
+                ..ok.clone()
+            };
+            let e = l.check(input, Some("p")).unwrap_err().to_string();
+            assert!(e.contains("--device-requires-dist"), "{bad}: {e}");
+        }
+        for good in [
+            "rocm-sdk-device-@GFXARCH@ == 7.1",
+            "x_@GFXARCH@[extra]>=1; python_version >= \"3.9\"",
+            "x-@GFXARCH@",
+        ] {
+            let l = AmdLayout {
+                device_requires_dist: vec![good.into()],
+                ..ok.clone()
+            };
+            l.check(input, Some("p")).unwrap();
+        }
     }
 }

@@ -133,16 +133,25 @@ pub struct VariantLabelError {
     pub why: &'static str,
 }
 
-/// Check a variant label: not empty, only lowercase ASCII letters, digits,
-/// `_` and `.` (what uv's preview accepts in a file name).
+/// The longest variant label (PEP 817: 1 to 16 characters).
+pub const MAX_VARIANT_LABEL: usize = 16;
+
+/// Check a variant label: 1 to [`MAX_VARIANT_LABEL`] characters, only
+/// lowercase ASCII letters, digits, `_` and `.` (what uv's preview accepts
+/// in a file name), and not `.`/`..`-like: no leading or trailing `.` and
+/// no `..`, which would make the wheel's file name one no installer reads.
 pub fn check_variant_label(label: &str) -> Result<(), VariantLabelError> {
     let why = if label.is_empty() {
         "is empty"
+    } else if label.len() > MAX_VARIANT_LABEL {
+        "is longer than 16 characters"
     } else if !label
         .bytes()
         .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_'))
     {
         "may hold only lowercase letters, digits, '_' and '.'"
+    } else if label.starts_with('.') || label.ends_with('.') || label.contains("..") {
+        "may not start or end with '.' or hold '..'"
     } else {
         return Ok(());
     };

@@ -239,6 +239,16 @@ pub(crate) fn unpack(
     for i in 0..zip.len() {
         inflater.entry(&mut zip, i, &mut un, &meta.expected, &meta.record_name)?;
     }
+    let unhashed_rows = meta
+        .expected
+        .iter()
+        .filter(|(p, (hash, _))| hash.is_empty() && !unhashed(&meta.record_name, p))
+        .count();
+    if unhashed_rows > 0 {
+        un.warnings.push(format!(
+            "{unhashed_rows} RECORD rows carry no hash; accepted, as pip does (the wheels written list every file's sha256)"
+        ));
+    }
     for p in meta.expected.keys() {
         if !un.files.contains_key(p) {
             un.warnings
@@ -750,7 +760,9 @@ fn entry_mode(
     Ok(Some(mode))
 }
 
-/// An inflated entry against its RECORD row (hash and size).
+/// An inflated entry against its RECORD row (hash and size). A row
+/// without a hash is taken as pip takes it (only its size, if any, is
+/// checked); a hash that is there must match.
 fn check_record(
     input: &Path,
     path: &str,
@@ -763,8 +775,9 @@ fn check_record(
             format!("entry {path} is not listed in RECORD"),
         ));
     };
-    let ok = hash_matches(hash, &got.digest, |algo| rehash(input, path, algo))
-        .map_err(|e| Error::invalid(input, format!("RECORD entry {path}: {e}")))?;
+    let ok = hash.is_empty()
+        || hash_matches(hash, &got.digest, |algo| rehash(input, path, algo))
+            .map_err(|e| Error::invalid(input, format!("RECORD entry {path}: {e}")))?;
     if !ok {
         return Err(Error::invalid(
             input,

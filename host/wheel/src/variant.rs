@@ -284,6 +284,7 @@ fn python_lines(text: &str) -> Vec<&str> {
 )]
 mod tests {
     use super::*;
+    use crate::name::{MAX_VARIANT_LABEL, check_variant_label};
 
     const HOST: &str = "Metadata-Version: 2.1\nName: torch\nVersion: 2.10.0\n\
 Requires-Dist: rocm-bootstrap\n\
@@ -407,12 +408,15 @@ Requires-Dist: a == 1; \"amd :: gfx_arch :: gpu\" in variant_properties\n"
             variant_wheel_file(&host, DEFAULT_VARIANT_LABEL).unwrap(),
             "torch-2.10.0+rocm7.1-cp313-cp313-manylinux_2_28_x86_64-variant.whl"
         );
-        for bad in ["", "AMD", "a-b", "a/b", "ä"] {
+        let long = "a".repeat(MAX_VARIANT_LABEL + 1);
+        for bad in [
+            "", "AMD", "a-b", "a/b", "ä", ".", "..", "a..b", ".a", "a.", &long,
+        ] {
             let e = check_variant_label(bad).unwrap_err();
             assert_eq!(e.label, bad);
             assert!(e.to_string().starts_with("variant label "), "{e}");
         }
-        for good in ["amd", "rocm7.1", "gfx_9", "0"] {
+        for good in ["amd", "rocm7.1", "gfx_9", "0", "a.b.c", &long[1..]] {
             check_variant_label(good).unwrap();
         }
         let v = variant_wheel(&host, "amd", HOST, &["gfx1100"]).unwrap();

@@ -28,7 +28,7 @@ impl Handler for AoTriton {
             };
         }
         match file
-            .below(&["aotriton", "kernels"])
+            .below_versioned(&["aotriton", "kernels"])
             .and_then(|r| r.split('/').next())
         {
             Some(first) if first.starts_with("gfx") => Classification::Arch(first.to_string()),

@@ -11,7 +11,7 @@ impl Handler for HipBLASLt {
     const NAME: &'static str = "hipblaslt";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
     const PREFIX_BYTES: u32 = SNIFF_BYTES;
-    const PATH_HINTS: &'static [&'static str] = &["hipblaslt/library/"];
+    const PATH_HINTS: &'static [&'static str] = &["hipblaslt/"];
 
     fn classify(file: &File<'_>) -> Classification {
         tensile::classify("hipblaslt", file)

@@ -11,7 +11,7 @@ impl Handler for HipSPARSELt {
     const NAME: &'static str = "hipsparselt";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
     const PREFIX_BYTES: u32 = SNIFF_BYTES;
-    const PATH_HINTS: &'static [&'static str] = &["hipsparselt/library/"];
+    const PATH_HINTS: &'static [&'static str] = &["hipsparselt/"];
 
     fn classify(file: &File<'_>) -> Classification {
         tensile::classify("hipsparselt", file)

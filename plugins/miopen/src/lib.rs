@@ -23,7 +23,7 @@ const DB_SUFFIXES: [&str; 4] = [".kdb", ".model", ".db.txt", ".fdb.txt"];
 impl Handler for MiOpen {
     const NAME: &'static str = "miopen";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
-    const PATH_HINTS: &'static [&'static str] = &["miopen/db/", "libMIOpenCK"];
+    const PATH_HINTS: &'static [&'static str] = &["miopen/", "libMIOpenCK"];
 
     fn classify(file: &File<'_>) -> Classification {
         let name = file.name();
@@ -43,7 +43,8 @@ impl Handler for MiOpen {
                 None => Classification::NotMine,
             };
         }
-        if file.below(&["miopen", "db"]).is_none() || !DB_SUFFIXES.iter().any(|s| name.ends_with(s))
+        if file.below_versioned(&["miopen", "db"]).is_none()
+            || !DB_SUFFIXES.iter().any(|s| name.ends_with(s))
         {
             return Classification::NotMine;
         }

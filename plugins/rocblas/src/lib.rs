@@ -11,7 +11,7 @@ impl Handler for RocBLAS {
     const NAME: &'static str = "rocblas";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
     const PREFIX_BYTES: u32 = SNIFF_BYTES;
-    const PATH_HINTS: &'static [&'static str] = &["rocblas/library/"];
+    const PATH_HINTS: &'static [&'static str] = &["rocblas/"];
 
     fn classify(file: &File<'_>) -> Classification {
         tensile::classify("rocblas", file)
@@ -57,6 +57,31 @@ mod tests {
             c("lib/other/library/TensileLibrary_gfx1100.co"),
             Classification::NotMine
         );
+    }
+
+    #[test]
+    fn reads_a_distribution_s_versioned_layout() {
+        let lib = "lib/x86_64-linux-gnu/rocblas/4.3.0/library/";
+        assert_eq!(
+            c(&format!(
+                "{lib}TensileLibrary_Type_HH_Contraction_gfx1100.dat"
+            )),
+            arch("gfx1100")
+        );
+        assert_eq!(
+            c(&format!("{lib}gfx942/TensileManifest.txt")),
+            arch("gfx942")
+        );
+        assert_eq!(
+            c(&format!("{lib}TensileLibrary.dat")),
+            Classification::Generic
+        );
+        assert_eq!(
+            c("lib/rocblas/not-a-version/library/TensileLibrary_gfx1100.dat"),
+            Classification::NotMine
+        );
+        // The host only asks about paths that hold a hint.
+        assert!(RocBLAS::PATH_HINTS.iter().any(|h| lib.contains(h)));
     }
 
     #[test]

@@ -39,7 +39,10 @@ pub fn run(args: Args) -> CliResult {
     let req = req.unwrap_or(VersionReq::STAR);
     let entry = registry.resolve(&name, &req)?;
     // Check it loads before installing: a blob that fails must not shadow a working one.
-    let staged = tempfile::tempdir()?;
+    // Staged under kpack's temp name (a run that dies leaves a name the
+    // next run can tell), removed on SIGINT/SIGTERM too.
+    let staged = kpack_fsafe::temp_dir_in(&std::env::temp_dir(), "plugin")?;
+    let _interrupt = kpack_fsafe::remove_on_interrupt(staged.path());
     let path = registry.install_entry(&entry, staged.path())?;
     let set = HandlerSet::load(
         &[HandlerSpec::File(path.clone())],

@@ -25,6 +25,11 @@ pub(crate) enum Spoil {
     /// Every request (but those under `moved/`) redirected (302) to the
     /// same path under [`Server::redirect`].
     Redirect,
+    /// Half of every archive sent, then nothing, the connection held open
+    /// until the client closes it.
+    Stall,
+    /// Every archive sent one byte every 50 ms.
+    Trickle,
 }
 
 struct Server {
@@ -130,12 +135,29 @@ pub(crate) fn serve(conn: &mut std::net::TcpStream, root: &Path, spoil: Spoil, t
             Spoil::None => {}
             Spoil::Tamper => body[full / 2] ^= 0xff,
             Spoil::Truncate => body.truncate(full / 2),
-            Spoil::Redirect => {}
+            Spoil::Redirect | Spoil::Stall | Spoil::Trickle => {}
         }
     }
     let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {full}\r\nConnection: close\r\n\r\n");
     let _ = conn.write_all(head.as_bytes());
-    let _ = conn.write_all(&body);
+    match spoil {
+        Spoil::Stall if path.ends_with(".kpack") => {
+            let _ = conn.write_all(&body[..full / 2]);
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(100)));
+            let _ = conn.read(&mut buf);
+        }
+        Spoil::Trickle if path.ends_with(".kpack") => {
+            for b in body.chunks(1) {
+                if conn.write_all(b).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        _ => {
+            let _ = conn.write_all(&body);
+        }
+    }
     Some(path)
 }
 
@@ -174,17 +196,43 @@ fn tree_and_index_grouped(tmp: &Path, extra: &[&str]) -> (PathBuf, PathBuf) {
 }
 
 fn fetch(tree: &Path, index: &str, gpu: &str) -> std::process::Output {
-    kpack_with(
-        &[
-            "fetch".as_ref(),
-            "--index".as_ref(),
-            index.as_ref(),
-            "--gpu".as_ref(),
-            gpu.as_ref(),
-            tree.as_os_str(),
-        ],
-        &[],
-    )
+    fetch_with(tree, index, gpu, &[])
+}
+
+/// [`fetch`] with more flags.
+fn fetch_with(tree: &Path, index: &str, gpu: &str, extra: &[&str]) -> std::process::Output {
+    let mut args: Vec<&std::ffi::OsStr> = vec![
+        "fetch".as_ref(),
+        "--index".as_ref(),
+        index.as_ref(),
+        "--gpu".as_ref(),
+        gpu.as_ref(),
+        tree.as_os_str(),
+    ];
+    args.extend(extra.iter().map(std::ffi::OsStr::new));
+    kpack_with(&args, &[])
+}
+
+/// Every kpack temp file under `dir`.
+fn temps(dir: &Path) -> Vec<PathBuf> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".kpack-tmp-"))
+        .map(|e| e.path().to_path_buf())
+        .collect()
+}
+
+/// Set `name`'s listed size in `idx`'s listing to `size`.
+fn list_size(idx: &Path, name: &str, size: u64) {
+    let path = idx.join("kpack-index.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    for f in v["files"].as_array_mut().unwrap() {
+        if f["name"] == name {
+            f["size"] = size.into();
+        }
+    }
+    std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
 }
 
 /// The archives installed in the tree, and any other file there.
@@ -352,6 +400,29 @@ fn a_gpu_the_index_cannot_serve_is_a_finding() {
         "{}",
         stdout(&o)
     );
+    // It says what to do.
+    assert!(
+        stdout(&o).contains("gfx90a: the index has no archive that serves it (tried gfx90a"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+/// A tree without one offloaded binary has nothing to check: exit 1.
+#[test]
+fn a_tree_without_offloaded_binaries_is_nothing_to_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, idx) = tree_and_index(tmp.path());
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir_all(empty.join("lib")).unwrap();
+    std::fs::write(empty.join("lib/notes.txt"), b"x").unwrap();
+    let o = fetch(&empty, idx.to_str().unwrap(), "gfx1100");
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stderr(&o).contains("nothing to check: no offloaded binary"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 /// Archives grouped by sub-family (one search path per group): only the
@@ -383,4 +454,116 @@ fn never_writes_outside_the_tree() {
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
     assert!(stderr(&o).contains("outside the tree"), "{}", stderr(&o));
     assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+}
+
+#[test]
+fn a_download_that_stops_or_trickles_fails_and_leaves_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tree, idx) = tree_and_index(tmp.path());
+    let server = Server::start(&idx);
+    for (spoil, why) in [
+        (Spoil::Stall, "timeout"),
+        (Spoil::Trickle, "below the minimum of 1024 bytes/s"),
+    ] {
+        *server.spoil.lock().unwrap() = spoil;
+        let o = fetch_with(&tree, &server.url, "gfx1100", &["--idle-timeout", "1"]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("download interrupted after"), "{err}");
+        assert!(err.contains(why), "{err}");
+        assert!(installed(&tree).is_empty(), "{:?}", installed(&tree));
+        assert!(temps(&tree).is_empty(), "{:?}", temps(&tree));
+        server.take();
+    }
+}
+
+#[test]
+fn a_listing_cannot_set_the_download_bound_or_fill_the_disk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tree, idx) = tree_and_index(tmp.path());
+    let server = Server::start(&idx);
+    // 1 TiB listed: over the default cap, refused before any byte is read.
+    list_size(&idx, "axpy_gfx1100.kpack", 1 << 40);
+    let o = fetch(&tree, &server.url, "gfx1100");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("listed as 1099511627776 bytes, more than the 8589934592 bytes")
+            && err.contains("--max-archive-size"),
+        "{err}"
+    );
+    assert_eq!(server.take(), ["kpack-index.json"]);
+    // Under a raised cap, more than any disk holds: refused for want of space.
+    list_size(&idx, "axpy_gfx1100.kpack", 1 << 60);
+    let o = fetch_with(
+        &tree,
+        &server.url,
+        "gfx1100",
+        &["--max-archive-size", "2000000T"],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("1152921504606846976 bytes needed for axpy_gfx1100.kpack")
+            && err.contains("bytes free"),
+        "{err}"
+    );
+    assert_eq!(server.take(), ["kpack-index.json"]);
+    assert!(installed(&tree).is_empty() && temps(&tree).is_empty());
+}
+
+#[test]
+fn a_directory_index_serves_only_regular_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tree, idx) = tree_and_index(tmp.path());
+    let real = idx.join("axpy_gfx1100.kpack");
+    std::fs::rename(&real, tmp.path().join("moved.kpack")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &real).unwrap();
+    let o = fetch(&tree, idx.to_str().unwrap(), "gfx1100");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("axpy_gfx1100.kpack: not a regular file"),
+        "{err}"
+    );
+    assert!(installed(&tree).is_empty() && temps(&tree).is_empty());
+    // A symlink to a regular file is followed.
+    std::fs::remove_file(&real).unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("moved.kpack"), &real).unwrap();
+    let o = fetch(&tree, idx.to_str().unwrap(), "gfx1100");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(installed(&tree), ["axpy_gfx1100.kpack"]);
+}
+
+#[test]
+fn sigterm_and_sigint_remove_the_download_temp() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tree, idx) = tree_and_index(tmp.path());
+    let server = Server::start(&idx);
+    *server.spoil.lock().unwrap() = Spoil::Stall;
+    for signal in ["TERM", "INT"] {
+        let mut child = std::process::Command::new(crate::util::KPACK)
+            .args(["fetch", "--index", &server.url, "--gpu", "gfx1100"])
+            .arg(&tree)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Wait (at most 60 s) for the download's temp file to appear.
+        let until = Instant::now() + Duration::from_secs(60);
+        while temps(&tree).is_empty() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(temps(&tree).len(), 1, "no temp file while downloading");
+        let killed = std::process::Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "{status:?}");
+        assert!(temps(&tree).is_empty(), "{signal}: {:?}", temps(&tree));
+        assert!(installed(&tree).is_empty(), "{:?}", installed(&tree));
+        server.take();
+    }
 }

@@ -163,3 +163,58 @@ fn offload_says_which_path_is_a_directory_or_not() {
         stderr(&out)
     );
 }
+
+/// A mistyped command gets the nearest one; a file where `verify` wants a
+/// directory, a text file given to `archive list`, and `--gpu auto` on a
+/// machine without a GPU each say what to do instead.
+#[test]
+fn a_typo_a_file_for_a_directory_and_no_gpu_each_say_what_to_do() {
+    let out = kpack(["inspec", "x.so"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("did you mean `inspect`?"),
+        "{}",
+        stderr(&out)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "some notes\n").unwrap();
+    let out = kpack([
+        "verify".as_ref(),
+        "--gpu".as_ref(),
+        "gfx1100".as_ref(),
+        notes.as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("notes.txt: a file; `kpack verify` checks a directory"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = kpack(["archive".as_ref(), "list".as_ref(), notes.as_os_str()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("not a .kpack archive"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = std::process::Command::new(crate::util::KPACK)
+        .args(["verify", "--gpu", "auto"])
+        .arg(dir.path())
+        .env("KPACK_SYSFS_ROOT", dir.path().join("no-sysfs"))
+        .env_remove("ROCM_BOOTSTRAP_FORCE_GFX_ARCH")
+        .env_remove("ROCM_BOOTSTRAP_DISABLE_DETECTION")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "name the GPU instead (`--gpu gfx1100`), or set ROCM_BOOTSTRAP_FORCE_GFX_ARCH=gfx1100"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -854,6 +854,118 @@ fn verify_elf_reports_an_untransformed_fat_binary_and_a_broken_marker() {
     );
 }
 
+/// `.hip_fatbin` in a `PT_LOAD` of its own starting part-way into a page
+/// (`clang19/build-segment.sh`): `.kpack.pad` covers the head of that
+/// segment, so GNU strip and objcopy keep the kpack segment where it is
+/// and every packaging tool's output still verifies and runs.
+#[test]
+fn a_fat_binary_in_a_segment_of_its_own_survives_every_strip() {
+    use object::read::elf::{ElfFile64, ProgramHeader as _};
+    use object::{LittleEndian as LE, Object, ObjectSection};
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["libaxpy_segment_490.so", "libaxpy_segment_d00.so"] {
+        let input = fixture(&format!("clang19/{name}"));
+        // The layout under test: .hip_fatbin first in its PT_LOAD, off a
+        // page boundary.
+        let bytes = std::fs::read(&input).unwrap();
+        let obj = ElfFile64::<LE, _>::parse(&bytes[..]).unwrap();
+        let fatbin = obj.section_by_name(".hip_fatbin").unwrap().address();
+        assert!(
+            obj.elf_program_headers()
+                .iter()
+                .any(|p| p.p_type(LE) == object::elf::PT_LOAD
+                    && p.p_vaddr(LE) == fatbin
+                    && fatbin % 0x1000 != 0),
+            "{name}: not the layout under test"
+        );
+        let out_dir = dir.path().join(name);
+        let out_bin = crate::util::offload_into(&input, &out_dir, &[]);
+        verify_ok(&out_bin);
+        let (code_in, log_in) = run_under_stub(&input);
+        assert_eq!(code_in, Some(0), "{name}: {log_in:?}");
+        let names = |log: &[String]| -> Vec<String> {
+            log.iter()
+                .filter(|l| !l.starts_with("fatbin"))
+                .cloned()
+                .collect()
+        };
+        let steps: [(&str, &[&str]); 5] = [
+            ("strip", &["--strip-all"]),
+            ("objcopy", &["--strip-debug"]),
+            ("llvm-strip-19", &["--strip-all"]),
+            ("eu-strip", &[]),
+            (
+                "patchelf",
+                &["--set-rpath", "/opt/rocm/lib/a/long/path/so/dynstr/grows"],
+            ),
+        ];
+        for (n, (step, args)) in steps.iter().enumerate() {
+            let copy = out_dir.join(format!("step{n}.so"));
+            std::fs::copy(&out_bin, &copy).unwrap();
+            let mut a: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+            a.push(copy.as_os_str());
+            tool(step, &a);
+            verify_ok(&copy);
+            if *step == "patchelf" {
+                // A new RUNPATH no longer finds the stub's directory.
+                continue;
+            }
+            let (code, log) = run_under_stub(&copy);
+            assert_eq!(code, Some(0), "{name} after {step}: {log:?}");
+            assert_eq!(names(&log), names(&log_in), "{name} after {step}");
+        }
+    }
+}
+
+/// A fat binary checked as offloaded gets one line for all its HIPF
+/// wrappers, naming `--pruned`; a `PT_PHDR` whose size is not the table's
+/// (AMD's offloader leaves it so) is a warning, exit 0.
+#[test]
+fn verify_elf_says_hipf_once_and_takes_a_stale_pt_phdr_size_as_a_warning() {
+    let out = kpack([
+        "verify-elf".as_ref(),
+        fixture("corpus/lib2tu_2arch.so").as_os_str(),
+    ]);
+    let text = kpack_tests::stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert_eq!(text.matches("HIPF").count(), 1, "{text}");
+    assert!(
+        text.contains("wrapper(s) are HIPF: device code not offloaded (if this is `kpack prune` output, check it with `verify-elf --pruned`)"),
+        "{text}"
+    );
+
+    use object::LittleEndian as LE;
+    use object::read::elf::{ElfFile64, FileHeader as _, ProgramHeader as _};
+    let dir = tempfile::tempdir().unwrap();
+    // An executable: it has a PT_PHDR.
+    let out_bin = crate::util::offload_into(&fixture("corpus/exe_axpy_2arch"), dir.path(), &[]);
+    let mut bytes = std::fs::read(&out_bin).unwrap();
+    let at = {
+        let obj = ElfFile64::<LE, _>::parse(&bytes[..]).unwrap();
+        let phoff = obj.elf_header().e_phoff(LE) as usize;
+        let i = obj
+            .elf_program_headers()
+            .iter()
+            .position(|p| p.p_type(LE) == object::elf::PT_PHDR)
+            .unwrap();
+        phoff + i * 56 + 32
+    };
+    bytes[at..at + 8].copy_from_slice(&0x380u64.to_le_bytes());
+    std::fs::write(&out_bin, &bytes).unwrap();
+    let out = kpack([
+        "verify-elf".as_ref(),
+        out_bin.as_os_str(),
+        "--no-readelf".as_ref(),
+    ]);
+    let text = kpack_tests::stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains(": ok\n"), "{text}");
+    assert!(
+        text.contains(": warning: PT_PHDR size 0x380 is not e_phnum * e_phentsize"),
+        "{text}"
+    );
+}
+
 /// elfutils' libelf (eu-strip 0.188) fills every gap between sections with
 /// zeros when it writes a file, and eu-strip gives every non-allocated
 /// section it keeps a new offset after the last allocated one. The

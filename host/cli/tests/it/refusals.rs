@@ -28,6 +28,42 @@ fn a_full_stdout_is_an_error_not_a_panic() {
     );
 }
 
+/// `kpack completions bash | head -1` and `> /dev/full`: exit 0 for a
+/// reader that went away, 2 with a sentence for a full disk; never a panic.
+#[test]
+fn completions_and_man_to_a_closed_pipe_or_a_full_disk_do_not_panic() {
+    for args in [&["completions", "bash"][..], &["man"][..]] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let out = Command::new(KPACK)
+            .args(args)
+            .stdout(Stdio::from(full))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("cannot write to stdout") && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+        // A reader that closes its end at once.
+        let mut child = Command::new(KPACK)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn hipk_wrappers_without_a_marker_are_refused_not_taken_for_offloaded() {
     let dir = tempfile::tempdir().unwrap();
@@ -104,4 +140,55 @@ fn prune_refuses_an_input_that_fails_verify_elf() {
         stderr(&out)
     );
     assert!(!dir.path().join("new").exists(), "no directory left behind");
+}
+
+/// `libaxpy_2arch.so` with the `p_align` of the `PT_LOAD` holding
+/// `.hip_fatbin` set to `align`.
+fn with_fatbin_segment_align(align: u64) -> Vec<u8> {
+    use object::read::elf::{ElfFile64, ProgramHeader as _};
+    use object::{LittleEndian as LE, Object, ObjectSection};
+    let mut bytes = std::fs::read(fixture("corpus/libaxpy_2arch.so")).unwrap();
+    let (phoff, index) = {
+        let obj = ElfFile64::<LE, _>::parse(&bytes[..]).unwrap();
+        let fatbin = obj.section_by_name(".hip_fatbin").unwrap().address();
+        let index = obj
+            .elf_program_headers()
+            .iter()
+            .position(|p| {
+                p.p_type(LE) == object::elf::PT_LOAD
+                    && (p.p_vaddr(LE)..p.p_vaddr(LE) + p.p_filesz(LE)).contains(&fatbin)
+            })
+            .unwrap();
+        (obj.elf_header().e_phoff.get(LE) as usize, index)
+    };
+    let at = phoff + index * 56 + 48;
+    bytes[at..at + 8].copy_from_slice(&align.to_le_bytes());
+    bytes
+}
+
+/// A `.hip_fatbin` segment whose `p_align` is not a power of two is
+/// refused by prune and offload (it used to be pruned into a file that
+/// failed `verify-elf --pruned`).
+#[test]
+fn a_fatbin_segment_aligned_to_no_power_of_two_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("align3.so");
+    std::fs::write(&input, with_fatbin_segment_align(3)).unwrap();
+    let pruned = dir.path().join("p.so");
+    let out = crate::util::kpack_prune(&input, &pruned, "gfx90a", &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("p_align 0x3 is not a power of two"), "{err}");
+    assert!(!pruned.exists());
+    let out = kpack([
+        "offload".as_ref(),
+        input.as_os_str(),
+        "-o".as_ref(),
+        dir.path().join("o.so").as_os_str(),
+        "--archives".as_ref(),
+        dir.path().join("o").as_os_str(),
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("p_align 0x3 is not a power of two"), "{err}");
 }

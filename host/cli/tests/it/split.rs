@@ -676,3 +676,53 @@ fn a_failed_split_removes_the_output_directories_it_created() {
         "staging left behind"
     );
 }
+
+/// A distribution's rocBLAS layout (`lib/<triplet>/rocblas/<version>/library/`)
+/// is split by the rocblas handler; a file whose name carries a target
+/// that no handler asked for claims is named in a warning.
+#[test]
+fn splits_a_versioned_database_layout_and_warns_of_unclaimed_target_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let art = tmp.path().join("blas_lib_gfx110X");
+    write(&art.join("artifact_manifest.txt"), b"stage\n");
+    let lib = art.join("stage/lib/x86_64-linux-gnu/rocblas/4.3.0/library");
+    write(
+        &lib.join("TensileLibrary_Type_HH_Contraction_l_Ailk_Bjlk_Cijk_Dijk_gfx1100.dat"),
+        b"per-arch solutions",
+    );
+    write(&lib.join("TensileLibrary.dat"), b"generic tensile index");
+    write(
+        &art.join("stage/share/other/Kernels_gfx1100.dat"),
+        b"per-arch, unknown layout",
+    );
+    let out = tmp.path().join("out");
+    let o = run_kpack(&[
+        "split",
+        art.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--split-databases",
+        "rocblas",
+    ]);
+    let (so, se) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{se}");
+    assert!(
+        so.contains("database rocblas: generic: 1, gfx1100: 1"),
+        "{so}"
+    );
+    assert!(
+        out.join("blas_lib_gfx1100/stage/lib/x86_64-linux-gnu/rocblas/4.3.0/library/TensileLibrary_Type_HH_Contraction_l_Ailk_Bjlk_Cijk_Dijk_gfx1100.dat")
+            .is_file(),
+        "{:?}",
+        walk(&out)
+    );
+    assert!(
+        se.contains("1 file(s) whose names carry a GPU target (first: share/other/Kernels_gfx1100.dat, gfx1100)"),
+        "{se}"
+    );
+    assert_eq!(
+        se.matches("whose names carry a GPU target").count(),
+        1,
+        "{se}"
+    );
+}

@@ -233,4 +233,14 @@ fn names_the_arch_artifact_that_would_provide_a_missing_kernel() {
         "{}",
         stdout(&out)
     );
+    // Paths tried are named under the artifact, not under the temporary
+    // tree verify builds (gone when it ends).
+    let out = verify_gpu("gfx1100", &out_dir, true);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let text = v.to_string();
+    assert!(!text.contains("kpack-verify-gpu-"), "{text}");
+    assert!(
+        text.contains(&out_dir.join("blas_lib_generic").display().to_string()),
+        "{text}"
+    );
 }

@@ -693,6 +693,74 @@ fn refuses_a_wheel_whose_record_does_not_match() {
     assert!(stderr(&o).contains("holds the input"), "{}", stderr(&o));
 }
 
+/// The fat wheel with RECORD's hash (and size) fields emptied, as some
+/// wheels on PyPI ship them, at `dir/WHEEL`.
+fn fat_wheel_without_record_hashes(dir: &Path) -> PathBuf {
+    let mut files = fat_files();
+    let record: String = files
+        .keys()
+        .map(|p| format!("{p},,\n"))
+        .chain([format!("{HOST_DI}/RECORD,,\n")])
+        .collect();
+    files.insert(format!("{HOST_DI}/RECORD"), (record.into_bytes(), 0o644));
+    let path = dir.join(WHEEL);
+    let mut z = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+    // RECORD last, as wheels have it.
+    let (record_name, rest): (Vec<_>, Vec<_>) =
+        files.iter().partition(|(p, _)| p.ends_with("/RECORD"));
+    for (p, (b, m)) in rest.into_iter().chain(record_name) {
+        z.start_file(
+            p.as_str(),
+            SimpleFileOptions::default().unix_permissions(*m),
+        )
+        .unwrap();
+        z.write_all(b).unwrap();
+    }
+    z.finish().unwrap();
+    path
+}
+
+#[test]
+fn takes_record_rows_without_a_hash_as_pip_does_and_writes_every_hash() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = fat_wheel_without_record_hashes(tmp.path());
+    let out = tmp.path().join("out");
+    let o = wheel_split(input.to_str().unwrap(), out.to_str().unwrap(), &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(
+        err.matches("RECORD rows carry no hash; accepted, as pip does")
+            .count(),
+        1,
+        "{err}"
+    );
+    let wheels: Vec<PathBuf> = walk_files(&out)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "whl"))
+        .collect();
+    assert!(wheels.len() >= 2, "{wheels:?}");
+    for w in &wheels {
+        // Every file of every wheel written has its sha256 and size.
+        read_wheel(w);
+    }
+    // wheel prune writes every hash too.
+    let pruned = tmp.path().join("pruned");
+    let o = kpack_env(
+        &[
+            "wheel",
+            "prune",
+            input.to_str().unwrap(),
+            "--keep",
+            "gfx90a",
+            "-o",
+            pruned.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    read_wheel(&pruned.join(WHEEL));
+}
+
 #[test]
 fn max_unpacked_size_limits_what_a_wheel_may_inflate_to() {
     let tmp = tempfile::tempdir().unwrap();

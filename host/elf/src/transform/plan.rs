@@ -437,8 +437,29 @@ fn plan_file_header(
     Ok(file_header)
 }
 
-/// Index of the file-backed `PT_LOAD` that holds all of `fatbin`.
+/// Index of the file-backed `PT_LOAD` that holds all of `fatbin`; its
+/// `p_align` must be 0, 1 or a power of two (ELF's rule, which every
+/// layout's arithmetic relies on).
 pub(super) fn fatbin_segment(
+    path: &Path,
+    program: &[ProgramHeader64<LE>],
+    fatbin: SectionInfo,
+) -> Result<usize, Error> {
+    let index = fatbin_segment_index(path, program, fatbin)?;
+    let align = program[index].p_align.get(LE);
+    if align > 1 && !align.is_power_of_two() {
+        return Err(Error::new(
+            ErrorKind::Malformed,
+            path,
+            format!(
+                "PT_LOAD {index} (holding .hip_fatbin): p_align {align:#x} is not a power of two"
+            ),
+        ));
+    }
+    Ok(index)
+}
+
+fn fatbin_segment_index(
     path: &Path,
     program: &[ProgramHeader64<LE>],
     fatbin: SectionInfo,
@@ -758,13 +779,17 @@ fn plan_moved_sections(
 }
 
 /// Where a `.kpack.pad` section starts, if the sections of the fat
-/// binary's segment end short of the kpack page.
+/// binary's segment end short of the kpack page, or none is before it.
 ///
 /// BFD (strip, objcopy) lays each segment out by its sections; a section
 /// over the padding between the last section before the kpack page and
 /// the page keeps the kpack segment at its offset after such a rewrite.
+/// When `.hip_fatbin` has a `PT_LOAD` of its own that starts before the
+/// kpack page, no other section is there: the padding then starts with
+/// the segment, or the piece before the kpack page would hold no section
+/// and BFD would leave the kpack segment's first bytes outside it.
 fn padding_start(sections: &[SectionHeader64<LE>], cut: &Cut) -> Option<u64> {
-    sections
+    let last_end = sections
         .iter()
         .filter(|s| {
             s.sh_flags.get(LE) & u64::from(elf::SHF_ALLOC) != 0
@@ -780,8 +805,9 @@ fn padding_start(sections: &[SectionHeader64<LE>], cut: &Cut) -> Option<u64> {
             start >= cut.segment_vaddr() && end <= cut.kpack_page_addr && end > start
         })
         .map(|(_, end)| end)
-        .max()
-        .filter(|&end| end < cut.kpack_page_addr)
+        .max();
+    let start = last_end.unwrap_or(cut.segment_vaddr());
+    (start < cut.kpack_page_addr).then_some(start)
 }
 
 /// End of the input bytes kept after the cut: the old section header table

@@ -120,16 +120,19 @@ impl Toc {
 /// The header's version and `toc_offset`, checked against the file.
 fn parse_header(bytes: &[u8]) -> Result<(u32, u64)> {
     let len = bytes.len() as u64;
+    if !bytes.starts_with(&MAGIC) {
+        return Err(Error::format(
+            0,
+            format!(
+                "not a .kpack archive (it starts with {:02x?}, not \"KPAK\")",
+                bytes.get(..4).unwrap_or(bytes)
+            ),
+        ));
+    }
     if bytes.len() < HEADER_SIZE {
         return Err(Error::format(
             0,
             format!("file is {len} bytes, shorter than the 16-byte header"),
-        ));
-    }
-    if bytes[0..4] != MAGIC {
-        return Err(Error::format(
-            0,
-            format!("bad magic {:02x?}, expected \"KPAK\"", &bytes[0..4]),
         ));
     }
     let version = u32_at(bytes, 4).unwrap_or(0);
