@@ -28,11 +28,8 @@ mod check;
 mod compare;
 mod dir;
 mod error;
-<<<<<<< HEAD
 mod output;
-=======
 mod interrupt;
->>>>>>> harden
 mod path;
 mod temp;
 
@@ -42,12 +39,9 @@ pub use check::{
     not_same_file, plain_name, regular_file,
 };
 pub use error::{Error, IoError, Result};
-<<<<<<< HEAD
 pub use compare::first_difference;
 pub use output::{Existing, Order, Outputs, commit_all};
-=======
 pub use interrupt::{Registered, remove_on_interrupt, remove_registered};
->>>>>>> harden
 pub use path::{is_plain_name, is_plain_relative, normalize, relative_path, resolved};
 pub use temp::{
     TEMP_PREFIX, is_stale_temp, private_temp_file_in, remove_stale_temps, stale_temps, temp_dir_in,
