@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `pip install kpack` end to end: build the wheel with maturin (from PyPI, in
+# `pip install kpack-cli` end to end: build the wheel with maturin (from PyPI, in
 # a venv under the target directory), install it into a fresh venv, and run
 # the Python API (python/tests/test_api.py) with a clean environment: the
 # wheel's binary and its embedded handlers split a TheRock artifact with
@@ -35,7 +35,7 @@ fi
 rm -rf "$work/wheels"
 "$work/build-venv/bin/maturin" build --profile dev --strip --locked \
   --compatibility linux --out "$work/wheels" >&2
-wheel=$(ls "$work"/wheels/kpack-*.whl)
+wheel=$(ls "$work"/wheels/kpack_cli-*.whl)
 
 # A fresh venv with the wheel and nothing else.
 rm -rf "$work/test-venv"
