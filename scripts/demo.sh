@@ -17,9 +17,11 @@ TARGET_DIR=${CARGO_TARGET_DIR:-target}
 case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$PWD/$TARGET_DIR" ;; esac
 K=$TARGET_DIR/release/kpack
 
-# The first build compiles about 300 crates (the WebAssembly runtime for the
-# database handlers, the handlers themselves, zstd, TLS) and shows cargo's
-# progress as it goes; later runs reuse it and take seconds.
+# The first build compiles about 190 crates (the WebAssembly runtime for the
+# database handlers, zstd, TLS, ...) plus the eight handlers themselves,
+# built for WebAssembly by kpack-guests' build script (cargo shows
+# "kpack-guests(build)" meanwhile), and shows cargo's progress as it goes;
+# later runs reuse it and take seconds.
 if [ ! -x "$K" ]; then
   echo "demo.sh: building kpack in release mode (first time only): about 9 minutes on 2 idle cores," >&2
   echo "         4 on 8 cores, longer on a busy machine; cargo shows its progress below." >&2
