@@ -2,11 +2,11 @@
 # Build kpack's release artifacts for every machine TheRock packages on,
 # checked, into OUTDIR:
 #
-#   kpack-V-py3-none-manylinux_2_28_x86_64.whl   Linux x86_64, glibc >= 2.28
-#   kpack-V-py3-none-manylinux_2_28_aarch64.whl  Linux aarch64, glibc >= 2.28
-#   kpack-V-py3-none-win_amd64.whl               Windows x86_64
-#   rocm-kpack-V-<triple>/                        librocm_kpack, installed as
-#                                                 scripts/install-runtime.sh does
+#   kpack_cli-V-py3-none-manylinux_2_28_x86_64.whl   Linux x86_64, glibc >= 2.28
+#   kpack_cli-V-py3-none-manylinux_2_28_aarch64.whl  Linux aarch64, glibc >= 2.28
+#   kpack_cli-V-py3-none-win_amd64.whl               Windows x86_64
+#   rocm-kpack-V-<triple>/                            librocm_kpack, installed as
+#                                                     scripts/install-runtime.sh does
 #
 # Each wheel holds the `kpack` binary (handlers embedded) and the `kpack`
 # Python package (pyproject.toml, maturin). Linux builds link with zig
@@ -130,7 +130,9 @@ for t in $targets; do
       *-windows-gnu) export "CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUSTFLAGS=-C target-feature=+crt-static" ;;
     esac
     maturin "${maturin_args[@]}" >&2
-    cargo build --profile "$profile" --locked --target "$t" -p kpack-capi --lib >&2
+    # -p kpack-cli too: its features, so the library reuses what maturin
+    # built (see scripts/install-runtime.sh); --lib builds the library only.
+    cargo build --profile "$profile" --locked --target "$t" -p kpack-cli -p kpack-capi --lib >&2
     scripts/install-runtime.sh --target "$t" --from "$target_dir/$t/$profile" \
       "$stage/rocm-kpack-$version-$t" 2>/dev/null
   )

@@ -3,15 +3,25 @@
 #
 #   PREFIX/include/rocm_kpack/kpack.h
 #   PREFIX/lib/librocm_kpack.so.X.Y.Z, .so.0 -> it (the SONAME), .so -> .so.0
-#   PREFIX/lib/librocm_kpack.a          only kpack_* global (see below)
+#                                       stripped, with a .gnu_debuglink to
+#   PREFIX/lib/.debug/librocm_kpack.so.X.Y.Z.debug  its debug info (gdb and
+#                                       perf find it there by themselves)
+#   PREFIX/lib/librocm_kpack.a          only kpack_* global (see below), no
+#                                       debug info
 #   PREFIX/lib/pkgconfig/rocm-kpack.pc
 #   PREFIX/lib/cmake/rocm-kpack/rocm-kpackConfig.cmake (+ ConfigVersion)
 #   PREFIX/share/doc/rocm-kpack/THIRD-PARTY-NOTICES.md, LICENSE
 #
+# Stripping as distributions do (debhelper's dh_strip, rpm's
+# find-debuginfo): `objcopy --only-keep-debug` copies the debug sections
+# out, `--strip-unneeded --add-gnu-debuglink` strips the library and
+# records the debug file's name and CRC. The static library keeps its
+# symbol table (the linker needs it) but not its debug info.
+#
 # Usage: scripts/install-runtime.sh [--from DIR] [--target TRIPLE] PREFIX
-#   Without --from, runs `cargo build --release -p kpack-capi` (a no-op when
-#   it is up to date) and installs from $CARGO_TARGET_DIR/release
-#   (default target/release). --from DIR installs what is already in DIR
+#   Without --from, builds the library (a no-op when it is up to date, also
+#   right after `cargo build --release -p kpack-cli`, see below) and
+#   installs from $CARGO_TARGET_DIR/release (default target/release). --from DIR installs what is already in DIR
 #   (the tests pass their own target/debug so CI builds the library once).
 #   --target names a cross build's target (--from is then required, e.g.
 #   target/aarch64-unknown-linux-gnu/release): another Linux is installed
@@ -55,7 +65,14 @@ native="$(rustc -vV 2>/dev/null | sed -n 's/^host: //p')"
 [ -z "$target" ] || [ "$target" = "$native" ] || [ -n "$from" ] ||
   { echo "$0: --target $target needs --from DIR (the cross build's output directory)" >&2; exit 2; }
 if [ -z "$from" ]; then
-  (cd "$repo" && cargo build --release --locked -p kpack-capi --lib)
+  # Cargo picks the features of shared dependencies (serde, rustix, syn,
+  # rayon, ...) from the packages a command selects: `-p kpack-capi` alone
+  # resolves them differently from `-p kpack-cli` and so recompiles every
+  # dependency the CLI's release build already built. Selecting kpack-cli
+  # too resolves them exactly as that build did (the library adds no
+  # feature the CLI lacks: host/cli/tests/docs.rs checks it), and `--lib`
+  # builds only the library's targets, not the CLI.
+  (cd "$repo" && cargo build --release --locked -p kpack-cli -p kpack-capi --lib)
   from="${CARGO_TARGET_DIR:-$repo/target}/release"
   case "$from" in /*) ;; *) from="$repo/$from" ;; esac
 fi
@@ -139,16 +156,22 @@ unset(_rocm_kpack_prefix)
 EOF
 ;;
 *)
-mkdir -p "$stage/lib/pkgconfig"
-cp "$from/librocm_kpack.so" "$stage/lib/librocm_kpack.so.$version"
-ln -s "librocm_kpack.so.$version" "$stage/lib/$soname"
+mkdir -p "$stage/lib/pkgconfig" "$stage/lib/.debug"
+real="librocm_kpack.so.$version"
+cp "$from/librocm_kpack.so" "$stage/lib/$real"
+# Debug info into lib/.debug/, the library stripped and linked to it (the
+# link holds the file name and a CRC, so run where the name resolves).
+"$OBJCOPY" --only-keep-debug "$stage/lib/$real" "$stage/lib/.debug/$real.debug"
+(cd "$stage/lib/.debug" && "$OBJCOPY" --strip-unneeded --add-gnu-debuglink="$real.debug" "../$real")
+chmod 644 "$stage/lib/.debug/$real.debug"
+ln -s "$real" "$stage/lib/$soname"
 ln -s "$soname" "$stage/lib/librocm_kpack.so"
 
 # Static library with only kpack_* global (see the top of this file).
 "$LD" -r --whole-archive "$from/librocm_kpack.a" -o "$stage/rocm_kpack.o"
 # -R: the embedded LLVM bitcode of each std object, concatenated by ld -r,
 # is no longer valid bitcode and crashes binutils' LLVM plugin in ar and nm.
-"$OBJCOPY" --wildcard --keep-global-symbol='kpack_*' -R .llvmbc -R .llvmcmd "$stage/rocm_kpack.o"
+"$OBJCOPY" --wildcard --keep-global-symbol='kpack_*' -R .llvmbc -R .llvmcmd --strip-debug "$stage/rocm_kpack.o"
 "$AR" rcD "$stage/lib/librocm_kpack.a" "$stage/rocm_kpack.o"
 rm "$stage/rocm_kpack.o"
 
@@ -234,7 +257,7 @@ endif()
 EOF
 
 cp "$repo/host/capi/THIRD-PARTY-NOTICES.md" "$stage/share/doc/rocm-kpack/THIRD-PARTY-NOTICES.md"
-[ ! -f "$repo/LICENSE" ] || cp "$repo/LICENSE" "$stage/share/doc/rocm-kpack/LICENSE"
+cp "$repo/LICENSE" "$stage/share/doc/rocm-kpack/LICENSE"
 
 # Into PREFIX file by file: each lands under a temporary name and is renamed
 # into place, so a failed install never leaves a half-written file.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `pip install kpack` end to end: build the wheel with maturin (from PyPI, in
+# `pip install kpack-cli` end to end: build the wheel with maturin (from PyPI, in
 # a venv under the target directory), install it into a fresh venv, and run
 # the Python API (python/tests/test_api.py) with a clean environment: the
 # wheel's binary and its embedded handlers split a TheRock artifact with
@@ -35,7 +35,19 @@ fi
 rm -rf "$work/wheels"
 "$work/build-venv/bin/maturin" build --profile dev --strip --locked \
   --compatibility linux --out "$work/wheels" >&2
-wheel=$(ls "$work"/wheels/kpack-*.whl)
+wheel=$(ls "$work"/wheels/kpack_cli-*.whl)
+# The license travels with the wheel (pip installs it in the .dist-info).
+"$python" - "$wheel" "$root/LICENSE" <<'EOF_PY'
+import sys, zipfile
+wheel, license = sys.argv[1], open(sys.argv[2], "rb").read()
+z = zipfile.ZipFile(wheel)
+found = [n for n in z.namelist() if ".dist-info/" in n and n.rsplit("/", 1)[-1] == "LICENSE"]
+if not found or z.read(found[0]) != license:
+    sys.exit(f"{wheel}: no .dist-info LICENSE equal to the repository's (found {found})")
+meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+if "Name: kpack-cli" not in meta.splitlines():
+    sys.exit(f"{wheel}: METADATA does not name the distribution kpack-cli")
+EOF_PY
 
 # A fresh venv with the wheel and nothing else.
 rm -rf "$work/test-venv"

@@ -72,7 +72,7 @@ split_rocblas() {
 # --- x86_64 ---
 cd "$work"
 mkdir -p x86 a64 nat-a64 win nat-win
-extract "$out/kpack-$version-py3-none-manylinux_2_28_x86_64.whl" /scripts/kpack kpack-x86_64
+extract "$out/kpack_cli-$version-py3-none-manylinux_2_28_x86_64.whl" /scripts/kpack kpack-x86_64
 ./kpack-x86_64 offload "$fixtures/corpus/libaxpy_2arch.so" -o x86/lib.so --archives x86/kpack -q
 ./kpack-x86_64 verify-elf x86/lib.so >/dev/null
 echo "x86_64 wheel: offload, verify-elf: ok" >&2
@@ -82,7 +82,7 @@ qemu=$(command -v qemu-aarch64-static || command -v qemu-aarch64 || true)
 if [ -z "$qemu" ] || [ ! -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ]; then
   echo "SKIPPED: the aarch64 wheel's run (needs Debian's qemu-user and libc6-arm64-cross)" >&2
 else
-  extract "$out/kpack-$version-py3-none-manylinux_2_28_aarch64.whl" /scripts/kpack kpack-aarch64
+  extract "$out/kpack_cli-$version-py3-none-manylinux_2_28_aarch64.whl" /scripts/kpack kpack-aarch64
   a64() { QEMU_LD_PREFIX=/usr/aarch64-linux-gnu "$qemu" ./kpack-aarch64 "$@"; }
   # The same outputs as the x86_64 binary writes from the same inputs.
   for f in exe_axpy_aarch64 libaxpy_aarch64_ccob.so; do
@@ -107,7 +107,7 @@ wine=/usr/lib/wine/wine64
 if [ -z "$wine" ]; then
   echo "SKIPPED: the Windows wheel's run (needs Debian's wine64)" >&2
 else
-  extract "$out/kpack-$version-py3-none-win_amd64.whl" /scripts/kpack.exe kpack.exe
+  extract "$out/kpack_cli-$version-py3-none-win_amd64.whl" /scripts/kpack.exe kpack.exe
   # Rust's std imports ProcessPrng from bcryptprimitives.dll, which wine
   # 8.0 lacks: the C ABI test's stand-in goes beside the program.
   x86_64-w64-mingw32-gcc -std=c11 -shared "$root/host/capi/tests/c/wine_bcryptprimitives.c" \

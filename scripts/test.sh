@@ -4,6 +4,11 @@
 # formatting and clippy, then runs the whole suite. The WebAssembly handlers and test guests are built from source
 # by kpack-guests' build script (host/guests/build.rs), into
 # <target>/wasm-guests.
+#
+# Needs Debian 12 or Ubuntu (apt-get) and root or sudo for the packages
+# below, a Rust toolchain from rustup, and the network (Debian, crates.io,
+# PyPI). On a machine without apt-get, it lists every tool that is missing
+# before running anything, and stops.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -50,6 +55,34 @@ fi
 # mingw-w64's objdump for the DLL-import check.
 command -v file >/dev/null 2>&1 || need+=(file)
 command -v x86_64-w64-mingw32-objdump >/dev/null 2>&1 || need+=(binutils-mingw-w64-x86-64)
+# rustup: the toolchain rust-toolchain.toml pins, and the targets below.
+command -v rustup >/dev/null 2>&1 || need+=(rustup)
+# Without apt-get (another distribution, macOS), name everything missing now
+# rather than fail in the middle of the suite.
+if ! command -v apt-get >/dev/null 2>&1; then
+  command -v qemu-aarch64 >/dev/null 2>&1 ||
+    echo "note: without qemu-aarch64 (Debian: qemu-user) the aarch64 release wheel is built but not run" >&2
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "scripts/test.sh installs its tools with Debian's apt-get, which this machine lacks." >&2
+    echo "Install these (Debian package names in brackets) and run it again:" >&2
+    for t in "${need[@]}"; do
+      case "$t" in
+        eu-strip) p=elfutils ;; llvm-readobj-19|llvm-objdump-19|llvm-ar-19) p=llvm-19 ;;
+        clang-offload-bundler-19) p=clang-tools-19 ;; ld.lld-19) p=lld-19 ;;
+        llvm-readobj-22) p=llvm-22 ;; clang-offload-bundler-22) p=clang-tools-22 ;; ld.lld-22) p=lld-22 ;;
+        cc) p=gcc ;; c++) p=g++ ;; strip|objcopy|readelf) p=binutils ;;
+        rustup) p="not Debian's: https://rustup.rs" ;;
+        *) p="" ;;
+      esac
+      echo "  $t${p:+ [$p]}" >&2
+    done
+    exit 2
+  fi
+fi
+if [[ " ${need[*]} " == *" rustup "* ]]; then
+  echo "scripts/test.sh needs rustup (https://rustup.rs): install it and run this again" >&2
+  exit 2
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing Debian packages for: ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
@@ -105,7 +138,7 @@ if ! mdbook --version 2>/dev/null | grep -q "v$MDBOOK_VERSION"; then
 fi
 mdbook build docs    # into docs/book (git-ignored)
 
-# `pip install kpack`: the wheel built with maturin, installed into a fresh
+# `pip install kpack-cli`: the wheel built with maturin, installed into a fresh
 # venv, its Python API run on a fixture (reuses the dev build above).
 scripts/test-python.sh
 

@@ -1,6 +1,6 @@
 """Python API over the ``kpack`` binary installed with this package.
 
-``pip install kpack`` puts the ``kpack`` executable on PATH (the wheel
+``pip install kpack-cli`` puts the ``kpack`` executable on PATH (the wheel
 carries it, with the standard database handlers embedded). These functions
 run that binary with ``--json`` and return the parsed result, so build
 scripts (TheRock's) need neither a subprocess wrapper nor a parser of their
@@ -106,7 +106,7 @@ def find_kpack_bin() -> str:
         return found
     raise FileNotFoundError(
         f"no kpack executable beside {sys.executable} or on PATH; "
-        "reinstall the kpack wheel or set KPACK_BIN"
+        "reinstall the kpack-cli wheel or set KPACK_BIN"
     )
 
 

@@ -448,13 +448,35 @@ pub unsafe extern "C" fn kpack_cache_create(cache_out: *mut kpack_cache_t) -> kp
         if cache_out.is_null() {
             return KPACK_ERROR_INVALID_ARGUMENT;
         }
+        let config = Config::from_env();
+        if config.debug {
+            eprintln!("kpack: {}", identify_library());
+        }
         let cache = Box::new(kpack_cache {
-            cache: Cache::new(Config::from_env()),
+            cache: Cache::new(config),
         });
         // SAFETY: checked non-NULL; the caller owns the slot.
         unsafe { *cache_out = Box::into_raw(cache) };
         KPACK_SUCCESS
     })
+}
+
+/// The first line `ROCM_KPACK_DEBUG=1` prints: which `librocm_kpack` this
+/// is (kpack's, not AMD's) and the file it was loaded from, so a user can
+/// tell which of the two a HIP runtime picked up.
+fn identify_library() -> String {
+    let here = identify_library as fn() -> String as usize;
+    #[cfg(windows)]
+    // SAFETY: any address may be asked about; see `windows::discover`.
+    let found = unsafe { windows::discover(here as *const c_void) };
+    #[cfg(not(windows))]
+    let found = kpack_runtime::discover_binary_path(here);
+    let path = found.map_or_else(|_| "an unknown file".to_string(), |(path, _)| path);
+    format!(
+        "librocm_kpack {} of kpack ({}), loaded from {path}",
+        env!("CARGO_PKG_VERSION"),
+        env!("CARGO_PKG_REPOSITORY")
+    )
 }
 
 /// Destroy a cache and close its archives; NULL is a no-op.

@@ -138,9 +138,17 @@ fn installs_the_layout_distributions_expect() {
         "lib/cmake/rocm-kpack/rocm-kpackConfig.cmake",
         "lib/cmake/rocm-kpack/rocm-kpackConfigVersion.cmake",
         "share/doc/rocm-kpack/THIRD-PARTY-NOTICES.md",
+        "share/doc/rocm-kpack/LICENSE",
+        "lib/.debug/librocm_kpack.so.0.1.0.debug",
     ] {
         assert!(p.join(file).is_file(), "{file} not installed");
     }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    assert_eq!(
+        std::fs::read(p.join("share/doc/rocm-kpack/LICENSE")).unwrap(),
+        std::fs::read(root.join("LICENSE")).unwrap(),
+        "the installed LICENSE is not the repository's"
+    );
     let link = |name: &str| std::fs::read_link(p.join("lib").join(name)).unwrap();
     assert_eq!(
         link("librocm_kpack.so.0"),
@@ -283,4 +291,117 @@ fn third_party_notices_are_current() {
         "host/capi/THIRD-PARTY-NOTICES.md: {}",
         text(&out.stderr)
     );
+}
+
+/// Section names of an ELF file or of every member of an archive.
+fn sections(path: &Path) -> Vec<String> {
+    let out = run(Command::new("readelf").arg("-SW").arg(path));
+    text(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let rest = l.strip_prefix('[')?;
+            let (_, after) = rest.split_once(']')?;
+            after.split_whitespace().next().map(str::to_string)
+        })
+        .collect()
+}
+
+/// Stripped as distributions ship it: no debug sections or symbol table in
+/// the installed library, a `.gnu_debuglink` naming the separate debug file,
+/// and that file holding the line tables cargo built.
+#[test]
+fn installs_a_stripped_library_with_separate_debug_info() {
+    let inst = installed();
+    let lib = inst.prefix.join("lib/librocm_kpack.so.0.1.0");
+    let debug = inst.prefix.join("lib/.debug/librocm_kpack.so.0.1.0.debug");
+    let built = sections(&inst.built.join("librocm_kpack.so"));
+    assert!(
+        built.iter().any(|s| s == ".debug_line"),
+        "cargo's library has no line tables to keep: {built:?}"
+    );
+    let stripped = sections(&lib);
+    let left: Vec<&String> = stripped
+        .iter()
+        .filter(|s| s.starts_with(".debug") || *s == ".symtab")
+        .collect();
+    assert!(left.is_empty(), "installed library keeps {left:?}");
+    assert!(
+        stripped.iter().any(|s| s == ".gnu_debuglink"),
+        "installed library has no .gnu_debuglink: {stripped:?}"
+    );
+    let link = run(Command::new("readelf")
+        .args(["-p", ".gnu_debuglink"])
+        .arg(&lib));
+    assert!(
+        text(&link.stdout).contains("librocm_kpack.so.0.1.0.debug"),
+        "{}",
+        text(&link.stdout)
+    );
+    assert!(
+        sections(&debug).iter().any(|s| s == ".debug_line"),
+        "{} holds no line tables",
+        debug.display()
+    );
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+    assert!(
+        size(&lib) < size(&inst.built.join("librocm_kpack.so")),
+        "stripping made nothing smaller"
+    );
+    // `.debug_gdb_scripts` is not debug info: an allocated section naming
+    // Rust's gdb pretty-printers, which `--strip-debug` rightly keeps.
+    let archive = sections(&inst.prefix.join("lib/librocm_kpack.a"));
+    let kept: Vec<&String> = archive
+        .iter()
+        .filter(|s| s.starts_with(".debug") && *s != ".debug_gdb_scripts")
+        .collect();
+    assert!(
+        kept.is_empty(),
+        "librocm_kpack.a keeps debug info: {kept:?}"
+    );
+}
+
+/// `ROCM_KPACK_DEBUG=1` names the library a process loaded: kpack's, from
+/// which file (how a user tells it from AMD's librocm_kpack).
+#[test]
+fn debug_output_names_the_library_the_process_loaded() {
+    let inst = installed();
+    let src = inst.work.join("which.c");
+    std::fs::write(
+        &src,
+        "#include <rocm_kpack/kpack.h>\n\
+         int main(void) { kpack_cache_t c = 0; int e = kpack_cache_create(&c); \
+         kpack_cache_destroy(c); return e; }\n",
+    )
+    .unwrap();
+    let exe = inst.work.join("which");
+    let lib = inst.prefix.join("lib");
+    run(Command::new("cc")
+        .arg("-I")
+        .arg(inst.prefix.join("include"))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .arg("-L")
+        .arg(&lib)
+        .arg("-lrocm_kpack"));
+    let out = run(Command::new(&exe)
+        .env("LD_LIBRARY_PATH", &lib)
+        .env("ROCM_KPACK_DEBUG", "1"));
+    let first = text(&out.stderr).lines().next().unwrap_or("").to_string();
+    let want = format!(
+        "of kpack (https://github.com/ROCm/kpack), loaded from {}",
+        lib.canonicalize()
+            .unwrap()
+            .join("librocm_kpack.so.0.1.0")
+            .display()
+    );
+    assert!(
+        first.starts_with("kpack: librocm_kpack 0.1.0 ") && first.ends_with(&want),
+        "first debug line: {first:?}"
+    );
+    let quiet = run(Command::new(&exe)
+        .env("LD_LIBRARY_PATH", &lib)
+        .env_remove("ROCM_KPACK_DEBUG"));
+    assert_eq!(text(&quiet.stderr), "");
 }

@@ -2,10 +2,14 @@
 //!
 //! - every ```` ```console ```` block of `README.md`, `ARCHITECTURE.md` and
 //!   `docs/src/**/*.md` runs with `trycmd` against the `kpack` binary cargo
-//!   built, in a scratch directory holding a copy of `tests/fixtures/` plus a
-//!   TheRock-style artifact and a fat wheel made from them, and its output
-//!   must be what the page shows (`[..]` any text in a line, `...` any
-//!   lines; `TRYCMD=overwrite` rewrites the pages with the real output);
+//!   built, in a scratch directory made by `scripts/make-examples.sh` (the
+//!   script the guide tells a newcomer to run: a copy of `tests/fixtures/`
+//!   plus a TheRock-style artifact and a fat wheel), and its output must be
+//!   what the page shows (`[..]` any text in a line, `...` any lines;
+//!   `TRYCMD=overwrite` rewrites the pages with the real output);
+//! - the fat wheel the script copies (`tests/fixtures/examples/`) is the one
+//!   `example_wheel` below builds from `tests/fixtures/` (`KPACK_BLESS=1`
+//!   rewrites it);
 //! - every other block has a language, and no `sh` block pretends to be a
 //!   transcript (`$ ` prompts are for tested `console` blocks);
 //! - `docs/src/reference/commands.md` is what `kpack help-markdown` prints
@@ -40,9 +44,6 @@ const KPACK: &str = env!("CARGO_BIN_EXE_kpack");
 
 /// The file name of the wheel the examples split and prune.
 const WHEEL: &str = "fatpkg-1.0-py3-none-linux_x86_64.whl";
-
-/// The artifact the examples split.
-const ARTIFACT: &str = "artifacts/blas_lib_gfx110X-dgpu";
 
 /// README.md, ARCHITECTURE.md and every page under docs/ (not the built
 /// book), sorted.
@@ -149,30 +150,10 @@ fn every_code_block_is_tested_or_marked_illustrative() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        let t = e.file_type().unwrap();
-        if t.is_dir() {
-            copy_tree(&src, &dst);
-        } else if t.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
-}
-
-fn write(path: &Path, bytes: &[u8]) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, bytes).unwrap();
-}
-
 /// A fat wheel holding `fatpkg/lib/libaxpy.so` (gfx942, gfx1100, gfx1201)
-/// and a rocBLAS database file per target, with a correct RECORD.
-fn write_wheel(path: &Path) {
+/// and a rocBLAS database file per target, with a correct RECORD: the
+/// bytes of `tests/fixtures/examples/fatpkg-1.0-py3-none-linux_x86_64.whl`.
+fn example_wheel() -> Vec<u8> {
     let di = "fatpkg-1.0.dist-info";
     let lib = std::fs::read(fixture("clang19/libaxpy_plain.so")).unwrap();
     let mut files: Vec<(String, Vec<u8>, u32)> = vec![
@@ -197,7 +178,7 @@ fn write_wheel(path: &Path) {
             .to_vec(),
         0o644,
     ));
-    let mut z = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     let when = zip::DateTime::from_date_and_time(2026, 1, 1, 0, 0, 0).unwrap();
     let mut record = String::new();
     for (p, b, m) in &files {
@@ -217,29 +198,41 @@ fn write_wheel(path: &Path) {
     let opts = zip::write::SimpleFileOptions::default().last_modified_time(when);
     z.start_file(format!("{di}/RECORD"), opts).unwrap();
     z.write_all(record.as_bytes()).unwrap();
-    z.finish().unwrap();
+    z.finish().unwrap().into_inner()
 }
 
-/// The directory the examples run in: `tests/fixtures/`, the artifact and
-/// the wheel (see the guide's introduction).
-fn playground(dir: &Path) {
-    copy_tree(
-        &workspace_root().join("tests/fixtures"),
-        &dir.join("tests/fixtures"),
-    );
-    let art = dir.join(ARTIFACT);
-    write(&art.join("artifact_manifest.txt"), b"stage\n");
-    write(
-        &art.join("stage/lib/librocblas.so.4"),
-        &std::fs::read(fixture("clang19/libaxpy_plain.so")).unwrap(),
-    );
-    for t in ["gfx942", "gfx1100", "gfx1201"] {
-        write(
-            &art.join(format!("stage/lib/rocblas/library/TensileLibrary_{t}.dat")),
-            format!("{t} solutions").as_bytes(),
-        );
+#[test]
+fn the_example_wheel_is_built_from_the_fixtures() {
+    let path = fixture("examples").join(WHEEL);
+    let built = example_wheel();
+    if std::env::var_os("KPACK_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &built).unwrap();
+        return;
     }
-    write_wheel(&dir.join(WHEEL));
+    let committed = std::fs::read(&path).unwrap_or_default();
+    assert!(
+        committed == built,
+        "{} is not the wheel built from tests/fixtures: regenerate it with \
+         `KPACK_BLESS=1 cargo test -p kpack-cli --test docs`",
+        rel(&path)
+    );
+}
+
+/// The directory the examples run in, made by the script the guide names
+/// (`scripts/make-examples.sh DIR`): what a newcomer has, nothing more.
+fn playground(dir: &Path) {
+    let out = Command::new("bash")
+        .arg(workspace_root().join("scripts/make-examples.sh"))
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "scripts/make-examples.sh {} failed:\n{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -492,4 +485,151 @@ fn architecture_names_every_workspace_crate() {
         missing.is_empty(),
         "ARCHITECTURE.md does not name these crates: {missing:?}"
     );
+}
+
+#[test]
+fn every_published_crate_ships_the_license() {
+    let root = workspace_root();
+    let license = std::fs::read(root.join("LICENSE")).expect("LICENSE at the workspace root");
+    assert!(
+        String::from_utf8_lossy(&license).starts_with("MIT License"),
+        "LICENSE is not the MIT license the manifests name"
+    );
+    let mut published = 0;
+    let mut problems = Vec::new();
+    for dir in ["host", "."] {
+        for e in std::fs::read_dir(root.join(dir)).unwrap() {
+            let crate_dir = e.unwrap().path();
+            let Ok(manifest) = std::fs::read_to_string(crate_dir.join("Cargo.toml")) else {
+                continue;
+            };
+            if !manifest.lines().any(|l| l.trim() == "publish = true") {
+                continue;
+            }
+            published += 1;
+            let at = rel(&crate_dir);
+            // `cargo package` takes only what `include` lists; the LICENSE
+            // beside the manifest is a link to the root's.
+            let include = manifest
+                .lines()
+                .find(|l| l.starts_with("include = "))
+                .unwrap_or("");
+            if !include.contains("\"LICENSE\"") {
+                problems.push(format!("{at}/Cargo.toml: `include` does not list LICENSE"));
+            }
+            if std::fs::read(crate_dir.join("LICENSE")).ok().as_ref() != Some(&license) {
+                problems.push(format!("{at}/LICENSE is not the root LICENSE"));
+            }
+        }
+    }
+    assert!(published >= 20, "only {published} published crates found");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// `cargo tree` of the selected packages: one sorted `name version
+/// features` line per package and build kind.
+fn feature_tree(packages: &[&str]) -> BTreeSet<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["tree", "--locked", "--offline", "-e", "normal,build"])
+        .args(["-f", "{p} {f}", "--prefix", "none"])
+        .current_dir(workspace_root());
+    for p in packages {
+        cmd.args(["-p", p]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim_end_matches(" (*)").to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// The packages (`-p NAME`) of the `cargo build` line in `script` that
+/// builds the C library.
+fn library_build_packages(script: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(workspace_root().join(script)).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("cargo build") && l.contains("-p kpack-capi"))
+        .unwrap_or_else(|| panic!("{script}: no `cargo build ... -p kpack-capi` line"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    words
+        .windows(2)
+        .filter(|w| w[0] == "-p")
+        .map(|w| w[1].trim_end_matches(')').to_string())
+        .collect()
+}
+
+/// `scripts/install-runtime.sh` and `scripts/build-wheels.sh` build the C
+/// library right after (or long after) the CLI's release build; it must
+/// reuse every dependency that build compiled. Cargo resolves a shared
+/// dependency's features from the packages a command selects, so the
+/// library's build must select packages that give every shared dependency
+/// exactly the CLI's features (`-p kpack-capi` alone does not: serde,
+/// rustix, syn, ... differ and everything under them is recompiled).
+#[test]
+fn the_c_library_builds_with_the_cli_build_features() {
+    let cli = feature_tree(&["kpack-cli"]);
+    for script in ["scripts/install-runtime.sh", "scripts/build-wheels.sh"] {
+        let packages = library_build_packages(script);
+        let refs: Vec<&str> = packages.iter().map(String::as_str).collect();
+        let lib = feature_tree(&refs);
+        let differ: Vec<&String> = lib
+            .difference(&cli)
+            .filter(|l| !l.starts_with("kpack-capi "))
+            .collect();
+        assert!(
+            differ.is_empty(),
+            "{script} builds the C library with -p {}: these dependencies get other \
+             features than in `cargo build --release -p kpack-cli`, so they are compiled \
+             again: {differ:#?}",
+            packages.join(" -p ")
+        );
+    }
+}
+
+/// The README's promise about `scripts/test.sh`: on a machine without
+/// `apt-get`, it names every tool it lacks before running anything (here:
+/// a PATH holding only bash and dirname), and exits 2.
+#[test]
+fn the_test_command_lists_what_it_lacks_without_apt_get() {
+    let bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-apt-bin");
+    let _ = std::fs::remove_dir_all(&bin);
+    std::fs::create_dir_all(&bin).unwrap();
+    for tool in ["bash", "dirname"] {
+        let found = ["/usr/bin", "/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(tool))
+            .find(|p| p.exists())
+            .unwrap_or_else(|| panic!("no {tool} in /usr/bin or /bin"));
+        std::os::unix::fs::symlink(found, bin.join(tool)).unwrap();
+    }
+    let out = Command::new(bin.join("bash"))
+        .arg(workspace_root().join("scripts/test.sh"))
+        .env_clear()
+        .env("PATH", &bin)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("lacks"), "{stderr}");
+    for tool in [
+        "  cc [gcc]",
+        "  cmake",
+        "  clang-19",
+        "  llvm-readobj-22 [llvm-22]",
+        "  rustup [not Debian's: https://rustup.rs]",
+    ] {
+        assert!(
+            stderr.lines().any(|l| l == tool),
+            "scripts/test.sh does not list {tool:?}:\n{stderr}"
+        );
+    }
 }

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Make the directory the guide's examples run in, from committed fixtures
+# only (no compiler, no network, no Python):
+#
+#   DIR/tests/fixtures/                      a copy of the repository's fixtures
+#   DIR/artifacts/blas_lib_gfx110X-dgpu/     a TheRock-style build artifact:
+#       artifact_manifest.txt                  lists `stage`
+#       stage/lib/librocblas.so.4              tests/fixtures/clang19/libaxpy_plain.so
+#                                              (gfx942, gfx1100, gfx1201)
+#       stage/lib/rocblas/library/TensileLibrary_<gfx>.dat
+#                                              a rocBLAS database file per target
+#   DIR/fatpkg-1.0-py3-none-linux_x86_64.whl a fat wheel (fatpkg/lib/libaxpy.so is
+#                                              the same library, plus the same
+#                                              database files), committed as
+#                                              tests/fixtures/examples/
+#
+# Usage: scripts/make-examples.sh [DIR]     (default: ./kpack-examples)
+# Then `cd DIR` and run the guide's commands as they are shown.
+# The documentation test (cargo test -p kpack-cli --test docs) runs every
+# example of the guide in a directory this script made.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+dir="${1:-kpack-examples}"
+[ $# -le 1 ] || { echo "usage: $0 [DIR]" >&2; exit 2; }
+fixtures="$repo/tests/fixtures"
+lib="$fixtures/clang19/libaxpy_plain.so"
+wheel="$fixtures/examples/fatpkg-1.0-py3-none-linux_x86_64.whl"
+for f in "$lib" "$wheel"; do
+  [ -f "$f" ] || { echo "$0: $f is missing (is this a complete kpack checkout?)" >&2; exit 2; }
+done
+if [ -e "$dir" ] && [ -n "$(ls -A "$dir" 2>/dev/null)" ]; then
+  echo "$0: $dir exists and is not empty; remove it or name another directory" >&2
+  exit 2
+fi
+
+mkdir -p "$dir/tests"
+cp -R "$fixtures" "$dir/tests/fixtures"
+
+art="$dir/artifacts/blas_lib_gfx110X-dgpu"
+mkdir -p "$art/stage/lib/rocblas/library"
+printf 'stage\n' >"$art/artifact_manifest.txt"
+cat "$lib" >"$art/stage/lib/librocblas.so.4"
+for t in gfx942 gfx1100 gfx1201; do
+  printf '%s solutions' "$t" >"$art/stage/lib/rocblas/library/TensileLibrary_$t.dat"
+done
+
+cat "$wheel" >"$dir/fatpkg-1.0-py3-none-linux_x86_64.whl"
+echo "made the guide's examples in $dir: cd $dir, then run the commands as the guide shows them" >&2
