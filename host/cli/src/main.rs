@@ -9,6 +9,7 @@ mod amd_compat;
 mod archive;
 mod archive_args;
 mod archive_convert;
+mod archive_edit;
 mod detect;
 mod exit;
 mod external;
