@@ -167,11 +167,18 @@ fn a_missing_archive_is_a_finding_and_the_rest_still_listed() {
         .find(|p| p.to_string_lossy().contains("gfx1030"))
         .unwrap();
     std::fs::remove_file(gone).unwrap();
+    // Without a GPU an archive never shipped cannot be told from one
+    // lost: the listing shrinks to what is there.
     let (code, after) = inspect_json(&bin, &[]);
-    assert_eq!(code, Some(1), "{after}");
+    assert_eq!(code, Some(0), "{after}");
     let rows = marker_rows(&after);
     assert!(!rows.is_empty() && rows.iter().all(|r| r.1 == "gfx90a"), "{rows:?}");
     assert!(rows.len() < marker_rows(&before).len());
+    // For the GPU that needs it, it is a finding (exit 1), not an error.
+    let (code, doc) = inspect_json(&bin, &["--gpu", "gfx1030"]);
+    assert_eq!(code, Some(1), "{doc}");
+    let findings = doc["through_marker"]["findings"].to_string();
+    assert!(findings.contains("no archive"), "{findings}");
 
     // With the pattern's only other archive gone too, the pattern itself
     // is named.
