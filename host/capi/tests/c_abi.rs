@@ -346,7 +346,13 @@ fn verified_load_catches_a_changed_code_object() {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let exe = work.path().join("verify_digest");
     let status = Command::new("cc")
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-D_DEFAULT_SOURCE"])
+        .args([
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-D_DEFAULT_SOURCE",
+        ])
         .arg("-I")
         .arg(crate_dir.join("include"))
         .arg(crate_dir.join("tests/c/verify_digest.c"))

@@ -113,7 +113,11 @@ fn replace_entries(
         replaced += 1;
     }
     if let Some(i) = used.iter().position(|u| !u) {
-        bail!("--keys {:?} matches no entry of {}", keys[i], from.display());
+        bail!(
+            "--keys {:?} matches no entry of {}",
+            keys[i],
+            from.display()
+        );
     }
     let arches = base_archive.arches().to_vec();
     write(&base_archive, arches, &items, output, level)?;
@@ -184,7 +188,14 @@ fn add_all(items: &mut Items, a: &Archive, file: &Path, disjoint: bool) -> anyho
 fn decode(a: &Archive, e: &kpack_format::Entry, file: &Path) -> anyhow::Result<Item> {
     let bytes = a
         .read(e)
-        .with_context(|| format!("{}: cannot decode {:?} {:?}", file.display(), e.key(), e.arch()))?
+        .with_context(|| {
+            format!(
+                "{}: cannot decode {:?} {:?}",
+                file.display(),
+                e.key(),
+                e.arch()
+            )
+        })?
         .into_owned();
     Ok(Item {
         bytes,

@@ -259,9 +259,15 @@ fn through_marker(args: &Args, walk: WalkOptions, wanted: &[TargetId]) -> CliRes
                 ));
             }
         });
-    let found: std::collections::BTreeSet<&str> =
-        loads.code_objects.iter().map(|c| c.target.as_str()).collect();
-    if let Some(t) = wanted.iter().find(|t| !found.contains(t.to_string().as_str())) {
+    let found: std::collections::BTreeSet<&str> = loads
+        .code_objects
+        .iter()
+        .map(|c| c.target.as_str())
+        .collect();
+    if let Some(t) = wanted
+        .iter()
+        .find(|t| !found.contains(t.to_string().as_str()))
+    {
         for f in &loads.findings {
             eprintln!("warning: {}: {f}", args.file.display());
         }

@@ -196,9 +196,11 @@ fn marker_loads(
     gpu: Option<&str>,
     kernels: bool,
 ) -> anyhow::Result<Option<kpack_split::MarkerLoads>> {
-    Ok(host_only_marker(path, opts)?.map(|(real, marker, indices)| {
-        kpack_split::marker_loads(&real, &marker, &indices, gpu, kernels)
-    }))
+    Ok(
+        host_only_marker(path, opts)?.map(|(real, marker, indices)| {
+            kpack_split::marker_loads(&real, &marker, &indices, gpu, kernels)
+        }),
+    )
 }
 
 /// Of a host-only binary with a marker: its real path (the file a process

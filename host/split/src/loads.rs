@@ -132,8 +132,11 @@ pub fn marker_loads_with(
                 e.clone()
             };
             loads.findings.push(
-                Finding::error("archive", format!("{} ({}): {what}", a.path.display(), a.origin))
-                    .in_file(binary.display().to_string()),
+                Finding::error(
+                    "archive",
+                    format!("{} ({}): {what}", a.path.display(), a.origin),
+                )
+                .in_file(binary.display().to_string()),
             );
         }
         loads.archives.push(ArchiveSeen {
@@ -246,7 +249,12 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// The first line of a loader message (the rest is its diagnostic).
+/// The first line of a loader message (the rest is its diagnostic, which
+/// `ROCM_KPACK_DEBUG=1` or `kpack verify --gpu --json` show whole).
 fn first_line(s: &str) -> String {
-    s.lines().next().unwrap_or(s).to_owned()
+    let line = s.lines().next().unwrap_or(s);
+    line.trim_end_matches(':')
+        .trim_end_matches("; tried")
+        .trim_end_matches("; tried in order")
+        .to_owned()
 }

@@ -185,12 +185,13 @@ fn python_entries(archives: &[&Path]) -> Vec<BTreeSet<(String, String, u64, Stri
     archives
         .iter()
         .map(|a| {
-            let o = Command::new(python())
-                .arg(&script)
-                .arg(a)
-                .output()
-                .unwrap();
-            assert!(o.status.success(), "kpak_read.py {}: {}", a.display(), stderr(&o));
+            let o = Command::new(python()).arg(&script).arg(a).output().unwrap();
+            assert!(
+                o.status.success(),
+                "kpak_read.py {}: {}",
+                a.display(),
+                stderr(&o)
+            );
             stdout(&o)
                 .lines()
                 .map(|l| {
@@ -241,9 +242,32 @@ fn archive_replace_and_merge_round_trip_and_stay_readable() {
     };
     let s = |p: &Path| p.to_str().unwrap().to_owned();
     let (out1, out2) = (d.join("out1.kpack"), d.join("out2.kpack"));
-    run(&["archive", "replace", &s(&base), "--from", &s(&new), "--keys", "lib#0", "-o", &s(&out1)]);
-    run(&["archive", "replace", &s(&out1), "--from", &s(&base), "--keys", "lib#*", "-o", &s(&out2)]);
-    assert!(std::fs::read(&out2).unwrap() == std::fs::read(&base).unwrap(), "round trip");
+    run(&[
+        "archive",
+        "replace",
+        &s(&base),
+        "--from",
+        &s(&new),
+        "--keys",
+        "lib#0",
+        "-o",
+        &s(&out1),
+    ]);
+    run(&[
+        "archive",
+        "replace",
+        &s(&out1),
+        "--from",
+        &s(&base),
+        "--keys",
+        "lib#*",
+        "-o",
+        &s(&out2),
+    ]);
+    assert!(
+        std::fs::read(&out2).unwrap() == std::fs::read(&base).unwrap(),
+        "round trip"
+    );
     let [b, n, o1] = &python_entries(&[&base, &new, &out1])[..] else {
         unreachable!()
     };
@@ -256,14 +280,45 @@ fn archive_replace_and_merge_round_trip_and_stay_readable() {
     assert_eq!(o1, &want);
 
     // A key BASE lacks needs --add; a glob matching nothing is an error.
-    let o = kpack(["archive", "replace", &s(&new), "--from", &s(&base), "--keys", "lib#1", "-o", &s(&d.join("x.kpack"))]);
+    let o = kpack([
+        "archive",
+        "replace",
+        &s(&new),
+        "--from",
+        &s(&base),
+        "--keys",
+        "lib#1",
+        "-o",
+        &s(&d.join("x.kpack")),
+    ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--add"), "{}", stderr(&o));
-    let o = kpack(["archive", "replace", &s(&base), "--from", &s(&new), "--keys", "nothing*", "-o", &s(&d.join("x.kpack"))]);
+    let o = kpack([
+        "archive",
+        "replace",
+        &s(&base),
+        "--from",
+        &s(&new),
+        "--keys",
+        "nothing*",
+        "-o",
+        &s(&d.join("x.kpack")),
+    ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(!d.join("x.kpack").exists());
     let added = d.join("added.kpack");
-    run(&["archive", "replace", &s(&new), "--from", &s(&base), "--keys", "lib#1", "--add", "-o", &s(&added)]);
+    run(&[
+        "archive",
+        "replace",
+        &s(&new),
+        "--from",
+        &s(&base),
+        "--keys",
+        "lib#1",
+        "--add",
+        "-o",
+        &s(&added),
+    ]);
     assert_eq!(python_entries(&[&added])[0].len(), n.len() + 1);
 
     // merge: disjoint archives join; the same entry twice names both files.
@@ -274,19 +329,66 @@ fn archive_replace_and_merge_round_trip_and_stay_readable() {
         unreachable!()
     };
     assert_eq!(m, &b.union(g).cloned().collect());
-    let o = kpack(["archive", "merge", &s(&base), &s(&out1), "-o", &s(&d.join("y.kpack"))]);
+    let o = kpack([
+        "archive",
+        "merge",
+        &s(&base),
+        &s(&out1),
+        "-o",
+        &s(&d.join("y.kpack")),
+    ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("out1.kpack") && stderr(&o).contains("two_gfx90a"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("out1.kpack") && stderr(&o).contains("two_gfx90a"),
+        "{}",
+        stderr(&o)
+    );
 
     // v2: the same round trip on zstd-delta archives.
     let conv = |a: &Path, out: &str| {
-        run(&["archive", "convert", &s(a), "-o", &s(&d.join(out)), "--compression", "zstd-delta"]);
-        std::fs::read_dir(d.join(out)).unwrap().next().unwrap().unwrap().path()
+        run(&[
+            "archive",
+            "convert",
+            &s(a),
+            "-o",
+            &s(&d.join(out)),
+            "--compression",
+            "zstd-delta",
+        ]);
+        std::fs::read_dir(d.join(out))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
     };
     let (base2, new2) = (conv(&base, "b2"), conv(&new, "n2"));
     let (v1, v2) = (d.join("v1.kpack"), d.join("v2.kpack"));
-    run(&["archive", "replace", &s(&base2), "--from", &s(&new2), "--keys", "lib#0", "-o", &s(&v1)]);
-    run(&["archive", "replace", &s(&v1), "--from", &s(&base2), "--keys", "lib#0", "-o", &s(&v2)]);
-    assert!(std::fs::read(&v2).unwrap() == std::fs::read(&base2).unwrap(), "v2 round trip");
+    run(&[
+        "archive",
+        "replace",
+        &s(&base2),
+        "--from",
+        &s(&new2),
+        "--keys",
+        "lib#0",
+        "-o",
+        &s(&v1),
+    ]);
+    run(&[
+        "archive",
+        "replace",
+        &s(&v1),
+        "--from",
+        &s(&base2),
+        "--keys",
+        "lib#0",
+        "-o",
+        &s(&v2),
+    ]);
+    assert!(
+        std::fs::read(&v2).unwrap() == std::fs::read(&base2).unwrap(),
+        "v2 round trip"
+    );
     assert_eq!(&python_entries(&[&v1])[0], o1);
 }

@@ -148,8 +148,18 @@ fn inspect_gpu_lists_what_that_gpu_loads() {
     // A GPU with no code: every index is a finding, exit 1.
     let (code, doc) = inspect_json(&bin, &["--gpu", "gfx1100"]);
     assert_eq!(code, Some(1), "{doc}");
-    assert!(doc["through_marker"]["code_objects"].as_array().unwrap().is_empty());
-    assert!(!doc["through_marker"]["findings"].as_array().unwrap().is_empty());
+    assert!(
+        doc["through_marker"]["code_objects"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        !doc["through_marker"]["findings"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[test]
@@ -172,7 +182,10 @@ fn a_missing_archive_is_a_finding_and_the_rest_still_listed() {
     let (code, after) = inspect_json(&bin, &[]);
     assert_eq!(code, Some(0), "{after}");
     let rows = marker_rows(&after);
-    assert!(!rows.is_empty() && rows.iter().all(|r| r.1 == "gfx90a"), "{rows:?}");
+    assert!(
+        !rows.is_empty() && rows.iter().all(|r| r.1 == "gfx90a"),
+        "{rows:?}"
+    );
     assert!(rows.len() < marker_rows(&before).len());
     // For the GPU that needs it, it is a finding (exit 1), not an error.
     let (code, doc) = inspect_json(&bin, &["--gpu", "gfx1030"]);
@@ -210,12 +223,18 @@ fn text_listing_of_the_host_only_binary_keeps_the_fat_totals() {
     let bin = offload_into(&fat, dir.path(), &[]);
     let totals = |o: &std::process::Output| -> String {
         let text = stdout(o);
-        let at = text.find("  totals per target:").unwrap_or_else(|| panic!("{text}"));
+        let at = text
+            .find("  totals per target:")
+            .unwrap_or_else(|| panic!("{text}"));
         text[at..].lines().take(3).collect::<Vec<_>>().join("\n")
     };
     let fat_out = kpack(["inspect".as_ref(), fat.as_os_str()]);
     let out = kpack(["inspect".as_ref(), bin.as_os_str()]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(totals(&out), totals(&fat_out));
-    assert!(stdout(&out).contains("bundle 1 from key"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("bundle 1 from key"),
+        "{}",
+        stdout(&out)
+    );
 }
