@@ -1096,12 +1096,18 @@ fn sha256_of_range(mut file: &File, offset: u64, len: u64) -> std::io::Result<[u
     file.seek(SeekFrom::Start(offset))?;
     let mut h = sha2::Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
-    let mut left = len;
-    while left > 0 {
-        let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-        file.read_exact(&mut buf[..n])?;
+    let mut done = 0u64;
+    while done < len {
+        let want = buf.len().min(usize::try_from(len - done).unwrap_or(usize::MAX));
+        let n = file.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("only {done} of {len} bytes before the end of the file"),
+            ));
+        }
         h.update(&buf[..n]);
-        left -= n as u64;
+        done += n as u64;
     }
     Ok(h.finalize().into())
 }
