@@ -86,7 +86,11 @@ def read(path):
                     stored, max_output_size=entry["original_size"]
                 )
             assert len(code) == entry["original_size"], f"{key} {arch}: size"
-            out.append((key, arch, len(code), hashlib.sha256(code).hexdigest()))
+            digest = hashlib.sha256(code).hexdigest()
+            # kpack's per-entry digest (a key AMD's parser skips), when present.
+            if "sha256" in entry:
+                assert entry["sha256"] == digest, f"{key} {arch}: sha256"
+            out.append((key, arch, len(code), digest))
     return sorted(out)
 
 

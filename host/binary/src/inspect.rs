@@ -137,6 +137,10 @@ pub struct EntryReport {
     pub spirv: Option<SpirvInfo>,
     /// Kernels in the code object.
     pub kernel_count: usize,
+    /// sha256 of a device entry's bytes (lower-case hex): what `kpack
+    /// inspect` of the offloaded binary lists for the same code object.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
     /// Code-object problems (check `code-object`, warnings): a code object
     /// that disagrees with its bundle id, or that does not decode.
     /// Serialized as their messages.
@@ -198,6 +202,9 @@ pub fn inspect(path: &Path, opts: WalkOptions, kernels: bool) -> Result<Inspecte
 /// as a warning).
 type CodeObjectResult = Result<(Image, usize), Finding>;
 
+/// One device entry's decoded image and the sha256 of its bytes.
+type Decoded = (CodeObjectResult, String);
+
 /// What a device entry holds.
 #[derive(Clone)]
 enum Image {
@@ -226,14 +233,14 @@ fn bundle_reports(
     for (index, item) in items.iter().enumerate() {
         item.check_fits(budget).map_err(bundle_error(index))?;
     }
-    let infos: Vec<Vec<Option<CodeObjectResult>>> = items
+    let infos: Vec<Vec<Option<Decoded>>> = items
         .par_iter()
         .enumerate()
         .map(|(index, item)| {
-            let mut infos: Vec<Option<CodeObjectResult>> = vec![None; item.entries.len()];
+            let mut infos: Vec<Option<Decoded>> = vec![None; item.entries.len()];
             item.stream_entries(source, budget, |i, entry, bytes| {
                 if !entry.id.is_host() && entry.size > 0 {
-                    infos[i] = Some(decode_image(entry, bytes, with_names));
+                    infos[i] = Some((decode_image(entry, bytes, with_names), sha256_hex(bytes)));
                 }
                 Ok::<(), kpack_bundle::Error>(())
             })
@@ -267,10 +274,19 @@ fn decode_image(entry: &Entry, bytes: &[u8], with_names: bool) -> CodeObjectResu
         .map_err(|e| warning("not a valid AMDGPU code object", e))
 }
 
+/// Lower-case hex sha256 of `bytes`.
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// The bundle reports and per-target totals from each entry's decoded image.
 fn assemble(
     items: &[Item],
-    infos: Vec<Vec<Option<CodeObjectResult>>>,
+    infos: Vec<Vec<Option<Decoded>>>,
 ) -> (Vec<BundleReport>, BTreeMap<String, ArchTotal>) {
     let mut totals: BTreeMap<String, ArchTotal> = BTreeMap::new();
     let mut bundles = Vec::new();
@@ -283,10 +299,15 @@ fn assemble(
                 code_object: None,
                 spirv: None,
                 kernel_count: 0,
+                sha256: None,
                 warnings: Vec::new(),
             };
             if !entry.id.is_host() && entry.size > 0 {
-                match infos[i].take() {
+                let decoded = infos[i].take().map(|(image, sha256)| {
+                    report.sha256 = Some(sha256);
+                    image
+                });
+                match decoded {
                     Some(Ok((Image::CodeObject(info), count))) => {
                         report.warnings.extend(
                             info.mismatches(&entry.id)

@@ -334,3 +334,77 @@ fn c_program_loads_kernels_stored_against_other_kernels() {
         );
     }
 }
+
+/// `tests/c/verify_digest.c`: with `ROCM_KPACK_VERIFY=1` a code object
+/// whose stored bytes were changed after the archive was written (a `none`
+/// archive, so it still decodes) fails to load, and
+/// `kpack_last_error_detail` names the entry; without it the load succeeds.
+#[test]
+fn verified_load_catches_a_changed_code_object() {
+    use kpack_format::{Archive, ArchiveWriter, Compression, WriterOptions};
+    let work = tempfile::tempdir().unwrap();
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe = work.path().join("verify_digest");
+    let status = Command::new("cc")
+        .args([
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-D_DEFAULT_SOURCE",
+        ])
+        .arg("-I")
+        .arg(crate_dir.join("include"))
+        .arg(crate_dir.join("tests/c/verify_digest.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", lib_dir().display()))
+        .arg(format!("-Wl,-rpath,{}", soname_dir(work.path()).display()))
+        .arg("-lrocm_kpack")
+        .status()
+        .expect("run cc");
+    assert!(status.success(), "cc failed");
+    let kpack_dir = work.path().join(".kpack");
+    std::fs::create_dir(&kpack_dir).unwrap();
+    let path = kpack_dir.join("v_gfx1100.kpack");
+    let options = WriterOptions {
+        group_name: "v".into(),
+        gfx_arch_family: "gfx1100".into(),
+        compression: Compression::None,
+        ..Default::default()
+    };
+    let mut w = ArchiveWriter::create(&path, options).unwrap();
+    w.add("lib/libv.so#0", "gfx1100", &noise(7, 3000)).unwrap();
+    w.finish().unwrap();
+    let at = {
+        let a = Archive::open(&path).unwrap();
+        let e = a.entries().next().unwrap();
+        assert!(e.sha256().is_some(), "the writer records a digest");
+        e.stored_offset() as usize + 100
+    };
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[at] ^= 0x40;
+    std::fs::write(&path, &bytes).unwrap();
+    let marker = Marker {
+        kernel_name: "lib/libv.so".into(),
+        search_paths: vec![".kpack/v_@GFXARCH@.kpack".into()],
+    };
+    let marker_file = work.path().join("v.marker");
+    std::fs::write(&marker_file, marker.to_bytes()).unwrap();
+    let out = Command::new(&exe)
+        .arg(&marker_file)
+        .arg(work.path().join("libv.so"))
+        .args(["gfx1100", "lib/libv.so#0"])
+        .env("ROCM_KPACK_VERIFY", "1")
+        .env_remove("ROCM_KPACK_PATH")
+        .env_remove("ROCM_KPACK_PATH_PREFIX")
+        .env_remove("ROCM_KPACK_DISABLE")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains(" passed, 0 failed"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

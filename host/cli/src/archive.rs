@@ -1,4 +1,5 @@
-//! `kpack archive list|extract|pack|convert|verify`: work with `.kpack` files.
+//! `kpack archive list|extract|pack|convert|replace|merge|verify`: work
+//! with `.kpack` files.
 //!
 //! File naming convention shared by `extract` and `pack` (one is the inverse
 //! of the other): a code object for TOC key `K` and arch `A` lives at
@@ -8,6 +9,7 @@
 //! refused.
 
 mod convert;
+mod edit;
 
 use std::path::{Path, PathBuf};
 
@@ -119,6 +121,51 @@ total uncompressed bytes).")]
         #[arg(long)]
         force: bool,
     },
+    /// Put the entries of NEW whose keys match in place of BASE's (a
+    /// coverage build's kernels into a normal build's archive), writing OUT.
+    Replace {
+        /// The archive to start from.
+        base: PathBuf,
+        /// The archive whose entries go in.
+        #[arg(long = "from", value_name = "NEW")]
+        from: PathBuf,
+        /// Globs over NEW's TOC keys (`*` also matches `/`); each must match.
+        #[arg(long, required = true, num_args = 1.., value_name = "GLOB")]
+        keys: Vec<String>,
+        /// Allow entries BASE does not have (their arch must still be one
+        /// BASE lists).
+        #[arg(long)]
+        add: bool,
+        /// The archive to write.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// zstd level the output is written at, 1 to 19.
+        #[arg(long = "compression-level", visible_alias = "level", value_name = "N",
+              default_value_t = kpack_format::DEFAULT_LEVEL,
+              value_parser = crate::archive_args::level_parser())]
+        level: i32,
+        /// Replace an existing output archive.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Join archives with disjoint (key, arch) entries into one, with the
+    /// first one's group, family and scheme.
+    Merge {
+        /// The .kpack files.
+        #[arg(required = true, num_args = 2..)]
+        files: Vec<PathBuf>,
+        /// The archive to write.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// zstd level the output is written at, 1 to 19.
+        #[arg(long = "compression-level", visible_alias = "level", value_name = "N",
+              default_value_t = kpack_format::DEFAULT_LEVEL,
+              value_parser = crate::archive_args::level_parser())]
+        level: i32,
+        /// Replace an existing output archive.
+        #[arg(long)]
+        force: bool,
+    },
     /// Check archives strictly and decode every kernel; exit 1 on findings.
     Verify {
         /// The .kpack files.
@@ -201,6 +248,21 @@ pub fn run(args: Args) -> CliResult {
             level,
             force,
         } => convert::convert(&files, &output, compression.compression(level), force),
+        Action::Replace {
+            base,
+            from,
+            keys,
+            add,
+            output,
+            level,
+            force,
+        } => edit::replace(&base, &from, &keys, add, &output, level, force),
+        Action::Merge {
+            files,
+            output,
+            level,
+            force,
+        } => edit::merge(&files, &output, level, force),
         Action::Verify { files, json } => verify(&files, json),
     }
 }

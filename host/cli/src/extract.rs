@@ -68,6 +68,9 @@ pub fn run(args: Args) -> CliResult {
         verify_hash: !args.no_verify_hash,
     };
     let bin = HostBinary::read(&args.file, walk)?;
+    if bin.is_transformed() && bin.bundles().is_empty() {
+        return through_marker(&args, walk, &wanted);
+    }
     let plan = bin.extract_plan(args.all, &wanted);
     if let Some(t) = plan.missing(&wanted) {
         return Err(anyhow::anyhow!(
@@ -195,4 +198,122 @@ fn write_staged(
 
 fn display(p: &Path) -> String {
     p.display().to_string()
+}
+
+/// `kpack extract` of a host-only binary: the code objects its marker
+/// leads to, read from the archives through the loader, under the names
+/// extracting the fat original gives (`bundle<index>-<target>.hsaco`; the
+/// code-object index is the original's bundle index). A missing archive
+/// is reported and what can be read is still written (exit 1).
+fn through_marker(args: &Args, walk: WalkOptions, wanted: &[TargetId]) -> CliResult {
+    let Some((real, marker, indices)) = crate::inspect::host_only_marker(&args.file, walk)? else {
+        return Err(anyhow::anyhow!("{}: no device code", args.file.display()).into());
+    };
+    let mut files: Vec<(String, String, Vec<u8>)> = Vec::new();
+    let loads =
+        kpack_split::marker_loads_with(&real, &marker, &indices, None, false, &mut |co, bytes| {
+            if args.all || wanted.iter().any(|t| t.to_string() == co.target) {
+                let name = TargetId::parse(&co.target)
+                    .map(|t| t.file_name())
+                    .unwrap_or_else(|_| co.target.replace(':', "_"));
+                files.push((
+                    format!("bundle{}-{name}.hsaco", co.bundle),
+                    co.target.clone(),
+                    bytes.to_vec(),
+                ));
+            }
+        });
+    let found: std::collections::BTreeSet<&str> = loads
+        .code_objects
+        .iter()
+        .map(|c| c.target.as_str())
+        .collect();
+    if let Some(t) = wanted
+        .iter()
+        .find(|t| !found.contains(t.to_string().as_str()))
+    {
+        for f in &loads.findings {
+            eprintln!("warning: {}: {f}", args.file.display());
+        }
+        return Err(anyhow::anyhow!(
+            "{}: no code object for target {t} through its marker; present: {}",
+            args.file.display(),
+            found.iter().copied().collect::<Vec<_>>().join(", ")
+        )
+        .into());
+    }
+    for f in &loads.findings {
+        eprintln!("warning: {}: {f}", args.file.display());
+    }
+    if files.is_empty() {
+        return Err(anyhow::anyhow!(
+            "{}: no code object found through its marker",
+            args.file.display()
+        )
+        .into());
+    }
+    if crate::safety::is_stdout(&args.output) {
+        let [(_, _, bytes)] = &files[..] else {
+            return Err(anyhow::anyhow!(
+                "-o -: {}: --target matched {} code objects; stdout takes exactly one",
+                args.file.display(),
+                files.len()
+            )
+            .into());
+        };
+        crate::safety::write_stdout(bytes)?;
+        return Ok(());
+    }
+    write_files(args, &files)?;
+    if loads.findings.is_empty() {
+        Ok(())
+    } else {
+        Err(crate::exit::CliError::Findings)
+    }
+}
+
+/// Write `files` (name, target, bytes) into the output directory: staged
+/// whole and moved into place, as extracting from bundles does.
+fn write_files(args: &Args, files: &[(String, String, Vec<u8>)]) -> anyhow::Result<()> {
+    for (name, _, _) in files {
+        let dest = args.output.join(name);
+        crate::safety::not_same_file(&args.file, &dest)?;
+        crate::safety::not_existing(&dest, args.force)?;
+    }
+    let fresh = std::fs::symlink_metadata(&args.output).is_err();
+    let parent = if fresh {
+        args.output
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf()
+    } else {
+        args.output.clone()
+    };
+    let created = crate::safety::CreatedDir::create(&parent)?;
+    crate::safety::clean_stale_temps(&parent);
+    let stage = kpack_fsafe::temp_dir_in(&parent, "extract")
+        .with_context(|| format!("cannot create a staging directory in {}", parent.display()))?;
+    for (name, _, bytes) in files {
+        let path = stage.path().join(name);
+        std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if fresh {
+        std::fs::rename(stage.path(), &args.output)
+            .with_context(|| format!("cannot move into {}", args.output.display()))?;
+        // Renamed away: nothing left for the guard to delete.
+        let _ = stage.keep();
+    } else {
+        for (name, _, _) in files {
+            let dest = args.output.join(name);
+            std::fs::rename(stage.path().join(name), &dest)
+                .with_context(|| format!("cannot move into {}", dest.display()))?;
+        }
+        drop(stage);
+    }
+    for (name, _, bytes) in files {
+        println!("{}\t{}", display(&args.output.join(name)), bytes.len());
+    }
+    created.keep();
+    Ok(())
 }

@@ -31,6 +31,11 @@ pub struct Args {
     /// List every kernel name, not only the count.
     #[arg(long)]
     kernels: bool,
+    /// Of a host-only (offloaded) binary, list only what this GPU would
+    /// load: the device's target and the one generic target the HIP
+    /// runtime asks for with it (e.g. gfx1100, gfx90a:xnack+).
+    #[arg(long, value_name = "TARGET")]
+    gpu: Option<String>,
     #[command(flatten)]
     memory: crate::memory_args::MemoryArgs,
 }
@@ -50,8 +55,19 @@ struct Report<'a> {
 #[derive(Serialize)]
 #[serde(untagged)]
 enum AnyReport {
-    Host(Inspected),
+    Host(HostReport),
     Offloading(kpack_llvm_offload::Listing),
+}
+
+/// A host binary's document and, for a host-only one, what its marker
+/// leads to (`through_marker`: the archives the loader finds and the code
+/// objects it would load from them).
+#[derive(Serialize)]
+struct HostReport {
+    #[serde(flatten)]
+    inspected: Inspected,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    through_marker: Option<kpack_split::MarkerLoads>,
 }
 
 /// Run `kpack inspect`.
@@ -60,14 +76,27 @@ pub fn run(args: Args) -> CliResult {
     let opts = WalkOptions {
         verify_hash: !args.no_verify_hash,
     };
+    if let Some(gpu) = &args.gpu {
+        kpack_amdgpu::TargetId::parse_qualified(gpu)?;
+    }
     let mut files = Vec::new();
     let mut warned = false;
+    let mut found = false;
     // A file that cannot be read is reported and the rest still inspected;
     // the run then exits 2 (and `--json` lists it under `errors`).
     let mut errors = Vec::new();
     for path in &args.files {
-        match inspect_one(path, &opts, args.kernels, &mut warned) {
-            Ok(report) => files.push(report),
+        match inspect_one(path, &opts, &args, &mut warned) {
+            Ok(report) => {
+                if let AnyReport::Host(HostReport {
+                    through_marker: Some(m),
+                    ..
+                }) = &report
+                {
+                    found |= !m.findings.is_empty();
+                }
+                files.push(report);
+            }
             Err(e) => {
                 eprint!("{}", crate::exit::report(&e));
                 errors.push(FileError {
@@ -88,8 +117,15 @@ pub fn run(args: Args) -> CliResult {
     } else {
         for f in &files {
             match f {
-                AnyReport::Host(Inspected::Elf(f)) => print_text(f, args.kernels),
-                AnyReport::Host(Inspected::Pe(f)) => print_pe_text(f, args.kernels),
+                AnyReport::Host(h) => {
+                    match &h.inspected {
+                        Inspected::Elf(f) => print_text(f, args.kernels),
+                        Inspected::Pe(f) => print_pe_text(f, args.kernels),
+                    }
+                    if let Some(m) = &h.through_marker {
+                        print_marker_loads(m, args.kernels);
+                    }
+                }
                 AnyReport::Offloading(r) => crate::offloading::print_text(r),
             }
         }
@@ -97,7 +133,7 @@ pub fn run(args: Args) -> CliResult {
     if !errors.is_empty() {
         return Err(CliError::Reported);
     }
-    if warned && args.strict {
+    if found || (warned && args.strict) {
         return Err(CliError::Findings);
     }
     Ok(())
@@ -116,7 +152,7 @@ struct FileError {
 fn inspect_one(
     path: &std::path::Path,
     opts: &WalkOptions,
-    kernels: bool,
+    args: &Args,
     warned: &mut bool,
 ) -> anyhow::Result<AnyReport> {
     // Checked before reading: a FIFO among the inputs would block the run.
@@ -135,9 +171,133 @@ fn inspect_one(
             opts.verify_hash,
         )?));
     }
-    let report = kpack_binary::inspect(path, *opts, kernels)?;
+    let report = kpack_binary::inspect(path, *opts, args.kernels)?;
     *warned |= warn(path, &report);
-    Ok(AnyReport::Host(report))
+    let host_only = match &report {
+        Inspected::Elf(r) => r.transformed && r.bundles.is_empty(),
+        Inspected::Pe(r) => r.transformed && r.bundles.is_empty(),
+    };
+    let through_marker = if host_only {
+        marker_loads(path, *opts, args.gpu.as_deref(), args.kernels)?
+    } else {
+        None
+    };
+    Ok(AnyReport::Host(HostReport {
+        inspected: report,
+        through_marker,
+    }))
+}
+
+/// For a host-only binary with a marker: what the loader finds through
+/// it (for `gpu` only, when given). `None` for anything else.
+fn marker_loads(
+    path: &std::path::Path,
+    opts: WalkOptions,
+    gpu: Option<&str>,
+    kernels: bool,
+) -> anyhow::Result<Option<kpack_split::MarkerLoads>> {
+    Ok(
+        host_only_marker(path, opts)?.map(|(real, marker, indices)| {
+            kpack_split::marker_loads(&real, &marker, &indices, gpu, kernels)
+        }),
+    )
+}
+
+/// Of a host-only binary with a marker: its real path (the file a process
+/// maps, which the loader is handed), its marker and the code-object
+/// indices its wrappers name, sorted. `None` for anything else.
+pub(crate) fn host_only_marker(
+    path: &std::path::Path,
+    opts: WalkOptions,
+) -> anyhow::Result<Option<(PathBuf, kpack_format::Marker, Vec<u32>)>> {
+    let bin = kpack_binary::HostBinary::read(path, opts)?;
+    if !bin.is_transformed() || !bin.bundles().is_empty() {
+        return Ok(None);
+    }
+    let Some(bytes) = bin.read_marker() else {
+        return Ok(None);
+    };
+    let bytes =
+        bytes.map_err(|e| anyhow::anyhow!("{}: cannot read the marker: {e}", path.display()))?;
+    let marker = kpack_format::Marker::parse(&bytes)
+        .map_err(|e| anyhow::anyhow!("{}: unreadable marker: {e}", path.display()))?;
+    let mut indices = bin.wrapper_indices();
+    indices.sort_unstable();
+    indices.dedup();
+    let real = std::fs::canonicalize(path)
+        .map_err(|e| anyhow::anyhow!("{}: cannot resolve: {e}", path.display()))?;
+    Ok(Some((real, marker, indices)))
+}
+
+/// `path` relative to the current directory when it lies under it.
+fn shown(path: &std::path::Path) -> String {
+    std::env::current_dir()
+        .ok()
+        .and_then(|d| std::fs::canonicalize(d).ok())
+        .and_then(|d| path.strip_prefix(d).ok().map(|r| r.display().to_string()))
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+/// The text listing of what the marker leads to, shaped like the fat
+/// binary's bundle listing (entries per code-object index, totals per
+/// target) so that a `diff` of the two shows what moved.
+fn print_marker_loads(m: &kpack_split::MarkerLoads, with_names: bool) {
+    match (&m.gpu, &m.arch_list) {
+        (Some(gpu), Some(list)) => println!(
+            "  through the marker, for {gpu} (the loader is asked for {}):",
+            list.join(", ")
+        ),
+        _ => println!("  through the marker (every archive it names):"),
+    }
+    for a in &m.archives {
+        let what = match &a.error {
+            None => format!("arches {}", a.arches.join(", ")),
+            Some(e) => e.clone(),
+        };
+        println!("    archive {}: {what} ({})", shown(&a.path), a.origin);
+    }
+    let mut totals: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
+    let mut last = None;
+    for co in &m.code_objects {
+        if last != Some(co.bundle) {
+            println!("  bundle {} from key {:?}", co.bundle, co.key);
+            last = Some(co.bundle);
+        }
+        let desc = co.code_object.as_ref().map_or_else(
+            || "not a code object".to_owned(),
+            |c| {
+                format!(
+                    "code object v{}, {} kernel{}",
+                    c.code_object_version.map_or("?".into(), |v| v.to_string()),
+                    co.kernel_count,
+                    if co.kernel_count == 1 { "" } else { "s" }
+                )
+            },
+        );
+        println!(
+            "    {:<44} {:>10} bytes  {desc}  in {}",
+            co.target,
+            co.size,
+            shown(&co.archive)
+        );
+        if with_names {
+            for k in co.code_object.iter().flat_map(|c| &c.kernels) {
+                println!("      {k}");
+            }
+        }
+        let t = totals.entry(&co.target).or_default();
+        t.0 += 1;
+        t.1 += co.size;
+    }
+    if !totals.is_empty() {
+        println!("  totals per target:");
+        for (arch, (n, bytes)) in totals {
+            println!("    {arch:<28} {n:>4} code objects {bytes:>12} bytes");
+        }
+    }
+    for f in &m.findings {
+        println!("  problem: {f}");
+    }
 }
 
 /// Whether `path` is a `.kpack` archive ([`FileKind::Kpack`]).

@@ -64,6 +64,7 @@
 
 mod decode;
 mod delta;
+pub mod digest;
 mod error;
 mod finding;
 mod frame;
@@ -83,7 +84,7 @@ pub use read::{Archive, Entry, Scheme};
 pub use verify::{ArchiveProblem, verify};
 pub use write::{
     ArchiveWriter, Compression, DEFAULT_LEVEL, DeltaCompressor, DeltaKey, EntryOrder,
-    KernelCompressor, LEVELS, WriterOptions, Written, check_level,
+    KernelCompressor, LEVELS, WriterOptions, Written, check_level, sha256,
 };
 
 /// The four magic bytes at offset 0: `"KPAK"`.

@@ -55,6 +55,7 @@ pub struct Entry {
     stored_offset: u64,
     stored_size: u64,
     metadata: Vec<(String, String)>,
+    sha256: Option<[u8; 32]>,
     base: Option<Base>,
 }
 
@@ -102,6 +103,11 @@ impl Entry {
     /// The optional per-entry `metadata` map, in file order (string values only).
     pub fn metadata(&self) -> &[(String, String)] {
         &self.metadata
+    }
+    /// The code object's sha256 as the TOC records it (`sha256`; archives
+    /// kpack writes in sorted order carry it, AMD's do not).
+    pub fn sha256(&self) -> Option<&[u8; 32]> {
+        self.sha256.as_ref()
     }
 }
 
@@ -317,6 +323,7 @@ impl Archive {
             stored_offset: base.offset,
             stored_size: base.size,
             metadata: Vec::new(),
+            sha256: None,
             base: None,
         };
         let frame = self.stored(&as_entry)?;

@@ -42,6 +42,18 @@ pub enum ArchiveProblem {
         /// The architecture as stored.
         arch: String,
     },
+    /// An entry decodes, but not to the code object whose sha256 the TOC
+    /// records: its bytes were changed after it was written.
+    Digest {
+        /// The entry's binary key.
+        key: String,
+        /// The entry's architecture.
+        arch: String,
+        /// The sha256 the TOC records (hex).
+        recorded: String,
+        /// The sha256 of the decoded bytes (hex).
+        actual: String,
+    },
     /// A binary key that is not a plain relative path (`..`, `.` or empty
     /// components, a leading `/`, a drive, a backslash, a NUL): `archive
     /// extract` refuses it.
@@ -58,6 +70,15 @@ impl fmt::Display for ArchiveProblem {
             ArchiveProblem::Entry { key, arch, error } => {
                 write!(f, "entry {key:?} {arch:?}: {}", error_chain(error))
             }
+            ArchiveProblem::Digest {
+                key,
+                arch,
+                recorded,
+                actual,
+            } => write!(
+                f,
+                "entry {key:?} {arch:?}: its bytes have sha256 {actual}, the TOC records {recorded}"
+            ),
             ArchiveProblem::ArchNotListed { arch } => write!(
                 f,
                 "TOC arch {arch:?} is missing from gfx_arches, so AMD's loader never finds it"
@@ -100,7 +121,8 @@ pub fn verify(path: impl AsRef<Path>) -> Result<Vec<ArchiveProblem>> {
 
 impl Archive {
     /// Check what opening does not: decode every entry (zstd frames to
-    /// their `original_size`), every TOC architecture listed in
+    /// their `original_size`, and to the `sha256` the TOC records where
+    /// it records one), every TOC architecture listed in
     /// `gfx_arches`, every key ending in `#<co_index>`. Findings come in
     /// that order; entries and keys in sorted order, architectures sorted;
     /// then every architecture (TOC and `gfx_arches`) a target id and every
@@ -110,12 +132,25 @@ impl Archive {
         let mut toc_arches: Vec<&str> = Vec::new();
         for entry in self.entries() {
             toc_arches.push(entry.arch());
-            if let Err(error) = self.read(entry) {
-                findings.push(ArchiveProblem::Entry {
+            match self.read(entry) {
+                Err(error) => findings.push(ArchiveProblem::Entry {
                     key: entry.key().to_owned(),
                     arch: entry.arch().to_owned(),
                     error,
-                });
+                }),
+                Ok(bytes) => {
+                    if let Some(recorded) = entry.sha256() {
+                        let actual = crate::write::sha256(&bytes);
+                        if actual != *recorded {
+                            findings.push(ArchiveProblem::Digest {
+                                key: entry.key().to_owned(),
+                                arch: entry.arch().to_owned(),
+                                recorded: crate::digest::to_hex(recorded),
+                                actual: crate::digest::to_hex(&actual),
+                            });
+                        }
+                    }
+                }
             }
         }
         toc_arches.sort_unstable();

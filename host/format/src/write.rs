@@ -70,7 +70,8 @@ pub enum EntryOrder {
     Sorted,
     /// In `add` order, TOC keys in order of first appearance, like AMD's
     /// Python writer. Use it to reproduce an AMD archive byte for byte:
-    /// it writes no `zstd_frame_offsets` index (AMD's writer has none).
+    /// it writes no `zstd_frame_offsets` index and no per-entry `sha256`
+    /// (AMD's writer has neither).
     Insertion,
 }
 
@@ -109,6 +110,9 @@ struct Pending {
     stored_len: u64,
     original_size: u64,
     metadata: Vec<(String, String)>,
+    /// sha256 of the code object, written as the entry's `sha256` (sorted
+    /// archives; `None` in [`EntryOrder::Insertion`], AMD's shape).
+    sha256: Option<[u8; 32]>,
     /// zstd-delta only: the spooled bytes are this entry's final frame
     /// (from [`ArchiveWriter::add_delta_key`]), a delta against the entry
     /// of the same key for `Some(arch)`; `None`: raw bytes, encoded at
@@ -317,14 +321,15 @@ impl ArchiveWriter {
     ) -> Result<()> {
         let key = self.check_new(key, arch)?;
         self.raw_key_added(&key)?;
+        let sha256 = self.digest(data);
         let Some(c) = self.compressor.as_mut() else {
-            return self.store(key, arch, data, data.len() as u64, metadata);
+            return self.store(key, arch, data, data.len() as u64, sha256, metadata);
         };
         c.compress(data, &key, arch)?;
         // The frame leaves the compressor while `store` borrows `self`, and
         // goes back with its capacity.
         let frame = std::mem::take(&mut c.out);
-        let stored = self.store(key, arch, &frame, data.len() as u64, metadata);
+        let stored = self.store(key, arch, &frame, data.len() as u64, sha256, metadata);
         if let Some(c) = self.compressor.as_mut() {
             c.out = frame;
         }
@@ -334,19 +339,32 @@ impl ArchiveWriter {
     /// Add a code object already stored as this writer stores it: the
     /// output of a [`KernelCompressor`] made with this writer's
     /// [`Compression`] (the raw bytes for [`Compression::None`]), of a code
-    /// object `original_size` bytes long. Lets worker threads compress
-    /// while the writer only appends; the archive is byte-identical to one
-    /// built with [`add`](Self::add).
+    /// object `original_size` bytes long whose sha256 is `sha256` (see
+    /// [`sha256`]). Lets worker threads compress and hash while the writer
+    /// only appends; the archive is byte-identical to one built with
+    /// [`add`](Self::add).
     pub fn add_precompressed(
         &mut self,
         key: &str,
         arch: &str,
         stored: &[u8],
         original_size: u64,
+        sha256: [u8; 32],
     ) -> Result<()> {
         let key = self.check_new(key, arch)?;
         self.raw_key_added(&key)?;
-        self.store(key, arch, stored, original_size, &[])
+        let sha256 = self.digests().then_some(sha256);
+        self.store(key, arch, stored, original_size, sha256, &[])
+    }
+
+    /// Whether entries carry their `sha256` (sorted archives).
+    fn digests(&self) -> bool {
+        self.options.order == EntryOrder::Sorted
+    }
+
+    /// The `sha256` to record for the code object `data`, if any.
+    fn digest(&self, data: &[u8]) -> Option<[u8; 32]> {
+        self.digests().then(|| sha256(data))
     }
 
     /// Validate a new (key, arch); returns the normalised key.
@@ -388,14 +406,15 @@ impl ArchiveWriter {
         arch: &str,
         stored: &[u8],
         original_size: u64,
+        sha256: Option<[u8; 32]>,
         metadata: &[(&str, &str)],
     ) -> Result<()> {
         let werr = |e| Error::io("cannot write spool file", e);
         self.put(
             key,
             arch,
-            stored.len() as u64,
-            original_size,
+            (stored.len() as u64, original_size),
+            sha256,
             metadata,
             |f| f.write_all(stored).map_err(werr),
         )
@@ -407,8 +426,8 @@ impl ArchiveWriter {
         &mut self,
         key: String,
         arch: &str,
-        stored_len: u64,
-        original_size: u64,
+        (stored_len, original_size): (u64, u64),
+        sha256: Option<[u8; 32]>,
         metadata: &[(&str, &str)],
         write: impl FnOnce(&mut File) -> Result<()>,
     ) -> Result<()> {
@@ -430,6 +449,7 @@ impl ArchiveWriter {
             }
             r.filled[i] = true;
             p.original_size = original_size;
+            p.sha256 = sha256;
             p.metadata = metadata
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -471,6 +491,7 @@ impl ArchiveWriter {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
+            sha256,
             framed: None,
         });
         self.spool_len += stored_len;
@@ -521,7 +542,15 @@ impl ArchiveWriter {
             return added;
         }
         let normalised = self.check_new(key, arch)?;
-        self.put(normalised, arch, len, len, &[], |f| {
+        // Hashed from the file first, so the copy below stays file to file.
+        let sha256 = if self.digests() {
+            Some(sha256_of_range(&*src, offset, len).map_err(rerr)?)
+        } else {
+            None
+        };
+        src.seek(SeekFrom::Start(offset)).map_err(rerr)?;
+        let mut from = Read::take(&*src, len);
+        self.put(normalised, arch, (len, len), sha256, &[], |f| {
             // A failure here may be the read or the write: name both ends.
             let n = std::io::copy(&mut from, f).map_err(|e| {
                 Error::io(
@@ -575,6 +604,7 @@ impl ArchiveWriter {
                 stored_len: size,
                 original_size: size,
                 metadata: Vec::new(),
+                sha256: None,
                 framed: None,
             });
         }
@@ -1038,6 +1068,34 @@ fn set_readable(file: &File) -> Result<()> {
     #[cfg(not(unix))]
     let _ = file;
     Ok(())
+}
+
+/// sha256 of `data`, as archives record it for each entry (`sha256`).
+pub fn sha256(data: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(data).into()
+}
+
+/// sha256 of the `len` bytes of `file` at `offset`, read in 1 MiB pieces.
+fn sha256_of_range(mut file: &File, offset: u64, len: u64) -> std::io::Result<[u8; 32]> {
+    use sha2::Digest;
+    file.seek(SeekFrom::Start(offset))?;
+    let mut h = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut done = 0u64;
+    while done < len {
+        let want = buf.len().min(usize::try_from(len - done).unwrap_or(usize::MAX));
+        let n = file.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("only {done} of {len} bytes before the end of the file"),
+            ));
+        }
+        h.update(&buf[..n]);
+        done += n as u64;
+    }
+    Ok(h.finalize().into())
 }
 
 #[cfg(test)]

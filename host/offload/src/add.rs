@@ -261,6 +261,7 @@ impl<'s, 'a> Streams<'s, '_, 'a> {
                         let Some(Some((key, name, processor))) = row.get(i) else {
                             return Ok(());
                         };
+                        let digest = kpack_format::sha256(bytes);
                         let stored = match compressor {
                             Some(c) => c.compress(bytes, key, name)?,
                             None => bytes,
@@ -268,7 +269,7 @@ impl<'s, 'a> Streams<'s, '_, 'a> {
                         self.writer(processor, "processor")?
                             .lock()
                             .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .add_precompressed(key, name, stored, bytes.len() as u64)?;
+                            .add_precompressed(key, name, stored, bytes.len() as u64, digest)?;
                         Ok::<(), StreamError>(())
                     })
                     .map_err(|e| self.stream_error(b, e))

@@ -172,7 +172,10 @@ impl Cache {
                 .map(std::borrow::Cow::Owned),
         };
         match read {
-            Ok(bytes) => Ok(f(&bytes)),
+            Ok(bytes) => {
+                self.check_digest(&res, pair, entry, &bytes)?;
+                Ok(f(&bytes))
+            }
             Err(e) => Err(self.read_failed(&res, pair, entry, e)),
         }
     }
@@ -209,9 +212,44 @@ impl Cache {
                 .and_then(|base| archive.read_with_base_into(entry, &base, out.as_mut())),
         };
         match read {
-            Ok(()) => Ok(out),
+            Ok(()) => {
+                self.check_digest(&res, pair, entry, out.as_mut())?;
+                Ok(out)
+            }
             Err(e) => Err(self.read_failed(&res, pair, entry, e)),
         }
+    }
+
+    /// With `ROCM_KPACK_VERIFY`: the decoded `bytes` of `entry` must have
+    /// the sha256 its TOC records (entries without one pass). A mismatch
+    /// is `DecompressionFailed`, its message and the diagnostic naming the
+    /// archive, key and target.
+    fn check_digest(
+        &self,
+        res: &Resolution,
+        pair: usize,
+        entry: &kpack_format::Entry,
+        bytes: &[u8],
+    ) -> Result<()> {
+        let Some(recorded) = entry.sha256().filter(|_| self.config.verify) else {
+            return Ok(());
+        };
+        let actual = kpack_format::sha256(bytes);
+        if actual == *recorded {
+            return Ok(());
+        }
+        let (path, target) = (&res.valid[res.pairs[pair].0].0, &res.pairs[pair].1);
+        let msg = format!(
+            "archive {} entry {:?} for target {target:?}: the decoded code object has sha256 {}, \
+             the TOC records {} (ROCM_KPACK_VERIFY)",
+            path.display(),
+            entry.key(),
+            kpack_format::digest::to_hex(&actual),
+            kpack_format::digest::to_hex(recorded),
+        );
+        self.debug(|| msg.clone());
+        self.set_diagnostic(msg.clone());
+        Err(Error::new(ErrorKind::DecompressionFailed, msg))
     }
 
     /// Check the arguments and resolve: the resolution and the TOC key.
@@ -492,32 +530,66 @@ impl Cache {
         let dir = binary_path.parent().unwrap_or(Path::new(""));
         let mut out = Vec::new();
         for sp in &marker.search_paths {
-            let raw = Path::new(sp);
-            let resolved = if raw.is_absolute() {
-                raw.to_path_buf()
-            } else {
-                weakly_canonical(&dir.join(raw)).unwrap_or_else(|| raw.to_path_buf())
-            };
-            let (Some(parent), Some(name)) = (resolved.parent(), resolved.file_name()) else {
+            let resolved = resolve_search_path(dir, sp);
+            let Some(mut targets) = pattern_targets(&resolved) else {
                 continue;
             };
-            let name = name.to_string_lossy();
-            let Some((prefix, suffix)) = name.split_once(GFXARCH) else {
-                continue;
-            };
-            let mut targets: Vec<String> = std::fs::read_dir(parent)
-                .into_iter()
-                .flatten()
-                .filter_map(|e| {
-                    let file = e.ok()?.file_name();
-                    let file = file.to_str()?;
-                    let t = file.strip_prefix(prefix)?.strip_suffix(suffix)?;
-                    (!t.is_empty()).then(|| t.to_owned())
-                })
-                .collect();
-            targets.sort();
             targets.truncate(64);
             out.push((resolved.display().to_string(), targets));
+        }
+        out
+    }
+
+    /// Every archive the loader could open for `marker` and `binary_path`
+    /// on any GPU, in candidate order: the candidates of
+    /// [`load`](Self::load) with `@GFXARCH@` expanded to every target an
+    /// archive beside the pattern is named for (a directory listing, where
+    /// a load expands it with the device's compatible targets), and the
+    /// search paths that name nothing at all. For listing what a
+    /// host-only binary would load (`kpack inspect`, `kpack extract`); a
+    /// load itself never lists directories.
+    pub fn marker_archives(&self, marker: &Marker, binary_path: &Path) -> Vec<MarkerArchive> {
+        let mut out = Vec::new();
+        let mut push = |path: PathBuf, origin: String, target: Option<String>| {
+            let archive = self.open_cached(&path);
+            out.push(MarkerArchive {
+                path,
+                origin,
+                target,
+                archive,
+            });
+        };
+        if let Some(paths) = &self.config.path {
+            for p in paths {
+                push(p.clone(), "ROCM_KPACK_PATH".into(), None);
+            }
+            return out;
+        }
+        for p in &self.config.path_prefix {
+            push(p.clone(), "ROCM_KPACK_PATH_PREFIX".into(), None);
+        }
+        let dir = binary_path.parent().unwrap_or(Path::new(""));
+        for sp in &marker.search_paths {
+            let resolved = resolve_search_path(dir, sp);
+            let Some(targets) = pattern_targets(&resolved) else {
+                push(resolved, format!("search path {sp:?}"), None);
+                continue;
+            };
+            if targets.is_empty() {
+                push(
+                    resolved.clone(),
+                    format!("search path {sp:?}"),
+                    Some(String::new()),
+                );
+            }
+            let text = resolved.to_string_lossy();
+            for target in targets {
+                push(
+                    PathBuf::from(text.replacen(GFXARCH, &target, 1)),
+                    format!("search path {sp:?}, target {target:?}"),
+                    Some(target),
+                );
+            }
         }
         out
     }
@@ -544,12 +616,7 @@ impl Cache {
             .collect();
         let dir = binary_path.parent().unwrap_or(Path::new(""));
         for sp in &marker.search_paths {
-            let raw = Path::new(sp);
-            let resolved = if raw.is_absolute() {
-                raw.to_path_buf()
-            } else {
-                weakly_canonical(&dir.join(raw)).unwrap_or_else(|| raw.to_path_buf())
-            };
+            let resolved = resolve_search_path(dir, sp);
             let text = resolved.to_string_lossy();
             if text.contains(GFXARCH) {
                 for arch in arches {
@@ -615,6 +682,54 @@ impl Cache {
             .map_err(|_| "archive cache lock poisoned".to_owned())?;
         Ok(Arc::clone(map.entry(key).or_insert(archive)))
     }
+}
+
+/// One archive [`Cache::marker_archives`] found (or looked for).
+#[derive(Debug, Clone)]
+pub struct MarkerArchive {
+    /// The candidate path, as the loader forms it.
+    pub path: PathBuf,
+    /// Where it came from (`search path "..."`, `ROCM_KPACK_PATH`).
+    pub origin: String,
+    /// For a `@GFXARCH@` search path, the target the file is named for;
+    /// `Some("")` when no file beside the pattern matches it (`path` is
+    /// then the pattern itself).
+    pub target: Option<String>,
+    /// The open archive, or why the loader could not open it.
+    pub archive: std::result::Result<Arc<Archive>, String>,
+}
+
+/// A marker search path `sp` as the loader resolves it: absolute as it
+/// is, else relative to `dir` (the binary's directory), weakly
+/// canonicalised.
+fn resolve_search_path(dir: &Path, sp: &str) -> PathBuf {
+    let raw = Path::new(sp);
+    if raw.is_absolute() {
+        raw.to_path_buf()
+    } else {
+        weakly_canonical(&dir.join(raw)).unwrap_or_else(|| raw.to_path_buf())
+    }
+}
+
+/// For a resolved search path whose file name holds `@GFXARCH@`, the
+/// targets the files beside it are named for, sorted (`None`: no
+/// placeholder in the file name).
+fn pattern_targets(resolved: &Path) -> Option<Vec<String>> {
+    let (parent, name) = (resolved.parent()?, resolved.file_name()?);
+    let name = name.to_string_lossy();
+    let (prefix, suffix) = name.split_once(GFXARCH)?;
+    let mut targets: Vec<String> = std::fs::read_dir(parent)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let file = e.ok()?.file_name();
+            let file = file.to_str()?;
+            let t = file.strip_prefix(prefix)?.strip_suffix(suffix)?;
+            (!t.is_empty()).then(|| t.to_owned())
+        })
+        .collect();
+    targets.sort();
+    Some(targets)
 }
 
 /// `std::filesystem::weakly_canonical`: resolve the longest existing prefix

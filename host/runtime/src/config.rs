@@ -16,13 +16,16 @@ pub struct Config {
     pub disabled: bool,
     /// `ROCM_KPACK_DEBUG`: print `kpack: …` lines to stderr.
     pub debug: bool,
+    /// `ROCM_KPACK_VERIFY` (kpack's own): check every loaded code object
+    /// against the sha256 its archive's TOC records, where it records one.
+    pub verify: bool,
 }
 
 /// The list separator of `ROCM_KPACK_PATH` and `ROCM_KPACK_PATH_PREFIX`.
 pub const PATH_SEPARATOR: char = if cfg!(windows) { ';' } else { ':' };
 
 impl Config {
-    /// Read the four variables from the process environment.
+    /// Read the variables from the process environment.
     pub fn from_env() -> Config {
         Config::from_vars(|name| std::env::var_os(name))
     }
@@ -46,6 +49,7 @@ impl Config {
             path_prefix: list("ROCM_KPACK_PATH_PREFIX"),
             disabled: truthy(get("ROCM_KPACK_DISABLE")),
             debug: truthy(get("ROCM_KPACK_DEBUG")),
+            verify: truthy(get("ROCM_KPACK_VERIFY")),
         }
     }
 }

@@ -48,7 +48,7 @@ mod discover;
 mod error;
 mod isa;
 
-pub use cache::{Cache, Location};
+pub use cache::{Cache, Location, MarkerArchive};
 pub use config::{Config, PATH_SEPARATOR};
 pub use discover::{discover_binary_path, find_in_maps};
 pub use error::{Error, ErrorKind, Result};

@@ -76,6 +76,7 @@ mod databases;
 mod error;
 mod gpu;
 mod link;
+mod loads;
 mod manifest;
 mod prefix;
 mod recombine;
@@ -87,6 +88,9 @@ pub use artifact::{
 pub use databases::{Claim, Classification, ClassifyError, Databases, FileInfo};
 pub use error::{Error, ErrorKind, Result};
 pub use gpu::{GpuBinary, GpuKernel, GpuOutcome, GpuReport, explain_gpu};
+pub use loads::{
+    ArchiveSeen, LoadedCodeObject, MarkerLoads, marker_loads, marker_loads_with, sha256_hex,
+};
 pub use manifest::{MANIFEST, prefix_link, read_manifest, write_manifest};
 pub use prefix::{
     ArchiveReport, BinaryReport, PrefixLayout, PrefixReport, Progress, SplitOptions, arch_dir_name,

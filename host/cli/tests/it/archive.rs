@@ -214,3 +214,53 @@ fn archive_extract_of_unknown_key_fails_listing_keys() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("bin/testapp#0"), "{}", stderr(&out));
 }
+
+/// Every entry of an archive kpack writes records its code object's sha256;
+/// `archive verify` and `verify` catch a byte flipped inside a stored
+/// (uncompressed, so still decodable) code object, naming the entry.
+#[test]
+fn archive_verify_catches_a_flipped_byte_through_the_recorded_digest() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = crate::util::offload_into(
+        &kpack_tests::fixture("corpus/libaxpy_2arch.so"),
+        dir.path(),
+        &["--compression", "none"],
+    );
+    let mut archives: Vec<PathBuf> = std::fs::read_dir(dir.path().join(".kpack"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    archives.sort();
+    for a in &archives {
+        let opened = Archive::open(a).unwrap();
+        for e in opened.entries() {
+            let bytes = opened.read(e).unwrap();
+            assert_eq!(
+                e.sha256(),
+                Some(&kpack_format::sha256(&bytes)),
+                "{} {}",
+                a.display(),
+                e.key()
+            );
+        }
+    }
+    let victim = &archives[0];
+    let (at, key) = {
+        let a = Archive::open(victim).unwrap();
+        let e = a.entries().next().unwrap();
+        (e.stored_offset() as usize + 200, e.key().to_owned())
+    };
+    let out = kpack(["archive".as_ref(), "verify".as_ref(), victim.as_os_str()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let mut bytes = std::fs::read(victim).unwrap();
+    bytes[at] ^= 1;
+    std::fs::write(victim, &bytes).unwrap();
+    let out = kpack(["archive".as_ref(), "verify".as_ref(), victim.as_os_str()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(text.contains("sha256") && text.contains(&key), "{text}");
+    let out = kpack(["verify".as_ref(), dir.path().as_os_str()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stdout(&out).contains("sha256"), "{}", stdout(&out));
+    drop(bin);
+}

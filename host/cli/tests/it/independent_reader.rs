@@ -177,3 +177,218 @@ fn an_independent_python_reader_agrees_with_archive_extract() {
         "only the Python reader: {only_py:#?}\nonly kpack: {only_ours:#?}"
     );
 }
+
+/// Entries of `archives` as the independent Python reader sees them:
+/// (key, arch, size, sha256), per archive.
+fn python_entries(archives: &[&Path]) -> Vec<BTreeSet<(String, String, u64, String)>> {
+    let script = workspace_root().join("tests/python/kpak_read.py");
+    archives
+        .iter()
+        .map(|a| {
+            let o = Command::new(python()).arg(&script).arg(a).output().unwrap();
+            assert!(
+                o.status.success(),
+                "kpak_read.py {}: {}",
+                a.display(),
+                stderr(&o)
+            );
+            stdout(&o)
+                .lines()
+                .map(|l| {
+                    let f: Vec<&str> = l.split('\t').collect();
+                    (
+                        f[1].to_string(),
+                        f[2].to_string(),
+                        f[3].parse().unwrap(),
+                        f[4].to_string(),
+                    )
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// `kpack offload FIXTURE` with kernel name `lib` and archive prefix
+/// `name` into `dir`; the archive of `processor`.
+fn offload_as_lib(dir: &Path, fixture_name: &str, name: &str, processor: &str) -> PathBuf {
+    let o = kpack([
+        "offload",
+        fixture(&format!("corpus/{fixture_name}")).to_str().unwrap(),
+        "-o",
+        dir.join(format!("{name}.so")).to_str().unwrap(),
+        "--archives",
+        dir.join("arch").to_str().unwrap(),
+        "--key",
+        "lib",
+        "--name",
+        name,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    dir.join(format!("arch/{name}_{processor}.kpack"))
+}
+
+/// `kpack archive replace` swaps one key's code objects in and back out
+/// (byte-identical round trip, v1 and v2), `merge` joins archives; the
+/// Python reader reads every output and sees exactly the entries asked for.
+#[test]
+fn archive_replace_and_merge_round_trip_and_stay_readable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let base = offload_as_lib(d, "lib2tu_2arch.so", "two", "gfx90a");
+    let new = offload_as_lib(d, "libaxpy_2arch.so", "one", "gfx90a");
+    let run = |args: &[&str]| {
+        let o = kpack(args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    };
+    let s = |p: &Path| p.to_str().unwrap().to_owned();
+    let (out1, out2) = (d.join("out1.kpack"), d.join("out2.kpack"));
+    run(&[
+        "archive",
+        "replace",
+        &s(&base),
+        "--from",
+        &s(&new),
+        "--keys",
+        "lib#0",
+        "-o",
+        &s(&out1),
+    ]);
+    run(&[
+        "archive",
+        "replace",
+        &s(&out1),
+        "--from",
+        &s(&base),
+        "--keys",
+        "lib#*",
+        "-o",
+        &s(&out2),
+    ]);
+    assert!(
+        std::fs::read(&out2).unwrap() == std::fs::read(&base).unwrap(),
+        "round trip"
+    );
+    let [b, n, o1] = &python_entries(&[&base, &new, &out1])[..] else {
+        unreachable!()
+    };
+    let want: BTreeSet<_> = b
+        .iter()
+        .filter(|e| e.0 != "lib#0")
+        .chain(n.iter().filter(|e| e.0 == "lib#0"))
+        .cloned()
+        .collect();
+    assert_eq!(o1, &want);
+
+    // A key BASE lacks needs --add; a glob matching nothing is an error.
+    let o = kpack([
+        "archive",
+        "replace",
+        &s(&new),
+        "--from",
+        &s(&base),
+        "--keys",
+        "lib#1",
+        "-o",
+        &s(&d.join("x.kpack")),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--add"), "{}", stderr(&o));
+    let o = kpack([
+        "archive",
+        "replace",
+        &s(&base),
+        "--from",
+        &s(&new),
+        "--keys",
+        "nothing*",
+        "-o",
+        &s(&d.join("x.kpack")),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!d.join("x.kpack").exists());
+    let added = d.join("added.kpack");
+    run(&[
+        "archive",
+        "replace",
+        &s(&new),
+        "--from",
+        &s(&base),
+        "--keys",
+        "lib#1",
+        "--add",
+        "-o",
+        &s(&added),
+    ]);
+    assert_eq!(python_entries(&[&added])[0].len(), n.len() + 1);
+
+    // merge: disjoint archives join; the same entry twice names both files.
+    let other = d.join("arch/two_gfx1030.kpack");
+    let merged = d.join("merged.kpack");
+    run(&["archive", "merge", &s(&base), &s(&other), "-o", &s(&merged)]);
+    let [m, b, g] = &python_entries(&[&merged, &base, &other])[..] else {
+        unreachable!()
+    };
+    assert_eq!(m, &b.union(g).cloned().collect());
+    let o = kpack([
+        "archive",
+        "merge",
+        &s(&base),
+        &s(&out1),
+        "-o",
+        &s(&d.join("y.kpack")),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("out1.kpack") && stderr(&o).contains("two_gfx90a"),
+        "{}",
+        stderr(&o)
+    );
+
+    // v2: the same round trip on zstd-delta archives.
+    let conv = |a: &Path, out: &str| {
+        run(&[
+            "archive",
+            "convert",
+            &s(a),
+            "-o",
+            &s(&d.join(out)),
+            "--compression",
+            "zstd-delta",
+        ]);
+        std::fs::read_dir(d.join(out))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+    };
+    let (base2, new2) = (conv(&base, "b2"), conv(&new, "n2"));
+    let (v1, v2) = (d.join("v1.kpack"), d.join("v2.kpack"));
+    run(&[
+        "archive",
+        "replace",
+        &s(&base2),
+        "--from",
+        &s(&new2),
+        "--keys",
+        "lib#0",
+        "-o",
+        &s(&v1),
+    ]);
+    run(&[
+        "archive",
+        "replace",
+        &s(&v1),
+        "--from",
+        &s(&base2),
+        "--keys",
+        "lib#0",
+        "-o",
+        &s(&v2),
+    ]);
+    assert!(
+        std::fs::read(&v2).unwrap() == std::fs::read(&base2).unwrap(),
+        "v2 round trip"
+    );
+    assert_eq!(&python_entries(&[&v1])[0], o1);
+}

@@ -40,6 +40,7 @@ mod spellings;
 mod spirv;
 mod split;
 mod targets;
+mod through_marker;
 mod util;
 mod verify_gpu;
 mod wheel;

@@ -420,6 +420,15 @@ fn parse_entry(
             ),
         ));
     }
+    let sha256 = match &f.sha256 {
+        None => None,
+        Some(d) => Some(crate::digest::from_hex(&d.v).ok_or_else(|| {
+            Error::format(
+                d.at,
+                format!("{}: sha256 {:?} is not 64 hex digits", what(), d.v),
+            )
+        })?),
+    };
     Ok(Entry {
         key: Arc::clone(key),
         arch: Arc::clone(arch),
@@ -428,6 +437,7 @@ fn parse_entry(
         stored_offset,
         stored_size,
         metadata: f.metadata.map(|m| m.0).unwrap_or_default(),
+        sha256,
         base,
     })
 }

@@ -45,6 +45,7 @@ struct DeltaEntry {
     arch: String,
     frame: Vec<u8>,
     original_size: u64,
+    sha256: [u8; 32],
     base: Option<usize>,
 }
 
@@ -116,6 +117,7 @@ impl DeltaCompressor {
                 arch: members[i].0.to_owned(),
                 frame,
                 original_size: members[i].1.len() as u64,
+                sha256: super::sha256(members[i].1),
                 base,
             })
             .collect();
@@ -171,7 +173,14 @@ impl ArchiveWriter {
         }
         let first = self.pending.len();
         for e in &dk.entries {
-            self.store(dk.key.clone(), &e.arch, &e.frame, e.original_size, &[])?;
+            self.store(
+                dk.key.clone(),
+                &e.arch,
+                &e.frame,
+                e.original_size,
+                Some(e.sha256),
+                &[],
+            )?;
             let base = e.base.map(|b| dk.entries[b].arch.clone());
             if let Some(p) = self.pending.last_mut() {
                 p.framed = Some(base);

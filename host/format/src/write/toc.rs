@@ -84,6 +84,7 @@ impl Serialize for Arches<'_, '_> {
                 size: frame.map(|f| f.size),
                 base: frame.and_then(|f| f.base),
                 metadata: (!p.metadata.is_empty()).then_some(Metadata(&p.metadata)),
+                sha256: p.sha256.map(|d| crate::digest::to_hex(&d)),
             };
             (&p.arch, entry)
         }))
@@ -105,6 +106,9 @@ struct EntryOut<'a> {
     base: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     metadata: Option<Metadata<'a>>,
+    /// The code object's sha256, lower-case hex: a key AMD's readers skip.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sha256: Option<String>,
 }
 
 /// An entry's `metadata`, a map of strings in insertion order.

@@ -66,6 +66,9 @@ pub(super) struct RawEntry {
     pub(super) base: Option<At<u64>>,
     #[serde(deserialize_with = "present")]
     pub(super) metadata: Option<Metadata>,
+    /// The code object's sha256 (hex), where kpack wrote one.
+    #[serde(deserialize_with = "present")]
+    pub(super) sha256: Option<At<String>>,
 }
 
 /// A `metadata` map of strings, in file order.
