@@ -87,7 +87,7 @@ impl Source {
             Source::Forced => "targets forced by ROCM_BOOTSTRAP_FORCE_GFX_ARCH",
             Source::Kfd => "read from the KFD topology",
             Source::NoKfd => {
-                "no GPU in a KFD topology and none through a HIP runtime (no amdgpu driver loaded, /sys not mounted, or no ROCm installed); name the GPU with ROCM_BOOTSTRAP_FORCE_GFX_ARCH=gfx1100 (`kpack detect` lists the names)"
+                "no KFD topology (or no GPU in it) and no GPU through a HIP runtime: no amdgpu driver loaded, /sys not mounted, or no ROCm installed; name the GPU with ROCM_BOOTSTRAP_FORCE_GFX_ARCH=gfx1100"
             }
             Source::Hip => "read from the HIP runtime (no GPU in a KFD topology)",
         }

@@ -59,6 +59,7 @@
 mod amd;
 mod error;
 mod headers;
+mod install;
 mod name;
 mod pipeline;
 mod prune;
@@ -71,6 +72,7 @@ mod writer;
 pub use amd::{AmdLayout, GFXARCH, wheel_from_directory};
 pub use error::{Error, ErrorKind, Result};
 pub use headers::{HeaderError, Headers};
+pub use install::{InstalledWheel, install_wheel};
 pub use name::{WheelName, escape, is_valid_name, normalize};
 pub use pipeline::Progress;
 pub use prune::{DroppedFile, PruneOptions, PruneReport, PrunedFile, prune_wheel};
@@ -80,7 +82,8 @@ pub use split::{
     DeviceWheel, WheelFile, WheelOptions, WheelReport, check_archive_group, split_wheel,
 };
 pub use variant::{
-    DEFAULT_VARIANT_LABEL, VARIANT_JSON, VariantLabelError, VariantWheel, add_variant_markers,
-    check_variant_label, variant_json, variant_marker, variant_wheel, variant_wheel_file,
+    DEFAULT_VARIANT_LABEL, VARIANT_JSON, VariantLabelError, VariantProvider, VariantWheel,
+    add_variant_markers, check_variant_label, variant_json, variant_json_for, variant_marker,
+    variant_value, variant_wheel, variant_wheel_for, variant_wheel_file,
 };
 pub use writer::{ZIP_EPOCH, zip_time};

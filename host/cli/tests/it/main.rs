@@ -8,6 +8,7 @@
 )]
 
 mod amd_flags;
+mod audit;
 mod archive;
 mod archive_delta;
 mod archive_group;
@@ -40,6 +41,7 @@ mod spirv;
 mod split;
 mod targets;
 mod util;
+mod variant_provider;
 mod verify_gpu;
 mod wheel;
 mod wheel_amd;
