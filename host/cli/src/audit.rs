@@ -158,7 +158,8 @@ fn collect(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for i in inputs {
         if i.is_dir() {
-            let rd = std::fs::read_dir(i).with_context(|| format!("{}: cannot list", i.display()))?;
+            let rd =
+                std::fs::read_dir(i).with_context(|| format!("{}: cannot list", i.display()))?;
             for e in rd.flatten() {
                 if e.path().extension().is_some_and(|x| x == "whl") && e.path().is_file() {
                     out.push(e.path());
@@ -197,9 +198,10 @@ fn audit(wheels: &[PathBuf], site: &Path) -> anyhow::Result<Audit> {
         let rep = explain_gpu(&[site.to_path_buf()], t)?;
         for b in rep.binaries {
             // Shown under the directory given: keep the path inside it.
-            let rel = Path::new(&b.path)
-                .strip_prefix(site)
-                .map_or_else(|_| b.path.clone(), |r| r.to_string_lossy().replace('\\', "/"));
+            let rel = Path::new(&b.path).strip_prefix(site).map_or_else(
+                |_| b.path.clone(),
+                |r| r.to_string_lossy().replace('\\', "/"),
+            );
             per_binary
                 .entry(rel)
                 .or_default()
@@ -304,7 +306,12 @@ fn target_holes(packages: &[Package]) -> Vec<Hole> {
 /// generic target or SPIR-V.
 fn split_device_name(name: &str) -> Option<(String, String)> {
     let name = name.to_ascii_lowercase().replace(['_', '.'], "-");
-    for (i, _) in name.match_indices('-').collect::<Vec<_>>().into_iter().rev() {
+    for (i, _) in name
+        .match_indices('-')
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+    {
         let tail = &name[i + 1..];
         let key = tail.replace('-', "_");
         let known = kpack_amdgpu::key_level(&key).is_some()

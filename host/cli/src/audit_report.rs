@@ -36,7 +36,9 @@ fn hole_line(h: &Hole) -> String {
             package,
             binary,
             target,
-        } => format!("{package}: {binary} has no code for {target}, which the package serves elsewhere"),
+        } => format!(
+            "{package}: {binary} has no code for {target}, which the package serves elsewhere"
+        ),
         Hole::MissingParent { device, requires } => {
             format!("{device} requires {requires}, which the set lacks")
         }
@@ -52,7 +54,12 @@ const LEGEND: &str = "N native code, G the generic target's code, S only SPIR-V 
 /// The readable report.
 pub fn text(a: &Audit) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "{} wheels, {} targets asked", a.wheels.len(), a.targets.len());
+    let _ = writeln!(
+        s,
+        "{} wheels, {} targets asked",
+        a.wheels.len(),
+        a.targets.len()
+    );
     for p in &a.packages {
         let cols = columns(a, p);
         let _ = writeln!(s, "\n{} {}", p.name, p.version);

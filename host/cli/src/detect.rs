@@ -153,7 +153,11 @@ fn human(det: &Detection) {
         let cus = g
             .compute_units
             .map_or_else(|| "unknown".to_string(), |c| c.to_string());
-        let kind = if g.integrated { "integrated" } else { "discrete" };
+        let kind = if g.integrated {
+            "integrated"
+        } else {
+            "discrete"
+        };
         println!("  HIP device {hip}, {kind}, compute units: {cus}");
         if let Some(gen_) = &g.generic {
             println!("  generic target: {gen_}");
@@ -173,6 +177,9 @@ fn human(det: &Detection) {
             "HIP device {} is the integrated {}: programs that use the first device run there.",
             v.first_index, v.first_target
         );
-        println!("To keep the discrete GPUs: export HIP_VISIBLE_DEVICES={}", v.value);
+        println!(
+            "To keep the discrete GPUs: export HIP_VISIBLE_DEVICES={}",
+            v.value
+        );
     }
 }

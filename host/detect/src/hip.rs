@@ -69,7 +69,10 @@ pub fn devices() -> Result<(String, Vec<HipDevice>), String> {
             Err(e) => tried.push(format!("{name}: {e}")),
         }
     }
-    Err(format!("no HIP runtime could be loaded ({})", tried.join("; ")))
+    Err(format!(
+        "no HIP runtime could be loaded ({})",
+        tried.join("; ")
+    ))
 }
 
 fn query(lib: &libloading::Library) -> Result<Vec<HipDevice>, String> {

@@ -10,7 +10,6 @@
 //! [`kpack_amdgpu::bundle_key`]), which names the device packages that
 //! hold its code. `--gpu auto` on the command line is [`expand_auto`].
 
-
 use std::path::{Path, PathBuf};
 
 use kpack_amdgpu::{Level, TargetId, bundle_key, generic_for, strip_target_prefix};
@@ -250,7 +249,8 @@ fn from_hip(mut det: Detection) -> Detection {
     let devices = match hip::devices() {
         Ok((_, d)) if !d.is_empty() => d,
         Ok((lib, _)) => {
-            det.notes.push(format!("{lib}: the HIP runtime sees no GPU"));
+            det.notes
+                .push(format!("{lib}: the HIP runtime sees no GPU"));
             return det;
         }
         Err(_) => return det,

@@ -10,8 +10,8 @@ use crate::{Detection, Gpu, Source};
 
 /// Processors LLVM's processor table (AMDGPUUsage) lists as APUs.
 const APU_PROCESSORS: &[&str] = &[
-    "gfx902", "gfx909", "gfx90c", "gfx1013", "gfx1033", "gfx1035", "gfx1036", "gfx1103",
-    "gfx1150", "gfx1151", "gfx1152", "gfx1153",
+    "gfx902", "gfx909", "gfx90c", "gfx1013", "gfx1033", "gfx1035", "gfx1036", "gfx1103", "gfx1150",
+    "gfx1151", "gfx1152", "gfx1153",
 ];
 
 /// Whether `processor` is an APU's GPU in LLVM's processor table.

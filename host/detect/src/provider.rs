@@ -70,7 +70,11 @@ const CHAINS: &[(&str, &str, &[&str])] = &[
         &["gfx1150", "gfx1151", "gfx1152", "gfx1153"],
     ),
     ("gfx12_0", "gfx12", &["gfx1200", "gfx1201"]),
-    ("gfx12_5", "gfx12", &["gfx1250", "gfx1250-strict", "gfx1251"]),
+    (
+        "gfx12_5",
+        "gfx12",
+        &["gfx1250", "gfx1250-strict", "gfx1251"],
+    ),
 ];
 
 /// Targets packaged with another processor.

@@ -200,10 +200,16 @@ fn compute_units_and_integrated_gpus() {
             "2",
             Some("simd_count 192\nsimd_per_cu 2\ngfx_target_version 110000\n".into()),
         ),
-        ("3", Some("simd_count 440\ngfx_target_version 90010\n".into())),
+        (
+            "3",
+            Some("simd_count 440\ngfx_target_version 90010\n".into()),
+        ),
         (
             "10",
-            Some("cpu_cores_count 24\nsimd_count 912\nsimd_per_cu 4\ngfx_target_version 90402\n".into()),
+            Some(
+                "cpu_cores_count 24\nsimd_count 912\nsimd_per_cu 4\ngfx_target_version 90402\n"
+                    .into(),
+            ),
         ),
     ]);
     let det = detect(&opts(root.path())).unwrap();
@@ -224,7 +230,10 @@ fn compute_units_and_integrated_gpus() {
     );
     assert_eq!(mixed::hip_order(&det), [0, 2, 3, 1]);
     let v = mixed::visible_devices(&det).unwrap();
-    assert_eq!((v.first_index, &*v.first_target, &*v.value), (0, "gfx1103", "1,2"));
+    assert_eq!(
+        (v.first_index, &*v.first_target, &*v.value),
+        (0, "gfx1103", "1,2")
+    );
 }
 
 #[test]
@@ -294,7 +303,10 @@ fn provider_chain_is_kpack_amdgpus() {
             );
         }
     }
-    assert_eq!(provider::chain("gfx803"), ("gfx803".to_string(), None, None));
+    assert_eq!(
+        provider::chain("gfx803"),
+        ("gfx803".to_string(), None, None)
+    );
     assert_eq!(
         provider::chain("amdgcn-amd-amdhsa--gfx90a:xnack+").0,
         "gfx90a"
@@ -303,17 +315,23 @@ fn provider_chain_is_kpack_amdgpus() {
 
 #[test]
 fn provider_orders_most_specific_first() {
-    let p = |t: &[&str]| provider::properties_for(&t.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    let p =
+        |t: &[&str]| provider::properties_for(&t.iter().map(|s| s.to_string()).collect::<Vec<_>>());
     assert_eq!(p(&["gfx1100"]), ["gfx1100", "gfx110x", "gfx11"]);
     assert_eq!(
         p(&["gfx1100", "gfx942", "gfx1101"]),
-        ["gfx1100", "gfx942", "gfx1101", "gfx110x", "gfx9_4", "gfx11", "gfx9"]
+        [
+            "gfx1100", "gfx942", "gfx1101", "gfx110x", "gfx9_4", "gfx11", "gfx9"
+        ]
     );
     assert_eq!(p(&["gfx1250-strict"]), ["gfx1250", "gfx12_5", "gfx12"]);
     assert_eq!(p(&["gfx803"]), ["gfx803"]);
     assert!(p(&[]).is_empty());
     let all = provider::all_values();
-    assert!(all.iter().all(|v| v.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')));
+    assert!(all.iter().all(|v| {
+        v.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    }));
     assert!(all.contains(&"gfx9_5".to_string()) && !all.contains(&"gfx1250-strict".to_string()));
 }
 
@@ -337,7 +355,10 @@ fn provider_detects_as_kpack_does() {
     assert_eq!(got, ["gfx1101", "gfx90a", "gfx1201"]);
     let forced = env(vec![
         ("KPACK_SYSFS_ROOT", sysfs.clone()),
-        ("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", "gfx942, gfx90a:xnack+".into()),
+        (
+            "ROCM_BOOTSTRAP_FORCE_GFX_ARCH",
+            "gfx942, gfx90a:xnack+".into(),
+        ),
     ]);
     assert_eq!(provider::detect_targets(&forced), ["gfx942", "gfx90a"]);
     let off = env(vec![
@@ -348,6 +369,10 @@ fn provider_detects_as_kpack_does() {
     let p = provider::AmdVariantProvider::new();
     assert_eq!(
         (p.namespace(), p.package_name(), p.plugin_api()),
-        ("amd", "kpack-variant-provider", "kpack_variant_provider.plugin:AmdVariantPlugin")
+        (
+            "amd",
+            "kpack-variant-provider",
+            "kpack_variant_provider.plugin:AmdVariantPlugin"
+        )
     );
 }

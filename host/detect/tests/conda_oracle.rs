@@ -109,7 +109,10 @@ fn rattler_answer(root: &Path) -> Vec<String> {
         .collect();
     devices.sort_by_key(|d| (d.arch, d.compute_units));
     match select_device(&devices) {
-        Some(d) => vec!["__amdgpu=0=0".to_string(), format!("__amdgpu_arch={}=0", d.arch)],
+        Some(d) => vec![
+            "__amdgpu=0=0".to_string(),
+            format!("__amdgpu_arch={}=0", d.arch),
+        ],
         None => Vec::new(),
     }
 }
@@ -138,13 +141,7 @@ fn conda_answer_is_rattlers_on_every_topology() {
 #[test]
 fn the_answers_are_the_ones_expected() {
     let want = [
-        "11.0.0",
-        "9.4.2",
-        "9.0.10",
-        "11.0.0",
-        "12.0.1",
-        "11.0.0",
-        "11.0.0",
+        "11.0.0", "9.4.2", "9.0.10", "11.0.0", "12.0.1", "11.0.0", "11.0.0",
     ];
     for ((name, nodes), want) in topologies().into_iter().zip(want) {
         let root = tempfile::tempdir().unwrap();

@@ -37,7 +37,8 @@ pub fn install_wheel(wheel: &Path, site: &Path, limits: &Limits) -> Result<Insta
         for (rel, path) in list_files(&stage.path().join(scheme))? {
             let to = site.join(&rel);
             if let Some(parent) = to.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, "cannot create", e))?;
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| Error::io(parent, "cannot create", e))?;
             }
             std::fs::rename(&path, &to).map_err(|e| Error::io(&to, "cannot write", e))?;
             files.push(rel);

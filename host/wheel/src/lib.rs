@@ -84,6 +84,6 @@ pub use split::{
 pub use variant::{
     DEFAULT_VARIANT_LABEL, VARIANT_JSON, VariantLabelError, VariantProvider, VariantWheel,
     add_variant_markers, check_variant_label, variant_json, variant_json_for, variant_marker,
-    variant_value, variant_wheel, variant_wheel_for, variant_wheel_file,
+    variant_value, variant_wheel, variant_wheel_file, variant_wheel_for,
 };
 pub use writer::{ZIP_EPOCH, zip_time};

@@ -16,8 +16,8 @@ use crate::headers::Headers;
 use crate::name::{escape, is_valid_name, normalize};
 use crate::pipeline::{self, Progress, Staged};
 use crate::reader::{Limits, Route, SPLIT_SCHEMES, Unpacked, list_files};
-use crate::writer::{WheelWriter, ZIP_EPOCH, zip_time};
 use crate::variant::VariantProvider;
+use crate::writer::{WheelWriter, ZIP_EPOCH, zip_time};
 
 /// How to split a wheel. Build it with [`WheelOptions::new`] and adjust fields.
 #[derive(Clone)]
@@ -315,8 +315,14 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     let amd = opts.amd.is_some();
     record_written(&mut report, &jobs, written, out_dir, level.is_some(), amd);
     let variant = match &opts.amd {
-        Some(a) => a.variant_label.as_deref().map(|l| (VariantProvider::Amd, l)),
-        None => opts.variant_label.as_deref().map(|l| (VariantProvider::Kpack, l)),
+        Some(a) => a
+            .variant_label
+            .as_deref()
+            .map(|l| (VariantProvider::Amd, l)),
+        None => opts
+            .variant_label
+            .as_deref()
+            .map(|l| (VariantProvider::Kpack, l)),
     };
     if let Some(provider) = variant {
         let keys: BTreeSet<String> = jobs.iter().filter_map(|j| j.arch.clone()).collect();

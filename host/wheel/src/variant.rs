@@ -112,8 +112,7 @@ pub fn variant_marker(target: &str) -> String {
 /// (`gfx11-generic`) cannot, and get no variant of their own.
 pub fn is_property_value(v: &str) -> bool {
     !v.is_empty()
-        && v
-            .bytes()
+        && v.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'.'))
 }
 
@@ -595,22 +594,34 @@ Requires-Dist: a == 1; \"amd :: gfx_arch :: gpu\" in variant_properties\n"
                 "requires": ["kpack-variant-provider >= 0.1"],
             })
         );
-        assert_eq!(v["default-priorities"], serde_json::json!({"namespace": ["amd"]}));
+        assert_eq!(
+            v["default-priorities"],
+            serde_json::json!({"namespace": ["amd"]})
+        );
         let labels: Vec<&String> = v["variants"].as_object().unwrap().keys().collect();
         assert_eq!(labels, ["gfx11", "gfx1100", "gfx110x", "gfx9_0"]);
-        assert_eq!(v["variants"]["gfx9_0"]["amd"]["gfx_arch"], serde_json::json!(["gfx9_0"]));
+        assert_eq!(
+            v["variants"]["gfx9_0"]["amd"]["gfx_arch"],
+            serde_json::json!(["gfx9_0"])
+        );
         // AMD's layout stays AMD's document.
-        assert_eq!(variant_json_for(VariantProvider::Amd, &["gfx942"]), variant_json(&["gfx942"]));
+        assert_eq!(
+            variant_json_for(VariantProvider::Amd, &["gfx942"]),
+            variant_json(&["gfx942"])
+        );
         // Markers spell values as properties; generic extras get none.
         let host = WheelName::parse("fatpkg-1.0-py3-none-any.whl").unwrap();
         let meta = "Requires-Dist: a-gfx9-0 == 1; extra == \"device-gfx9-0\"\n\
 Requires-Dist: a-g == 1; extra == \"device-gfx11-generic\"\n";
-        let w = variant_wheel_for(VariantProvider::Kpack, &host, "variant", meta, &["gfx9-0"]).unwrap();
+        let w =
+            variant_wheel_for(VariantProvider::Kpack, &host, "variant", meta, &["gfx9-0"]).unwrap();
         assert_eq!(
             w.metadata,
-            format!("{}Requires-Dist: a-gfx9-0 == 1; \"amd :: gfx_arch :: gfx9_0\" in variant_properties\n{}",
+            format!(
+                "{}Requires-Dist: a-gfx9-0 == 1; \"amd :: gfx_arch :: gfx9_0\" in variant_properties\n{}",
                 "Requires-Dist: a-gfx9-0 == 1; extra == \"device-gfx9-0\"\n",
-                "Requires-Dist: a-g == 1; extra == \"device-gfx11-generic\"\n")
+                "Requires-Dist: a-g == 1; extra == \"device-gfx11-generic\"\n"
+            )
         );
     }
 }

@@ -79,8 +79,12 @@ Requires-Dist: fatpkg == 1.0\nRequires-Dist: fatpkg-device-gfx11 == 1.0\n"[..],
         },
     )
     .unwrap();
-    w.add("fatpkg/lib/libaxpy.so#0", "gfx12-5-generic", b"\x7fELF not really")
-        .unwrap();
+    w.add(
+        "fatpkg/lib/libaxpy.so#0",
+        "gfx12-5-generic",
+        b"\x7fELF not really",
+    )
+    .unwrap();
     w.finish().unwrap();
     let bytes = std::fs::read(&archive).unwrap();
     let di = "fatpkg_device_gfx12_5_generic-1.0.dist-info";
@@ -88,7 +92,11 @@ Requires-Dist: fatpkg == 1.0\nRequires-Dist: fatpkg-device-gfx11 == 1.0\n"[..],
         &out.join("fatpkg_device_gfx12_5_generic-1.0-py3-none-linux_x86_64.whl"),
         di,
         [
-            ("_fatpkg_kpack/fatpkg_gfx12-5-generic.kpack", &bytes[..], 0o644),
+            (
+                "_fatpkg_kpack/fatpkg_gfx12-5-generic.kpack",
+                &bytes[..],
+                0o644,
+            ),
             (
                 &*format!("{di}/METADATA"),
                 &b"Metadata-Version: 2.1\nName: fatpkg-device-gfx12-5-generic\nVersion: 1.0\n\
@@ -122,7 +130,10 @@ fn reports_exactly_the_planted_holes() {
         "{v}"
     );
     let pkg = &v["packages"][0];
-    assert_eq!(pkg["claimed"], serde_json::json!(["gfx1100", "gfx1201", "gfx942"]));
+    assert_eq!(
+        pkg["claimed"],
+        serde_json::json!(["gfx1100", "gfx1201", "gfx942"])
+    );
     let lib = &pkg["binaries"][1];
     assert_eq!(lib["path"], "fatpkg/lib/libaxpy.so");
     assert_eq!(lib["targets"]["gfx1201"], "native");
@@ -137,10 +148,16 @@ fn reports_exactly_the_planted_holes() {
         "{text}"
     );
     assert!(text.contains("3 holes:"), "{text}");
-    let o = kpack_env(&["audit".as_ref(), set.as_os_str(), "--markdown".as_ref()], &[]);
+    let o = kpack_env(
+        &["audit".as_ref(), set.as_os_str(), "--markdown".as_ref()],
+        &[],
+    );
     let md = stdout(&o);
     assert!(md.starts_with("# GPU coverage\n"), "{md}");
-    assert!(md.contains("| `fatpkg/lib/libaxpy.so` | N | N | N |"), "{md}");
+    assert!(
+        md.contains("| `fatpkg/lib/libaxpy.so` | N | N | N |"),
+        "{md}"
+    );
     // Without the planted wheels, the split alone: one hole left.
     for w in ["fatpkg_device_gfx1101", "fatpkg_device_gfx12_5_generic"] {
         std::fs::remove_file(set.join(format!("{w}-1.0-py3-none-linux_x86_64.whl"))).unwrap();

@@ -311,7 +311,10 @@ amd :: gfx_arch :: gfx110x\namd :: gfx_arch :: gfx11\n"
     );
     assert_eq!(f("extras", &[]), "device-gfx1103\ndevice-gfx1100\n");
     assert_eq!(f("plain", &[]), "gfx1103\ngfx1100\n");
-    assert_eq!(f("chain", &[]), "gfx1103 gfx110x gfx11\ngfx1100 gfx110x gfx11\n");
+    assert_eq!(
+        f("chain", &[]),
+        "gfx1103 gfx110x gfx11\ngfx1100 gfx110x gfx11\n"
+    );
     let v: serde_json::Value = serde_json::from_str(&f("json", &[])).unwrap();
     assert_eq!(v["hip_visible_devices"]["value"], "1");
     assert_eq!(v["conda"]["amdgpu_arch"], "11.0.0");
@@ -324,7 +327,11 @@ amd :: gfx_arch :: gfx110x\namd :: gfx_arch :: gfx11\n"
         &[("CONDA_OVERRIDE_AMDGPU", "1")],
     );
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
-    assert!(stderr(&o).contains("CONDA_OVERRIDE_AMDGPU=\"1\""), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("CONDA_OVERRIDE_AMDGPU=\"1\""),
+        "{}",
+        stderr(&o)
+    );
     // The doctor lists both and says the same.
     let sysfs = root.path().as_os_str();
     let o = kpack_with(
@@ -338,12 +345,17 @@ amd :: gfx_arch :: gfx110x\namd :: gfx_arch :: gfx11\n"
     );
     let text = stdout(&o);
     assert!(
-        text.contains("This machine: node 1 is gfx1103 (integrated; packages gfx1103 -> gfx110x -> gfx11)\n\
+        text.contains(
+            "This machine: node 1 is gfx1103 (integrated; packages gfx1103 -> gfx110x -> gfx11)\n\
 This machine: node 2 is gfx1100 (packages gfx1100 -> gfx110x -> gfx11)\n\
-HIP device 0 is the integrated gfx1103; to keep the discrete GPUs: export HIP_VISIBLE_DEVICES=1\n"),
+HIP device 0 is the integrated gfx1103; to keep the discrete GPUs: export HIP_VISIBLE_DEVICES=1\n"
+        ),
         "{text}"
     );
-    assert!(text.contains("GPU gfx1103: ") && text.contains("GPU gfx1100: "), "{text}");
+    assert!(
+        text.contains("GPU gfx1103: ") && text.contains("GPU gfx1100: "),
+        "{text}"
+    );
 }
 
 /// No KFD topology: the HIP runtime (the project's stub, taught devices by
@@ -358,7 +370,10 @@ fn without_kfd_the_hip_runtime_is_asked() {
         &["--format", "json"],
         &[
             ("LD_LIBRARY_PATH", lib_path.to_str().unwrap()),
-            ("KPACK_STUB_DEVICES", "gfx1103=12,gfx90a:sramecc+:xnack-=110"),
+            (
+                "KPACK_STUB_DEVICES",
+                "gfx1103=12,gfx90a:sramecc+:xnack-=110",
+            ),
         ],
     );
     assert!(o.status.success(), "{}", stderr(&o));
@@ -379,6 +394,15 @@ fn without_kfd_the_hip_runtime_is_asked() {
         &[("LD_LIBRARY_PATH", lib_path.to_str().unwrap())],
     );
     assert!(o.status.success());
-    assert!(stdout(&o).starts_with("No AMD GPUs detected.\nName one with ROCM_BOOTSTRAP_FORCE_GFX_ARCH="), "{}", stdout(&o));
-    assert!(stderr(&o).contains("the HIP runtime sees no GPU"), "{}", stderr(&o));
+    assert!(
+        stdout(&o)
+            .starts_with("No AMD GPUs detected.\nName one with ROCM_BOOTSTRAP_FORCE_GFX_ARCH="),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stderr(&o).contains("the HIP runtime sees no GPU"),
+        "{}",
+        stderr(&o)
+    );
 }

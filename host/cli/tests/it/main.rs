@@ -8,10 +8,10 @@
 )]
 
 mod amd_flags;
-mod audit;
 mod archive;
 mod archive_delta;
 mod archive_group;
+mod audit;
 mod auditwheel;
 mod derived_outputs;
 mod detect;

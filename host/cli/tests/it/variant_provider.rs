@@ -113,7 +113,10 @@ fn python_and_rust_providers_agree() {
         }
         let p = py.output().unwrap();
         assert!(p.status.success(), "{}", stderr(&p));
-        let k = kpack_with(&["detect".as_ref(), "--format".as_ref(), "variant".as_ref()], &env);
+        let k = kpack_with(
+            &["detect".as_ref(), "--format".as_ref(), "variant".as_ref()],
+            &env,
+        );
         assert!(k.status.success(), "{}", stderr(&k));
         assert_eq!(stdout(&p), stdout(&k), "{root:?} {force:?}");
         // The vendorable Rust provider, on the same environment.
@@ -122,12 +125,11 @@ fn python_and_rust_providers_agree() {
             "ROCM_BOOTSTRAP_FORCE_GFX_ARCH" => force.clone(),
             _ => None,
         };
-        let rust: String = kpack_detect::provider::properties_for(
-            &kpack_detect::provider::detect_targets(&var),
-        )
-        .iter()
-        .map(|v| format!("amd :: gfx_arch :: {v}\n"))
-        .collect();
+        let rust: String =
+            kpack_detect::provider::properties_for(&kpack_detect::provider::detect_targets(&var))
+                .iter()
+                .map(|v| format!("amd :: gfx_arch :: {v}\n"))
+                .collect();
         assert_eq!(rust, stdout(&p), "{root:?} {force:?}");
     }
     // The two orders on one machine, spelled out.
