@@ -123,6 +123,8 @@ python3 scripts/modcycles.py
 
 # auditwheel (PyPI) for the auditwheel-repair wheel test.
 scripts/auditwheel-venv.sh >/dev/null
+# variantlib (PyPI) and kpack's variant provider for the wheel-variant test.
+scripts/variant-venv.sh >/dev/null
 
 cargo test --workspace --locked "$@"
 

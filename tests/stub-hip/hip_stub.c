@@ -12,7 +12,11 @@
  * every code object through the marker (see kpack_load.c).
  * With $KPACK_STUB_DUMP set to a directory, every HIPF wrapper's bundle
  * (plain, or CCOB v2/v3, which carry their size) is written there as
- * <n>.bundle, n counting registrations: what a HIP runtime receives. */
+ * <n>.bundle, n counting registrations: what a HIP runtime receives.
+ * Devices: $KPACK_STUB_DEVICES lists them as gcnArchName[=CUs], comma
+ * separated (`gfx1103=12,gfx1100=96`); hipGetDeviceCount and
+ * hipGetDevicePropertiesR0600 report them (name "Stub GPU <n>"), with the
+ * members at their offsets in HIP 6's hipDeviceProp_tR0600. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -171,3 +175,40 @@ int hipLaunchKernel(const void *f, dim3 g, dim3 b, void **args, size_t shmem, vo
   return 0;
 }
 int hipDeviceSynchronize(void) { return 0; }
+
+/* The n-th entry of $KPACK_STUB_DEVICES: its name into arch (at most
+ * len-1 bytes) and its CU count (0 when not given); -1 past the end. */
+static int stub_device(int n, char *arch, size_t len, int *cus) {
+  const char *p = getenv("KPACK_STUB_DEVICES");
+  if (!p || !*p) return -1;
+  for (int i = 0; i < n; i++) {
+    p = strchr(p, ',');
+    if (!p) return -1;
+    p++;
+  }
+  size_t k = strcspn(p, "=,");
+  if (k >= len) k = len - 1;
+  memcpy(arch, p, k);
+  arch[k] = 0;
+  *cus = p[k] == '=' ? atoi(p + k + 1) : 0;
+  return 0;
+}
+
+int hipGetDeviceCount(int *count) {
+  char arch[256];
+  int cus, n = 0;
+  while (stub_device(n, arch, sizeof arch, &cus) == 0) n++;
+  *count = n;
+  return n ? 0 : 100; /* hipErrorNoDevice */
+}
+
+int hipGetDevicePropertiesR0600(void *prop, int device) {
+  char arch[256];
+  int cus;
+  if (device < 0 || stub_device(device, arch, sizeof arch, &cus) != 0) return 101;
+  /* name at 0, multiProcessorCount at 388, gcnArchName at 1160. */
+  snprintf((char *)prop, 256, "Stub GPU %d", device);
+  memcpy((char *)prop + 388, &cus, sizeof cus);
+  memcpy((char *)prop + 1160, arch, strlen(arch) + 1);
+  return 0;
+}

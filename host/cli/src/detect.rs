@@ -5,9 +5,31 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use kpack_detect::{Detection, Options, Source, detect};
+use kpack_detect::{Detection, Options, Source, conda, detect, mixed, provider};
 
 use crate::exit::CliResult;
+
+/// What `kpack detect` prints.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// One block per GPU: target, compute units, integrated or not, the
+    /// packages that hold its code, and the HIP device order.
+    Human,
+    /// The detection as JSON.
+    Json,
+    /// One target per line (rocm-bootstrap-detect's output).
+    Plain,
+    /// One line per target: target, sub-family, family
+    /// (rocm-bootstrap-detect --hierarchy).
+    Chain,
+    /// conda's virtual packages: `__amdgpu=0=0`, `__amdgpu_arch=11.0.0=0`.
+    Conda,
+    /// Wheel-variant properties, most preferred first:
+    /// `amd :: gfx_arch :: gfx1100`.
+    Variant,
+    /// The pip extras to install: `device-gfx1100`.
+    Extras,
+}
 
 /// Arguments of `kpack detect`.
 #[derive(clap::Args)]
@@ -16,20 +38,25 @@ Overrides (rocm-bootstrap's, so scripts using either tool agree):
   ROCM_BOOTSTRAP_FORCE_GFX_ARCH=gfx942,gfx1100   these targets instead of the topology
   ROCM_BOOTSTRAP_DISABLE_DETECTION=1             no GPUs
   KPACK_SYSFS_ROOT=DIR                           sysfs mount (default /sys), as --sysfs-root
+conda's, for --format conda:
+  CONDA_OVERRIDE_AMDGPU=0|''                     __amdgpu present | absent
+  CONDA_OVERRIDE_AMDGPU_ARCH=11.0.0|''           __amdgpu_arch's version | absent
 
 `--gpu auto`, `--keep auto` and `--gpu-targets auto` elsewhere mean what this prints.")]
 pub struct Args {
     /// The sysfs mount to read (`/sys`; for containers and tests).
     #[arg(long, value_name = "DIR")]
     sysfs_root: Option<PathBuf>,
-    /// One target per line, nothing else (rocm-bootstrap-detect's output).
+    /// What to print.
+    #[arg(long, value_enum, default_value = "human", conflicts_with_all = ["json", "plain", "chain"])]
+    format: Format,
+    /// `--format plain`.
     #[arg(long, conflicts_with_all = ["json", "chain"])]
     plain: bool,
-    /// One line per target: target, sub-family, family
-    /// (rocm-bootstrap-detect --hierarchy).
+    /// `--format chain`.
     #[arg(long, conflicts_with = "json")]
     chain: bool,
-    /// Print the GPUs as JSON.
+    /// `--format json`.
     #[arg(long)]
     json: bool,
 }
@@ -43,36 +70,78 @@ pub fn run(args: Args) -> CliResult {
     if det.gpus.is_empty() || det.source != Source::Kfd {
         eprintln!("note: {}", det.source.describe());
     }
-    if args.json {
-        let v = crate::json::envelope(serde_json::json!({
-            "targets": det.targets(),
-            "detection": det,
-        }));
-        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
-    } else if args.plain {
-        for t in det.targets() {
-            println!("{t}");
+    let format = match (args.json, args.plain, args.chain) {
+        (true, _, _) => Format::Json,
+        (_, true, _) => Format::Plain,
+        (_, _, true) => Format::Chain,
+        _ => args.format,
+    };
+    let env = |k: &str| std::env::var(k).ok();
+    match format {
+        Format::Json => {
+            let v = crate::json::envelope(serde_json::json!({
+                "targets": det.targets(),
+                "detection": det,
+                "hip_order": mixed::hip_order(&det),
+                "hip_visible_devices": mixed::visible_devices(&det),
+                "conda": conda::conda(&det, &env)?,
+                "variant_properties": variant_properties(&det),
+                "extras": extras(&det),
+            }));
+            println!("{}", serde_json::to_string_pretty(&v).context("json")?);
         }
-    } else if args.chain {
-        for t in det.targets() {
-            match kpack_detect::Chain::of(&t) {
-                Some(c) => println!("{} {} {}", c.target, c.sub_family, c.family),
-                None => println!("{t}"),
+        Format::Plain => det.targets().iter().for_each(|t| println!("{t}")),
+        Format::Chain => {
+            for t in det.targets() {
+                match kpack_detect::Chain::of(&t) {
+                    Some(c) => println!("{} {} {}", c.target, c.sub_family, c.family),
+                    None => println!("{t}"),
+                }
             }
         }
-    } else {
-        human(&det);
+        Format::Conda => conda::conda(&det, &env)?
+            .lines()
+            .iter()
+            .for_each(|l| println!("{l}")),
+        Format::Variant => variant_properties(&det)
+            .iter()
+            .for_each(|p| println!("{} :: {} :: {p}", provider::NAMESPACE, provider::FEATURE)),
+        Format::Extras => extras(&det).iter().for_each(|e| println!("{e}")),
+        Format::Human => human(&det),
     }
     Ok(())
 }
 
-/// The readable listing: one block per GPU.
+/// The `amd :: gfx_arch` values of the detected GPUs, most preferred first.
+fn variant_properties(det: &Detection) -> Vec<String> {
+    provider::properties_for(&det.targets())
+}
+
+/// The pip extras that install the detected GPUs' device wheels (kpack's
+/// and AMD's splitters both write `device-<target>` per target).
+fn extras(det: &Detection) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for g in &det.gpus {
+        let key = g.chain.as_ref().map_or(g.target.as_str(), |c| &c.target);
+        let e = format!("device-{}", kpack_amdgpu::dist_name(key));
+        if !out.contains(&e) {
+            out.push(e);
+        }
+    }
+    out
+}
+
+/// The readable listing: one block per GPU, in the HIP runtime's order.
 fn human(det: &Detection) {
     if det.gpus.is_empty() {
         println!("No AMD GPUs detected.");
+        println!(
+            "Name one with ROCM_BOOTSTRAP_FORCE_GFX_ARCH=gfx1100 (or --gpu gfx1100 where targets are taken)."
+        );
         return;
     }
-    for g in &det.gpus {
+    for (hip, &i) in mixed::hip_order(det).iter().enumerate() {
+        let g = &det.gpus[i];
         let mut line = format!("node {}: {}", g.node, g.target);
         if let Some(p) = &g.pci_id {
             line.push_str(&format!("  PCI {p}"));
@@ -81,6 +150,15 @@ fn human(det: &Detection) {
             line.push_str(&format!("  gpu_id {id}"));
         }
         println!("{line}");
+        let cus = g
+            .compute_units
+            .map_or_else(|| "unknown".to_string(), |c| c.to_string());
+        let kind = if g.integrated {
+            "integrated"
+        } else {
+            "discrete"
+        };
+        println!("  HIP device {hip}, {kind}, compute units: {cus}");
         if let Some(gen_) = &g.generic {
             println!("  generic target: {gen_}");
         }
@@ -93,5 +171,15 @@ fn human(det: &Detection) {
             ),
             None => println!("  packages: none (ROCm does not package {})", g.target),
         }
+    }
+    if let Some(v) = mixed::visible_devices(det) {
+        println!(
+            "HIP device {} is the integrated {}: programs that use the first device run there.",
+            v.first_index, v.first_target
+        );
+        println!(
+            "To keep the discrete GPUs: export HIP_VISIBLE_DEVICES={}",
+            v.value
+        );
     }
 }

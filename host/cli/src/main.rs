@@ -8,6 +8,8 @@
 mod amd_compat;
 mod archive;
 mod archive_args;
+mod audit;
+mod audit_report;
 mod detect;
 mod exit;
 mod external;
@@ -97,6 +99,8 @@ enum Command {
     Fetch(fetch::Args),
     /// Write the listing `kpack fetch --index` reads (name, size, SHA-256).
     Index(index::Args),
+    /// Which GPU targets a set of wheels serves, binary by binary, and its holes.
+    Audit(audit::Args),
     /// Print a shell completion script on stdout (e.g. `kpack completions bash > ~/.local/share/bash-completion/completions/kpack`).
     Completions {
         /// The shell.
@@ -162,6 +166,7 @@ fn main() -> ExitCode {
         Command::Detect(args) => detect::run(args),
         Command::Fetch(args) => fetch::run(args),
         Command::Index(args) => index::run(args),
+        Command::Audit(args) => audit::run(args),
         Command::Completions { shell } => completions(shell),
         Command::Man { output } => man(output.as_deref()),
         Command::HelpMarkdown => help_markdown::run(<Cli as clap::CommandFactory>::command()),

@@ -201,7 +201,17 @@ fn run_doctor(args: &Args) -> CliResult {
                 || "no ROCm package".to_owned(),
                 |c| format!("packages {} -> {} -> {}", c.target, c.sub_family, c.family),
             );
-            println!("This machine: node {} is {} ({chain})", g.node, g.target);
+            let kind = if g.integrated { "integrated; " } else { "" };
+            println!(
+                "This machine: node {} is {} ({kind}{chain})",
+                g.node, g.target
+            );
+        }
+        if let Some(v) = kpack_detect::mixed::visible_devices(&det) {
+            println!(
+                "HIP device {} is the integrated {}; to keep the discrete GPUs: export HIP_VISIBLE_DEVICES={}",
+                v.first_index, v.first_target, v.value
+            );
         }
         for r in &reports {
             println!();

@@ -103,6 +103,12 @@ struct SplitArgs {
         conflicts_with = "overlay_root"
     )]
     group: Option<Group>,
+    /// With --group, experimental: also write a variant wheel (PEP 825
+    /// draft), the host wheel with `variant.json` naming kpack's provider
+    /// (`kpack-variant-provider`, namespace `amd`) and one variant per
+    /// device wheel; labelled by --variant-label (default `variant`).
+    #[arg(long, requires = "group")]
+    variant_wheel: bool,
     #[command(flatten)]
     amd: crate::amd_compat::WheelArgs,
 }
@@ -260,6 +266,12 @@ fn split(mut args: SplitArgs) -> CliResult {
     opts.dry_run = args.dry_run;
     opts.force = args.force;
     opts.group = args.group.map(Into::into);
+    opts.variant_label = args.variant_wheel.then(|| {
+        args.amd
+            .variant_label
+            .clone()
+            .unwrap_or_else(|| kpack_wheel::DEFAULT_VARIANT_LABEL.to_string())
+    });
     opts.archive_group = args.archive.archive_group();
     // Before the output directory is created: nothing written.
     opts.amd = amd;

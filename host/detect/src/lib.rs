@@ -10,8 +10,6 @@
 //! [`kpack_amdgpu::bundle_key`]), which names the device packages that
 //! hold its code. `--gpu auto` on the command line is [`expand_auto`].
 
-#![forbid(unsafe_code)]
-
 use std::path::{Path, PathBuf};
 
 use kpack_amdgpu::{Level, TargetId, bundle_key, generic_for, strip_target_prefix};
@@ -75,8 +73,11 @@ pub enum Source {
     /// The KFD topology.
     Kfd,
     /// No KFD topology on this machine (no amdgpu driver, or a container
-    /// without `/sys/class/kfd`).
+    /// without `/sys/class/kfd`), and no HIP runtime that sees a GPU.
     NoKfd,
+    /// No GPU in a KFD topology (WSL, Windows, a container without
+    /// `/sys/class/kfd`): the HIP runtime's devices.
+    Hip,
 }
 
 impl Source {
@@ -86,7 +87,10 @@ impl Source {
             Source::Disabled => "detection disabled by ROCM_BOOTSTRAP_DISABLE_DETECTION=1",
             Source::Forced => "targets forced by ROCM_BOOTSTRAP_FORCE_GFX_ARCH",
             Source::Kfd => "read from the KFD topology",
-            Source::NoKfd => "no KFD topology: no amdgpu driver loaded, or /sys not mounted",
+            Source::NoKfd => {
+                "no KFD topology (or no GPU in it) and no GPU through a HIP runtime: no amdgpu driver loaded, /sys not mounted, or no ROCm installed; name the GPU with ROCM_BOOTSTRAP_FORCE_GFX_ARCH=gfx1100"
+            }
+            Source::Hip => "read from the HIP runtime (no GPU in a KFD topology)",
         }
     }
 }
@@ -136,6 +140,15 @@ pub struct Gpu {
     pub generic: Option<String>,
     /// Its packaging chain; `None` for a processor ROCm does not package.
     pub chain: Option<Chain>,
+    /// Compute units, `simd_count / simd_per_cu` of the KFD node (what
+    /// conda's `__amdgpu_arch` ranks GPUs by); `None` when unknown.
+    pub compute_units: Option<u32>,
+    /// An integrated GPU: an APU's (LLVM's processor table marks the
+    /// processor as one, or the KFD node also has CPU cores).
+    pub integrated: bool,
+    /// The marketing name (HIP runtime only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 impl Gpu {
@@ -148,6 +161,9 @@ impl Gpu {
             pci_id: None,
             generic: generic_for(&processor).map(str::to_owned),
             chain: Chain::of(&target),
+            compute_units: None,
+            integrated: mixed::is_apu_processor(&processor),
+            name: None,
             target,
         }
     }
@@ -188,6 +204,9 @@ pub struct Options {
     pub force: Option<String>,
     /// `ROCM_BOOTSTRAP_DISABLE_DETECTION` is `1`.
     pub disable: bool,
+    /// When the KFD topology lists no GPU, ask the HIP runtime (loaded at
+    /// run time; see [`hip`]).
+    pub hip_fallback: bool,
 }
 
 impl Options {
@@ -201,6 +220,7 @@ impl Options {
                 .unwrap_or_else(|| PathBuf::from("/sys")),
             force: var(FORCE_ENV).filter(|v| !v.is_empty()),
             disable: var(DISABLE_ENV).as_deref() == Some("1"),
+            hip_fallback: true,
         }
     }
 }
@@ -218,7 +238,44 @@ pub fn detect(opts: &Options) -> Result<Detection> {
     if let Some(force) = &opts.force {
         return forced(force);
     }
-    kfd(&opts.sysfs_root.join(TOPOLOGY))
+    let det = kfd(&opts.sysfs_root.join(TOPOLOGY))?;
+    if det.gpus.is_empty() && opts.hip_fallback {
+        return Ok(from_hip(det));
+    }
+    Ok(det)
+}
+
+/// The HIP runtime's devices, when it can be loaded and sees any; else
+/// `det` as it is, with a note on why the runtime said nothing.
+fn from_hip(mut det: Detection) -> Detection {
+    let devices = match hip::devices() {
+        Ok((_, d)) if !d.is_empty() => d,
+        Ok((lib, _)) => {
+            det.notes
+                .push(format!("{lib}: the HIP runtime sees no GPU"));
+            return det;
+        }
+        Err(_) => return det,
+    };
+    let mut gpus = Vec::new();
+    for (i, d) in devices.into_iter().enumerate() {
+        let Ok(id) = TargetId::parse(strip_target_prefix(&d.arch)) else {
+            det.notes.push(format!(
+                "HIP device {i}: gcnArchName {:?} names no GPU target; skipped",
+                d.arch
+            ));
+            continue;
+        };
+        let mut gpu = Gpu::new(u32::try_from(i).unwrap_or(u32::MAX), id.to_string());
+        gpu.compute_units = d.compute_units;
+        gpu.name = d.name;
+        gpus.push(gpu);
+    }
+    Detection {
+        source: Source::Hip,
+        gpus,
+        notes: det.notes,
+    }
 }
 
 /// `ROCM_BOOTSTRAP_FORCE_GFX_ARCH`: comma-separated, blanks skipped,
@@ -314,6 +371,11 @@ fn kfd(nodes: &Path) -> Result<Detection> {
         gpu.gfx_target_version = Some(gtv);
         gpu.gpu_id = props.get("gpu_id");
         gpu.pci_id = props.get("device_id").map(|d| format!("{d:#x}"));
+        gpu.compute_units = match props.get("simd_per_cu") {
+            Some(per) if per > 0 => u32::try_from(simds / per).ok(),
+            _ => None,
+        };
+        gpu.integrated |= props.get("cpu_cores_count").is_some_and(|c| c > 0);
         det.gpus.push(gpu);
     }
     Ok(det)
@@ -439,6 +501,11 @@ pub fn expand_auto(list: &[String]) -> Result<Vec<String>> {
     }
     Ok(out)
 }
+
+pub mod conda;
+pub mod hip;
+pub mod mixed;
+pub mod provider;
 
 #[cfg(test)]
 mod tests;

@@ -30,6 +30,7 @@ fn opts(root: &Path) -> Options {
         sysfs_root: root.to_path_buf(),
         force: None,
         disable: false,
+        hip_fallback: false,
     }
 }
 
@@ -229,6 +230,51 @@ fn a_bad_properties_file_skips_its_node_with_a_note() {
     assert!(
         notes.contains("5/properties: longer than 16384 bytes"),
         "{notes}"
+#[test]
+fn compute_units_and_integrated_gpus() {
+    let root = topology(&[
+        ("0", Some(CPU.into())),
+        (
+            "1",
+            Some("simd_count 24\nsimd_per_cu 2\ngfx_target_version 110003\n".into()),
+        ),
+        (
+            "2",
+            Some("simd_count 192\nsimd_per_cu 2\ngfx_target_version 110000\n".into()),
+        ),
+        (
+            "3",
+            Some("simd_count 440\ngfx_target_version 90010\n".into()),
+        ),
+        (
+            "10",
+            Some(
+                "cpu_cores_count 24\nsimd_count 912\nsimd_per_cu 4\ngfx_target_version 90402\n"
+                    .into(),
+            ),
+        ),
+    ]);
+    let det = detect(&opts(root.path())).unwrap();
+    let got: Vec<(u32, Option<u32>, bool)> = det
+        .gpus
+        .iter()
+        .map(|g| (g.node, g.compute_units, g.integrated))
+        .collect();
+    // rocm-bootstrap's order lists node 10 before 2; HIP numbers by node.
+    assert_eq!(
+        got,
+        [
+            (1, Some(12), true),
+            (10, Some(228), true),
+            (2, Some(96), false),
+            (3, None, false)
+        ]
+    );
+    assert_eq!(mixed::hip_order(&det), [0, 2, 3, 1]);
+    let v = mixed::visible_devices(&det).unwrap();
+    assert_eq!(
+        (v.first_index, &*v.first_target, &*v.value),
+        (0, "gfx1103", "1,2")
     );
 }
 
@@ -240,4 +286,145 @@ fn target_of_properties_reads_bytes() {
     );
     assert_eq!(target_of_properties(CPU.as_bytes()), Ok(None));
     assert!(target_of_properties(b"\xff").is_err());
+}
+
+#[test]
+fn no_advice_when_the_discrete_gpu_comes_first() {
+    let root = topology(&[
+        ("1", Some(gpu_props(110000, 1, 1))),
+        ("2", Some(gpu_props(110003, 2, 2))),
+    ]);
+    let det = detect(&opts(root.path())).unwrap();
+    assert!(det.gpus[1].integrated && !det.gpus[0].integrated);
+    assert_eq!(mixed::visible_devices(&det), None);
+}
+
+#[test]
+fn conda_overrides() {
+    let root = topology(&[("1", Some(gpu_props(90010, 1, 1)))]);
+    let det = detect(&opts(root.path())).unwrap();
+    let with = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    };
+    let c = conda::conda(&det, &with(&[])).unwrap();
+    assert_eq!(c.lines(), ["__amdgpu=0=0", "__amdgpu_arch=9.0.10=0"]);
+    let c = conda::conda(&det, &with(&[(conda::OVERRIDE_AMDGPU_ARCH, "11.0.1")])).unwrap();
+    assert_eq!(c.lines(), ["__amdgpu=0=0", "__amdgpu_arch=11.0.1=0"]);
+    let c = conda::conda(&det, &with(&[(conda::OVERRIDE_AMDGPU, "")])).unwrap();
+    assert!(c.lines().is_empty());
+    assert!(conda::conda(&det, &with(&[(conda::OVERRIDE_AMDGPU, "1")])).is_err());
+    assert!(conda::conda(&det, &with(&[(conda::OVERRIDE_AMDGPU_ARCH, "gfx90a")])).is_err());
+    let none = detect(&Options {
+        disable: true,
+        ..opts(root.path())
+    })
+    .unwrap();
+    let c = conda::conda(&none, &with(&[(conda::OVERRIDE_AMDGPU, "0")])).unwrap();
+    assert_eq!(c.lines(), ["__amdgpu=0=0"]);
+    // Forced targets carry no CU count: the highest ISA version wins.
+    let forced = detect(&Options {
+        force: Some("gfx1103,gfx942,gfx90a".into()),
+        ..opts(root.path())
+    })
+    .unwrap();
+    let c = conda::conda(&forced, &with(&[])).unwrap();
+    assert_eq!(c.amdgpu_arch.as_deref(), Some("11.0.3"));
+    assert_eq!(
+        conda::IsaVersion::from_target("gfx90a:xnack-"),
+        Some(conda::IsaVersion(9, 0, 10))
+    );
+}
+
+/// The vendorable provider carries its own copy of the packaging chain;
+/// it must be kpack_amdgpu's, for every processor rocm-bootstrap knows.
+#[test]
+fn provider_chain_is_kpack_amdgpus() {
+    for s in kpack_amdgpu::SUB_FAMILIES {
+        for p in s.members {
+            let c = Chain::of(p).unwrap();
+            let (t, sub, fam) = provider::chain(p);
+            assert_eq!(
+                (t.as_str(), sub, fam),
+                (&*c.target, Some(&*c.sub_family), Some(&*c.family)),
+                "{p}"
+            );
+        }
+    }
+    assert_eq!(
+        provider::chain("gfx803"),
+        ("gfx803".to_string(), None, None)
+    );
+    assert_eq!(
+        provider::chain("amdgcn-amd-amdhsa--gfx90a:xnack+").0,
+        "gfx90a"
+    );
+}
+
+#[test]
+fn provider_orders_most_specific_first() {
+    let p =
+        |t: &[&str]| provider::properties_for(&t.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    assert_eq!(p(&["gfx1100"]), ["gfx1100", "gfx110x", "gfx11"]);
+    assert_eq!(
+        p(&["gfx1100", "gfx942", "gfx1101"]),
+        [
+            "gfx1100", "gfx942", "gfx1101", "gfx110x", "gfx9_4", "gfx11", "gfx9"
+        ]
+    );
+    assert_eq!(p(&["gfx1250-strict"]), ["gfx1250", "gfx12_5", "gfx12"]);
+    assert_eq!(p(&["gfx803"]), ["gfx803"]);
+    assert!(p(&[]).is_empty());
+    let all = provider::all_values();
+    assert!(all.iter().all(|v| {
+        v.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    }));
+    assert!(all.contains(&"gfx9_5".to_string()) && !all.contains(&"gfx1250-strict".to_string()));
+}
+
+/// The provider's own detection finds what kpack's does, overrides
+/// included.
+#[test]
+fn provider_detects_as_kpack_does() {
+    let root = topology(&[
+        ("0", Some(CPU.into())),
+        ("1", Some(gpu_props(110001, 29772, 5555))),
+        ("10", Some(gpu_props(90010, 29824, 42))),
+        ("2", Some(gpu_props(120001, 30032, 777))),
+        ("3", Some(gpu_props(91700, 1, 1))),
+    ]);
+    let sysfs = root.path().to_string_lossy().into_owned();
+    let env = |pairs: Vec<(&'static str, String)>| {
+        move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())
+    };
+    let got = provider::detect_targets(&env(vec![("KPACK_SYSFS_ROOT", sysfs.clone())]));
+    assert_eq!(got, detect(&opts(root.path())).unwrap().targets());
+    assert_eq!(got, ["gfx1101", "gfx90a", "gfx1201"]);
+    let forced = env(vec![
+        ("KPACK_SYSFS_ROOT", sysfs.clone()),
+        (
+            "ROCM_BOOTSTRAP_FORCE_GFX_ARCH",
+            "gfx942, gfx90a:xnack+".into(),
+        ),
+    ]);
+    assert_eq!(provider::detect_targets(&forced), ["gfx942", "gfx90a"]);
+    let off = env(vec![
+        ("KPACK_SYSFS_ROOT", sysfs),
+        ("ROCM_BOOTSTRAP_DISABLE_DETECTION", "1".into()),
+    ]);
+    assert!(provider::detect_targets(&off).is_empty());
+    let p = provider::AmdVariantProvider::new();
+    assert_eq!(
+        (p.namespace(), p.package_name(), p.plugin_api()),
+        (
+            "amd",
+            "kpack-variant-provider",
+            "kpack_variant_provider.plugin:AmdVariantPlugin"
+        )
+    );
 }

@@ -418,12 +418,18 @@ fn wheel_hint(bin: &Path, gpu: &str) -> Option<String> {
             .find(|(_, d)| normalize(d).ends_with(&format!("-{k}")))
     });
     let Some((extra, dist)) = found else {
-        let all: Vec<&str> = o.devices.iter().map(|(_, d)| d.as_str()).collect();
+        let mut built: Vec<&str> = Vec::new();
+        for (e, _) in &o.devices {
+            let k = e.strip_prefix("device-").unwrap_or(e);
+            if !built.contains(&k) {
+                built.push(k);
+            }
+        }
         return Some(format!(
-            "no device wheel of {} {} holds {proc} code (it has: {})",
+            "{} {} was not built for {proc} (built: {}); no device wheel or extra provides it",
             o.name,
             o.version,
-            all.join(", ")
+            built.join(", ")
         ));
     };
     let installed = std::fs::read_dir(&o.site).ok().is_some_and(|rd| {

@@ -59,6 +59,7 @@
 mod amd;
 mod error;
 mod headers;
+mod install;
 mod job;
 mod name;
 mod pipeline;
@@ -81,12 +82,13 @@ pub use name::{
     variant_wheel_file,
 };
 pub use progress::Progress;
+pub use install::{InstalledWheel, install_wheel};
 pub use prune::{DroppedFile, PruneOptions, PruneReport, PrunedFile, prune_wheel};
 pub use reader::Limits;
 pub use record::{RecordEntry, RecordError, parse_record, record_hash, write_record};
 pub use split::{DeviceWheel, WheelOptions, WheelReport, check_archive_group, split_wheel};
 pub use variant::{
-    DEFAULT_VARIANT_LABEL, VARIANT_JSON, VariantWheel, add_variant_markers, variant_json,
-    variant_marker, variant_wheel,
+    DEFAULT_VARIANT_LABEL, VARIANT_JSON, VariantProvider, VariantWheel, add_variant_markers,
+    variant_json, variant_json_for, variant_marker, variant_value, variant_wheel, variant_wheel_for,
 };
 pub use writer::{ZIP_EPOCH, zip_time};

@@ -19,6 +19,7 @@ use crate::name::{escape, is_valid_name, normalize};
 use crate::pipeline::{self, Staged, refuse_device_wheel, refuse_input_dir};
 use crate::progress::{self, Progress};
 use crate::reader::{Limits, Route, SPLIT_SCHEMES, Unpacked, list_files};
+use crate::variant::VariantProvider;
 use crate::writer::{ZIP_EPOCH, zip_time};
 
 /// How to split a wheel. Build it with [`WheelOptions::new`] and adjust fields.
@@ -73,6 +74,10 @@ pub struct WheelOptions<'a> {
     /// and [`group`](Self::group), [`archive_dir`](Self::archive_dir) and
     /// [`archive_group`](Self::archive_group) are left at their defaults.
     pub amd: Option<AmdLayout>,
+    /// kpack's layout with [`group`](Self::group): also write a variant
+    /// wheel with this label, naming kpack's provider
+    /// (`kpack-variant-provider`) and one variant per device wheel.
+    pub variant_label: Option<String>,
 }
 
 impl std::fmt::Debug for WheelOptions<'_> {
@@ -92,6 +97,7 @@ impl std::fmt::Debug for WheelOptions<'_> {
             .field("archive_group", &self.archive_group)
             .field("progress", &self.progress.is_some())
             .field("amd", &self.amd)
+            .field("variant_label", &self.variant_label)
             .finish()
     }
 }
@@ -121,6 +127,7 @@ impl WheelOptions<'_> {
             archive_group: kpack_amdgpu::Level::Target,
             progress: None,
             amd: None,
+            variant_label: None,
         }
     }
 }
@@ -247,9 +254,19 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     let written = pipeline::write_all(&jobs, input, &out_stage, time, opts.progress)?;
     let amd = opts.amd.is_some();
     record_written(&mut report, &jobs, written, out_dir, level.is_some(), amd);
-    if let Some(label) = opts.amd.as_ref().and_then(|a| a.variant_label.as_deref()) {
+    let variant = match &opts.amd {
+        Some(a) => a
+            .variant_label
+            .as_deref()
+            .map(|l| (VariantProvider::Amd, l)),
+        None => opts
+            .variant_label
+            .as_deref()
+            .map(|l| (VariantProvider::Kpack, l)),
+    };
+    if let Some(provider) = variant {
         let keys: BTreeSet<String> = jobs.iter().filter_map(|j| j.arch.clone()).collect();
-        let v = write_variant(&jobs[0], &st, label, &keys, input, time)?;
+        let v = write_variant(&jobs[0], &st, provider, &keys, input, time)?;
         report.variant = Some(WheelFile {
             path: out_dir.join(&v.file),
             ..v
@@ -272,12 +289,12 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     Ok(report)
 }
 
-/// Write the variant wheel (AMD's layout, experimental) into the staging
+/// Write the variant wheel (experimental) into the staging
 /// output directory, next to the others.
 fn write_variant(
     host: &WheelJob,
     st: &Staged,
-    label: &str,
+    label: (VariantProvider, &str),
     keys: &BTreeSet<String>,
     input: &Path,
     time: DateTime,

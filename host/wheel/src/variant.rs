@@ -36,6 +36,24 @@ pub const DEFAULT_VARIANT_LABEL: &str = "variant";
 /// The file the variant metadata is written to, inside `.dist-info/`.
 pub const VARIANT_JSON: &str = "variant.json";
 
+/// Which provider a variant wheel's `variant.json` names for namespace
+/// `amd`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VariantProvider {
+    /// AMD's, byte for byte as AMD's splitter writes it: plugin
+    /// `amd_variant_provider.plugin:AMDVariantPlugin` from
+    /// `amd-variant-provider >= 1.0` (a package on no index), in the
+    /// document layout of an earlier draft (`install-time`,
+    /// `default-priorities.property`) that `variantlib` 0.2.2 rejects.
+    #[default]
+    Amd,
+    /// kpack's: `kpack-variant-provider` (built from this repository),
+    /// whose properties run target → sub-family → family, in the layout
+    /// `variantlib` 0.2.2 reads; one variant per device wheel key of any
+    /// level.
+    Kpack,
+}
+
 /// What the variant wheel consists of, beyond the host wheel's entries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VariantWheel {
@@ -52,6 +70,20 @@ pub fn variant_marker(target: &str) -> String {
     format!("\"amd :: gfx_arch :: {target}\" in variant_properties")
 }
 
+/// Whether `v` can be a property value (`[a-z0-9_.]+`): generic targets
+/// (`gfx11-generic`) cannot, and get no variant of their own.
+pub fn is_property_value(v: &str) -> bool {
+    !v.is_empty()
+        && v.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'.'))
+}
+
+/// The `gfx_arch` value of a device wheel key or its distribution-name
+/// spelling: property values hold no `-`, so `gfx9-0` is `gfx9_0`.
+pub fn variant_value(key: &str) -> String {
+    kpack_amdgpu::archive_group_level(key).map_or_else(|| key.to_string(), |(_, k)| k.to_string())
+}
+
 /// The variant wheel's parts: file name, METADATA with markers, and
 /// `variant.json` for the target-level GPUs `targets` (sorted as strings,
 /// duplicates dropped, as AMD does).
@@ -61,10 +93,28 @@ pub fn variant_wheel(
     host_metadata: &str,
     targets: &[&str],
 ) -> Result<VariantWheel, VariantLabelError> {
+    variant_wheel_for(VariantProvider::Amd, host, label, host_metadata, targets)
+}
+
+/// [`variant_wheel`] naming `provider`. kpack's provider spells every
+/// marker's value as a property value ([`variant_value`]).
+pub fn variant_wheel_for(
+    provider: VariantProvider,
+    host: &WheelName,
+    label: &str,
+    host_metadata: &str,
+    keys: &[&str],
+) -> Result<VariantWheel, VariantLabelError> {
+    let metadata = match provider {
+        VariantProvider::Amd => add_variant_markers(host_metadata),
+        VariantProvider::Kpack => add_markers_with(host_metadata, |t| {
+            Some(variant_value(t)).filter(|v| is_property_value(v))
+        }),
+    };
     Ok(VariantWheel {
         file: variant_wheel_file(host, label)?,
-        metadata: add_variant_markers(host_metadata),
-        variant_json: variant_json(targets),
+        metadata,
+        variant_json: variant_json_for(provider, keys),
     })
 }
 
@@ -74,7 +124,7 @@ pub fn variant_wheel(
 pub(crate) fn variant_job(
     host: &WheelJob,
     un: &Unpacked,
-    label: &str,
+    (provider, label): (VariantProvider, &str),
     keys: &BTreeSet<String>,
     stage: &Path,
 ) -> Result<WheelJob> {
@@ -90,9 +140,9 @@ pub(crate) fn variant_job(
     let targets: Vec<&str> = keys
         .iter()
         .map(String::as_str)
-        .filter(|k| !crate::amd::is_parent(k))
+        .filter(|k| provider == VariantProvider::Kpack || !crate::amd::is_parent(k))
         .collect();
-    let v = variant_wheel(&un.name, label, &classic, &targets)
+    let v = variant_wheel_for(provider, &un.name, label, &classic, &targets)
         .map_err(|e| Error::invalid(un.name.to_string(), format!("--{e}")))?;
     let file = stage.join("variant-METADATA");
     std::fs::write(&file, &v.metadata).map_err(|e| Error::io(&file, "cannot write", e))?;
@@ -141,6 +191,71 @@ struct VariantJson<'a> {
     #[serde(rename = "default-priorities")]
     default_priorities: Priorities<'a>,
     variants: std::collections::BTreeMap<&'a str, Amd<'a>>,
+}
+
+#[derive(Serialize)]
+struct KpackProvider {
+    #[serde(rename = "plugin-api")]
+    plugin_api: &'static str,
+    requires: [&'static str; 1],
+}
+
+#[derive(Serialize)]
+struct KpackProviders {
+    amd: KpackProvider,
+}
+
+#[derive(Serialize)]
+struct Namespaces {
+    namespace: [&'static str; 1],
+}
+
+#[derive(Serialize)]
+struct KpackVariantJson<'a> {
+    providers: KpackProviders,
+    #[serde(rename = "default-priorities")]
+    default_priorities: Namespaces,
+    variants: std::collections::BTreeMap<&'a str, Amd<'a>>,
+}
+
+/// `variant.json` naming `provider`, one variant per key (for kpack's
+/// provider: per device wheel key of any level, labelled and valued by
+/// its [`variant_value`]).
+pub fn variant_json_for(provider: VariantProvider, keys: &[&str]) -> String {
+    if provider == VariantProvider::Amd {
+        return variant_json(keys);
+    }
+    let values: BTreeSet<String> = keys
+        .iter()
+        .map(|k| variant_value(k))
+        .filter(|v| is_property_value(v))
+        .collect();
+    let doc = KpackVariantJson {
+        providers: KpackProviders {
+            amd: KpackProvider {
+                plugin_api: kpack_detect::provider::PLUGIN_API,
+                requires: [kpack_detect::provider::REQUIREMENT],
+            },
+        },
+        default_priorities: Namespaces { namespace: ["amd"] },
+        variants: values
+            .iter()
+            .map(|v| {
+                (
+                    v.as_str(),
+                    Amd {
+                        amd: GfxArch {
+                            gfx_arch: vec![v.as_str()],
+                        },
+                    },
+                )
+            })
+            .collect(),
+    };
+    // Serializing plain structs, string maps and string lists cannot fail.
+    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    text.push('\n');
+    text
 }
 
 /// `variant.json` for the target-level GPUs `targets`: two-space indented
@@ -193,16 +308,22 @@ pub fn variant_json(targets: &[&str]) -> String {
 /// split as Python's `str.splitlines` does and joined with `\n`, with a final
 /// newline.
 pub fn add_variant_markers(metadata: &str) -> String {
+    add_markers_with(metadata, |t| Some(t.to_string()))
+}
+
+/// [`add_variant_markers`] with each marker's value `value(<target>)`; no
+/// marker where it is `None`.
+fn add_markers_with(metadata: &str, value: impl Fn(&str) -> Option<String>) -> String {
     let mut out = String::with_capacity(metadata.len() * 2);
     for line in python_lines(metadata) {
         out.push_str(line);
         out.push('\n');
-        if let Some((req, target)) = extra_requirement(line) {
+        if let Some((req, target)) = extra_requirement(line)
+            && let Some(v) = value(target.strip_prefix("device-").unwrap_or(target))
+        {
             out.push_str(req);
             out.push_str("; ");
-            out.push_str(&variant_marker(
-                target.strip_prefix("device-").unwrap_or(target),
-            ));
+            out.push_str(&variant_marker(&v));
             out.push('\n');
         }
     }
@@ -423,5 +544,50 @@ Requires-Dist: a == 1; \"amd :: gfx_arch :: gpu\" in variant_properties\n"
         assert_eq!(v.metadata, add_variant_markers(HOST));
         assert_eq!(v.variant_json, variant_json(&["gfx1100"]));
         assert!(variant_wheel(&host, "A", HOST, &[]).is_err());
+    }
+
+    #[test]
+    fn kpack_variant_json_names_kpacks_provider_and_every_level() {
+        let got = variant_json_for(
+            VariantProvider::Kpack,
+            &["gfx1100", "gfx9-0", "gfx11", "gfx11-generic", "gfx110x"],
+        );
+        let v: serde_json::Value = serde_json::from_str(&got).unwrap();
+        assert_eq!(
+            v["providers"]["amd"],
+            serde_json::json!({
+                "plugin-api": "kpack_variant_provider.plugin:AmdVariantPlugin",
+                "requires": ["kpack-variant-provider >= 0.1"],
+            })
+        );
+        assert_eq!(
+            v["default-priorities"],
+            serde_json::json!({"namespace": ["amd"]})
+        );
+        let labels: Vec<&String> = v["variants"].as_object().unwrap().keys().collect();
+        assert_eq!(labels, ["gfx11", "gfx1100", "gfx110x", "gfx9_0"]);
+        assert_eq!(
+            v["variants"]["gfx9_0"]["amd"]["gfx_arch"],
+            serde_json::json!(["gfx9_0"])
+        );
+        // AMD's layout stays AMD's document.
+        assert_eq!(
+            variant_json_for(VariantProvider::Amd, &["gfx942"]),
+            variant_json(&["gfx942"])
+        );
+        // Markers spell values as properties; generic extras get none.
+        let host = WheelName::parse("fatpkg-1.0-py3-none-any.whl").unwrap();
+        let meta = "Requires-Dist: a-gfx9-0 == 1; extra == \"device-gfx9-0\"\n\
+Requires-Dist: a-g == 1; extra == \"device-gfx11-generic\"\n";
+        let w =
+            variant_wheel_for(VariantProvider::Kpack, &host, "variant", meta, &["gfx9-0"]).unwrap();
+        assert_eq!(
+            w.metadata,
+            format!(
+                "{}Requires-Dist: a-gfx9-0 == 1; \"amd :: gfx_arch :: gfx9_0\" in variant_properties\n{}",
+                "Requires-Dist: a-gfx9-0 == 1; extra == \"device-gfx9-0\"\n",
+                "Requires-Dist: a-g == 1; extra == \"device-gfx11-generic\"\n"
+            )
+        );
     }
 }

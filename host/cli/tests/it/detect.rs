@@ -260,3 +260,149 @@ fn the_doctor_points_at_fetch_without_a_device_wheel_and_refuses_an_empty_tree()
         stdout(&o)
     );
 }
+
+/// A KFD node with a CU count: `simd_count` and `simd_per_cu`.
+fn node(root: &Path, n: u32, gtv: u64, simds: u64) {
+    let d = root.join(NODES).join(n.to_string());
+    std::fs::create_dir_all(&d).unwrap();
+    let props = format!(
+        "cpu_cores_count 0\nsimd_count {simds}\nsimd_per_cu 2\ngfx_target_version {gtv}\ngpu_id {n}\n"
+    );
+    std::fs::write(d.join("properties"), props).unwrap();
+}
+
+/// An iGPU listed before a dGPU: every GPU with its compute units, the
+/// integrated one marked, and the `HIP_VISIBLE_DEVICES` that keeps the
+/// discrete one; every ecosystem's spelling of the detection.
+#[test]
+fn igpu_before_dgpu_in_every_format() {
+    let root = tempfile::tempdir().unwrap();
+    topology(root.path(), &[]);
+    node(root.path(), 1, 110003, 24);
+    node(root.path(), 2, 110000, 192);
+    let o = detect(root.path(), &[], &[]);
+    assert_eq!(
+        stdout(&o),
+        "node 1: gfx1103  gpu_id 1\n  HIP device 0, integrated, compute units: 12\n  \
+generic target: gfx11-generic\n  packages: gfx1103 -> gfx110x -> gfx11\n\
+node 2: gfx1100  gpu_id 2\n  HIP device 1, discrete, compute units: 96\n  \
+generic target: gfx11-generic\n  packages: gfx1100 -> gfx110x -> gfx11\n\
+HIP device 0 is the integrated gfx1103: programs that use the first device run there.\n\
+To keep the discrete GPUs: export HIP_VISIBLE_DEVICES=1\n",
+        "{}",
+        stderr(&o)
+    );
+    let f = |fmt: &str, env: &[(&str, &str)]| {
+        let o = detect(root.path(), &["--format", fmt], env);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    // conda: the GPU with the most compute units.
+    assert_eq!(f("conda", &[]), "__amdgpu=0=0\n__amdgpu_arch=11.0.0=0\n");
+    assert_eq!(
+        f("conda", &[("CONDA_OVERRIDE_AMDGPU_ARCH", "9.4.2")]),
+        "__amdgpu=0=0\n__amdgpu_arch=9.4.2=0\n"
+    );
+    assert_eq!(f("conda", &[("CONDA_OVERRIDE_AMDGPU", "")]), "");
+    assert_eq!(
+        f("variant", &[]),
+        "amd :: gfx_arch :: gfx1103\namd :: gfx_arch :: gfx1100\n\
+amd :: gfx_arch :: gfx110x\namd :: gfx_arch :: gfx11\n"
+    );
+    assert_eq!(f("extras", &[]), "device-gfx1103\ndevice-gfx1100\n");
+    assert_eq!(f("plain", &[]), "gfx1103\ngfx1100\n");
+    assert_eq!(
+        f("chain", &[]),
+        "gfx1103 gfx110x gfx11\ngfx1100 gfx110x gfx11\n"
+    );
+    let v: serde_json::Value = serde_json::from_str(&f("json", &[])).unwrap();
+    assert_eq!(v["hip_visible_devices"]["value"], "1");
+    assert_eq!(v["conda"]["amdgpu_arch"], "11.0.0");
+    assert_eq!(v["detection"]["gpus"][0]["integrated"], true);
+    assert_eq!(v["detection"]["gpus"][1]["compute_units"], 96);
+    // A bad conda override is an error, as in conda.
+    let o = detect(
+        root.path(),
+        &["--format", "conda"],
+        &[("CONDA_OVERRIDE_AMDGPU", "1")],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("CONDA_OVERRIDE_AMDGPU=\"1\""),
+        "{}",
+        stderr(&o)
+    );
+    // The doctor lists both and says the same.
+    let sysfs = root.path().as_os_str();
+    let o = kpack_with(
+        &[
+            "verify".as_ref(),
+            "--gpu".as_ref(),
+            "auto".as_ref(),
+            root.path().as_os_str(),
+        ],
+        &[("KPACK_SYSFS_ROOT", sysfs)],
+    );
+    let text = stdout(&o);
+    assert!(
+        text.contains(
+            "This machine: node 1 is gfx1103 (integrated; packages gfx1103 -> gfx110x -> gfx11)\n\
+This machine: node 2 is gfx1100 (packages gfx1100 -> gfx110x -> gfx11)\n\
+HIP device 0 is the integrated gfx1103; to keep the discrete GPUs: export HIP_VISIBLE_DEVICES=1\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("GPU gfx1103: ") && text.contains("GPU gfx1100: "),
+        "{text}"
+    );
+}
+
+/// No KFD topology: the HIP runtime (the project's stub, taught devices by
+/// `KPACK_STUB_DEVICES`) is asked, as rattler does on WSL and Windows.
+#[test]
+fn without_kfd_the_hip_runtime_is_asked() {
+    let root = tempfile::tempdir().unwrap();
+    let stub = crate::util::stub_hip(false);
+    let lib_path = stub.as_os_str();
+    let o = detect(
+        root.path(),
+        &["--format", "json"],
+        &[
+            ("LD_LIBRARY_PATH", lib_path.to_str().unwrap()),
+            (
+                "KPACK_STUB_DEVICES",
+                "gfx1103=12,gfx90a:sramecc+:xnack-=110",
+            ),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let det = &v["detection"];
+    assert_eq!(det["source"], "hip", "{v}");
+    assert_eq!(det["gpus"][0]["target"], "gfx1103");
+    assert_eq!(det["gpus"][0]["compute_units"], 12);
+    assert_eq!(det["gpus"][0]["integrated"], true);
+    assert_eq!(det["gpus"][0]["name"], "Stub GPU 0");
+    assert_eq!(det["gpus"][1]["target"], "gfx90a:sramecc+:xnack-");
+    assert_eq!(v["conda"]["amdgpu_arch"], "9.0.10");
+    assert_eq!(v["hip_visible_devices"]["value"], "1");
+    // The runtime sees nothing: no GPU, and how to name one.
+    let o = detect(
+        root.path(),
+        &[],
+        &[("LD_LIBRARY_PATH", lib_path.to_str().unwrap())],
+    );
+    assert!(o.status.success());
+    assert!(
+        stdout(&o)
+            .starts_with("No AMD GPUs detected.\nName one with ROCM_BOOTSTRAP_FORCE_GFX_ARCH="),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stderr(&o).contains("the HIP runtime sees no GPU"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -244,3 +244,20 @@ fn names_the_arch_artifact_that_would_provide_a_missing_kernel() {
         "{text}"
     );
 }
+
+/// A GPU the package was not built for: the doctor says so and names what
+/// was built, and proposes no extra or device wheel that does not exist.
+#[test]
+fn a_gpu_the_package_was_not_built_for_gets_no_made_up_extra() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_out, site) = split_and_install_host(tmp.path());
+    // No wheel of gfx1010's chain (gfx1010, gfx10-1, gfx10) was built.
+    let o = verify_gpu("gfx1010", &site, false);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("    => fatpkg 1.0 was not built for gfx1010 (built: "),
+        "{text}"
+    );
+    assert!(!text.contains("pip install"), "{text}");
+}

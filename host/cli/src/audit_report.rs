@@ -1,0 +1,132 @@
+//! The text table and the Markdown page of `kpack audit`.
+
+use std::fmt::Write as _;
+
+use crate::audit::{Audit, Hole, Load, Package};
+
+/// One letter per answer.
+fn cell(l: Option<&Load>) -> &'static str {
+    match l {
+        Some(Load::Native) => "N",
+        Some(Load::Generic) => "G",
+        Some(Load::Spirv) => "S",
+        Some(Load::Nothing) | None => "-",
+    }
+}
+
+/// The targets some binary of `p` loads anything for, or that it claims,
+/// in the audit's order.
+fn columns<'a>(a: &'a Audit, p: &Package) -> Vec<&'a str> {
+    a.targets
+        .iter()
+        .map(String::as_str)
+        .filter(|t| {
+            p.claimed.iter().any(|c| c == t)
+                || p.binaries
+                    .iter()
+                    .any(|b| matches!(b.targets.get(*t), Some(Load::Native | Load::Generic)))
+        })
+        .collect()
+}
+
+/// A hole in one line.
+fn hole_line(h: &Hole) -> String {
+    match h {
+        Hole::MissingTarget {
+            package,
+            binary,
+            target,
+        } => format!(
+            "{package}: {binary} has no code for {target}, which the package serves elsewhere"
+        ),
+        Hole::MissingParent { device, requires } => {
+            format!("{device} requires {requires}, which the set lacks")
+        }
+        Hole::UnreachableArchive { archive, targets } => format!(
+            "{archive} holds only {} code, which no HIP runtime asks for",
+            targets.join(", ")
+        ),
+    }
+}
+
+const LEGEND: &str = "N native code, G the generic target's code, S only SPIR-V (never asked for by CLR's two-name list), - nothing";
+
+/// The readable report.
+pub fn text(a: &Audit) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} wheels, {} targets asked",
+        a.wheels.len(),
+        a.targets.len()
+    );
+    for p in &a.packages {
+        let cols = columns(a, p);
+        let _ = writeln!(s, "\n{} {}", p.name, p.version);
+        let width = p.binaries.iter().map(|b| b.path.len()).max().unwrap_or(0);
+        let _ = writeln!(s, "  {:width$}  {}", "binary", cols.join(" "));
+        for b in &p.binaries {
+            let row: Vec<String> = cols
+                .iter()
+                .map(|t| format!("{:<w$}", cell(b.targets.get(*t)), w = t.len()))
+                .collect();
+            let _ = writeln!(s, "  {:width$}  {}", b.path, row.join(" ").trim_end());
+        }
+        let none: Vec<&str> = a
+            .targets
+            .iter()
+            .map(String::as_str)
+            .filter(|t| !cols.contains(t))
+            .collect();
+        if !none.is_empty() {
+            let _ = writeln!(s, "  nothing for: {}", none.join(", "));
+        }
+    }
+    let _ = writeln!(s, "\n{LEGEND}");
+    if a.holes.is_empty() {
+        let _ = writeln!(s, "No holes.");
+    } else {
+        let _ = writeln!(s, "{} holes:", a.holes.len());
+        for h in &a.holes {
+            let _ = writeln!(s, "  {}", hole_line(h));
+        }
+    }
+    s
+}
+
+/// The Markdown page.
+pub fn markdown(a: &Audit) -> String {
+    let mut s = String::from("# GPU coverage\n\n");
+    let _ = writeln!(
+        s,
+        "What the HIP runtime loads on each AMD GPU target from these {} wheels (`kpack audit`): {LEGEND}.",
+        a.wheels.len()
+    );
+    for p in &a.packages {
+        let cols = columns(a, p);
+        let _ = writeln!(s, "\n## {} {}\n", p.name, p.version);
+        let _ = writeln!(s, "| binary | {} |", cols.join(" | "));
+        let _ = writeln!(s, "|---|{}", "---|".repeat(cols.len()));
+        for b in &p.binaries {
+            let row: Vec<&str> = cols.iter().map(|t| cell(b.targets.get(*t))).collect();
+            let _ = writeln!(s, "| `{}` | {} |", b.path, row.join(" | "));
+        }
+        let none: Vec<&str> = a
+            .targets
+            .iter()
+            .map(String::as_str)
+            .filter(|t| !cols.contains(t))
+            .collect();
+        if !none.is_empty() {
+            let _ = writeln!(s, "\nNothing for: {}.", none.join(", "));
+        }
+    }
+    let _ = writeln!(s, "\n## Holes\n");
+    if a.holes.is_empty() {
+        let _ = writeln!(s, "None.");
+    }
+    for h in &a.holes {
+        let _ = writeln!(s, "- {}", hole_line(h));
+    }
+    s
+}
