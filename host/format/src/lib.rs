@@ -68,6 +68,7 @@ mod error;
 mod finding;
 mod marker;
 mod mmap;
+mod mode;
 mod read;
 #[cfg(any(test, feature = "test-support"))]
 #[doc(hidden)]
@@ -78,6 +79,7 @@ mod write;
 pub use error::{Error, ErrorKind, Result, error_chain};
 pub use finding::{Finding, Severity};
 pub use marker::{MARKER_MAX_LEN, Marker, MarkerProblem};
+pub use mode::{CompressionMode, Readers, SIZE_LEVEL};
 pub use read::{Archive, Entry, Scheme};
 pub use verify::{ArchiveProblem, verify};
 pub use write::{

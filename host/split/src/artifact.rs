@@ -7,6 +7,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::archive_input::{Codec, split_archive};
+use crate::archive_output::{
+    ARCHIVE_SUFFIX, EQUIVALENCE_SUFFIX, OutputFormat, write_artifact_archive,
+};
 use crate::error::{Error, ErrorKind, Result, error_chain};
 use crate::manifest::{artifact_dirs, keep_link, prefix_link, read_manifest, write_manifest};
 use crate::prefix::{PrefixLayout, PrefixReport, SplitOptions, refuse_split_output, split_prefix};
@@ -14,7 +18,8 @@ use crate::prefix::{PrefixLayout, PrefixReport, SplitOptions, refuse_split_outpu
 /// One artifact to split.
 #[derive(Debug, Clone)]
 pub struct ArtifactInput {
-    /// The artifact directory (with `artifact_manifest.txt`).
+    /// The artifact directory (with `artifact_manifest.txt`), or a TheRock
+    /// artifact archive (`.tar.zst`, `.tar.xz`, `.tar.gz`) holding one.
     pub dir: PathBuf,
     /// Its component name (`blas_lib`): outputs are `<component>_generic`
     /// and `<component>_<arch>`.
@@ -24,7 +29,10 @@ pub struct ArtifactInput {
 /// The component of a TheRock artifact directory name, AMD's batch rule:
 /// drop the last `_`-separated part (the target family): `blas_lib_gfx110X-dgpu`
 /// → `blas_lib`. `None` for fewer than two parts or a `generic` family.
+/// An artifact archive's name counts without its suffix
+/// (`blas_lib_gfx1100.tar.zst`).
 pub fn component_from_dir_name(name: &str) -> Option<String> {
+    let name = crate::archive_input::artifact_archive_stem(name).unwrap_or(name);
     let (component, family) = name.rsplit_once('_')?;
     if component.is_empty() || family == "generic" {
         return None;
@@ -131,10 +139,22 @@ pub fn split_artifacts(
     Ok(reports)
 }
 
+/// Where an artifact's entries come from.
+enum Source {
+    /// A directory: its manifest's prefixes.
+    Dir(Vec<String>),
+    /// An artifact archive: read streaming.
+    Archive,
+}
+
 fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Result<ArtifactReport> {
     let c = &input.component;
     let mut rep = ArtifactReport::empty(input);
-    let prefixes = match read_manifest(&input.dir) {
+    let prefixes = match Codec::sniff(&input.dir) {
+        Some(_) => Ok(Source::Archive),
+        None => read_manifest(&input.dir).map(Source::Dir),
+    };
+    let prefixes = match prefixes {
         Ok(p) => p,
         Err(e) => {
             rep.errors.push(error_chain(&e));
@@ -145,12 +165,16 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
         .map_err(|e| Error::io(out, "cannot create a staging directory", e))?;
     let mut opts = opts.clone();
     opts.component = c.clone();
-    let processed = split_prefixes(input, &prefixes, stage.path(), &opts, &mut rep);
+    let processed = match prefixes {
+        Source::Archive => split_archive(input, stage.path(), &opts, &mut rep),
+        Source::Dir(prefixes) => split_prefixes(input, &prefixes, stage.path(), &opts, &mut rep),
+    };
     if !rep.errors.is_empty() {
         return Ok(rep);
     }
     let (outputs, arches) = write_manifests(c, stage.path(), &processed, &rep)?;
-    for o in &outputs {
+    let names = output_names(&outputs, opts.output_format);
+    for o in &names {
         let dest = out.join(o);
         if dest.symlink_metadata().is_ok() {
             rep.errors.push(format!(
@@ -162,15 +186,42 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     if !rep.errors.is_empty() {
         return Ok(rep);
     }
-    for o in &outputs {
+    if opts.output_format == OutputFormat::TarZst {
+        pack_outputs(stage.path(), &outputs, opts.mtime)?;
+    }
+    for o in &names {
         let (from, to) = (stage.path().join(o), out.join(o));
         std::fs::rename(&from, &to)
             .map_err(|e| Error::io(&to, "cannot move the artifact into place", e))?;
     }
     rep.generic_only = arches.is_empty();
     rep.arches = arches.into_iter().collect();
-    rep.outputs = outputs;
+    rep.outputs = names;
     Ok(rep)
+}
+
+/// The files or directories each output artifact is written as.
+fn output_names(outputs: &[String], format: OutputFormat) -> Vec<String> {
+    match format {
+        OutputFormat::Dir => outputs.to_vec(),
+        OutputFormat::TarZst => outputs
+            .iter()
+            .flat_map(|o| [format!("{o}{ARCHIVE_SUFFIX}"), format!("{o}{EQUIVALENCE_SUFFIX}")])
+            .collect(),
+    }
+}
+
+/// Pack each staged output directory into its archive and manifest, in
+/// the staging directory, in parallel (each archive compressed on one
+/// thread, so its bytes do not depend on the pool).
+fn pack_outputs(stage: &Path, outputs: &[String], mtime: u64) -> Result<()> {
+    use rayon::prelude::*;
+    outputs.par_iter().try_for_each(|o| {
+        let dest = stage.join(format!("{o}{ARCHIVE_SUFFIX}"));
+        let manifest = write_artifact_archive(&stage.join(o), &dest, mtime)?;
+        let m = stage.join(format!("{o}{EQUIVALENCE_SUFFIX}"));
+        std::fs::write(&m, manifest.to_json()).map_err(|e| Error::io(&m, "cannot write", e))
+    })
 }
 
 impl ArtifactReport {
@@ -196,7 +247,7 @@ impl ArtifactReport {
     }
 
     /// Add one prefix's figures, findings and details.
-    fn absorb(&mut self, p: PrefixReport) {
+    pub(crate) fn absorb(&mut self, p: PrefixReport) {
         self.errors.extend(p.errors.iter().cloned());
         self.warnings.extend(p.warnings.iter().cloned());
         self.files += p.files;

@@ -71,6 +71,8 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod archive_input;
+mod archive_output;
 mod artifact;
 mod databases;
 mod error;
@@ -81,6 +83,13 @@ mod prefix;
 mod recombine;
 mod verify;
 
+pub use archive_input::{
+    Codec, archive_manifest, artifact_archive_stem, artifact_manifest, unpack_archives,
+};
+pub use archive_output::{
+    ARCHIVE_SUFFIX, EQUIVALENCE_SCHEMA, EQUIVALENCE_SUFFIX, EquivalenceFile, EquivalenceManifest,
+    OutputFormat, directory_manifest, write_artifact_archive,
+};
 pub use artifact::{
     ArtifactInput, ArtifactReport, batch_inputs, component_from_dir_name, split_artifacts,
 };

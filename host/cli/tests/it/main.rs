@@ -11,6 +11,7 @@ mod amd_flags;
 mod archive;
 mod archive_delta;
 mod archive_group;
+mod artifact_archives;
 mod auditwheel;
 mod derived_outputs;
 mod detect;
