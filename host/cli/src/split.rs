@@ -151,7 +151,9 @@ pub fn run(mut args: Args) -> CliResult {
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
     } else {
         reports.iter().for_each(print_text);
-        args.archive.say_readers(args.archive.archive_group());
+        if failed == 0 {
+            args.archive.say_readers(args.archive.archive_group());
+        }
         crate::ui::status(format_args!("done in {:.2?}", start.elapsed()));
     }
     if failed == 0 {
