@@ -242,3 +242,68 @@ fn archive_outputs_are_reproducible_and_hold_the_directory_outputs() {
         assert_eq!(manifest, serde_json::to_value(&expect).unwrap(), "{o}");
     }
 }
+
+fn recombine(shards: &Path, config: &Path, out: &Path) {
+    ok(&[
+        "recombine",
+        shards.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+}
+
+fn verify(dir: &Path) -> serde_json::Value {
+    let r = run(&["verify", dir.to_str().unwrap(), "--json"]);
+    assert!(r.status.success(), "verify {}: {}{}", dir.display(), stdout(&r), stderr(&r));
+    serde_json::from_str(&stdout(&r)).unwrap()
+}
+
+#[test]
+fn split_recombine_verify_on_archives_gives_the_files_of_directories() {
+    let tmp = fresh("artifact-archives-pipeline");
+    let config = tmp.join("config.json");
+    std::fs::write(
+        &config,
+        br#"{"primary_shard": "gfx1030_build",
+             "architecture_groups": {"all": {"architectures": ["gfx1030", "gfx90a"]}},
+             "validation": {"error_on_missing_architecture": true}}"#,
+    )
+    .unwrap();
+    for s in &SHARDS[..2] {
+        let src = tmp.join("in").join(s.name);
+        make_shard(&src, s);
+        // The same artifacts as TheRock ships them between jobs.
+        let packed = tmp.join("in-archives").join(s.name);
+        std::fs::create_dir_all(&packed).unwrap();
+        for a in ["blas_lib", "support_dev"] {
+            let name = format!("{a}_{}", s.family);
+            pack(&src.join(&name), &packed.join(format!("{name}.tar.zst")));
+        }
+        let args = ["--batch", "--split-databases", "rocblas,hipblaslt", "--exclude-arch"];
+        let exclude = if s.exclude.is_empty() { "gfx906" } else { s.exclude };
+        let dirs = tmp.join("shards-dirs").join(s.name);
+        let mut a = vec!["split", src.to_str().unwrap(), "-o", dirs.to_str().unwrap()];
+        a.extend(args);
+        a.push(exclude);
+        ok(&a);
+        let archives = tmp.join("shards-archives").join(s.name);
+        let mut a = vec!["split", packed.to_str().unwrap(), "-o", archives.to_str().unwrap()];
+        a.extend(args);
+        a.extend([exclude, "--output-format", "tar.zst"]);
+        ok(&a);
+        // verify reads archive outputs as they are.
+        let v = verify(&archives);
+        assert!(v["report"]["resolved"].as_u64().unwrap() >= 3, "{v}");
+        let shown = v["report"]["artifacts"].to_string();
+        assert!(shown.contains("blas_lib_generic.tar.zst"), "{shown}");
+    }
+    let (from_dirs, from_archives) = (tmp.join("out-dirs"), tmp.join("out-archives"));
+    recombine(&tmp.join("shards-dirs"), &config, &from_dirs);
+    recombine(&tmp.join("shards-archives"), &config, &from_archives);
+    verify(&from_archives);
+    let want = tree_digest(&from_dirs);
+    assert!(want.keys().any(|k| k.starts_with("blas_lib_all/")), "{want:?}");
+    assert_eq!(tree_digest(&from_archives), want);
+}

@@ -15,12 +15,12 @@ use kpack_tests::{fixture, stderr, stdout, tree_digest};
 use crate::util::{KPACK, component_cache, kpack};
 
 pub(crate) struct Shard {
-    name: &'static str,
-    family: &'static str,
+    pub(crate) name: &'static str,
+    pub(crate) family: &'static str,
     arch: &'static str,
     lib: &'static str,
     exe: &'static str,
-    exclude: &'static str,
+    pub(crate) exclude: &'static str,
 }
 
 pub(crate) const SHARDS: [Shard; 3] = [
