@@ -12,6 +12,7 @@ mod archive;
 mod archive_delta;
 mod archive_group;
 mod artifact_archives;
+mod compression_modes;
 mod auditwheel;
 mod derived_outputs;
 mod detect;
