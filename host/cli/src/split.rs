@@ -60,6 +60,12 @@ pub struct Args {
     /// (`<name>.artifact_equivalence.json`).
     #[arg(long, value_enum, default_value = "dir")]
     output_format: OutputFormatArg,
+    /// One archive per binary and processor (`<component>.<path>_<proc>.kpack`),
+    /// or per artifact and target, AMD's names (`<component>_<target>.kpack`,
+    /// e.g. `rand_lib_gfx942.kpack` for every binary of the prefix);
+    /// markers name the archives either way.
+    #[arg(long, value_enum, default_value = "binary")]
+    archive_per: ArchivePerArg,
     #[command(flatten)]
     archive: ArchiveArgs,
     #[command(flatten)]
@@ -74,6 +80,13 @@ enum OutputFormatArg {
     Dir,
     #[value(name = "tar.zst")]
     TarZst,
+}
+
+/// `--archive-per` values.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ArchivePerArg {
+    Binary,
+    Artifact,
 }
 
 /// `SOURCE_DATE_EPOCH`, else 0.
@@ -122,6 +135,14 @@ pub fn run(mut args: Args) -> CliResult {
         OutputFormatArg::TarZst => kpack_split::OutputFormat::TarZst,
     };
     opts.mtime = source_date_epoch()?;
+    opts.archive_per_artifact = args.archive_per == ArchivePerArg::Artifact;
+    if opts.archive_per_artifact && opts.archive_group != kpack_amdgpu::Level::Target {
+        return Err(anyhow::anyhow!(
+            "--archive-per artifact writes one archive per target id (AMD's names); it cannot be combined with archive groups ({})",
+            args.archive.group_flag()
+        )
+        .into());
+    }
     opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
 
     let bar = crate::ui::progress(0, crate::ui::Unit::Bytes);

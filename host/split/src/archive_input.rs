@@ -143,11 +143,7 @@ pub(crate) fn split_archive(
 
 type Read3 = (Vec<String>, Vec<PrefixReport>, Vec<String>);
 
-fn read_archive(
-    input: &ArtifactInput,
-    stage: &Path,
-    opts: &SplitOptions<'_>,
-) -> Result<Read3> {
+fn read_archive(input: &ArtifactInput, stage: &Path, opts: &SplitOptions<'_>) -> Result<Read3> {
     let path = &input.dir;
     let mut tar = open_artifact(path)?;
     let mut entries = tar
@@ -205,9 +201,7 @@ fn read_manifest_member<R: Read>(
 /// A member's path as a plain relative `/`-separated path (`./` and a
 /// trailing `/` dropped); absolute paths and `..` are refused.
 fn member_path<R: Read>(archive: &Path, entry: &tar::Entry<'_, R>) -> Result<String> {
-    let raw = entry
-        .path_bytes()
-        .into_owned();
+    let raw = entry.path_bytes().into_owned();
     let text = String::from_utf8(raw).map_err(|_| {
         Error::invalid(
             archive,
@@ -256,7 +250,11 @@ fn prefix_of<'p>(prefixes: &'p [String], path: &str) -> Option<(&'p str, String)
 
 impl Reader<'_> {
     /// Take one member.
-    fn entry<R: Read>(&mut self, mut entry: tar::Entry<'_, R>, opts: &SplitOptions<'_>) -> Result<()> {
+    fn entry<R: Read>(
+        &mut self,
+        mut entry: tar::Entry<'_, R>,
+        opts: &SplitOptions<'_>,
+    ) -> Result<()> {
         use tar::EntryType as T;
         let kind = entry.header().entry_type();
         if matches!(kind, T::XGlobalHeader) {
@@ -267,10 +265,20 @@ impl Reader<'_> {
         let Some((prefix, rel)) = prefix_of(&self.prefixes, &path) else {
             // Directories above a prefix carry nothing; anything else
             // outside the manifest is not part of the artifact.
-            if kind.is_dir() && self.prefixes.iter().any(|p| p.starts_with(&format!("{path}/"))) {
+            if kind.is_dir()
+                && self
+                    .prefixes
+                    .iter()
+                    .any(|p| p.starts_with(&format!("{path}/")))
+            {
                 return Ok(());
             }
-            return Err(bad(self.archive, at, &path, "not inside any prefix of the artifact manifest"));
+            return Err(bad(
+                self.archive,
+                at,
+                &path,
+                "not inside any prefix of the artifact manifest",
+            ));
         };
         let prefix = prefix.to_string();
         if self.batch.as_ref().is_some_and(|b| b.prefix != prefix) {
@@ -307,10 +315,20 @@ impl Reader<'_> {
             T::Link => {
                 let target = entry
                     .link_name_bytes()
-                    .map(|b| String::from_utf8_lossy(&b).trim_start_matches("./").to_string())
+                    .map(|b| {
+                        String::from_utf8_lossy(&b)
+                            .trim_start_matches("./")
+                            .to_string()
+                    })
                     .ok_or_else(|| bad(self.archive, at, &path, "hard link without a target"))?;
-                let (tp, trel) = prefix_of(&self.prefixes, &target)
-                    .ok_or_else(|| bad(self.archive, at, &path, "hard link to a member outside the manifest"))?;
+                let (tp, trel) = prefix_of(&self.prefixes, &target).ok_or_else(|| {
+                    bad(
+                        self.archive,
+                        at,
+                        &path,
+                        "hard link to a member outside the manifest",
+                    )
+                })?;
                 let from = self.spool.path().join(tp).join(&trel);
                 if from.is_file() {
                     if let Some(d) = spooled.parent() {
@@ -324,7 +342,14 @@ impl Reader<'_> {
                     self.late_links.push(LateLink { path, target });
                 }
             }
-            _ => return Err(bad(self.archive, at, &path, "not a regular file, directory, symlink or hard link")),
+            _ => {
+                return Err(bad(
+                    self.archive,
+                    at,
+                    &path,
+                    "not a regular file, directory, symlink or hard link",
+                ));
+            }
         }
         if batch.bytes >= BATCH_BYTES || batch.nodes.len() >= BATCH_FILES {
             self.flush(opts)?;
@@ -357,7 +382,12 @@ impl Reader<'_> {
             return crate::link::symlink(&target, &out)
                 .map_err(|e| Error::io(&out, "cannot create symlink", e));
         }
-        Err(bad(self.archive, at, path, "a prefix of the manifest that is not a directory"))
+        Err(bad(
+            self.archive,
+            at,
+            path,
+            "a prefix of the manifest that is not a directory",
+        ))
     }
 
     /// Split the spooled batch and empty the spool.
@@ -415,8 +445,9 @@ impl Reader<'_> {
             }
             std::fs::hard_link(&from, &to)
                 .map_err(|e| Error::io(&to, "cannot create a hard link", e))?;
-            let (p, _) = prefix_of(&self.prefixes, &l.path)
-                .ok_or_else(|| Error::invalid(self.archive, "internal: a link outside the manifest"))?;
+            let (p, _) = prefix_of(&self.prefixes, &l.path).ok_or_else(|| {
+                Error::invalid(self.archive, "internal: a link outside the manifest")
+            })?;
             if let Some(r) = self.reports.get_mut(p) {
                 r.files += 1;
             }
@@ -481,7 +512,10 @@ fn set_mode(_: &std::fs::File, _: u32) -> std::io::Result<()> {
 /// and read its manifest, the first member.
 fn open_artifact(path: &Path) -> Result<tar::Archive<Box<dyn Read>>> {
     let codec = Codec::sniff(path).ok_or_else(|| {
-        Error::invalid(path, "not an artifact archive (.tar.zst, .tar.xz or .tar.gz)")
+        Error::invalid(
+            path,
+            "not an artifact archive (.tar.zst, .tar.xz or .tar.gz)",
+        )
     })?;
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, "cannot open", e))?;
     let decoder = codec
@@ -511,7 +545,10 @@ pub(crate) fn unpack_artifact(archive: &Path, dst: &Path) -> Result<Vec<String>>
         let path = member_path(archive, &entry)?;
         let at = entry.raw_header_position();
         let bad = |what: &str| {
-            Error::invalid(archive, format!("member {path:?} at offset {at:#x}: {what}"))
+            Error::invalid(
+                archive,
+                format!("member {path:?} at offset {at:#x}: {what}"),
+            )
         };
         let Some((prefix, _)) = prefix_of(&prefixes, &path) else {
             if kind.is_dir() {
@@ -553,7 +590,11 @@ pub(crate) fn unpack_artifact(archive: &Path, dst: &Path) -> Result<Vec<String>>
             tar::EntryType::Link => {
                 let target = entry
                     .link_name_bytes()
-                    .map(|b| String::from_utf8_lossy(&b).trim_start_matches("./").to_string())
+                    .map(|b| {
+                        String::from_utf8_lossy(&b)
+                            .trim_start_matches("./")
+                            .to_string()
+                    })
                     .filter(|t| kpack_fsafe::is_plain_relative(t))
                     .ok_or_else(|| bad("hard link without a plain relative target"))?;
                 if to.symlink_metadata().is_err() {
@@ -640,7 +681,11 @@ pub fn archive_manifest(path: &Path) -> Result<crate::EquivalenceManifest> {
             tar::EntryType::Link => {
                 let target = entry
                     .link_name_bytes()
-                    .map(|b| String::from_utf8_lossy(&b).trim_start_matches("./").to_string())
+                    .map(|b| {
+                        String::from_utf8_lossy(&b)
+                            .trim_start_matches("./")
+                            .to_string()
+                    })
                     .unwrap_or_default();
                 if let Some(f) = files.iter().find(|f| f.path == target).cloned() {
                     files.push(crate::EquivalenceFile { path: rel, ..f });
@@ -704,7 +749,10 @@ mod tests {
 
     #[test]
     fn stems_drop_the_archive_suffix() {
-        assert_eq!(artifact_archive_stem("blas_lib_gfx1100.tar.zst"), Some("blas_lib_gfx1100"));
+        assert_eq!(
+            artifact_archive_stem("blas_lib_gfx1100.tar.zst"),
+            Some("blas_lib_gfx1100")
+        );
         assert_eq!(artifact_archive_stem("a_b_c.tar.xz"), Some("a_b_c"));
         assert_eq!(artifact_archive_stem("a_b.tgz"), Some("a_b"));
         assert_eq!(artifact_archive_stem("blas_lib_gfx1100"), None);

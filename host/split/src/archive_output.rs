@@ -119,7 +119,8 @@ pub fn write_artifact_archive(dir: &Path, dest: &Path, mtime: u64) -> Result<Equ
     let mut out = enc
         .finish()
         .map_err(|e| Error::io(dest, "cannot write", e))?;
-    out.flush().map_err(|e| Error::io(dest, "cannot write", e))?;
+    out.flush()
+        .map_err(|e| Error::io(dest, "cannot write", e))?;
     // The manifest lists files component by component, as TheRock's does.
     files.sort_by(|a, b| a.path.split('/').cmp(b.path.split('/')));
     Ok(EquivalenceManifest {
@@ -297,9 +298,11 @@ pub fn directory_manifest(dir: &Path) -> Result<EquivalenceManifest> {
             .unwrap_or(e.path())
             .to_string_lossy()
             .replace(std::path::MAIN_SEPARATOR, "/");
-        let mut f = std::fs::File::open(e.path()).map_err(|err| Error::io(e.path(), "cannot open", err))?;
+        let mut f =
+            std::fs::File::open(e.path()).map_err(|err| Error::io(e.path(), "cannot open", err))?;
         let mut h = sha2::Sha256::new();
-        let n = std::io::copy(&mut f, &mut h).map_err(|err| Error::io(e.path(), "cannot read", err))?;
+        let n =
+            std::io::copy(&mut f, &mut h).map_err(|err| Error::io(e.path(), "cannot read", err))?;
         files.push(EquivalenceFile {
             path: rel,
             sha256: hex::encode(h.finalize()),

@@ -165,12 +165,18 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
         .map_err(|e| Error::io(out, "cannot create a staging directory", e))?;
     let mut opts = opts.clone();
     opts.component = c.clone();
+    if opts.archive_per_artifact {
+        opts.shared_archive = Some(c.clone());
+    }
     let processed = match prefixes {
         Source::Archive => split_archive(input, stage.path(), &opts, &mut rep),
         Source::Dir(prefixes) => split_prefixes(input, &prefixes, stage.path(), &opts, &mut rep),
     };
     if !rep.errors.is_empty() {
         return Ok(rep);
+    }
+    if opts.archive_per_artifact {
+        merge_per_artifact(c, stage.path(), &opts, &mut rep)?;
     }
     let (outputs, arches) = write_manifests(c, stage.path(), &processed, &rep)?;
     let names = output_names(&outputs, opts.output_format);
@@ -200,13 +206,85 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     Ok(rep)
 }
 
+/// `--archive-per artifact`: every per-binary archive of the artifact, all
+/// prefixes together, merged into one `<component>_<target id>.kpack` per
+/// target in the first prefix's archive directory of each arch tree (the
+/// prefixes share one archive directory once installed, flattened), and
+/// the reports listing those instead. Archive directories left empty go.
+fn merge_per_artifact(
+    c: &str,
+    stage: &Path,
+    opts: &SplitOptions<'_>,
+    rep: &mut ArtifactReport,
+) -> Result<()> {
+    let tree = |arch: &str, prefix: &str| stage.join(format!("{c}_{arch}")).join(prefix);
+    let parts: Vec<(String, PathBuf)> = rep
+        .prefixes
+        .iter()
+        .flat_map(|p| {
+            p.archives
+                .iter()
+                .map(|a| (a.arch.clone(), tree(&a.arch, &p.prefix).join(&a.path)))
+        })
+        .collect();
+    crate::merge::merge_archives(&parts, c, opts.compression, &stage.join(".merge"))?;
+    let _ = std::fs::remove_dir_all(stage.join(".merge"));
+    for p in &mut rep.prefixes {
+        let arches: BTreeSet<String> = p.archives.iter().map(|a| a.arch.clone()).collect();
+        let mut merged = Vec::new();
+        for arch in arches {
+            let dir = tree(&arch, &p.prefix).join(&opts.archive_dir);
+            let mut names: Vec<String> = std::fs::read_dir(&dir)
+                .map_err(|e| Error::io(&dir, "cannot list", e))?
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".kpack"))
+                .collect();
+            if names.is_empty() {
+                remove_empty_dirs(&dir, &tree(&arch, ""));
+                continue;
+            }
+            names.sort();
+            for n in names {
+                let path = dir.join(&n);
+                let archive = kpack_format::Archive::open(&path).map_err(|e| {
+                    Error::invalid(&path, "cannot read a merged archive").with_source(e)
+                })?;
+                merged.push(crate::prefix::ArchiveReport {
+                    arch: arch.clone(),
+                    path: format!("{}/{n}", opts.archive_dir),
+                    entries: archive.entries().count(),
+                    bytes: std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
+                });
+            }
+        }
+        p.archives = merged;
+    }
+    Ok(())
+}
+
+/// Remove `dir` and its parents up to (not including) `root` while empty.
+fn remove_empty_dirs(dir: &Path, root: &Path) {
+    let mut at = dir.to_path_buf();
+    while at.starts_with(root) && at != root && std::fs::remove_dir(&at).is_ok() {
+        if !at.pop() {
+            break;
+        }
+    }
+}
+
 /// The files or directories each output artifact is written as.
 fn output_names(outputs: &[String], format: OutputFormat) -> Vec<String> {
     match format {
         OutputFormat::Dir => outputs.to_vec(),
         OutputFormat::TarZst => outputs
             .iter()
-            .flat_map(|o| [format!("{o}{ARCHIVE_SUFFIX}"), format!("{o}{EQUIVALENCE_SUFFIX}")])
+            .flat_map(|o| {
+                [
+                    format!("{o}{ARCHIVE_SUFFIX}"),
+                    format!("{o}{EQUIVALENCE_SUFFIX}"),
+                ]
+            })
             .collect(),
     }
 }

@@ -79,6 +79,7 @@ mod error;
 mod gpu;
 mod link;
 mod manifest;
+mod merge;
 mod prefix;
 mod recombine;
 mod verify;
@@ -97,6 +98,7 @@ pub use databases::{Claim, Classification, ClassifyError, Databases, FileInfo};
 pub use error::{Error, ErrorKind, Result};
 pub use gpu::{GpuBinary, GpuKernel, GpuOutcome, GpuReport, explain_gpu, gpu_arch_list};
 pub use manifest::{MANIFEST, prefix_link, read_manifest, write_manifest};
+pub use merge::merge_archives;
 pub use prefix::{
     ArchiveReport, BinaryReport, PrefixLayout, PrefixReport, Progress, SplitOptions, arch_dir_name,
     archive_stem, classify_files, split_prefix,

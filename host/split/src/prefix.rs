@@ -74,6 +74,10 @@ pub struct SplitOptions<'a> {
     /// Output artifacts as directories (the default) or as `.tar.zst`
     /// artifact archives with equivalence manifests.
     pub output_format: crate::OutputFormat,
+    /// One archive per artifact and target (`<component>_<target id>.kpack`
+    /// in each prefix's archive directory, AMD's naming) instead of one per
+    /// binary; markers name `<component>_@GFXARCH@.kpack`.
+    pub archive_per_artifact: bool,
     /// The mtime of every member of an output archive
     /// (`SOURCE_DATE_EPOCH`, else 0).
     pub mtime: u64,
@@ -106,6 +110,7 @@ impl SplitOptions<'_> {
             archive_group: Level::Target,
             shared_archive: None,
             output_format: crate::OutputFormat::Dir,
+            archive_per_artifact: false,
             mtime: 0,
         }
     }
@@ -617,7 +622,8 @@ fn place(src: &Path, dst: &Path, owned: bool) -> std::result::Result<u64, FileEr
     let len = std::fs::symlink_metadata(src)
         .map_err(FileError::io("cannot read"))?
         .len();
-    std::fs::rename(src, dst).map_err(FileError::io(format!("cannot move to {}", dst.display())))?;
+    std::fs::rename(src, dst)
+        .map_err(FileError::io(format!("cannot move to {}", dst.display())))?;
     Ok(len)
 }
 

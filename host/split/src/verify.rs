@@ -134,7 +134,13 @@ fn verify_archives(d: &Path, rep: &mut VerifyReport) -> Result<bool> {
     let tmp = tempfile::Builder::new()
         .prefix(".kpack-verify-")
         .tempdir()
-        .map_err(|e| Error::io(std::env::temp_dir(), "cannot create a temporary directory", e))?;
+        .map_err(|e| {
+            Error::io(
+                std::env::temp_dir(),
+                "cannot create a temporary directory",
+                e,
+            )
+        })?;
     let unpacked = crate::archive_input::unpack_archives(d, tmp.path())?;
     if unpacked.is_empty() {
         return Ok(false);
@@ -174,7 +180,8 @@ fn verify_archives(d: &Path, rep: &mut VerifyReport) -> Result<bool> {
         });
         rep.findings.push(f);
     }
-    rep.artifacts.extend(part.artifacts.iter().map(|a| shown(a)));
+    rep.artifacts
+        .extend(part.artifacts.iter().map(|a| shown(a)));
     rep.binaries += part.binaries;
     rep.archives += part.archives;
     rep.resolved += part.resolved;

@@ -34,7 +34,12 @@ fn run(args: &[&str]) -> std::process::Output {
 
 fn ok(args: &[&str]) -> String {
     let r = run(args);
-    assert!(r.status.success(), "{args:?}: {}\n{}", stderr(&r), stdout(&r));
+    assert!(
+        r.status.success(),
+        "{args:?}: {}\n{}",
+        stderr(&r),
+        stdout(&r)
+    );
     format!("{}{}", stdout(&r), stderr(&r))
 }
 
@@ -52,9 +57,16 @@ fn artifact(root: &Path) -> PathBuf {
 fn pack(dir: &Path, dest: &Path) {
     let out = std::fs::File::create(dest).unwrap();
     let sink: Box<dyn Write> = match dest.extension().and_then(|e| e.to_str()) {
-        Some("zst") => Box::new(zstd::stream::write::Encoder::new(out, 3).unwrap().auto_finish()),
+        Some("zst") => Box::new(
+            zstd::stream::write::Encoder::new(out, 3)
+                .unwrap()
+                .auto_finish(),
+        ),
         Some("xz") => Box::new(liblzma::write::XzEncoder::new(out, 6)),
-        Some("gz") => Box::new(flate2::write::GzEncoder::new(out, flate2::Compression::default())),
+        Some("gz") => Box::new(flate2::write::GzEncoder::new(
+            out,
+            flate2::Compression::default(),
+        )),
         e => panic!("{e:?}"),
     };
     let mut tar = tar::Builder::new(sink);
@@ -103,7 +115,10 @@ fn an_artifact_archive_splits_to_the_files_of_its_directory() {
     let from_dir = tmp.join("from-dir");
     split(&dir, &from_dir, &[]);
     let want = tree_digest(&from_dir);
-    assert!(want.keys().any(|k| k.starts_with("blas_lib_gfx90a/")), "{want:?}");
+    assert!(
+        want.keys().any(|k| k.starts_with("blas_lib_gfx90a/")),
+        "{want:?}"
+    );
     for ext in ["zst", "xz", "gz"] {
         let archive = tmp.join(format!("blas_lib_gfx90a.tar.{ext}"));
         pack(&dir, &archive);
@@ -112,14 +127,20 @@ fn an_artifact_archive_splits_to_the_files_of_its_directory() {
         assert_eq!(tree_digest(&out), want, "{ext}");
         // The hard link is kept as one.
         use std::os::unix::fs::MetadataExt;
-        let copy = out.join("blas_lib_generic").join(ROCBLAS).join("include/rocblas-copy.h");
+        let copy = out
+            .join("blas_lib_generic")
+            .join(ROCBLAS)
+            .join("include/rocblas-copy.h");
         assert_eq!(std::fs::metadata(&copy).unwrap().nlink(), 2, "{ext}");
         // Nothing of the spool is left behind.
         let names: Vec<_> = std::fs::read_dir(&out)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
-        assert!(names.iter().all(|n| n.starts_with("blas_lib_")), "{names:?}");
+        assert!(
+            names.iter().all(|n| n.starts_with("blas_lib_")),
+            "{names:?}"
+        );
     }
 }
 
@@ -135,10 +156,19 @@ fn an_artifact_archive_without_its_manifest_first_is_refused() {
     std::fs::write(dir.join("artifact_manifest.txt"), "").unwrap();
     let archive = tmp.join("blas_lib_gfx90a.tar.gz");
     let out = std::fs::File::create(&archive).unwrap();
-    let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(out, flate2::Compression::default()));
-    tar.append_dir_all("math-libs", dir.join("math-libs")).unwrap();
+    let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(
+        out,
+        flate2::Compression::default(),
+    ));
+    tar.append_dir_all("math-libs", dir.join("math-libs"))
+        .unwrap();
     tar.into_inner().unwrap().finish().unwrap();
-    let r = run(&["split", archive.to_str().unwrap(), "-o", tmp.join("out").to_str().unwrap()]);
+    let r = run(&[
+        "split",
+        archive.to_str().unwrap(),
+        "-o",
+        tmp.join("out").to_str().unwrap(),
+    ]);
     assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
     assert!(
         stderr(&r).contains("must have artifact_manifest.txt as its first member"),
@@ -220,7 +250,10 @@ fn archive_outputs_are_reproducible_and_hold_the_directory_outputs() {
         let into = tmp.join("unpacked").join(o);
         let headers = unpack(&j1.join(format!("{o}.tar.zst")), &into);
         assert_eq!(headers[0].0, "artifact_manifest.txt");
-        assert!(headers.iter().all(|h| h.3 == 0 && h.4 == 0 && h.5 == 0), "{headers:?}");
+        assert!(
+            headers.iter().all(|h| h.3 == 0 && h.4 == 0 && h.5 == 0),
+            "{headers:?}"
+        );
         assert!(
             headers.iter().all(|h| [0o644, 0o755, 0o777].contains(&h.2)),
             "{headers:?}"
@@ -256,7 +289,13 @@ fn recombine(shards: &Path, config: &Path, out: &Path) {
 
 fn verify(dir: &Path) -> serde_json::Value {
     let r = run(&["verify", dir.to_str().unwrap(), "--json"]);
-    assert!(r.status.success(), "verify {}: {}{}", dir.display(), stdout(&r), stderr(&r));
+    assert!(
+        r.status.success(),
+        "verify {}: {}{}",
+        dir.display(),
+        stdout(&r),
+        stderr(&r)
+    );
     serde_json::from_str(&stdout(&r)).unwrap()
 }
 
@@ -281,15 +320,29 @@ fn split_recombine_verify_on_archives_gives_the_files_of_directories() {
             let name = format!("{a}_{}", s.family);
             pack(&src.join(&name), &packed.join(format!("{name}.tar.zst")));
         }
-        let args = ["--batch", "--split-databases", "rocblas,hipblaslt", "--exclude-arch"];
-        let exclude = if s.exclude.is_empty() { "gfx906" } else { s.exclude };
+        let args = [
+            "--batch",
+            "--split-databases",
+            "rocblas,hipblaslt",
+            "--exclude-arch",
+        ];
+        let exclude = if s.exclude.is_empty() {
+            "gfx906"
+        } else {
+            s.exclude
+        };
         let dirs = tmp.join("shards-dirs").join(s.name);
         let mut a = vec!["split", src.to_str().unwrap(), "-o", dirs.to_str().unwrap()];
         a.extend(args);
         a.push(exclude);
         ok(&a);
         let archives = tmp.join("shards-archives").join(s.name);
-        let mut a = vec!["split", packed.to_str().unwrap(), "-o", archives.to_str().unwrap()];
+        let mut a = vec![
+            "split",
+            packed.to_str().unwrap(),
+            "-o",
+            archives.to_str().unwrap(),
+        ];
         a.extend(args);
         a.extend([exclude, "--output-format", "tar.zst"]);
         ok(&a);
@@ -304,6 +357,55 @@ fn split_recombine_verify_on_archives_gives_the_files_of_directories() {
     recombine(&tmp.join("shards-archives"), &config, &from_archives);
     verify(&from_archives);
     let want = tree_digest(&from_dirs);
-    assert!(want.keys().any(|k| k.starts_with("blas_lib_all/")), "{want:?}");
+    assert!(
+        want.keys().any(|k| k.starts_with("blas_lib_all/")),
+        "{want:?}"
+    );
     assert_eq!(tree_digest(&from_archives), want);
+}
+
+#[test]
+fn archive_per_artifact_writes_amds_names_and_markers_resolve() {
+    let tmp = fresh("artifact-archives-per-artifact");
+    let dir = artifact(&tmp.join("src"));
+    let out = tmp.join("out");
+    split(&dir, &out, &["--archive-per", "artifact"]);
+    let kpack_dir = out.join("blas_lib_gfx90a").join(ROCBLAS).join("lib/.kpack");
+    let names: Vec<String> = std::fs::read_dir(&kpack_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(!names.is_empty());
+    // One archive per target for every binary of the prefix, AMD's name.
+    assert!(
+        names
+            .iter()
+            .all(|n| n.starts_with("blas_lib_gfx90a") && n.ends_with(".kpack")),
+        "{names:?}"
+    );
+    let bin = out
+        .join("blas_lib_generic")
+        .join(ROCBLAS)
+        .join("bin/rocblas-bench");
+    let fat = kpack_elf::read_fat_binary(&bin, Default::default()).unwrap();
+    let sec = fat.marker.unwrap();
+    let bytes = std::fs::read(&bin).unwrap();
+    let m =
+        kpack_format::Marker::parse(&bytes[sec.offset as usize..(sec.offset + sec.size) as usize])
+            .unwrap();
+    assert_eq!(m.search_paths, ["../lib/.kpack/blas_lib_@GFXARCH@.kpack"]);
+    let v = verify(&out);
+    assert!(v["report"]["resolved"].as_u64().unwrap() >= 3, "{v}");
+    // Archive groups have no AMD name: refused.
+    let r = run(&[
+        "split",
+        dir.to_str().unwrap(),
+        "-o",
+        tmp.join("refused").to_str().unwrap(),
+        "--archive-per",
+        "artifact",
+        "--archive-group",
+        "family",
+    ]);
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
 }

@@ -57,29 +57,57 @@ fn each_mode_is_the_flags_it_stands_for_and_says_who_reads_it() {
         "{said}"
     );
     let (named, _) = offload("speed", &["--compression-mode", "speed"]);
-    assert!(same(&speed, &named), "--compression-mode speed is not the default");
+    assert!(
+        same(&speed, &named),
+        "--compression-mode speed is not the default"
+    );
 
     let (balance, said) = offload("balance", &["--compression-mode", "balance"]);
     assert!(
-        said.contains("archives: zstd-delta level 3, per family (mode balance); read by kpack's runtime only"),
+        said.contains(
+            "archives: zstd-delta level 3, per family (mode balance); read by kpack's runtime only"
+        ),
         "{said}"
     );
     let (flags, _) = offload(
         "balance-flags",
         &["--compression", "zstd-delta", "--archive-group", "family"],
     );
-    assert!(same(&balance, &flags), "balance is not zstd-delta per family at level 3");
-    assert!(balance.keys().any(|k| k.ends_with("_gfx9.kpack")), "{:?}", balance.keys());
+    assert!(
+        same(&balance, &flags),
+        "balance is not zstd-delta per family at level 3"
+    );
+    assert!(
+        balance.keys().any(|k| k.ends_with("_gfx9.kpack")),
+        "{:?}",
+        balance.keys()
+    );
 
     let (size, said) = offload("size", &["--compression-mode", "size"]);
-    assert!(said.contains("zstd-delta level 19, per family (mode size)"), "{said}");
+    assert!(
+        said.contains("zstd-delta level 19, per family (mode size)"),
+        "{said}"
+    );
     let (flags, _) = offload(
         "size-flags",
-        &["--compression", "zstd-delta", "--compression-level", "19", "--archive-group", "family"],
+        &[
+            "--compression",
+            "zstd-delta",
+            "--compression-level",
+            "19",
+            "--archive-group",
+            "family",
+        ],
     );
-    assert!(same(&size, &flags), "size is not zstd-delta per family at level 19");
+    assert!(
+        same(&size, &flags),
+        "size is not zstd-delta per family at level 19"
+    );
     let total = |m: &BTreeMap<String, Vec<u8>>| -> usize {
-        m.iter().filter(|(k, _)| k.ends_with(".kpack")).map(|(_, v)| v.len()).sum()
+        m.iter()
+            .filter(|(k, _)| k.ends_with(".kpack"))
+            .map(|(_, v)| v.len())
+            .sum()
     };
     assert!(total(&size) <= total(&balance) && total(&balance) < total(&speed));
 }
@@ -103,8 +131,14 @@ fn explicit_flags_win_over_the_mode() {
     assert!(same(&speed, &overridden), "explicit flags did not win");
     assert!(said.contains("read by AMD's runtime and kpack's"), "{said}");
     // The level alone: the mode's scheme and grouping stay.
-    let (level, said) = offload("size-level-3", &["--compression-mode", "size", "--level", "3"]);
+    let (level, said) = offload(
+        "size-level-3",
+        &["--compression-mode", "size", "--level", "3"],
+    );
     let (balance, _) = offload("balance-again", &["--compression-mode", "balance"]);
     assert!(same(&level, &balance), "size at level 3 is not balance");
-    assert!(said.contains("zstd-delta level 3, per family (mode size)"), "{said}");
+    assert!(
+        said.contains("zstd-delta level 3, per family (mode size)"),
+        "{said}"
+    );
 }
