@@ -1,24 +1,34 @@
 //! Flags shared by the commands that write archives (`offload`, `split`,
 //! `wheel split`): compression, hash checking, worker threads, archive
-//! grouping.
+//! grouping, and the named modes that bundle the three.
 
 use anyhow::Context;
-use kpack_format::Compression;
+use kpack_format::{Compression, CompressionMode, Readers};
 
 /// How archives are written and inputs read.
 #[derive(clap::Args)]
 pub struct ArchiveArgs {
+    /// A named bundle of scheme, grouping and level: `speed` (`zstd`
+    /// level 3 per target: AMD's runtime and kpack's read it), `balance`
+    /// (`zstd-delta` level 3 per family) or `size` (`zstd-delta` level 19
+    /// per family, slow): the last two are read by kpack's runtime only.
+    /// `--compression`, `--compression-level` and `--archive-group` given
+    /// beside it win.
+    #[arg(long, value_enum, default_value = "speed")]
+    compression_mode: ModeArg,
     /// Archive compression: `zstd` (scheme `zstd-per-kernel`, what AMD's
     /// loader reads), `none`, or `zstd-delta` (KPAK v2: siblings of an
-    /// `--archive-group` stored as deltas; only our runtime reads it).
-    #[arg(long, value_enum, default_value = "zstd")]
-    compression: CompressionArg,
+    /// `--archive-group` stored as deltas; only our runtime reads it)
+    /// [default: the mode's].
+    #[arg(long, value_enum)]
+    compression: Option<CompressionArg>,
     /// zstd level, 1 (fastest) to 19 (smallest), for `zstd` and
     /// `zstd-delta`; levels above 3 also let a kernel match across the
-    /// whole of itself (window up to 128 MiB, which AMD's loader decodes).
+    /// whole of itself (window up to 128 MiB, which AMD's loader decodes)
+    /// [default: the mode's].
     #[arg(long = "compression-level", visible_alias = "level", value_name = "N",
-          default_value_t = kpack_format::DEFAULT_LEVEL, value_parser = level_parser())]
-    level: i32,
+          value_parser = level_parser())]
+    level: Option<i32>,
     /// Do not check the MD5 of compressed bundles.
     #[arg(long)]
     no_verify_hash: bool,
@@ -27,9 +37,10 @@ pub struct ArchiveArgs {
     jobs: Option<usize>,
     /// Archives per processor (`<name>_gfx1101.kpack`), or one per
     /// sub-family (`<name>_gfx110x.kpack`) or family (`<name>_gfx11.kpack`)
-    /// of ROCm's packaging hierarchy; markers then list the group files.
-    #[arg(long, value_enum, default_value = "target")]
-    archive_group: ArchiveGroupArg,
+    /// of ROCm's packaging hierarchy; markers then list the group files
+    /// [default: the mode's].
+    #[arg(long, value_enum)]
+    archive_group: Option<ArchiveGroupArg>,
     #[command(flatten)]
     memory: crate::memory_args::MemoryArgs,
 }
@@ -49,6 +60,14 @@ enum ArchiveGroupArg {
     Family,
 }
 
+/// `--compression-mode` values.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ModeArg {
+    Speed,
+    Balance,
+    Size,
+}
+
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum CompressionArg {
     None,
@@ -58,13 +77,88 @@ enum CompressionArg {
 }
 
 impl ArchiveArgs {
-    /// The archive storage scheme.
-    pub fn compression(&self) -> Compression {
-        match self.compression {
-            CompressionArg::None => Compression::None,
-            CompressionArg::Zstd => Compression::Zstd { level: self.level },
-            CompressionArg::ZstdDelta => Compression::ZstdDelta { level: self.level },
+    /// The `--compression-mode`.
+    pub fn mode(&self) -> CompressionMode {
+        match self.compression_mode {
+            ModeArg::Speed => CompressionMode::Speed,
+            ModeArg::Balance => CompressionMode::Balance,
+            ModeArg::Size => CompressionMode::Size,
         }
+    }
+
+    /// The archive storage scheme: the mode's, with `--compression` and
+    /// `--compression-level` in its place where given.
+    pub fn compression(&self) -> Compression {
+        let mode = self.mode().compression();
+        let level = self.level.unwrap_or(match mode {
+            Compression::Zstd { level } | Compression::ZstdDelta { level } => level,
+            Compression::None => kpack_format::DEFAULT_LEVEL,
+        });
+        match self.compression {
+            None => match mode {
+                Compression::None => Compression::None,
+                Compression::Zstd { .. } => Compression::Zstd { level },
+                Compression::ZstdDelta { .. } => Compression::ZstdDelta { level },
+            },
+            Some(CompressionArg::None) => Compression::None,
+            Some(CompressionArg::Zstd) => Compression::Zstd { level },
+            Some(CompressionArg::ZstdDelta) => Compression::ZstdDelta { level },
+        }
+    }
+
+    /// [`archive_group`](Self::archive_group), where the mode chose it no
+    /// coarser than `ceiling` (a wheel split's device-wheel `--group`: an
+    /// archive never spans two wheels); an explicit `--archive-group` is
+    /// kept as given (and refused later if coarser).
+    pub fn archive_group_at_most(&self, ceiling: kpack_amdgpu::Level) -> kpack_amdgpu::Level {
+        match self.archive_group {
+            Some(_) => self.archive_group(),
+            None => self.mode().group().min(ceiling),
+        }
+    }
+
+    /// The flag that chose the archive grouping, for messages.
+    pub fn group_flag(&self) -> String {
+        match self.archive_group {
+            Some(_) => "--archive-group".into(),
+            None => format!("--compression-mode {}", self.mode().name()),
+        }
+    }
+
+    /// The flag that chose the scheme, for messages.
+    pub fn compression_flag(&self) -> String {
+        match self.compression {
+            Some(_) => "--compression".into(),
+            None => format!("--compression-mode {}", self.mode().name()),
+        }
+    }
+
+    /// One line saying what the archives are (grouped per `group`) and
+    /// who reads them.
+    pub fn describe(&self, group: kpack_amdgpu::Level) -> String {
+        let c = self.compression();
+        let level = match c {
+            Compression::None => String::new(),
+            Compression::Zstd { level } | Compression::ZstdDelta { level } => {
+                format!(" level {level}")
+            }
+        };
+        let group = match group {
+            kpack_amdgpu::Level::Target => "per target",
+            kpack_amdgpu::Level::SubFamily => "per sub-family",
+            kpack_amdgpu::Level::Family => "per family",
+        };
+        format!(
+            "archives: {}{level}, {group} (mode {}); read by {}",
+            c.scheme_name(),
+            self.mode().name(),
+            Readers::of(c)
+        )
+    }
+
+    /// Print [`describe`](Self::describe) on stderr (unless `-q`).
+    pub fn say_readers(&self, group: kpack_amdgpu::Level) {
+        crate::ui::status(self.describe(group));
     }
 
     /// Whether to check the MD5 of compressed bundles.
@@ -75,9 +169,10 @@ impl ArchiveArgs {
     /// The `--archive-group` level.
     pub fn archive_group(&self) -> kpack_amdgpu::Level {
         match self.archive_group {
-            ArchiveGroupArg::Target => kpack_amdgpu::Level::Target,
-            ArchiveGroupArg::SubFamily => kpack_amdgpu::Level::SubFamily,
-            ArchiveGroupArg::Family => kpack_amdgpu::Level::Family,
+            None => self.mode().group(),
+            Some(ArchiveGroupArg::Target) => kpack_amdgpu::Level::Target,
+            Some(ArchiveGroupArg::SubFamily) => kpack_amdgpu::Level::SubFamily,
+            Some(ArchiveGroupArg::Family) => kpack_amdgpu::Level::Family,
         }
     }
 

@@ -206,6 +206,7 @@ fn print_text(args: &Args, outcome: &Outcome, written: &[(String, kpack_format::
             println!("  {code_objects} code objects for {}", targets.join(", "));
             print_excluded(excluded);
             print_archives(written);
+            args.archive.say_readers(args.archive.archive_group());
         }
     }
 }

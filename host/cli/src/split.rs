@@ -20,8 +20,10 @@ use crate::target_args::TargetArgs;
 #[derive(clap::Args)]
 #[command(after_long_help = crate::amd_compat::SPLIT_HELP)]
 pub struct Args {
-    /// Artifact directories (each with artifact_manifest.txt), or with
-    /// --batch, shard directories holding such artifacts. Never modified.
+    /// Artifact directories (each with artifact_manifest.txt) or TheRock
+    /// artifact archives (`.tar.zst`, `.tar.xz`, `.tar.gz`, read
+    /// streaming), or with --batch, shard directories holding either.
+    /// Never modified.
     #[arg(required_unless_present_any = ["artifact_dir", "batch_artifact_parent_dir"])]
     inputs: Vec<PathBuf>,
     /// Output directory (created). An output artifact that exists with the
@@ -57,12 +59,51 @@ pub struct Args {
     /// Print a JSON summary on stdout.
     #[arg(long)]
     json: bool,
+    /// Output artifacts as directories, or as TheRock artifact archives
+    /// (`<component>_<arch>.tar.zst`, reproducible: mtime from
+    /// SOURCE_DATE_EPOCH or 0) each with a sha256 manifest beside it
+    /// (`<name>.artifact_equivalence.json`).
+    #[arg(long, value_enum, default_value = "dir")]
+    output_format: OutputFormatArg,
+    /// One archive per binary and processor (`<component>.<path>_<proc>.kpack`),
+    /// or per artifact and target, AMD's names (`<component>_<target>.kpack`,
+    /// e.g. `rand_lib_gfx942.kpack` for every binary of the prefix);
+    /// markers name the archives either way.
+    #[arg(long, value_enum, default_value = "binary")]
+    archive_per: ArchivePerArg,
     #[command(flatten)]
     archive: ArchiveArgs,
     #[command(flatten)]
     handlers: HandlerArgs,
     #[command(flatten)]
     targets: TargetArgs,
+}
+
+/// `--output-format` values.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum OutputFormatArg {
+    Dir,
+    #[value(name = "tar.zst")]
+    TarZst,
+}
+
+/// `--archive-per` values.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ArchivePerArg {
+    Binary,
+    Artifact,
+}
+
+/// `SOURCE_DATE_EPOCH`, else 0.
+fn source_date_epoch() -> anyhow::Result<u64> {
+    match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse::<u64>()
+            .with_context(|| format!("SOURCE_DATE_EPOCH={v:?} is not a number of seconds")),
+        Ok(_) | Err(std::env::VarError::NotPresent) => Ok(0),
+        Err(e) => anyhow::bail!("SOURCE_DATE_EPOCH: {e}"),
+    }
 }
 
 /// Run `kpack split`.
@@ -95,6 +136,19 @@ pub fn run(mut args: Args) -> CliResult {
     opts.compression = args.archive.compression();
     opts.archive_group = args.archive.archive_group();
     opts.replace = args.replace;
+    opts.output_format = match args.output_format {
+        OutputFormatArg::Dir => kpack_split::OutputFormat::Dir,
+        OutputFormatArg::TarZst => kpack_split::OutputFormat::TarZst,
+    };
+    opts.mtime = source_date_epoch()?;
+    opts.archive_per_artifact = args.archive_per == ArchivePerArg::Artifact;
+    if opts.archive_per_artifact && opts.archive_group != kpack_amdgpu::Level::Target {
+        return Err(anyhow::anyhow!(
+            "--archive-per artifact writes one archive per target id (AMD's names); it cannot be combined with archive groups ({})",
+            args.archive.group_flag()
+        )
+        .into());
+    }
     opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
 
     let bar = crate::ui::progress(0, crate::ui::Unit::Bytes);
@@ -124,6 +178,9 @@ pub fn run(mut args: Args) -> CliResult {
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
     } else {
         reports.iter().for_each(print_text);
+        if failed == 0 {
+            args.archive.say_readers(args.archive.archive_group());
+        }
         crate::ui::status(format_args!("done in {:.2?}", start.elapsed()));
     }
     if failed == 0 {

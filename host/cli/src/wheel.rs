@@ -272,7 +272,9 @@ fn split(mut args: SplitArgs) -> CliResult {
             .clone()
             .unwrap_or_else(|| kpack_wheel::DEFAULT_VARIANT_LABEL.to_string())
     });
-    opts.archive_group = args.archive.archive_group();
+    opts.archive_group = args
+        .archive
+        .archive_group_at_most(opts.group.unwrap_or(kpack_amdgpu::Level::Target));
     // Before the output directory is created: nothing written.
     opts.amd = amd;
     kpack_wheel::check_archive_group(&input, &opts)?;
@@ -312,6 +314,7 @@ fn split(mut args: SplitArgs) -> CliResult {
         if args.dry_run {
             eprintln!("dry run: nothing written to {}", args.output.display());
         }
+        args.archive.say_readers(opts.archive_group);
         crate::ui::status(format_args!("done in {:.2?}", start.elapsed()));
     }
     Ok(())
@@ -353,7 +356,8 @@ fn amd_layout(args: &mut SplitArgs) -> anyhow::Result<Option<kpack_wheel::AmdLay
     if layout.is_some() {
         if args.archive.archive_group() != kpack_amdgpu::Level::Target {
             bail!(
-                "--archive-group does not apply to AMD's layout (--overlay-root): it has one archive per target id"
+                "{} does not apply to AMD's layout (--overlay-root): it has one archive per target id",
+                args.archive.group_flag()
             );
         }
         if matches!(
@@ -361,7 +365,8 @@ fn amd_layout(args: &mut SplitArgs) -> anyhow::Result<Option<kpack_wheel::AmdLay
             kpack_format::Compression::ZstdDelta { .. }
         ) {
             bail!(
-                "--compression zstd-delta does not apply to AMD's layout (--overlay-root): AMD's loader reads none and zstd only"
+                "{} (zstd-delta) does not apply to AMD's layout (--overlay-root): AMD's loader reads none and zstd only",
+                args.archive.compression_flag()
             );
         }
     }

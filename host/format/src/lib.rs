@@ -70,6 +70,7 @@ mod finding;
 mod frame;
 mod marker;
 mod mmap;
+mod mode;
 mod read;
 #[cfg(any(test, feature = "test-support"))]
 #[doc(hidden)]
@@ -80,6 +81,7 @@ mod write;
 pub use error::{Error, ErrorKind, Result, error_chain};
 pub use finding::{Finding, Severity};
 pub use marker::{GFXARCH, MARKER_MAX_LEN, Marker, MarkerProblem};
+pub use mode::{CompressionMode, Readers, SIZE_LEVEL};
 pub use read::{Archive, Entry, Scheme};
 pub use verify::{ArchiveProblem, verify};
 pub use write::{

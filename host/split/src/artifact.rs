@@ -8,6 +8,10 @@ use std::path::{Path, PathBuf};
 use kpack_fsafe::{Existing, Order, Outputs};
 use serde::Serialize;
 
+use crate::archive_input::{Codec, split_archive};
+use crate::archive_output::{
+    ARCHIVE_SUFFIX, EQUIVALENCE_SUFFIX, OutputFormat, write_artifact_archive,
+};
 use crate::error::{Error, ErrorKind, Result, error_chain};
 use crate::manifest::{artifact_dirs, keep_link, prefix_link, read_manifest, write_manifest};
 use crate::prefix::{PrefixLayout, PrefixReport, SplitOptions, refuse_split_output, split_prefix};
@@ -15,7 +19,8 @@ use crate::prefix::{PrefixLayout, PrefixReport, SplitOptions, refuse_split_outpu
 /// One artifact to split.
 #[derive(Debug, Clone)]
 pub struct ArtifactInput {
-    /// The artifact directory (with `artifact_manifest.txt`).
+    /// The artifact directory (with `artifact_manifest.txt`), or a TheRock
+    /// artifact archive (`.tar.zst`, `.tar.xz`, `.tar.gz`) holding one.
     pub dir: PathBuf,
     /// Its component name (`blas_lib`): outputs are `<component>_generic`
     /// and `<component>_<arch>`.
@@ -25,7 +30,10 @@ pub struct ArtifactInput {
 /// The component of a TheRock artifact directory name, AMD's batch rule:
 /// drop the last `_`-separated part (the target family): `blas_lib_gfx110X-dgpu`
 /// → `blas_lib`. `None` for fewer than two parts or a `generic` family.
+/// An artifact archive's name counts without its suffix
+/// (`blas_lib_gfx1100.tar.zst`).
 pub fn component_from_dir_name(name: &str) -> Option<String> {
+    let name = crate::archive_input::artifact_archive_stem(name).unwrap_or(name);
     let (component, family) = name.rsplit_once('_')?;
     if component.is_empty() || family == "generic" {
         return None;
@@ -135,10 +143,22 @@ pub fn split_artifacts(
     Ok(reports)
 }
 
+/// Where an artifact's entries come from.
+enum Source {
+    /// A directory: its manifest's prefixes.
+    Dir(Vec<String>),
+    /// An artifact archive: read streaming.
+    Archive,
+}
+
 fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Result<ArtifactReport> {
     let c = &input.component;
     let mut rep = ArtifactReport::empty(input);
-    let prefixes = match read_manifest(&input.dir) {
+    let prefixes = match Codec::sniff(&input.dir) {
+        Some(_) => Ok(Source::Archive),
+        None => read_manifest(&input.dir).map(Source::Dir),
+    };
+    let prefixes = match prefixes {
         Ok(p) => p,
         Err(e) => {
             rep.errors.push(error_chain(&e));
@@ -149,12 +169,25 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     let stage = staged.tree();
     let mut opts = opts.clone();
     opts.component = c.clone();
-    let processed = split_prefixes(input, &prefixes, &stage, &opts, &mut rep);
+    if opts.archive_per_artifact {
+        opts.shared_archive = Some(c.clone());
+    }
+    let processed = match prefixes {
+        Source::Archive => split_archive(input, &stage, &opts, &mut rep),
+        Source::Dir(prefixes) => split_prefixes(input, &prefixes, &stage, &opts, &mut rep),
+    };
     if !rep.errors.is_empty() {
         return Ok(rep);
     }
+    if opts.archive_per_artifact {
+        merge_per_artifact(c, &stage, &opts, &mut rep)?;
+    }
     let (outputs, arches) = write_manifests(c, &stage, &processed, &rep)?;
-    for o in &outputs {
+    let names = output_names(&outputs, opts.output_format);
+    if opts.output_format == OutputFormat::TarZst {
+        pack_outputs(&stage, &outputs, opts.mtime)?;
+    }
+    for o in &names {
         match existing_output(&stage.join(o), &out.join(o), opts.replace) {
             Ok(true) => rep.identical.push(o.clone()),
             Ok(false) => {
@@ -169,7 +202,7 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     staged.commit()?;
     rep.generic_only = arches.is_empty();
     rep.arches = arches.into_iter().collect();
-    rep.outputs = outputs;
+    rep.outputs = names;
     Ok(rep)
 }
 
@@ -196,6 +229,102 @@ pub(crate) fn existing_output(staged: &Path, dest: &Path, replace: bool) -> std:
     }
 }
 
+/// `--archive-per artifact`: every per-binary archive of the artifact, all
+/// prefixes together, merged into one `<component>_<target id>.kpack` per
+/// target in the first prefix's archive directory of each arch tree (the
+/// prefixes share one archive directory once installed, flattened), and
+/// the reports listing those instead. Archive directories left empty go.
+fn merge_per_artifact(
+    c: &str,
+    stage: &Path,
+    opts: &SplitOptions<'_>,
+    rep: &mut ArtifactReport,
+) -> Result<()> {
+    let tree = |arch: &str, prefix: &str| stage.join(format!("{c}_{arch}")).join(prefix);
+    let parts: Vec<(String, PathBuf)> = rep
+        .prefixes
+        .iter()
+        .flat_map(|p| {
+            p.archives
+                .iter()
+                .map(|a| (a.arch.clone(), tree(&a.arch, &p.prefix).join(&a.path)))
+        })
+        .collect();
+    crate::merge::merge_archives(&parts, c, opts.compression, &stage.join(".merge"))?;
+    let _ = std::fs::remove_dir_all(stage.join(".merge"));
+    for p in &mut rep.prefixes {
+        let arches: BTreeSet<String> = p.archives.iter().map(|a| a.arch.clone()).collect();
+        let mut merged = Vec::new();
+        for arch in arches {
+            let dir = tree(&arch, &p.prefix).join(&opts.archive_dir);
+            let mut names: Vec<String> = std::fs::read_dir(&dir)
+                .map_err(|e| Error::io(&dir, "cannot list", e))?
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".kpack"))
+                .collect();
+            if names.is_empty() {
+                remove_empty_dirs(&dir, &tree(&arch, ""));
+                continue;
+            }
+            names.sort();
+            for n in names {
+                let path = dir.join(&n);
+                let archive = kpack_format::Archive::open(&path).map_err(|e| {
+                    Error::invalid(&path, "cannot read a merged archive").with_source(e)
+                })?;
+                merged.push(crate::prefix::ArchiveReport {
+                    arch: arch.clone(),
+                    path: format!("{}/{n}", opts.archive_dir),
+                    entries: archive.entries().count(),
+                    bytes: std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
+                });
+            }
+        }
+        p.archives = merged;
+    }
+    Ok(())
+}
+
+/// Remove `dir` and its parents up to (not including) `root` while empty.
+fn remove_empty_dirs(dir: &Path, root: &Path) {
+    let mut at = dir.to_path_buf();
+    while at.starts_with(root) && at != root && std::fs::remove_dir(&at).is_ok() {
+        if !at.pop() {
+            break;
+        }
+    }
+}
+
+/// The files or directories each output artifact is written as.
+fn output_names(outputs: &[String], format: OutputFormat) -> Vec<String> {
+    match format {
+        OutputFormat::Dir => outputs.to_vec(),
+        OutputFormat::TarZst => outputs
+            .iter()
+            .flat_map(|o| {
+                [
+                    format!("{o}{ARCHIVE_SUFFIX}"),
+                    format!("{o}{EQUIVALENCE_SUFFIX}"),
+                ]
+            })
+            .collect(),
+    }
+}
+
+/// Pack each staged output directory into its archive and manifest, in
+/// the staging directory, in parallel (each archive compressed on one
+/// thread, so its bytes do not depend on the pool).
+fn pack_outputs(stage: &Path, outputs: &[String], mtime: u64) -> Result<()> {
+    use rayon::prelude::*;
+    outputs.par_iter().try_for_each(|o| {
+        let dest = stage.join(format!("{o}{ARCHIVE_SUFFIX}"));
+        let manifest = write_artifact_archive(&stage.join(o), &dest, mtime)?;
+        let m = stage.join(format!("{o}{EQUIVALENCE_SUFFIX}"));
+        std::fs::write(&m, manifest.to_json()).map_err(|e| Error::io(&m, "cannot write", e))
+    })
+}
+
 impl ArtifactReport {
     /// The report of `input` before any work.
     fn empty(input: &ArtifactInput) -> ArtifactReport {
@@ -220,7 +349,7 @@ impl ArtifactReport {
     }
 
     /// Add one prefix's figures, findings and details.
-    fn absorb(&mut self, p: PrefixReport) {
+    pub(crate) fn absorb(&mut self, p: PrefixReport) {
         self.errors.extend(p.errors.iter().cloned());
         self.warnings.extend(p.warnings.iter().cloned());
         self.files += p.files;

@@ -71,6 +71,8 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod archive_input;
+mod archive_output;
 mod artifact;
 mod databases;
 mod error;
@@ -78,10 +80,18 @@ mod gpu;
 mod link;
 mod loads;
 mod manifest;
+mod merge;
 mod prefix;
 mod recombine;
 mod verify;
 
+pub use archive_input::{
+    Codec, archive_manifest, artifact_archive_stem, artifact_manifest, unpack_archives,
+};
+pub use archive_output::{
+    ARCHIVE_SUFFIX, EQUIVALENCE_SCHEMA, EQUIVALENCE_SUFFIX, EquivalenceFile, EquivalenceManifest,
+    OutputFormat, directory_manifest, write_artifact_archive,
+};
 pub use artifact::{
     ArtifactInput, ArtifactReport, batch_inputs, component_from_dir_name, split_artifacts,
 };
@@ -92,6 +102,7 @@ pub use loads::{
     ArchiveSeen, LoadedCodeObject, MarkerLoads, marker_loads, marker_loads_with, sha256_hex,
 };
 pub use manifest::{MANIFEST, prefix_link, read_manifest, write_manifest};
+pub use merge::merge_archives;
 pub use prefix::{
     ArchiveReport, BinaryReport, PrefixLayout, PrefixReport, Progress, SplitOptions, arch_dir_name,
     archive_stem, classify_files, split_prefix,

@@ -24,6 +24,11 @@ pub fn read_manifest(artifact: &Path) -> Result<Vec<String>> {
     }
     let text = std::fs::read_to_string(&path)
         .map_err(|e| Error::io(&path, "cannot read the artifact manifest", e))?;
+    parse_manifest(&path, &text)
+}
+
+/// Parse and validate a manifest's text (read from `path`, for messages).
+pub(crate) fn parse_manifest(path: &Path, text: &str) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let p = line.trim();
@@ -33,13 +38,13 @@ pub fn read_manifest(artifact: &Path) -> Result<Vec<String>> {
         let p = p.trim_end_matches('/');
         if !kpack_fsafe::is_plain_relative(p) {
             return Err(Error::invalid(
-                &path,
+                path,
                 format!("line {}: prefix {p:?} is not a plain relative path", n + 1),
             ));
         }
         if out.iter().any(|q| q == p) {
             return Err(Error::invalid(
-                &path,
+                path,
                 format!("line {}: prefix {p:?} is listed twice", n + 1),
             ));
         }
@@ -123,11 +128,16 @@ mod tests {
 
 /// The names of the artifacts in `dir` (its subdirectories holding a
 /// manifest), sorted.
+/// The artifacts in `dir`, sorted: subdirectories with a manifest and
+/// artifact archives.
 pub(crate) fn artifact_dirs(dir: &Path) -> Result<Vec<String>> {
     let mut names = Vec::new();
     for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, "cannot list", e))? {
         let e = e.map_err(|e| Error::io(dir, "cannot list", e))?;
-        if e.path().join(MANIFEST).is_file() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let archive = crate::archive_input::artifact_archive_stem(&name).is_some()
+            && crate::archive_input::Codec::sniff(&e.path()).is_some();
+        if archive || e.path().join(MANIFEST).is_file() {
             names.push(e.file_name().to_string_lossy().into_owned());
         }
     }

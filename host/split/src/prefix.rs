@@ -75,6 +75,16 @@ pub struct SplitOptions<'a> {
     /// (`--replace`); without it, an error naming the first differing file.
     /// One with the same contents is always left alone.
     pub replace: bool,
+    /// Output artifacts as directories (the default) or as `.tar.zst`
+    /// artifact archives with equivalence manifests.
+    pub output_format: crate::OutputFormat,
+    /// One archive per artifact and target (`<component>_<target id>.kpack`
+    /// in each prefix's archive directory, AMD's naming) instead of one per
+    /// binary; markers name `<component>_@GFXARCH@.kpack`.
+    pub archive_per_artifact: bool,
+    /// The mtime of every member of an output archive
+    /// (`SOURCE_DATE_EPOCH`, else 0).
+    pub mtime: u64,
 }
 
 impl std::fmt::Debug for SplitOptions<'_> {
@@ -104,6 +114,9 @@ impl SplitOptions<'_> {
             archive_group: Level::Target,
             shared_archive: None,
             replace: false,
+            output_format: crate::OutputFormat::Dir,
+            archive_per_artifact: false,
+            mtime: 0,
         }
     }
 
@@ -239,9 +252,13 @@ struct FileResult {
     unclaimed_target: Option<String>,
 }
 
-enum Node {
+/// One entry of a prefix, by path in the prefix (`/`-separated).
+pub(crate) enum Node {
+    /// A directory.
     Dir(String),
+    /// A symlink and its target, recreated as it is.
     Link(String, PathBuf),
+    /// A regular file and its size.
     File(String, u64),
 }
 
@@ -255,13 +272,38 @@ enum Node {
 /// [`PrefixReport::errors`] (the walk goes on); only failures that make the
 /// whole prefix impossible are an `Err`.
 pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Result<PrefixReport> {
-    let mut report = PrefixReport {
-        prefix: layout.prefix.to_string(),
-        ..Default::default()
-    };
     let nodes = walk(layout.source)?;
     refuse_archives(layout.source, &nodes)?;
-    let files = write_skeleton(layout, &nodes, &mut report)?;
+    let mut report = PrefixReport::new(layout.prefix);
+    let input = Input {
+        owned: false,
+        shown: layout.source,
+    };
+    split_nodes(layout, opts, &nodes, &input, &mut report)?;
+    Ok(report.finish())
+}
+
+/// Where a prefix's files come from, for [`split_nodes`].
+pub(crate) struct Input<'a> {
+    /// The files under `layout.source` belong to the split (a spool of an
+    /// archive's entries): moved into the output instead of copied.
+    pub owned: bool,
+    /// The prefix's name in messages (the directory, or the archive and
+    /// the prefix inside it).
+    pub shown: &'a Path,
+}
+
+/// Split `nodes` (entries of the prefix at `layout.source`, in path order)
+/// into the outputs, counting into `report`: the part of [`split_prefix`]
+/// after the walk, which an archive's reader runs on each batch of entries.
+pub(crate) fn split_nodes(
+    layout: &PrefixLayout<'_>,
+    opts: &SplitOptions<'_>,
+    nodes: &[Node],
+    input: &Input<'_>,
+    report: &mut PrefixReport,
+) -> Result<()> {
+    let files = write_skeleton(layout, nodes, report)?;
     if let Some(p) = opts.progress {
         p(Progress::Walked {
             prefix: layout.prefix,
@@ -270,8 +312,8 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
         });
     }
     let claims = classify_files(layout.source, &files, opts.databases)?;
-    let results = process_files(layout, opts, &files, &claims);
-    refuse_offloaded(layout, &results)?;
+    let results = process_files(layout, opts, &files, &claims, input.owned);
+    refuse_offloaded(input.shown, &results)?;
     let mut unclaimed = Vec::new();
     for (rel, r) in results {
         if let Ok(FileResult {
@@ -281,20 +323,16 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
         {
             unclaimed.push((rel.clone(), t.clone()));
         }
-        report.add_file(layout.source, &rel, r);
+        report.add_file(input.shown, &rel, r);
     }
     if let Some((first, target)) = unclaimed.first() {
         report.warnings.push(format!(
             "{}: {} file(s) whose names carry a GPU target (first: {first}, {target}) were claimed by no database handler asked for and stay in the generic artifact; is this a layout the handlers do not know?",
-            layout.source.display(),
+            input.shown.display(),
             unclaimed.len()
         ));
     }
-    report.refuse_shared_archives();
-    report
-        .archives
-        .sort_by(|a, b| (&a.arch, &a.path).cmp(&(&b.arch, &b.path)));
-    Ok(report)
+    Ok(())
 }
 
 /// The outcome of [`process_file`] for each file, by path in the prefix.
@@ -367,12 +405,13 @@ fn process_files(
     opts: &SplitOptions<'_>,
     files: &[(&str, u64)],
     claims: &[Option<Claim>],
+    owned: bool,
 ) -> FileResults {
     files
         .par_iter()
         .zip(claims.par_iter())
         .map(|(&(rel, size), claim)| {
-            let r = process_file(layout, opts, rel, size, claim.as_ref());
+            let r = process_file(layout, opts, rel, size, claim.as_ref(), owned);
             if let Some(p) = opts.progress {
                 p(Progress::File {
                     path: rel,
@@ -387,14 +426,14 @@ fn process_files(
 /// A binary kpack already offloaded means this tree is split output:
 /// its archives are elsewhere, and a second split would only copy it
 /// under new artifact names, so say so instead (nothing is kept).
-fn refuse_offloaded(layout: &PrefixLayout<'_>, results: &FileResults) -> Result<()> {
+fn refuse_offloaded(shown: &Path, results: &FileResults) -> Result<()> {
     if let Some((rel, marker)) = results
         .iter()
         .find_map(|(rel, r)| Some((rel, r.as_ref().ok()?.already?)))
     {
         return Err(Error::new(
             ErrorKind::AlreadySplit,
-            Some(layout.source.join(rel)),
+            Some(shown.join(rel)),
             format!("already offloaded by kpack (HIPK wrappers, {marker} marker): {SPLIT_OUTPUT}"),
         ));
     }
@@ -402,6 +441,22 @@ fn refuse_offloaded(layout: &PrefixLayout<'_>, results: &FileResults) -> Result<
 }
 
 impl PrefixReport {
+    /// The empty report of `prefix`.
+    pub(crate) fn new(prefix: &str) -> PrefixReport {
+        PrefixReport {
+            prefix: prefix.to_string(),
+            ..Default::default()
+        }
+    }
+
+    /// After the last file: refuse archives two binaries share, and sort.
+    pub(crate) fn finish(mut self) -> PrefixReport {
+        self.refuse_shared_archives();
+        self.archives
+            .sort_by(|a, b| (&a.arch, &a.path).cmp(&(&b.arch, &b.path)));
+        self
+    }
+
     /// Count one file of the prefix read from `source`.
     fn add_file(
         &mut self,
@@ -478,7 +533,7 @@ pub(crate) fn refuse_split_output(root: &Path) -> Result<()> {
 }
 
 /// [`refuse_split_output`] over an already walked tree.
-fn refuse_archives(root: &Path, nodes: &[Node]) -> Result<()> {
+pub(crate) fn refuse_archives(root: &Path, nodes: &[Node]) -> Result<()> {
     for node in nodes {
         let Node::File(rel, size) = node else {
             continue;
@@ -575,13 +630,24 @@ pub fn classify_files(
     })
 }
 
-fn copy(src: &Path, dst: &Path) -> std::result::Result<u64, FileError> {
+/// Put the file `src` at `dst`: copied (std::fs::copy keeps the
+/// permission bits), or moved when the split owns `src` (a spooled archive
+/// entry, on the same file system as the output). Returns its size.
+fn place(src: &Path, dst: &Path, owned: bool) -> std::result::Result<u64, FileError> {
     if let Some(d) = dst.parent() {
         std::fs::create_dir_all(d)
             .map_err(FileError::io(format!("cannot create {}", d.display())))?;
     }
-    // std::fs::copy keeps the permission bits.
-    std::fs::copy(src, dst).map_err(FileError::io(format!("cannot copy to {}", dst.display())))
+    if !owned {
+        return std::fs::copy(src, dst)
+            .map_err(FileError::io(format!("cannot copy to {}", dst.display())));
+    }
+    let len = std::fs::symlink_metadata(src)
+        .map_err(FileError::io("cannot read"))?
+        .len();
+    std::fs::rename(src, dst)
+        .map_err(FileError::io(format!("cannot move to {}", dst.display())))?;
+    Ok(len)
 }
 
 fn process_file(
@@ -590,6 +656,7 @@ fn process_file(
     rel: &str,
     size: u64,
     claim: Option<&Claim>,
+    owned: bool,
 ) -> std::result::Result<FileResult, FileError> {
     let src = layout.source.join(rel);
     let mut r = FileResult {
@@ -601,20 +668,22 @@ fn process_file(
             Classification::Arch(key) if opts.is_excluded(key) => r.excluded.push(key.clone()),
             Classification::Arch(key) => {
                 let arch = arch_dir_name(key);
-                let n = copy(&src, &(layout.arch)(&arch).join(rel))?;
+                let n = place(&src, &(layout.arch)(&arch).join(rel), owned)?;
                 r.arch_bytes.push((arch, n));
             }
-            Classification::Generic => r.generic_bytes = copy(&src, &layout.generic.join(rel))?,
+            Classification::Generic => {
+                r.generic_bytes = place(&src, &layout.generic.join(rel), owned)?;
+            }
         }
         r.database = Some((c.handler.clone(), c.classification.to_string()));
         return Ok(r);
     }
     let kind = FileKind::of_path(&src).map_err(FileError::io("cannot read"))?;
     if kind.is_host_binary() {
-        return host_binary(layout, opts, rel, &src, r);
+        return host_binary(layout, opts, rel, &src, owned, r);
     }
     if kind.is_device_file() {
-        return bundle_file(layout, opts, rel, &src, r);
+        return bundle_file(layout, opts, rel, &src, owned, r);
     }
     if kind == FileKind::StaticArchive && static_archive_has_device_code(&src)? {
         r.warning = Some(
@@ -624,7 +693,7 @@ fn process_file(
         let name = rel.rsplit('/').next().unwrap_or(rel);
         r.unclaimed_target = kpack_amdgpu::find_target(name).map(|t| t.to_string());
     }
-    r.generic_bytes = copy(&src, &layout.generic.join(rel))?;
+    r.generic_bytes = place(&src, &layout.generic.join(rel), owned)?;
     Ok(r)
 }
 
@@ -674,6 +743,7 @@ fn host_binary(
     opts: &SplitOptions<'_>,
     rel: &str,
     src: &Path,
+    owned: bool,
     mut r: FileResult,
 ) -> std::result::Result<FileResult, FileError> {
     let walk = WalkOptions {
@@ -684,7 +754,7 @@ fn host_binary(
         // A file kpack cannot rewrite (32-bit, big-endian, another
         // machine) has no HIP device code it could move: shipped as is.
         Err(e) if e.is_unsupported() => {
-            r.generic_bytes = copy(src, &layout.generic.join(rel))?;
+            r.generic_bytes = place(src, &layout.generic.join(rel), owned)?;
             return Ok(r);
         }
         Err(e) => return Err(e.into()),
@@ -700,7 +770,8 @@ fn host_binary(
         ));
     }
     if r.already.is_some() || r.host_only || r.warning.is_some() {
-        r.generic_bytes = copy(src, &layout.generic.join(rel))?;
+        drop(bin);
+        r.generic_bytes = place(src, &layout.generic.join(rel), owned)?;
         return Ok(r);
     }
     let Planned {
@@ -841,6 +912,7 @@ fn bundle_file(
     opts: &SplitOptions<'_>,
     rel: &str,
     src: &Path,
+    owned: bool,
     mut r: FileResult,
 ) -> std::result::Result<FileResult, FileError> {
     let fat = read_fat_binary(
@@ -856,7 +928,7 @@ fn bundle_file(
     match processors.as_slice() {
         [] if !targets.is_empty() => r.excluded.extend(targets),
         [p] => {
-            let n = copy(src, &(layout.arch)(p).join(rel))?;
+            let n = place(src, &(layout.arch)(p).join(rel), owned)?;
             r.arch_bytes.push((p.clone(), n));
             r.device_file = Some(p.clone());
             r.excluded
@@ -869,7 +941,7 @@ fn bundle_file(
                     targets.join(", ")
                 ));
             }
-            r.generic_bytes = copy(src, &layout.generic.join(rel))?;
+            r.generic_bytes = place(src, &layout.generic.join(rel), owned)?;
         }
     }
     Ok(r)

@@ -10,6 +10,7 @@ use kpack_fsafe::{Existing, Order, Outputs};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::archive_input::{Codec, artifact_archive_stem, artifact_manifest, unpack_artifact};
 use crate::error::{Error, ErrorKind, Result};
 use crate::manifest::{artifact_dirs, keep_link, prefix_link, read_manifest, write_manifest};
 
@@ -376,7 +377,8 @@ impl Found {
         for s in shard_names {
             let sdir = shards.join(s);
             for n in artifact_dirs(&sdir)? {
-                let parsed = parse_artifact_name(&n);
+                // An artifact archive counts by its name without suffix.
+                let parsed = parse_artifact_name(artifact_archive_stem(&n).unwrap_or(&n));
                 if let (Some(want), Some((c, _))) = (&opts.component, &parsed)
                     && c != want
                 {
@@ -479,6 +481,16 @@ impl Found {
                 continue;
             };
             for (s, d) in v.iter().filter(|(s, _)| *s != self.primary) {
+                if Codec::sniff(&p).is_some() || Codec::sniff(d).is_some() {
+                    // Archives are compared by their files' sha256.
+                    let (a, b) = (artifact_manifest(&p)?, artifact_manifest(d)?);
+                    if let Some(first) = a.first_difference(&b) {
+                        rep.errors.push(format!(
+                            "{c}: generic artifact of shard {s} differs from the primary's: {first}"
+                        ));
+                    }
+                    continue;
+                }
                 let diffs = tree_diff(&p, d)?;
                 if !diffs.is_empty() {
                     rep.errors.push(format!(
@@ -569,6 +581,10 @@ impl Found {
             let Some((_, dir)) = self.arch_dir(c, a) else {
                 continue;
             };
+            if Codec::sniff(dir).is_some() {
+                prefixes.extend(unpack_artifact(dir, dst)?);
+                continue;
+            }
             for p in read_manifest(dir)? {
                 if prefix_link(dir, &p).is_none() && dir.join(&p).is_dir() {
                     merge_tree(&dir.join(&p), &dst.join(&p))?;
@@ -589,6 +605,10 @@ impl Found {
 /// Copy the generic artifact `src` to `dst`; a prefix that is a link is
 /// copied as a link, never read through.
 fn stage_generic(src: &Path, dst: &Path) -> Result<()> {
+    if Codec::sniff(src).is_some() {
+        let kept = unpack_artifact(src, dst)?;
+        return write_manifest(dst, &kept);
+    }
     let prefixes = read_manifest(src)?;
     let mut kept = Vec::new();
     for p in &prefixes {

@@ -77,6 +77,9 @@ struct ArchInfo {
 pub fn verify(dirs: &[PathBuf]) -> Result<VerifyReport> {
     let mut rep = VerifyReport::default();
     for d in dirs {
+        if verify_archives(d, &mut rep)? {
+            continue;
+        }
         if is_installed_tree(d) {
             verify_installed(d, &mut rep)?;
             continue;
@@ -121,6 +124,69 @@ pub fn verify(dirs: &[PathBuf]) -> Result<VerifyReport> {
     }
     rep.findings.sort();
     Ok(rep)
+}
+
+/// Artifact archives (`d` itself, or those in the directory `d`, with the
+/// artifact directories beside them): unpacked into a temporary directory
+/// that is removed afterwards, verified together, and reported under the
+/// archives' own paths. False when `d` is no archive and holds none.
+fn verify_archives(d: &Path, rep: &mut VerifyReport) -> Result<bool> {
+    let tmp = tempfile::Builder::new()
+        .prefix(".kpack-verify-")
+        .tempdir()
+        .map_err(|e| {
+            Error::io(
+                std::env::temp_dir(),
+                "cannot create a temporary directory",
+                e,
+            )
+        })?;
+    let unpacked = crate::archive_input::unpack_archives(d, tmp.path())?;
+    if unpacked.is_empty() {
+        return Ok(false);
+    }
+    let record_dir = if d.is_dir() {
+        d.to_path_buf()
+    } else {
+        d.parent().map(Path::to_path_buf).unwrap_or_default()
+    };
+    let record = read_record(&record_dir).unwrap_or_default();
+    let mut arts: Vec<PathBuf> = unpacked.iter().map(|(u, _)| u.clone()).collect();
+    if d.is_dir() {
+        for e in std::fs::read_dir(d).map_err(|e| Error::io(d, "cannot list", e))? {
+            let e = e.map_err(|e| Error::io(d, "cannot list", e))?;
+            if e.path().join(MANIFEST).is_file() {
+                arts.push(e.path());
+            }
+        }
+    }
+    arts.sort();
+    let mut part = VerifyReport::default();
+    verify_group(&arts, &record, &mut part)?;
+    // Name each archive, not its temporary unpacked copy.
+    let shown = |p: &str| -> String {
+        for (u, a) in &unpacked {
+            let u = u.display().to_string();
+            if let Some(rest) = p.strip_prefix(&u) {
+                return format!("{}{rest}", a.display());
+            }
+        }
+        p.to_string()
+    };
+    for mut f in part.findings {
+        f.path = shown(&f.path);
+        f.message = unpacked.iter().fold(f.message, |m, (u, a)| {
+            m.replace(&u.display().to_string(), &a.display().to_string())
+        });
+        rep.findings.push(f);
+    }
+    rep.artifacts
+        .extend(part.artifacts.iter().map(|a| shown(a)));
+    rep.binaries += part.binaries;
+    rep.archives += part.archives;
+    rep.resolved += part.resolved;
+    rep.generic_served += part.generic_served;
+    Ok(true)
 }
 
 /// A directory that is neither an artifact nor holds artifacts: an install

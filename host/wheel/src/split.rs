@@ -503,7 +503,8 @@ fn split_schemes(
             ));
         }
         let group = amd::group_name(&names.host);
-        amd::merge_archives(&parts, &group, opts.compression, &st.path().join("merge"))?;
+        kpack_split::merge_archives(&parts, &group, opts.compression, &st.path().join("merge"))
+            .map_err(|e| Error::split(input, e))?;
     }
     Ok(out)
 }

@@ -16,7 +16,7 @@ use crate::util::{KPACK, component_cache, kpack};
 
 pub(crate) struct Shard {
     pub(crate) name: &'static str,
-    family: &'static str,
+    pub(crate) family: &'static str,
     arch: &'static str,
     lib: &'static str,
     exe: &'static str,
