@@ -72,6 +72,8 @@ pub fn run(args: Args) -> CliResult {
     let existing = Existing::from_force(args.force);
     let mut archive_out = Outputs::create(&args.archives, "offload", existing)?;
     archives.set_stage(archive_out.tree());
+    // Checked against the final paths: no archive may land on the output.
+    archives.protect(&args.output);
     let (out_dir, out_name) = split_output(&args.output)?;
     let mut host_out = Outputs::create(&out_dir, "offload", existing)?;
     let staged_host = host_out.plan(&out_name, Order::Last)?;

@@ -125,9 +125,10 @@ fn cache_key(dir: &Path) -> std::result::Result<Vec<u8>, String> {
         std::fs::File::open("/dev/urandom")
             .and_then(|mut f| f.read_exact(&mut key))
             .map_err(|e| untrusted(Path::new("/dev/urandom"), e))?;
-        // NamedTempFile is created 0600; persist_noclobber keeps a key
+        // A private temp file (0600); persist_noclobber keeps a key
         // another process wrote first.
-        let mut tmp = kpack_fsafe::temp_file_in(dir, "cache").map_err(|e| untrusted(dir, e))?;
+        let mut tmp =
+            kpack_fsafe::private_temp_file_in(dir, "cache").map_err(|e| untrusted(dir, e))?;
         tmp.write_all(&key).map_err(|e| untrusted(dir, e))?;
         let _ = tmp.persist_noclobber(&path);
     }
