@@ -1084,7 +1084,9 @@ fn sha256_of_range(mut file: &File, offset: u64, len: u64) -> std::io::Result<[u
     let mut buf = vec![0u8; 1 << 20];
     let mut done = 0u64;
     while done < len {
-        let want = buf.len().min(usize::try_from(len - done).unwrap_or(usize::MAX));
+        let want = buf
+            .len()
+            .min(usize::try_from(len - done).unwrap_or(usize::MAX));
         let n = file.read(&mut buf[..want])?;
         if n == 0 {
             return Err(std::io::Error::new(
