@@ -262,6 +262,10 @@ impl Reader<'_> {
         }
         let path = member_path(self.archive, &entry)?;
         let at = entry.raw_header_position();
+        if path.is_empty() && kind.is_dir() {
+            // `./`, the archive's root.
+            return Ok(());
+        }
         let Some((prefix, rel)) = prefix_of(&self.prefixes, &path) else {
             // Directories above a prefix carry nothing; anything else
             // outside the manifest is not part of the artifact.
