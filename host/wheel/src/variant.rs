@@ -284,6 +284,7 @@ fn python_lines(text: &str) -> Vec<&str> {
 )]
 mod tests {
     use super::*;
+    use crate::name::check_variant_label;
 
     const HOST: &str = "Metadata-Version: 2.1\nName: torch\nVersion: 2.10.0\n\
 Requires-Dist: rocm-bootstrap\n\
