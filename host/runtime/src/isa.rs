@@ -136,4 +136,14 @@ mod tests {
             ["amdgcn-amd-amdhsa-unknown-"]
         );
     }
+
+    #[test]
+    fn arch_list_is_clrs() {
+        assert_eq!(gpu_arch_list("gfx1101"), ["gfx1101", "gfx11-generic"]);
+        assert_eq!(
+            gpu_arch_list("amdgcn-amd-amdhsa--gfx1101:xnack-"),
+            ["gfx1101:xnack-", "gfx11-generic:xnack-"]
+        );
+        assert_eq!(gpu_arch_list("gfx90a:xnack+"), ["gfx90a:xnack+"]);
+    }
 }

@@ -449,18 +449,3 @@ fn wheel_hint(bin: &Path, gpu: &str) -> Option<String> {
         )
     })
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn arch_list_is_clrs() {
-        assert_eq!(gpu_arch_list("gfx1101"), ["gfx1101", "gfx11-generic"]);
-        assert_eq!(
-            gpu_arch_list("amdgcn-amd-amdhsa--gfx1101:xnack-"),
-            ["gfx1101:xnack-", "gfx11-generic:xnack-"]
-        );
-        assert_eq!(gpu_arch_list("gfx90a:xnack+"), ["gfx90a:xnack+"]);
-    }
-}
