@@ -230,6 +230,9 @@ fn a_bad_properties_file_skips_its_node_with_a_note() {
     assert!(
         notes.contains("5/properties: longer than 16384 bytes"),
         "{notes}"
+    );
+}
+
 #[test]
 fn compute_units_and_integrated_gpus() {
     let root = topology(&[
