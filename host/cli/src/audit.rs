@@ -9,6 +9,8 @@
 //! binary cannot load, a device wheel requiring a parent the set lacks,
 //! and archives holding only generic code no runtime asks for.
 
+mod report;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -18,7 +20,7 @@ use serde::Serialize;
 
 use crate::exit::{CliError, CliResult};
 
-use crate::audit_report as report;
+use report;
 
 /// Arguments of `kpack audit`.
 #[derive(clap::Args)]

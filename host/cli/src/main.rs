@@ -9,7 +9,6 @@ mod amd_compat;
 mod archive;
 mod archive_args;
 mod audit;
-mod audit_report;
 mod detect;
 mod exit;
 mod external;

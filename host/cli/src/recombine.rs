@@ -73,7 +73,10 @@ pub fn run(args: Args) -> CliResult {
     } else {
         for o in &rep.outputs {
             if rep.identical.contains(o) {
-                println!("{}: identical to the existing output, left alone", args.output.join(o).display());
+                println!(
+                    "{}: identical to the existing output, left alone",
+                    args.output.join(o).display()
+                );
             } else {
                 println!("{}", args.output.join(o).display());
             }

@@ -14,7 +14,10 @@ pub fn first_difference(a: &Path, b: &Path) -> Option<PathBuf> {
 
 fn diff_at(a: &Path, b: &Path, rel: &Path) -> Option<PathBuf> {
     let (pa, pb) = (a.join(rel), b.join(rel));
-    let (Ok(ma), Ok(mb)) = (std::fs::symlink_metadata(&pa), std::fs::symlink_metadata(&pb)) else {
+    let (Ok(ma), Ok(mb)) = (
+        std::fs::symlink_metadata(&pa),
+        std::fs::symlink_metadata(&pb),
+    ) else {
         return Some(rel.to_path_buf());
     };
     let (ta, tb) = (ma.file_type(), mb.file_type());
@@ -28,9 +31,8 @@ fn diff_at(a: &Path, b: &Path, rel: &Path) -> Option<PathBuf> {
         return Some(rel.to_path_buf());
     }
     if !ma.is_dir() {
-        let same = ma.len() == mb.len()
-            && executable(&ma) == executable(&mb)
-            && same_bytes(&pa, &pb);
+        let same =
+            ma.len() == mb.len() && executable(&ma) == executable(&mb) && same_bytes(&pa, &pb);
         return (!same).then(|| rel.to_path_buf());
     }
     let (Some(na), Some(nb)) = (names(&pa), names(&pb)) else {
@@ -39,8 +41,7 @@ fn diff_at(a: &Path, b: &Path, rel: &Path) -> Option<PathBuf> {
     let mut all: Vec<&std::ffi::OsString> = na.iter().chain(&nb).collect();
     all.sort();
     all.dedup();
-    all.into_iter()
-        .find_map(|n| diff_at(a, b, &rel.join(n)))
+    all.into_iter().find_map(|n| diff_at(a, b, &rel.join(n)))
 }
 
 /// The names in `dir`, but kpack's temps.
@@ -119,7 +120,10 @@ mod tests {
             Some(PathBuf::from("lib/.kpack/x_gfx942.kpack"))
         );
         std::fs::write(a.join("lib/extra"), b"").unwrap();
-        assert_eq!(first_difference(&a, &b), Some(PathBuf::from("lib/.kpack/x_gfx942.kpack")));
+        assert_eq!(
+            first_difference(&a, &b),
+            Some(PathBuf::from("lib/.kpack/x_gfx942.kpack"))
+        );
         std::fs::write(b.join("lib/.kpack/x_gfx942.kpack"), b"kernels").unwrap();
         assert_eq!(first_difference(&a, &b), Some(PathBuf::from("lib/extra")));
         std::fs::remove_file(a.join("lib/extra")).unwrap();

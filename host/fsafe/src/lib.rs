@@ -28,8 +28,8 @@ mod check;
 mod compare;
 mod dir;
 mod error;
-mod output;
 mod interrupt;
+mod output;
 mod path;
 mod temp;
 
@@ -38,10 +38,10 @@ pub use check::{
     CreatedDir, file_kind, input_name, inside_root, lock_dir, not_existing, not_nested,
     not_same_file, plain_name, regular_file,
 };
-pub use error::{Error, IoError, Result};
 pub use compare::first_difference;
-pub use output::{Existing, Order, Outputs, commit_all};
+pub use error::{Error, IoError, Result};
 pub use interrupt::{Registered, remove_on_interrupt, remove_registered};
+pub use output::{Existing, Order, Outputs, commit_all};
 pub use path::{is_plain_name, is_plain_relative, normalize, relative_path, resolved};
 pub use temp::{
     TEMP_PREFIX, is_stale_temp, private_temp_file_in, remove_stale_temps, stale_temps, temp_dir_in,

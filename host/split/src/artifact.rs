@@ -2,19 +2,22 @@
 //! prefix of each artifact's manifest, stages the outputs, writes the
 //! manifests and renames complete artifacts into place.
 
+pub(crate) mod archive_input;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use kpack_fsafe::{Existing, Order, Outputs};
 use serde::Serialize;
 
-use crate::archive_input::{Codec, split_archive};
 use crate::archive_output::{
     ARCHIVE_SUFFIX, EQUIVALENCE_SUFFIX, OutputFormat, write_artifact_archive,
 };
+use crate::codec::Codec;
 use crate::error::{Error, ErrorKind, Result, error_chain};
 use crate::manifest::{artifact_dirs, keep_link, prefix_link, read_manifest, write_manifest};
 use crate::prefix::{PrefixLayout, PrefixReport, SplitOptions, refuse_split_output, split_prefix};
+use archive_input::split_archive;
 
 /// One artifact to split.
 #[derive(Debug, Clone)]
@@ -33,7 +36,7 @@ pub struct ArtifactInput {
 /// An artifact archive's name counts without its suffix
 /// (`blas_lib_gfx1100.tar.zst`).
 pub fn component_from_dir_name(name: &str) -> Option<String> {
-    let name = crate::archive_input::artifact_archive_stem(name).unwrap_or(name);
+    let name = crate::codec::artifact_archive_stem(name).unwrap_or(name);
     let (component, family) = name.rsplit_once('_')?;
     if component.is_empty() || family == "generic" {
         return None;
@@ -210,7 +213,11 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
 /// staged one: `true` when it exists with the same contents (left alone:
 /// another shard wrote it), `false` when it is to be written; an error
 /// naming the first differing file when it differs and `replace` is off.
-pub(crate) fn existing_output(staged: &Path, dest: &Path, replace: bool) -> std::result::Result<bool, String> {
+pub(crate) fn existing_output(
+    staged: &Path,
+    dest: &Path,
+    replace: bool,
+) -> std::result::Result<bool, String> {
     if std::fs::symlink_metadata(dest).is_err() {
         return Ok(false);
     }

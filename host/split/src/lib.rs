@@ -71,9 +71,9 @@
 //! ```
 #![forbid(unsafe_code)]
 
-mod archive_input;
 mod archive_output;
 mod artifact;
+mod codec;
 mod databases;
 mod error;
 mod gpu;
@@ -85,16 +85,15 @@ mod prefix;
 mod recombine;
 mod verify;
 
-pub use archive_input::{
-    Codec, archive_manifest, artifact_archive_stem, artifact_manifest, unpack_archives,
-};
 pub use archive_output::{
     ARCHIVE_SUFFIX, EQUIVALENCE_SCHEMA, EQUIVALENCE_SUFFIX, EquivalenceFile, EquivalenceManifest,
     OutputFormat, directory_manifest, write_artifact_archive,
 };
+pub use artifact::archive_input::{archive_manifest, artifact_manifest, unpack_archives};
 pub use artifact::{
     ArtifactInput, ArtifactReport, batch_inputs, component_from_dir_name, split_artifacts,
 };
+pub use codec::{Codec, artifact_archive_stem};
 pub use databases::{Claim, Classification, ClassifyError, Databases, FileInfo};
 pub use error::{Error, ErrorKind, Result};
 pub use gpu::{GpuBinary, GpuKernel, GpuOutcome, GpuReport, explain_gpu};

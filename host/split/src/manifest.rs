@@ -135,8 +135,8 @@ pub(crate) fn artifact_dirs(dir: &Path) -> Result<Vec<String>> {
     for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, "cannot list", e))? {
         let e = e.map_err(|e| Error::io(dir, "cannot list", e))?;
         let name = e.file_name().to_string_lossy().into_owned();
-        let archive = crate::archive_input::artifact_archive_stem(&name).is_some()
-            && crate::archive_input::Codec::sniff(&e.path()).is_some();
+        let archive = crate::codec::artifact_archive_stem(&name).is_some()
+            && crate::codec::Codec::sniff(&e.path()).is_some();
         if archive || e.path().join(MANIFEST).is_file() {
             names.push(e.file_name().to_string_lossy().into_owned());
         }

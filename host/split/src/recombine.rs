@@ -10,7 +10,8 @@ use kpack_fsafe::{Existing, Order, Outputs};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::archive_input::{Codec, artifact_archive_stem, artifact_manifest, unpack_artifact};
+use crate::artifact::archive_input::{artifact_manifest, unpack_artifact};
+use crate::codec::{Codec, artifact_archive_stem};
 use crate::error::{Error, ErrorKind, Result};
 use crate::manifest::{artifact_dirs, keep_link, prefix_link, read_manifest, write_manifest};
 

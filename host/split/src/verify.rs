@@ -141,7 +141,7 @@ fn verify_archives(d: &Path, rep: &mut VerifyReport) -> Result<bool> {
                 e,
             )
         })?;
-    let unpacked = crate::archive_input::unpack_archives(d, tmp.path())?;
+    let unpacked = crate::artifact::archive_input::unpack_archives(d, tmp.path())?;
     if unpacked.is_empty() {
         return Ok(false);
     }

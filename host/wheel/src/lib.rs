@@ -74,6 +74,7 @@ mod writer;
 pub use amd::{AmdLayout, wheel_from_directory};
 pub use error::{Error, ErrorKind, Result};
 pub use headers::{HeaderError, Headers};
+pub use install::{InstalledWheel, install_wheel};
 pub use job::WheelFile;
 /// AMD's placeholder for a target id (kpack-format's).
 pub use kpack_format::GFXARCH;
@@ -82,13 +83,13 @@ pub use name::{
     variant_wheel_file,
 };
 pub use progress::Progress;
-pub use install::{InstalledWheel, install_wheel};
 pub use prune::{DroppedFile, PruneOptions, PruneReport, PrunedFile, prune_wheel};
 pub use reader::Limits;
 pub use record::{RecordEntry, RecordError, parse_record, record_hash, write_record};
 pub use split::{DeviceWheel, WheelOptions, WheelReport, check_archive_group, split_wheel};
 pub use variant::{
     DEFAULT_VARIANT_LABEL, VARIANT_JSON, VariantProvider, VariantWheel, add_variant_markers,
-    variant_json, variant_json_for, variant_marker, variant_value, variant_wheel, variant_wheel_for,
+    variant_json, variant_json_for, variant_marker, variant_value, variant_wheel,
+    variant_wheel_for,
 };
 pub use writer::{ZIP_EPOCH, zip_time};

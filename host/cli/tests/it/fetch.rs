@@ -99,7 +99,12 @@ impl Drop for Server {
 
 /// Answer one request (redirected to `to` under [`Spoil::Redirect`]);
 /// the path asked for.
-pub(crate) fn serve(conn: &mut std::net::TcpStream, root: &Path, spoil: Spoil, to: &str) -> Option<String> {
+pub(crate) fn serve(
+    conn: &mut std::net::TcpStream,
+    root: &Path,
+    spoil: Spoil,
+    to: &str,
+) -> Option<String> {
     conn.set_nonblocking(false).ok()?;
     conn.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
     let mut req = Vec::new();

@@ -20,7 +20,10 @@ use crate::wheel::{HOST_DI, build_fat_wheel, fat_files};
 /// relative path → content; `None` when `dir` does not exist.
 fn snapshot(dir: &Path) -> Option<BTreeMap<String, Vec<u8>>> {
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-        let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap()).collect();
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .collect();
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             let name = e.file_name().to_string_lossy().into_owned();
@@ -72,7 +75,12 @@ fn a_wheel_name_never_leaves_the_output_directory() {
         for extra in [
             &["--device-prefix", "okdev"][..],
             &[][..],
-            &["--overlay-root", "fatpkg/", "--device-package-prefix", "okdev"][..],
+            &[
+                "--overlay-root",
+                "fatpkg/",
+                "--device-package-prefix",
+                "okdev",
+            ][..],
         ] {
             let mut a = args(&[&"wheel", &"split", &whl, &"-o", &out]);
             a.extend(extra.iter().map(OsString::from));
@@ -144,7 +152,9 @@ fn index_and_fetch_outputs_are_readable_by_everyone() {
     let (tree, idx) = tree_and_index(t.path());
     let want = 0o666 & !umask();
     assert_eq!(mode(&idx.join("kpack-index.json")), want);
-    let o = kpack(args(&[&"fetch", &"--index", &idx, &"--gpu", &"gfx1100", &tree]));
+    let o = kpack(args(&[
+        &"fetch", &"--index", &idx, &"--gpu", &"gfx1100", &tree,
+    ]));
     assert!(o.status.success(), "{}", stderr(&o));
     let got = tree.join("lib/.kpack/axpy_gfx1100.kpack");
     assert_eq!(mode(&got), want);
@@ -234,7 +244,12 @@ fn a_killed_wheel_split_leaves_nothing_new_or_everything() {
         wheel_setup(
             d,
             true,
-            &["--overlay-root", "fatpkg/", "--device-package-prefix", "fatpkg-device"],
+            &[
+                "--overlay-root",
+                "fatpkg/",
+                "--device-package-prefix",
+                "fatpkg-device",
+            ],
         )
     });
 }
@@ -269,12 +284,22 @@ fn a_killed_split_recombine_or_fetch_leaves_nothing_new_or_everything() {
         )
         .unwrap();
         let out = d.join("out");
-        let a = args(&[&"recombine", &d.join("shards"), &"--config", &config, &"-o", &out]);
+        let a = args(&[
+            &"recombine",
+            &d.join("shards"),
+            &"--config",
+            &config,
+            &"-o",
+            &out,
+        ]);
         (a, out)
     });
     sweep("fetch", |d| {
         let (tree, idx) = tree_and_index(d);
-        (args(&[&"fetch", &"--index", &idx, &"--gpu", &"gfx1100", &tree]), tree)
+        (
+            args(&[&"fetch", &"--index", &idx, &"--gpu", &"gfx1100", &tree]),
+            tree,
+        )
     });
 }
 
@@ -304,7 +329,9 @@ fn fetch_never_follows_a_directory_swapped_during_the_download() {
             serve(&mut conn, &root, Spoil::None, "");
         }
     });
-    let o = kpack(args(&[&"fetch", &"--index", &url, &"--gpu", &"gfx1100", &tree]));
+    let o = kpack(args(&[
+        &"fetch", &"--index", &url, &"--gpu", &"gfx1100", &tree,
+    ]));
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("symlink"), "{}", stderr(&o));
     assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);

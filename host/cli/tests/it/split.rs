@@ -346,21 +346,36 @@ fn splits_three_shards_recombines_and_every_kernel_loads() {
     };
     let r = resplit(&[]);
     assert!(r.status.success(), "{}", stderr(&r));
-    assert!(stdout(&r).contains("identical to the existing output"), "{}", stdout(&r));
-    assert_eq!(tree_digest(&shards.join("gfx908_build")), tree_digest(&again));
-    let db = again.join("blas_lib_generic").join(ROCBLAS).join("lib/rocblas/library/TensileLibrary.dat");
+    assert!(
+        stdout(&r).contains("identical to the existing output"),
+        "{}",
+        stdout(&r)
+    );
+    assert_eq!(
+        tree_digest(&shards.join("gfx908_build")),
+        tree_digest(&again)
+    );
+    let db = again
+        .join("blas_lib_generic")
+        .join(ROCBLAS)
+        .join("lib/rocblas/library/TensileLibrary.dat");
     std::fs::write(&db, b"another shard's").unwrap();
     let r = resplit(&[]);
     assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
     assert!(
-        stderr(&r).contains("first difference: math-libs/BLAS/rocBLAS/stage/lib/rocblas/library/TensileLibrary.dat"),
+        stderr(&r).contains(
+            "first difference: math-libs/BLAS/rocBLAS/stage/lib/rocblas/library/TensileLibrary.dat"
+        ),
         "{}",
         stderr(&r)
     );
     assert_eq!(std::fs::read(&db).unwrap(), b"another shard's");
     let r = resplit(&["--replace"]);
     assert!(r.status.success(), "{}", stderr(&r));
-    assert_eq!(tree_digest(&shards.join("gfx908_build")), tree_digest(&again));
+    assert_eq!(
+        tree_digest(&shards.join("gfx908_build")),
+        tree_digest(&again)
+    );
 
     // Recombine into two groups.
     let config = t.join("config.json");

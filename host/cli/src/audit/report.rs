@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::audit::{Audit, Hole, Load, Package};
+use super::{Audit, Hole, Load, Package};
 
 /// One letter per answer.
 fn cell(l: Option<&Load>) -> &'static str {
