@@ -20,7 +20,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::artifact::{ArtifactInput, ArtifactReport};
-use crate::codec::Codec;
+use crate::codec::{Codec, artifact_archive_stem};
 use crate::error::{Error, ErrorKind, Result, error_chain};
 use crate::manifest::{MANIFEST, parse_manifest};
 use crate::prefix::{Input, Node, PrefixLayout, PrefixReport, SplitOptions, split_nodes};
