@@ -20,8 +20,6 @@ use serde::Serialize;
 
 use crate::exit::{CliError, CliResult};
 
-use report;
-
 /// Arguments of `kpack audit`.
 #[derive(clap::Args)]
 pub struct Args {

@@ -28,8 +28,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use kpack_amdgpu::Level;
-use kpack_format::{Archive, ArchiveWriter, Compression, GFXARCH, WriterOptions};
-use rayon::prelude::*;
+use kpack_format::GFXARCH;
 
 use crate::error::{Error, Result};
 use crate::headers::Headers;
