@@ -462,7 +462,6 @@ fn install(
     let mut outputs = Outputs::create(root, "fetch", Existing::Replace)?;
     let staged = outputs.plan(&rel, Order::First)?;
     let mut tmp = std::fs::File::create(&staged).map_err(|e| io("cannot stage", e))?;
-    let _interrupt = kpack_fsafe::remove_on_interrupt(&staged);
     let mut reader = source.open(f, options)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];

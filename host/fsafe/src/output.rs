@@ -96,6 +96,8 @@ pub struct Outputs {
     existing: Existing,
     /// The root's parents this run created (fresh roots only).
     created: Option<CreatedDir>,
+    /// The staging directory goes on SIGINT/SIGTERM too (the CLI's handler).
+    _interrupt: crate::Registered,
 }
 
 impl Outputs {
@@ -133,9 +135,11 @@ impl Outputs {
             path: tree.clone(),
             source,
         })?;
+        let _interrupt = crate::remove_on_interrupt(holder.path());
         Ok(Outputs {
             root: root.to_path_buf(),
             fresh,
+            _interrupt,
             holder,
             planned: Vec::new(),
             existing,

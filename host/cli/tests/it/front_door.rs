@@ -48,7 +48,9 @@ fn split_mixed(tmp: &Path) -> std::path::PathBuf {
 /// The wrappers of `bin` as `kpack inspect --json` shows them.
 fn wrapper_magics(bin: &Path) -> Vec<String> {
     let o = kpack(["inspect".as_ref(), "--json".as_ref(), bin.as_os_str()]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    // 1: the generic artifact alone has none of the archives its markers
+    // name (a finding of the listing through the marker).
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     v["files"][0]["wrappers"]
         .as_array()

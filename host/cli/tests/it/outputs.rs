@@ -187,7 +187,7 @@ fn sweep(name: &str, setup: impl Fn(&Path) -> (Vec<OsString>, PathBuf)) {
         assert!(o.status.success(), "{name}: {}", stderr(&o));
         snapshot(&out)
     };
-    let mut points = 0;
+    let (mut points, mut runs) = (0, 0);
     for (syscall, every) in [
         ("rename,renameat,renameat2", true),
         ("mkdir,mkdirat", false),
@@ -195,7 +195,8 @@ fn sweep(name: &str, setup: impl Fn(&Path) -> (Vec<OsString>, PathBuf)) {
     ] {
         let mut n = 1;
         loop {
-            let dir = t.path().join(format!("run-{points}"));
+            runs += 1;
+            let dir = t.path().join(format!("run-{runs}"));
             let (a, out) = setup(&dir);
             let before = snapshot(&out);
             if !killed_at(&a, syscall, n) {
