@@ -54,6 +54,10 @@ struct Report<'a> {
 /// new-driver object (`format: "ar"|"elf"`).
 #[derive(Serialize)]
 #[serde(untagged)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one short-lived document per input file; boxing would only add an allocation"
+)]
 enum AnyReport {
     Host(HostReport),
     Offloading(kpack_llvm_offload::Listing),

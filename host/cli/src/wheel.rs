@@ -331,10 +331,13 @@ fn packed_input(
     if !input.is_dir() {
         return Ok(None);
     }
-    let within = if dry_run {
-        std::env::temp_dir()
-    } else {
-        out.to_path_buf()
+    // Beside the output directory (which appears only with the wheels),
+    // on its file system when its parent exists; else the temp directory.
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty());
+    let within = match parent {
+        Some(p) if !dry_run && p.is_dir() => p.to_path_buf(),
+        None if !dry_run => PathBuf::from("."),
+        _ => std::env::temp_dir(),
     };
     let dir = kpack_fsafe::temp_dir_in(&within, "wheel-input")
         .with_context(|| format!("{}: cannot create a temporary directory", within.display()))?;

@@ -1,5 +1,12 @@
 //! A body that stops, or trickles, fails the read instead of hanging it:
 //! the per-read idle timeout and the minimum rate of [`Pace`].
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    missing_docs,
+    reason = "test code: failing loudly is the point"
+)]
 
 use std::io::{Read, Write};
 use std::net::TcpListener;

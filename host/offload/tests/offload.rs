@@ -116,7 +116,7 @@ fn an_archive_onto_a_protected_file_or_an_existing_one_is_refused() {
             assert_eq!(path, clash);
             assert_eq!(other, clash);
         }
-        other => panic!("expected a clash, got {:?}", other.map(|()| ())),
+        other => panic!("expected a clash, got {:?}", other),
     }
     // Another processor is not protected.
     s.add("k#0", &target("gfx1030"), b"code").unwrap();

@@ -278,7 +278,7 @@ fn unview(diagnostic: &str, root: &Path, canon_root: &Path, shown_root: &Path) -
 /// among `members` (the artifacts given).
 fn artifact_hint(record_dir: &Path, component: &str, members: &[PathBuf], gpu: &str) -> String {
     let proc = processor_of(strip_target_prefix(gpu.trim()));
-    let name = group_for(record_dir, component, &proc).unwrap_or(format!("{component}_{proc}"));
+    let name = group_for(record_dir, component, proc).unwrap_or(format!("{component}_{proc}"));
     let here = members
         .iter()
         .any(|m| m.file_name().is_some_and(|n| n.to_string_lossy() == name));
@@ -399,7 +399,7 @@ fn wheel_hint(bin: &Path, gpu: &str) -> Option<String> {
     let levels = [Level::Target, Level::SubFamily, Level::Family];
     let keys: Vec<String> = levels
         .iter()
-        .filter_map(|l| bundle_key(&proc, *l))
+        .filter_map(|l| bundle_key(proc, *l))
         .map(|k| dist_name(&k))
         .collect();
     if o.devices.is_empty() {

@@ -604,7 +604,7 @@ fn marked_binary(
                 rep,
                 Severity::Error,
                 path,
-                &format!("HIPK wrappers but no {} marker", bin.marker_section()),
+                format!("HIPK wrappers but no {} marker", bin.marker_section()),
             );
         }
         return None;

@@ -413,7 +413,7 @@ fn refuses_bad_amd_inputs_before_writing_anything() {
                 "fatpkg/",
                 "fatpkg-device",
             ),
-            "has no @GFXARCH@",
+            "holds @GFXARCH@ 0 times",
         ),
         (
             amd(&["--group", "family"], "fatpkg/", "fatpkg-device"),
