@@ -104,9 +104,11 @@ pub(crate) mod tests {
 
     /// This process's umask (read from /proc).
     pub(crate) fn umask() -> u32 {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        let line = status.lines().find(|l| l.starts_with("Umask:")).unwrap();
-        u32::from_str_radix(line.split_whitespace().nth(1).unwrap(), 8).unwrap()
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let umask = status.lines().find_map(|l| l.strip_prefix("Umask:"));
+        umask
+            .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+            .unwrap_or(0o022)
     }
 
     #[test]
