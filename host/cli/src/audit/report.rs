@@ -72,12 +72,7 @@ pub fn text(a: &Audit) -> String {
                 .collect();
             let _ = writeln!(s, "  {:width$}  {}", b.path, row.join(" ").trim_end());
         }
-        let none: Vec<&str> = a
-            .targets
-            .iter()
-            .map(String::as_str)
-            .filter(|t| !cols.contains(t))
-            .collect();
+        let none = uncovered(a, &cols);
         if !none.is_empty() {
             let _ = writeln!(s, "  nothing for: {}", none.join(", "));
         }
@@ -92,6 +87,16 @@ pub fn text(a: &Audit) -> String {
         }
     }
     s
+}
+
+/// The targets of the audit that no binary of the package (its columns
+/// `cols`) has code for.
+fn uncovered<'a>(a: &'a Audit, cols: &[&str]) -> Vec<&'a str> {
+    a.targets
+        .iter()
+        .map(String::as_str)
+        .filter(|t| !cols.contains(t))
+        .collect()
 }
 
 /// The Markdown page.
@@ -111,12 +116,7 @@ pub fn markdown(a: &Audit) -> String {
             let row: Vec<&str> = cols.iter().map(|t| cell(b.targets.get(*t))).collect();
             let _ = writeln!(s, "| `{}` | {} |", b.path, row.join(" | "));
         }
-        let none: Vec<&str> = a
-            .targets
-            .iter()
-            .map(String::as_str)
-            .filter(|t| !cols.contains(t))
-            .collect();
+        let none = uncovered(a, &cols);
         if !none.is_empty() {
             let _ = writeln!(s, "\nNothing for: {}.", none.join(", "));
         }
