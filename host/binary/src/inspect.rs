@@ -159,12 +159,18 @@ pub struct ArchTotal {
 
 /// Inspect the host binary or bundle file at `path`: read it (PE by magic,
 /// anything else through the ELF reader), then every bundle once, in
-/// parallel, as a stream under the process memory budget. Kernel names
-/// are kept only with `kernels`.
-pub fn inspect(path: &Path, opts: WalkOptions, kernels: bool) -> Result<Inspected, Error> {
+/// parallel, as a stream under `budget` (the caller's: bundles of several
+/// files read at once share it). Kernel names are kept only with `kernels`.
+pub fn inspect(
+    path: &Path,
+    opts: WalkOptions,
+    kernels: bool,
+    budget: &kpack_bundle::MemoryBudget,
+) -> Result<Inspected, Error> {
     Ok(match HostBinary::read(path, opts)? {
         HostBinary::Elf(fat) => {
-            let (bundles, totals) = bundle_reports(path, &fat.bundles, &fat.source, kernels)?;
+            let (bundles, totals) =
+                bundle_reports(path, &fat.bundles, &fat.source, kernels, budget)?;
             Inspected::Elf(ElfReport {
                 path: path.to_path_buf(),
                 kind: fat.kind,
@@ -178,7 +184,8 @@ pub fn inspect(path: &Path, opts: WalkOptions, kernels: bool) -> Result<Inspecte
             })
         }
         HostBinary::Pe(fat) => {
-            let (bundles, totals) = bundle_reports(path, &fat.bundles, &fat.source, kernels)?;
+            let (bundles, totals) =
+                bundle_reports(path, &fat.bundles, &fat.source, kernels, budget)?;
             Inspected::Pe(PeReport {
                 path: path.to_path_buf(),
                 format: "pe",
@@ -221,8 +228,8 @@ fn bundle_reports(
     items: &[Item],
     source: &dyn ReadAt,
     with_names: bool,
+    budget: &kpack_bundle::MemoryBudget,
 ) -> Result<(Vec<BundleReport>, BTreeMap<String, ArchTotal>), Error> {
-    let budget = kpack_bundle::MemoryBudget::process();
     let bundle_error = |index: usize| {
         move |source| Error::Bundle {
             path: path.to_path_buf(),

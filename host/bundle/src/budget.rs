@@ -6,8 +6,7 @@
 //! buffer does not fit waits until others release theirs, and a buffer that
 //! could never fit is an error instead of an OOM kill.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// The default ceiling of commands that write archives (`offload`,
 /// `split`, `wheel split`): 256 MiB, room for two of the largest zstd
@@ -22,10 +21,6 @@ pub const DEFAULT_MEMORY_LIMIT: u64 = 256 << 20;
 /// decoder on a second thread anyway), so a second big window would buy
 /// little time for a lot of memory.
 pub const DEFAULT_READ_MEMORY_LIMIT: u64 = 128 << 20;
-
-/// The ceiling [`MemoryBudget::process`] starts with; set once by the CLI.
-static PROCESS_LIMIT: AtomicU64 = AtomicU64::new(DEFAULT_MEMORY_LIMIT);
-static PROCESS: OnceLock<MemoryBudget> = OnceLock::new();
 
 /// A zstd decoder, kept between bundles in a [`StreamKit`].
 pub type ZstdDecoder = zstd::zstd_safe::DCtx<'static>;
@@ -173,6 +168,12 @@ struct Shared {
 }
 
 /// A shared ceiling on in-flight inflated bytes; clones share the ceiling.
+///
+/// There is no process-wide budget: each job (a command, or a library
+/// caller's call) makes its own and passes it down, to the readers that
+/// inflate bundles and to every archive set of the job
+/// (`kpack_offload::ArchiveSet::set_memory_budget`), so two jobs in one process keep separate ceilings and the
+/// parallel readers of one job share one.
 #[derive(Debug, Clone)]
 pub struct MemoryBudget {
     shared: Arc<Shared>,
@@ -195,18 +196,6 @@ impl MemoryBudget {
                 freed: Condvar::new(),
             }),
         }
-    }
-
-    /// Set the ceiling of [`process`](Self::process) (`--max-memory`);
-    /// only effective before its first use.
-    pub fn set_process_limit(limit: u64) {
-        PROCESS_LIMIT.store(limit, Ordering::Relaxed);
-    }
-
-    /// The budget every reader in this process shares by default, so one
-    /// ceiling holds across commands that read several files at once.
-    pub fn process() -> &'static MemoryBudget {
-        PROCESS.get_or_init(|| MemoryBudget::new(PROCESS_LIMIT.load(Ordering::Relaxed)))
     }
 
     /// The ceiling in bytes.

@@ -34,6 +34,7 @@ pub fn prune_item(
     item: &Item,
     src: &dyn ReadAt,
     keep: &dyn Fn(&EntryId) -> bool,
+    budget: &MemoryBudget,
 ) -> Result<Vec<u8>, Error> {
     let kept: Vec<usize> = (0..item.entries.len())
         .filter(|&i| item.entries[i].id.is_host() || keep(&item.entries[i].id))
@@ -53,7 +54,7 @@ pub fn prune_item(
     // One pass over the item, so a compressed bundle is inflated once and
     // its MD5 checked.
     let mut bytes_of: Vec<Option<Vec<u8>>> = vec![None; item.entries.len()];
-    item.stream_entries(src, MemoryBudget::process(), |i, _, bytes| {
+    item.stream_entries(src, budget, |i, _, bytes| {
         if kept.contains(&i) {
             bytes_of[i] = Some(bytes.to_vec());
         }
@@ -147,9 +148,10 @@ pub fn prune_item_streamed(
     item: &Item,
     src: &dyn ReadAt,
     keep: &dyn Fn(&EntryId) -> bool,
+    budget: &MemoryBudget,
 ) -> Result<PrunedItem, Error> {
     if !matches!(item.format, Format::Plain) {
-        return prune_item(item, src, keep).map(PrunedItem::Built);
+        return prune_item(item, src, keep, budget).map(PrunedItem::Built);
     }
     let kept: Vec<&crate::bundle::Entry> = item
         .entries
@@ -248,7 +250,7 @@ mod tests {
         let code_b = vec![9u8; 3000];
         let original = write_bundle(&[(HOST, b""), (A, &code_a), (B, &code_b)], 4096);
         let item = only_first(&original);
-        let pruned = prune_item(&item, &original, &keep_gfx90a).unwrap();
+        let pruned = prune_item(&item, &original, &keep_gfx90a, &MemoryBudget::default()).unwrap();
         assert!(pruned.len() < original.len());
         let back = only_first(&pruned);
         let ids: Vec<_> = back.entries.iter().map(|e| e.id.raw().to_owned()).collect();
@@ -274,9 +276,11 @@ mod tests {
         ] {
             let original = write_bundle(&entries, 4096);
             let item = only_first(&original);
-            let built = prune_item(&item, &original, &keep_gfx90a).unwrap();
+            let built =
+                prune_item(&item, &original, &keep_gfx90a, &MemoryBudget::default()).unwrap();
             let PrunedItem::Plain(plain) =
-                prune_item_streamed(&item, &original, &keep_gfx90a).unwrap()
+                prune_item_streamed(&item, &original, &keep_gfx90a, &MemoryBudget::default())
+                    .unwrap()
             else {
                 panic!("a plain bundle is described, not built")
             };
@@ -299,7 +303,8 @@ mod tests {
         for (version, method) in [(2, Method::Zstd), (3, Method::Zlib), (1, Method::Zstd)] {
             let original = deflate(&plain, version, method, 3).unwrap();
             let item = only_first(&original);
-            let pruned = prune_item(&item, &original, &keep_gfx90a).unwrap();
+            let pruned =
+                prune_item(&item, &original, &keep_gfx90a, &MemoryBudget::default()).unwrap();
             // Walking checks the fresh MD5.
             let back = only_first(&pruned);
             let Format::Compressed(header) = back.format else {

@@ -176,10 +176,14 @@ impl ArchiveArgs {
         }
     }
 
-    /// A thread pool honouring `--jobs`; also applies `--max-memory`,
-    /// since every command with these flags starts its work here.
+    /// The run's memory budget (`--max-memory`), shared by every reader
+    /// of the run.
+    pub fn budget(&self) -> kpack_bundle::MemoryBudget {
+        self.memory.budget(kpack_bundle::DEFAULT_MEMORY_LIMIT)
+    }
+
+    /// A thread pool honouring `--jobs`.
     pub fn thread_pool(&self) -> anyhow::Result<rayon::ThreadPool> {
-        self.memory.install(kpack_bundle::DEFAULT_MEMORY_LIMIT);
         let mut pool = rayon::ThreadPoolBuilder::new();
         if let Some(j) = self.jobs {
             pool = pool.num_threads(j.max(1));

@@ -47,7 +47,6 @@ pub fn run(args: Args) -> CliResult {
         .iter()
         .map(|t| TargetId::parse_qualified(t))
         .collect::<Result<_, _>>()?;
-    args.memory.install(kpack_bundle::DEFAULT_READ_MEMORY_LIMIT);
     crate::safety::regular_file(&args.file)?;
     if args.all {
         crate::safety::not_stdout(&args.output, "extract --all")?;
@@ -85,7 +84,8 @@ pub fn run(args: Args) -> CliResult {
         return Err(anyhow::anyhow!("{}: no device code", args.file.display()).into());
     }
     if crate::safety::is_stdout(&args.output) {
-        return to_stdout(&args.file, &bin, jobs);
+        let budget = args.memory.budget(kpack_bundle::DEFAULT_READ_MEMORY_LIMIT);
+        return to_stdout(&args.file, &bin, jobs, &budget);
     }
     for job in jobs {
         crate::safety::not_same_file(&args.file, &args.output.join(&job.name))?;
@@ -108,7 +108,12 @@ pub fn run(args: Args) -> CliResult {
 }
 
 /// `-o -`: the one code object to stdout, for pipes (`| llvm-readelf`).
-fn to_stdout(file: &Path, bin: &HostBinary, jobs: &[ExtractFile]) -> CliResult {
+fn to_stdout(
+    file: &Path,
+    bin: &HostBinary,
+    jobs: &[ExtractFile],
+    budget: &kpack_bundle::MemoryBudget,
+) -> CliResult {
     let [job] = jobs else {
         return Err(anyhow::anyhow!(
             "-o -: {}: --target matched {} code objects; stdout takes exactly one",
@@ -121,16 +126,12 @@ fn to_stdout(file: &Path, bin: &HostBinary, jobs: &[ExtractFile]) -> CliResult {
     // before anything is written.
     let mut bytes = Vec::new();
     bin.bundles()[job.bundle]
-        .stream_entries(
-            bin.source(),
-            kpack_bundle::MemoryBudget::process(),
-            |i, _, data| {
-                if i == job.entry {
-                    bytes = data.to_vec();
-                }
-                Ok::<(), kpack_bundle::Error>(())
-            },
-        )
+        .stream_entries(bin.source(), budget, |i, _, data| {
+            if i == job.entry {
+                bytes = data.to_vec();
+            }
+            Ok::<(), kpack_bundle::Error>(())
+        })
         .with_context(|| format!("{}: bundle {}", file.display(), job.bundle))?;
     crate::safety::write_stdout(&bytes)?;
     Ok(())
@@ -146,7 +147,7 @@ fn write_staged(
     stage: &Path,
 ) -> anyhow::Result<()> {
     let (bundles, source) = (bin.bundles(), bin.source());
-    let budget = kpack_bundle::MemoryBudget::process();
+    let budget = &args.memory.budget(kpack_bundle::DEFAULT_READ_MEMORY_LIMIT);
     let bar = crate::ui::progress(jobs.len() as u64, crate::ui::Unit::Items);
     let mut by_bundle: Vec<Vec<&ExtractFile>> = vec![Vec::new(); bundles.len()];
     for job in jobs {

@@ -76,7 +76,7 @@ struct HostReport {
 
 /// Run `kpack inspect`.
 pub fn run(args: Args) -> CliResult {
-    args.memory.install(kpack_bundle::DEFAULT_READ_MEMORY_LIMIT);
+    let budget = args.memory.budget(kpack_bundle::DEFAULT_READ_MEMORY_LIMIT);
     let opts = WalkOptions {
         verify_hash: !args.no_verify_hash,
     };
@@ -90,7 +90,7 @@ pub fn run(args: Args) -> CliResult {
     // the run then exits 2 (and `--json` lists it under `errors`).
     let mut errors = Vec::new();
     for path in &args.files {
-        match inspect_one(path, &opts, &args, &mut warned) {
+        match inspect_one(path, &opts, &budget, &args, &mut warned) {
             Ok(report) => {
                 if let AnyReport::Host(HostReport {
                     through_marker: Some(m),
@@ -156,6 +156,7 @@ struct FileError {
 fn inspect_one(
     path: &std::path::Path,
     opts: &WalkOptions,
+    budget: &kpack_bundle::MemoryBudget,
     args: &Args,
     warned: &mut bool,
 ) -> anyhow::Result<AnyReport> {
@@ -175,7 +176,7 @@ fn inspect_one(
             opts.verify_hash,
         )?));
     }
-    let report = kpack_binary::inspect(path, *opts, args.kernels)?;
+    let report = kpack_binary::inspect(path, *opts, args.kernels, budget)?;
     *warned |= warn(path, &report);
     let host_only = match &report {
         Inspected::Elf(r) => r.transformed && r.bundles.is_empty(),

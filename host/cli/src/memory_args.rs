@@ -16,9 +16,9 @@ pub struct MemoryArgs {
 }
 
 impl MemoryArgs {
-    /// Set the process-wide budget (`default` unless `--max-memory` was
-    /// given); call before reading any input.
-    pub fn install(&self, default: u64) {
-        MemoryBudget::set_process_limit(self.max_memory.unwrap_or(default));
+    /// The command's budget (`default` unless `--max-memory` was given),
+    /// passed to everything of the run that inflates bundles.
+    pub fn budget(&self, default: u64) -> MemoryBudget {
+        MemoryBudget::new(self.max_memory.unwrap_or(default))
     }
 }

@@ -136,6 +136,7 @@ pub fn run(mut args: Args) -> CliResult {
     opts.compression = args.archive.compression();
     opts.archive_group = args.archive.archive_group();
     opts.replace = args.replace;
+    opts.budget = args.archive.budget();
     opts.output_format = match args.output_format {
         OutputFormatArg::Dir => kpack_split::OutputFormat::Dir,
         OutputFormatArg::TarZst => kpack_split::OutputFormat::TarZst,

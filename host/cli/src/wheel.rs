@@ -284,6 +284,7 @@ fn split(mut args: SplitArgs) -> CliResult {
     }
     set_limits(&mut opts.limits, args.max_unpacked_size);
     opts.targets = targets;
+    opts.budget = args.archive.budget();
     // AMD's unpacked-wheel input: zipped first, beside the outputs.
     let packed = packed_input(&input, &args.output, args.dry_run)?;
     let input = packed.as_ref().map_or(input, |(_, w)| w.clone());

@@ -268,9 +268,12 @@ pub fn prune_to<W: Write + Seek>(
     let (fatbin, _) = offloadable(input, fat)?;
     let source = Source::new(input, &fat.source);
     let headers = Headers::read(&source)?;
+    // Bundles are pruned one at a time: the default ceiling bounds the one
+    // being inflated.
+    let budget = kpack_bundle::MemoryBudget::default();
     let prune_one = |index: usize| {
         let item = &fat.bundles[index];
-        kpack_bundle::prune_item_streamed(item, &fat.source, keep).map_err(|e| {
+        kpack_bundle::prune_item_streamed(item, &fat.source, keep, &budget).map_err(|e| {
             Error::bundle(
                 input,
                 &format!(

@@ -174,13 +174,13 @@ fn read_bundles(
     // Walking reads headers only: check each compressed bundle's
     // MD5 here, as the walk itself used to (one streaming pass).
     if options.verify_hash {
+        // One bundle at a time, from bytes already in memory.
+        let budget = kpack_bundle::MemoryBudget::default();
         for item in &bundles {
             if let kpack_bundle::Format::Compressed(_) = item.format {
-                item.stream_entries(
-                    &Bytes(bytes),
-                    kpack_bundle::MemoryBudget::process(),
-                    |_, _, _| Ok::<(), kpack_bundle::Error>(()),
-                )
+                item.stream_entries(&Bytes(bytes), &budget, |_, _, _| {
+                    Ok::<(), kpack_bundle::Error>(())
+                })
                 .map_err(|e| Error::with_source(ErrorKind::Bundle, where_.to_string(), e))?;
             }
         }

@@ -223,6 +223,9 @@ fn prune_fatbin(
 ) -> Result<Option<Vec<u8>>, Error> {
     let mut out = Vec::new();
     let mut changed = false;
+    // Bundles are pruned one at a time: the default ceiling bounds the one
+    // being inflated.
+    let budget = kpack_bundle::MemoryBudget::default();
     for (i, item) in fatbin.bundles.iter().enumerate() {
         let device = item.entries.iter().filter(|e| !e.id.is_host()).count();
         let kept_device = item
@@ -247,6 +250,7 @@ fn prune_fatbin(
             item,
             &crate::elf::Bytes(fatbin.data),
             &|id: &kpack_bundle::EntryId| id.target().is_some_and(|t| keep(&t.to_string())),
+            &budget,
         )
         .map_err(|e| {
             Error::with_source(

@@ -91,10 +91,7 @@ fn add_items(
         archives.writer(processor)?;
     }
     let compression = archives.options.compression;
-    let budget = archives
-        .budget
-        .clone()
-        .unwrap_or_else(|| MemoryBudget::process().clone());
+    let budget = archives.budget.clone();
     check_fits(input, bundles, &dests, &budget)?;
     let delta =
         DeltaCompressor::new(compression)?.filter(|_| archives.options.order == EntryOrder::Sorted);

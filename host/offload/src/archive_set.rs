@@ -28,9 +28,9 @@ pub struct ArchiveSet {
     /// Where the archives are written until the caller commits them (an
     /// [`kpack_fsafe::Outputs`] staging tree); `None`: where they go.
     stage: Option<PathBuf>,
-    /// `None`: the process-wide budget, looked up when bundles are read
-    /// (after the CLI has applied `--max-memory`).
-    pub(crate) budget: Option<MemoryBudget>,
+    /// The ceiling on inflated bytes held while bundles are read into
+    /// these archives.
+    pub(crate) budget: MemoryBudget,
 }
 
 impl ArchiveSet {
@@ -47,7 +47,7 @@ impl ArchiveSet {
             protected: Vec::new(),
             group: Level::Target,
             stage: None,
-            budget: None,
+            budget: MemoryBudget::default(),
         }
     }
 
@@ -65,9 +65,10 @@ impl ArchiveSet {
     }
 
     /// Bound the inflated bytes held while reading bundles by `budget`
-    /// instead of the process-wide [`MemoryBudget::process`] (`--max-memory`).
+    /// (`--max-memory`; default [`kpack_bundle::DEFAULT_MEMORY_LIMIT`]).
+    /// Archive sets filled in parallel by one job share the job's budget.
     pub fn set_memory_budget(&mut self, budget: MemoryBudget) {
-        self.budget = Some(budget);
+        self.budget = budget;
     }
 
     /// Write the archives into `dir` (a staging tree the caller commits)

@@ -170,6 +170,54 @@ fn offload_writes_sorted_archives_and_a_marker_naming_them() {
 }
 
 #[test]
+fn two_jobs_in_one_process_keep_their_own_memory_budgets() {
+    // No process-wide budget: a library caller runs two offloads at once,
+    // one with a ceiling below the fixture's code objects (refused, naming
+    // its own ceiling) and one with the default (done, its peak above the
+    // other's ceiling). Compressed bundles: inflated under the budget.
+    let tmp = tempfile::tempdir().unwrap();
+    let input = fixture("clang19/libaxpy_ccob.so");
+    let job = |name: &str, budget: kpack_bundle::MemoryBudget| {
+        let dir = tmp.path().join(name);
+        let mut archives = set(&dir.join(".kpack"));
+        archives.set_memory_budget(budget);
+        let sp = [".kpack/axpy_@GFXARCH@.kpack"];
+        offload(
+            &input,
+            &dir.join("libaxpy.so"),
+            &opts(&sp),
+            &TargetFilter::default(),
+            archives,
+        )
+    };
+    let (small, roomy) = (
+        kpack_bundle::MemoryBudget::new(1024),
+        kpack_bundle::MemoryBudget::default(),
+    );
+    let (refused, done) = std::thread::scope(|s| {
+        let a = s.spawn(|| job("small", small.clone()));
+        let b = s.spawn(|| job("roomy", roomy.clone()));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let e = refused.unwrap_err();
+    let chain: Vec<String> =
+        std::iter::successors(Some(&e as &dyn std::error::Error), |e| e.source())
+            .map(|e| e.to_string())
+            .collect();
+    assert!(
+        chain
+            .iter()
+            .any(|m| m.contains("memory ceiling of 1024 bytes")),
+        "{chain:?}"
+    );
+    assert!(!tmp.path().join("small/libaxpy.so").exists());
+    done.unwrap();
+    assert!(tmp.path().join("roomy/libaxpy.so").is_file());
+    assert!(roomy.peak() > 1024, "peak {}", roomy.peak());
+    assert_eq!(small.peak(), 0);
+}
+
+#[test]
 fn an_archive_that_cannot_be_written_leaves_no_host_binary() {
     // The host binary is committed last: when an archive would land on a
     // protected file (here the output itself), nothing is written.

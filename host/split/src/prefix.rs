@@ -85,6 +85,10 @@ pub struct SplitOptions<'a> {
     /// The mtime of every member of an output archive
     /// (`SOURCE_DATE_EPOCH`, else 0).
     pub mtime: u64,
+    /// The ceiling on inflated bytes held at once (`--max-memory`), shared
+    /// by every binary of the run read in parallel; clones of these options
+    /// share it. Default [`kpack_bundle::DEFAULT_MEMORY_LIMIT`].
+    pub budget: kpack_bundle::MemoryBudget,
 }
 
 impl std::fmt::Debug for SplitOptions<'_> {
@@ -95,6 +99,7 @@ impl std::fmt::Debug for SplitOptions<'_> {
             .field("compression", &self.compression)
             .field("targets", &self.targets)
             .field("databases", &self.databases.is_some())
+            .field("memory_limit", &self.budget.limit())
             .finish()
     }
 }
@@ -117,6 +122,7 @@ impl SplitOptions<'_> {
             output_format: crate::OutputFormat::Dir,
             archive_per_artifact: false,
             mtime: 0,
+            budget: kpack_bundle::MemoryBudget::default(),
         }
     }
 
@@ -854,6 +860,7 @@ fn plan_archives(
         dirs.get(p).cloned().unwrap_or_default()
     });
     archives.set_group(opts.archive_group);
+    archives.set_memory_budget(opts.budget.clone());
     // Marker search path: in the install, from the binary's directory to the archive directory.
     let root = Path::new("/kpack-prefix-root");
     let bin_dir = root

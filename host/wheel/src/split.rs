@@ -78,6 +78,10 @@ pub struct WheelOptions<'a> {
     /// wheel with this label, naming kpack's provider
     /// (`kpack-variant-provider`) and one variant per device wheel.
     pub variant_label: Option<String>,
+    /// The ceiling on inflated bytes held at once (`--max-memory`), shared
+    /// by every binary of the wheel read in parallel. Default
+    /// [`kpack_bundle::DEFAULT_MEMORY_LIMIT`].
+    pub budget: kpack_bundle::MemoryBudget,
 }
 
 impl std::fmt::Debug for WheelOptions<'_> {
@@ -128,6 +132,7 @@ impl WheelOptions<'_> {
             progress: None,
             amd: None,
             variant_label: None,
+            budget: kpack_bundle::MemoryBudget::default(),
         }
     }
 }
@@ -540,6 +545,7 @@ fn split_scheme(
     so.databases = opts.databases;
     so.targets = opts.targets.clone();
     so.archive_group = opts.archive_group;
+    so.budget = opts.budget.clone();
     if opts.amd.is_some() {
         // One archive per target id for the whole wheel, compressed when
         // the per-binary archives are merged into it.

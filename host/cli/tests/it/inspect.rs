@@ -522,7 +522,12 @@ fn a_code_object_larger_than_max_memory_is_an_error_naming_it() {
     std::fs::write(&lib, bytes).unwrap();
     let out_dir = dir.path().join("out");
     let host = dir.path().join("host.so");
-    let runs: [Vec<&std::ffi::OsStr>; 3] = [
+    // The same library in a TheRock artifact, for `split`.
+    let art = dir.path().join("blas_lib_gfx90a");
+    std::fs::create_dir_all(art.join("stage/lib")).unwrap();
+    std::fs::copy(&lib, art.join("stage/lib/libccob.so")).unwrap();
+    std::fs::write(art.join("artifact_manifest.txt"), "stage\n").unwrap();
+    let runs: [Vec<&std::ffi::OsStr>; 4] = [
         vec!["inspect".as_ref(), lib.as_os_str()],
         vec![
             "extract".as_ref(),
@@ -537,6 +542,12 @@ fn a_code_object_larger_than_max_memory_is_an_error_naming_it() {
             "-o".as_ref(),
             host.as_os_str(),
             "--archives".as_ref(),
+            out_dir.as_os_str(),
+        ],
+        vec![
+            "split".as_ref(),
+            art.as_os_str(),
+            "-o".as_ref(),
             out_dir.as_os_str(),
         ],
     ];
@@ -555,7 +566,7 @@ fn a_code_object_larger_than_max_memory_is_an_error_naming_it() {
                 && err.contains("--max-memory"),
             "{args:?}: {err}"
         );
-        assert!(!host.exists());
+        assert!(!host.exists() && !out_dir.join("blas_lib_gfx90a").exists());
         // The default ceiling fits.
         let out = kpack(&args);
         assert!(out.status.success(), "{args:?}: {}", stderr(&out));

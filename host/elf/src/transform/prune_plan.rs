@@ -954,7 +954,8 @@ mod tests {
             let keep = |id: &kpack_bundle::EntryId| id.raw().ends_with(target);
             for (old, new) in fat.bundles.iter().zip(&back.bundles) {
                 assert_eq!(old.offset, new.offset, "{name}");
-                let built = kpack_bundle::prune_item(old, &fat.source, &keep).unwrap();
+                let built =
+                    kpack_bundle::prune_item(old, &fat.source, &keep, &Default::default()).unwrap();
                 let mut got = vec![0u8; built.len()];
                 back.source
                     .read_exact_at(new.abs_offset(), &mut got)
