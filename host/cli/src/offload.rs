@@ -95,6 +95,11 @@ pub fn run(args: Args) -> CliResult {
         w.path = args.archives.join(name);
     }
     kpack_fsafe::commit_all(vec![archive_out, host_out])?;
+    for (processor, w) in &written {
+        if let Some(why) = kpack_runtime::unasked_generic(processor) {
+            eprintln!("warning: {}: {why}", w.path.display());
+        }
+    }
     // A host-only input writes no archive: leave no empty directory either.
     if !written.is_empty() {
         created.keep();

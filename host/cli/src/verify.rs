@@ -263,7 +263,15 @@ fn print_doctor_advice(
 /// The readable report of one GPU.
 fn print_gpu(rep: &kpack_split::GpuReport) {
     let gpu = &rep.gpu;
-    println!("GPU {gpu}: loader arch list {}", rep.arch_list.join(", "));
+    let asked = if rep.arch_list.len() == 1 {
+        "the device's target; its map names no generic target for it"
+    } else {
+        "the device's target and its map's generic target"
+    };
+    println!(
+        "GPU {gpu}: loader arch list {} (what the HIP runtime asks for: {asked})",
+        rep.arch_list.join(", ")
+    );
     let mut total = 0;
     for b in &rep.binaries {
         println!("{}", b.path);

@@ -52,7 +52,10 @@ pub use cache::{Cache, Location, MarkerArchive};
 pub use config::{Config, PATH_SEPARATOR};
 pub use discover::{discover_binary_path, find_in_maps};
 pub use error::{Error, ErrorKind, Result};
-pub use isa::{compatible_targets, gpu_arch_list};
+pub use isa::{
+    CLR_GENERIC_MAP, compatible_targets, gpu_arch_list, runtime_devices_of, runtime_generic_for,
+    unasked_generic,
+};
 pub use kpack_amdgpu::{TARGET_PREFIX, strip_target_prefix};
 /// The placeholder expanded with each compatible target (kpack-format's).
 pub use kpack_format::GFXARCH;

@@ -455,11 +455,20 @@ impl PrefixReport {
         }
     }
 
-    /// After the last file: refuse archives two binaries share, and sort.
+    /// After the last file: refuse archives two binaries share, sort, and
+    /// warn of archives of generic code the HIP runtime asks for on fewer
+    /// GPUs than LLVM builds it for ([`kpack_runtime::unasked_generic`]).
     pub(crate) fn finish(mut self) -> PrefixReport {
         self.refuse_shared_archives();
         self.archives
             .sort_by(|a, b| (&a.arch, &a.path).cmp(&(&b.arch, &b.path)));
+        let archs: std::collections::BTreeSet<&str> =
+            self.archives.iter().map(|a| a.arch.as_str()).collect();
+        for arch in archs {
+            if let Some(w) = kpack_runtime::unasked_generic(arch) {
+                self.warnings.push(format!("{arch} archives: {w}"));
+            }
+        }
         self
     }
 

@@ -868,10 +868,12 @@ impl FlatInstall {
     }
 }
 
-/// Every processor a generic target in `targets` covers, with the
-/// generic target's features: `(device, generic target)`, leaving out
-/// processors that some target in `targets` names itself (the runtime
-/// picks those first, and they are checked as they are).
+/// Every processor whose HIP runtime asks for a generic target in
+/// `targets` ([`kpack_runtime::CLR_GENERIC_MAP`], not LLVM's longer
+/// table: the runtime never asks for the rest), with the generic target's
+/// features: `(device, generic target)`, leaving out processors that some
+/// target in `targets` names itself (the runtime picks those first, and
+/// they are checked as they are).
 fn generic_fallbacks(targets: &BTreeSet<String>) -> Vec<(String, String)> {
     let own: BTreeSet<&str> = targets
         .iter()
@@ -882,10 +884,8 @@ fn generic_fallbacks(targets: &BTreeSet<String>) -> Vec<(String, String)> {
         let Ok(id) = kpack_amdgpu::TargetId::parse(t) else {
             continue;
         };
-        let Some(covered) = kpack_amdgpu::covered_by(id.processor()) else {
-            continue;
-        };
-        for p in covered.iter().filter(|p| !own.contains(**p)) {
+        let asking = kpack_runtime::runtime_devices_of(id.processor());
+        for p in asking.iter().filter(|p| !own.contains(**p)) {
             let device = kpack_amdgpu::TargetId::new(*p, id.features().to_vec());
             out.push((device.to_string(), t.clone()));
         }
@@ -946,5 +946,15 @@ mod tests {
         assert_eq!(f.len(), 6);
         assert_eq!(f[0], ("gfx900:xnack-".into(), "gfx9-generic:xnack-".into()));
         assert!(generic_fallbacks(&set(&["gfx1100", "gfx1250-strict"])).is_empty());
+        // Only the processors whose runtime asks: not gfx940/941 (LLVM's
+        // table has them), not gfx1251, nothing for gfx11-7-generic.
+        let f = generic_fallbacks(&set(&["gfx9-4-generic"]));
+        assert_eq!(
+            f.iter().map(|(d, _)| d.as_str()).collect::<Vec<_>>(),
+            ["gfx942", "gfx950"]
+        );
+        let f = generic_fallbacks(&set(&["gfx12-5-generic"]));
+        assert_eq!(f, [("gfx1250".to_string(), "gfx12-5-generic".to_string())]);
+        assert!(generic_fallbacks(&set(&["gfx11-7-generic"])).is_empty());
     }
 }

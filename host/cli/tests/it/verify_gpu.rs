@@ -47,7 +47,7 @@ fn names_the_archive_and_target_each_kernel_loads_from() {
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     let text = stdout(&out);
     assert!(
-        text.contains("GPU gfx1101: loader arch list gfx1101, gfx11-generic\n"),
+        text.contains("GPU gfx1101: loader arch list gfx1101, gfx11-generic (what the HIP runtime asks for: the device's target and its map's generic target)\n"),
         "{text}"
     );
     assert!(
@@ -260,4 +260,68 @@ fn a_gpu_the_package_was_not_built_for_gets_no_made_up_extra() {
         "{text}"
     );
     assert!(!text.contains("pip install"), "{text}");
+}
+
+/// Generic code no HIP runtime asks for: offload and split warn beside
+/// the archive (a copy of the generic fixture whose gfx12-generic entry is
+/// renamed gfx13-generic: CLR's map names no processor for it), and say
+/// nothing of the generic targets the runtime does ask for.
+#[test]
+fn archives_of_generic_code_no_runtime_asks_for_are_warned_about() {
+    let tmp = tempfile::tempdir().unwrap();
+    let real = fixture("clang19/libaxpy_generic.so");
+    let bytes = std::fs::read(&real).unwrap();
+    let (from, to) = (
+        b"hipv4-amdgcn-amd-amdhsa--gfx12-generic".as_slice(),
+        b"hipv4-amdgcn-amd-amdhsa--gfx13-generic".as_slice(),
+    );
+    let at = bytes.windows(from.len()).position(|w| w == from).unwrap();
+    let mut crafted = bytes.clone();
+    crafted[at..at + to.len()].copy_from_slice(to);
+    let lib = tmp.path().join("libaxpy_g13.so");
+    std::fs::write(&lib, &crafted).unwrap();
+
+    let offload = |input: &Path, dir: &str| {
+        let d = tmp.path().join(dir);
+        kpack([
+            "offload".as_ref(),
+            input.as_os_str(),
+            "-o".as_ref(),
+            d.join("lib.so").as_os_str(),
+            "--archives".as_ref(),
+            d.join(".kpack").as_os_str(),
+        ])
+    };
+    let o = offload(&lib, "crafted");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.lines().any(|l| l.starts_with("warning: ")
+            && l.contains("gfx13-generic.kpack")
+            && l.contains("no HIP runtime asks for gfx13-generic")
+            && l.contains("gfx1310")),
+        "{err}"
+    );
+    let o = offload(&real, "real");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("HIP runtime asks"), "{}", stderr(&o));
+
+    let art = tmp.path().join("blas_lib_gfx90a");
+    crate::util::artifact_with_library(&art, &lib, "libaxpy.so");
+    let out = tmp.path().join("split");
+    let o = kpack([
+        "split".as_ref(),
+        art.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        "--json".as_ref(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let warnings = v["artifacts"][0]["warnings"].to_string();
+    assert!(
+        warnings.contains("gfx13-generic archives: no HIP runtime asks for gfx13-generic"),
+        "{warnings}"
+    );
+    assert!(!warnings.contains("gfx12-generic"), "{warnings}");
 }
