@@ -35,6 +35,7 @@ use std::ffi::{CStr, CString, c_char, c_void};
 use std::os::unix::ffi::OsStrExt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
+use std::sync::Mutex;
 
 use kpack_runtime::{Archive, Cache, Config, ErrorKind, MARKER_MAX_LEN, Marker, MarkerProblem};
 
@@ -136,42 +137,77 @@ fn guard(f: impl FnOnce() -> kpack_error_t) -> kpack_error_t {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(KPACK_ERROR_OUT_OF_MEMORY)
 }
 
-/// A zeroed `calloc` buffer on its way to the caller; freed if dropped
-/// before [`MallocBuf::into_raw`] (a failed decode).
+/// A `malloc`ed buffer on its way to the caller, decoded into without
+/// being zero-filled first (the clearing cost about a quarter of a load's
+/// instructions); freed if dropped before [`MallocBuf::into_raw`] (a
+/// failed decode). Only its first `filled` bytes are ever read.
 struct MallocBuf {
     ptr: *mut u8,
     len: usize,
+    filled: usize,
 }
 
 impl MallocBuf {
-    /// `len` zero bytes (never a NULL pointer, even for zero bytes); `None`
-    /// when out of memory. Zeroed so the bytes are initialised before Rust
-    /// sees them as `&mut [u8]`; glibc's `calloc` skips the clearing for
-    /// memory fresh from the kernel, which a large code object usually is.
-    fn zeroed(len: usize) -> Option<MallocBuf> {
-        // SAFETY: calloc with non-zero sizes; NULL is checked.
-        let ptr = unsafe { libc::calloc(len.max(1), 1) }.cast::<u8>();
-        (!ptr.is_null()).then_some(MallocBuf { ptr, len })
+    /// Room for `len` bytes (never a NULL pointer, even for zero bytes);
+    /// `None` when out of memory.
+    fn new(len: usize) -> Option<MallocBuf> {
+        // SAFETY: malloc with a non-zero size; NULL is checked.
+        let ptr = unsafe { libc::malloc(len.max(1)) }.cast::<u8>();
+        (!ptr.is_null()).then_some(MallocBuf {
+            ptr,
+            len,
+            filled: 0,
+        })
     }
 
-    /// The buffer and its length, now the caller's to `free`.
-    fn into_raw(self) -> (*mut c_void, usize) {
+    /// The buffer and its length, now the caller's to `free`; `None` (the
+    /// buffer freed) unless the decode filled all of it.
+    fn into_raw(self) -> Option<(*mut c_void, usize)> {
+        if self.filled != self.len {
+            return None;
+        }
         let out = (self.ptr.cast::<c_void>(), self.len);
         std::mem::forget(self);
-        out
+        Some(out)
     }
 }
 
-impl AsMut<[u8]> for MallocBuf {
-    fn as_mut(&mut self) -> &mut [u8] {
-        // SAFETY: `ptr` holds `len` initialised (zeroed) bytes owned by self.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+// SAFETY: `as_slice` exposes only the `filled` bytes zstd (or `fill_from`)
+// wrote; `capacity` is the allocation's size and `as_mut_ptr` its start.
+unsafe impl kpack_runtime::WriteBuf for MallocBuf {
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: the first `filled` bytes were written (filled_until).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.filled) }
+    }
+
+    fn capacity(&self) -> usize {
+        self.len
+    }
+
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr
+    }
+
+    unsafe fn filled_until(&mut self, n: usize) {
+        self.filled = n.min(self.len);
+    }
+}
+
+impl kpack_runtime::DecodeTarget for MallocBuf {
+    fn fill_from(&mut self, src: &[u8]) -> bool {
+        if src.len() != self.len {
+            return false;
+        }
+        // SAFETY: `ptr` has room for `len` bytes; `src` is another buffer.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr, src.len()) };
+        self.filled = self.len;
+        true
     }
 }
 
 impl Drop for MallocBuf {
     fn drop(&mut self) {
-        // SAFETY: `ptr` came from calloc and is not yet freed.
+        // SAFETY: `ptr` came from malloc and is not yet freed.
         unsafe { libc::free(self.ptr.cast()) };
     }
 }
@@ -412,13 +448,15 @@ pub unsafe extern "C" fn kpack_get_kernel(
             Ok(n) => n,
             Err(e) => return ErrorKind::from(e.kind()).into(),
         };
-        let Some(mut buf) = MallocBuf::zeroed(size) else {
+        let Some(mut buf) = MallocBuf::new(size) else {
             return KPACK_ERROR_OUT_OF_MEMORY;
         };
-        if let Err(e) = a.archive.read_into(entry, buf.as_mut()) {
+        if let Err(e) = a.archive.read_into(entry, &mut buf) {
             return ErrorKind::from(e.kind()).into();
         }
-        let (p, len) = buf.into_raw();
+        let Some((p, len)) = buf.into_raw() else {
+            return KPACK_ERROR_DECOMPRESSION_FAILED;
+        };
         // SAFETY: both checked non-NULL above.
         unsafe {
             *kernel_data = p;
@@ -452,13 +490,48 @@ pub unsafe extern "C" fn kpack_cache_create(cache_out: *mut kpack_cache_t) -> kp
         if config.debug {
             eprintln!("kpack: {}", identify_library());
         }
-        let cache = Box::new(kpack_cache {
+        let stats = config.stats;
+        let cache = Box::into_raw(Box::new(kpack_cache {
             cache: Cache::new(config),
-        });
+        }));
+        if stats {
+            stats_at_exit(cache);
+        }
         // SAFETY: checked non-NULL; the caller owns the slot.
-        unsafe { *cache_out = Box::into_raw(cache) };
+        unsafe { *cache_out = cache };
         KPACK_SUCCESS
     })
+}
+
+/// Caches created with `ROCM_KPACK_STATS` and not destroyed yet (as
+/// addresses): a HIP runtime may never destroy its cache, so their
+/// statistics are printed at process exit; a destroyed one prints its own.
+static STATS_LIVE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// List `cache` for [`print_live_stats`], registered with `atexit` once.
+fn stats_at_exit(cache: *mut kpack_cache) {
+    static REGISTER: std::sync::Once = std::sync::Once::new();
+    REGISTER.call_once(|| {
+        // SAFETY: registers a plain function with the C runtime.
+        unsafe { libc::atexit(print_live_stats) };
+    });
+    if let Ok(mut live) = STATS_LIVE.lock() {
+        live.push(cache as usize);
+    }
+}
+
+/// At exit: the statistics of every cache still alive.
+extern "C" fn print_live_stats() {
+    let live = STATS_LIVE
+        .lock()
+        .map(|mut l| std::mem::take(&mut *l))
+        .unwrap_or_default();
+    for p in live {
+        // SAFETY: only live handles are listed: kpack_cache_destroy takes
+        // its handle off the list before freeing it.
+        let cache = unsafe { &*(p as *const kpack_cache) };
+        eprintln!("{}", cache.cache.stats());
+    }
 }
 
 /// The first line `ROCM_KPACK_DEBUG=1` prints: which `librocm_kpack` this
@@ -487,6 +560,9 @@ fn identify_library() -> String {
 pub unsafe extern "C" fn kpack_cache_destroy(cache: kpack_cache_t) {
     let _ = guard(|| {
         if !cache.is_null() {
+            if let Ok(mut live) = STATS_LIVE.lock() {
+                live.retain(|&p| p != cache as usize);
+            }
             // SAFETY: the handle came from Box::into_raw in kpack_cache_create.
             drop(unsafe { Box::from_raw(cache) });
         }
@@ -804,10 +880,16 @@ pub unsafe extern "C" fn kpack_load_code_object(
         // glibc trimmed the heap after every load), AMD's warm load beat ours.
         match c
             .cache
-            .load_into(&marker, bin, co_index, &arches, MallocBuf::zeroed)
-        {
-            Ok(buf) => {
-                let (p, len) = buf.into_raw();
+            .load_into(&marker, bin, co_index, &arches, MallocBuf::new)
+            .and_then(|buf| {
+                buf.into_raw().ok_or_else(|| {
+                    kpack_runtime::Error::new(
+                        ErrorKind::DecompressionFailed,
+                        "the code object decoded short of its size",
+                    )
+                })
+            }) {
+            Ok((p, len)) => {
                 // SAFETY: both checked non-NULL above.
                 unsafe {
                     *code_object_out = p;

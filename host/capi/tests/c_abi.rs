@@ -339,12 +339,10 @@ fn c_program_loads_kernels_stored_against_other_kernels() {
 /// whose stored bytes were changed after the archive was written (a `none`
 /// archive, so it still decodes) fails to load, and
 /// `kpack_last_error_detail` names the entry; without it the load succeeds.
-#[test]
-fn verified_load_catches_a_changed_code_object() {
-    use kpack_format::{Archive, ArchiveWriter, Compression, WriterOptions};
-    let work = tempfile::tempdir().unwrap();
+/// `tests/c/<name>.c` compiled into `work` against the shared library.
+fn build_program(work: &Path, name: &str) -> PathBuf {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let exe = work.path().join("verify_digest");
+    let exe = work.join(name);
     let status = Command::new("cc")
         .args([
             "-std=c11",
@@ -355,15 +353,23 @@ fn verified_load_catches_a_changed_code_object() {
         ])
         .arg("-I")
         .arg(crate_dir.join("include"))
-        .arg(crate_dir.join("tests/c/verify_digest.c"))
+        .arg(crate_dir.join(format!("tests/c/{name}.c")))
         .arg("-o")
         .arg(&exe)
         .arg(format!("-L{}", lib_dir().display()))
-        .arg(format!("-Wl,-rpath,{}", soname_dir(work.path()).display()))
+        .arg(format!("-Wl,-rpath,{}", soname_dir(work).display()))
         .arg("-lrocm_kpack")
         .status()
         .expect("run cc");
-    assert!(status.success(), "cc failed");
+    assert!(status.success(), "cc failed for {name}.c");
+    exe
+}
+
+#[test]
+fn verified_load_catches_a_changed_code_object() {
+    use kpack_format::{Archive, ArchiveWriter, Compression, WriterOptions};
+    let work = tempfile::tempdir().unwrap();
+    let exe = build_program(work.path(), "verify_digest");
     let kpack_dir = work.path().join(".kpack");
     std::fs::create_dir(&kpack_dir).unwrap();
     let path = kpack_dir.join("v_gfx1100.kpack");
@@ -407,4 +413,84 @@ fn verified_load_catches_a_changed_code_object() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `tests/c/load_stats.c` with `ROCM_KPACK_STATS=1`: one summary line on
+/// stderr, printed by `kpack_cache_destroy` or, for a cache never
+/// destroyed, at process exit, counting what the loads did: one archive
+/// opened (its size mapped), three loads (one of a missing key), one fresh
+/// resolution and two from the memo, two zstd frames of 3000 bytes each.
+/// Without the variable, nothing is printed.
+#[test]
+fn load_statistics_are_printed_once_with_rocm_kpack_stats() {
+    use kpack_format::{Archive, ArchiveWriter, WriterOptions};
+    let work = tempfile::tempdir().unwrap();
+    let exe = build_program(work.path(), "load_stats");
+    let kpack_dir = work.path().join(".kpack");
+    std::fs::create_dir(&kpack_dir).unwrap();
+    let path = kpack_dir.join("s_gfx1100.kpack");
+    let options = WriterOptions {
+        group_name: "s".into(),
+        gfx_arch_family: "gfx1100".into(),
+        ..Default::default()
+    };
+    let mut w = ArchiveWriter::create(&path, options).unwrap();
+    w.add("lib/libs.so#0", "gfx1100", &noise(3, 3000)).unwrap();
+    w.finish().unwrap();
+    let stored = Archive::open(&path)
+        .unwrap()
+        .entries()
+        .next()
+        .unwrap()
+        .stored_size();
+    let mapped = std::fs::metadata(&path).unwrap().len();
+    let marker = Marker {
+        kernel_name: "lib/libs.so".into(),
+        search_paths: vec![".kpack/s_@GFXARCH@.kpack".into()],
+    };
+    let marker_file = work.path().join("s.marker");
+    std::fs::write(&marker_file, marker.to_bytes()).unwrap();
+    let run = |mode: &str, stats: bool| {
+        let mut cmd = Command::new(&exe);
+        cmd.arg(&marker_file)
+            .arg(work.path().join("libs.so"))
+            .args(["gfx1100", mode])
+            .env_remove("ROCM_KPACK_PATH")
+            .env_remove("ROCM_KPACK_PATH_PREFIX")
+            .env_remove("ROCM_KPACK_DISABLE")
+            .env_remove("ROCM_KPACK_DEBUG");
+        if stats {
+            cmd.env("ROCM_KPACK_STATS", "1");
+        } else {
+            cmd.env_remove("ROCM_KPACK_STATS");
+        }
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            out.status.success() && stdout.contains("3 passed, 0 failed"),
+            "{mode}: {stdout}\n{stderr}"
+        );
+        stderr
+    };
+    let want = format!(
+        "kpack stats: 1 archives opened ({mapped} bytes mapped); 3 loads (1 failed), \
+         1 resolutions, 2 from the memo; 2 frames decoded, {} bytes read, 6000 bytes inflated; \
+         0 delta bases decoded, 0 from the memo; ",
+        2 * stored
+    );
+    for mode in ["destroy", "exit"] {
+        let stderr = run(mode, true);
+        let lines: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("kpack stats:"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{mode}: {stderr}");
+        assert!(
+            lines[0].starts_with(&want) && lines[0].ends_with(" ms in loads"),
+            "{mode}: {}\nwanted {want}",
+            lines[0]
+        );
+    }
+    assert!(!run("destroy", false).contains("kpack stats"));
 }

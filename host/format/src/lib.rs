@@ -82,12 +82,14 @@ pub use error::{Error, ErrorKind, Result, error_chain};
 pub use finding::{Finding, Severity};
 pub use marker::{GFXARCH, MARKER_MAX_LEN, Marker, MarkerProblem};
 pub use mode::{CompressionMode, Readers, SIZE_LEVEL};
-pub use read::{Archive, Entry, Scheme};
+pub use read::{Archive, DecodeTarget, Entry, Scheme};
 pub use verify::{ArchiveProblem, verify};
 pub use write::{
     ArchiveWriter, Compression, DEFAULT_LEVEL, DeltaCompressor, DeltaKey, EntryOrder,
     KernelCompressor, LEVELS, WriterOptions, Written, check_level, sha256,
 };
+/// zstd's output-buffer trait, the supertrait of [`DecodeTarget`].
+pub use zstd::zstd_safe::WriteBuf;
 
 /// The four magic bytes at offset 0: `"KPAK"`.
 pub const MAGIC: [u8; 4] = *b"KPAK";

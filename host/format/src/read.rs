@@ -293,8 +293,12 @@ impl Archive {
     /// ABI's `malloc`ed one), so a load neither allocates nor copies twice.
     /// A `zstd-delta` delta decodes its base first (see
     /// [`Archive::read_with_base_into`] to reuse a decoded base).
-    pub fn read_into(&self, entry: &Entry, out: &mut [u8]) -> Result<()> {
-        self.check_out_len(entry, out)?;
+    ///
+    /// `out` is any [`DecodeTarget`]: a slice, a `Vec` of that capacity, or
+    /// the C ABI's `malloc`ed buffer, which is written without being
+    /// zero-filled first.
+    pub fn read_into<B: DecodeTarget + ?Sized>(&self, entry: &Entry, out: &mut B) -> Result<()> {
+        self.check_out_len(entry, out.capacity())?;
         self.decode_to(entry, None, out)
     }
 
@@ -347,21 +351,23 @@ impl Archive {
 
     /// [`Archive::read_with_base`] into the caller's buffer, as
     /// [`Archive::read_into`] does.
-    pub fn read_with_base_into(&self, entry: &Entry, base: &[u8], out: &mut [u8]) -> Result<()> {
-        self.check_out_len(entry, out)?;
+    pub fn read_with_base_into<B: DecodeTarget + ?Sized>(
+        &self,
+        entry: &Entry,
+        base: &[u8],
+        out: &mut B,
+    ) -> Result<()> {
+        self.check_out_len(entry, out.capacity())?;
         self.decode_to(entry, Some(base), out)
     }
 
-    fn check_out_len(&self, entry: &Entry, out: &[u8]) -> Result<()> {
-        if out.len() as u64 != entry.original_size {
+    fn check_out_len(&self, entry: &Entry, len: usize) -> Result<()> {
+        if len as u64 != entry.original_size {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 format!(
                     "a {}-byte buffer for {:?} ({:?}), whose original_size is {}",
-                    out.len(),
-                    entry.key,
-                    entry.arch,
-                    entry.original_size
+                    len, entry.key, entry.arch, entry.original_size
                 ),
             ));
         }
@@ -371,7 +377,7 @@ impl Archive {
     /// Decode `entry` into `out` (an empty `Vec` with room for it, or a
     /// slice of exactly its size). `base`: the decoded base of a delta,
     /// decoded here when not given.
-    fn decode_to<B: WriteBuf + ?Sized>(
+    fn decode_to<B: DecodeTarget + ?Sized>(
         &self,
         entry: &Entry,
         base: Option<&[u8]>,
@@ -380,12 +386,19 @@ impl Archive {
         let stored = self.stored(entry)?;
         match self.toc.scheme {
             Scheme::None => {
-                // Only slices get here (`read` lends the mapping).
-                let Some(dst) = out.as_slice_mut() else {
-                    return Err(Error::new(ErrorKind::InvalidArgument, "no output buffer"));
-                };
-                dst.copy_from_slice(stored);
-                Ok(())
+                if out.fill_from(stored) {
+                    Ok(())
+                } else {
+                    Err(Error::new(
+                        ErrorKind::InvalidArgument,
+                        format!(
+                            "a {}-byte buffer for the {}-byte stored entry {:?}",
+                            out.capacity(),
+                            stored.len(),
+                            entry.key
+                        ),
+                    ))
+                }
             }
             Scheme::ZstdPerKernel => {
                 self.check_size_word(entry)?;
@@ -492,22 +505,35 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
     })
 }
 
-/// A decode destination: an empty `Vec` (decoded into its spare capacity)
-/// or a caller's slice of exactly the decoded size.
-trait WriteBuf: zstd::zstd_safe::WriteBuf {
-    /// The destination as a plain slice, when it is one.
-    fn as_slice_mut(&mut self) -> Option<&mut [u8]>;
+/// Where an entry is decoded: zstd's output-buffer contract (its
+/// capacity, a pointer to write through, how much is filled) plus a plain
+/// copy for stored (uncompressed) entries. A `Vec` is written from its
+/// start up to its capacity, a slice whole; the C ABI implements it for a
+/// `malloc`ed buffer, which need not be zero-filled first.
+pub trait DecodeTarget: zstd::zstd_safe::WriteBuf {
+    /// Make `src` the whole content, when it is exactly the capacity long;
+    /// `false` (nothing written) otherwise.
+    fn fill_from(&mut self, src: &[u8]) -> bool;
 }
 
-impl WriteBuf for Vec<u8> {
-    fn as_slice_mut(&mut self) -> Option<&mut [u8]> {
-        None
+impl DecodeTarget for Vec<u8> {
+    fn fill_from(&mut self, src: &[u8]) -> bool {
+        if src.len() != self.capacity() {
+            return false;
+        }
+        self.clear();
+        self.extend_from_slice(src);
+        true
     }
 }
 
-impl WriteBuf for [u8] {
-    fn as_slice_mut(&mut self) -> Option<&mut [u8]> {
-        Some(self)
+impl DecodeTarget for [u8] {
+    fn fill_from(&mut self, src: &[u8]) -> bool {
+        if src.len() != self.len() {
+            return false;
+        }
+        self.copy_from_slice(src);
+        true
     }
 }
 

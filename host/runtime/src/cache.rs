@@ -21,6 +21,7 @@ use std::fmt::Write as _;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
 
 use kpack_amdgpu::strip_target_prefix;
 use kpack_format::{Archive, GFXARCH, Marker};
@@ -88,6 +89,16 @@ pub struct Cache {
     last_diagnostic: Mutex<Option<String>>,
     /// Decoded `zstd-delta` bases, bounded (see [`crate::bases`]).
     bases: crate::bases::Bases,
+    /// What loads cost (printed on drop with `ROCM_KPACK_STATS`).
+    stats: crate::stats::Stats,
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        if self.config.stats {
+            eprintln!("{}", self.stats.snapshot());
+        }
+    }
 }
 
 impl Cache {
@@ -99,6 +110,7 @@ impl Cache {
             resolutions: RwLock::default(),
             last_diagnostic: Mutex::new(None),
             bases: crate::bases::Bases::default(),
+            stats: crate::stats::Stats::default(),
         };
         cache.debug(|| format!("cache created: {:?}", cache.config));
         cache
@@ -107,6 +119,12 @@ impl Cache {
     /// The configuration the cache was created with.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// What the cache's loads have cost so far (counted whether or not
+    /// `ROCM_KPACK_STATS` is set).
+    pub fn stats(&self) -> crate::StatsSnapshot {
+        self.stats.snapshot()
     }
 
     /// Number of archives held open.
@@ -161,6 +179,22 @@ impl Cache {
         arches: &[&str],
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R> {
+        let start = Instant::now();
+        let done = self.load_with_timed(marker, binary_path, co_index, arches, f);
+        let counted = done.as_ref().ok().map(|(_, read)| *read);
+        self.stats.loaded(counted, start.elapsed());
+        done.map(|(r, _)| r)
+    }
+
+    /// [`load_with`](Self::load_with), with the (stored, inflated) bytes.
+    fn load_with_timed<R>(
+        &self,
+        marker: &Marker,
+        binary_path: &Path,
+        co_index: u32,
+        arches: &[&str],
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<(R, (u64, u64))> {
         let (res, key) = self.resolve_key(marker, binary_path, co_index, arches)?;
         let (pair, entry) = self.pick(&res, &key, arches)?;
         let (path, archive) = &res.valid[res.pairs[pair].0];
@@ -174,7 +208,8 @@ impl Cache {
         match read {
             Ok(bytes) => {
                 self.check_digest(&res, pair, entry, &bytes)?;
-                Ok(f(&bytes))
+                let counts = read_counts(archive, entry, bytes.len());
+                Ok((f(&bytes), counts))
             }
             Err(e) => Err(self.read_failed(&res, pair, entry, e)),
         }
@@ -184,8 +219,9 @@ impl Cache {
     /// object's size from `alloc` (`None`: out of memory), the C ABI's
     /// `malloc`ed one: one allocation and no copy of the decoded bytes,
     /// where [`load_with`](Self::load_with) decodes into a buffer of its own.
-    /// On an error the buffer is dropped.
-    pub fn load_into<B: AsMut<[u8]>>(
+    /// The buffer is written, never read, before it is filled: it need not
+    /// be zeroed. On an error the buffer is dropped.
+    pub fn load_into<B: kpack_format::DecodeTarget>(
         &self,
         marker: &Marker,
         binary_path: &Path,
@@ -193,6 +229,22 @@ impl Cache {
         arches: &[&str],
         alloc: impl FnOnce(usize) -> Option<B>,
     ) -> Result<B> {
+        let start = Instant::now();
+        let done = self.load_into_timed(marker, binary_path, co_index, arches, alloc);
+        let counted = done.as_ref().ok().map(|(_, read)| *read);
+        self.stats.loaded(counted, start.elapsed());
+        done.map(|(b, _)| b)
+    }
+
+    /// [`load_into`](Self::load_into), with the (stored, inflated) bytes.
+    fn load_into_timed<B: kpack_format::DecodeTarget>(
+        &self,
+        marker: &Marker,
+        binary_path: &Path,
+        co_index: u32,
+        arches: &[&str],
+        alloc: impl FnOnce(usize) -> Option<B>,
+    ) -> Result<(B, (u64, u64))> {
         let (res, key) = self.resolve_key(marker, binary_path, co_index, arches)?;
         let (pair, entry) = self.pick(&res, &key, arches)?;
         let (path, archive) = &res.valid[res.pairs[pair].0];
@@ -206,15 +258,16 @@ impl Cache {
             )
         })?;
         let read = match entry.base() {
-            None => archive.read_into(entry, out.as_mut()),
+            None => archive.read_into(entry, &mut out),
             Some(ordinal) => self
                 .base(path, archive, entry, ordinal)
-                .and_then(|base| archive.read_with_base_into(entry, &base, out.as_mut())),
+                .and_then(|base| archive.read_with_base_into(entry, &base, &mut out)),
         };
         match read {
             Ok(()) => {
-                self.check_digest(&res, pair, entry, out.as_mut())?;
-                Ok(out)
+                self.check_digest(&res, pair, entry, out.as_slice())?;
+                let counts = read_counts(archive, entry, size);
+                Ok((out, counts))
             }
             Err(e) => Err(self.read_failed(&res, pair, entry, e)),
         }
@@ -313,8 +366,10 @@ impl Cache {
         ordinal: u64,
     ) -> kpack_format::Result<Arc<Vec<u8>>> {
         if let Some(b) = self.bases.get(path, ordinal) {
+            self.stats.base(false);
             return Ok(b);
         }
+        self.stats.base(true);
         let decoded = Arc::new(archive.read_base(entry)?.unwrap_or_default());
         self.bases.insert(path, ordinal, Arc::clone(&decoded));
         Ok(decoded)
@@ -415,8 +470,10 @@ impl Cache {
         if let Ok(map) = self.resolutions.read()
             && let Some(found) = memoised(&map, hash, binary_path, marker, arches)
         {
+            self.stats.resolved(true);
             return Ok(found);
         }
+        self.stats.resolved(false);
 
         let mut diag = String::new();
         let valid = self.open_candidates(marker, binary_path, arches, &mut diag);
@@ -669,6 +726,7 @@ impl Cache {
             Archive::open(&key)
                 .map_err(|e| format!("cannot open: {}", crate::error::error_chain(&e)))?,
         );
+        self.stats.archive_opened(archive.file_size());
         self.debug(|| {
             format!(
                 "opened {} with arches {:?}",
@@ -697,6 +755,16 @@ pub struct MarkerArchive {
     pub target: Option<String>,
     /// The open archive, or why the loader could not open it.
     pub archive: std::result::Result<Arc<Archive>, String>,
+}
+
+/// The stored bytes a load of `entry` read and the bytes it inflated
+/// (`decoded`, or 0 for an entry stored as it is).
+fn read_counts(archive: &Archive, entry: &kpack_format::Entry, decoded: usize) -> (u64, u64) {
+    let inflated = match archive.scheme() {
+        kpack_format::Scheme::None => 0,
+        _ => decoded as u64,
+    };
+    (entry.stored_size(), inflated)
 }
 
 /// A marker search path `sp` as the loader resolves it: absolute as it

@@ -19,6 +19,9 @@ pub struct Config {
     /// `ROCM_KPACK_VERIFY` (kpack's own): check every loaded code object
     /// against the sha256 its archive's TOC records, where it records one.
     pub verify: bool,
+    /// `ROCM_KPACK_STATS`: print the cache's load statistics to stderr
+    /// when it is dropped (`kpack_destroy`).
+    pub stats: bool,
 }
 
 /// The list separator of `ROCM_KPACK_PATH` and `ROCM_KPACK_PATH_PREFIX`.
@@ -50,6 +53,7 @@ impl Config {
             disabled: truthy(get("ROCM_KPACK_DISABLE")),
             debug: truthy(get("ROCM_KPACK_DEBUG")),
             verify: truthy(get("ROCM_KPACK_VERIFY")),
+            stats: truthy(get("ROCM_KPACK_STATS")),
         }
     }
 }

@@ -47,6 +47,7 @@ mod config;
 mod discover;
 mod error;
 mod isa;
+mod stats;
 
 pub use cache::{Cache, Location, MarkerArchive};
 pub use config::{Config, PATH_SEPARATOR};
@@ -59,7 +60,8 @@ pub use isa::{
 pub use kpack_amdgpu::{TARGET_PREFIX, strip_target_prefix};
 /// The placeholder expanded with each compatible target (kpack-format's).
 pub use kpack_format::GFXARCH;
-pub use kpack_format::{Archive, MARKER_MAX_LEN, Marker, MarkerProblem};
+pub use kpack_format::{Archive, DecodeTarget, MARKER_MAX_LEN, Marker, MarkerProblem, WriteBuf};
+pub use stats::StatsSnapshot;
 
 /// Parse marker bytes with AMD's rules; failures are
 /// [`ErrorKind::InvalidMetadata`].
