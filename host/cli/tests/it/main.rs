@@ -26,6 +26,7 @@ mod handler_authors;
 mod host_only_inputs;
 mod independent_reader;
 mod inspect;
+mod instrumented;
 mod manners;
 mod offload;
 mod offloading;
