@@ -10,12 +10,13 @@
 
 mod convert;
 mod edit;
+mod pack;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
-use kpack_format::{Archive, ArchiveWriter, Compression, WriterOptions};
+use kpack_format::{Archive, Compression};
 use kpack_fsafe::{Existing, Order, Outputs};
 use serde_json::json;
 
@@ -70,34 +71,9 @@ total uncompressed bytes).")]
         #[arg(long)]
         force: bool,
     },
-    /// Build an archive from DIR/<arch>/<key>.hsaco files.
-    Pack {
-        /// Directory laid out as `extract` writes it.
-        dir: PathBuf,
-        /// The .kpack file to write (missing parent directories are created).
-        #[arg(short, long)]
-        output: PathBuf,
-        /// The TOC's group_name.
-        #[arg(long, default_value = "")]
-        group_name: String,
-        /// The TOC's gfx_arch_family (default: the arch, if there is exactly one).
-        #[arg(long)]
-        gfx_arch_family: Option<String>,
-        /// Storage scheme.
-        #[arg(long, value_enum, default_value_t = Scheme::Zstd)]
-        compression: Scheme,
-        /// zstd level, 1 (fastest) to 19 (smallest).
-        #[arg(long = "compression-level", visible_alias = "level", value_name = "N",
-              default_value_t = kpack_format::DEFAULT_LEVEL,
-              value_parser = crate::archive_args::level_parser())]
-        level: i32,
-        /// Show what would be packed without writing.
-        #[arg(long)]
-        dry_run: bool,
-        /// Replace an existing output archive.
-        #[arg(long)]
-        force: bool,
-    },
+    /// Build archives from DIR/<arch>/<key>.hsaco files or a descriptor
+    /// (key, arch, path, sha256 per entry), with a manifest.
+    Pack(pack::PackArgs),
     /// Re-encode archives losslessly: `zstd-delta` joins the inputs into one
     /// family archive `OUTDIR/<group>_<family>.kpack`; `zstd`
     /// (`zstd-per-kernel`) and `none` write one archive per processor,
@@ -220,27 +196,7 @@ pub fn run(args: Args) -> CliResult {
             arch,
             force,
         } => extract(&file, &output, key.as_deref(), arch.as_deref(), force),
-        Action::Pack {
-            dir,
-            output,
-            group_name,
-            gfx_arch_family,
-            compression,
-            level,
-            dry_run,
-            force,
-        } => {
-            let compression = compression.compression(level);
-            pack(
-                &dir,
-                &output,
-                group_name,
-                gfx_arch_family,
-                compression,
-                dry_run,
-                force,
-            )
-        }
+        Action::Pack(args) => pack::run(args),
         Action::Convert {
             files,
             output,
@@ -487,131 +443,6 @@ fn write_entries(
     }
     for (dest, size) in outputs.commit()?.iter().zip(sizes) {
         println!("{}\t{size}", dest.display());
-    }
-    Ok(())
-}
-
-/// Every `*.hsaco` under `dir/<arch>/`, as (key, arch, path), sorted.
-fn scan_pack_dir(dir: &Path) -> anyhow::Result<Vec<(String, String, PathBuf)>> {
-    let mut found = Vec::new();
-    let mut arch_dirs: Vec<_> = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot read {}", dir.display()))?
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("cannot read {}", dir.display()))?;
-    arch_dirs.sort_by_key(|e| e.file_name());
-    for entry in arch_dirs {
-        let path = entry.path();
-        if !entry.file_type()?.is_dir() {
-            bail!(
-                "{} is not an arch directory (expected DIR/<arch>/<key>{SUFFIX})",
-                path.display()
-            );
-        }
-        let arch = entry
-            .file_name()
-            .into_string()
-            .map_err(|n| anyhow::anyhow!("arch directory {n:?} is not UTF-8"))?;
-        let mut stack = vec![path.clone()];
-        while let Some(d) = stack.pop() {
-            for f in
-                std::fs::read_dir(&d).with_context(|| format!("cannot read {}", d.display()))?
-            {
-                let f = f?;
-                let p = f.path();
-                let ty = f.file_type()?;
-                if ty.is_dir() {
-                    stack.push(p);
-                    continue;
-                }
-                let rel = p
-                    .strip_prefix(&path)?
-                    .to_str()
-                    .ok_or_else(|| anyhow::anyhow!("{} is not UTF-8", p.display()))?;
-                let Some(key) = rel.strip_suffix(SUFFIX) else {
-                    bail!("{} does not end in {SUFFIX}", p.display());
-                };
-                found.push((key.replace('\\', "/"), arch.clone(), p));
-            }
-        }
-    }
-    found.sort();
-    Ok(found)
-}
-
-fn pack(
-    dir: &Path,
-    out: &Path,
-    group_name: String,
-    family: Option<String>,
-    compression: Compression,
-    dry_run: bool,
-    force: bool,
-) -> CliResult {
-    crate::safety::not_stdout(out, "archive pack")?;
-    let files = scan_pack_dir(dir)?;
-    for (_, _, path) in &files {
-        crate::safety::not_same_file(path, out)?;
-    }
-    if !dry_run {
-        crate::safety::not_existing(out, force)?;
-    }
-    let mut arches: Vec<&str> = files.iter().map(|(_, a, _)| a.as_str()).collect();
-    arches.dedup();
-    let gfx_arch_family = match (family, arches.as_slice()) {
-        (Some(f), _) => f,
-        (None, [one]) => (*one).to_owned(),
-        (None, _) => {
-            return Err(anyhow::anyhow!(
-                "--gfx-arch-family is required when packing {} arches",
-                arches.len()
-            )
-            .into());
-        }
-    };
-    for (key, arch, path) in &files {
-        let line = format!(
-            "{}{key} {arch} <- {}",
-            if dry_run { "would pack " } else { "" },
-            path.display()
-        );
-        // The dry run's listing is its result; a real run's is chatter.
-        if dry_run {
-            eprintln!("{line}");
-        } else {
-            crate::ui::status(line);
-        }
-    }
-    if dry_run {
-        return Ok(());
-    }
-    let options = WriterOptions {
-        group_name,
-        gfx_arch_family,
-        compression,
-        ..Default::default()
-    };
-    // As `offload -o` and `archive convert -o` do: missing parent
-    // directories are created, and removed again if no archive comes out.
-    let created = match out.parent().filter(|p| !p.as_os_str().is_empty()) {
-        Some(dir) => Some(crate::safety::CreatedDir::create(dir)?),
-        None => None,
-    };
-    let mut w = ArchiveWriter::create(out, options)?;
-    let bar = crate::ui::progress(files.len() as u64, crate::ui::Unit::Items);
-    for (key, arch, path) in &files {
-        let bytes =
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        w.add(key, arch, &bytes)?;
-        if let Some(b) = &bar {
-            b.inc(1);
-        }
-    }
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
-    print_written(&w.finish()?);
-    if let Some(created) = created {
-        created.keep();
     }
     Ok(())
 }

@@ -264,3 +264,191 @@ fn archive_verify_catches_a_flipped_byte_through_the_recorded_digest() {
     assert!(stdout(&out).contains("sha256"), "{}", stdout(&out));
     drop(bin);
 }
+
+/// Write `files` (key, arch, relative path, bytes) under `dir` and a
+/// descriptor `dir/desc.json` listing them, the sha256 of entry `wrong`
+/// (if any) off by one bit.
+fn descriptor(dir: &std::path::Path, files: &[(&str, &str, &str, Vec<u8>)], wrong: Option<usize>) {
+    let mut entries = Vec::new();
+    for (i, (key, arch, rel, bytes)) in files.iter().enumerate() {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, bytes).unwrap();
+        let mut digest = kpack_format::sha256(bytes);
+        if wrong == Some(i) {
+            digest[0] ^= 1;
+        }
+        entries.push(serde_json::json!({
+            "toc_key": key,
+            "arch": arch,
+            "path": rel,
+            "sha256": kpack_format::digest::to_hex(&digest),
+        }));
+    }
+    let doc = serde_json::json!({ "entries": entries });
+    std::fs::write(dir.join("desc.json"), doc.to_string()).unwrap();
+}
+
+/// `len` bytes that do not compress well, different for each `seed`.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn pack_files() -> Vec<(&'static str, &'static str, &'static str, Vec<u8>)> {
+    vec![
+        ("lib/libfoo.so#0", "gfx1100", "k/a_1100.co", noise(1, 5000)),
+        ("lib/libfoo.so#0", "gfx942", "k/a_942.co", noise(2, 4000)),
+        (
+            "lib/libfoo.so#0",
+            "gfx942:xnack+",
+            "k/a_942x.co",
+            noise(3, 4100),
+        ),
+        ("lib/libfoo.so#1", "gfx942", "k/b_942.co", noise(4, 300)),
+    ]
+}
+
+#[test]
+fn pack_from_a_descriptor_writes_the_arch_content_layout_and_a_manifest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let files = pack_files();
+    descriptor(&src, &files, None);
+    let out = tmp.path().join("out");
+    let o = kpack([
+        "archive",
+        "pack",
+        "--descriptor",
+        src.join("desc.json").to_str().unwrap(),
+        "--layout",
+        "arch-content",
+        "--lib",
+        "libfoo",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(out.join("arch_content/libfoo.kpack-manifest.json")).unwrap(),
+    )
+    .unwrap();
+    let listed: Vec<&str> = manifest["archives"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            "gfx1100/kpack/libfoo_gfx1100.kpack",
+            "gfx942/kpack/libfoo_gfx942.kpack"
+        ]
+    );
+    for a in manifest["archives"].as_array().unwrap() {
+        let path = out.join("arch_content").join(a["path"].as_str().unwrap());
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(
+            a["sha256"].as_str().unwrap(),
+            kpack_format::digest::to_hex(&kpack_format::sha256(&bytes))
+        );
+        let archive = Archive::open(&path).unwrap();
+        assert_eq!(
+            archive.entries().count(),
+            a["entries"].as_array().unwrap().len()
+        );
+        for e in a["entries"].as_array().unwrap() {
+            let (key, arch) = (e["key"].as_str().unwrap(), e["arch"].as_str().unwrap());
+            let want = &files.iter().find(|f| (f.0, f.1) == (key, arch)).unwrap().3;
+            let entry = archive.entry(key, arch).unwrap();
+            assert_eq!(&archive.read(entry).unwrap()[..], &want[..], "{key} {arch}");
+            assert_eq!(e["size"], want.len());
+        }
+    }
+    let gfx942 = Archive::open(out.join("arch_content/gfx942/kpack/libfoo_gfx942.kpack")).unwrap();
+    assert_eq!(gfx942.gfx_arch_family(), "gfx942");
+    assert_eq!(gfx942.group_name(), "libfoo");
+}
+
+#[test]
+fn pack_refuses_a_file_whose_sha256_the_descriptor_contradicts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    descriptor(&src, &pack_files(), Some(3));
+    let out = tmp.path().join("out");
+    let o = kpack([
+        "archive",
+        "pack",
+        "--descriptor",
+        src.join("desc.json").to_str().unwrap(),
+        "--layout",
+        "arch-content",
+        "--lib",
+        "libfoo",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("b_942.co")
+            && err.contains("the descriptor says")
+            && err.contains("lib/libfoo.so#1"),
+        "{err}"
+    );
+    assert!(!out.exists(), "nothing is written");
+}
+
+#[test]
+fn pack_into_one_archive_writes_its_manifest_beside_it_unless_told_not_to() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    descriptor(&src, &pack_files(), None);
+    let desc = src.join("desc.json");
+    let archive = tmp.path().join("one/foo.kpack");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "archive",
+            "pack",
+            "--descriptor",
+            desc.to_str().unwrap(),
+            "--gfx-arch-family",
+            "mixed",
+            "-o",
+            archive.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        kpack(args)
+    };
+    let o = run(&[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(Archive::open(&archive).unwrap().entries().count(), 4);
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(tmp.path().join("one/foo.kpack.manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(manifest["archives"][0]["path"], "foo.kpack");
+    // Without --gfx-arch-family, two processors in one archive are refused.
+    let o = kpack([
+        "archive",
+        "pack",
+        "--descriptor",
+        desc.to_str().unwrap(),
+        "--manifest",
+        "-",
+        "-o",
+        tmp.path().join("two/foo.kpack").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--gfx-arch-family"), "{}", stderr(&o));
+    let o = run(&["--manifest", "-", "--force"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
