@@ -238,3 +238,48 @@ fn text_listing_of_the_host_only_binary_keeps_the_fat_totals() {
         stdout(&out)
     );
 }
+
+/// `extract` of a library in an installed wheel tree (host wheel and every
+/// device wheel unpacked into one site-packages, as pip lays them out)
+/// reads the device wheels' archives through the marker and writes exactly
+/// the files extracting the fat original gives.
+#[test]
+fn extract_in_an_installed_wheel_tree_gives_the_fat_originals_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = crate::wheel_groups::fat_files();
+    let fat = crate::wheel::build_fat_wheel(tmp.path(), &files);
+    let out = tmp.path().join("out");
+    let o = kpack([
+        "wheel".as_ref(),
+        "split".as_ref(),
+        fat.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let wheels: Vec<PathBuf> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "whl"))
+        .collect();
+    assert!(wheels.len() > 2, "{wheels:?}");
+    let site = tmp.path().join("site");
+    crate::auditwheel::install(&wheels, &site);
+    let mut libs = 0;
+    for (rel, (bytes, _)) in files.iter().filter(|(p, _)| p.ends_with(".so")) {
+        let original = tmp.path().join("original.so");
+        std::fs::write(&original, bytes).unwrap();
+        let name = rel.replace('/', "_");
+        let want = extract_all(&original, &tmp.path().join(format!("fat-{name}")));
+        let got = extract_all(&site.join(rel), &tmp.path().join(format!("site-{name}")));
+        assert!(!want.is_empty(), "{rel}");
+        assert_eq!(
+            got.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            want.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            "{rel}"
+        );
+        assert!(got == want, "{rel}: the bytes differ");
+        libs += 1;
+    }
+    assert_eq!(libs, 3);
+}
