@@ -133,7 +133,12 @@ fn parse_list(list: &str) -> Result<Vec<TargetPattern>, TargetIdError> {
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(TargetPattern::parse)
+        .map(|t| {
+            TargetPattern::parse(t).and_then(|p| match crate::is_known_target(&p.0) {
+                true => Ok(p),
+                false => Err(TargetIdError::unknown(t)),
+            })
+        })
         .collect::<Result<_, _>>()?;
     out.sort();
     out.dedup();

@@ -66,5 +66,5 @@ pub use spirv::{
 };
 pub use target::{
     Feature, QualifiedTarget, SPIRV_ARCH, TARGET_PREFIX, TARGET_TRIPLE, TargetId, TargetIdError,
-    processor_of, split_processor, strip_target_prefix,
+    is_known_target, processor_of, split_processor, strip_target_prefix,
 };

@@ -136,6 +136,14 @@ pub struct TargetIdError {
 }
 
 impl TargetIdError {
+    /// `text` parses but names no GPU LLVM knows ([`is_known_target`]).
+    pub(crate) fn unknown(text: &str) -> TargetIdError {
+        TargetIdError {
+            text: text.to_string(),
+            reason: "not a known AMD GPU (name one such as gfx90a, gfx942 or gfx1100)",
+        }
+    }
+
     /// The text that failed to parse.
     pub fn text(&self) -> &str {
         &self.text
@@ -505,4 +513,21 @@ mod tests {
         assert_eq!(split_processor("gfxa"), None);
         assert_eq!(split_processor(""), None);
     }
+}
+
+/// Whether `id` names a GPU LLVM knows (its processor, `-strict` aside,
+/// has an `EF_AMDGPU_MACH` value; generic processors included) or the
+/// portable SPIR-V target: the check every list of targets a user types
+/// goes through (`--gpu-targets`, `--exclude-arch`, `--keep`, `--gpu`), so
+/// a typo is an error rather than a GPU silently left out.
+///
+/// ```
+/// use kpack_amdgpu::{TargetId, is_known_target};
+/// assert!(is_known_target(&TargetId::parse("gfx90a:xnack+").unwrap()));
+/// assert!(is_known_target(&TargetId::parse("gfx1250-strict").unwrap()));
+/// assert!(!is_known_target(&TargetId::parse("gfx9000").unwrap()));
+/// ```
+pub fn is_known_target(id: &TargetId) -> bool {
+    crate::mach_for_processor(id.base_processor()).is_some()
+        || crate::is_spirv_target(id.processor())
 }

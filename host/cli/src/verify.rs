@@ -143,9 +143,7 @@ fn run_gpu(args: &Args, gpu: &str) -> CliResult {
     }
     let id =
         kpack_amdgpu::TargetId::parse_qualified(gpu).with_context(|| format!("--gpu {gpu:?}"))?;
-    if kpack_amdgpu::mach_for_processor(id.processor()).is_none()
-        && !kpack_amdgpu::is_spirv_target(id.processor())
-    {
+    if !kpack_amdgpu::is_known_target(&id) {
         return Err(anyhow::anyhow!(
             "--gpu {gpu:?}: {} is not a known AMD GPU (name one such as gfx90a, gfx942 or gfx1100)",
             id.processor()

@@ -309,3 +309,75 @@ fn pe_images_are_filtered_the_same_way() {
     );
     assert_eq!(walk(dir.path()), Vec::<PathBuf>::new());
 }
+
+/// A typo in a target list is an error naming it, with `verify --gpu`'s
+/// sentence, before anything is written: `--gpu-targets`, `--exclude-arch`
+/// (offload, split, wheel split) and `--keep` (prune) alike.
+#[test]
+fn a_mistyped_target_in_any_list_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = fixture(FEAT);
+    let out = dir.path().join("out");
+    let (lib_out, pruned, archives) = (out.join("lib.so"), out.join("p.so"), out.join(".kpack"));
+    let runs: [(&str, Vec<&std::ffi::OsStr>); 3] = [
+        (
+            "gfx9000",
+            vec![
+                "offload".as_ref(),
+                lib.as_os_str(),
+                "-o".as_ref(),
+                lib_out.as_os_str(),
+                "--archives".as_ref(),
+                archives.as_os_str(),
+                "--gpu-targets".as_ref(),
+                "gfx1030,gfx9000".as_ref(),
+            ],
+        ),
+        (
+            "gfx90z",
+            vec![
+                "offload".as_ref(),
+                lib.as_os_str(),
+                "-o".as_ref(),
+                lib_out.as_os_str(),
+                "--archives".as_ref(),
+                archives.as_os_str(),
+                "--exclude-arch".as_ref(),
+                "gfx90z".as_ref(),
+            ],
+        ),
+        (
+            "gfx1300",
+            vec![
+                "prune".as_ref(),
+                lib.as_os_str(),
+                "-o".as_ref(),
+                pruned.as_os_str(),
+                "--keep".as_ref(),
+                "gfx1030,gfx1300".as_ref(),
+            ],
+        ),
+    ];
+    for (typo, args) in runs {
+        let o = kpack(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains(typo) && err.contains("not a known AMD GPU"),
+            "{args:?}: {err}"
+        );
+        assert!(!out.exists(), "{args:?} wrote {}", out.display());
+    }
+    // Legal spellings still pass: features, -strict, generic, SPIR-V.
+    let o = kpack([
+        "offload".as_ref(),
+        lib.as_os_str(),
+        "-o".as_ref(),
+        lib_out.as_os_str(),
+        "--archives".as_ref(),
+        archives.as_os_str(),
+        "--gpu-targets".as_ref(),
+        "gfx1030,gfx90a:xnack+,gfx1250-strict,gfx11-generic,amdgcnspirv".as_ref(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
