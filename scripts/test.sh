@@ -132,6 +132,11 @@ scripts/variant-venv.sh >/dev/null
 
 cargo test --workspace --locked "$@"
 
+# A newcomer's `cargo build --workspace` links every member for the host,
+# the wasm-only handlers and test guests included (their component exports
+# exist only for WebAssembly).
+cargo build --workspace --lib --locked
+
 # librocm_kpack and the runtime build for Windows (GetModuleHandleExW path
 # discovery, `;`-separated ROCM_KPACK_PATH); kpack-capi's wine test runs it.
 cargo build --locked --target x86_64-pc-windows-gnu -p kpack-capi

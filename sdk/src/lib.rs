@@ -274,11 +274,18 @@ impl<T: Handler> wit::Guest for __Adapter<T> {
 
 /// Export `$handler` (a type implementing [`Handler`]) as the component's
 /// `kpack:handler/handler` interface. Call it once, at the crate root.
+///
+/// The export exists only when building for WebAssembly: a host build of
+/// the crate (`cargo build --workspace`, its unit tests) compiles the
+/// handler without the component's exports, whose names (`kpack:handler/…`)
+/// no host linker's symbol list accepts.
 #[macro_export]
 macro_rules! export_handler {
     ($handler:ty) => {
         #[doc(hidden)]
+        #[cfg(target_family = "wasm")]
         type __KpackHandlerAdapter = $crate::__Adapter<$handler>;
+        #[cfg(target_family = "wasm")]
         $crate::__bindings::__export_handler_world!(__KpackHandlerAdapter with_types_in $crate::__bindings);
     };
 }

@@ -43,4 +43,6 @@ impl Guest for Pinned {
     }
 }
 
+// Exported only for WebAssembly (a host build's linker rejects the names).
+#[cfg(target_family = "wasm")]
 export!(Pinned);

@@ -13,4 +13,6 @@ impl exports::kpack::handler::handler::Guest for Future {
     }
 }
 
+// Exported only for WebAssembly (a host build's linker rejects the names).
+#[cfg(target_family = "wasm")]
 export!(Future);
