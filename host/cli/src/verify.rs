@@ -307,9 +307,23 @@ fn print_gpu(rep: &kpack_split::GpuReport) {
             }
         }
     }
+    for f in &rep.fat_binaries {
+        println!(
+            "{} (fat binary, device code not offloaded): carries {}",
+            f.path,
+            f.targets.join(", ")
+        );
+        match &f.serves {
+            Some(t) => println!("  embedded code for {t} loads"),
+            None => println!(
+                "  MISSING: no code object for {gpu} or its generic target; the HIP runtime fails with hipErrorNoBinaryForGpu (rebuild it with --offload-arch={})",
+                kpack_amdgpu::processor_of(kpack_amdgpu::strip_target_prefix(gpu))
+            ),
+        }
+    }
     println!(
         "{} binaries, {total} kernels, {} missing for {gpu}",
-        rep.binaries.len(),
+        rep.binaries.len() + rep.fat_binaries.len(),
         rep.missing()
     );
 }

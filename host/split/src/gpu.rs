@@ -26,16 +26,39 @@ pub struct GpuReport {
     pub arch_list: Vec<String>,
     /// Every binary with a marker, sorted by path.
     pub binaries: Vec<GpuBinary>,
+    /// Every fat binary (device code never offloaded) in an installed tree,
+    /// sorted by path: the HIP runtime loads its embedded code, if it has
+    /// some for this GPU.
+    pub fat_binaries: Vec<GpuFatBinary>,
+}
+
+/// A fat binary found where offloaded ones were expected.
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuFatBinary {
+    /// The binary, as found under the directory given.
+    pub path: String,
+    /// The device targets its bundles carry, sorted.
+    pub targets: Vec<String>,
+    /// The embedded target the HIP runtime would load for this GPU
+    /// (the arch list's names, most specific first); `None`: none, the
+    /// runtime fails with `hipErrorNoBinaryForGpu`.
+    pub serves: Option<String>,
 }
 
 impl GpuReport {
-    /// Kernels that would not load.
+    /// Kernels that would not load, and fat binaries with no code for the
+    /// GPU.
     pub fn missing(&self) -> usize {
         self.binaries
             .iter()
             .flat_map(|b| &b.kernels)
             .filter(|k| matches!(k.outcome, GpuOutcome::Missing { .. }))
             .count()
+            + self
+                .fat_binaries
+                .iter()
+                .filter(|f| f.serves.is_none())
+                .count()
     }
 
     /// What would provide the missing kernels (device wheels to install,
@@ -117,6 +140,7 @@ pub fn explain_gpu(dirs: &[PathBuf], gpu: &str) -> Result<GpuReport> {
         gpu: gpu.to_owned(),
         arch_list: arch_list.clone(),
         binaries: Vec::new(),
+        fat_binaries: Vec::new(),
     };
     // Layout problems are `kpack verify`'s job; here only the answers count.
     let mut ignored = VerifyReport::default();
@@ -125,6 +149,7 @@ pub fn explain_gpu(dirs: &[PathBuf], gpu: &str) -> Result<GpuReport> {
             let marked = check_host_files(d, &[String::new()], true, &mut ignored)?;
             let hint = |bin: &Path| wheel_hint(bin, gpu);
             explain(d, d, &marked, &arch_list, &hint, &mut report);
+            report.fat_binaries.extend(fat_binaries(d, &arch_list));
             continue;
         }
         let arts = if d.join(MANIFEST).is_file() {
@@ -193,7 +218,46 @@ pub fn explain_gpu(dirs: &[PathBuf], gpu: &str) -> Result<GpuReport> {
         }
     }
     report.binaries.sort_by(|a, b| a.path.cmp(&b.path));
+    report.fat_binaries.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(report)
+}
+
+/// The fat binaries under `root` (device code in bundles, wrappers never
+/// rewritten; relocatable objects aside), each with its targets and the
+/// one the HIP runtime would pick for `arch_list` (each name's compatible
+/// targets, most specific first, as for archives).
+fn fat_binaries(root: &Path, arch_list: &[String]) -> Vec<GpuFatBinary> {
+    let mut out = Vec::new();
+    for (path, rel) in crate::verify::files_of(root) {
+        if !crate::verify::kind(&path).is_host_binary() {
+            continue;
+        }
+        let Ok(bin) = kpack_binary::HostBinary::read(&path, Default::default()) else {
+            continue;
+        };
+        if bin.is_link_input() || bin.is_transformed() || bin.bundles().is_empty() {
+            continue;
+        }
+        let mut targets: Vec<String> = bin
+            .bundles()
+            .iter()
+            .flat_map(|b| &b.entries)
+            .filter(|e| !e.id.is_host())
+            .filter_map(|e| e.id.target().map(|t| t.to_string()))
+            .collect();
+        targets.sort();
+        targets.dedup();
+        let serves = arch_list
+            .iter()
+            .flat_map(|a| kpack_runtime::compatible_targets(a))
+            .find(|t| targets.contains(t));
+        out.push(GpuFatBinary {
+            path: root.join(rel).display().to_string(),
+            targets,
+            serves,
+        });
+    }
+    out
 }
 
 /// Ask the loader about every kernel of `marked` (binaries under `root`);

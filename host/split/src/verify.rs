@@ -509,7 +509,7 @@ pub(crate) fn files_of(root: &Path) -> Vec<(PathBuf, String)> {
 }
 
 /// What the file at `path` is (an unreadable file is nothing).
-fn kind(path: &Path) -> FileKind {
+pub(crate) fn kind(path: &Path) -> FileKind {
     FileKind::of_path(path).unwrap_or(FileKind::Other)
 }
 

@@ -325,3 +325,49 @@ fn archives_of_generic_code_no_runtime_asks_for_are_warned_about() {
     );
     assert!(!warnings.contains("gfx12-generic"), "{warnings}");
 }
+
+/// A directory of fat libraries never offloaded: each is listed with the
+/// targets it carries, and one with no code for the GPU (nor its generic
+/// target) counts as missing (exit 1), the `hipErrorNoBinaryForGpu` case;
+/// one that carries it loads its embedded code (exit 0).
+#[test]
+fn fat_binaries_without_code_for_the_gpu_are_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        fixture("corpus/libaxpy_2arch.so"),
+        dir.path().join("libaxpy.so"),
+    )
+    .unwrap();
+    std::fs::copy(
+        fixture("clang19/libaxpy_generic.so"),
+        dir.path().join("libgeneric.so"),
+    )
+    .unwrap();
+    let out = verify_gpu("gfx1100", dir.path(), false);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("libaxpy.so (fat binary, device code not offloaded): carries gfx1030, gfx90a\n  MISSING: no code object for gfx1100"),
+        "{text}"
+    );
+    assert!(text.contains("hipErrorNoBinaryForGpu"), "{text}");
+    assert!(
+        text.contains("  embedded code for gfx1100 loads\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("2 binaries, 0 kernels, 1 missing for gfx1100"),
+        "{text}"
+    );
+    // gfx1101 has no native code in either: the generic library serves it.
+    let out = verify_gpu("gfx1101", dir.path(), true);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let fat = v["report"]["fat_binaries"].as_array().unwrap();
+    assert_eq!(fat.len(), 2);
+    assert_eq!(fat[1]["serves"], "gfx11-generic");
+    assert!(fat[0]["serves"].is_null());
+    let out = verify_gpu("gfx90a", dir.path(), false);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stdout(&out).contains("embedded code for gfx90a loads"));
+}
