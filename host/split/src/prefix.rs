@@ -680,7 +680,11 @@ fn process_file(
     };
     if let Some(c) = claim {
         match &c.classification {
-            Classification::Arch(key) if opts.is_excluded(key) => r.excluded.push(key.clone()),
+            // Dropped, and counted under `excluded`, not as placed.
+            Classification::Arch(key) if opts.is_excluded(key) => {
+                r.excluded.push(key.clone());
+                return Ok(r);
+            }
             Classification::Arch(key) => {
                 let arch = arch_dir_name(key);
                 let n = place(&src, &(layout.arch)(&arch).join(rel), owned)?;

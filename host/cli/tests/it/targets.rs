@@ -381,3 +381,44 @@ fn a_mistyped_target_in_any_list_is_an_error_naming_it() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// With `--gpu-targets`, a database file of an excluded target is counted
+/// as excluded, not as placed under its handler.
+#[test]
+fn database_files_of_excluded_targets_are_not_counted_as_placed() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = artifact(dir.path());
+    let library = input.join("stage/lib/rocblas/library");
+    std::fs::create_dir_all(&library).unwrap();
+    for name in [
+        "TensileLibrary_gfx90a.co",
+        "TensileLibrary_Type_gfx90a.dat",
+        "TensileLibrary_gfx1030.co",
+        "TensileLibrary_Type_gfx1030.dat",
+        "TensileLibrary.dat",
+    ] {
+        std::fs::write(library.join(name), name).unwrap();
+    }
+    let out_dir = dir.path().join("out");
+    let out = kpack([
+        "split".as_ref(),
+        input.as_os_str(),
+        "-o".as_ref(),
+        out_dir.as_os_str(),
+        "--json".as_ref(),
+        "--split-databases".as_ref(),
+        "rocblas".as_ref(),
+        "--gpu-targets".as_ref(),
+        "gfx90a".as_ref(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let a = &v["artifacts"][0];
+    let rocblas = a["databases"]["rocblas"].as_object().unwrap();
+    assert!(
+        !rocblas.keys().any(|k| k.contains("gfx1030")),
+        "{rocblas:?}"
+    );
+    assert!(rocblas.keys().any(|k| k.contains("gfx90a")), "{rocblas:?}");
+    assert_eq!(a["excluded"]["gfx1030"], 3, "{}", a["excluded"]);
+}
