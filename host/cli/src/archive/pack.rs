@@ -280,6 +280,11 @@ fn write(args: &PackArgs, archives: &Planned) -> CliResult {
         tool: format!("kpack {}", env!("CARGO_PKG_VERSION")),
         archives: Vec::new(),
     };
+    let manifest_dir = manifest_rel
+        .as_deref()
+        .and_then(|m| Path::new(m).parent())
+        .unwrap_or(Path::new(""))
+        .to_path_buf();
     let mut written = Vec::new();
     for (rel, (family, list)) in archives {
         let staged = outputs.plan(rel, Order::First)?;
@@ -293,53 +298,11 @@ fn write(args: &PackArgs, archives: &Planned) -> CliResult {
             compression,
             ..Default::default()
         };
-        let mut w = ArchiveWriter::create(&staged, options)?;
-        let mut entries = Vec::new();
-        for it in list {
-            let bytes = std::fs::read(&it.path)
-                .with_context(|| format!("cannot read {}", it.path.display()))?;
-            let digest = kpack_format::sha256(&bytes);
-            if let Some(want) = it.sha256.filter(|w| *w != digest) {
-                return Err(anyhow::anyhow!(
-                    "{}: sha256 is {}, the descriptor says {} ({} for {})",
-                    it.path.display(),
-                    to_hex(&digest),
-                    to_hex(&want),
-                    it.key,
-                    it.arch
-                )
-                .into());
-            }
-            w.add(&it.key, &it.arch, &bytes)?;
-            entries.push(ManifestEntry {
-                key: it.key.clone(),
-                arch: it.arch.clone(),
-                size: bytes.len() as u64,
-                sha256: to_hex(&digest),
-                source: it.path.display().to_string(),
-            });
-            if let Some(b) = &bar {
-                b.inc(1);
-            }
-        }
-        let done = w.finish()?;
-        let archive_bytes =
-            std::fs::read(&staged).with_context(|| format!("cannot read {}", staged.display()))?;
-        kpack_format::Archive::open(&staged)
-            .with_context(|| format!("{}: the archive just written does not read", rel))?;
-        let manifest_dir = manifest_rel
-            .as_deref()
-            .and_then(|m| Path::new(m).parent())
-            .unwrap_or(Path::new(""));
-        manifest.archives.push(ManifestArchive {
-            path: kpack_fsafe::relative_path(manifest_dir, Path::new(rel))
-                .to_string_lossy()
-                .replace('\\', "/"),
-            gfx_arch_family: family.clone(),
-            bytes: archive_bytes.len() as u64,
-            sha256: to_hex(&kpack_format::sha256(&archive_bytes)),
-            entries,
-        });
+        let (done, mut listed) = write_archive(&staged, rel, options, list, bar.as_ref())?;
+        listed.path = kpack_fsafe::relative_path(&manifest_dir, Path::new(rel))
+            .to_string_lossy()
+            .replace('\\', "/");
+        manifest.archives.push(listed);
         written.push(done);
     }
     if let Some(b) = &bar {
@@ -364,6 +327,60 @@ fn write(args: &PackArgs, archives: &Planned) -> CliResult {
     }
     created.keep();
     Ok(())
+}
+
+/// Write `list` into the archive `staged` (planned as `rel`), each file's
+/// sha256 checked against the descriptor's; what the manifest says of it
+/// (its `path` left for the caller to fill in).
+fn write_archive(
+    staged: &Path,
+    rel: &str,
+    options: WriterOptions,
+    list: &[Item],
+    bar: Option<&indicatif::ProgressBar>,
+) -> anyhow::Result<(kpack_format::Written, ManifestArchive)> {
+    let family = options.gfx_arch_family.clone();
+    let mut w = ArchiveWriter::create(staged, options)?;
+    let mut entries = Vec::new();
+    for it in list {
+        let bytes = std::fs::read(&it.path)
+            .with_context(|| format!("cannot read {}", it.path.display()))?;
+        let digest = kpack_format::sha256(&bytes);
+        if let Some(want) = it.sha256.filter(|w| *w != digest) {
+            bail!(
+                "{}: sha256 is {}, the descriptor says {} ({} for {})",
+                it.path.display(),
+                to_hex(&digest),
+                to_hex(&want),
+                it.key,
+                it.arch
+            );
+        }
+        w.add(&it.key, &it.arch, &bytes)?;
+        entries.push(ManifestEntry {
+            key: it.key.clone(),
+            arch: it.arch.clone(),
+            size: bytes.len() as u64,
+            sha256: to_hex(&digest),
+            source: it.path.display().to_string(),
+        });
+        if let Some(b) = bar {
+            b.inc(1);
+        }
+    }
+    let done = w.finish()?;
+    let archive_bytes =
+        std::fs::read(staged).with_context(|| format!("cannot read {}", staged.display()))?;
+    kpack_format::Archive::open(staged)
+        .with_context(|| format!("{rel}: the archive just written does not read"))?;
+    let listed = ManifestArchive {
+        path: String::new(),
+        gfx_arch_family: family,
+        bytes: archive_bytes.len() as u64,
+        sha256: to_hex(&kpack_format::sha256(&archive_bytes)),
+        entries,
+    };
+    Ok((done, listed))
 }
 
 /// The entries of the descriptor at `path`, their files resolved against
