@@ -394,6 +394,23 @@ pub fn split_processor(s: &str) -> Option<(&str, &str)> {
     Some((s.get(..end)?, s.get(end..)?))
 }
 
+/// Whether `id` names a GPU LLVM knows (its processor, `-strict` aside,
+/// has an `EF_AMDGPU_MACH` value; generic processors included) or the
+/// portable SPIR-V target: the check every list of targets a user types
+/// goes through (`--gpu-targets`, `--exclude-arch`, `--keep`, `--gpu`), so
+/// a typo is an error rather than a GPU silently left out.
+///
+/// ```
+/// use kpack_amdgpu::{TargetId, is_known_target};
+/// assert!(is_known_target(&TargetId::parse("gfx90a:xnack+").unwrap()));
+/// assert!(is_known_target(&TargetId::parse("gfx1250-strict").unwrap()));
+/// assert!(!is_known_target(&TargetId::parse("gfx9000").unwrap()));
+/// ```
+pub fn is_known_target(id: &TargetId) -> bool {
+    crate::mach_for_processor(id.base_processor()).is_some()
+        || crate::is_spirv_target(id.processor())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -513,21 +530,4 @@ mod tests {
         assert_eq!(split_processor("gfxa"), None);
         assert_eq!(split_processor(""), None);
     }
-}
-
-/// Whether `id` names a GPU LLVM knows (its processor, `-strict` aside,
-/// has an `EF_AMDGPU_MACH` value; generic processors included) or the
-/// portable SPIR-V target: the check every list of targets a user types
-/// goes through (`--gpu-targets`, `--exclude-arch`, `--keep`, `--gpu`), so
-/// a typo is an error rather than a GPU silently left out.
-///
-/// ```
-/// use kpack_amdgpu::{TargetId, is_known_target};
-/// assert!(is_known_target(&TargetId::parse("gfx90a:xnack+").unwrap()));
-/// assert!(is_known_target(&TargetId::parse("gfx1250-strict").unwrap()));
-/// assert!(!is_known_target(&TargetId::parse("gfx9000").unwrap()));
-/// ```
-pub fn is_known_target(id: &TargetId) -> bool {
-    crate::mach_for_processor(id.base_processor()).is_some()
-        || crate::is_spirv_target(id.processor())
 }
