@@ -5,10 +5,11 @@
 # wheel's binary and its embedded handlers split a TheRock artifact with
 # rocBLAS databases.
 #
-# The wheel is built with the dev profile (`--profile dev`) into the
-# workspace's target directory, so it reuses `cargo test`'s dependencies and
-# wasm handler build instead of a release build from scratch; `pip wheel .`
-# (what users run) builds the same wheel in release.
+# usage: scripts/test-python.sh [WHEEL]
+# With WHEEL (the test command passes the x86_64 wheel scripts/test-wheels.sh
+# built), that wheel is tested; without, one is built with maturin's dev
+# profile (`--profile dev`) into the workspace's target directory; `pip
+# wheel .` (what users run) builds the same wheel in release.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -32,10 +33,15 @@ fi
 # The API is typed: hold it to that.
 "$work/build-venv/bin/mypy" --strict python/kpack python/tests/test_api.py python/tests/test_args.py >&2
 
-rm -rf "$work/wheels"
-"$work/build-venv/bin/maturin" build --profile dev --strip --locked \
-  --compatibility linux --out "$work/wheels" >&2
-wheel=$(ls "$work"/wheels/kpack_cli-*.whl)
+if [ $# -gt 0 ]; then
+  wheel=$1
+  [ -f "$wheel" ] || { echo "$0: no wheel $wheel" >&2; exit 2; }
+else
+  rm -rf "$work/wheels"
+  "$work/build-venv/bin/maturin" build --profile dev --strip --locked \
+    --compatibility linux --out "$work/wheels" >&2
+  wheel=$(ls "$work"/wheels/kpack_cli-*.whl)
+fi
 # The license travels with the wheel (pip installs it in the .dist-info).
 "$python" - "$wheel" "$root/LICENSE" <<'EOF_PY'
 import sys, zipfile

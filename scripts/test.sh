@@ -149,14 +149,15 @@ if ! mdbook --version 2>/dev/null | grep -q "v$MDBOOK_VERSION"; then
 fi
 mdbook build docs    # into docs/book (git-ignored)
 
-# `pip install kpack-cli`: the wheel built with maturin, installed into a fresh
-# venv, its Python API run on a fixture (reuses the dev build above).
-scripts/test-python.sh
-
 # Every published crate packages, and kpack-guests' package (handlers
 # prebuilt) builds outside the repository.
 scripts/package-crates.sh
 
 # The release wheels for Linux x86_64/aarch64 and Windows and their C
 # libraries, built with --profile ci and run under qemu-aarch64 and wine64.
-scripts/test-wheels.sh
+wheels="${CARGO_TARGET_DIR:-target}/wheels-ci"
+scripts/test-wheels.sh "$wheels"
+
+# `pip install kpack-cli`: the x86_64 wheel just built, installed into a
+# fresh venv, its Python API run on a fixture.
+scripts/test-python.sh "$(ls "$wheels"/kpack_cli-*-manylinux_2_28_x86_64.whl)"
