@@ -48,6 +48,28 @@ pub fn add_code_objects(
     )
 }
 
+/// A kept entry that is portable SPIR-V (named so, or starting with its
+/// magic) must be a whole module (magic, version, whole words): a broken
+/// one is an error naming it, never archived for a loader to fail on.
+fn check_spirv(
+    input: &Path,
+    bundle: usize,
+    entry: &kpack_bundle::Entry,
+    src: &dyn kpack_bundle::ReadAt,
+    at: u64,
+    len: u64,
+) -> Result<(), Error> {
+    match kpack_bundle::inspect_spirv(&entry.id, src, at, len) {
+        Some(Err(source)) => Err(Error::BrokenSpirv {
+            path: input.to_path_buf(),
+            bundle,
+            entry: entry.id.raw().to_owned(),
+            source,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// A failure inside one bundle's stream: the bundle's own, or the archive's.
 enum StreamError {
     Bundle(kpack_bundle::Error),
@@ -254,10 +276,12 @@ impl<'s, 'a> Streams<'s, '_, 'a> {
                             });
                         }
                     };
-                    item.stream_entries(self.source, self.budget, |i, _, bytes| {
+                    item.stream_entries(self.source, self.budget, |i, entry, bytes| {
                         let Some(Some((key, name, processor))) = row.get(i) else {
                             return Ok(());
                         };
+                        check_spirv(self.input, b, entry, &bytes, 0, bytes.len() as u64)
+                            .map_err(StreamError::Other)?;
                         let digest = kpack_format::sha256(bytes);
                         let stored = match compressor {
                             Some(c) => c.compress(bytes, key, name)?,
@@ -309,10 +333,12 @@ impl<'s, 'a> Streams<'s, '_, 'a> {
                     self.source,
                     self.budget,
                     arena_peak(item, row),
-                    |arena, i, _, bytes| -> Result<(), StreamError> {
+                    |arena, i, entry, bytes| -> Result<(), StreamError> {
                         let Some(Some((key, name, group))) = row.get(i) else {
                             return Ok(());
                         };
+                        check_spirv(self.input, b, entry, &bytes, 0, bytes.len() as u64)
+                            .map_err(StreamError::Other)?;
                         let group = group.as_str();
                         let left = left.entry(group).or_default();
                         *left = left.saturating_sub(1);
@@ -498,12 +524,15 @@ fn add_plain(
                     bundle: b,
                     source,
                 };
+                let entry = &bundles[b].entries[i];
                 match bundles[b].stored_range(source, i).map_err(bundle)? {
                     Some((offset, len)) => {
+                        check_spirv(input, b, entry, source, offset, len)?;
                         writer.add_file_range(key, name, &mut file, offset, len)?;
                     }
                     None => {
                         let data = bundles[b].read_entry(source, i).map_err(bundle)?;
+                        check_spirv(input, b, entry, &data, 0, data.len() as u64)?;
                         writer.add(key, name, &data)?;
                     }
                 }

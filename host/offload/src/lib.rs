@@ -63,6 +63,21 @@ pub enum Error {
     /// Writing an archive failed.
     #[error(transparent)]
     Archive(#[from] kpack_format::Error),
+    /// A kept entry that is portable SPIR-V is no whole SPIR-V module.
+    #[error(
+        "{path}: bundle {bundle}: entry {entry} is no valid SPIR-V module; nothing is archived"
+    )]
+    BrokenSpirv {
+        /// The input.
+        path: PathBuf,
+        /// The bundle's index.
+        bundle: usize,
+        /// The entry id.
+        entry: String,
+        /// What is wrong with its header.
+        #[source]
+        source: kpack_bundle::Error,
+    },
     /// Reading a code object failed.
     #[error("{path}: bundle {bundle}")]
     Bundle {

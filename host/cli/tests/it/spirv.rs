@@ -60,6 +60,43 @@ fn a_corrupt_spirv_module_is_a_warning_naming_spirv() {
     );
 }
 
+/// A broken SPIR-V module is refused by `offload` (in the default zstd
+/// scheme and stored as it is), naming the file, bundle and entry, with
+/// nothing written; the other targets are not archived either.
+#[test]
+fn offload_refuses_a_broken_spirv_module() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(fixture("clang22/libaxpy_spirv.so")).unwrap();
+    let magic = 0x0723_0203u32.to_le_bytes();
+    let at = bytes.windows(4).position(|w| w == magic).unwrap();
+    bytes[at + 4..at + 8].copy_from_slice(&0x0002_0000u32.to_le_bytes());
+    let bad = dir.path().join("libbad.so");
+    std::fs::write(&bad, &bytes).unwrap();
+    for scheme in ["zstd", "none"] {
+        let root = dir.path().join(scheme);
+        let out = install(&bad, &root, &["--compression", scheme]);
+        assert_eq!(out.status.code(), Some(2), "{scheme}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("libbad.so: bundle 0: entry ")
+                && err.contains("amdgcnspirv")
+                && err.contains("no valid SPIR-V module"),
+            "{scheme}: {err}"
+        );
+        assert!(
+            !root.join("lib").exists(),
+            "{scheme}: something was written"
+        );
+    }
+    // The intact library offloads.
+    let out = install(
+        &fixture("clang22/libaxpy_spirv.so"),
+        &dir.path().join("ok"),
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
 /// `root/lib/libaxpy.so` offloaded from `input` with `extra` flags.
 fn install(input: &Path, root: &Path, extra: &[&str]) -> std::process::Output {
     let mut args: Vec<std::ffi::OsString> = vec![
