@@ -14,6 +14,8 @@
 # The C libraries' install trees are checked for their files.
 #
 # usage: scripts/test-wheels.sh [OUTDIR]   (default $CARGO_TARGET_DIR/wheels-ci)
+#   KPACK_WHEEL_TARGETS: the triples to build and run (default all three;
+#   x86_64-unknown-linux-gnu is always among them, the others' reference).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -21,6 +23,19 @@ target_dir=${CARGO_TARGET_DIR:-$root/target}
 case "$target_dir" in /*) ;; *) target_dir="$root/$target_dir" ;; esac
 out=${1:-$target_dir/wheels-ci}
 fixtures=$root/tests/fixtures
+
+export KPACK_WHEEL_TARGETS=${KPACK_WHEEL_TARGETS:-x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu x86_64-pc-windows-gnu}
+has() { case " $KPACK_WHEEL_TARGETS " in *" $1 "*) return 0 ;; esac; return 1; }
+has x86_64-unknown-linux-gnu || { echo "$0: KPACK_WHEEL_TARGETS must include x86_64-unknown-linux-gnu" >&2; exit 2; }
+# The aarch64 wheel runs under qemu-user with Debian's aarch64 loader and
+# libc; without them its run is skipped, and said so.
+if has aarch64-unknown-linux-gnu && command -v apt-get >/dev/null 2>&1 &&
+  { ! command -v qemu-aarch64 >/dev/null 2>&1 || [ ! -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ]; }; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+      --no-install-recommends qemu-user libc6-arm64-cross libgcc-s1-arm64-cross >/dev/null; } ||
+    echo "cannot install qemu-user and libc6-arm64-cross: the aarch64 wheel will not be run" >&2
+fi
 
 scripts/build-wheels.sh --profile ci "$out"
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
@@ -79,7 +94,9 @@ echo "x86_64 wheel: offload, verify-elf: ok" >&2
 
 # --- aarch64 under qemu ---
 qemu=$(command -v qemu-aarch64-static || command -v qemu-aarch64 || true)
-if [ -z "$qemu" ] || [ ! -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ]; then
+if ! has aarch64-unknown-linux-gnu; then
+  echo "not built: the aarch64 wheel (KPACK_WHEEL_TARGETS)" >&2
+elif [ -z "$qemu" ] || [ ! -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ]; then
   echo "SKIPPED: the aarch64 wheel's run (needs Debian's qemu-user and libc6-arm64-cross)" >&2
 else
   extract "$out/kpack_cli-$version-py3-none-manylinux_2_28_aarch64.whl" /scripts/kpack kpack-aarch64
@@ -104,7 +121,9 @@ fi
 # --- Windows under wine ---
 wine=/usr/lib/wine/wine64
 [ -x "$wine" ] || wine=$(command -v wine64 || true)
-if [ -z "$wine" ]; then
+if ! has x86_64-pc-windows-gnu; then
+  echo "not built: the Windows wheel (KPACK_WHEEL_TARGETS)" >&2
+elif [ -z "$wine" ]; then
   echo "SKIPPED: the Windows wheel's run (needs Debian's wine64)" >&2
 else
   extract "$out/kpack_cli-$version-py3-none-win_amd64.whl" /scripts/kpack.exe kpack.exe
@@ -132,17 +151,22 @@ fi
 
 # --- the C libraries ---
 for t in x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu; do
+  has "$t" || continue
   d=$out/rocm-kpack-$version-$t
   for f in include/rocm_kpack/kpack.h lib/librocm_kpack.so.0 lib/librocm_kpack.a \
     lib/pkgconfig/rocm-kpack.pc lib/cmake/rocm-kpack/rocm-kpackConfig.cmake; do
     test -e "$d/$f" || { echo "$0: $d/$f missing" >&2; exit 1; }
   done
 done
-file -L "$out/rocm-kpack-$version-aarch64-unknown-linux-gnu/lib/librocm_kpack.so.0" | grep -q aarch64
-d=$out/rocm-kpack-$version-x86_64-pc-windows-gnu
-for f in include/rocm_kpack/kpack.h bin/rocm_kpack.dll lib/rocm_kpack.lib lib/librocm_kpack.dll.a \
-  lib/cmake/rocm-kpack/rocm-kpackConfig.cmake; do
-  test -e "$d/$f" || { echo "$0: $d/$f missing" >&2; exit 1; }
-done
-llvm-readobj-19 --coff-exports "$d/bin/rocm_kpack.dll" | grep -q 'Name: kpack_open$'
-echo "C libraries (x86_64, aarch64 Linux; Windows DLL + import libraries): ok" >&2
+if has aarch64-unknown-linux-gnu; then
+  file -L "$out/rocm-kpack-$version-aarch64-unknown-linux-gnu/lib/librocm_kpack.so.0" | grep -q aarch64
+fi
+if has x86_64-pc-windows-gnu; then
+  d=$out/rocm-kpack-$version-x86_64-pc-windows-gnu
+  for f in include/rocm_kpack/kpack.h bin/rocm_kpack.dll lib/rocm_kpack.lib lib/librocm_kpack.dll.a \
+    lib/cmake/rocm-kpack/rocm-kpackConfig.cmake; do
+    test -e "$d/$f" || { echo "$0: $d/$f missing" >&2; exit 1; }
+  done
+  llvm-readobj-19 --coff-exports "$d/bin/rocm_kpack.dll" | grep -q 'Name: kpack_open$'
+fi
+echo "C libraries ($KPACK_WHEEL_TARGETS): ok" >&2
