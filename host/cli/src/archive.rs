@@ -88,11 +88,8 @@ total uncompressed bytes).")]
         /// Storage scheme of the outputs.
         #[arg(long, value_enum)]
         compression: Scheme,
-        /// zstd level, 1 (fastest) to 19 (smallest).
-        #[arg(long = "compression-level", visible_alias = "level", value_name = "N",
-              default_value_t = kpack_format::DEFAULT_LEVEL,
-              value_parser = crate::archive_args::level_parser())]
-        level: i32,
+        #[command(flatten)]
+        level: crate::archive_args::LevelArg,
         /// Replace existing output archives.
         #[arg(long)]
         force: bool,
@@ -115,11 +112,8 @@ total uncompressed bytes).")]
         /// The archive to write.
         #[arg(short, long)]
         output: PathBuf,
-        /// zstd level the output is written at, 1 to 19.
-        #[arg(long = "compression-level", visible_alias = "level", value_name = "N",
-              default_value_t = kpack_format::DEFAULT_LEVEL,
-              value_parser = crate::archive_args::level_parser())]
-        level: i32,
+        #[command(flatten)]
+        level: crate::archive_args::LevelArg,
         /// Replace an existing output archive.
         #[arg(long)]
         force: bool,
@@ -133,11 +127,8 @@ total uncompressed bytes).")]
         /// The archive to write.
         #[arg(short, long)]
         output: PathBuf,
-        /// zstd level the output is written at, 1 to 19.
-        #[arg(long = "compression-level", visible_alias = "level", value_name = "N",
-              default_value_t = kpack_format::DEFAULT_LEVEL,
-              value_parser = crate::archive_args::level_parser())]
-        level: i32,
+        #[command(flatten)]
+        level: crate::archive_args::LevelArg,
         /// Replace an existing output archive.
         #[arg(long)]
         force: bool,
@@ -203,7 +194,7 @@ pub fn run(args: Args) -> CliResult {
             compression,
             level,
             force,
-        } => convert::convert(&files, &output, compression.compression(level), force),
+        } => convert::convert(&files, &output, compression.compression(level.level), force),
         Action::Replace {
             base,
             from,
@@ -212,13 +203,13 @@ pub fn run(args: Args) -> CliResult {
             output,
             level,
             force,
-        } => edit::replace(&base, &from, &keys, add, &output, level, force),
+        } => edit::replace(&base, &from, &keys, add, &output, level.level, force),
         Action::Merge {
             files,
             output,
             level,
             force,
-        } => edit::merge(&files, &output, level, force),
+        } => edit::merge(&files, &output, level.level, force),
         Action::Verify { files, json } => verify(&files, json),
     }
 }

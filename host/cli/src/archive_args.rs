@@ -45,6 +45,18 @@ pub struct ArchiveArgs {
     memory: crate::memory_args::MemoryArgs,
 }
 
+/// `--compression-level` of the archive commands that re-encode (`archive
+/// pack`, `convert`, `replace`, `merge`): zstd level 1 (fastest) to 19
+/// (smallest), default 3.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct LevelArg {
+    /// zstd level the output is written at, 1 (fastest) to 19 (smallest).
+    #[arg(long = "compression-level", visible_alias = "level", value_name = "N",
+          default_value_t = kpack_format::DEFAULT_LEVEL,
+          value_parser = level_parser())]
+    pub level: i32,
+}
+
 /// `--compression-level`'s parser: the writer's levels
 /// ([`kpack_format::LEVELS`]), refused with clap's own range error.
 pub fn level_parser() -> clap::builder::RangedI64ValueParser<i32> {

@@ -179,10 +179,16 @@ impl Cache {
         arches: &[&str],
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R> {
+        self.counted(|| self.load_with_timed(marker, binary_path, co_index, arches, f))
+    }
+
+    /// Run one load, counting it in the statistics with its (stored,
+    /// inflated) bytes and its time.
+    fn counted<R>(&self, load: impl FnOnce() -> Result<(R, (u64, u64))>) -> Result<R> {
         let start = Instant::now();
-        let done = self.load_with_timed(marker, binary_path, co_index, arches, f);
-        let counted = done.as_ref().ok().map(|(_, read)| *read);
-        self.stats.loaded(counted, start.elapsed());
+        let done = load();
+        let counts = done.as_ref().ok().map(|(_, read)| *read);
+        self.stats.loaded(counts, start.elapsed());
         done.map(|(r, _)| r)
     }
 
@@ -229,11 +235,7 @@ impl Cache {
         arches: &[&str],
         alloc: impl FnOnce(usize) -> Option<B>,
     ) -> Result<B> {
-        let start = Instant::now();
-        let done = self.load_into_timed(marker, binary_path, co_index, arches, alloc);
-        let counted = done.as_ref().ok().map(|(_, read)| *read);
-        self.stats.loaded(counted, start.elapsed());
-        done.map(|(b, _)| b)
+        self.counted(|| self.load_into_timed(marker, binary_path, co_index, arches, alloc))
     }
 
     /// [`load_into`](Self::load_into), with the (stored, inflated) bytes.

@@ -8,21 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static unsigned char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *buf = malloc(n > 0 ? (size_t)n : 1);
-  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  *len = (size_t)n;
-  return buf;
-}
+#include "test_util.h"
 
 int main(int argc, char **argv) {
   if (argc != 6) {
@@ -35,7 +21,6 @@ int main(int argc, char **argv) {
   kpack_cache_t cache;
   if (!marker || count == 0 || kpack_cache_create(&cache) != KPACK_SUCCESS) return 2;
   const char *arches[] = {argv[3]};
-  int passed = 0, failed = 0;
   for (unsigned round = 0; round < 2; round++) {
     for (unsigned co = 0; co < count; co++) {
       char path[4096];
@@ -45,12 +30,9 @@ int main(int argc, char **argv) {
       void *data = NULL;
       size_t size = 0;
       kpack_error_t e = kpack_load_code_object(cache, marker, argv[2], co, arches, 1, &data, &size);
-      if (e == KPACK_SUCCESS && want && size == want_len && memcmp(data, want, size) == 0) {
-        passed++;
-      } else {
-        failed++;
-        fprintf(stderr, "FAIL round %u co %u: error %d, %zu bytes\n", round, co, (int)e, size);
-      }
+      int ok = e == KPACK_SUCCESS && want && size == want_len && memcmp(data, want, size) == 0;
+      if (!ok) fprintf(stderr, "round %u co %u: error %d, %zu bytes\n", round, co, (int)e, size);
+      check(ok, "load equals the written code object");
       kpack_free_code_object(data);
       free(want);
     }

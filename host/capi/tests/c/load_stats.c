@@ -8,42 +8,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-static unsigned char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *buf = malloc(n > 0 ? (size_t)n : 1);
-  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  return buf;
-}
+#include "test_util.h"
 
 int main(int argc, char **argv) {
   if (argc != 5) {
     fprintf(stderr, "usage: load_stats MARKER BINARY ARCH destroy|exit\n");
     return 2;
   }
-  unsigned char *marker = slurp(argv[1]);
+  unsigned char *marker = slurp(argv[1], NULL);
   const char *arches[] = {argv[3]};
   kpack_cache_t cache;
   if (!marker || kpack_cache_create(&cache) != KPACK_SUCCESS) return 2;
-  int passed = 0, failed = 0;
   for (int i = 0; i < 2; i++) {
     void *data = NULL;
     size_t size = 0;
     kpack_error_t e = kpack_load_code_object(cache, marker, argv[2], 0, arches, 1, &data, &size);
-    if (e == KPACK_SUCCESS && size > 0) passed++; else failed++;
+    check(e == KPACK_SUCCESS && size > 0, "load");
     kpack_free_code_object(data);
   }
   void *data = NULL;
   size_t size = 0;
   kpack_error_t e = kpack_load_code_object(cache, marker, argv[2], 7, arches, 1, &data, &size);
-  if (e == KPACK_ERROR_KERNEL_NOT_FOUND) passed++; else failed++;
+  check(e == KPACK_ERROR_KERNEL_NOT_FOUND, "missing key");
   printf("%d passed, %d failed\n", passed, failed);
   fflush(stdout);
   if (strcmp(argv[4], "destroy") == 0) kpack_cache_destroy(cache);

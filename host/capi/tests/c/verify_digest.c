@@ -9,38 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static unsigned char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *buf = malloc(n > 0 ? (size_t)n : 1);
-  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  return buf;
-}
-
-static int passed = 0, failed = 0;
-
-static void check(int ok, const char *what) {
-  if (ok) {
-    passed++;
-  } else {
-    failed++;
-    fprintf(stderr, "FAIL: %s\n", what);
-  }
-}
+#include "test_util.h"
 
 int main(int argc, char **argv) {
   if (argc != 5) {
     fprintf(stderr, "usage: verify_digest MARKER BINARY ARCH KEY\n");
     return 2;
   }
-  unsigned char *marker = slurp(argv[1]);
+  unsigned char *marker = slurp(argv[1], NULL);
   const char *arches[] = {argv[3]};
   kpack_cache_t cache;
   if (!marker || kpack_cache_create(&cache) != KPACK_SUCCESS) return 2;

@@ -73,11 +73,8 @@ pub(super) struct PackArgs {
     /// Storage scheme.
     #[arg(long, value_enum, default_value_t = Scheme::Zstd)]
     compression: Scheme,
-    /// zstd level, 1 (fastest) to 19 (smallest).
-    #[arg(long = "compression-level", visible_alias = "level", value_name = "N",
-          default_value_t = kpack_format::DEFAULT_LEVEL,
-          value_parser = crate::archive_args::level_parser())]
-    level: i32,
+    #[command(flatten)]
+    level: crate::archive_args::LevelArg,
     /// Show what would be packed without writing.
     #[arg(long)]
     dry_run: bool,
@@ -270,7 +267,7 @@ fn write(args: &PackArgs, archives: &Planned) -> CliResult {
     }
     let created = crate::safety::CreatedDir::create(&root)?;
     let mut outputs = Outputs::create(&root, "pack", Existing::from_force(args.force))?;
-    let compression: Compression = args.compression.compression(args.level);
+    let compression: Compression = args.compression.compression(args.level.level);
     let bar = crate::ui::progress(
         archives.values().map(|(_, l)| l.len() as u64).sum(),
         crate::ui::Unit::Items,

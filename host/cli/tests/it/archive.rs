@@ -302,6 +302,23 @@ fn noise(seed: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// `archive pack --descriptor SRC/desc.json --layout arch-content --lib
+/// libfoo -o OUT`.
+fn pack_arch_content(src: &std::path::Path, out: &std::path::Path) -> std::process::Output {
+    kpack([
+        "archive",
+        "pack",
+        "--descriptor",
+        src.join("desc.json").to_str().unwrap(),
+        "--layout",
+        "arch-content",
+        "--lib",
+        "libfoo",
+        "-o",
+        out.to_str().unwrap(),
+    ])
+}
+
 fn pack_files() -> Vec<(&'static str, &'static str, &'static str, Vec<u8>)> {
     vec![
         ("lib/libfoo.so#0", "gfx1100", "k/a_1100.co", noise(1, 5000)),
@@ -323,18 +340,7 @@ fn pack_from_a_descriptor_writes_the_arch_content_layout_and_a_manifest() {
     let files = pack_files();
     descriptor(&src, &files, None);
     let out = tmp.path().join("out");
-    let o = kpack([
-        "archive",
-        "pack",
-        "--descriptor",
-        src.join("desc.json").to_str().unwrap(),
-        "--layout",
-        "arch-content",
-        "--lib",
-        "libfoo",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let o = pack_arch_content(&src, &out);
     assert!(o.status.success(), "{}", stderr(&o));
     let manifest: serde_json::Value = serde_json::from_slice(
         &std::fs::read(out.join("arch_content/libfoo.kpack-manifest.json")).unwrap(),
@@ -384,18 +390,7 @@ fn pack_refuses_a_file_whose_sha256_the_descriptor_contradicts() {
     let src = tmp.path().join("src");
     descriptor(&src, &pack_files(), Some(3));
     let out = tmp.path().join("out");
-    let o = kpack([
-        "archive",
-        "pack",
-        "--descriptor",
-        src.join("desc.json").to_str().unwrap(),
-        "--layout",
-        "arch-content",
-        "--lib",
-        "libfoo",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let o = pack_arch_content(&src, &out);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
