@@ -19,6 +19,19 @@ const ZSTD_LEVELS: [i32; 2] = [9, 19];
 /// The zlib level (zlib's strongest; it is fast enough).
 const ZLIB_LEVEL: i32 = 9;
 
+/// A kept entry that is portable SPIR-V (named so, or starting with its
+/// magic) must be a whole module: a broken one is an error naming it, not
+/// a module kept for a loader to fail on.
+fn check_spirv(entry: &crate::bundle::Entry, src: &dyn ReadAt, at: u64) -> Result<(), Error> {
+    match crate::codeobject::inspect_spirv(&entry.id, src, at, entry.size) {
+        Some(Err(e)) => Err(Error::new(
+            ErrorKind::BadHeader,
+            format!("entry {} is no valid SPIR-V module: {e}", entry.id.raw()),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The bytes of `item` (a bundle walked from `src`) rewritten to hold its
 /// host entries and the device entries `keep` accepts, in their order,
 /// each code object byte-identical.
@@ -54,8 +67,9 @@ pub fn prune_item(
     // One pass over the item, so a compressed bundle is inflated once and
     // its MD5 checked.
     let mut bytes_of: Vec<Option<Vec<u8>>> = vec![None; item.entries.len()];
-    item.stream_entries(src, budget, |i, _, bytes| {
+    item.stream_entries(src, budget, |i, entry, bytes| {
         if kept.contains(&i) {
+            check_spirv(entry, &bytes, 0)?;
             bytes_of[i] = Some(bytes.to_vec());
         }
         Ok::<(), Error>(())
@@ -181,6 +195,7 @@ pub fn prune_item_streamed(
                     ),
                 )
             })?;
+        check_spirv(e, src, abs)?;
         if e.size > 0 {
             objects.push((offset, abs, e.size));
         }

@@ -62,7 +62,8 @@ fn a_corrupt_spirv_module_is_a_warning_naming_spirv() {
 
 /// A broken SPIR-V module is refused by `offload` (in the default zstd
 /// scheme and stored as it is), naming the file, bundle and entry, with
-/// nothing written; the other targets are not archived either.
+/// nothing written (the other targets are not archived either), and by
+/// `prune --keep amdgcnspirv`; a prune that drops it goes through.
 #[test]
 fn offload_refuses_a_broken_spirv_module() {
     let dir = tempfile::tempdir().unwrap();
@@ -94,6 +95,18 @@ fn offload_refuses_a_broken_spirv_module() {
         &dir.path().join("ok"),
         &[],
     );
+    assert!(out.status.success(), "{}", stderr(&out));
+    // prune refuses to keep it; dropping it is fine.
+    let pruned = dir.path().join("pruned.so");
+    let out = kpack_prune(&bad, &pruned, "amdgcnspirv", &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no valid SPIR-V module"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!pruned.exists());
+    let out = kpack_prune(&bad, &pruned, "gfx942", &[]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
