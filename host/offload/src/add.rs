@@ -64,7 +64,7 @@ fn check_spirv(
             path: input.to_path_buf(),
             bundle,
             entry: entry.id.raw().to_owned(),
-            source,
+            source: Box::new(source),
         }),
         _ => Ok(()),
     }

@@ -76,7 +76,7 @@ pub enum Error {
         entry: String,
         /// What is wrong with its header.
         #[source]
-        source: kpack_bundle::Error,
+        source: Box<kpack_bundle::Error>,
     },
     /// Reading a code object failed.
     #[error("{path}: bundle {bundle}")]
