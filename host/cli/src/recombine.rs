@@ -33,6 +33,12 @@ pub struct Args {
     /// Replace output artifacts that exist with other contents.
     #[arg(long)]
     replace: bool,
+    /// Write each output artifact as a directory, or as a `.tar.zst`
+    /// artifact archive (TheRock's name, members sorted, mtime
+    /// `SOURCE_DATE_EPOCH` or 0) with its sha256 equivalence manifest
+    /// (`<name>.artifact_equivalence.json`), as `split` does.
+    #[arg(long, value_enum, default_value = "dir")]
+    output_format: crate::split::OutputFormatArg,
     /// Recombine only this component (AMD's --component).
     #[arg(long, hide = true)]
     component: Option<String>,
@@ -54,6 +60,8 @@ pub fn run(args: Args) -> CliResult {
     let opts = RecombineOptions {
         component: args.component.clone(),
         replace: args.replace,
+        output_format: args.output_format.format(),
+        mtime: crate::split::source_date_epoch(0)?,
     };
     crate::ui::info(format_args!(
         "recombining {} into {} (config {})",

@@ -79,14 +79,6 @@ pub struct Args {
     targets: TargetArgs,
 }
 
-/// `--output-format` values.
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum OutputFormatArg {
-    Dir,
-    #[value(name = "tar.zst")]
-    TarZst,
-}
-
 /// `--archive-per` values.
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum ArchivePerArg {
@@ -94,15 +86,34 @@ enum ArchivePerArg {
     Artifact,
 }
 
-/// `SOURCE_DATE_EPOCH`, else 0.
-fn source_date_epoch() -> anyhow::Result<u64> {
+/// `SOURCE_DATE_EPOCH` as seconds, `unset` when it is unset or empty; a
+/// malformed value is an error (the reproducible-builds spec asks for that).
+pub(crate) fn source_date_epoch(unset: u64) -> anyhow::Result<u64> {
     match std::env::var("SOURCE_DATE_EPOCH") {
         Ok(v) if !v.trim().is_empty() => v
             .trim()
             .parse::<u64>()
             .with_context(|| format!("SOURCE_DATE_EPOCH={v:?} is not a number of seconds")),
-        Ok(_) | Err(std::env::VarError::NotPresent) => Ok(0),
+        Ok(_) | Err(std::env::VarError::NotPresent) => Ok(unset),
         Err(e) => anyhow::bail!("SOURCE_DATE_EPOCH: {e}"),
+    }
+}
+
+/// `--output-format` values (`split`, `recombine`).
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub(crate) enum OutputFormatArg {
+    Dir,
+    #[value(name = "tar.zst")]
+    TarZst,
+}
+
+impl OutputFormatArg {
+    /// The library's value.
+    pub(crate) fn format(self) -> kpack_split::OutputFormat {
+        match self {
+            OutputFormatArg::Dir => kpack_split::OutputFormat::Dir,
+            OutputFormatArg::TarZst => kpack_split::OutputFormat::TarZst,
+        }
     }
 }
 
@@ -137,11 +148,8 @@ pub fn run(mut args: Args) -> CliResult {
     opts.archive_group = args.archive.archive_group();
     opts.replace = args.replace;
     opts.budget = args.archive.budget();
-    opts.output_format = match args.output_format {
-        OutputFormatArg::Dir => kpack_split::OutputFormat::Dir,
-        OutputFormatArg::TarZst => kpack_split::OutputFormat::TarZst,
-    };
-    opts.mtime = source_date_epoch()?;
+    opts.output_format = args.output_format.format();
+    opts.mtime = source_date_epoch(0)?;
     opts.archive_per_artifact = args.archive_per == ArchivePerArg::Artifact;
     if opts.archive_per_artifact && opts.archive_group != kpack_amdgpu::Level::Target {
         return Err(anyhow::anyhow!(

@@ -139,19 +139,6 @@ pub fn run(args: Args) -> CliResult {
     }
 }
 
-/// `SOURCE_DATE_EPOCH` as seconds; unset or empty means 1980-01-01. A
-/// malformed value is an error (the reproducible-builds spec asks for that).
-fn source_date_epoch() -> anyhow::Result<u64> {
-    match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(v) if !v.trim().is_empty() => v
-            .trim()
-            .parse::<u64>()
-            .with_context(|| format!("SOURCE_DATE_EPOCH={v:?} is not a number of seconds")),
-        Ok(_) | Err(std::env::VarError::NotPresent) => Ok(ZIP_EPOCH),
-        Err(e) => bail!("SOURCE_DATE_EPOCH: {e}"),
-    }
-}
-
 fn prune(args: PruneArgs) -> CliResult {
     let keep = args.keep.list()?;
     crate::safety::regular_file(&args.input)?;
@@ -165,7 +152,7 @@ fn prune(args: PruneArgs) -> CliResult {
     opts.strict = args.keep.strict;
     opts.verify_hash = !args.no_verify_hash;
     opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
-    opts.mtime = source_date_epoch()?;
+    opts.mtime = crate::split::source_date_epoch(ZIP_EPOCH)?;
     opts.force = args.force;
     set_limits(&mut opts.limits, args.max_unpacked_size);
     // The output directory appears with the pruned wheel, or not at all.
@@ -262,7 +249,7 @@ fn split(mut args: SplitArgs) -> CliResult {
     opts.verify_hash = args.archive.verify_hash();
     opts.compression = args.archive.compression();
     opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
-    opts.mtime = source_date_epoch()?;
+    opts.mtime = crate::split::source_date_epoch(ZIP_EPOCH)?;
     opts.dry_run = args.dry_run;
     opts.force = args.force;
     opts.group = args.group.map(Into::into);

@@ -304,7 +304,7 @@ fn remove_empty_dirs(dir: &Path, root: &Path) {
 }
 
 /// The files or directories each output artifact is written as.
-fn output_names(outputs: &[String], format: OutputFormat) -> Vec<String> {
+pub(crate) fn output_names(outputs: &[String], format: OutputFormat) -> Vec<String> {
     match format {
         OutputFormat::Dir => outputs.to_vec(),
         OutputFormat::TarZst => outputs
@@ -322,7 +322,7 @@ fn output_names(outputs: &[String], format: OutputFormat) -> Vec<String> {
 /// Pack each staged output directory into its archive and manifest, in
 /// the staging directory, in parallel (each archive compressed on one
 /// thread, so its bytes do not depend on the pool).
-fn pack_outputs(stage: &Path, outputs: &[String], mtime: u64) -> Result<()> {
+pub(crate) fn pack_outputs(stage: &Path, outputs: &[String], mtime: u64) -> Result<()> {
     use rayon::prelude::*;
     outputs.par_iter().try_for_each(|o| {
         let dest = stage.join(format!("{o}{ARCHIVE_SUFFIX}"));

@@ -271,6 +271,12 @@ pub struct RecombineOptions {
     /// An output artifact that exists with other contents is replaced
     /// (`--replace`); one with the same contents is always left alone.
     pub replace: bool,
+    /// Output artifacts as directories (the default) or as `.tar.zst`
+    /// artifact archives with equivalence manifests, as `split` writes them.
+    pub output_format: crate::OutputFormat,
+    /// The mtime of every member of an output archive
+    /// (`SOURCE_DATE_EPOCH`, else 0).
+    pub mtime: u64,
 }
 
 /// Recombine the shards below `shards` into `out` per `config`. Validation
@@ -301,7 +307,11 @@ pub fn recombine_with(
     }
     let mut staged = Outputs::create(out, "recombine", Existing::from_force(opts.replace))?;
     let (outputs, made) = found.stage(config, &staged.tree())?;
-    for o in &outputs {
+    let names = crate::artifact::output_names(&outputs, opts.output_format);
+    if opts.output_format == crate::OutputFormat::TarZst {
+        crate::artifact::pack_outputs(&staged.tree(), &outputs, opts.mtime)?;
+    }
+    for o in &names {
         match crate::artifact::existing_output(&staged.tree().join(o), &out.join(o), opts.replace) {
             Ok(true) => rep.identical.push(o.clone()),
             Ok(false) => {
@@ -315,7 +325,7 @@ pub fn recombine_with(
     }
     write_record(out, &made, &staged.plan_update(RECORD, Order::Last)?)?;
     staged.commit()?;
-    rep.outputs = outputs;
+    rep.outputs = names;
     Ok(rep)
 }
 

@@ -276,15 +276,17 @@ fn archive_outputs_are_reproducible_and_hold_the_directory_outputs() {
     }
 }
 
-fn recombine(shards: &Path, config: &Path, out: &Path) {
-    ok(&[
+fn recombine(shards: &Path, config: &Path, out: &Path, extra: &[&str]) {
+    let mut args = vec![
         "recombine",
         shards.to_str().unwrap(),
         "--config",
         config.to_str().unwrap(),
         "-o",
         out.to_str().unwrap(),
-    ]);
+    ];
+    args.extend(extra);
+    ok(&args);
 }
 
 fn verify(dir: &Path) -> serde_json::Value {
@@ -353,8 +355,8 @@ fn split_recombine_verify_on_archives_gives_the_files_of_directories() {
         assert!(shown.contains("blas_lib_generic.tar.zst"), "{shown}");
     }
     let (from_dirs, from_archives) = (tmp.join("out-dirs"), tmp.join("out-archives"));
-    recombine(&tmp.join("shards-dirs"), &config, &from_dirs);
-    recombine(&tmp.join("shards-archives"), &config, &from_archives);
+    recombine(&tmp.join("shards-dirs"), &config, &from_dirs, &[]);
+    recombine(&tmp.join("shards-archives"), &config, &from_archives, &[]);
     verify(&from_archives);
     let want = tree_digest(&from_dirs);
     assert!(
@@ -362,6 +364,45 @@ fn split_recombine_verify_on_archives_gives_the_files_of_directories() {
         "{want:?}"
     );
     assert_eq!(tree_digest(&from_archives), want);
+    // Recombined into artifact archives: each holds its directory's files,
+    // `verify` reads them, and a second run writes the same bytes.
+    let packed = tmp.join("out-packed");
+    let archives = tmp.join("shards-archives");
+    recombine(&archives, &config, &packed, &["--output-format", "tar.zst"]);
+    verify(&packed);
+    let names: Vec<String> = std::fs::read_dir(&packed)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tar.zst"))
+        .collect();
+    assert!(
+        names.contains(&"blas_lib_all.tar.zst".to_string()),
+        "{names:?}"
+    );
+    for n in &names {
+        let stem = n.trim_end_matches(".tar.zst");
+        let into = tmp.join("out-unpacked").join(stem);
+        unpack(&packed.join(n), &into);
+        assert_eq!(
+            tree_digest(&into),
+            tree_digest(&from_dirs.join(stem)),
+            "{n}"
+        );
+        assert!(
+            packed
+                .join(format!("{stem}.artifact_equivalence.json"))
+                .is_file()
+        );
+    }
+    let again = tmp.join("out-packed-j1");
+    recombine(&archives, &config, &again, &["--output-format", "tar.zst"]);
+    for n in &names {
+        assert_eq!(
+            std::fs::read(packed.join(n)).unwrap(),
+            std::fs::read(again.join(n)).unwrap(),
+            "{n}"
+        );
+    }
 }
 
 #[test]
