@@ -99,10 +99,15 @@ pub fn run(args: Args) -> CliResult {
         outputs.plan(&job.name, Order::First)?;
     }
     outputs.check_existing()?;
-    write_staged(&args, &bin, jobs, &outputs.tree())?;
+    let broken = write_staged(&args, &bin, jobs, &outputs.tree())?;
     for dest in outputs.commit()? {
         let size = std::fs::metadata(&dest).map(|m| m.len()).unwrap_or(0);
         println!("{}\t{size}", display(&dest));
+    }
+    // Written as they are (extract hands out what the binary holds), but
+    // not as if they were fine.
+    if broken > 0 {
+        return Err(crate::exit::CliError::Findings);
     }
     Ok(())
 }
@@ -139,13 +144,15 @@ fn to_stdout(
 
 /// Write every job's code object into `stage`. Each bundle is read once,
 /// as a stream; its entries are written as they arrive (bundles in
-/// parallel, under the memory budget).
+/// parallel, under the memory budget). Returns how many of them are
+/// broken SPIR-V modules (each warned about).
 fn write_staged(
     args: &Args,
     bin: &HostBinary,
     jobs: &[ExtractFile],
     stage: &Path,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<usize> {
+    let broken = std::sync::atomic::AtomicUsize::new(0);
     let (bundles, source) = (bin.bundles(), bin.source());
     let budget = &args.memory.budget(kpack_bundle::DEFAULT_READ_MEMORY_LIMIT);
     let bar = crate::ui::progress(jobs.len() as u64, crate::ui::Unit::Items);
@@ -166,10 +173,23 @@ fn write_staged(
         .filter(|(_, list)| !list.is_empty())
         .try_for_each(|(b, list)| -> anyhow::Result<()> {
             bundles[b]
-                .stream_entries(source, budget, |i, _, data| -> anyhow::Result<()> {
+                .stream_entries(source, budget, |i, entry, data| -> anyhow::Result<()> {
                     let Some(job) = list.iter().find(|j| j.entry == i) else {
                         return Ok(());
                     };
+                    if let Some(Err(e)) =
+                        kpack_bundle::inspect_spirv(&entry.id, &data, 0, data.len() as u64)
+                    {
+                        broken.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        crate::ui::warn_above(
+                            bar.as_ref(),
+                            format_args!(
+                                "{}: bundle {b}: entry {} is no valid SPIR-V module ({e}); written as it is",
+                                args.file.display(),
+                                entry.id.raw()
+                            ),
+                        );
+                    }
                     let path = stage.join(&job.name);
                     std::fs::write(&path, data)
                         .with_context(|| format!("cannot write {}", path.display()))?;
@@ -194,7 +214,7 @@ fn write_staged(
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    Ok(())
+    Ok(broken.into_inner())
 }
 
 fn display(p: &Path) -> String {

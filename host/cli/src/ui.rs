@@ -78,6 +78,15 @@ pub fn info_above(bar: Option<&indicatif::ProgressBar>, msg: impl std::fmt::Disp
     }
 }
 
+/// A `warning:` line on stderr (even with `-q`) while `bar` may be drawn:
+/// above the bar instead of through it.
+pub fn warn_above(bar: Option<&indicatif::ProgressBar>, msg: impl std::fmt::Display) {
+    match bar {
+        Some(b) => b.suspend(|| eprintln!("warning: {msg}")),
+        None => eprintln!("warning: {msg}"),
+    }
+}
+
 /// Whether progress may be drawn: stderr is a terminal that understands
 /// cursor movement (`TERM` is not `dumb`), and the run is not `-q`.
 fn progress_wanted() -> bool {

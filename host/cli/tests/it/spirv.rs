@@ -63,7 +63,8 @@ fn a_corrupt_spirv_module_is_a_warning_naming_spirv() {
 /// A broken SPIR-V module is refused by `offload` (in the default zstd
 /// scheme and stored as it is), naming the file, bundle and entry, with
 /// nothing written (the other targets are not archived either), and by
-/// `prune --keep amdgcnspirv`; a prune that drops it goes through.
+/// `prune --keep amdgcnspirv`; a prune that drops it goes through, and
+/// `extract` writes it with a warning and exit 1.
 #[test]
 fn offload_refuses_a_broken_spirv_module() {
     let dir = tempfile::tempdir().unwrap();
@@ -108,6 +109,23 @@ fn offload_refuses_a_broken_spirv_module() {
     assert!(!pruned.exists());
     let out = kpack_prune(&bad, &pruned, "gfx942", &[]);
     assert!(out.status.success(), "{}", stderr(&out));
+    // extract hands it out as it is, with a warning and exit 1.
+    let extracted = dir.path().join("extracted");
+    let out = kpack([
+        "extract".as_ref(),
+        "--all".as_ref(),
+        bad.as_os_str(),
+        "-o".as_ref(),
+        extracted.as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no valid SPIR-V module")
+            && stderr(&out).contains("written as it is"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_dir(&extracted).unwrap().count(), 2);
 }
 
 /// `root/lib/libaxpy.so` offloaded from `input` with `extra` flags.
