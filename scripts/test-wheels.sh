@@ -22,6 +22,7 @@ root=$PWD
 target_dir=${CARGO_TARGET_DIR:-$root/target}
 case "$target_dir" in /*) ;; *) target_dir="$root/$target_dir" ;; esac
 out=${1:-$target_dir/wheels-ci}
+case "$out" in /*) ;; *) out="$root/$out" ;; esac
 fixtures=$root/tests/fixtures
 
 export KPACK_WHEEL_TARGETS=${KPACK_WHEEL_TARGETS:-x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu x86_64-pc-windows-gnu}
