@@ -23,7 +23,7 @@ K=$TARGET_DIR/release/kpack
 # "kpack-guests(build)" meanwhile), and shows cargo's progress as it goes;
 # later runs reuse it and take seconds.
 if [ ! -x "$K" ]; then
-  echo "demo.sh: building kpack in release mode (first time only): about 9 minutes on 2 idle cores," >&2
+  echo "demo.sh: building kpack in release mode (first time only): about 10 minutes on 2 idle cores," >&2
   echo "         much longer on a busy machine; cargo shows its progress below." >&2
 fi
 cargo build --release --locked -p kpack-cli
