@@ -138,25 +138,13 @@ fn c_program_exercises_every_function_with_shared_and_static_library() {
 #[test]
 fn c_program_with_amds_own_declarations_links_and_runs() {
     let work = tempfile::tempdir().unwrap();
-    let lib = lib_dir();
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let vectors = crate_dir.join("../format/tests/vectors");
     let noop = std::fs::canonicalize(vectors.join("amd_test_noop.kpack")).unwrap();
     let zstd = std::fs::canonicalize(vectors.join("amd_test_zstd.kpack")).unwrap();
     let empty = work.path().join("empty.kpack");
     std::fs::write(&empty, b"").unwrap();
-    let exe = work.path().join("amd_abi");
-    let status = Command::new("cc")
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror"])
-        .arg(crate_dir.join("tests/c/amd_abi.c"))
-        .arg("-o")
-        .arg(&exe)
-        .arg(format!("-L{}", lib.display()))
-        .arg(format!("-Wl,-rpath,{}", soname_dir(work.path()).display()))
-        .arg("-lrocm_kpack")
-        .status()
-        .expect("run cc");
-    assert!(status.success(), "cc failed");
+    let exe = build_program(work.path(), "amd_abi");
     let out = Command::new(&exe)
         .args([&noop, &zstd, &empty])
         .env_remove("ROCM_KPACK_PATH")
@@ -210,21 +198,7 @@ fn one_cache_serves_two_gpu_architectures_from_many_threads() {
     let marker_path = work.path().join("two.marker");
     std::fs::write(&marker_path, marker.to_bytes()).unwrap();
 
-    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let exe = work.path().join("two_gpus");
-    let status = Command::new("cc")
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread"])
-        .arg("-I")
-        .arg(crate_dir.join("include"))
-        .arg(crate_dir.join("tests/c/two_gpus.c"))
-        .arg("-o")
-        .arg(&exe)
-        .arg(format!("-L{}", lib_dir().display()))
-        .arg(format!("-Wl,-rpath,{}", soname_dir(work.path()).display()))
-        .arg("-lrocm_kpack")
-        .status()
-        .expect("run cc");
-    assert!(status.success(), "cc failed");
+    let exe = build_program(work.path(), "two_gpus");
     let out = Command::new(&exe)
         .arg(&marker_path)
         .arg(work.path().join("lib/libtwo.so"))
@@ -252,21 +226,7 @@ fn c_program_loads_kernels_stored_against_other_kernels() {
     use kpack_format::{Archive, ArchiveWriter, Compression, WriterOptions};
     const CO_COUNT: u32 = 6;
     let work = tempfile::tempdir().unwrap();
-    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let exe = work.path().join("delta_loads");
-    let status = Command::new("cc")
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror"])
-        .arg("-I")
-        .arg(crate_dir.join("include"))
-        .arg(crate_dir.join("tests/c/delta_loads.c"))
-        .arg("-o")
-        .arg(&exe)
-        .arg(format!("-L{}", lib_dir().display()))
-        .arg(format!("-Wl,-rpath,{}", soname_dir(work.path()).display()))
-        .arg("-lrocm_kpack")
-        .status()
-        .expect("run cc");
-    assert!(status.success(), "cc failed");
+    let exe = build_program(work.path(), "delta_loads");
     // Two like pairs and two strangers: code objects 0/1 and 2/3 differ by
     // 100 bytes each.
     let (a, b) = (noise(1, 40_000), noise(2, 30_000));
@@ -339,7 +299,8 @@ fn c_program_loads_kernels_stored_against_other_kernels() {
 /// whose stored bytes were changed after the archive was written (a `none`
 /// archive, so it still decodes) fails to load, and
 /// `kpack_last_error_detail` names the entry; without it the load succeeds.
-/// `tests/c/<name>.c` compiled into `work` against the shared library.
+/// `tests/c/<name>.c` compiled into `work` against the shared library
+/// (with our header on the include path; `amd_abi.c` declares AMD's own).
 fn build_program(work: &Path, name: &str) -> PathBuf {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let exe = work.join(name);
@@ -350,6 +311,7 @@ fn build_program(work: &Path, name: &str) -> PathBuf {
             "-Wextra",
             "-Werror",
             "-D_DEFAULT_SOURCE",
+            "-pthread",
         ])
         .arg("-I")
         .arg(crate_dir.join("include"))
