@@ -12,10 +12,15 @@
 //! so a copied `kpack` needs no file beside it and a handler on disk
 //! overrides the embedded one. With `--registry`, names resolve from that
 //! registry instead.
+//!
+//! A kpack built without the `handlers` feature (`scripts/demo.sh`'s quick
+//! build: no WebAssembly runtime) takes the same flags and refuses them.
 
 use std::path::PathBuf;
 
+#[cfg(feature = "handlers")]
 use anyhow::Context;
+#[cfg(feature = "handlers")]
 use kpack_plugin_host::{EmbeddedHandler, HandlerSet, HandlerSpec, LoadOptions, Registry};
 
 /// Database-handler selection flags; `#[command(flatten)]` them.
@@ -42,7 +47,32 @@ impl HandlerArgs {
         self.split_databases.is_empty() && self.plugins.is_empty()
     }
 
+    /// The chosen handlers as the classifier split and wheel commands take
+    /// (none if none were asked for).
+    #[cfg(feature = "handlers")]
+    pub fn databases(&self) -> anyhow::Result<Option<Box<dyn kpack_split::Databases>>> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(self.load()?)))
+    }
+
+    /// Without the `handlers` feature: none, or an error saying how to get
+    /// a kpack that has them.
+    #[cfg(not(feature = "handlers"))]
+    pub fn databases(&self) -> anyhow::Result<Option<Box<dyn kpack_split::Databases>>> {
+        if self.is_empty() && self.plugin_dirs.is_empty() && self.registry.is_none() {
+            return Ok(None);
+        }
+        Err(anyhow::anyhow!(
+            "this kpack was built without database handlers (cargo feature `handlers`), \
+             so --split-databases, --plugin, --plugin-dir and --registry cannot be used; \
+             `cargo build --release -p kpack-cli` builds the full kpack"
+        ))
+    }
+
     /// The validated handler specs, in probe order.
+    #[cfg(feature = "handlers")]
     pub fn specs(&self) -> anyhow::Result<Vec<HandlerSpec>> {
         let mut specs = self
             .split_databases
@@ -54,6 +84,7 @@ impl HandlerArgs {
     }
 
     /// Where to look, per the search order above.
+    #[cfg(feature = "handlers")]
     pub fn options(&self) -> anyhow::Result<LoadOptions> {
         let mut options = LoadOptions::standard(&self.plugin_dirs);
         options.embedded = kpack_guests::EMBEDDED
@@ -67,6 +98,7 @@ impl HandlerArgs {
     }
 
     /// Load the chosen handlers (none if none were asked for).
+    #[cfg(feature = "handlers")]
     pub fn load(&self) -> anyhow::Result<HandlerSet> {
         let specs = self.specs()?;
         HandlerSet::load(&specs, &self.options()?).context("loading database handlers")

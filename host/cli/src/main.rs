@@ -22,6 +22,7 @@ mod json;
 mod memory_args;
 mod offload;
 mod offloading;
+#[cfg(feature = "handlers")]
 mod plugins;
 mod prune;
 mod recombine;
@@ -83,6 +84,7 @@ enum Command {
     /// List, extract, pack and verify .kpack archives.
     Archive(archive::Args),
     /// Database handlers (WebAssembly plugins): list, classify, publish, add.
+    #[cfg(feature = "handlers")]
     Plugins(plugins::Args),
     /// Split build artifacts into generic and per-arch artifacts (TheRock layout).
     Split(split::Args),
@@ -157,6 +159,7 @@ fn main() -> ExitCode {
         Command::Prune(args) => prune::run(args),
         Command::VerifyElf(args) => verify_elf::run(args),
         Command::Archive(args) => archive::run(args),
+        #[cfg(feature = "handlers")]
         Command::Plugins(args) => plugins::run(args),
         Command::Split(args) => split::run(args),
         Command::Recombine(args) => recombine::run(args),

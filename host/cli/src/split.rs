@@ -135,11 +135,7 @@ pub fn run(mut args: Args) -> CliResult {
         named_artifacts(&args)?
     };
     check_paths(&args, &inputs)?;
-    let handlers = if args.handlers.is_empty() {
-        None
-    } else {
-        Some(args.handlers.load()?)
-    };
+    let handlers = args.handlers.databases()?;
     let mut opts = SplitOptions::new("");
     opts.archive_dir = args.archive_dir.trim_matches('/').to_string();
     opts.targets = targets;
@@ -158,7 +154,7 @@ pub fn run(mut args: Args) -> CliResult {
         )
         .into());
     }
-    opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
+    opts.databases = handlers.as_deref();
 
     let bar = crate::ui::progress(0, crate::ui::Unit::Bytes);
     let progress = |p: Progress<'_>| show_progress(bar.as_ref(), p);

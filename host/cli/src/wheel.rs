@@ -143,15 +143,11 @@ fn prune(args: PruneArgs) -> CliResult {
     let keep = args.keep.list()?;
     crate::safety::regular_file(&args.input)?;
     crate::safety::not_stdout(&args.output, "wheel prune")?;
-    let handlers = if args.handlers.is_empty() {
-        None
-    } else {
-        Some(args.handlers.load()?)
-    };
+    let handlers = args.handlers.databases()?;
     let mut opts = PruneOptions::new(keep);
     opts.strict = args.keep.strict;
     opts.verify_hash = !args.no_verify_hash;
-    opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
+    opts.databases = handlers.as_deref();
     opts.mtime = crate::split::source_date_epoch(ZIP_EPOCH)?;
     opts.force = args.force;
     set_limits(&mut opts.limits, args.max_unpacked_size);
@@ -235,11 +231,7 @@ fn split(mut args: SplitArgs) -> CliResult {
         crate::safety::regular_file(&input)?;
     }
     crate::safety::not_stdout(&args.output, "wheel split")?;
-    let handlers = if args.handlers.is_empty() {
-        None
-    } else {
-        Some(args.handlers.load()?)
-    };
+    let handlers = args.handlers.databases()?;
     let mut opts = WheelOptions::new();
     opts.device_prefix = args.device_prefix.clone();
     opts.archive_dir = args
@@ -248,7 +240,7 @@ fn split(mut args: SplitArgs) -> CliResult {
         .map(|d| d.trim_matches('/').to_string());
     opts.verify_hash = args.archive.verify_hash();
     opts.compression = args.archive.compression();
-    opts.databases = handlers.as_ref().map(|h| h as &dyn kpack_split::Databases);
+    opts.databases = handlers.as_deref();
     opts.mtime = crate::split::source_date_epoch(ZIP_EPOCH)?;
     opts.dry_run = args.dry_run;
     opts.force = args.force;

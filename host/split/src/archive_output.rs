@@ -138,21 +138,8 @@ fn members(dir: &Path) -> Result<Vec<Member>> {
         out.push(Member::File(MANIFEST.into(), dir.join(MANIFEST)));
     }
     let mut seen: HashMap<(u64, u64), String> = HashMap::new();
-    for e in walkdir::WalkDir::new(dir)
-        .sort_by_file_name()
-        .follow_links(false)
-        .min_depth(1)
-    {
-        let e = e.map_err(|e| {
-            let p = e.path().unwrap_or(dir).to_path_buf();
-            Error::new(crate::ErrorKind::Io, Some(p), "cannot walk").with_source(e)
-        })?;
-        let rel = e
-            .path()
-            .strip_prefix(dir)
-            .unwrap_or(e.path())
-            .to_string_lossy()
-            .replace(std::path::MAIN_SEPARATOR, "/");
+    for e in sorted_walk(dir) {
+        let (e, rel) = e?;
         if rel == MANIFEST {
             continue;
         }
@@ -176,6 +163,29 @@ fn members(dir: &Path) -> Result<Vec<Member>> {
         }
     }
     Ok(out)
+}
+
+/// Everything below `dir` (not `dir` itself, symlinks not followed), in
+/// file-name order, with its path relative to `dir`, `/`-separated.
+fn sorted_walk(dir: &Path) -> impl Iterator<Item = Result<(walkdir::DirEntry, String)>> + '_ {
+    walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .follow_links(false)
+        .min_depth(1)
+        .into_iter()
+        .map(move |e| {
+            let e = e.map_err(|e| {
+                let p = e.path().unwrap_or(dir).to_path_buf();
+                Error::new(crate::ErrorKind::Io, Some(p), "cannot walk").with_source(e)
+            })?;
+            let rel = e
+                .path()
+                .strip_prefix(dir)
+                .unwrap_or(e.path())
+                .to_string_lossy()
+                .replace(std::path::MAIN_SEPARATOR, "/");
+            Ok((e, rel))
+        })
 }
 
 /// The (device, inode) of a file with more than one link.
@@ -280,24 +290,11 @@ impl<R: Read> Read for HashingReader<R> {
 /// symlinks, component by component), as TheRock's script computes it.
 pub fn directory_manifest(dir: &Path) -> Result<EquivalenceManifest> {
     let mut files = Vec::new();
-    for e in walkdir::WalkDir::new(dir)
-        .sort_by_file_name()
-        .follow_links(false)
-        .min_depth(1)
-    {
-        let e = e.map_err(|e| {
-            let p = e.path().unwrap_or(dir).to_path_buf();
-            Error::new(crate::ErrorKind::Io, Some(p), "cannot walk").with_source(e)
-        })?;
+    for e in sorted_walk(dir) {
+        let (e, rel) = e?;
         if !e.file_type().is_file() {
             continue;
         }
-        let rel = e
-            .path()
-            .strip_prefix(dir)
-            .unwrap_or(e.path())
-            .to_string_lossy()
-            .replace(std::path::MAIN_SEPARATOR, "/");
         let mut f =
             std::fs::File::open(e.path()).map_err(|err| Error::io(e.path(), "cannot open", err))?;
         let mut h = sha2::Sha256::new();
