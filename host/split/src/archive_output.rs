@@ -167,7 +167,9 @@ fn members(dir: &Path) -> Result<Vec<Member>> {
 
 /// Everything below `dir` (not `dir` itself, symlinks not followed), in
 /// file-name order, with its path relative to `dir`, `/`-separated.
-fn sorted_walk(dir: &Path) -> impl Iterator<Item = Result<(walkdir::DirEntry, String)>> + '_ {
+pub(crate) fn sorted_walk(
+    dir: &Path,
+) -> impl Iterator<Item = Result<(walkdir::DirEntry, String)>> + '_ {
     walkdir::WalkDir::new(dir)
         .sort_by_file_name()
         .follow_links(false)

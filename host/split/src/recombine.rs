@@ -10,6 +10,7 @@ use kpack_fsafe::{Existing, Order, Outputs};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::archive_output::sorted_walk;
 use crate::artifact::archive_input::{artifact_manifest, unpack_artifact};
 use crate::codec::{Codec, artifact_archive_stem};
 use crate::error::{Error, ErrorKind, Result};
@@ -755,20 +756,8 @@ type Entry = (u8, Vec<u8>, u32);
 pub(crate) fn tree_diff(a: &Path, b: &Path) -> Result<Vec<String>> {
     let list = |root: &Path| -> Result<BTreeMap<String, Entry>> {
         let mut m = BTreeMap::new();
-        for e in walkdir::WalkDir::new(root)
-            .sort_by_file_name()
-            .follow_links(false)
-            .min_depth(1)
-        {
-            let e = e.map_err(|e| {
-                Error::new(ErrorKind::Io, Some(root.to_path_buf()), "cannot walk").with_source(e)
-            })?;
-            let rel = e
-                .path()
-                .strip_prefix(root)
-                .unwrap_or(e.path())
-                .to_string_lossy()
-                .into_owned();
+        for e in sorted_walk(root) {
+            let (e, rel) = e?;
             let ft = e.file_type();
             let mode = mode_of(e.path());
             let v = if ft.is_symlink() {
