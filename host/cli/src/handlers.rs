@@ -47,7 +47,7 @@ impl HandlerArgs {
         self.split_databases.is_empty() && self.plugins.is_empty()
     }
 
-    /// The chosen handlers as the classifier split and wheel commands take
+    /// The chosen handlers, as the split and wheel commands take them
     /// (none if none were asked for).
     #[cfg(feature = "handlers")]
     pub fn databases(&self) -> anyhow::Result<Option<Box<dyn kpack_split::Databases>>> {

@@ -151,10 +151,11 @@ fn members(dir: &Path) -> Result<Vec<Member>> {
                 .map_err(|err| Error::io(e.path(), "cannot read symlink", err))?;
             out.push(Member::Link(rel, t));
         } else {
-            match inode(e.path()).and_then(|k| seen.get(&k).map(|first| (k, first.clone()))) {
-                Some((_, first)) => out.push(Member::HardLink(rel, first)),
+            let key = inode(e.path());
+            match key.and_then(|k| seen.get(&k).cloned()) {
+                Some(first) => out.push(Member::HardLink(rel, first)),
                 None => {
-                    if let Some(k) = inode(e.path()) {
+                    if let Some(k) = key {
                         seen.insert(k, rel.clone());
                     }
                     out.push(Member::File(rel, e.path().to_path_buf()));
