@@ -10,14 +10,15 @@
 #     of the directory, `tar -I 'zstd -3 -T0' -cf` of each output;
 #   - `zstd -dc ART | zstd -3 -T0 > /dev/null`: the decompression and
 #     recompression no splitter can avoid.
-# Prints one row per command (wall, peak RSS, ratio) and PASS/FAIL for the
+# Prints one row per command (median wall, peak RSS, ratio) and PASS/FAIL for the
 # targets (≤ 0.6× the directory pipeline, ≤ 1.5× the zstd pass, ≤ 512 MB),
 # then checks that the outputs are byte-identical at -j1 and -jN and hold
 # the files of the directory pipeline (equivalence manifests compared).
 # Usage: bench/artifact-archive.sh   (needs ~9 GB free disk, removed on exit)
 # Env: ROCSPARSE=path (else bench/rocsparse.sh finds or fetches it);
 #      KPACK_BIN (a release kpack; default: build it); DB_FILES; JOBS;
-#      SKIP_J1=1 skips the -j1 run (the slowest).
+#      REPEAT (rounds, default 3: medians reported); SKIP_J1=1 skips the
+#      -j1 run (the slowest).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 work="${BENCH_DIR:-$PWD/bench/out/artifact-archive}"
@@ -61,37 +62,50 @@ ART="$work/ART.tar.zst"
 rm -rf "$art"
 echo "archive: $(stat -c %s "$ART") bytes compressed, $(zstd -dc "$ART" | wc -c) bytes of tar" >&2
 
-row() {  # row NAME TIMEFILE -> prints "NAME | wall s | RSS MB", sets W and R
+row() {  # row TIMEFILE -> sets W (wall s) and R (peak RSS MB)
   local w r
-  w=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$2" | awk -F: '{ if (NF == 3) print $1*3600+$2*60+$3; else print $1*60+$2 }')
-  r=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$2")
+  w=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$1" | awk -F: '{ if (NF == 3) print $1*3600+$2*60+$3; else print $1*60+$2 }')
+  r=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$1")
   W=$w; R=$((r / 1024))
 }
 T() { /usr/bin/time -v -o "$1" "${@:2}"; }
+median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
-# 1. The unavoidable pass.
-T "$work/t-zstd" bash -c "zstd -dc '$ART' | zstd -q -3 -T0 > /dev/null"
-row zstd "$work/t-zstd"; zw=$W
-echo "| \`zstd -dc ART | zstd -3 -T0 > /dev/null\` | ${W} s | ${R} MB | - |"
-
-# 2. The directory pipeline.
-T "$work/t-x" bash -c "mkdir -p '$work/x' && tar -I zstd -xf '$ART' -C '$work/x'"
-row x "$work/t-x"; xw=$W
-T "$work/t-split" "$kpack" split "$work/x" --component sparse_lib -o "$work/dir-out" -q ${JOBS:+-j "$JOBS"}
-row s "$work/t-split"; sw=$W; sr=$R
-T "$work/t-pack" bash -c "cd '$work/dir-out' && for o in *; do tar -I 'zstd -3 -T0' -cf \"\$o.tar.zst\" -C \"\$o\" .; done"
-row p "$work/t-pack"; pw=$W
-dw=$(echo "$xw + $sw + $pw" | bc -l)
-echo "| directory pipeline: \`tar -I zstd -xf\` + \`kpack split DIR\` + \`tar -I 'zstd -3 -T0' -cf\` each | ${dw} s (${xw} + ${sw} + ${pw}) | ${sr} MB (split) | - |"
-rm -rf "$work/x"
-
-# 3. Archive to archives.
-T "$work/t-ar" "$kpack" split "$ART" --component sparse_lib -o "$work/ar-out" --output-format tar.zst -q ${JOBS:+-j "$JOBS"}
-row a "$work/t-ar"; aw=$W; ar=$R
+# Each command runs REPEAT times (default 3), in rounds, each round in the
+# same order; the median is reported (a shared machine's noise). Each
+# command starts after `sync`, with no writeback of the last one pending.
+rounds=${REPEAT:-3}
+zws=""; dws=""; xws=""; sws=""; pws=""; aws=""; ar=0; sr=0
+for round in $(seq "$rounds"); do
+  rm -rf "$work/dir-out" "$work/ar-out"
+  # 1. The unavoidable pass.
+  sync
+  T "$work/t-zstd" bash -c "zstd -dc '$ART' | zstd -q -3 -T0 > /dev/null"
+  row "$work/t-zstd"; zws="$zws $W"; zr=$R
+  # 2. The directory pipeline.
+  sync
+  T "$work/t-x" bash -c "mkdir -p '$work/x' && tar -I zstd -xf '$ART' -C '$work/x'"
+  row "$work/t-x"; xw=$W
+  T "$work/t-split" "$kpack" split "$work/x" --component sparse_lib -o "$work/dir-out" -q ${JOBS:+-j "$JOBS"}
+  row "$work/t-split"; sw=$W; [ "$R" -gt "$sr" ] && sr=$R
+  T "$work/t-pack" bash -c "cd '$work/dir-out' && for o in *; do tar -I 'zstd -3 -T0' -cf \"\$o.tar.zst\" -C \"\$o\" .; done"
+  row "$work/t-pack"; pw=$W
+  xws="$xws $xw"; sws="$sws $sw"; pws="$pws $pw"; dws="$dws $(echo "$xw + $sw + $pw" | bc -l)"
+  rm -rf "$work/x"
+  # 3. Archive to archives.
+  sync
+  T "$work/t-ar" "$kpack" split "$ART" --component sparse_lib -o "$work/ar-out" --output-format tar.zst -q ${JOBS:+-j "$JOBS"}
+  row "$work/t-ar"; aws="$aws $W"; [ "$R" -gt "$ar" ] && ar=$R
+  echo "round $round: zstd pass $(echo "$zws" | awk '{print $NF}') s, directory pipeline $(echo "$dws" | awk '{print $NF}') s, archive split $(echo "$aws" | awk '{print $NF}') s" >&2
+done
+zw=$(echo "$zws" | median); dw=$(echo "$dws" | median); aw=$(echo "$aws" | median)
+echo "| \`zstd -dc ART | zstd -3 -T0 > /dev/null\` | ${zw} s | ${zr} MB | - |"
+echo "| directory pipeline: \`tar -I zstd -xf\` + \`kpack split DIR\` + \`tar -I 'zstd -3 -T0' -cf\` each | ${dw} s (medians $(echo "$xws" | median) + $(echo "$sws" | median) + $(echo "$pws" | median)) | ${sr} MB (split) | - |"
 r1=$(echo "$aw / $dw" | bc -l); r2=$(echo "$aw / $zw" | bc -l)
 ok() { if [ "$(echo "$1 <= $2" | bc -l)" = 1 ]; then echo PASS; else echo FAIL; fi; }
 printf '| `kpack split ART.tar.zst --output-format tar.zst` | %s s | %s MB | %.2f× the directory pipeline (%s, ≤ 0.6), %.2f× the zstd pass (%s, ≤ 1.5); RSS %s (≤ 512 MB) |\n' \
   "$aw" "$ar" "$r1" "$(ok "$r1" 0.6)" "$r2" "$(ok "$r2" 1.5)" "$(ok "$ar" 512)"
+echo "(medians of $rounds rounds: zstd pass$zws; directory pipeline$dws; archive split$aws)"
 
 # 4. Same files as the directory pipeline; identical at -j1.
 python3 - "$work/dir-out" "$work/ar-out" <<'PY'
@@ -118,7 +132,7 @@ PY
 rm -rf "$work/dir-out"
 if [ -z "${SKIP_J1:-}" ]; then
   T "$work/t-j1" "$kpack" split "$ART" --component sparse_lib -o "$work/ar-out-j1" --output-format tar.zst -q -j 1
-  row j1 "$work/t-j1"
+  row "$work/t-j1"
   if diff -r -q "$work/ar-out" "$work/ar-out-j1" > /dev/null; then
     echo "outputs byte-identical at -j1 (${W} s) and -j${JOBS:-$(nproc)}"
   else

@@ -15,6 +15,7 @@ use sha2::Digest;
 
 use crate::error::{Error, Result};
 use crate::manifest::MANIFEST;
+use crate::store::{Store, StoreReader, Stored};
 
 /// How output artifacts are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -95,13 +96,47 @@ enum Member {
     Dir(String),
     Link(String, PathBuf),
     File(String, PathBuf),
+    /// A file of the store.
+    Stored(String, Stored),
     HardLink(String, String),
+}
+
+impl Member {
+    fn path(&self) -> &str {
+        match self {
+            Member::Dir(p)
+            | Member::Link(p, _)
+            | Member::File(p, _)
+            | Member::Stored(p, _)
+            | Member::HardLink(p, _) => p,
+        }
+    }
 }
 
 /// Write the staged artifact directory `dir` as the archive `dest` (a new
 /// file) with `mtime` on every member; returns its equivalence manifest.
 pub fn write_artifact_archive(dir: &Path, dest: &Path, mtime: u64) -> Result<EquivalenceManifest> {
-    let members = members(dir)?;
+    write_archive_with(dir, dest, mtime, None)
+}
+
+/// [`write_artifact_archive`] of `dir` with the files of `store` placed
+/// in it.
+pub(crate) fn write_archive_with(
+    dir: &Path,
+    dest: &Path,
+    mtime: u64,
+    store: Option<&Store>,
+) -> Result<EquivalenceManifest> {
+    let mut members = members(dir)?;
+    let mut reader = None;
+    if let Some(store) = store {
+        add_stored(&mut members, store.placed_under(dir));
+        reader = Some(
+            store
+                .reader()
+                .map_err(|e| Error::io(dest, "cannot read the store", e))?,
+        );
+    }
     let file = std::fs::File::create_new(dest).map_err(|e| Error::io(dest, "cannot create", e))?;
     let mut enc = zstd::stream::write::Encoder::new(std::io::BufWriter::new(file), ARCHIVE_LEVEL)
         .map_err(|e| Error::io(dest, "cannot start compressing", e))?;
@@ -111,7 +146,8 @@ pub fn write_artifact_archive(dir: &Path, dest: &Path, mtime: u64) -> Result<Equ
     tar.mode(tar::HeaderMode::Deterministic);
     let mut files = Vec::new();
     for m in &members {
-        append(&mut tar, m, mtime, &mut files).map_err(|e| Error::io(dest, "cannot write", e))?;
+        append(&mut tar, m, mtime, &mut files, reader.as_mut())
+            .map_err(|e| Error::io(dest, "cannot write", e))?;
     }
     let enc = tar
         .into_inner()
@@ -164,6 +200,47 @@ fn members(dir: &Path) -> Result<Vec<Member>> {
         }
     }
     Ok(out)
+}
+
+/// Add the stored files `stored` to `members` (the manifest first, the
+/// rest in path order), in path order: a file seen again (two links to
+/// one stored file) becomes a hard link to the first.
+fn add_stored(members: &mut Vec<Member>, mut stored: Vec<(String, Stored)>) {
+    if stored.is_empty() {
+        return;
+    }
+    stored.sort_by(|a, b| a.0.split('/').cmp(b.0.split('/')));
+    let mut seen: HashMap<u64, String> = HashMap::new();
+    let first = usize::from(matches!(members.first(), Some(Member::File(p, _)) if p == MANIFEST));
+    let rest = members.split_off(first);
+    let mut stored = stored
+        .into_iter()
+        .map(|(rel, s)| match seen.get(&s.offset()) {
+            Some(first) => Member::HardLink(rel, first.clone()),
+            None => {
+                seen.insert(s.offset(), rel.clone());
+                Member::Stored(rel, s)
+            }
+        })
+        .peekable();
+    // Both are in path order: merge them.
+    let mut rest = rest.into_iter().peekable();
+    loop {
+        let take_stored = match (rest.peek(), stored.peek()) {
+            (Some(a), Some(b)) => b.path().split('/').lt(a.path().split('/')),
+            (None, Some(_)) => true,
+            (_, None) => false,
+        };
+        let next = if take_stored {
+            stored.next()
+        } else {
+            rest.next()
+        };
+        match next {
+            Some(m) => members.push(m),
+            None => break,
+        }
+    }
 }
 
 /// Everything below `dir` (not `dir` itself, symlinks not followed), in
@@ -235,6 +312,7 @@ fn append<W: Write>(
     m: &Member,
     mtime: u64,
     files: &mut Vec<EquivalenceFile>,
+    store: Option<&mut StoreReader>,
 ) -> std::io::Result<()> {
     match m {
         Member::Dir(rel) => {
@@ -259,20 +337,38 @@ fn append<W: Write>(
         Member::File(rel, path) => {
             let f = std::fs::File::open(path)?;
             let size = f.metadata()?.len();
-            let mut h = header(tar::EntryType::Regular, file_mode(path), mtime, size);
-            let mut hashing = HashingReader {
-                inner: f,
-                hash: sha2::Sha256::new(),
-            };
-            tar.append_data(&mut h, rel, &mut hashing)?;
-            files.push(EquivalenceFile {
-                path: rel.clone(),
-                sha256: hex::encode(hashing.hash.finalize()),
-                size_bytes: size,
-            });
-            Ok(())
+            append_file(tar, rel, file_mode(path), mtime, size, f, files)
+        }
+        Member::Stored(rel, s) => {
+            let store =
+                store.ok_or_else(|| std::io::Error::other("a stored file without its store"))?;
+            append_file(tar, rel, s.mode(), mtime, s.len, store.range(s)?, files)
         }
     }
+}
+
+/// Append a regular file of `size` bytes read from `from`, and list it.
+fn append_file<W: Write>(
+    tar: &mut tar::Builder<W>,
+    rel: &str,
+    mode: u32,
+    mtime: u64,
+    size: u64,
+    from: impl Read,
+    files: &mut Vec<EquivalenceFile>,
+) -> std::io::Result<()> {
+    let mut h = header(tar::EntryType::Regular, mode, mtime, size);
+    let mut hashing = HashingReader {
+        inner: from,
+        hash: sha2::Sha256::new(),
+    };
+    tar.append_data(&mut h, rel, &mut hashing)?;
+    files.push(EquivalenceFile {
+        path: rel.to_string(),
+        sha256: hex::encode(hashing.hash.finalize()),
+        size_bytes: size,
+    });
+    Ok(())
 }
 
 /// A reader that hashes what passes through it.

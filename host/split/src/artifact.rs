@@ -10,13 +10,13 @@ use std::path::{Path, PathBuf};
 use kpack_fsafe::{Existing, Order, Outputs};
 use serde::Serialize;
 
-use crate::archive_output::{
-    ARCHIVE_SUFFIX, EQUIVALENCE_SUFFIX, OutputFormat, write_artifact_archive,
-};
+use crate::archive_output::{ARCHIVE_SUFFIX, EQUIVALENCE_SUFFIX, OutputFormat, write_archive_with};
 use crate::codec::Codec;
 use crate::error::{Error, ErrorKind, Result, error_chain};
 use crate::manifest::{artifact_dirs, keep_link, prefix_link, read_manifest, write_manifest};
 use crate::prefix::{PrefixLayout, PrefixReport, SplitOptions, refuse_split_output, split_prefix};
+use crate::remover::Remover;
+use crate::store::Store;
 use archive_input::split_archive;
 
 /// One artifact to split.
@@ -175,8 +175,17 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     if opts.archive_per_artifact {
         opts.shared_archive = Some(c.clone());
     }
+    let mut store = None;
+    // Declared after `staged`, so dropped (its removals waited for) first.
+    let mut remover = None;
     let processed = match prefixes {
-        Source::Archive => split_archive(input, &stage, &opts, &mut rep),
+        Source::Archive => {
+            let scratch = staged.scratch()?;
+            let s = Store::create(&scratch, opts.output_format == OutputFormat::Dir)
+                .map_err(|e| Error::io(&scratch, "cannot create a store", e))?;
+            let r = remover.insert(Remover::start());
+            split_archive(input, &stage, &opts, store.insert(s), r, &mut rep)
+        }
         Source::Dir(prefixes) => split_prefixes(input, &prefixes, &stage, &opts, &mut rep),
     };
     if !rep.errors.is_empty() {
@@ -188,7 +197,8 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     let (outputs, arches) = write_manifests(c, &stage, &processed, &rep)?;
     let names = output_names(&outputs, opts.output_format);
     if opts.output_format == OutputFormat::TarZst {
-        pack_outputs(&stage, &outputs, opts.mtime)?;
+        let r = remover.get_or_insert_with(Remover::start);
+        pack_outputs(&stage, &outputs, opts.mtime, store.as_ref(), Some(r))?;
     }
     for o in &names {
         match existing_output(&stage.join(o), &out.join(o), opts.replace) {
@@ -202,6 +212,8 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     if !rep.errors.is_empty() {
         return Ok(rep);
     }
+    // Removals inside the staging directory end before it moves.
+    drop(remover.take());
     staged.commit()?;
     rep.generic_only = arches.is_empty();
     rep.arches = arches.into_iter().collect();
@@ -319,14 +331,24 @@ pub(crate) fn output_names(outputs: &[String], format: OutputFormat) -> Vec<Stri
     }
 }
 
-/// Pack each staged output directory into its archive and manifest, in
-/// the staging directory, in parallel (each archive compressed on one
-/// thread, so its bytes do not depend on the pool).
-pub(crate) fn pack_outputs(stage: &Path, outputs: &[String], mtime: u64) -> Result<()> {
+/// Pack each staged output directory, with the files of `store` placed in
+/// it, into its archive and manifest, in the staging directory, in
+/// parallel (each archive compressed on one thread, so its bytes do not
+/// depend on the pool). A packed directory is handed to `remover`, if any.
+pub(crate) fn pack_outputs(
+    stage: &Path,
+    outputs: &[String],
+    mtime: u64,
+    store: Option<&Store>,
+    remover: Option<&Remover>,
+) -> Result<()> {
     use rayon::prelude::*;
     outputs.par_iter().try_for_each(|o| {
         let dest = stage.join(format!("{o}{ARCHIVE_SUFFIX}"));
-        let manifest = write_artifact_archive(&stage.join(o), &dest, mtime)?;
+        let manifest = write_archive_with(&stage.join(o), &dest, mtime, store)?;
+        if let Some(r) = remover {
+            r.remove(stage.join(o));
+        }
         let m = stage.join(format!("{o}{EQUIVALENCE_SUFFIX}"));
         std::fs::write(&m, manifest.to_json()).map_err(|e| Error::io(&m, "cannot write", e))
     })

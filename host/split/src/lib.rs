@@ -83,6 +83,8 @@ mod manifest;
 mod merge;
 mod prefix;
 mod recombine;
+mod remover;
+mod store;
 mod verify;
 
 pub use archive_output::{

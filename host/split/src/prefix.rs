@@ -16,6 +16,7 @@ use serde::Serialize;
 use crate::databases::{Claim, Classification, Databases, FileInfo};
 use crate::error::{Error, ErrorKind, Result, error_chain};
 use crate::link::symlink;
+use crate::store::{Store, Stored};
 
 /// A progress event, for a progress bar.
 #[derive(Debug, Clone, Copy)]
@@ -266,6 +267,21 @@ pub(crate) enum Node {
     Link(String, PathBuf),
     /// A regular file and its size.
     File(String, u64),
+    /// A regular file of an artifact archive kept in the [`Store`], not
+    /// under the prefix's directory: a plain file (no binary, bundle or
+    /// static archive).
+    Stored(String, Stored),
+}
+
+/// A regular file of a prefix, as [`process_file`] takes it.
+#[derive(Clone, Copy)]
+struct SourceFile<'n> {
+    /// Its path in the prefix.
+    rel: &'n str,
+    size: u64,
+    /// Where it is in the store, when it is not under the prefix's
+    /// directory.
+    stored: Option<&'n Stored>,
 }
 
 /// Split one prefix tree: fat binaries are offloaded (host-only binary to
@@ -284,6 +300,7 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
     let input = Input {
         owned: false,
         shown: layout.source,
+        store: None,
     };
     split_nodes(layout, opts, &nodes, &input, &mut report)?;
     Ok(report.finish())
@@ -297,6 +314,8 @@ pub(crate) struct Input<'a> {
     /// The prefix's name in messages (the directory, or the archive and
     /// the prefix inside it).
     pub shown: &'a Path,
+    /// The store holding the [`Node::Stored`] files, if any.
+    pub store: Option<&'a Store>,
 }
 
 /// Split `nodes` (entries of the prefix at `layout.source`, in path order)
@@ -314,11 +333,11 @@ pub(crate) fn split_nodes(
         p(Progress::Walked {
             prefix: layout.prefix,
             files: files.len() as u64,
-            bytes: files.iter().map(|f| f.1).sum(),
+            bytes: files.iter().map(|f| f.size).sum(),
         });
     }
-    let claims = classify_files(layout.source, &files, opts.databases)?;
-    let results = process_files(layout, opts, &files, &claims, input.owned);
+    let claims = classify(layout.source, &files, opts.databases, input.store)?;
+    let results = process_files(layout, opts, &files, &claims, input);
     refuse_offloaded(input.shown, &results)?;
     let mut unclaimed = Vec::new();
     for (rel, r) in results {
@@ -379,12 +398,12 @@ impl FileError {
 }
 
 /// Create the generic output's directories and symlinks of `nodes`;
-/// returns the regular files (path in the prefix, size).
+/// returns the regular files.
 fn write_skeleton<'n>(
     layout: &PrefixLayout<'_>,
     nodes: &'n [Node],
     report: &mut PrefixReport,
-) -> Result<Vec<(&'n str, u64)>> {
+) -> Result<Vec<SourceFile<'n>>> {
     std::fs::create_dir_all(layout.generic)
         .map_err(|e| Error::io(layout.generic, "cannot create", e))?;
     let mut files = Vec::new();
@@ -399,7 +418,16 @@ fn write_skeleton<'n>(
                 symlink(target, &l).map_err(|e| Error::io(&l, "cannot create symlink", e))?;
                 report.symlinks += 1;
             }
-            Node::File(rel, size) => files.push((rel.as_str(), *size)),
+            Node::File(rel, size) => files.push(SourceFile {
+                rel,
+                size: *size,
+                stored: None,
+            }),
+            Node::Stored(rel, s) => files.push(SourceFile {
+                rel,
+                size: s.len,
+                stored: Some(s),
+            }),
         }
     }
     Ok(files)
@@ -409,22 +437,22 @@ fn write_skeleton<'n>(
 fn process_files(
     layout: &PrefixLayout<'_>,
     opts: &SplitOptions<'_>,
-    files: &[(&str, u64)],
+    files: &[SourceFile<'_>],
     claims: &[Option<Claim>],
-    owned: bool,
+    input: &Input<'_>,
 ) -> FileResults {
     files
         .par_iter()
         .zip(claims.par_iter())
-        .map(|(&(rel, size), claim)| {
-            let r = process_file(layout, opts, rel, size, claim.as_ref(), owned);
+        .map(|(file, claim)| {
+            let r = process_file(layout, opts, file, claim.as_ref(), input);
             if let Some(p) = opts.progress {
                 p(Progress::File {
-                    path: rel,
-                    bytes: size,
+                    path: file.rel,
+                    bytes: file.size,
                 });
             }
-            (rel.to_string(), r)
+            (file.rel.to_string(), r)
         })
         .collect()
 }
@@ -617,20 +645,42 @@ pub fn classify_files(
     files: &[(&str, u64)],
     databases: Option<&dyn Databases>,
 ) -> Result<Vec<Option<Claim>>> {
+    let files: Vec<SourceFile<'_>> = files
+        .iter()
+        .map(|&(rel, size)| SourceFile {
+            rel,
+            size,
+            stored: None,
+        })
+        .collect();
+    classify(root, &files, databases, None)
+}
+
+/// [`classify_files`] of files some of which are in `store`.
+fn classify(
+    root: &Path,
+    files: &[SourceFile<'_>],
+    databases: Option<&dyn Databases>,
+    store: Option<&Store>,
+) -> Result<Vec<Option<Claim>>> {
     let Some(db) = databases else {
         return Ok(vec![None; files.len()]);
     };
     let infos = files
         .par_iter()
-        .map(|&(rel, size)| {
-            let want = db.prefix_bytes_for(rel);
-            let mut info = FileInfo::new(rel, size);
+        .map(|f| {
+            let want = db.prefix_bytes_for(f.rel);
+            let mut info = FileInfo::new(f.rel, f.size);
             if want > 0 {
-                let p = root.join(rel);
-                let f = std::fs::File::open(&p).map_err(|e| Error::io(&p, "cannot open", e))?;
-                f.take(want as u64)
-                    .read_to_end(&mut info.prefix)
-                    .map_err(|e| Error::io(&p, "cannot read", e))?;
+                let p = root.join(f.rel);
+                let read = match (f.stored, store) {
+                    (Some(s), Some(store)) => store.reader().and_then(|mut r| r.prefix(s, want)),
+                    _ => std::fs::File::open(&p).and_then(|f| {
+                        let mut v = Vec::new();
+                        f.take(want as u64).read_to_end(&mut v).map(|_| v)
+                    }),
+                };
+                info.prefix = read.map_err(|e| Error::io(&p, "cannot read", e))?;
             }
             Ok(info)
         })
@@ -668,14 +718,22 @@ fn place(src: &Path, dst: &Path, owned: bool) -> std::result::Result<u64, FileEr
 fn process_file(
     layout: &PrefixLayout<'_>,
     opts: &SplitOptions<'_>,
-    rel: &str,
-    size: u64,
+    file: &SourceFile<'_>,
     claim: Option<&Claim>,
-    owned: bool,
+    input: &Input<'_>,
 ) -> std::result::Result<FileResult, FileError> {
+    let (rel, owned) = (file.rel, input.owned);
     let src = layout.source.join(rel);
+    // A file kept as it is: moved or copied from the prefix, or placed
+    // from the store.
+    let keep = |dst: &Path| match (file.stored, input.store) {
+        (Some(s), Some(store)) => store
+            .place(s, dst)
+            .map_err(FileError::io(format!("cannot write {}", dst.display()))),
+        _ => place(&src, dst, owned),
+    };
     let mut r = FileResult {
-        bytes_in: size,
+        bytes_in: file.size,
         ..Default::default()
     };
     if let Some(c) = claim {
@@ -687,17 +745,21 @@ fn process_file(
             }
             Classification::Arch(key) => {
                 let arch = arch_dir_name(key);
-                let n = place(&src, &(layout.arch)(&arch).join(rel), owned)?;
+                let n = keep(&(layout.arch)(&arch).join(rel))?;
                 r.arch_bytes.push((arch, n));
             }
             Classification::Generic => {
-                r.generic_bytes = place(&src, &layout.generic.join(rel), owned)?;
+                r.generic_bytes = keep(&layout.generic.join(rel))?;
             }
         }
         r.database = Some((c.handler.clone(), c.classification.to_string()));
         return Ok(r);
     }
-    let kind = FileKind::of_path(&src).map_err(FileError::io("cannot read"))?;
+    // Only plain files are stored.
+    let kind = match file.stored {
+        Some(_) => FileKind::Other,
+        None => FileKind::of_path(&src).map_err(FileError::io("cannot read"))?,
+    };
     if kind.is_host_binary() {
         return host_binary(layout, opts, rel, &src, owned, r);
     }
@@ -712,7 +774,7 @@ fn process_file(
         let name = rel.rsplit('/').next().unwrap_or(rel);
         r.unclaimed_target = kpack_amdgpu::find_target(name).map(|t| t.to_string());
     }
-    r.generic_bytes = place(&src, &layout.generic.join(rel), owned)?;
+    r.generic_bytes = keep(&layout.generic.join(rel))?;
     Ok(r)
 }
 

@@ -310,7 +310,7 @@ pub fn recombine_with(
     let (outputs, made) = found.stage(config, &staged.tree())?;
     let names = crate::artifact::output_names(&outputs, opts.output_format);
     if opts.output_format == crate::OutputFormat::TarZst {
-        crate::artifact::pack_outputs(&staged.tree(), &outputs, opts.mtime)?;
+        crate::artifact::pack_outputs(&staged.tree(), &outputs, opts.mtime, None, None)?;
     }
     for o in &names {
         match crate::artifact::existing_output(&staged.tree().join(o), &out.join(o), opts.replace) {

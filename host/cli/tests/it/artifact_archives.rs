@@ -250,6 +250,26 @@ fn archive_outputs_are_reproducible_and_hold_the_directory_outputs() {
         let into = tmp.join("unpacked").join(o);
         let headers = unpack(&j1.join(format!("{o}.tar.zst")), &into);
         assert_eq!(headers[0].0, "artifact_manifest.txt");
+        // Then every member in path order, component by component (plain
+        // files, kept in the split's store, merged with the rest).
+        let paths: Vec<Vec<&str>> = headers[1..]
+            .iter()
+            .map(|h| h.0.trim_end_matches('/').split('/').collect())
+            .collect();
+        assert!(paths.windows(2).all(|w| w[0] < w[1]), "{paths:?}");
+        if o == "blas_lib_generic" {
+            // The hard link stays one: the first name in path order is the
+            // file, the other links to it.
+            let kind = |name: &str| {
+                headers
+                    .iter()
+                    .find(|h| h.0.ends_with(name))
+                    .map(|h| h.1)
+                    .unwrap()
+            };
+            assert_eq!(kind("include/rocblas-copy.h"), tar::EntryType::Regular);
+            assert_eq!(kind("include/rocblas.h"), tar::EntryType::Link);
+        }
         assert!(
             headers.iter().all(|h| h.3 == 0 && h.4 == 0 && h.5 == 0),
             "{headers:?}"

@@ -7,7 +7,7 @@
 //! needs random access to be offloaded), then the prefix splitter
 //! ([`split_nodes`]) processes them and *moves* each kept file into its
 //! output, so a copied file is written once. Disk beside the outputs and
-//! memory stay bounded by one batch whatever the archive's size.
+//! memory stay bounded by a few batches whatever the archive's size.
 //!
 //! Symlinks are recreated as they are, permission bits kept, and hard
 //! links stay hard links: a link to a file of the same batch is linked in
@@ -15,26 +15,35 @@
 //! own), a link to a file of an earlier batch is linked to that file's
 //! output when it was copied unchanged.
 
-use std::collections::BTreeMap;
-use std::io::Read;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::SyncSender;
+
+use kpack_binary::{FileKind, HEAD_LEN};
 
 use crate::artifact::{ArtifactInput, ArtifactReport};
 use crate::codec::{Codec, artifact_archive_stem};
 use crate::error::{Error, ErrorKind, Result, error_chain};
 use crate::manifest::{MANIFEST, parse_manifest};
 use crate::prefix::{Input, Node, PrefixLayout, PrefixReport, SplitOptions, split_nodes};
+use crate::remover::Remover;
+use crate::store::{Store, StoreWriter, Stored};
 
-/// Spooled bytes after which a batch is split.
+/// Spooled bytes after which a batch is handed to the splitter.
 const BATCH_BYTES: u64 = 512 << 20;
-/// Spooled files after which a batch is split.
+/// Spooled files after which a batch is handed to the splitter.
 const BATCH_FILES: usize = 4096;
 /// The largest `artifact_manifest.txt` read.
 const MANIFEST_LIMIT: u64 = 1 << 20;
 
-/// The entries of one prefix gathered so far, spooled under `root`.
+/// The entries of one prefix gathered so far, spooled under
+/// `dir/<prefix>`.
 struct Batch {
     prefix: String,
+    /// This batch's own spool directory: the next batch is read into
+    /// another while this one is split.
+    dir: PathBuf,
     nodes: Vec<Node>,
     bytes: u64,
 }
@@ -47,17 +56,40 @@ struct LateLink {
     target: String,
 }
 
-/// The state of one archive's split.
-struct Reader<'a> {
+/// The reading side of an archive's split (its own thread): decompresses
+/// the archive, spools each batch of entries and hands it over.
+struct Spooler<'a> {
     archive: &'a Path,
-    stage: &'a Path,
-    generic_root: PathBuf,
-    component: &'a str,
-    spool: tempfile::TempDir,
+    spool: &'a Path,
+    generic_root: &'a Path,
     prefixes: Vec<String>,
-    reports: BTreeMap<String, PrefixReport>,
     batch: Option<Batch>,
+    batches: usize,
+    /// The prefixes that held entries.
+    seen: BTreeSet<String>,
     late_links: Vec<LateLink>,
+    handover: SyncSender<Batch>,
+    store: StoreWriter,
+    /// Every stored member, by path (a hard link to one is stored too).
+    stored: HashMap<String, Stored>,
+}
+
+/// What the reading side found besides its batches.
+struct Spooled {
+    prefixes: Vec<String>,
+    seen: BTreeSet<String>,
+    late_links: Vec<LateLink>,
+    stored: HashMap<String, Stored>,
+}
+
+/// The splitting side: splits each batch handed over, in archive order.
+struct Splitter<'a> {
+    archive: &'a Path,
+    store: &'a Store,
+    stage: &'a Path,
+    generic_root: &'a Path,
+    component: &'a str,
+    reports: BTreeMap<String, PrefixReport>,
 }
 
 /// Split the artifact archive `input.dir` into `stage`
@@ -67,9 +99,11 @@ pub(crate) fn split_archive(
     input: &ArtifactInput,
     stage: &Path,
     opts: &SplitOptions<'_>,
+    store: &Store,
+    remover: &Remover,
     rep: &mut ArtifactReport,
 ) -> Vec<String> {
-    match read_archive(input, stage, opts) {
+    match read_archive(input, stage, opts, store, remover) {
         Ok((processed, reports, warnings)) => {
             rep.warnings.extend(warnings);
             for r in reports {
@@ -86,33 +120,91 @@ pub(crate) fn split_archive(
 
 type Read3 = (Vec<String>, Vec<PrefixReport>, Vec<String>);
 
-fn read_archive(input: &ArtifactInput, stage: &Path, opts: &SplitOptions<'_>) -> Result<Read3> {
-    let path = &input.dir;
-    let mut tar = open_artifact(path)?;
-    let mut entries = tar
-        .entries()
-        .map_err(|e| Error::io(path, "cannot read the archive", e))?;
-    let prefixes = read_manifest_member(path, entries.next())?;
+/// Read the archive on one thread while the batches it spools are split on
+/// this one (and the rayon pool): decompressing the next batch overlaps
+/// splitting the last. At most two batches are spooled at once; plain
+/// files go to `store` instead.
+fn read_archive(
+    input: &ArtifactInput,
+    stage: &Path,
+    opts: &SplitOptions<'_>,
+    store: &Store,
+    remover: &Remover,
+) -> Result<Read3> {
+    let archive = input.dir.as_path();
     let spool = kpack_fsafe::temp_dir_in(stage, "spool")
         .map_err(|e| Error::io(stage, "cannot create a spool directory", e))?;
-    let mut reader = Reader {
-        archive: path,
+    let generic_root = stage.join(format!("{}_generic", input.component));
+    let mut splitter = Splitter {
+        archive,
+        store,
         stage,
-        generic_root: stage.join(format!("{}_generic", input.component)),
+        generic_root: &generic_root,
         component: &input.component,
-        spool,
         reports: BTreeMap::new(),
+    };
+    let (handover, batches) = std::sync::mpsc::sync_channel(0);
+    let (read, split) = std::thread::scope(|s| {
+        let reader =
+            s.spawn(|| spool_archive(archive, spool.path(), &generic_root, store, handover));
+        let split = batches
+            .iter()
+            .try_for_each(|b| splitter.split(b, opts, remover));
+        // Splitting failed: the reader stops at its next handover.
+        drop(batches);
+        (reader.join(), split)
+    });
+    remover.remove(spool.keep());
+    let read =
+        read.map_err(|_| Error::invalid(archive, "internal: the archive reader panicked"))?;
+    // A splitting error first: it is what stopped the reader.
+    split?;
+    let read = read?;
+    splitter.make_late_links(&read)?;
+    Ok(splitter.finish(&read))
+}
+
+/// The reading side: every member of `archive` after its manifest, spooled
+/// in batches handed over through `handover`.
+fn spool_archive(
+    archive: &Path,
+    spool: &Path,
+    generic_root: &Path,
+    store: &Store,
+    handover: SyncSender<Batch>,
+) -> Result<Spooled> {
+    let store = store
+        .writer()
+        .map_err(|e| Error::io(spool, "cannot write the store", e))?;
+    let mut tar = open_artifact(archive)?;
+    let mut entries = tar
+        .entries()
+        .map_err(|e| Error::io(archive, "cannot read the archive", e))?;
+    let prefixes = read_manifest_member(archive, entries.next())?;
+    let mut spooler = Spooler {
+        archive,
+        spool,
+        generic_root,
         prefixes,
         batch: None,
+        batches: 0,
+        seen: BTreeSet::new(),
         late_links: Vec::new(),
+        handover,
+        store,
+        stored: HashMap::new(),
     };
     for entry in entries {
-        let entry = entry.map_err(|e| Error::io(path, "cannot read the archive", e))?;
-        reader.entry(entry, opts)?;
+        let entry = entry.map_err(|e| Error::io(archive, "cannot read the archive", e))?;
+        spooler.entry(entry)?;
     }
-    reader.flush(opts)?;
-    reader.make_late_links()?;
-    Ok(reader.finish())
+    spooler.hand_over()?;
+    Ok(Spooled {
+        prefixes: spooler.prefixes,
+        seen: spooler.seen,
+        late_links: spooler.late_links,
+        stored: spooler.stored,
+    })
 }
 
 /// The first member: the artifact's manifest, parsed.
@@ -191,13 +283,9 @@ fn prefix_of<'p>(prefixes: &'p [String], path: &str) -> Option<(&'p str, String)
         .max_by_key(|(p, _)| p.len())
 }
 
-impl Reader<'_> {
+impl Spooler<'_> {
     /// Take one member.
-    fn entry<R: Read>(
-        &mut self,
-        mut entry: tar::Entry<'_, R>,
-        opts: &SplitOptions<'_>,
-    ) -> Result<()> {
+    fn entry<R: Read>(&mut self, mut entry: tar::Entry<'_, R>) -> Result<()> {
         use tar::EntryType as T;
         let kind = entry.header().entry_type();
         if matches!(kind, T::XGlobalHeader) {
@@ -229,20 +317,22 @@ impl Reader<'_> {
         };
         let prefix = prefix.to_string();
         if self.batch.as_ref().is_some_and(|b| b.prefix != prefix) {
-            self.flush(opts)?;
+            self.hand_over()?;
         }
-        self.reports
-            .entry(prefix.clone())
-            .or_insert_with(|| PrefixReport::new(&prefix));
+        self.seen.insert(prefix.clone());
         if rel.is_empty() {
             return self.prefix_root(&prefix, &path, kind, &entry, at);
         }
-        let batch = self.batch.get_or_insert_with(|| Batch {
-            prefix: prefix.clone(),
-            nodes: Vec::new(),
-            bytes: 0,
+        let batch = self.batch.get_or_insert_with(|| {
+            self.batches += 1;
+            Batch {
+                prefix: prefix.clone(),
+                dir: self.spool.join(self.batches.to_string()),
+                nodes: Vec::new(),
+                bytes: 0,
+            }
         });
-        let spooled = self.spool.path().join(&prefix).join(&rel);
+        let spooled = batch.dir.join(&prefix).join(&rel);
         match kind {
             T::Directory => batch.nodes.push(Node::Dir(rel)),
             T::Symlink => {
@@ -254,10 +344,25 @@ impl Reader<'_> {
             }
             T::Regular | T::Continuous => {
                 let mode = entry.header().mode().unwrap_or(0o644);
-                let size = spool_file(&mut entry, &spooled, mode)
-                    .map_err(|e| Error::io(self.archive.join(&path), "cannot spool", e))?;
-                batch.bytes += size;
-                batch.nodes.push(Node::File(rel, size));
+                let shown = || self.archive.join(&path);
+                let mut head = Vec::with_capacity(HEAD_LEN);
+                (&mut entry)
+                    .take(HEAD_LEN as u64)
+                    .read_to_end(&mut head)
+                    .map_err(|e| Error::io(shown(), "cannot read", e))?;
+                if is_plain(&head) {
+                    let s = self
+                        .store
+                        .append(&head, &mut entry, mode & 0o111 != 0)
+                        .map_err(|e| Error::io(shown(), "cannot store", e))?;
+                    self.stored.insert(path.clone(), s);
+                    batch.nodes.push(Node::Stored(rel, s));
+                } else {
+                    let size = spool_file(&head, &mut entry, &spooled, mode)
+                        .map_err(|e| Error::io(shown(), "cannot spool", e))?;
+                    batch.bytes += size;
+                    batch.nodes.push(Node::File(rel, size));
+                }
             }
             T::Link => {
                 let target = entry
@@ -276,8 +381,11 @@ impl Reader<'_> {
                         "hard link to a member outside the manifest",
                     )
                 })?;
-                let from = self.spool.path().join(tp).join(&trel);
-                if from.is_file() {
+                // Only a file of this batch is still in its spool.
+                let from = batch.dir.join(tp).join(&trel);
+                if let Some(s) = self.stored.get(&target) {
+                    batch.nodes.push(Node::Stored(rel, *s));
+                } else if from.is_file() {
                     if let Some(d) = spooled.parent() {
                         std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create", e))?;
                     }
@@ -299,7 +407,7 @@ impl Reader<'_> {
             }
         }
         if batch.bytes >= BATCH_BYTES || batch.nodes.len() >= BATCH_FILES {
-            self.flush(opts)?;
+            self.hand_over()?;
         }
         Ok(())
     }
@@ -337,12 +445,26 @@ impl Reader<'_> {
         ))
     }
 
-    /// Split the spooled batch and empty the spool.
-    fn flush(&mut self, opts: &SplitOptions<'_>) -> Result<()> {
+    /// Hand the spooled batch to the splitting side (waiting until it
+    /// takes it).
+    fn hand_over(&mut self) -> Result<()> {
         let Some(batch) = self.batch.take() else {
             return Ok(());
         };
-        let source = self.spool.path().join(&batch.prefix);
+        // What the batch stored must be readable by the splitting side.
+        self.store
+            .flush()
+            .map_err(|e| Error::io(self.archive, "cannot write the store", e))?;
+        self.handover
+            .send(batch)
+            .map_err(|_| Error::invalid(self.archive, "splitting stopped"))
+    }
+}
+
+impl Splitter<'_> {
+    /// Split one spooled batch, then have its spool removed.
+    fn split(&mut self, batch: Batch, opts: &SplitOptions<'_>, remover: &Remover) -> Result<()> {
+        let source = batch.dir.join(&batch.prefix);
         std::fs::create_dir_all(&source).map_err(|e| Error::io(&source, "cannot create", e))?;
         crate::prefix::refuse_archives(&source, &batch.nodes)?;
         let (stage, c, p) = (self.stage, self.component, batch.prefix.as_str());
@@ -358,41 +480,50 @@ impl Reader<'_> {
         let input = Input {
             owned: true,
             shown: &shown,
+            store: Some(self.store),
         };
         let report = self
             .reports
-            .get_mut(p)
-            .ok_or_else(|| Error::invalid(self.archive, "internal: a batch without its report"))?;
+            .entry(p.to_string())
+            .or_insert_with(|| PrefixReport::new(p));
         split_nodes(&layout, opts, &batch.nodes, &input, report)?;
-        std::fs::remove_dir_all(&source).map_err(|e| Error::io(&source, "cannot remove", e))
+        remover.remove(batch.dir);
+        Ok(())
     }
 
     /// Hard links to files of earlier batches: linked to the target's
     /// output where it was copied unchanged (one output tree holds it).
-    fn make_late_links(&mut self) -> Result<()> {
-        for l in std::mem::take(&mut self.late_links) {
+    fn make_late_links(&mut self, read: &Spooled) -> Result<()> {
+        for l in &read.late_links {
             let offloaded = self
                 .reports
                 .values()
                 .flat_map(|r| &r.binaries)
                 .any(|b| b.kernel_name == l.target);
             let from = self.generic_root.join(&l.target);
-            if offloaded || !from.is_file() {
+            let to = self.generic_root.join(&l.path);
+            let stored = read.stored.get(&l.target);
+            if let Some(s) = stored.filter(|s| self.store.is_placed(s, &from)) {
+                // Placed again: a second link to the same stored bytes.
+                self.store
+                    .place(s, &to)
+                    .map_err(|e| Error::io(&to, "cannot create a hard link", e))?;
+            } else if offloaded || !from.is_file() {
                 return Err(Error::invalid(
                     self.archive,
                     format!(
-                        "member {:?}: hard link to {:?}, which was offloaded or moved to an arch artifact far before it; store it as a file",
+                        "member {:?}: hard link to {:?} in another batch, which was offloaded or moved to an arch artifact; store it as a file",
                         l.path, l.target
                     ),
                 ));
+            } else {
+                if let Some(d) = to.parent() {
+                    std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create", e))?;
+                }
+                std::fs::hard_link(&from, &to)
+                    .map_err(|e| Error::io(&to, "cannot create a hard link", e))?;
             }
-            let to = self.generic_root.join(&l.path);
-            if let Some(d) = to.parent() {
-                std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create", e))?;
-            }
-            std::fs::hard_link(&from, &to)
-                .map_err(|e| Error::io(&to, "cannot create a hard link", e))?;
-            let (p, _) = prefix_of(&self.prefixes, &l.path).ok_or_else(|| {
+            let (p, _) = prefix_of(&read.prefixes, &l.path).ok_or_else(|| {
                 Error::invalid(self.archive, "internal: a link outside the manifest")
             })?;
             if let Some(r) = self.reports.get_mut(p) {
@@ -404,20 +535,20 @@ impl Reader<'_> {
 
     /// The processed prefixes in manifest order, their reports, and a
     /// warning per manifest prefix the archive does not hold.
-    fn finish(mut self) -> Read3 {
+    fn finish(mut self, read: &Spooled) -> Read3 {
         let mut processed = Vec::new();
         let mut reports = Vec::new();
         let mut warnings = Vec::new();
-        for p in &self.prefixes {
-            match self.reports.remove(p) {
-                Some(r) => {
-                    processed.push(p.clone());
-                    reports.push(r.finish());
-                }
-                None => warnings.push(format!(
+        for p in &read.prefixes {
+            if read.seen.contains(p) {
+                let r = self.reports.remove(p);
+                processed.push(p.clone());
+                reports.push(r.unwrap_or_else(|| PrefixReport::new(p)).finish());
+            } else {
+                warnings.push(format!(
                     "{}: prefix listed in the manifest does not exist; skipped",
                     self.archive.join(p).display()
-                )),
+                ));
             }
         }
         (processed, reports, warnings)
@@ -433,13 +564,25 @@ fn bad(archive: &Path, at: u64, path: &str, what: &str) -> Error {
     )
 }
 
-/// Write a regular member's bytes to `path` with its permission bits.
-fn spool_file(entry: &mut impl Read, path: &Path, mode: u32) -> std::io::Result<u64> {
+/// Whether a member whose first bytes are `head` is a plain file: one the
+/// split only places (no binary, bundle, static archive or kpack archive),
+/// which can be stored rather than spooled.
+fn is_plain(head: &[u8]) -> bool {
+    !head.starts_with(b"MZ") && matches!(FileKind::detect(head), FileKind::Other | FileKind::Zip)
+}
+
+/// Write a regular member's bytes (`head`, then the rest of `entry`) to
+/// `path` with its permission bits.
+fn spool_file(head: &[u8], entry: &mut impl Read, path: &Path, mode: u32) -> std::io::Result<u64> {
     if let Some(d) = path.parent() {
         std::fs::create_dir_all(d)?;
     }
-    let mut f = std::fs::File::create(path)?;
-    let n = std::io::copy(entry, &mut f)?;
+    // Large writes (and, through `io::copy`'s use of the buffer, large
+    // reads): a spooled binary is often a gigabyte.
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+    out.write_all(head)?;
+    let n = head.len() as u64 + std::io::copy(entry, &mut out)?;
+    let f = out.into_inner().map_err(|e| e.into_error())?;
     set_mode(&f, mode)?;
     Ok(n)
 }
@@ -564,7 +707,7 @@ pub(crate) fn unpack_artifact(archive: &Path, dst: &Path) -> Result<Vec<String>>
                         ));
                     }
                 } else {
-                    spool_file(&mut entry, &to, mode)
+                    spool_file(&[], &mut entry, &to, mode)
                         .map_err(|e| Error::io(&to, "cannot write", e))?;
                 }
             }

@@ -1,0 +1,238 @@
+//! The store of an artifact archive's split: the plain files of the archive
+//! (no binary, bundle or static archive: nothing kpack needs to read at
+//! random) kept as byte ranges of one temp file instead of a file each.
+//! Creating thousands of small files is what costs most when an archive of
+//! a kernel database is split (a file system allocates an inode for each);
+//! appending to one file does not. The split places a stored file by
+//! recording where it goes, and the archive writer reads it from the store;
+//! only directory output writes it out as a file of its own.
+
+use std::collections::HashMap;
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// One stored file: its bytes in the store, and whether it is executable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stored {
+    offset: u64,
+    pub len: u64,
+    executable: bool,
+}
+
+impl Stored {
+    /// The normalised mode of the file: 0755 when executable, else 0644.
+    pub fn mode(&self) -> u32 {
+        if self.executable { 0o755 } else { 0o644 }
+    }
+
+    /// Where its bytes start in the store (two links to one file share it).
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+}
+
+/// The store: appended to by the archive's reader, read by the split and
+/// the archive writer through handles of their own.
+pub(crate) struct Store {
+    file: tempfile::NamedTempFile,
+    /// Stored files are written out where they are placed (directory
+    /// output) rather than recorded: the first path each was written to,
+    /// by offset (a second link to it becomes a hard link).
+    materialize: Option<Mutex<HashMap<u64, PathBuf>>>,
+    placed: Mutex<Vec<(PathBuf, Stored)>>,
+}
+
+/// The appending side of a [`Store`].
+pub(crate) struct StoreWriter {
+    out: BufWriter<std::fs::File>,
+    at: u64,
+}
+
+impl Store {
+    /// A new, empty store in `dir`; `materialize` for directory output.
+    pub fn create(dir: &Path, materialize: bool) -> std::io::Result<Store> {
+        Ok(Store {
+            file: kpack_fsafe::temp_file_in(dir, "store")?,
+            materialize: materialize.then(Mutex::default),
+            placed: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Its appending side (one at a time).
+    pub fn writer(&self) -> std::io::Result<StoreWriter> {
+        let mut f = self.file.reopen()?;
+        let at = f.seek(SeekFrom::End(0))?;
+        Ok(StoreWriter {
+            out: BufWriter::with_capacity(1 << 20, f),
+            at,
+        })
+    }
+
+    /// A reading handle of its own.
+    pub fn reader(&self) -> std::io::Result<StoreReader> {
+        Ok(StoreReader {
+            file: self.file.reopen()?,
+        })
+    }
+
+    /// Put the stored file `s` at `dst`: written out there (directory
+    /// output; a link to a file written already is hard-linked to it), or
+    /// recorded for the archive writer, its directory created either way.
+    /// Returns its size.
+    pub fn place(&self, s: &Stored, dst: &Path) -> std::io::Result<u64> {
+        if let Some(d) = dst.parent() {
+            std::fs::create_dir_all(d)?;
+        }
+        if let Some(written) = &self.materialize {
+            let mut written = written.lock().unwrap_or_else(|e| e.into_inner());
+            match written.get(&s.offset) {
+                Some(first) => std::fs::hard_link(first, dst)?,
+                None => {
+                    let mut f = std::fs::File::create_new(dst)?;
+                    std::io::copy(&mut self.reader()?.range(s)?, &mut f)?;
+                    set_mode(&f, s.mode())?;
+                    written.insert(s.offset, dst.to_path_buf());
+                }
+            }
+        } else {
+            self.placed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((dst.to_path_buf(), *s));
+        }
+        Ok(s.len)
+    }
+
+    /// Whether `s` was placed at `path`.
+    pub fn is_placed(&self, s: &Stored, path: &Path) -> bool {
+        match &self.materialize {
+            // Written out: a hard link to the file there is as good.
+            Some(_) => path.is_file(),
+            None => self
+                .placed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .any(|(p, x)| p == path && x == s),
+        }
+    }
+
+    /// The stored files placed under `root`, by path relative to it
+    /// (`/`-separated), in no particular order.
+    pub fn placed_under(&self, root: &Path) -> Vec<(String, Stored)> {
+        let placed = self.placed.lock().unwrap_or_else(|e| e.into_inner());
+        placed
+            .iter()
+            .filter_map(|(p, s)| {
+                let rel = p.strip_prefix(root).ok()?;
+                let rel = rel.to_str()?.replace(std::path::MAIN_SEPARATOR, "/");
+                Some((rel, *s))
+            })
+            .collect()
+    }
+}
+
+impl StoreWriter {
+    /// Append a file: `head` (its first bytes, already read) then the rest
+    /// of `rest`.
+    pub fn append(
+        &mut self,
+        head: &[u8],
+        rest: &mut impl Read,
+        executable: bool,
+    ) -> std::io::Result<Stored> {
+        self.out.write_all(head)?;
+        let n = head.len() as u64 + std::io::copy(rest, &mut self.out)?;
+        let s = Stored {
+            offset: self.at,
+            len: n,
+            executable,
+        };
+        self.at += n;
+        Ok(s)
+    }
+
+    /// Make everything appended so far readable through other handles.
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// A reading handle of a [`Store`].
+pub(crate) struct StoreReader {
+    file: std::fs::File,
+}
+
+impl StoreReader {
+    /// The bytes of `s`.
+    pub fn range(&mut self, s: &Stored) -> std::io::Result<impl Read + '_> {
+        self.file.seek(SeekFrom::Start(s.offset))?;
+        Ok((&mut self.file).take(s.len))
+    }
+
+    /// The first `n` bytes of `s` (fewer when it is shorter).
+    pub fn prefix(&mut self, s: &Stored, n: usize) -> std::io::Result<Vec<u8>> {
+        let mut v = Vec::new();
+        self.range(s)?.take(n as u64).read_to_end(&mut v)?;
+        Ok(v)
+    }
+}
+
+#[cfg(unix)]
+fn set_mode(f: &std::fs::File, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    f.set_permissions(std::fs::Permissions::from_mode(mode))
+}
+
+#[cfg(not(unix))]
+fn set_mode(_: &std::fs::File, _: u32) -> std::io::Result<()> {
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appended_files_read_back_whole_and_by_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), false).unwrap();
+        let mut w = store.writer().unwrap();
+        let a = w.append(b"he", &mut &b"llo"[..], false).unwrap();
+        let b = w.append(b"", &mut &b"#!/bin/sh\n"[..], true).unwrap();
+        w.flush().unwrap();
+        let mut r = store.reader().unwrap();
+        let mut got = String::new();
+        r.range(&b).unwrap().read_to_string(&mut got).unwrap();
+        assert_eq!(got, "#!/bin/sh\n");
+        assert_eq!(r.prefix(&a, 3).unwrap(), b"hel");
+        assert_eq!((a.mode(), b.mode()), (0o644, 0o755));
+        assert_ne!(a.offset(), b.offset());
+    }
+
+    #[test]
+    fn placing_records_or_writes_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let recorded = Store::create(dir.path(), false).unwrap();
+        let mut w = recorded.writer().unwrap();
+        let s = w.append(b"abc", &mut std::io::empty(), false).unwrap();
+        w.flush().unwrap();
+        let root = dir.path().join("out");
+        recorded.place(&s, &root.join("x/y.dat")).unwrap();
+        assert!(!root.join("x/y.dat").exists());
+        assert!(root.join("x").is_dir());
+        assert_eq!(
+            recorded.placed_under(&root),
+            vec![("x/y.dat".to_string(), s)]
+        );
+
+        let written = Store::create(dir.path(), true).unwrap();
+        let mut w = written.writer().unwrap();
+        let s = w.append(b"abc", &mut std::io::empty(), false).unwrap();
+        w.flush().unwrap();
+        written.place(&s, &root.join("z.dat")).unwrap();
+        assert_eq!(std::fs::read(root.join("z.dat")).unwrap(), b"abc");
+        assert!(written.placed_under(&root).is_empty());
+    }
+}
