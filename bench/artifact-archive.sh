@@ -86,7 +86,7 @@ for round in $(seq "$rounds"); do
   sync
   T "$work/t-x" bash -c "mkdir -p '$work/x' && tar -I zstd -xf '$ART' -C '$work/x'"
   row "$work/t-x"; xw=$W
-  T "$work/t-split" "$kpack" split "$work/x" --component sparse_lib -o "$work/dir-out" -q ${JOBS:+-j "$JOBS"}
+  T "$work/t-split" "$kpack" split "$work/x" --component sparse_lib -o "$work/dir-out" -q ${JOBS:+-j "$JOBS"} > /dev/null
   row "$work/t-split"; sw=$W; [ "$R" -gt "$sr" ] && sr=$R
   T "$work/t-pack" bash -c "cd '$work/dir-out' && for o in *; do tar -I 'zstd -3 -T0' -cf \"\$o.tar.zst\" -C \"\$o\" .; done"
   row "$work/t-pack"; pw=$W
@@ -94,7 +94,7 @@ for round in $(seq "$rounds"); do
   rm -rf "$work/x"
   # 3. Archive to archives.
   sync
-  T "$work/t-ar" "$kpack" split "$ART" --component sparse_lib -o "$work/ar-out" --output-format tar.zst -q ${JOBS:+-j "$JOBS"}
+  T "$work/t-ar" "$kpack" split "$ART" --component sparse_lib -o "$work/ar-out" --output-format tar.zst -q ${JOBS:+-j "$JOBS"} > /dev/null
   row "$work/t-ar"; aws="$aws $W"; [ "$R" -gt "$ar" ] && ar=$R
   echo "round $round: zstd pass $(echo "$zws" | awk '{print $NF}') s, directory pipeline $(echo "$dws" | awk '{print $NF}') s, archive split $(echo "$aws" | awk '{print $NF}') s" >&2
 done
@@ -131,7 +131,7 @@ sys.exit(1 if bad else 0)
 PY
 rm -rf "$work/dir-out"
 if [ -z "${SKIP_J1:-}" ]; then
-  T "$work/t-j1" "$kpack" split "$ART" --component sparse_lib -o "$work/ar-out-j1" --output-format tar.zst -q -j 1
+  T "$work/t-j1" "$kpack" split "$ART" --component sparse_lib -o "$work/ar-out-j1" --output-format tar.zst -q -j 1 > /dev/null
   row "$work/t-j1"
   if diff -r -q "$work/ar-out" "$work/ar-out-j1" > /dev/null; then
     echo "outputs byte-identical at -j1 (${W} s) and -j${JOBS:-$(nproc)}"
