@@ -13,7 +13,13 @@ pub fn first_difference(a: &Path, b: &Path) -> Option<PathBuf> {
 }
 
 fn diff_at(a: &Path, b: &Path, rel: &Path) -> Option<PathBuf> {
-    let (pa, pb) = (a.join(rel), b.join(rel));
+    // Not `a.join("")`: that ends in a separator, which a file's path
+    // must not (the roots may be files).
+    let at = |root: &Path| match rel.as_os_str().is_empty() {
+        true => root.to_path_buf(),
+        false => root.join(rel),
+    };
+    let (pa, pb) = (at(a), at(b));
     let (Ok(ma), Ok(mb)) = (
         std::fs::symlink_metadata(&pa),
         std::fs::symlink_metadata(&pb),
@@ -129,5 +135,16 @@ mod tests {
         std::fs::remove_file(a.join("lib/extra")).unwrap();
         std::fs::create_dir(b.join(".kpack-tmp-1-split-x")).unwrap();
         assert_eq!(first_difference(&a, &b), None, "temps do not count");
+    }
+
+    #[test]
+    fn files_compare_as_roots_too() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a.tar.zst"), d.path().join("b.tar.zst"));
+        std::fs::write(&a, b"archive").unwrap();
+        std::fs::write(&b, b"archive").unwrap();
+        assert_eq!(first_difference(&a, &b), None);
+        std::fs::write(&b, b"archivf").unwrap();
+        assert_eq!(first_difference(&a, &b), Some(PathBuf::new()));
     }
 }

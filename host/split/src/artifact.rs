@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use kpack_fsafe::{Existing, Order, Outputs};
 use serde::Serialize;
 
-use crate::archive_output::{ARCHIVE_SUFFIX, EQUIVALENCE_SUFFIX, OutputFormat, write_archive_with};
+use crate::archive_output::{
+    ARCHIVE_SUFFIX, EQUIVALENCE_SUFFIX, EquivalenceManifest, OutputFormat, write_archive_with,
+};
 use crate::codec::Codec;
 use crate::error::{Error, ErrorKind, Result, error_chain};
 use crate::manifest::{artifact_dirs, keep_link, prefix_link, read_manifest, write_manifest};
@@ -240,12 +242,27 @@ pub(crate) fn existing_output(
             "{}: already exists with other contents (first difference: {}); not overwritten, pass --replace to replace it",
             dest.display(),
             if first.as_os_str().is_empty() {
-                ".".into()
+                archive_difference(staged, dest).unwrap_or_else(|| ".".into())
             } else {
                 first.display().to_string()
             }
         )),
     }
+}
+
+/// For an output archive or its equivalence manifest: the first file in
+/// which the staged artifact and the existing one differ, from their
+/// manifests.
+fn archive_difference(staged: &Path, dest: &Path) -> Option<String> {
+    let name = staged.file_name()?.to_str()?;
+    let stem = name
+        .strip_suffix(ARCHIVE_SUFFIX)
+        .or_else(|| name.strip_suffix(EQUIVALENCE_SUFFIX))?;
+    let manifest = |beside: &Path| -> Option<EquivalenceManifest> {
+        let p = beside.with_file_name(format!("{stem}{EQUIVALENCE_SUFFIX}"));
+        serde_json::from_slice(&std::fs::read(p).ok()?).ok()
+    };
+    manifest(staged)?.first_difference(&manifest(dest)?)
 }
 
 /// `--archive-per artifact`: every per-binary archive of the artifact, all

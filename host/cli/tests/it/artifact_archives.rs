@@ -213,6 +213,44 @@ fn archive_outputs_are_reproducible_and_hold_the_directory_outputs() {
     let said = split(&archive, &j1, &["--output-format", "tar.zst", "-j", "1"]);
     assert!(said.contains("blas_lib_generic.tar.zst"), "{said}");
     split(&archive, &j2, &["--output-format", "tar.zst", "-j", "2"]);
+    // Shards sharing an output location: identical archives are left
+    // alone, different ones are never replaced without --replace, and the
+    // error names the first differing file inside the artifact.
+    let said = split(&archive, &j1, &["--output-format", "tar.zst"]);
+    assert!(said.contains("identical to the existing output"), "{said}");
+    let other = j1.join("blas_lib_generic.artifact_equivalence.json");
+    let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&other).unwrap()).unwrap();
+    let first = m["files"][1]["path"].as_str().unwrap().to_string();
+    m["files"][1]["sha256"] = "0".repeat(64).into();
+    std::fs::write(&other, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+    let args = |extra: &'static str| {
+        let mut v = vec![
+            "split".to_string(),
+            archive.to_str().unwrap().into(),
+            "-o".into(),
+            j1.to_str().unwrap().into(),
+            "--split-databases".into(),
+            "rocblas,hipblaslt".into(),
+            "--exclude-arch".into(),
+            "gfx1030".into(),
+            "--output-format".into(),
+            "tar.zst".into(),
+        ];
+        if !extra.is_empty() {
+            v.push(extra.into());
+        }
+        v
+    };
+    let refused: Vec<String> = args("");
+    let r = run(&refused.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+    assert!(
+        stderr(&r).contains(&format!("first difference: {first}: contents differ")),
+        "{}",
+        stderr(&r)
+    );
+    let replace = args("--replace");
+    ok(&replace.iter().map(String::as_str).collect::<Vec<_>>());
     // From the directory the hard link is two files: other archive bytes,
     // the same equivalence manifests.
     let j3 = tmp.join("j3");
