@@ -203,44 +203,27 @@ fn members(dir: &Path) -> Result<Vec<Member>> {
 }
 
 /// Add the stored files `stored` to `members` (the manifest first, the
-/// rest in path order), in path order: a file seen again (two links to
-/// one stored file) becomes a hard link to the first.
+/// rest in path order), keeping that order: a stored file seen again (two
+/// links to it) becomes a hard link to the first in path order.
 fn add_stored(members: &mut Vec<Member>, mut stored: Vec<(String, Stored)>) {
     if stored.is_empty() {
         return;
     }
     stored.sort_by(|a, b| a.0.split('/').cmp(b.0.split('/')));
     let mut seen: HashMap<u64, String> = HashMap::new();
+    members.extend(
+        stored
+            .into_iter()
+            .map(|(rel, s)| match seen.get(&s.offset()) {
+                Some(first) => Member::HardLink(rel, first.clone()),
+                None => {
+                    seen.insert(s.offset(), rel.clone());
+                    Member::Stored(rel, s)
+                }
+            }),
+    );
     let first = usize::from(matches!(members.first(), Some(Member::File(p, _)) if p == MANIFEST));
-    let rest = members.split_off(first);
-    let mut stored = stored
-        .into_iter()
-        .map(|(rel, s)| match seen.get(&s.offset()) {
-            Some(first) => Member::HardLink(rel, first.clone()),
-            None => {
-                seen.insert(s.offset(), rel.clone());
-                Member::Stored(rel, s)
-            }
-        })
-        .peekable();
-    // Both are in path order: merge them.
-    let mut rest = rest.into_iter().peekable();
-    loop {
-        let take_stored = match (rest.peek(), stored.peek()) {
-            (Some(a), Some(b)) => b.path().split('/').lt(a.path().split('/')),
-            (None, Some(_)) => true,
-            (_, None) => false,
-        };
-        let next = if take_stored {
-            stored.next()
-        } else {
-            rest.next()
-        };
-        match next {
-            Some(m) => members.push(m),
-            None => break,
-        }
-    }
+    members[first..].sort_by(|a, b| a.path().split('/').cmp(b.path().split('/')));
 }
 
 /// Everything below `dir` (not `dir` itself, symlinks not followed), in
@@ -281,19 +264,24 @@ fn inode(_: &Path) -> Option<(u64, u64)> {
     None
 }
 
-/// The normalised mode of a regular file: 0755 when any execute bit is
-/// set, else 0644.
+/// The permission bits of the regular file at `p` (0644 off Unix).
 fn file_mode(p: &Path) -> u32 {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        if std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & 0o111 != 0) {
-            return 0o755;
+        if let Ok(m) = std::fs::metadata(p) {
+            return m.permissions().mode();
         }
     }
     #[cfg(not(unix))]
     let _ = p;
     0o644
+}
+
+/// The normalised mode of a regular file with permission bits `mode`:
+/// 0755 when any execute bit is set, else 0644.
+fn normalised(mode: u32) -> u32 {
+    if mode & 0o111 != 0 { 0o755 } else { 0o644 }
 }
 
 fn header(kind: tar::EntryType, mode: u32, mtime: u64, size: u64) -> tar::Header {
@@ -337,12 +325,20 @@ fn append<W: Write>(
         Member::File(rel, path) => {
             let f = std::fs::File::open(path)?;
             let size = f.metadata()?.len();
-            append_file(tar, rel, file_mode(path), mtime, size, f, files)
+            append_file(tar, rel, normalised(file_mode(path)), mtime, size, f, files)
         }
         Member::Stored(rel, s) => {
             let store =
                 store.ok_or_else(|| std::io::Error::other("a stored file without its store"))?;
-            append_file(tar, rel, s.mode(), mtime, s.len, store.range(s)?, files)
+            append_file(
+                tar,
+                rel,
+                normalised(s.mode),
+                mtime,
+                s.len,
+                store.range(s)?,
+                files,
+            )
         }
     }
 }

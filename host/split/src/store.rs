@@ -12,20 +12,16 @@ use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-/// One stored file: its bytes in the store, and whether it is executable.
+/// One stored file: its bytes in the store, and its permission bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Stored {
     offset: u64,
     pub len: u64,
-    executable: bool,
+    /// The member's permission bits (`0o777` at most).
+    pub mode: u32,
 }
 
 impl Stored {
-    /// The normalised mode of the file: 0755 when executable, else 0644.
-    pub fn mode(&self) -> u32 {
-        if self.executable { 0o755 } else { 0o644 }
-    }
-
     /// Where its bytes start in the store (two links to one file share it).
     pub fn offset(&self) -> u64 {
         self.offset
@@ -89,9 +85,7 @@ impl Store {
             match written.get(&s.offset) {
                 Some(first) => std::fs::hard_link(first, dst)?,
                 None => {
-                    let mut f = std::fs::File::create_new(dst)?;
-                    std::io::copy(&mut self.reader()?.range(s)?, &mut f)?;
-                    set_mode(&f, s.mode())?;
+                    write_file(&[], &mut self.reader()?.range(s)?, dst, s.mode)?;
                     written.insert(s.offset, dst.to_path_buf());
                 }
             }
@@ -134,20 +128,20 @@ impl Store {
 }
 
 impl StoreWriter {
-    /// Append a file: `head` (its first bytes, already read) then the rest
-    /// of `rest`.
+    /// Append a file with permission bits `mode`: `head` (its first
+    /// bytes, already read) then the rest of `rest`.
     pub fn append(
         &mut self,
         head: &[u8],
         rest: &mut impl Read,
-        executable: bool,
+        mode: u32,
     ) -> std::io::Result<Stored> {
         self.out.write_all(head)?;
         let n = head.len() as u64 + std::io::copy(rest, &mut self.out)?;
         let s = Stored {
             offset: self.at,
             len: n,
-            executable,
+            mode: mode & 0o777,
         };
         self.at += n;
         Ok(s)
@@ -179,10 +173,31 @@ impl StoreReader {
     }
 }
 
+/// Write a file of its own at `path`: `head`, then the rest of `rest`,
+/// with the permission bits of `mode`; returns its size. Large writes (and,
+/// through `io::copy`'s use of the buffer, large reads): a spooled binary
+/// is often a gigabyte.
+pub(crate) fn write_file(
+    head: &[u8],
+    rest: &mut impl Read,
+    path: &Path,
+    mode: u32,
+) -> std::io::Result<u64> {
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d)?;
+    }
+    let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+    out.write_all(head)?;
+    let n = head.len() as u64 + std::io::copy(rest, &mut out)?;
+    let f = out.into_inner().map_err(|e| e.into_error())?;
+    set_mode(&f, mode)?;
+    Ok(n)
+}
+
 #[cfg(unix)]
 fn set_mode(f: &std::fs::File, mode: u32) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    f.set_permissions(std::fs::Permissions::from_mode(mode))
+    f.set_permissions(std::fs::Permissions::from_mode(mode & 0o777))
 }
 
 #[cfg(not(unix))]
@@ -199,15 +214,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path(), false).unwrap();
         let mut w = store.writer().unwrap();
-        let a = w.append(b"he", &mut &b"llo"[..], false).unwrap();
-        let b = w.append(b"", &mut &b"#!/bin/sh\n"[..], true).unwrap();
+        let a = w.append(b"he", &mut &b"llo"[..], 0o644).unwrap();
+        let b = w.append(b"", &mut &b"#!/bin/sh\n"[..], 0o100750).unwrap();
         w.flush().unwrap();
         let mut r = store.reader().unwrap();
         let mut got = String::new();
         r.range(&b).unwrap().read_to_string(&mut got).unwrap();
         assert_eq!(got, "#!/bin/sh\n");
         assert_eq!(r.prefix(&a, 3).unwrap(), b"hel");
-        assert_eq!((a.mode(), b.mode()), (0o644, 0o755));
+        assert_eq!((a.mode, b.mode), (0o644, 0o750));
         assert_ne!(a.offset(), b.offset());
     }
 
@@ -216,7 +231,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let recorded = Store::create(dir.path(), false).unwrap();
         let mut w = recorded.writer().unwrap();
-        let s = w.append(b"abc", &mut std::io::empty(), false).unwrap();
+        let s = w.append(b"abc", &mut std::io::empty(), 0o644).unwrap();
         w.flush().unwrap();
         let root = dir.path().join("out");
         recorded.place(&s, &root.join("x/y.dat")).unwrap();
@@ -229,10 +244,20 @@ mod tests {
 
         let written = Store::create(dir.path(), true).unwrap();
         let mut w = written.writer().unwrap();
-        let s = w.append(b"abc", &mut std::io::empty(), false).unwrap();
+        let s = w.append(b"abc", &mut std::io::empty(), 0o600).unwrap();
         w.flush().unwrap();
         written.place(&s, &root.join("z.dat")).unwrap();
         assert_eq!(std::fs::read(root.join("z.dat")).unwrap(), b"abc");
+        #[cfg(unix)]
+        {
+            // Written out with the member's own permission bits.
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(root.join("z.dat"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
         assert!(written.placed_under(&root).is_empty());
     }
 }

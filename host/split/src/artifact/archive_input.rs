@@ -16,7 +16,7 @@
 //! output when it was copied unchanged.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::SyncSender;
 
@@ -28,7 +28,7 @@ use crate::error::{Error, ErrorKind, Result, error_chain};
 use crate::manifest::{MANIFEST, parse_manifest};
 use crate::prefix::{Input, Node, PrefixLayout, PrefixReport, SplitOptions, split_nodes};
 use crate::remover::Remover;
-use crate::store::{Store, StoreWriter, Stored};
+use crate::store::{Store, StoreWriter, Stored, write_file};
 
 /// Spooled bytes after which a batch is handed to the splitter.
 const BATCH_BYTES: u64 = 512 << 20;
@@ -353,12 +353,12 @@ impl Spooler<'_> {
                 if is_plain(&head) {
                     let s = self
                         .store
-                        .append(&head, &mut entry, mode & 0o111 != 0)
+                        .append(&head, &mut entry, mode)
                         .map_err(|e| Error::io(shown(), "cannot store", e))?;
                     self.stored.insert(path.clone(), s);
                     batch.nodes.push(Node::Stored(rel, s));
                 } else {
-                    let size = spool_file(&head, &mut entry, &spooled, mode)
+                    let size = write_file(&head, &mut entry, &spooled, mode)
                         .map_err(|e| Error::io(shown(), "cannot spool", e))?;
                     batch.bytes += size;
                     batch.nodes.push(Node::File(rel, size));
@@ -571,33 +571,6 @@ fn is_plain(head: &[u8]) -> bool {
     !head.starts_with(b"MZ") && matches!(FileKind::detect(head), FileKind::Other | FileKind::Zip)
 }
 
-/// Write a regular member's bytes (`head`, then the rest of `entry`) to
-/// `path` with its permission bits.
-fn spool_file(head: &[u8], entry: &mut impl Read, path: &Path, mode: u32) -> std::io::Result<u64> {
-    if let Some(d) = path.parent() {
-        std::fs::create_dir_all(d)?;
-    }
-    // Large writes (and, through `io::copy`'s use of the buffer, large
-    // reads): a spooled binary is often a gigabyte.
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
-    out.write_all(head)?;
-    let n = head.len() as u64 + std::io::copy(entry, &mut out)?;
-    let f = out.into_inner().map_err(|e| e.into_error())?;
-    set_mode(&f, mode)?;
-    Ok(n)
-}
-
-#[cfg(unix)]
-fn set_mode(f: &std::fs::File, mode: u32) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    f.set_permissions(std::fs::Permissions::from_mode(mode & 0o777))
-}
-
-#[cfg(not(unix))]
-fn set_mode(_: &std::fs::File, _: u32) -> std::io::Result<()> {
-    Ok(())
-}
-
 /// Open the artifact archive at `path` (its codec sniffed) as a tar stream
 /// and read its manifest, the first member.
 fn open_artifact(path: &Path) -> Result<tar::Archive<Box<dyn Read>>> {
@@ -707,7 +680,7 @@ pub(crate) fn unpack_artifact(archive: &Path, dst: &Path) -> Result<Vec<String>>
                         ));
                     }
                 } else {
-                    spool_file(&[], &mut entry, &to, mode)
+                    write_file(&[], &mut entry, &to, mode)
                         .map_err(|e| Error::io(&to, "cannot write", e))?;
                 }
             }
