@@ -17,7 +17,7 @@ pub(crate) struct Dir {
 }
 
 /// The single normal components of `rel`, or an error for anything else.
-fn components(rel: &Path) -> io::Result<Vec<OsString>> {
+pub(crate) fn components(rel: &Path) -> io::Result<Vec<OsString>> {
     rel.components()
         .map(|c| match c {
             Component::Normal(n) => Ok(n.to_os_string()),
@@ -102,6 +102,64 @@ mod imp {
             rustix::fs::renameat(&from.fd, a, &to.fd, b)?;
             Ok(())
         }
+
+        /// Create the regular file `name` here (exclusive, never through a
+        /// symlink) with the permission bits `mode`.
+        pub(crate) fn create_file(&self, name: &OsStr, mode: u32) -> io::Result<std::fs::File> {
+            let flags =
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let fd = rustix::fs::openat(&self.fd, name, flags, Mode::from_bits_truncate(mode))?;
+            // The umask may have taken bits the member asked for.
+            rustix::fs::fchmod(&fd, Mode::from_bits_truncate(mode))?;
+            Ok(std::fs::File::from(fd))
+        }
+
+        /// Open the regular file `name` here for reading, never through a
+        /// symlink.
+        pub(crate) fn open_file(&self, name: &OsStr) -> io::Result<std::fs::File> {
+            let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+            let fd = rustix::fs::openat(&self.fd, name, flags, Mode::empty())?;
+            let st = rustix::fs::fstat(&fd)?;
+            if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{} is not a regular file", self.path.join(name).display()),
+                ));
+            }
+            Ok(std::fs::File::from(fd))
+        }
+
+        /// What `name` is here (a symlink not followed).
+        pub(crate) fn entry(&self, name: &OsStr) -> Option<crate::tree::Entry> {
+            use crate::tree::Entry;
+            let st = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+            Some(match rustix::fs::FileType::from_raw_mode(st.st_mode) {
+                rustix::fs::FileType::RegularFile => Entry::File,
+                rustix::fs::FileType::Directory => Entry::Dir,
+                rustix::fs::FileType::Symlink => Entry::Symlink,
+                _ => Entry::Other,
+            })
+        }
+
+        /// The target of the symlink `name` here.
+        pub(crate) fn read_link(&self, name: &OsStr) -> io::Result<std::path::PathBuf> {
+            use std::os::unix::ffi::OsStringExt;
+            let t = rustix::fs::readlinkat(&self.fd, name, Vec::new())?;
+            Ok(std::ffi::OsString::from_vec(t.into_bytes()).into())
+        }
+
+        /// Create the symlink `name` here, pointing at `target`.
+        pub(crate) fn symlink(&self, target: &Path, name: &OsStr) -> io::Result<()> {
+            rustix::fs::symlinkat(target, &self.fd, name)?;
+            Ok(())
+        }
+
+        /// Link `from`/`a` (not followed if a symlink) as `to`/`b`.
+        pub(crate) fn hard_link(from: &Dir, a: &OsStr, to: &Dir, b: &OsStr) -> io::Result<()> {
+            rustix::fs::linkat(&from.fd, a, &to.fd, b, AtFlags::empty())?;
+            Ok(())
+        }
     }
 }
 
@@ -149,10 +207,67 @@ mod imp {
         pub(crate) fn rename(from: &Dir, a: &OsStr, to: &Dir, b: &OsStr) -> io::Result<()> {
             std::fs::rename(from.path.join(a), to.path.join(b))
         }
+
+        /// Create the regular file `name` here (exclusive; a symlink there
+        /// is an error).
+        pub(crate) fn create_file(&self, name: &OsStr, _mode: u32) -> io::Result<std::fs::File> {
+            std::fs::File::create_new(self.path.join(name))
+        }
+
+        /// Open the regular file `name` here for reading (not a symlink).
+        pub(crate) fn open_file(&self, name: &OsStr) -> io::Result<std::fs::File> {
+            let p = self.path.join(name);
+            if !std::fs::symlink_metadata(&p)?.is_file() {
+                return Err(symlink_in_the_way(&p));
+            }
+            std::fs::File::open(p)
+        }
+
+        /// What `name` is here (a symlink not followed).
+        pub(crate) fn entry(&self, name: &OsStr) -> Option<crate::tree::Entry> {
+            use crate::tree::Entry;
+            let m = std::fs::symlink_metadata(self.path.join(name)).ok()?;
+            let t = m.file_type();
+            Some(if t.is_symlink() {
+                Entry::Symlink
+            } else if t.is_dir() {
+                Entry::Dir
+            } else if t.is_file() {
+                Entry::File
+            } else {
+                Entry::Other
+            })
+        }
+
+        /// The target of the symlink `name` here.
+        pub(crate) fn read_link(&self, name: &OsStr) -> io::Result<std::path::PathBuf> {
+            std::fs::read_link(self.path.join(name))
+        }
+
+        /// Create the symlink `name` here, pointing at `target`.
+        pub(crate) fn symlink(&self, target: &Path, name: &OsStr) -> io::Result<()> {
+            let link = self.path.join(name);
+            let to_dir = self.path.join(target).is_dir();
+            if to_dir {
+                std::os::windows::fs::symlink_dir(target, link)
+            } else {
+                std::os::windows::fs::symlink_file(target, link)
+            }
+        }
+
+        /// Link `from`/`a` as `to`/`b`.
+        pub(crate) fn hard_link(from: &Dir, a: &OsStr, to: &Dir, b: &OsStr) -> io::Result<()> {
+            std::fs::hard_link(from.path.join(a), to.path.join(b))
+        }
     }
 }
 
 impl Dir {
+    /// The directory's path (for messages).
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// The directory holding `rel` (reached from this one, its missing
     /// directories created and their paths relative to this one appended
     /// to `made`) and `rel`'s last component.
@@ -179,7 +294,7 @@ impl Dir {
     }
 
     /// A second handle on this directory.
-    fn reopen(&self) -> io::Result<Dir> {
+    pub(crate) fn reopen(&self) -> io::Result<Dir> {
         #[cfg(unix)]
         {
             Ok(Dir {

@@ -1,0 +1,185 @@
+//! Writing inside a tree whose paths come from untrusted input (the
+//! members of an archive): every path is reached from the tree's root
+//! handle one component at a time, never through a symlink, and files are
+//! created exclusively, so no name an archive supplies can send a write,
+//! a link or a permission change outside the tree, or onto a file that a
+//! symlink planted earlier points at.
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::dir::Dir;
+
+/// A directory tree written through no-follow directory handles.
+pub struct Tree {
+    root: Dir,
+}
+
+/// What is at a path of a [`Tree`] (a symlink is not followed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symlink.
+    Symlink,
+    /// Anything else (a FIFO, a device, a socket).
+    Other,
+}
+
+impl Tree {
+    /// The tree rooted at the directory `root` (a symlink naming the root
+    /// itself is followed: the root is the caller's choice).
+    pub fn open(root: &Path) -> io::Result<Tree> {
+        Ok(Tree {
+            root: Dir::open(root)?,
+        })
+    }
+
+    /// The root's path.
+    pub fn path(&self) -> &Path {
+        self.root.path()
+    }
+
+    /// Create the directory `rel` and its missing parents; a symlink on
+    /// the way (or at `rel`) is an error.
+    pub fn create_dir_all(&self, rel: &Path) -> io::Result<()> {
+        let mut dir = self.root.reopen()?;
+        for part in crate::dir::components(rel)? {
+            dir = dir.child(&part, true)?.0;
+        }
+        Ok(())
+    }
+
+    /// Create the file `rel` (its missing parents too) with the permission
+    /// bits `mode` (`0o777` at most; ignored where there are none); an
+    /// existing file, a symlink at `rel` or on the way is an error.
+    pub fn create_file(&self, rel: &Path, mode: u32) -> io::Result<File> {
+        let (dir, name) = self.root.walk_to_parent(rel, &mut Vec::new())?;
+        dir.create_file(&name, mode & 0o777)
+    }
+
+    /// Open the existing regular file `rel` for reading, never through a
+    /// symlink.
+    pub fn open_file(&self, rel: &Path) -> io::Result<File> {
+        let (dir, name) = self.parent(rel)?;
+        dir.open_file(&name)
+    }
+
+    /// What is at `rel`, or `None` when nothing is (or a symlink is on the
+    /// way: nothing inside the tree is there).
+    pub fn entry(&self, rel: &Path) -> Option<Entry> {
+        let (dir, name) = self.parent(rel).ok()?;
+        dir.entry(&name)
+    }
+
+    /// The target of the symlink `rel`.
+    pub fn read_link(&self, rel: &Path) -> io::Result<PathBuf> {
+        let (dir, name) = self.parent(rel)?;
+        dir.read_link(&name)
+    }
+
+    /// Create the symlink `rel` pointing at `target` (its missing parents
+    /// too); the link is made, never followed.
+    pub fn symlink(&self, target: &Path, rel: &Path) -> io::Result<()> {
+        let (dir, name) = self.root.walk_to_parent(rel, &mut Vec::new())?;
+        dir.symlink(target, &name)
+    }
+
+    /// Make `rel` a hard link to the regular file `existing` of this tree
+    /// (its missing parents too); neither is reached through a symlink,
+    /// and a symlink at `existing` is refused, not linked.
+    pub fn hard_link(&self, existing: &Path, rel: &Path) -> io::Result<()> {
+        let (from, old) = self.parent(existing)?;
+        if from.entry(&old) != Some(Entry::File) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a regular file", existing.display()),
+            ));
+        }
+        let (to, new) = self.root.walk_to_parent(rel, &mut Vec::new())?;
+        Dir::hard_link(&from, &old, &to, &new)
+    }
+
+    /// The directory holding `rel` (existing, reached without following a
+    /// symlink) and `rel`'s last component.
+    fn parent(&self, rel: &Path) -> io::Result<(Dir, std::ffi::OsString)> {
+        let mut parts = crate::dir::components(rel)?;
+        let Some(last) = parts.pop() else {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "an empty path"));
+        };
+        let mut dir = self.root.reopen()?;
+        for p in parts {
+            dir = dir.child(&p, false)?.0;
+        }
+        Ok((dir, last))
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn tree() -> (tempfile::TempDir, Tree, PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let victim = d.path().join("victim");
+        std::fs::create_dir(&victim).unwrap();
+        std::fs::write(victim.join("passwd"), "keep").unwrap();
+        let t = Tree::open(&root).unwrap();
+        (d, t, victim)
+    }
+
+    #[test]
+    fn files_are_never_written_through_a_symlink() {
+        let (_d, t, victim) = tree();
+        t.symlink(&victim, Path::new("etc")).unwrap();
+        t.symlink(&victim.join("passwd"), Path::new("pw")).unwrap();
+        assert!(t.create_file(Path::new("etc/passwd"), 0o644).is_err());
+        assert!(t.create_file(Path::new("etc/new"), 0o644).is_err());
+        assert!(t.create_file(Path::new("pw"), 0o777).is_err());
+        assert!(t.create_dir_all(Path::new("etc/sub")).is_err());
+        assert!(t.hard_link(Path::new("pw"), Path::new("copy")).is_err());
+        assert_eq!(std::fs::read(victim.join("passwd")).unwrap(), b"keep");
+        assert!(!victim.join("new").exists() && !victim.join("sub").exists());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(victim.join("passwd"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_ne!(mode & 0o777, 0o777);
+    }
+
+    #[test]
+    fn files_links_and_entries_inside_the_tree() {
+        let (_d, t, _victim) = tree();
+        let mut f = t.create_file(Path::new("a/b/c.txt"), 0o640).unwrap();
+        f.write_all(b"hi").unwrap();
+        assert!(
+            t.create_file(Path::new("a/b/c.txt"), 0o640).is_err(),
+            "exclusive"
+        );
+        t.hard_link(Path::new("a/b/c.txt"), Path::new("x/d.txt"))
+            .unwrap();
+        t.symlink(Path::new("b/c.txt"), Path::new("a/l")).unwrap();
+        assert_eq!(t.entry(Path::new("a/b/c.txt")), Some(Entry::File));
+        assert_eq!(t.entry(Path::new("a/b")), Some(Entry::Dir));
+        assert_eq!(t.entry(Path::new("a/l")), Some(Entry::Symlink));
+        assert_eq!(t.entry(Path::new("a/nothing")), None);
+        assert_eq!(t.read_link(Path::new("a/l")).unwrap(), Path::new("b/c.txt"));
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut t.open_file(Path::new("x/d.txt")).unwrap(), &mut s)
+            .unwrap();
+        assert_eq!(s, "hi");
+        assert!(
+            t.open_file(Path::new("a/l")).is_err(),
+            "never opened through a link"
+        );
+        assert!(t.create_file(Path::new("../out"), 0o644).is_err());
+        assert!(t.create_file(Path::new("/abs"), 0o644).is_err());
+    }
+}
