@@ -83,7 +83,7 @@ impl FileKind {
         std::fs::File::open(path)?
             .take(HEAD_LEN as u64)
             .read_to_end(&mut head)?;
-        if head.starts_with(b"MZ") {
+        if FileKind::may_be_pe(&head) {
             // `e_lfanew` may point past the first bytes: ask the PE crate,
             // which reads the signature where it is.
             return Ok(match kpack_pe::is_pe_file(path) {
@@ -107,6 +107,42 @@ impl FileKind {
             self,
             FileKind::Bundle | FileKind::Ccob | FileKind::CodeObject
         )
+    }
+}
+
+/// A compressed stream, by its first bytes: what an artifact archive
+/// (`.tar.zst`, `.tar.xz`, `.tar.gz`) is before its tar is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// zstd (`28 b5 2f fd`).
+    Zstd,
+    /// xz (`fd 37 7a 58 5a 00`).
+    Xz,
+    /// gzip (`1f 8b`).
+    Gzip,
+}
+
+impl Compression {
+    /// The compression of a stream whose first bytes are `head`, if any.
+    pub fn detect(head: &[u8]) -> Option<Compression> {
+        if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+            Some(Compression::Zstd)
+        } else if head.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0]) {
+            Some(Compression::Xz)
+        } else if head.starts_with(&[0x1f, 0x8b]) {
+            Some(Compression::Gzip)
+        } else {
+            None
+        }
+    }
+}
+
+impl FileKind {
+    /// Whether a file whose first bytes are `head` may be a PE image
+    /// (`MZ`): [`FileKind::detect`] says so only when `head` reaches the
+    /// PE signature, so a reader holding fewer bytes asks this.
+    pub fn may_be_pe(head: &[u8]) -> bool {
+        head.starts_with(b"MZ")
     }
 }
 

@@ -32,4 +32,4 @@ mod kind;
 pub use extract::{ExtractFile, ExtractPlan};
 pub use host::{Error, HostBinary, HostFormat, TransformReport};
 pub use inspect::{Inspected, inspect};
-pub use kind::{FileKind, HEAD_LEN};
+pub use kind::{Compression, FileKind, HEAD_LEN};

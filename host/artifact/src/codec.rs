@@ -1,5 +1,6 @@
 //! Artifact archives' compressions: which one a file is (by its first
-//! bytes), its streaming decoder, and the names archives carry.
+//! bytes), its streaming decoder with the limits every untrusted archive
+//! is read under, and the names archives carry.
 
 use std::io::Read;
 use std::path::Path;
@@ -25,46 +26,165 @@ pub fn artifact_archive_stem(name: &str) -> Option<&str> {
 }
 
 impl Codec {
-    /// The codec of the regular file at `path`, from its first bytes, or
-    /// `None` for anything else (a directory, a plain file).
+    /// The codec of the regular file at `path`, from its first bytes (the
+    /// front door's [`kpack_binary::Compression`]), or `None` for anything
+    /// else (a directory, a plain file).
     pub fn sniff(path: &Path) -> Option<Codec> {
         let meta = std::fs::metadata(path).ok()?;
         if !meta.is_file() {
             return None;
         }
-        let mut head = [0u8; 6];
-        let mut f = std::fs::File::open(path).ok()?;
-        f.read_exact(&mut head).ok()?;
-        if head[..4] == [0x28, 0xb5, 0x2f, 0xfd] {
-            Some(Codec::Zstd)
-        } else if head == [0xfd, b'7', b'z', b'X', b'Z', 0] {
-            Some(Codec::Xz)
-        } else if head[..2] == [0x1f, 0x8b] {
-            Some(Codec::Gzip)
-        } else {
-            None
-        }
+        let mut head = Vec::with_capacity(6);
+        std::fs::File::open(path)
+            .ok()?
+            .take(6)
+            .read_to_end(&mut head)
+            .ok()?;
+        Some(match kpack_binary::Compression::detect(&head)? {
+            kpack_binary::Compression::Zstd => Codec::Zstd,
+            kpack_binary::Compression::Xz => Codec::Xz,
+            kpack_binary::Compression::Gzip => Codec::Gzip,
+        })
     }
 
     /// A streaming decoder of `file`, decompressing on a thread of its own
-    /// ahead of the reader (see [`ReadAhead`]).
-    pub(crate) fn decoder(self, file: std::fs::File) -> std::io::Result<Box<dyn Read + Send>> {
-        Ok(Box::new(ReadAhead::start(self.decoder_here(file)?)?))
+    /// ahead of the reader (see [`ReadAhead`]), that stops with an
+    /// [`OverLimit`] error once the archive inflates past `limits`.
+    pub(crate) fn decoder(
+        self,
+        file: std::fs::File,
+        limits: &Limits,
+    ) -> std::io::Result<Box<dyn Read + Send>> {
+        let size = file.metadata()?.len();
+        let inner = self.decoder_here(file, limits)?;
+        let capped = Capped {
+            inner,
+            left: limits.budget(size),
+            limits: *limits,
+            size,
+        };
+        Ok(Box::new(ReadAhead::start(Box::new(capped))?))
     }
 
     /// A streaming decoder of `file` on the reading thread.
-    fn decoder_here(self, file: std::fs::File) -> std::io::Result<Box<dyn Read + Send>> {
+    fn decoder_here(
+        self,
+        file: std::fs::File,
+        limits: &Limits,
+    ) -> std::io::Result<Box<dyn Read + Send>> {
         let file = std::io::BufReader::with_capacity(1 << 20, file);
         Ok(match self {
             Codec::Zstd => {
                 let mut d = zstd::stream::read::Decoder::with_buffer(file)?;
-                // TheRock's level-19 archives may use long windows.
-                d.window_log_max(31)?;
+                // A frame asking for a larger window fails to decode
+                // rather than taking that much memory.
+                d.window_log_max(limits.window_log_max)?;
                 Box::new(d)
             }
             Codec::Xz => Box::new(liblzma::read::XzDecoder::new(file)),
             Codec::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(file)),
         })
+    }
+}
+
+/// Limits on what reading an artifact archive may inflate and allocate,
+/// so a small crafted archive cannot fill the disk or the memory: the
+/// same shape as the wheel reader's (a ratio to the file's size with a
+/// floor, and a total), plus the zstd window the memory budget allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most bytes the archive may inflate to (default 64 GiB).
+    pub max_unpacked_size: u64,
+    /// Most the archive may inflate per byte of the file (default 50:
+    /// TheRock's archives inflate 3 to 10 times; a kernel database's text
+    /// somewhat more). Archives up to [`Limits::RATIO_FLOOR`] unpacked are
+    /// never refused for it.
+    pub max_ratio: u64,
+    /// The largest zstd window accepted, as a power of two (default 27:
+    /// 128 MiB, what `zstd --long` writes; TheRock's archives use 8 MiB).
+    pub window_log_max: u32,
+}
+
+impl Limits {
+    /// An archive may always inflate to this much, whatever its ratio.
+    pub const RATIO_FLOOR: u64 = 64 << 20;
+
+    /// The limits for a run whose memory budget is `budget` bytes: the
+    /// decoder's window may take at most half of it (2^27 for the default
+    /// 256 MiB budget), between 2^20 and zstd's own ceiling of 2^31.
+    pub fn for_memory(budget: u64) -> Limits {
+        let half = (budget / 2).max(1);
+        let log = (63 - half.leading_zeros()).clamp(20, 31);
+        Limits {
+            window_log_max: log,
+            ..Limits::default()
+        }
+    }
+
+    /// Most bytes a file of `bytes` bytes may inflate to.
+    pub fn budget(&self, bytes: u64) -> u64 {
+        self.max_ratio
+            .saturating_mul(bytes)
+            .max(Self::RATIO_FLOOR)
+            .min(self.max_unpacked_size)
+    }
+
+    /// The limits with the total raised to `max` and the ratio lifted:
+    /// raising the total is how a user says "this archive is really that
+    /// big" (`--max-unpacked-size`).
+    pub fn with_max_unpacked_size(self, max: u64) -> Limits {
+        Limits {
+            max_unpacked_size: max,
+            max_ratio: u64::MAX,
+            ..self
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_unpacked_size: 64 << 30,
+            max_ratio: 50,
+            window_log_max: 27,
+        }
+    }
+}
+
+/// The error an archive's decoder stops with once it inflates past its
+/// [`Limits`] (the cause of an I/O error, turned into
+/// [`crate::ErrorKind::TooLarge`]).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the archive inflates past {budget} bytes ({what}); if it really is that big, pass --max-unpacked-size"
+)]
+pub struct OverLimit {
+    budget: u64,
+    what: String,
+}
+
+/// A decoder that counts what it gives out and fails past its budget.
+struct Capped {
+    inner: Box<dyn Read + Send>,
+    left: u64,
+    limits: Limits,
+    size: u64,
+}
+
+impl Read for Capped {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n as u64 > self.left {
+            let budget = self.limits.budget(self.size);
+            let what = if budget == self.limits.max_unpacked_size {
+                "the most any archive may".to_string()
+            } else {
+                format!("{}x its {} bytes", self.limits.max_ratio, self.size)
+            };
+            return Err(std::io::Error::other(OverLimit { budget, what }));
+        }
+        self.left -= n as u64;
+        Ok(n)
     }
 }
 

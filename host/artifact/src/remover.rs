@@ -7,7 +7,7 @@ use std::sync::mpsc::Sender;
 
 /// Removes directories on a thread of its own; dropping it waits for
 /// every removal.
-pub(crate) struct Remover {
+pub struct Remover {
     queue: Option<Sender<PathBuf>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }

@@ -121,7 +121,7 @@ pub fn write_artifact_archive(dir: &Path, dest: &Path, mtime: u64) -> Result<Equ
 
 /// [`write_artifact_archive`] of `dir` with the files of `store` placed
 /// in it.
-pub(crate) fn write_archive_with(
+pub fn write_archive_with(
     dir: &Path,
     dest: &Path,
     mtime: u64,
@@ -228,9 +228,7 @@ fn add_stored(members: &mut Vec<Member>, mut stored: Vec<(String, Stored)>) {
 
 /// Everything below `dir` (not `dir` itself, symlinks not followed), in
 /// file-name order, with its path relative to `dir`, `/`-separated.
-pub(crate) fn sorted_walk(
-    dir: &Path,
-) -> impl Iterator<Item = Result<(walkdir::DirEntry, String)>> + '_ {
+pub fn sorted_walk(dir: &Path) -> impl Iterator<Item = Result<(walkdir::DirEntry, String)>> + '_ {
     walkdir::WalkDir::new(dir)
         .sort_by_file_name()
         .follow_links(false)

@@ -14,8 +14,9 @@ use std::sync::Mutex;
 
 /// One stored file: its bytes in the store, and its permission bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Stored {
+pub struct Stored {
     offset: u64,
+    /// Its size in bytes.
     pub len: u64,
     /// The member's permission bits (`0o777` at most).
     pub mode: u32,
@@ -30,27 +31,34 @@ impl Stored {
 
 /// The store: appended to by the archive's reader, read by the split and
 /// the archive writer through handles of their own.
-pub(crate) struct Store {
+pub struct Store {
     file: tempfile::NamedTempFile,
     /// Stored files are written out where they are placed (directory
-    /// output) rather than recorded: the first path each was written to,
-    /// by offset (a second link to it becomes a hard link).
-    materialize: Option<Mutex<HashMap<u64, PathBuf>>>,
+    /// output) rather than recorded: inside this tree, never through a
+    /// symlink, with the first path each was written to, by offset (a
+    /// second link to it becomes a hard link).
+    materialize: Option<(kpack_fsafe::Tree, Mutex<HashMap<u64, PathBuf>>)>,
     placed: Mutex<Vec<(PathBuf, Stored)>>,
 }
 
 /// The appending side of a [`Store`].
-pub(crate) struct StoreWriter {
+pub struct StoreWriter {
     out: BufWriter<std::fs::File>,
     at: u64,
 }
 
 impl Store {
-    /// A new, empty store in `dir`; `materialize` for directory output.
-    pub fn create(dir: &Path, materialize: bool) -> std::io::Result<Store> {
+    /// A new, empty store in `dir`; with `materialize` (directory
+    /// output), stored files are written out where they are placed,
+    /// inside that directory only.
+    pub fn create(dir: &Path, materialize: Option<&Path>) -> std::io::Result<Store> {
+        let materialize = match materialize {
+            Some(root) => Some((kpack_fsafe::Tree::open(root)?, Mutex::default())),
+            None => None,
+        };
         Ok(Store {
             file: kpack_fsafe::temp_file_in(dir, "store")?,
-            materialize: materialize.then(Mutex::default),
+            materialize,
             placed: Mutex::new(Vec::new()),
         })
     }
@@ -73,27 +81,36 @@ impl Store {
     }
 
     /// Put the stored file `s` at `dst`: written out there (directory
-    /// output; a link to a file written already is hard-linked to it), or
-    /// recorded for the archive writer, its directory created either way.
-    /// Returns its size.
+    /// output, never through a symlink; a link to a file written already
+    /// is hard-linked to it), or recorded for the archive writer, its
+    /// directory created either way. Returns its size.
     pub fn place(&self, s: &Stored, dst: &Path) -> std::io::Result<u64> {
-        if let Some(d) = dst.parent() {
-            std::fs::create_dir_all(d)?;
-        }
-        if let Some(written) = &self.materialize {
-            let mut written = written.lock().unwrap_or_else(|e| e.into_inner());
-            match written.get(&s.offset) {
-                Some(first) => std::fs::hard_link(first, dst)?,
-                None => {
-                    write_file(&[], &mut self.reader()?.range(s)?, dst, s.mode)?;
-                    written.insert(s.offset, dst.to_path_buf());
-                }
+        let Some((tree, written)) = &self.materialize else {
+            if let Some(d) = dst.parent() {
+                std::fs::create_dir_all(d)?;
             }
-        } else {
             self.placed
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push((dst.to_path_buf(), *s));
+            return Ok(s.len);
+        };
+        let rel = dst.strip_prefix(tree.path()).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{} is outside the output", dst.display()),
+            )
+        })?;
+        let mut written = written.lock().unwrap_or_else(|e| e.into_inner());
+        match written.get(&s.offset) {
+            Some(first) => tree.hard_link(first, rel)?,
+            None => {
+                let f = tree.create_file(rel, s.mode)?;
+                let mut out = BufWriter::with_capacity(1 << 20, f);
+                std::io::copy(&mut self.reader()?.range(s)?, &mut out)?;
+                out.flush()?;
+                written.insert(s.offset, rel.to_path_buf());
+            }
         }
         Ok(s.len)
     }
@@ -102,7 +119,9 @@ impl Store {
     pub fn is_placed(&self, s: &Stored, path: &Path) -> bool {
         match &self.materialize {
             // Written out: a hard link to the file there is as good.
-            Some(_) => path.is_file(),
+            Some((tree, _)) => path
+                .strip_prefix(tree.path())
+                .is_ok_and(|rel| tree.entry(rel) == Some(kpack_fsafe::Entry::File)),
             None => self
                 .placed
                 .lock()
@@ -154,7 +173,7 @@ impl StoreWriter {
 }
 
 /// A reading handle of a [`Store`].
-pub(crate) struct StoreReader {
+pub struct StoreReader {
     file: std::fs::File,
 }
 
@@ -173,11 +192,12 @@ impl StoreReader {
     }
 }
 
-/// Write a file of its own at `path`: `head`, then the rest of `rest`,
-/// with the permission bits of `mode`; returns its size. Large writes (and,
-/// through `io::copy`'s use of the buffer, large reads): a spooled binary
-/// is often a gigabyte.
-pub(crate) fn write_file(
+/// Write a new file of its own at `path` (an existing name, a symlink
+/// included, is an error: nothing is written through one): `head`, then
+/// the rest of `rest`, with the permission bits of `mode`; returns its
+/// size. Large writes (and, through `io::copy`'s use of the buffer, large
+/// reads): a spooled binary is often a gigabyte.
+pub fn write_file(
     head: &[u8],
     rest: &mut impl Read,
     path: &Path,
@@ -186,7 +206,7 @@ pub(crate) fn write_file(
     if let Some(d) = path.parent() {
         std::fs::create_dir_all(d)?;
     }
-    let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+    let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::create_new(path)?);
     out.write_all(head)?;
     let n = head.len() as u64 + std::io::copy(rest, &mut out)?;
     let f = out.into_inner().map_err(|e| e.into_error())?;
@@ -212,7 +232,7 @@ mod tests {
     #[test]
     fn appended_files_read_back_whole_and_by_prefix() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), false).unwrap();
+        let store = Store::create(dir.path(), None).unwrap();
         let mut w = store.writer().unwrap();
         let a = w.append(b"he", &mut &b"llo"[..], 0o644).unwrap();
         let b = w.append(b"", &mut &b"#!/bin/sh\n"[..], 0o100750).unwrap();
@@ -229,7 +249,7 @@ mod tests {
     #[test]
     fn placing_records_or_writes_out() {
         let dir = tempfile::tempdir().unwrap();
-        let recorded = Store::create(dir.path(), false).unwrap();
+        let recorded = Store::create(dir.path(), None).unwrap();
         let mut w = recorded.writer().unwrap();
         let s = w.append(b"abc", &mut std::io::empty(), 0o644).unwrap();
         w.flush().unwrap();
@@ -242,7 +262,8 @@ mod tests {
             vec![("x/y.dat".to_string(), s)]
         );
 
-        let written = Store::create(dir.path(), true).unwrap();
+        std::fs::create_dir_all(&root).unwrap();
+        let written = Store::create(dir.path(), Some(&root)).unwrap();
         let mut w = written.writer().unwrap();
         let s = w.append(b"abc", &mut std::io::empty(), 0o600).unwrap();
         w.flush().unwrap();
