@@ -281,7 +281,8 @@ fn from_hip(mut det: Detection) -> Detection {
 /// `ROCM_BOOTSTRAP_FORCE_GFX_ARCH`: comma-separated, blanks skipped,
 /// duplicates kept (one GPU each). rocm-bootstrap takes only its known
 /// processor names; target ids with features (`gfx90a:xnack+`) and the
-/// `amdgcn-amd-amdhsa--` prefix are accepted here too.
+/// `amdgcn-amd-amdhsa--` prefix are accepted here too, generic targets
+/// (`gfx11-generic`, code rather than a GPU) are not.
 fn forced(force: &str) -> Result<Detection> {
     let mut gpus = Vec::new();
     for name in force.split(',').map(str::trim).filter(|n| !n.is_empty()) {
@@ -290,7 +291,8 @@ fn forced(force: &str) -> Result<Detection> {
             source,
         })?;
         let p = id.base_processor();
-        if kpack_amdgpu::mach_for_processor(p).is_none() && !kpack_amdgpu::is_generic(p) {
+        // A forced name stands for a GPU: a generic target names code.
+        if kpack_amdgpu::mach_for_processor(p).is_none() || kpack_amdgpu::is_generic(p) {
             return Err(Error::UnknownProcessor(name.to_owned()));
         }
         let node = u32::try_from(gpus.len()).unwrap_or(u32::MAX);
@@ -412,8 +414,13 @@ fn read_properties(path: &Path) -> std::result::Result<Option<String>, String> {
 /// A `properties` file's bytes as text: UTF-8, or the error that says
 /// where it is not.
 fn parse_properties_text(bytes: Vec<u8>) -> std::result::Result<String, String> {
-    String::from_utf8(bytes)
-        .map_err(|e| format!("not UTF-8 text (byte {:#x})", e.utf8_error().valid_up_to()))
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        match e.as_bytes().get(at) {
+            Some(b) => format!("not UTF-8 text (byte {b:#04x} at offset {at:#x})"),
+            None => format!("not UTF-8 text (at offset {at:#x})"),
+        }
+    })
 }
 
 /// The GPU target a KFD `properties` file's bytes describe: `Ok(None)` for

@@ -1,83 +1,49 @@
-//! A wheel-variant provider for AMD GPUs (PEP 825/826 drafts), written
-//! against `std` alone so that an installer can vendor this one file, the
-//! way uv vendors NVIDIA's provider: a namespace, the identity of the
-//! Python plugin it stands in for, and a function returning the ordered
-//! properties of this machine.
+//! The AMD wheel-variant provider (PEP 850 draft) as an installer can
+//! vendor it, the way uv vendors NVIDIA's: a namespace, the identity of the
+//! Python plugin it stands in for, and the values this machine supports.
 //!
-//! The properties are values of `amd :: gfx_arch`, most specific first
-//! along the chain device wheels are grouped by: every detected GPU's
-//! target (`gfx1100`; `gfx1250-strict` is packaged with `gfx1250`, xnack
-//! and sramecc features are dropped), then their sub-families (`gfx110x`),
-//! then their families (`gfx11`), each level in detection order. A machine
-//! with a gfx1100 prefers the `gfx1100` variant, then a `gfx110x` one, then
-//! a `gfx11` one; a GPU no variant names gets none.
+//! The answer is AMD's (rocm-bootstrap 0.3.0,
+//! `rocm_bootstrap.variant_provider:AMDVariantPlugin`): one feature,
+//! `amd :: gfx_arch`, `multi_value`, whose values are the **target-level**
+//! package owners of the GPUs present, in detection order (`gfx1100`;
+//! `gfx1250-strict` is packaged with `gfx1250`; xnack and sramecc features
+//! dropped). A variant built for a sub-family or a family lists every
+//! processor its code serves (`gfx110x` → `gfx1100`, `gfx1101`, …,
+//! [`variant_values`]), so the one answer selects variants of any grouping.
 //!
-//! Detection is rocm-bootstrap's: `ROCM_BOOTSTRAP_DISABLE_DETECTION=1`
-//! means no GPU, `ROCM_BOOTSTRAP_FORCE_GFX_ARCH=gfx942,gfx1100` names the
-//! GPUs, else the KFD topology under `KPACK_SYSFS_ROOT` (default `/sys`).
-//! The Python package `kpack-variant-provider` (in this repository's
-//! `python/variant-provider`) gives the same answers; a test holds the two
-//! and kpack's own detection together.
+//! Detection is this crate's [`detect`](crate::detect) without the HIP
+//! fallback: the overrides, then the KFD topology with its bounds (regular
+//! files only, a size cap, UTF-8), forced names checked. The Python package
+//! `kpack-variant-provider` (`python/variant-provider`) gives the same
+//! answers; a test holds the two together, and both against rocm-bootstrap.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::OnceLock;
+
+use crate::{Detection, Options, detect};
 
 /// The variant namespace.
 pub const NAMESPACE: &str = "amd";
 /// The one feature of the namespace.
 pub const FEATURE: &str = "gfx_arch";
+/// A variant may list several values of the feature (rocm-bootstrap's
+/// `multi_value=True`): it is selected when any one is supported.
+pub const MULTI_VALUE: bool = true;
 /// The Python package this provider stands in for.
 pub const PACKAGE_NAME: &str = "kpack-variant-provider";
 /// Its version.
-pub const PACKAGE_VERSION: &str = "0.1.0";
+pub const PACKAGE_VERSION: &str = "0.2.0";
 /// Its plugin API (`module:object`), as `variant.json` names it.
 pub const PLUGIN_API: &str = "kpack_variant_provider.plugin:AmdVariantPlugin";
 /// The requirement `variant.json` states for it.
-pub const REQUIREMENT: &str = "kpack-variant-provider >= 0.1";
+pub const REQUIREMENT: &str = "kpack-variant-provider >= 0.2";
+/// AMD's provider: the plugin API of rocm-bootstrap's.
+pub const ROCM_BOOTSTRAP_PLUGIN_API: &str = "rocm_bootstrap.variant_provider:AMDVariantPlugin";
+/// AMD's provider: the requirement for it.
+pub const ROCM_BOOTSTRAP_REQUIREMENT: &str = "rocm-bootstrap >= 0.3.0";
 
-/// Sub-family key, family key, member processors (rocm-bootstrap 0.3.0's
-/// packaging hierarchy, as `kpack_amdgpu::SUB_FAMILIES` has it).
-const CHAINS: &[(&str, &str, &[&str])] = &[
-    (
-        "gfx9_0",
-        "gfx9",
-        &[
-            "gfx900", "gfx902", "gfx904", "gfx906", "gfx908", "gfx909", "gfx90a", "gfx90c",
-        ],
-    ),
-    ("gfx9_4", "gfx9", &["gfx942"]),
-    ("gfx9_5", "gfx9", &["gfx950"]),
-    (
-        "gfx10_1",
-        "gfx10",
-        &["gfx1010", "gfx1011", "gfx1012", "gfx1013"],
-    ),
-    (
-        "gfx10_3",
-        "gfx10",
-        &[
-            "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036",
-        ],
-    ),
-    (
-        "gfx110x",
-        "gfx11",
-        &["gfx1100", "gfx1101", "gfx1102", "gfx1103"],
-    ),
-    (
-        "gfx115x",
-        "gfx11",
-        &["gfx1150", "gfx1151", "gfx1152", "gfx1153"],
-    ),
-    ("gfx12_0", "gfx12", &["gfx1200", "gfx1201"]),
-    (
-        "gfx12_5",
-        "gfx12",
-        &["gfx1250", "gfx1250-strict", "gfx1251"],
-    ),
-];
-
-/// Targets packaged with another processor.
+/// Targets packaged with another processor (rocm-bootstrap's
+/// `_OVERRIDE_PACKAGE_OWNERS`).
 const OWNERS: &[(&str, &str)] = &[("gfx1250-strict", "gfx1250")];
 
 /// One supported feature: its name and its values, most preferred first.
@@ -87,12 +53,14 @@ pub struct SupportedFeature {
     pub name: &'static str,
     /// The values, most preferred first.
     pub values: Vec<String>,
+    /// Whether a variant may carry several values ([`MULTI_VALUE`]).
+    pub multi_value: bool,
 }
 
 /// The vendorable provider.
 #[derive(Debug, Default)]
 pub struct AmdVariantProvider {
-    detected: OnceLock<Option<Vec<SupportedFeature>>>,
+    detected: OnceLock<Result<Vec<SupportedFeature>, String>>,
 }
 
 impl AmdVariantProvider {
@@ -123,136 +91,102 @@ impl AmdVariantProvider {
         PACKAGE_VERSION
     }
 
-    /// The properties this machine supports, in order; `None` when no
-    /// AMD GPU is seen. Detected once, from the environment.
-    pub fn properties(&self) -> Option<&[SupportedFeature]> {
+    /// The features this machine supports: empty when no AMD GPU is seen,
+    /// an error when a forced name is not a GPU target. Detected once,
+    /// from the environment.
+    pub fn properties(&self) -> Result<&[SupportedFeature], &str> {
         self.detected
             .get_or_init(|| {
-                let values = properties_for(&detect_targets(&|k| std::env::var(k).ok()));
-                (!values.is_empty()).then(|| {
+                let det = detect(&provider_options(None)).map_err(|e| e.to_string())?;
+                let values = supported(&det);
+                Ok(if values.is_empty() {
+                    Vec::new()
+                } else {
                     vec![SupportedFeature {
                         name: FEATURE,
                         values,
+                        multi_value: MULTI_VALUE,
                     }]
                 })
             })
             .as_deref()
+            .map_err(String::as_str)
     }
 }
 
-/// The processor of a target id: features and the `amdgcn-amd-amdhsa--`
-/// prefix dropped.
-fn processor(target: &str) -> &str {
-    let t = target.trim();
-    let t = t.strip_prefix("amdgcn-amd-amdhsa--").unwrap_or(t);
-    t.split(':').next().unwrap_or(t)
-}
-
-/// `(target, sub-family, family)` keys of a target; sub-family and family
-/// are `None` for a processor rocm-bootstrap does not package.
-pub fn chain(target: &str) -> (String, Option<&'static str>, Option<&'static str>) {
-    let p = processor(target);
-    let owner = OWNERS.iter().find(|(t, _)| *t == p).map_or(p, |(_, o)| o);
-    match CHAINS.iter().find(|(_, _, m)| m.contains(&p)) {
-        Some((sub, fam, _)) => (owner.to_string(), Some(sub), Some(fam)),
-        None => (owner.to_string(), None, None),
+/// The detection options of the provider: the environment's, without the
+/// HIP fallback (rocm-bootstrap reads only the KFD topology on Linux).
+pub fn provider_options(sysfs_root: Option<PathBuf>) -> Options {
+    Options {
+        hip_fallback: false,
+        ..Options::from_env(sysfs_root)
     }
 }
 
-/// The ordered `gfx_arch` values for GPUs of these targets: all targets,
-/// then all sub-families, then all families, each in the given order,
-/// duplicates dropped.
+/// The target-level package of a target id (`gfx90a:xnack+` → `gfx90a`,
+/// `gfx1250-strict` → `gfx1250`; rocm-bootstrap's `package_owner`).
+pub fn owner(target: &str) -> String {
+    let p = kpack_amdgpu::strip_target_prefix(target.trim());
+    let p = p.split(':').next().unwrap_or(p);
+    OWNERS
+        .iter()
+        .find(|(t, _)| *t == p)
+        .map_or(p, |(_, o)| o)
+        .to_string()
+}
+
+/// The `gfx_arch` values for GPUs of these targets: their package owners
+/// in the given order, duplicates dropped.
 pub fn properties_for(targets: &[String]) -> Vec<String> {
-    let chains: Vec<_> = targets.iter().map(|t| chain(t)).collect();
     let mut out: Vec<String> = Vec::new();
-    let mut add = |v: &str| {
-        if !v.is_empty() && !out.iter().any(|o| o == v) {
-            out.push(v.to_string());
+    for t in targets {
+        let v = owner(t);
+        if !v.is_empty() && !out.contains(&v) {
+            out.push(v);
         }
-    };
-    for (t, _, _) in &chains {
-        add(t);
-    }
-    for (_, s, _) in &chains {
-        add(s.unwrap_or_default());
-    }
-    for (_, _, f) in &chains {
-        add(f.unwrap_or_default());
     }
     out
 }
 
-/// Every value the feature can take: all targets, sub-families and
-/// families rocm-bootstrap packages.
+/// The values this detection supports ([`properties_for`] its targets).
+pub fn supported(det: &Detection) -> Vec<String> {
+    properties_for(&det.targets())
+}
+
+/// Every value the feature can take: the target-level packages of every
+/// processor rocm-bootstrap packages, in its hierarchy's order.
 pub fn all_values() -> Vec<String> {
-    let all: Vec<String> = CHAINS
+    let all: Vec<String> = kpack_amdgpu::SUB_FAMILIES
         .iter()
-        .flat_map(|(_, _, m)| m.iter().map(|p| p.to_string()))
+        .flat_map(|s| s.members.iter().map(|p| p.to_string()))
         .collect();
     properties_for(&all)
 }
 
-/// The GPUs' distinct targets, from the environment `var`: disabled,
-/// forced, or the KFD topology (nodes sorted by name as strings, GPU nodes
-/// only), first occurrence first.
-pub fn detect_targets(var: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for t in all_targets(var) {
-        if !out.contains(&t) {
-            out.push(t);
+/// The `gfx_arch` values a variant of device wheel `key` carries: the
+/// processors its code serves, at target level. A target is itself; a
+/// sub-family or family its members (`gfx110x` → `gfx1100` … `gfx1103`);
+/// a generic target the processors it covers. Empty for a key that names
+/// no GPU (SPIR-V, an unknown name).
+pub fn variant_values(key: &str) -> Vec<String> {
+    let key = kpack_amdgpu::archive_group_level(key).map_or(key, |(_, k)| k);
+    let members: Vec<String> = match kpack_amdgpu::key_level(key) {
+        Some(kpack_amdgpu::Level::Family | kpack_amdgpu::Level::SubFamily) => {
+            kpack_amdgpu::SUB_FAMILIES
+                .iter()
+                .filter(|s| s.key == key || s.family == key)
+                .flat_map(|s| s.members.iter().map(|p| p.to_string()))
+                .collect()
         }
-    }
-    out
-}
-
-fn all_targets(var: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
-    if var("ROCM_BOOTSTRAP_DISABLE_DETECTION").as_deref() == Some("1") {
-        return Vec::new();
-    }
-    if let Some(force) = var("ROCM_BOOTSTRAP_FORCE_GFX_ARCH").filter(|f| !f.trim().is_empty()) {
-        return force
-            .split(',')
-            .map(processor)
-            .filter(|p| !p.is_empty())
-            .map(str::to_string)
-            .collect();
-    }
-    let root = var("KPACK_SYSFS_ROOT").unwrap_or_else(|| "/sys".to_string());
-    kfd_targets(&Path::new(&root).join("class/kfd/kfd/topology/nodes"))
-}
-
-fn kfd_targets(nodes: &Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(nodes) else {
-        return Vec::new();
+        _ => match kpack_amdgpu::covered_by(key) {
+            Some(c) => c.iter().map(|p| p.to_string()).collect(),
+            None if kpack_amdgpu::mach_for_processor(kpack_amdgpu::processor_of(key)).is_some()
+                || key.ends_with("-strict") =>
+            {
+                vec![key.to_string()]
+            }
+            None => Vec::new(),
+        },
     };
-    let mut names: Vec<String> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        .collect();
-    names.sort();
-    let mut out = Vec::new();
-    for n in names {
-        let Ok(text) = std::fs::read_to_string(nodes.join(&n).join("properties")) else {
-            continue;
-        };
-        let get = |key: &str| {
-            text.lines().rev().find_map(|l| {
-                let mut w = l.split_whitespace();
-                match (w.next(), w.next(), w.next()) {
-                    (Some(k), Some(v), None) if k == key => v.parse::<u64>().ok(),
-                    _ => None,
-                }
-            })
-        };
-        let (Some(simds), Some(v)) = (get("simd_count"), get("gfx_target_version")) else {
-            continue;
-        };
-        let (major, minor, step) = (v / 10000, (v % 10000) / 100, v % 100);
-        if simds == 0 || major == 0 || minor > 0xf || step > 0xf {
-            continue;
-        }
-        out.push(format!("gfx{major}{minor:x}{step:x}"));
-    }
-    out
+    properties_for(&members)
 }

@@ -172,11 +172,15 @@ fn overrides_win_over_the_topology() {
     assert!(matches!(detect(&o), Err(Error::Forced { name, .. }) if name == "not a target"));
     o.force = Some("gfx90a:xnack+,bogus".into());
     assert!(matches!(detect(&o), Err(Error::UnknownProcessor(name)) if name == "bogus"));
-    o.force = Some("amdgcn-amd-amdhsa--gfx90a:xnack+,gfx11-generic".into());
+    o.force = Some("amdgcn-amd-amdhsa--gfx90a:xnack+,gfx1250-strict".into());
     assert_eq!(
         detect(&o).unwrap().targets(),
-        ["gfx90a:xnack+", "gfx11-generic"]
+        ["gfx90a:xnack+", "gfx1250-strict"]
     );
+    for bad in ["gfx11-generic", "GFX1100", "../../x"] {
+        o.force = Some(bad.into());
+        assert!(detect(&o).is_err(), "{bad}");
+    }
 }
 
 #[test]
@@ -224,7 +228,7 @@ fn a_bad_properties_file_skips_its_node_with_a_note() {
         "{notes}"
     );
     assert!(
-        notes.contains("3/properties: not UTF-8 text (byte 0xd)"),
+        notes.contains("3/properties: not UTF-8 text (byte 0xff at offset 0xd)"),
         "{notes}"
     );
     assert!(
@@ -343,55 +347,50 @@ fn conda_overrides() {
     );
 }
 
-/// The vendorable provider carries its own copy of the packaging chain;
-/// it must be kpack_amdgpu's, for every processor rocm-bootstrap knows.
+/// The provider answers as rocm-bootstrap 0.3.0's `AMDVariantPlugin`:
+/// target-level package owners in detection order, strict targets folded.
 #[test]
-fn provider_chain_is_kpack_amdgpus() {
-    for s in kpack_amdgpu::SUB_FAMILIES {
-        for p in s.members {
-            let c = Chain::of(p).unwrap();
-            let (t, sub, fam) = provider::chain(p);
-            assert_eq!(
-                (t.as_str(), sub, fam),
-                (&*c.target, Some(&*c.sub_family), Some(&*c.family)),
-                "{p}"
-            );
-        }
-    }
-    assert_eq!(
-        provider::chain("gfx803"),
-        ("gfx803".to_string(), None, None)
-    );
-    assert_eq!(
-        provider::chain("amdgcn-amd-amdhsa--gfx90a:xnack+").0,
-        "gfx90a"
-    );
-}
-
-#[test]
-fn provider_orders_most_specific_first() {
+fn provider_reports_target_level_owners() {
     let p =
         |t: &[&str]| provider::properties_for(&t.iter().map(|s| s.to_string()).collect::<Vec<_>>());
-    assert_eq!(p(&["gfx1100"]), ["gfx1100", "gfx110x", "gfx11"]);
+    assert_eq!(p(&["gfx1100"]), ["gfx1100"]);
     assert_eq!(
-        p(&["gfx1100", "gfx942", "gfx1101"]),
-        [
-            "gfx1100", "gfx942", "gfx1101", "gfx110x", "gfx9_4", "gfx11", "gfx9"
-        ]
+        p(&["gfx1100", "gfx942", "gfx1101", "gfx942"]),
+        ["gfx1100", "gfx942", "gfx1101"]
     );
-    assert_eq!(p(&["gfx1250-strict"]), ["gfx1250", "gfx12_5", "gfx12"]);
+    assert_eq!(p(&["gfx1250-strict", "gfx1250"]), ["gfx1250"]);
+    assert_eq!(p(&["amdgcn-amd-amdhsa--gfx90a:xnack+"]), ["gfx90a"]);
     assert_eq!(p(&["gfx803"]), ["gfx803"]);
     assert!(p(&[]).is_empty());
     let all = provider::all_values();
-    assert!(all.iter().all(|v| {
-        v.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-    }));
-    assert!(all.contains(&"gfx9_5".to_string()) && !all.contains(&"gfx1250-strict".to_string()));
+    assert!(all.contains(&"gfx950".to_string()) && !all.contains(&"gfx1250-strict".to_string()));
+    assert!(!all.iter().any(|v| v.contains('_') || v.ends_with('x')));
+    assert!(provider::MULTI_VALUE);
 }
 
-/// The provider's own detection finds what kpack's does, overrides
-/// included.
+/// A variant lists the processors its code serves, at target level.
+#[test]
+fn variant_values_are_the_processors_a_key_serves() {
+    assert_eq!(provider::variant_values("gfx1100"), ["gfx1100"]);
+    assert_eq!(
+        provider::variant_values("gfx110x"),
+        ["gfx1100", "gfx1101", "gfx1102", "gfx1103"]
+    );
+    assert_eq!(
+        provider::variant_values("gfx9-0"),
+        provider::variant_values("gfx9_0")
+    );
+    assert_eq!(provider::variant_values("gfx12_5"), ["gfx1250", "gfx1251"]);
+    assert_eq!(provider::variant_values("gfx11").len(), 8);
+    assert_eq!(
+        provider::variant_values("gfx12-generic"),
+        ["gfx1200", "gfx1201"]
+    );
+    assert!(provider::variant_values("amdgcnspirv").is_empty());
+    assert!(provider::variant_values("../x").is_empty());
+}
+
+/// The provider's detection is kpack's, bounds and overrides included.
 #[test]
 fn provider_detects_as_kpack_does() {
     let root = topology(&[
@@ -401,26 +400,10 @@ fn provider_detects_as_kpack_does() {
         ("2", Some(gpu_props(120001, 30032, 777))),
         ("3", Some(gpu_props(91700, 1, 1))),
     ]);
-    let sysfs = root.path().to_string_lossy().into_owned();
-    let env = |pairs: Vec<(&'static str, String)>| {
-        move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())
-    };
-    let got = provider::detect_targets(&env(vec![("KPACK_SYSFS_ROOT", sysfs.clone())]));
-    assert_eq!(got, detect(&opts(root.path())).unwrap().targets());
-    assert_eq!(got, ["gfx1101", "gfx90a", "gfx1201"]);
-    let forced = env(vec![
-        ("KPACK_SYSFS_ROOT", sysfs.clone()),
-        (
-            "ROCM_BOOTSTRAP_FORCE_GFX_ARCH",
-            "gfx942, gfx90a:xnack+".into(),
-        ),
-    ]);
-    assert_eq!(provider::detect_targets(&forced), ["gfx942", "gfx90a"]);
-    let off = env(vec![
-        ("KPACK_SYSFS_ROOT", sysfs),
-        ("ROCM_BOOTSTRAP_DISABLE_DETECTION", "1".into()),
-    ]);
-    assert!(provider::detect_targets(&off).is_empty());
+    let det = detect(&opts(root.path())).unwrap();
+    assert_eq!(provider::supported(&det), ["gfx1101", "gfx90a", "gfx1201"]);
+    let o = provider::provider_options(Some(root.path().to_path_buf()));
+    assert!(!o.hip_fallback);
     let p = provider::AmdVariantProvider::new();
     assert_eq!(
         (p.namespace(), p.package_name(), p.plugin_api()),

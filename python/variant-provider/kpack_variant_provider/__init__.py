@@ -4,20 +4,24 @@ from kpack_variant_provider.plugin import (
     FEATURE,
     NAMESPACE,
     AmdVariantPlugin,
+    ForcedTargetError,
     all_values,
     chain,
+    detect,
     detect_targets,
     properties_for,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "FEATURE",
     "NAMESPACE",
     "AmdVariantPlugin",
+    "ForcedTargetError",
     "all_values",
     "chain",
+    "detect",
     "detect_targets",
     "properties_for",
 ]
