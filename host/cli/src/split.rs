@@ -71,6 +71,12 @@ pub struct Args {
     /// markers name the archives either way.
     #[arg(long, value_enum, default_value = "binary")]
     archive_per: ArchivePerArg,
+    /// Most bytes an artifact archive input may inflate to (suffixes K, M,
+    /// G, T; default 50 times the archive's size, at least 64M, at most
+    /// 64G). The zstd window an archive may ask for is half of
+    /// --max-memory (128 MiB by default).
+    #[arg(long, value_name = "BYTES", value_parser = kpack_bundle::parse_size)]
+    max_unpacked_size: Option<u64>,
     #[command(flatten)]
     archive: ArchiveArgs,
     #[command(flatten)]
@@ -144,6 +150,10 @@ pub fn run(mut args: Args) -> CliResult {
     opts.archive_group = args.archive.archive_group();
     opts.replace = args.replace;
     opts.budget = args.archive.budget();
+    opts.archive_limits = kpack_split::Limits::for_memory(opts.budget.limit());
+    if let Some(max) = args.max_unpacked_size {
+        opts.archive_limits = opts.archive_limits.with_max_unpacked_size(max);
+    }
     opts.output_format = args.output_format.format();
     opts.mtime = source_date_epoch(0)?;
     opts.archive_per_artifact = args.archive_per == ArchivePerArg::Artifact;

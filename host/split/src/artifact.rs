@@ -10,16 +10,16 @@ use std::path::{Path, PathBuf};
 use kpack_fsafe::{Existing, Order, Outputs};
 use serde::Serialize;
 
-use crate::archive_output::{
-    ARCHIVE_SUFFIX, EQUIVALENCE_SUFFIX, EquivalenceManifest, OutputFormat, write_archive_with,
-};
-use crate::codec::Codec;
 use crate::error::{Error, ErrorKind, Result, error_chain};
 use crate::manifest::{artifact_dirs, keep_link, prefix_link, read_manifest, write_manifest};
 use crate::prefix::{PrefixLayout, PrefixReport, SplitOptions, refuse_split_output, split_prefix};
-use crate::remover::Remover;
-use crate::store::Store;
 use archive_input::split_archive;
+use kpack_artifact::Codec;
+use kpack_artifact::Remover;
+use kpack_artifact::Store;
+use kpack_artifact::{
+    ARCHIVE_SUFFIX, EQUIVALENCE_SUFFIX, EquivalenceManifest, OutputFormat, write_archive_with,
+};
 
 /// One artifact to split.
 #[derive(Debug, Clone)]
@@ -38,7 +38,7 @@ pub struct ArtifactInput {
 /// An artifact archive's name counts without its suffix
 /// (`blas_lib_gfx1100.tar.zst`).
 pub fn component_from_dir_name(name: &str) -> Option<String> {
-    let name = crate::codec::artifact_archive_stem(name).unwrap_or(name);
+    let name = kpack_artifact::artifact_archive_stem(name).unwrap_or(name);
     let (component, family) = name.rsplit_once('_')?;
     if component.is_empty() || family == "generic" {
         return None;
@@ -183,7 +183,8 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     let processed = match prefixes {
         Source::Archive => {
             let scratch = staged.scratch()?;
-            let s = Store::create(&scratch, opts.output_format == OutputFormat::Dir)
+            let materialize = (opts.output_format == OutputFormat::Dir).then_some(stage.as_path());
+            let s = Store::create(&scratch, materialize)
                 .map_err(|e| Error::io(&scratch, "cannot create a store", e))?;
             let r = remover.insert(Remover::start());
             split_archive(input, &stage, &opts, store.insert(s), r, &mut rep)

@@ -14,6 +14,8 @@ pub enum ErrorKind {
     Files,
     /// A destination already exists.
     Exists,
+    /// An artifact archive inflates past its limits.
+    TooLarge,
     /// The input is already kpack split output (it holds a kpack archive
     /// or a binary kpack offloaded): splitting it again is refused.
     AlreadySplit,
@@ -44,6 +46,22 @@ impl From<kpack_fsafe::Error> for Error {
         match source {
             Some(s) => Error::new(kind, None, message).with_source(s),
             None => Error::new(kind, None, message),
+        }
+    }
+}
+
+impl From<kpack_artifact::Error> for Error {
+    fn from(e: kpack_artifact::Error) -> Error {
+        let (kind, path, message, source) = e.into_parts();
+        let kind = match kind {
+            kpack_artifact::ErrorKind::Io => ErrorKind::Io,
+            kpack_artifact::ErrorKind::Invalid => ErrorKind::Invalid,
+            kpack_artifact::ErrorKind::TooLarge => ErrorKind::TooLarge,
+        };
+        let e = Error::new(kind, path, message);
+        match source {
+            Some(s) => e.with_source(s),
+            None => e,
         }
     }
 }

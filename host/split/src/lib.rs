@@ -71,9 +71,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
-mod archive_output;
 mod artifact;
-mod codec;
 mod databases;
 mod error;
 mod gpu;
@@ -83,22 +81,19 @@ mod manifest;
 mod merge;
 mod prefix;
 mod recombine;
-mod remover;
-mod store;
 mod verify;
 
-pub use archive_output::{
-    ARCHIVE_SUFFIX, EQUIVALENCE_SCHEMA, EQUIVALENCE_SUFFIX, EquivalenceFile, EquivalenceManifest,
-    OutputFormat, directory_manifest, write_artifact_archive,
-};
-pub use artifact::archive_input::{archive_manifest, artifact_manifest, unpack_archives};
 pub use artifact::{
     ArtifactInput, ArtifactReport, batch_inputs, component_from_dir_name, split_artifacts,
 };
-pub use codec::{Codec, artifact_archive_stem};
 pub use databases::{Claim, Classification, ClassifyError, Databases, FileInfo};
 pub use error::{Error, ErrorKind, Result};
 pub use gpu::{GpuBinary, GpuKernel, GpuOutcome, GpuReport, explain_gpu};
+pub use kpack_artifact::{
+    ARCHIVE_SUFFIX, Codec, EQUIVALENCE_SCHEMA, EQUIVALENCE_SUFFIX, EquivalenceFile,
+    EquivalenceManifest, Limits, OutputFormat, artifact_archive_stem, directory_manifest,
+    write_artifact_archive,
+};
 pub use loads::{
     ArchiveSeen, LoadedCodeObject, MarkerLoads, marker_loads, marker_loads_with, sha256_hex,
 };

@@ -6,52 +6,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::link::symlink;
 
-/// The manifest's file name inside an artifact directory.
-pub const MANIFEST: &str = "artifact_manifest.txt";
-
-/// Read and validate an artifact's manifest: every prefix relative, without
-/// `..`, `\`, or repeats.
-pub fn read_manifest(artifact: &Path) -> Result<Vec<String>> {
-    let path = artifact.join(MANIFEST);
-    // A manifest that is a symlink (to /etc/passwd, say) is not read through.
-    let meta = std::fs::symlink_metadata(&path)
-        .map_err(|e| Error::io(&path, "cannot read the artifact manifest", e))?;
-    if !meta.is_file() {
-        return Err(Error::invalid(
-            &path,
-            "the artifact manifest is not a regular file (a symlink is not followed)",
-        ));
-    }
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| Error::io(&path, "cannot read the artifact manifest", e))?;
-    parse_manifest(&path, &text)
-}
-
-/// Parse and validate a manifest's text (read from `path`, for messages).
-pub(crate) fn parse_manifest(path: &Path, text: &str) -> Result<Vec<String>> {
-    let mut out: Vec<String> = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let p = line.trim();
-        if p.is_empty() {
-            continue;
-        }
-        let p = p.trim_end_matches('/');
-        if !kpack_fsafe::is_plain_relative(p) {
-            return Err(Error::invalid(
-                path,
-                format!("line {}: prefix {p:?} is not a plain relative path", n + 1),
-            ));
-        }
-        if out.iter().any(|q| q == p) {
-            return Err(Error::invalid(
-                path,
-                format!("line {}: prefix {p:?} is listed twice", n + 1),
-            ));
-        }
-        out.push(p.to_string());
-    }
-    Ok(out)
-}
+pub use kpack_artifact::{MANIFEST, read_manifest, write_manifest};
 
 /// The first component of `prefix` (relative to `artifact`) that is a
 /// symlink, as a relative path (`stage` for `stage/lib` when `stage` is a
@@ -88,20 +43,6 @@ pub(crate) fn keep_link(from: &Path, to: &Path, link: &str) -> Result<()> {
     symlink(&target, &dst).map_err(|e| Error::io(&dst, "cannot create symlink", e))
 }
 
-/// Write a manifest (one prefix per line, in the given order).
-pub fn write_manifest(artifact: &Path, prefixes: &[String]) -> Result<()> {
-    let path = artifact.join(MANIFEST);
-    std::fs::create_dir_all(artifact)
-        .map_err(|e| Error::io(artifact, "cannot create the artifact directory", e))?;
-    let mut text = String::new();
-    for p in prefixes {
-        text.push_str(p);
-        text.push('\n');
-    }
-    std::fs::write(&path, text)
-        .map_err(|e| Error::io(&path, "cannot write the artifact manifest", e))
-}
-
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
@@ -135,8 +76,8 @@ pub(crate) fn artifact_dirs(dir: &Path) -> Result<Vec<String>> {
     for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, "cannot list", e))? {
         let e = e.map_err(|e| Error::io(dir, "cannot list", e))?;
         let name = e.file_name().to_string_lossy().into_owned();
-        let archive = crate::codec::artifact_archive_stem(&name).is_some()
-            && crate::codec::Codec::sniff(&e.path()).is_some();
+        let archive = kpack_artifact::artifact_archive_stem(&name).is_some()
+            && kpack_artifact::Codec::sniff(&e.path()).is_some();
         if archive || e.path().join(MANIFEST).is_file() {
             names.push(e.file_name().to_string_lossy().into_owned());
         }

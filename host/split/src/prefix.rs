@@ -16,7 +16,7 @@ use serde::Serialize;
 use crate::databases::{Claim, Classification, Databases, FileInfo};
 use crate::error::{Error, ErrorKind, Result, error_chain};
 use crate::link::symlink;
-use crate::store::{Store, Stored};
+use kpack_artifact::{Store, Stored};
 
 /// A progress event, for a progress bar.
 #[derive(Debug, Clone, Copy)]
@@ -90,6 +90,9 @@ pub struct SplitOptions<'a> {
     /// by every binary of the run read in parallel; clones of these options
     /// share it. Default [`kpack_bundle::DEFAULT_MEMORY_LIMIT`].
     pub budget: kpack_bundle::MemoryBudget,
+    /// What an artifact archive may inflate to and the zstd window it may
+    /// ask for (`--max-unpacked-size`, `--max-memory`).
+    pub archive_limits: kpack_artifact::Limits,
 }
 
 impl std::fmt::Debug for SplitOptions<'_> {
@@ -124,6 +127,7 @@ impl SplitOptions<'_> {
             archive_per_artifact: false,
             mtime: 0,
             budget: kpack_bundle::MemoryBudget::default(),
+            archive_limits: kpack_artifact::Limits::default(),
         }
     }
 

@@ -10,11 +10,18 @@ use kpack_fsafe::{Existing, Order, Outputs};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::archive_output::sorted_walk;
-use crate::artifact::archive_input::{artifact_manifest, unpack_artifact};
-use crate::codec::{Codec, artifact_archive_stem};
+use kpack_artifact::{Limits, artifact_manifest, sorted_walk, unpack_artifact};
+
+/// The limits recombine reads artifact archives under (its inputs are
+/// split outputs, read with the defaults).
+const LIMITS: Limits = Limits {
+    max_unpacked_size: 64 << 30,
+    max_ratio: 50,
+    window_log_max: 27,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::manifest::{artifact_dirs, keep_link, prefix_link, read_manifest, write_manifest};
+use kpack_artifact::{Codec, artifact_archive_stem};
 
 /// One architecture group of the config.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -495,7 +502,10 @@ impl Found {
             for (s, d) in v.iter().filter(|(s, _)| *s != self.primary) {
                 if Codec::sniff(&p).is_some() || Codec::sniff(d).is_some() {
                     // Archives are compared by their files' sha256.
-                    let (a, b) = (artifact_manifest(&p)?, artifact_manifest(d)?);
+                    let (a, b) = (
+                        artifact_manifest(&p, &LIMITS)?,
+                        artifact_manifest(d, &LIMITS)?,
+                    );
                     if let Some(first) = a.first_difference(&b) {
                         rep.errors.push(format!(
                             "{c}: generic artifact of shard {s} differs from the primary's: {first}"
@@ -594,7 +604,7 @@ impl Found {
                 continue;
             };
             if Codec::sniff(dir).is_some() {
-                prefixes.extend(unpack_artifact(dir, dst)?);
+                prefixes.extend(unpack_artifact(dir, dst, &LIMITS)?.0);
                 continue;
             }
             for p in read_manifest(dir)? {
@@ -618,8 +628,8 @@ impl Found {
 /// copied as a link, never read through.
 fn stage_generic(src: &Path, dst: &Path) -> Result<()> {
     if Codec::sniff(src).is_some() {
-        let kept = unpack_artifact(src, dst)?;
-        return write_manifest(dst, &kept);
+        let (kept, _) = unpack_artifact(src, dst, &LIMITS)?;
+        return Ok(write_manifest(dst, &kept)?);
     }
     let prefixes = read_manifest(src)?;
     let mut kept = Vec::new();
@@ -632,7 +642,7 @@ fn stage_generic(src: &Path, dst: &Path) -> Result<()> {
             kept.push(p.clone());
         }
     }
-    write_manifest(dst, &kept)
+    Ok(write_manifest(dst, &kept)?)
 }
 
 /// [`RECORD`] in `out` with `made` added (a second run with another

@@ -141,7 +141,9 @@ fn verify_archives(d: &Path, rep: &mut VerifyReport) -> Result<bool> {
                 e,
             )
         })?;
-    let unpacked = crate::artifact::archive_input::unpack_archives(d, tmp.path())?;
+    let unpacked =
+        kpack_artifact::unpack_archives(d, tmp.path(), &kpack_artifact::Limits::default())?
+            .artifacts;
     if unpacked.is_empty() {
         return Ok(false);
     }

@@ -9,33 +9,33 @@
 //! output, so a copied file is written once. Disk beside the outputs and
 //! memory stay bounded by a few batches whatever the archive's size.
 //!
-//! Symlinks are recreated as they are, permission bits kept, and hard
-//! links stay hard links: a link to a file of the same batch is linked in
-//! the spool (and split as the directory walk would see it: a file of its
-//! own), a link to a file of an earlier batch is linked to that file's
-//! output when it was copied unchanged.
+//! Members come through [`kpack_artifact::walk`], which checks every name
+//! and link once. Symlinks are recreated as they are, after every file of
+//! the artifact is in place (nothing is written while a symlink member
+//! exists in the output), permission bits kept, and hard links stay hard
+//! links: a link to a file of the same batch is linked in the spool (and
+//! split as the directory walk would see it: a file of its own), a link to
+//! a file of an earlier batch is linked to that file's output when it was
+//! copied unchanged.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::SyncSender;
 
+use kpack_artifact::{
+    Event, Limits, Member, MemberKind, Remover, Store, StoreWriter, Stored, walk, write_file,
+};
 use kpack_binary::{FileKind, HEAD_LEN};
 
 use crate::artifact::{ArtifactInput, ArtifactReport};
-use crate::codec::{Codec, artifact_archive_stem};
-use crate::error::{Error, ErrorKind, Result, error_chain};
-use crate::manifest::{MANIFEST, parse_manifest};
+use crate::error::{Error, Result, error_chain};
 use crate::prefix::{Input, Node, PrefixLayout, PrefixReport, SplitOptions, split_nodes};
-use crate::remover::Remover;
-use crate::store::{Store, StoreWriter, Stored, write_file};
 
 /// Spooled bytes after which a batch is handed to the splitter.
 const BATCH_BYTES: u64 = 512 << 20;
 /// Spooled files after which a batch is handed to the splitter.
 const BATCH_FILES: usize = 4096;
-/// The largest `artifact_manifest.txt` read.
-const MANIFEST_LIMIT: u64 = 1 << 20;
 
 /// The entries of one prefix gathered so far, spooled under
 /// `dir/<prefix>`.
@@ -46,6 +46,14 @@ struct Batch {
     dir: PathBuf,
     nodes: Vec<Node>,
     bytes: u64,
+}
+
+/// A symlink member, made once every file is in place.
+struct LateSymlink {
+    prefix: String,
+    /// Its path in the artifact.
+    path: String,
+    target: PathBuf,
 }
 
 /// A hard link to a file of an earlier batch, made once every batch is done.
@@ -62,12 +70,12 @@ struct Spooler<'a> {
     archive: &'a Path,
     spool: &'a Path,
     generic_root: &'a Path,
-    prefixes: Vec<String>,
     batch: Option<Batch>,
     batches: usize,
     /// The prefixes that held entries.
     seen: BTreeSet<String>,
     late_links: Vec<LateLink>,
+    symlinks: Vec<LateSymlink>,
     handover: SyncSender<Batch>,
     store: StoreWriter,
     /// Every stored member, by path (a hard link to one is stored too).
@@ -79,7 +87,9 @@ struct Spooled {
     prefixes: Vec<String>,
     seen: BTreeSet<String>,
     late_links: Vec<LateLink>,
+    symlinks: Vec<LateSymlink>,
     stored: HashMap<String, Stored>,
+    warnings: Vec<String>,
 }
 
 /// The splitting side: splits each batch handed over, in archive order.
@@ -144,9 +154,18 @@ fn read_archive(
         reports: BTreeMap::new(),
     };
     let (handover, batches) = std::sync::mpsc::sync_channel(0);
+    let limits = &opts.archive_limits;
     let (read, split) = std::thread::scope(|s| {
-        let reader =
-            s.spawn(|| spool_archive(archive, spool.path(), &generic_root, store, handover));
+        let reader = s.spawn(|| {
+            spool_archive(
+                archive,
+                spool.path(),
+                &generic_root,
+                store,
+                limits,
+                handover,
+            )
+        });
         let split = batches
             .iter()
             .try_for_each(|b| splitter.split(b, opts, remover));
@@ -161,6 +180,7 @@ fn read_archive(
     split?;
     let read = read?;
     splitter.make_late_links(&read)?;
+    splitter.make_symlinks(&read)?;
     Ok(splitter.finish(&read))
 }
 
@@ -171,158 +191,60 @@ fn spool_archive(
     spool: &Path,
     generic_root: &Path,
     store: &Store,
+    limits: &Limits,
     handover: SyncSender<Batch>,
 ) -> Result<Spooled> {
     let store = store
         .writer()
         .map_err(|e| Error::io(spool, "cannot write the store", e))?;
-    let mut tar = open_artifact(archive)?;
-    let mut entries = tar
-        .entries()
-        .map_err(|e| Error::io(archive, "cannot read the archive", e))?;
-    let prefixes = read_manifest_member(archive, entries.next())?;
     let mut spooler = Spooler {
         archive,
         spool,
         generic_root,
-        prefixes,
         batch: None,
         batches: 0,
         seen: BTreeSet::new(),
         late_links: Vec::new(),
+        symlinks: Vec::new(),
         handover,
         store,
         stored: HashMap::new(),
     };
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(archive, "cannot read the archive", e))?;
-        spooler.entry(entry)?;
-    }
+    let walked = walk(archive, limits, |event| match event {
+        Event::Manifest(_) => Ok(()),
+        Event::Member(m) => spooler.member(m),
+    })?;
     spooler.hand_over()?;
     Ok(Spooled {
-        prefixes: spooler.prefixes,
+        prefixes: walked.prefixes,
         seen: spooler.seen,
         late_links: spooler.late_links,
+        symlinks: spooler.symlinks,
         stored: spooler.stored,
+        warnings: walked.warnings,
     })
 }
 
-/// The first member: the artifact's manifest, parsed.
-fn read_manifest_member<R: Read>(
-    archive: &Path,
-    first: Option<std::io::Result<tar::Entry<'_, R>>>,
-) -> Result<Vec<String>> {
-    let missing = || {
-        Error::invalid(
-            archive,
-            format!("an artifact archive must have {MANIFEST} as its first member"),
-        )
-    };
-    let entry = first
-        .ok_or_else(missing)?
-        .map_err(|e| Error::io(archive, "cannot read the archive", e))?;
-    let name = member_path(archive, &entry)?;
-    if name != MANIFEST || !entry.header().entry_type().is_file() {
-        return Err(missing());
-    }
-    let mut text = String::new();
-    entry
-        .take(MANIFEST_LIMIT)
-        .read_to_string(&mut text)
-        .map_err(|e| Error::io(archive.join(MANIFEST), "cannot read", e))?;
-    parse_manifest(&archive.join(MANIFEST), &text)
-}
-
-/// A member's path as a plain relative `/`-separated path (`./` and a
-/// trailing `/` dropped); absolute paths and `..` are refused.
-fn member_path<R: Read>(archive: &Path, entry: &tar::Entry<'_, R>) -> Result<String> {
-    let raw = entry.path_bytes().into_owned();
-    let text = String::from_utf8(raw).map_err(|_| {
-        Error::invalid(
-            archive,
-            format!(
-                "member at offset {:#x}: path is not UTF-8",
-                entry.raw_header_position()
-            ),
-        )
-    })?;
-    let mut p = text.as_str();
-    while let Some(rest) = p.strip_prefix("./") {
-        p = rest;
-    }
-    let p = p.trim_end_matches('/');
-    if p.is_empty() || p == "." {
-        return Ok(String::new());
-    }
-    if !kpack_fsafe::is_plain_relative(p) {
-        return Err(Error::invalid(
-            archive,
-            format!(
-                "member {text:?} at offset {:#x}: not a plain relative path",
-                entry.raw_header_position()
-            ),
-        ));
-    }
-    Ok(p.to_string())
-}
-
-/// The manifest prefix `path` lies in (the longest) and its path inside
-/// it (empty for the prefix itself).
-fn prefix_of<'p>(prefixes: &'p [String], path: &str) -> Option<(&'p str, String)> {
-    prefixes
-        .iter()
-        .filter_map(|p| {
-            if path == p {
-                Some((p.as_str(), String::new()))
-            } else {
-                path.strip_prefix(p.as_str())
-                    .and_then(|r| r.strip_prefix('/'))
-                    .map(|r| (p.as_str(), r.to_string()))
-            }
-        })
-        .max_by_key(|(p, _)| p.len())
-}
-
 impl Spooler<'_> {
-    /// Take one member.
-    fn entry<R: Read>(&mut self, mut entry: tar::Entry<'_, R>) -> Result<()> {
-        use tar::EntryType as T;
-        let kind = entry.header().entry_type();
-        if matches!(kind, T::XGlobalHeader) {
-            return Ok(());
-        }
-        let path = member_path(self.archive, &entry)?;
-        let at = entry.raw_header_position();
-        if path.is_empty() && kind.is_dir() {
-            // `./`, the archive's root.
-            return Ok(());
-        }
-        let Some((prefix, rel)) = prefix_of(&self.prefixes, &path) else {
-            // Directories above a prefix carry nothing; anything else
-            // outside the manifest is not part of the artifact.
-            if kind.is_dir()
-                && self
-                    .prefixes
-                    .iter()
-                    .any(|p| p.starts_with(&format!("{path}/")))
-            {
-                return Ok(());
-            }
-            return Err(bad(
-                self.archive,
-                at,
-                &path,
-                "not inside any prefix of the artifact manifest",
-            ));
-        };
-        let prefix = prefix.to_string();
+    /// Take one member (checked by the walk).
+    fn member(&mut self, mut m: Member<'_>) -> Result<()> {
+        let prefix = m.prefix.to_string();
         if self.batch.as_ref().is_some_and(|b| b.prefix != prefix) {
             self.hand_over()?;
         }
         self.seen.insert(prefix.clone());
-        if rel.is_empty() {
-            return self.prefix_root(&prefix, &path, kind, &entry, at);
+        if let MemberKind::Symlink(target) = &m.kind {
+            self.symlinks.push(LateSymlink {
+                prefix,
+                path: m.path.as_str().to_string(),
+                target: target.clone(),
+            });
+            return Ok(());
         }
+        if m.rel.is_empty() {
+            return self.prefix_root(&prefix, &m);
+        }
+        let rel = m.rel.to_string();
         let batch = self.batch.get_or_insert_with(|| {
             self.batches += 1;
             Batch {
@@ -333,57 +255,34 @@ impl Spooler<'_> {
             }
         });
         let spooled = batch.dir.join(&prefix).join(&rel);
-        match kind {
-            T::Directory => batch.nodes.push(Node::Dir(rel)),
-            T::Symlink => {
-                let target = entry
-                    .link_name()
-                    .map_err(|e| Error::io(self.archive, "cannot read the archive", e))?
-                    .ok_or_else(|| bad(self.archive, at, &path, "symlink without a target"))?;
-                batch.nodes.push(Node::Link(rel, target.into_owned()));
-            }
-            T::Regular | T::Continuous => {
-                let mode = entry.header().mode().unwrap_or(0o644);
-                let shown = || self.archive.join(&path);
+        match m.kind.clone() {
+            MemberKind::Dir => batch.nodes.push(Node::Dir(rel)),
+            MemberKind::File { mode, .. } => {
+                let shown = self.archive.join(m.path.as_path());
                 let mut head = Vec::with_capacity(HEAD_LEN);
-                (&mut entry)
+                m.data()
                     .take(HEAD_LEN as u64)
                     .read_to_end(&mut head)
-                    .map_err(|e| Error::io(shown(), "cannot read", e))?;
+                    .map_err(|e| Error::io(&shown, "cannot read", e))?;
                 if is_plain(&head) {
                     let s = self
                         .store
-                        .append(&head, &mut entry, mode)
-                        .map_err(|e| Error::io(shown(), "cannot store", e))?;
-                    self.stored.insert(path.clone(), s);
+                        .append(&head, &mut m.data(), mode)
+                        .map_err(|e| Error::io(&shown, "cannot store", e))?;
+                    self.stored.insert(m.path.as_str().to_string(), s);
                     batch.nodes.push(Node::Stored(rel, s));
                 } else {
-                    let size = write_file(&head, &mut entry, &spooled, mode)
-                        .map_err(|e| Error::io(shown(), "cannot spool", e))?;
+                    let size = write_file(&head, &mut m.data(), &spooled, mode)
+                        .map_err(|e| Error::io(&shown, "cannot spool", e))?;
                     batch.bytes += size;
                     batch.nodes.push(Node::File(rel, size));
                 }
             }
-            T::Link => {
-                let target = entry
-                    .link_name_bytes()
-                    .map(|b| {
-                        String::from_utf8_lossy(&b)
-                            .trim_start_matches("./")
-                            .to_string()
-                    })
-                    .ok_or_else(|| bad(self.archive, at, &path, "hard link without a target"))?;
-                let (tp, trel) = prefix_of(&self.prefixes, &target).ok_or_else(|| {
-                    bad(
-                        self.archive,
-                        at,
-                        &path,
-                        "hard link to a member outside the manifest",
-                    )
-                })?;
+            MemberKind::HardLink(target) => {
+                let target = target.as_str();
                 // Only a file of this batch is still in its spool.
-                let from = batch.dir.join(tp).join(&trel);
-                if let Some(s) = self.stored.get(&target) {
+                let from = batch.dir.join(target);
+                if let Some(s) = self.stored.get(target) {
                     batch.nodes.push(Node::Stored(rel, *s));
                 } else if from.is_file() {
                     if let Some(d) = spooled.parent() {
@@ -394,17 +293,13 @@ impl Spooler<'_> {
                     let size = from.metadata().map(|m| m.len()).unwrap_or(0);
                     batch.nodes.push(Node::File(rel, size));
                 } else {
-                    self.late_links.push(LateLink { path, target });
+                    self.late_links.push(LateLink {
+                        path: m.path.as_str().to_string(),
+                        target: target.to_string(),
+                    });
                 }
             }
-            _ => {
-                return Err(bad(
-                    self.archive,
-                    at,
-                    &path,
-                    "not a regular file, directory, symlink or hard link",
-                ));
-            }
+            MemberKind::Symlink(_) => {}
         }
         if batch.bytes >= BATCH_BYTES || batch.nodes.len() >= BATCH_FILES {
             self.hand_over()?;
@@ -412,35 +307,17 @@ impl Spooler<'_> {
         Ok(())
     }
 
-    /// The member that is a prefix itself: a directory, or a symlink kept
-    /// as a link (nothing behind it is part of the archive).
-    fn prefix_root<R: Read>(
-        &mut self,
-        prefix: &str,
-        path: &str,
-        kind: tar::EntryType,
-        entry: &tar::Entry<'_, R>,
-        at: u64,
-    ) -> Result<()> {
+    /// The member that is a prefix itself: a directory (a symlink is made
+    /// last, with the others).
+    fn prefix_root(&mut self, prefix: &str, m: &Member<'_>) -> Result<()> {
         let out = self.generic_root.join(prefix);
-        if kind.is_dir() {
+        if m.kind == MemberKind::Dir {
             return std::fs::create_dir_all(&out).map_err(|e| Error::io(&out, "cannot create", e));
-        }
-        if kind.is_symlink() {
-            let target = entry
-                .link_name()
-                .map_err(|e| Error::io(self.archive, "cannot read the archive", e))?
-                .ok_or_else(|| bad(self.archive, at, path, "symlink without a target"))?;
-            if let Some(d) = out.parent() {
-                std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create", e))?;
-            }
-            return crate::link::symlink(&target, &out)
-                .map_err(|e| Error::io(&out, "cannot create symlink", e));
         }
         Err(bad(
             self.archive,
-            at,
-            path,
+            m.offset,
+            m.path.as_str(),
             "a prefix of the manifest that is not a directory",
         ))
     }
@@ -523,12 +400,32 @@ impl Splitter<'_> {
                 std::fs::hard_link(&from, &to)
                     .map_err(|e| Error::io(&to, "cannot create a hard link", e))?;
             }
-            let (p, _) = prefix_of(&read.prefixes, &l.path).ok_or_else(|| {
-                Error::invalid(self.archive, "internal: a link outside the manifest")
-            })?;
-            if let Some(r) = self.reports.get_mut(p) {
+            if let Some(r) = self.reports.get_mut(prefix_of(&read.prefixes, &l.path)) {
                 r.files += 1;
             }
+        }
+        Ok(())
+    }
+
+    /// The artifact's symlinks, made in the generic output once every file
+    /// is in place, never followed: no later write can go through one.
+    fn make_symlinks(&mut self, read: &Spooled) -> Result<()> {
+        if read.symlinks.is_empty() {
+            return Ok(());
+        }
+        std::fs::create_dir_all(self.generic_root)
+            .map_err(|e| Error::io(self.generic_root, "cannot create", e))?;
+        let tree = kpack_fsafe::Tree::open(self.generic_root)
+            .map_err(|e| Error::io(self.generic_root, "cannot open", e))?;
+        for l in &read.symlinks {
+            tree.symlink(&l.target, Path::new(&l.path)).map_err(|e| {
+                Error::io(self.generic_root.join(&l.path), "cannot create symlink", e)
+            })?;
+            let report = self
+                .reports
+                .entry(l.prefix.clone())
+                .or_insert_with(|| PrefixReport::new(&l.prefix));
+            report.symlinks += 1;
         }
         Ok(())
     }
@@ -538,7 +435,7 @@ impl Splitter<'_> {
     fn finish(mut self, read: &Spooled) -> Read3 {
         let mut processed = Vec::new();
         let mut reports = Vec::new();
-        let mut warnings = Vec::new();
+        let mut warnings = read.warnings.clone();
         for p in &read.prefixes {
             if read.seen.contains(p) {
                 let r = self.reports.remove(p);
@@ -557,276 +454,30 @@ impl Splitter<'_> {
 
 /// A problem with the member `path` of `archive` at offset `at`.
 fn bad(archive: &Path, at: u64, path: &str, what: &str) -> Error {
-    Error::new(
-        ErrorKind::Invalid,
-        Some(archive.to_path_buf()),
+    Error::invalid(
+        archive,
         format!("member {path:?} at offset {at:#x}: {what}"),
     )
+}
+
+/// The manifest prefix (the longest of `prefixes`) the member `path` lies
+/// in; the walk has checked it lies in one.
+fn prefix_of<'p>(prefixes: &'p [String], path: &str) -> &'p str {
+    prefixes
+        .iter()
+        .filter(|p| {
+            path == p.as_str()
+                || path
+                    .strip_prefix(p.as_str())
+                    .is_some_and(|r| r.starts_with('/'))
+        })
+        .max_by_key(|p| p.len())
+        .map_or("", String::as_str)
 }
 
 /// Whether a member whose first bytes are `head` is a plain file: one the
 /// split only places (no binary, bundle, static archive or kpack archive),
 /// which can be stored rather than spooled.
 fn is_plain(head: &[u8]) -> bool {
-    !head.starts_with(b"MZ") && matches!(FileKind::detect(head), FileKind::Other | FileKind::Zip)
-}
-
-/// Open the artifact archive at `path` (its codec sniffed) as a tar stream
-/// and read its manifest, the first member.
-fn open_artifact(path: &Path) -> Result<tar::Archive<Box<dyn Read>>> {
-    let codec = Codec::sniff(path).ok_or_else(|| {
-        Error::invalid(
-            path,
-            "not an artifact archive (.tar.zst, .tar.xz or .tar.gz)",
-        )
-    })?;
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, "cannot open", e))?;
-    let decoder = codec
-        .decoder(file)
-        .map_err(|e| Error::io(path, "cannot start decompressing", e))?;
-    Ok(tar::Archive::new(decoder))
-}
-
-/// Unpack the artifact archive `archive` into the directory `dst`, merging
-/// with what is there (recombine's merge of arch artifacts): directories
-/// merge, a file or symlink already there must be the same, modes and
-/// hard links are kept. The archive's manifest is not written. Returns the
-/// manifest's prefixes that held entries, in manifest order.
-pub(crate) fn unpack_artifact(archive: &Path, dst: &Path) -> Result<Vec<String>> {
-    let mut tar = open_artifact(archive)?;
-    let mut entries = tar
-        .entries()
-        .map_err(|e| Error::io(archive, "cannot read the archive", e))?;
-    let prefixes = read_manifest_member(archive, entries.next())?;
-    let mut seen = std::collections::BTreeSet::new();
-    for entry in entries {
-        let mut entry = entry.map_err(|e| Error::io(archive, "cannot read the archive", e))?;
-        let kind = entry.header().entry_type();
-        if matches!(kind, tar::EntryType::XGlobalHeader) {
-            continue;
-        }
-        let path = member_path(archive, &entry)?;
-        let at = entry.raw_header_position();
-        let bad = |what: &str| {
-            Error::invalid(
-                archive,
-                format!("member {path:?} at offset {at:#x}: {what}"),
-            )
-        };
-        let Some((prefix, _)) = prefix_of(&prefixes, &path) else {
-            if kind.is_dir() {
-                continue;
-            }
-            return Err(bad("not inside any prefix of the artifact manifest"));
-        };
-        seen.insert(prefix.to_string());
-        let to = dst.join(&path);
-        if let Some(d) = to.parent() {
-            std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create", e))?;
-        }
-        match kind {
-            tar::EntryType::Directory => {
-                std::fs::create_dir_all(&to).map_err(|e| Error::io(&to, "cannot create", e))?;
-            }
-            tar::EntryType::Symlink => {
-                let target = entry
-                    .link_name()
-                    .map_err(|e| Error::io(archive, "cannot read the archive", e))?
-                    .ok_or_else(|| bad("symlink without a target"))?
-                    .into_owned();
-                match std::fs::read_link(&to) {
-                    Ok(t) if t == target => {}
-                    Ok(t) => {
-                        return Err(Error::invalid(
-                            &to,
-                            format!(
-                                "two artifacts disagree: symlink to {} and to {}",
-                                t.display(),
-                                target.display()
-                            ),
-                        ));
-                    }
-                    Err(_) => crate::link::symlink(&target, &to)
-                        .map_err(|e| Error::io(&to, "cannot create symlink", e))?,
-                }
-            }
-            tar::EntryType::Link => {
-                let target = entry
-                    .link_name_bytes()
-                    .map(|b| {
-                        String::from_utf8_lossy(&b)
-                            .trim_start_matches("./")
-                            .to_string()
-                    })
-                    .filter(|t| kpack_fsafe::is_plain_relative(t))
-                    .ok_or_else(|| bad("hard link without a plain relative target"))?;
-                if to.symlink_metadata().is_err() {
-                    std::fs::hard_link(dst.join(&target), &to)
-                        .map_err(|e| Error::io(&to, "cannot create a hard link", e))?;
-                }
-            }
-            tar::EntryType::Regular | tar::EntryType::Continuous => {
-                let mode = entry.header().mode().unwrap_or(0o644);
-                if to.symlink_metadata().is_ok() {
-                    if !same_contents(&mut entry, &to)
-                        .map_err(|e| Error::io(&to, "cannot compare", e))?
-                    {
-                        return Err(Error::invalid(
-                            &to,
-                            format!(
-                                "two artifacts provide different files here (second: {})",
-                                archive.join(&path).display()
-                            ),
-                        ));
-                    }
-                } else {
-                    write_file(&[], &mut entry, &to, mode)
-                        .map_err(|e| Error::io(&to, "cannot write", e))?;
-                }
-            }
-            _ => return Err(bad("not a regular file, directory, symlink or hard link")),
-        }
-    }
-    Ok(prefixes.into_iter().filter(|p| seen.contains(p)).collect())
-}
-
-/// Whether the rest of `entry` equals the file at `path`, read side by side.
-fn same_contents(entry: &mut impl Read, path: &Path) -> std::io::Result<bool> {
-    let mut f = std::io::BufReader::new(std::fs::File::open(path)?);
-    let (mut a, mut b) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
-    loop {
-        let n = read_full(entry, &mut a)?;
-        let m = read_full(&mut f, &mut b[..n.max(1)])?;
-        if n != m || a[..n] != b[..m] {
-            return Ok(false);
-        }
-        if n == 0 {
-            return Ok(true);
-        }
-    }
-}
-
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..])? {
-            0 => break,
-            k => n += k,
-        }
-    }
-    Ok(n)
-}
-
-/// The equivalence manifest of the artifact archive at `path`, computed
-/// from the stream (regular files and hard links, not symlinks), as
-/// TheRock's script computes it from the unpacked directory.
-pub fn archive_manifest(path: &Path) -> Result<crate::EquivalenceManifest> {
-    use sha2::Digest;
-    let mut tar = open_artifact(path)?;
-    let mut files: Vec<crate::EquivalenceFile> = Vec::new();
-    let entries = tar
-        .entries()
-        .map_err(|e| Error::io(path, "cannot read the archive", e))?;
-    for entry in entries {
-        let mut entry = entry.map_err(|e| Error::io(path, "cannot read the archive", e))?;
-        let rel = member_path(path, &entry)?;
-        match entry.header().entry_type() {
-            tar::EntryType::Regular | tar::EntryType::Continuous => {
-                let mut h = sha2::Sha256::new();
-                let n = std::io::copy(&mut entry, &mut h)
-                    .map_err(|e| Error::io(path.join(&rel), "cannot read", e))?;
-                files.push(crate::EquivalenceFile {
-                    path: rel,
-                    sha256: hex::encode(h.finalize()),
-                    size_bytes: n,
-                });
-            }
-            tar::EntryType::Link => {
-                let target = entry
-                    .link_name_bytes()
-                    .map(|b| {
-                        String::from_utf8_lossy(&b)
-                            .trim_start_matches("./")
-                            .to_string()
-                    })
-                    .unwrap_or_default();
-                if let Some(f) = files.iter().find(|f| f.path == target).cloned() {
-                    files.push(crate::EquivalenceFile { path: rel, ..f });
-                }
-            }
-            _ => {}
-        }
-    }
-    files.sort_by(|a, b| a.path.split('/').cmp(b.path.split('/')));
-    Ok(crate::EquivalenceManifest {
-        files,
-        schema: crate::EQUIVALENCE_SCHEMA.into(),
-    })
-}
-
-/// The equivalence manifest of an artifact: a directory or an archive.
-pub fn artifact_manifest(path: &Path) -> Result<crate::EquivalenceManifest> {
-    if Codec::sniff(path).is_some() {
-        archive_manifest(path)
-    } else {
-        crate::directory_manifest(path)
-    }
-}
-
-/// Unpack every artifact archive of `dir` (or `dir` itself when it is
-/// one) into `into/<name without suffix>`; returns (unpacked directory,
-/// archive) pairs, sorted.
-pub fn unpack_archives(dir: &Path, into: &Path) -> Result<Vec<(PathBuf, PathBuf)>> {
-    let archives: Vec<PathBuf> = if Codec::sniff(dir).is_some() {
-        vec![dir.to_path_buf()]
-    } else {
-        let mut v = Vec::new();
-        for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, "cannot list", e))? {
-            let e = e.map_err(|e| Error::io(dir, "cannot list", e))?;
-            let name = e.file_name().to_string_lossy().into_owned();
-            if artifact_archive_stem(&name).is_some() && Codec::sniff(&e.path()).is_some() {
-                v.push(e.path());
-            }
-        }
-        v.sort();
-        v
-    };
-    let mut out = Vec::new();
-    for a in archives {
-        let name = a
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let stem = artifact_archive_stem(&name).unwrap_or(&name);
-        let d = into.join(stem);
-        let prefixes = unpack_artifact(&a, &d)?;
-        crate::manifest::write_manifest(&d, &prefixes)?;
-        out.push((d, a));
-    }
-    Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stems_drop_the_archive_suffix() {
-        assert_eq!(
-            artifact_archive_stem("blas_lib_gfx1100.tar.zst"),
-            Some("blas_lib_gfx1100")
-        );
-        assert_eq!(artifact_archive_stem("a_b_c.tar.xz"), Some("a_b_c"));
-        assert_eq!(artifact_archive_stem("a_b.tgz"), Some("a_b"));
-        assert_eq!(artifact_archive_stem("blas_lib_gfx1100"), None);
-    }
-
-    #[test]
-    fn members_belong_to_the_longest_prefix() {
-        let p = vec!["a".to_string(), "a/b".to_string(), "c".to_string()];
-        assert_eq!(prefix_of(&p, "a/b/x"), Some(("a/b", "x".into())));
-        assert_eq!(prefix_of(&p, "a/bx"), Some(("a", "bx".into())));
-        assert_eq!(prefix_of(&p, "c"), Some(("c", String::new())));
-        assert_eq!(prefix_of(&p, "d/x"), None);
-    }
+    !FileKind::may_be_pe(head) && matches!(FileKind::detect(head), FileKind::Other | FileKind::Zip)
 }
