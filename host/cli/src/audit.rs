@@ -183,7 +183,11 @@ fn audit(wheels: &[PathBuf], site: &Path) -> anyhow::Result<Audit> {
     let limits = kpack_wheel::Limits::default();
     let mut installed = Vec::new();
     for w in wheels {
-        installed.push(kpack_wheel::install_wheel(w, site, &limits)?);
+        let i = kpack_wheel::install_wheel(w, site, &limits)?;
+        for warning in &i.warnings {
+            eprintln!("warning: {}: {warning}", w.display());
+        }
+        installed.push(i);
     }
     let targets: Vec<String> = kpack_amdgpu::SUB_FAMILIES
         .iter()

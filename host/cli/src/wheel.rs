@@ -103,14 +103,30 @@ struct SplitArgs {
         conflicts_with = "overlay_root"
     )]
     group: Option<Group>,
-    /// With --group, experimental: also write a variant wheel (PEP 825
-    /// draft), the host wheel with `variant.json` naming kpack's provider
-    /// (`kpack-variant-provider`, namespace `amd`) and one variant per
-    /// device wheel; labelled by --variant-label (default `variant`).
+    /// With --group, experimental: also write variant wheels (PEP 825/850
+    /// drafts), one per device wheel, `<host stem>-<key>.whl`, each with a
+    /// `variant.json` holding its own variant, and
+    /// `<name>-<version>-variants.json` beside them (uv 0.13's preview reads
+    /// them; pip skips them). Extras remain the route that selects device
+    /// code in every installer.
     #[arg(long, requires = "group")]
     variant_wheel: bool,
+    /// The provider the variant wheels name: kpack's
+    /// (`kpack-variant-provider`) or AMD's (`rocm-bootstrap >= 0.3.0`);
+    /// both answer alike.
+    #[arg(long, value_enum, default_value = "kpack", requires = "variant_wheel")]
+    provider: VariantProviderArg,
     #[command(flatten)]
     amd: crate::amd_compat::WheelArgs,
+}
+
+/// `--provider` values.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum VariantProviderArg {
+    /// kpack-variant-provider (`python/variant-provider`).
+    Kpack,
+    /// rocm-bootstrap 0.3.0's `AMDVariantPlugin`.
+    RocmBootstrap,
 }
 
 /// `--group` values.
@@ -251,6 +267,10 @@ fn split(mut args: SplitArgs) -> CliResult {
             .clone()
             .unwrap_or_else(|| kpack_wheel::DEFAULT_VARIANT_LABEL.to_string())
     });
+    opts.variant_provider = match args.provider {
+        VariantProviderArg::Kpack => kpack_wheel::VariantProvider::Kpack,
+        VariantProviderArg::RocmBootstrap => kpack_wheel::VariantProvider::RocmBootstrap,
+    };
     opts.archive_group = args
         .archive
         .archive_group_at_most(opts.group.unwrap_or(kpack_amdgpu::Level::Target));
@@ -286,11 +306,16 @@ fn split(mut args: SplitArgs) -> CliResult {
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
+
     if args.json {
         let v = crate::json::envelope(serde_json::to_value(&report).context("json")?);
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
     } else {
         print_table(&report);
+        // As `kpack split` says it: a rerun over its own output is no error.
+        for f in &report.identical {
+            println!("  {f}: identical to the existing output, left alone");
+        }
         if args.dry_run {
             eprintln!("dry run: nothing written to {}", args.output.display());
         }
@@ -321,7 +346,10 @@ fn packed_input(
     };
     let dir = kpack_fsafe::temp_dir_in(&within, "wheel-input")
         .with_context(|| format!("{}: cannot create a temporary directory", within.display()))?;
-    let wheel = kpack_wheel::wheel_from_directory(input, dir.path())?;
+    let (wheel, warnings) = kpack_wheel::wheel_from_directory(input, dir.path())?;
+    for w in warnings {
+        eprintln!("warning: {}: {w}", input.display());
+    }
     Ok(Some((dir, wheel)))
 }
 

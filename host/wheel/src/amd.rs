@@ -17,7 +17,7 @@
 //!   a target wheel requires its host release, the parent wheels of its
 //!   packaging chain that this split wrote, and the `--device-requires-dist`
 //!   entries with `@GFXARCH@` replaced; the host gains
-//!   `Requires-Dist: rocm-bootstrap`, a `device-<target>` extra per target
+//!   `Requires-Dist: rocm-bootstrap >= 0.3.0`, a `device-<target>` extra per target
 //!   and `device-all`.
 //!
 //! Where kpack goes further than AMD (which stops on them): code for a
@@ -33,6 +33,10 @@ use kpack_format::GFXARCH;
 use crate::error::{Error, Result};
 use crate::headers::Headers;
 use crate::name::is_valid_name;
+
+/// What AMD's host wheels require of rocm-bootstrap (AMD's splitter since
+/// its provider and ownership data moved there).
+pub(crate) const ROCM_BOOTSTRAP_REQUIREMENT: &str = "rocm-bootstrap >= 0.3.0";
 
 /// The WHEEL `Generator` of AMD's device wheels.
 pub(crate) const AMD_GENERATOR: &str = "rocm-kpack-split-python-wheels";
@@ -95,8 +99,9 @@ impl AmdLayout {
 
 /// A `--device-requires-dist` value is one PEP 508 requirement line whose
 /// distribution name holds [`GFXARCH`] once: one line (a newline would add
-/// a METADATA header of its own), printable, and a valid name with a
-/// target in its place. Returns why not.
+/// a METADATA header of its own), printable, and with a target in its
+/// place a requirement `packaging` reads ([`crate::pep508`]). Returns why
+/// not.
 fn check_device_requirement(d: &str) -> std::result::Result<(), String> {
     if d.chars().any(char::is_control) {
         return Err("holds a control character (a newline would add a METADATA line)".into());
@@ -111,24 +116,14 @@ fn check_device_requirement(d: &str) -> std::result::Result<(), String> {
     let name_end = d
         .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '@')))
         .unwrap_or(d.len());
-    let (name, rest) = d.split_at(name_end);
+    let name = &d[..name_end];
     if !name.contains(GFXARCH) {
         return Err(format!(
             "has {GFXARCH} outside the distribution name {name:?}"
         ));
     }
-    if !is_valid_name(&name.replace(GFXARCH, "gfx942")) {
-        return Err(format!(
-            "does not start with a valid distribution name (PEP 508): {name:?}"
-        ));
-    }
-    let rest = rest.trim_start();
-    if !(rest.is_empty() || rest.starts_with(['[', '(', '<', '>', '=', '!', '~', ';', '@'])) {
-        return Err(format!(
-            "is not a PEP 508 requirement: {rest:?} after the name {name:?}"
-        ));
-    }
-    Ok(())
+    // The whole line as `packaging` reads it, with a target in place.
+    crate::pep508::check(&d.replace(GFXARCH, "gfx942"))
 }
 
 /// AMD's archive group name: METADATA `Name` lower-cased, `-` → `_`.
@@ -214,7 +209,7 @@ pub(crate) fn wheel_file(wheel: &Headers) -> String {
 }
 
 /// The host wheel's METADATA `text` with AMD's lines inserted at the end
-/// of its headers: `Requires-Dist: rocm-bootstrap`, per target a
+/// of its headers: `Requires-Dist: rocm-bootstrap >= 0.3.0`, per target a
 /// `device-<target>` extra requiring its wheel and its parents, and
 /// `device-all` requiring every device wheel.
 pub(crate) fn host_metadata(
@@ -223,7 +218,7 @@ pub(crate) fn host_metadata(
     version: &str,
     keys: &BTreeSet<String>,
 ) -> String {
-    let mut lines = vec!["Requires-Dist: rocm-bootstrap".to_string()];
+    let mut lines = vec![format!("Requires-Dist: {ROCM_BOOTSTRAP_REQUIREMENT}")];
     for t in keys.iter().filter(|k| !is_parent(k)) {
         let extra = format!("device-{t}");
         lines.push(format!("Provides-Extra: {extra}"));
@@ -257,8 +252,10 @@ pub(crate) fn extra(key: &str) -> Option<String> {
 /// AMD's `--input DIR`: an unpacked wheel zipped into a wheel in `dest`,
 /// named from its `.dist-info` (METADATA `Name` and `Version`, the first
 /// WHEEL `Tag`), every regular file with its mode, RECORD regenerated.
-/// The directory is only read.
-pub fn wheel_from_directory(dir: &Path, dest: &Path) -> Result<PathBuf> {
+/// The directory is only read. Returns the wheel and a warning per stale
+/// row of the directory's RECORD (a sha256 or size that is not the
+/// file's), as reading a wheel with one warns.
+pub fn wheel_from_directory(dir: &Path, dest: &Path) -> Result<(PathBuf, Vec<String>)> {
     let files = crate::reader::list_files(dir)?;
     let mut dist_infos: BTreeSet<&str> = files
         .iter()
@@ -302,7 +299,40 @@ pub fn wheel_from_directory(dir: &Path, dest: &Path) -> Result<PathBuf> {
     for (rel, p) in &files {
         w.add_file(rel, p, file_mode(p)?)?;
     }
+    let warnings = stale_rows(&dir.join(&record), w.rows())?;
     w.finish(&record)?;
+    Ok((out, warnings))
+}
+
+/// The rows of the RECORD at `path` (if there is one) whose sha256 or size
+/// is not what the file written (`written`) is.
+fn stale_rows(path: &Path, written: &[crate::record::RecordEntry]) -> Result<Vec<String>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(path, "cannot read", e)),
+    };
+    let old = crate::record::parse_record(&text)
+        .map_err(|e| Error::invalid(path, "not a RECORD").with_source(e))?;
+    let mut out = Vec::new();
+    for row in old {
+        let Some(now) = written.iter().find(|r| r.path == row.path) else {
+            continue;
+        };
+        // Only sha256 is compared: the file was hashed with it.
+        let hash_stale = row.hash.starts_with("sha256=")
+            && row.hash.trim_end_matches('=') != now.hash.trim_end_matches('=');
+        let size_stale = row.size.is_some() && row.size != now.size;
+        if hash_stale || size_stale {
+            out.push(crate::record::stale_row(
+                &row.path,
+                &row.hash,
+                row.size,
+                &now.hash,
+                now.size.unwrap_or(0),
+            ));
+        }
+    }
     Ok(out)
 }
 
@@ -376,7 +406,7 @@ mod tests {
         assert_eq!(
             m,
             "Metadata-Version: 2.1\nName: torch\nVersion: 2.1\n\
-             Requires-Dist: rocm-bootstrap\n\
+             Requires-Dist: rocm-bootstrap >= 0.3.0\n\
              Provides-Extra: device-gfx1100\n\
              Requires-Dist: amd-torch-device-gfx1100 == 2.1; extra == \"device-gfx1100\"\n\
              Requires-Dist: amd-torch-device-gfx11 == 2.1; extra == \"device-gfx1100\"\n\
@@ -389,7 +419,7 @@ mod tests {
              \nThe body.\n"
         );
         let bare = host_metadata("Name: t\nVersion: 1", "p", "1", &keys(&["gfx942"]));
-        assert!(bare.starts_with("Name: t\nVersion: 1\nRequires-Dist: rocm-bootstrap\n"));
+        assert!(bare.starts_with("Name: t\nVersion: 1\nRequires-Dist: rocm-bootstrap >= 0.3.0\n"));
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub struct InstalledWheel {
     pub metadata: String,
     /// The files written, relative to the site directory, sorted.
     pub files: Vec<String>,
+    /// Problems that did not stop the install (a stale RECORD row, as pip
+    /// installs it).
+    pub warnings: Vec<String>,
 }
 
 /// Install `wheel` into `site` (created if missing): a later wheel's file
@@ -66,5 +69,6 @@ pub fn install_wheel(wheel: &Path, site: &Path, limits: &Limits) -> Result<Insta
         version: un.metadata.get("Version").unwrap_or_default().to_string(),
         metadata: un.metadata_text,
         files,
+        warnings: un.warnings,
     })
 }

@@ -62,6 +62,7 @@ mod headers;
 mod install;
 mod job;
 mod name;
+mod pep508;
 mod pipeline;
 mod progress;
 mod prune;
@@ -88,8 +89,8 @@ pub use reader::Limits;
 pub use record::{RecordEntry, RecordError, parse_record, record_hash, write_record};
 pub use split::{DeviceWheel, WheelOptions, WheelReport, check_archive_group, split_wheel};
 pub use variant::{
-    DEFAULT_VARIANT_LABEL, VARIANT_JSON, VariantProvider, VariantWheel, add_variant_markers,
-    variant_json, variant_json_for, variant_marker, variant_value, variant_wheel,
-    variant_wheel_for,
+    DEFAULT_VARIANT_LABEL, HostExtras, LabelWheel, VARIANT_JSON, VARIANT_SCHEMA, VariantProvider,
+    VariantWheel, add_variant_markers, label_wheels, variant_json, variant_marker, variant_value,
+    variant_wheel, variants_json_file,
 };
 pub use writer::{ZIP_EPOCH, zip_time};

@@ -146,28 +146,50 @@ pub(crate) fn scratch(outputs: Option<&Outputs>) -> Result<PathBuf> {
 
 /// Commit phase: the wheels `files` written in `out_stage` planned as
 /// outputs (each with its [`Order`]: device wheels before the host wheel
-/// that installs them) and committed all or nothing.
-pub(crate) fn commit(outputs: Outputs, files: &[(&str, Order)], out_stage: &Path) -> Result<()> {
+/// that installs them) and committed all or nothing. A wheel that exists
+/// already with the same bytes is left alone (a rerun, or a rerun after a
+/// kill that the journal finished): returned, not planned. One that
+/// differs is refused unless forced.
+pub(crate) fn commit(
+    outputs: Outputs,
+    files: &[(&str, Order)],
+    out_stage: &Path,
+) -> Result<Vec<String>> {
     let mut outputs = outputs;
+    let mut identical = Vec::new();
     for (f, order) in files {
+        if is_identical(&out_stage.join(f), &outputs.dest(f)) {
+            identical.push(f.to_string());
+            continue;
+        }
         let staged = outputs.plan(f, *order)?;
         std::fs::rename(out_stage.join(f), &staged)
             .map_err(|e| Error::io(out_stage.join(f), "cannot stage", e))?;
     }
     outputs.commit()?;
-    Ok(())
+    Ok(identical)
+}
+
+/// Whether the output `dest` exists with what `staged` holds (a wheel, or
+/// a wheel unpacked into a directory).
+fn is_identical(staged: &Path, dest: &Path) -> bool {
+    std::fs::symlink_metadata(dest).is_ok() && kpack_fsafe::first_difference(staged, dest).is_none()
 }
 
 /// A wheel without device code is its own output: copied unchanged as
-/// `file` into `outputs` (nothing for a dry run) and committed.
-pub(crate) fn copy_unchanged(input: &Path, outputs: Option<Outputs>, file: &str) -> Result<()> {
+/// `file` into `outputs` (nothing for a dry run) and committed. Returns
+/// whether an identical copy was there already (left alone).
+pub(crate) fn copy_unchanged(input: &Path, outputs: Option<Outputs>, file: &str) -> Result<bool> {
     let Some(mut outputs) = outputs else {
-        return Ok(());
+        return Ok(false);
     };
+    if is_identical(input, &outputs.dest(file)) {
+        return Ok(true);
+    }
     let staged = outputs.plan(file, Order::Last)?;
     std::fs::copy(input, &staged).map_err(|e| Error::io(&staged, "cannot copy the input", e))?;
     outputs.commit()?;
-    Ok(())
+    Ok(false)
 }
 
 /// The output directory must not hold the input: `what` has the input's

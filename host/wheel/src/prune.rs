@@ -152,7 +152,8 @@ pub fn prune_wheel(input: &Path, out_dir: &Path, opts: &PruneOptions<'_>) -> Res
     let output_path = out_dir.join(&input_report.file);
     let Some(targets) = decide_targets(input, &plans, opts, &mut warnings)? else {
         // No device code: the wheel is its own pruned wheel.
-        pipeline::copy_unchanged(input, Some(outputs), &input_report.file)?;
+        // An identical copy there already is left alone.
+        let _identical = pipeline::copy_unchanged(input, Some(outputs), &input_report.file)?;
         return Ok(PruneReport {
             output: WheelFile {
                 path: output_path,

@@ -261,6 +261,20 @@ pub(crate) fn unpack(
     Ok(un)
 }
 
+/// The parsed file name and METADATA (text) of the wheel at `input`, read
+/// without unpacking it (for the extras a host wheel provides).
+pub(crate) fn read_metadata(input: &Path) -> Result<(WheelName, String)> {
+    let (name, _, mut zip) = open_wheel(input)?;
+    let (dist_info, _) = find_dist_info(input, &zip, &name)?;
+    let text = read_small(
+        &mut zip,
+        input,
+        &format!("{dist_info}/METADATA"),
+        MAX_METADATA,
+    )?;
+    Ok((name, text))
+}
+
 /// The wheel's parsed file name, its size, and its zip directory, whose
 /// entry names are all distinct.
 fn open_wheel(input: &Path) -> Result<(WheelName, u64, zip::ZipArchive<File>)> {
@@ -539,8 +553,10 @@ impl Inflater<'_> {
         if let Some(d) = &dest {
             set_mode(d, mode | 0o600)?;
         }
-        if !unhashed(record_name, &path) {
-            check_record(input, &path, expected.get(&path), &got)?;
+        if !unhashed(record_name, &path)
+            && let Some(w) = check_record(input, &path, expected.get(&path), &got)?
+        {
+            un.warnings.push(w);
         }
         un.files.insert(
             path,
@@ -762,42 +778,38 @@ fn entry_mode(
 
 /// An inflated entry against its RECORD row (hash and size). A row
 /// without a hash is taken as pip takes it (only its size, if any, is
-/// checked); a hash that is there must match.
+/// checked). A stale row (a wheel retagged or edited without updating its
+/// RECORD) is what pip installs without a word: accepted here too, with a
+/// warning naming the row, what it says and what the entry is; the zip's
+/// CRC-32 still guards the bytes, and every output RECORD is regenerated
+/// from the bytes themselves. An entry RECORD does not list, or a hash of
+/// an algorithm a wheel may not use, is refused.
 fn check_record(
     input: &Path,
     path: &str,
     row: Option<&(String, Option<u64>)>,
     got: &Inflated,
-) -> Result<()> {
+) -> Result<Option<String>> {
     let Some((hash, want_size)) = row else {
         return Err(Error::invalid(
             input,
             format!("entry {path} is not listed in RECORD"),
         ));
     };
-    let ok = hash.is_empty()
+    let hash_ok = hash.is_empty()
         || hash_matches(hash, &got.digest, |algo| rehash(input, path, algo))
             .map_err(|e| Error::invalid(input, format!("RECORD entry {path}: {e}")))?;
-    if !ok {
-        return Err(Error::invalid(
-            input,
-            format!(
-                "entry {path} does not match its RECORD hash {hash} (got {})",
-                format_sha256(&got.digest)
-            ),
-        ));
+    let size_ok = want_size.is_none_or(|s| s == got.size);
+    if hash_ok && size_ok {
+        return Ok(None);
     }
-    if want_size.is_some_and(|s| s != got.size) {
-        return Err(Error::invalid(
-            input,
-            format!(
-                "entry {path} is {} bytes, RECORD says {}",
-                got.size,
-                want_size.unwrap_or(0)
-            ),
-        ));
-    }
-    Ok(())
+    Ok(Some(crate::record::stale_row(
+        path,
+        hash,
+        *want_size,
+        &format_sha256(&got.digest),
+        got.size,
+    )))
 }
 
 /// The entry count the end-of-central-directory record (or its zip64

@@ -63,6 +63,24 @@ pub(crate) fn hash_matches(
     }
 }
 
+/// The warning for a stale RECORD row: what the row says (`hash`, empty
+/// for none; `size`) against what the file is. pip installs such a wheel
+/// without a word; kpack accepts it too, says so, and writes a correct
+/// RECORD.
+pub(crate) fn stale_row(
+    path: &str,
+    hash: &str,
+    size: Option<u64>,
+    got_hash: &str,
+    got_size: u64,
+) -> String {
+    let says = if hash.is_empty() { "no hash" } else { hash };
+    let says_size = size.map_or_else(String::new, |s| format!(", {s} bytes"));
+    format!(
+        "stale RECORD row {path}: it says {says}{says_size}, the file is {got_hash}, {got_size} bytes; accepted, as pip installs it (the RECORD written is regenerated)"
+    )
+}
+
 /// Parse RECORD text into rows. Every row has exactly three fields.
 pub fn parse_record(text: &str) -> Result<Vec<RecordEntry>, RecordError> {
     let mut rows = Vec::new();

@@ -74,10 +74,13 @@ pub struct WheelOptions<'a> {
     /// and [`group`](Self::group), [`archive_dir`](Self::archive_dir) and
     /// [`archive_group`](Self::archive_group) are left at their defaults.
     pub amd: Option<AmdLayout>,
-    /// kpack's layout with [`group`](Self::group): also write a variant
-    /// wheel with this label, naming kpack's provider
-    /// (`kpack-variant-provider`) and one variant per device wheel.
+    /// kpack's layout with [`group`](Self::group): when set, also write
+    /// the variant wheels of the PEP 850 layout, one per device wheel
+    /// labelled by its key, and `<name>-<version>-variants.json` beside
+    /// them ([`crate::label_wheels`]); the label given here is AMD's only.
     pub variant_label: Option<String>,
+    /// The provider the variant wheels name (kpack's layout).
+    pub variant_provider: VariantProvider,
     /// The ceiling on inflated bytes held at once (`--max-memory`), shared
     /// by every binary of the wheel read in parallel. Default
     /// [`kpack_bundle::DEFAULT_MEMORY_LIMIT`].
@@ -102,6 +105,7 @@ impl std::fmt::Debug for WheelOptions<'_> {
             .field("progress", &self.progress.is_some())
             .field("amd", &self.amd)
             .field("variant_label", &self.variant_label)
+            .field("variant_provider", &self.variant_provider)
             .finish()
     }
 }
@@ -132,6 +136,7 @@ impl WheelOptions<'_> {
             progress: None,
             amd: None,
             variant_label: None,
+            variant_provider: VariantProvider::Kpack,
             budget: kpack_bundle::MemoryBudget::default(),
         }
     }
@@ -184,9 +189,16 @@ pub struct WheelReport {
     /// Code objects and database files the target filter dropped, per target.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub excluded: BTreeMap<String, u64>,
-    /// The variant wheel (AMD's layout with a variant label; experimental).
+    /// The variant wheels (experimental): AMD's one, or one per label.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub variants: Vec<WheelFile>,
+    /// The `<name>-<version>-variants.json` written beside them, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub variant: Option<WheelFile>,
+    pub variants_json: Option<String>,
+    /// Wheels (or with `--output-format directory`, directories) that
+    /// existed already with the same bytes and were left alone: a rerun.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub identical: Vec<String>,
 }
 
 impl WheelReport {
@@ -233,11 +245,15 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         databases: split.databases,
         warnings: Vec::new(),
         excluded: split.excluded,
-        variant: None,
+        variants: Vec::new(),
+        variants_json: None,
+        identical: Vec::new(),
     };
     if report.binaries.is_empty() && split.archs.is_empty() {
         // Nothing to split: the wheel is its own host wheel.
-        pipeline::copy_unchanged(input, outputs, &report.host.file)?;
+        if pipeline::copy_unchanged(input, outputs, &report.host.file)? {
+            report.identical.push(report.host.file.clone());
+        }
         report.warnings = warnings;
         return Ok(report);
     }
@@ -267,15 +283,19 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         None => opts
             .variant_label
             .as_deref()
-            .map(|l| (VariantProvider::Kpack, l)),
+            .map(|l| (opts.variant_provider, l)),
     };
     if let Some(provider) = variant {
         let keys: BTreeSet<String> = jobs.iter().filter_map(|j| j.arch.clone()).collect();
-        let v = write_variant(&jobs[0], &st, provider, &keys, input, time)?;
-        report.variant = Some(WheelFile {
-            path: out_dir.join(&v.file),
-            ..v
-        });
+        let (vs, index) = write_variants(&jobs[0], &st, provider, &keys, input, time)?;
+        report.variants = vs
+            .into_iter()
+            .map(|v| WheelFile {
+                path: out_dir.join(&v.file),
+                ..v
+            })
+            .collect();
+        report.variants_json = index;
     }
     let files = output_files(&jobs, &out_stage, out_dir, opts, &mut report)?;
     if let Some(outputs) = outputs {
@@ -286,7 +306,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
             .enumerate()
             .map(|(i, f)| (f.as_str(), if i == 0 { Order::Last } else { Order::First }))
             .collect();
-        pipeline::commit(outputs, &files, &out_stage)?;
+        report.identical = pipeline::commit(outputs, &files, &out_stage)?;
     }
     report.binaries.sort_by(|a, b| a.path.cmp(&b.path));
     report.device_code = true;
@@ -294,27 +314,40 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     Ok(report)
 }
 
-/// Write the variant wheel (experimental) into the staging
-/// output directory, next to the others.
-fn write_variant(
+/// Write the variant wheels (experimental) into the staging output
+/// directory, next to the others, and the `*-variants.json` if the layout
+/// has one (its file name is returned).
+fn write_variants(
     host: &WheelJob,
     st: &Staged,
     label: (VariantProvider, &str),
     keys: &BTreeSet<String>,
     input: &Path,
     time: DateTime,
-) -> Result<WheelFile> {
-    let job = crate::variant::variant_job(host, &st.un, label, keys, st.path())?;
+) -> Result<(Vec<WheelFile>, Option<String>)> {
+    let (jobs, index) = crate::variant::variant_jobs(host, &st.un, label, keys, st.path())?;
     let out_stage = st.path().join("out");
-    let written = pipeline::write_all(std::slice::from_ref(&job), input, &out_stage, time, None)?;
-    let (bytes, files) = written.first().copied().unwrap_or_default();
-    Ok(WheelFile {
-        path: out_stage.join(&job.file),
-        file: job.file,
-        distribution: job.distribution,
-        bytes,
-        files,
-    })
+    let written = pipeline::write_all(&jobs, input, &out_stage, time, None)?;
+    let files = jobs
+        .into_iter()
+        .zip(written)
+        .map(|(job, (bytes, files))| WheelFile {
+            path: out_stage.join(&job.file),
+            file: job.file,
+            distribution: job.distribution,
+            bytes,
+            files,
+        })
+        .collect();
+    let index = match index {
+        Some((name, text)) => {
+            let p = out_stage.join(&name);
+            std::fs::write(&p, text).map_err(|e| Error::io(&p, "cannot write", e))?;
+            Some(name)
+        }
+        None => None,
+    };
+    Ok((files, index))
 }
 
 /// Plan phase: the host wheel's job and one per device wheel (the
@@ -358,14 +391,15 @@ fn output_files(
     report: &mut WheelReport,
 ) -> Result<Vec<String>> {
     let mut files: Vec<String> = jobs.iter().map(|j| j.file.clone()).collect();
-    files.extend(report.variant.as_ref().map(|v| v.file.clone()));
+    files.extend(report.variants.iter().map(|v| v.file.clone()));
     if !opts.amd.as_ref().is_some_and(|a| a.directories) {
+        files.extend(report.variants_json.clone());
         return Ok(files);
     }
     let dirs = unpack_outputs(out_stage, &files)?;
     for (w, f) in std::iter::once(&mut report.host)
         .chain(report.devices.iter_mut().map(|d| &mut d.wheel))
-        .chain(report.variant.iter_mut())
+        .chain(report.variants.iter_mut())
         .zip(&dirs)
     {
         w.path = out_dir.join(f);
@@ -735,27 +769,18 @@ fn device_job(
             for (rel, p) in list_files(&st.path().join("dev").join(arch).join(scheme))? {
                 let host_path = Unpacked::wheel_path(&un.data_dir, scheme, &rel);
                 let mode = un.files.get(&host_path).map_or(0o644, |f| f.mode);
-                entries.push(Entry {
+                let entry = Entry {
                     path: Unpacked::wheel_path(&data_dir, scheme, &rel),
                     src: Source::Disk(p),
                     mode,
-                });
+                };
+                entries.push((entry, arch.as_str()));
             }
         }
     }
-    entries.sort_by_cached_key(|e| entry_order(&dist_info, &e.path));
-    // Two processors of one group writing the same path would make one
-    // silently win: refused, naming the path.
-    if let Some(w) = entries.windows(2).find(|w| w[0].path == w[1].path) {
-        return Err(Error::invalid(
-            input,
-            format!(
-                "{} is written by two processors of device wheel {dist} ({}): group by target instead",
-                w[0].path,
-                members.join(", ")
-            ),
-        ));
-    }
+    // Stable: of equal paths, the members' order stays.
+    entries.sort_by_cached_key(|(e, _)| entry_order(&dist_info, &e.path));
+    let entries = merge_payloads(input, &dist, entries)?;
     let label = if members != std::slice::from_ref(&key.to_string()) {
         format!("{key} ({})", members.join(", "))
     } else {
@@ -781,6 +806,55 @@ fn device_job(
         generated,
         record: format!("{dist_info}/RECORD"),
     })
+}
+
+/// The payloads of a device wheel's members (a target, its `-strict`
+/// variant, its xnack variants: `entries` sorted by path, each with its
+/// member) merged as AMD's splitter and TheRock merge them: one path from
+/// two members is kept once when the bytes and mode are equal, and refused
+/// naming both members when they differ ("Conflicting device path"); a
+/// file where another member has a directory is refused too ("Conflicting
+/// device entry types").
+fn merge_payloads(input: &Path, dist: &str, entries: Vec<(Entry, &str)>) -> Result<Vec<Entry>> {
+    let mut out: Vec<(Entry, &str)> = Vec::with_capacity(entries.len());
+    for (e, member) in entries {
+        if let Some((prev, first)) = out.last().filter(|(p, _)| p.path == e.path) {
+            let same = match (&prev.src, &e.src) {
+                (Source::Disk(a), Source::Disk(b)) => {
+                    prev.mode == e.mode && kpack_fsafe::first_difference(a, b).is_none()
+                }
+                _ => false,
+            };
+            if !same {
+                return Err(Error::invalid(
+                    input,
+                    format!(
+                        "Conflicting device path {} in device wheel {dist}: {first} and {member} write different files there",
+                        e.path
+                    ),
+                ));
+            }
+            continue;
+        }
+        out.push((e, member));
+    }
+    let owner: BTreeMap<&str, &str> = out.iter().map(|(e, m)| (e.path.as_str(), *m)).collect();
+    for (e, member) in &out {
+        let mut dir = e.path.as_str();
+        while let Some((parent, _)) = dir.rsplit_once('/') {
+            if let Some(other) = owner.get(parent) {
+                return Err(Error::invalid(
+                    input,
+                    format!(
+                        "Conflicting device entry types in device wheel {dist}: {parent} is a file of {other} and a directory of {member} ({})",
+                        e.path
+                    ),
+                ));
+            }
+            dir = parent;
+        }
+    }
+    Ok(out.into_iter().map(|(e, _)| e).collect())
 }
 
 /// A device wheel's dist-info in AMD's layout: AMD's METADATA and WHEEL,
@@ -1082,4 +1156,119 @@ fn device_wheel_file(un: &Unpacked) -> Headers {
         h.push("Tag", t);
     }
     h
+}
+
+#[cfg(test)]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
+mod tests {
+    use super::*;
+
+    /// The payloads of `members` (member → files) as [`device_job`] lists
+    /// them, files written under `dir`.
+    fn payloads<'m>(dir: &Path, members: &[(&'m str, &[(&str, &str)])]) -> Vec<(Entry, &'m str)> {
+        let mut out = Vec::new();
+        for (m, files) in members {
+            for (path, content) in *files {
+                let p = dir.join(m).join(path);
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(&p, content).unwrap();
+                let entry = Entry {
+                    path: path.to_string(),
+                    src: Source::Disk(p),
+                    mode: 0o644,
+                };
+                out.push((entry, *m));
+            }
+        }
+        out.sort_by_cached_key(|(e, _)| entry_order("d.dist-info", &e.path));
+        out
+    }
+
+    /// AMD's `test_base_strict_and_combined_population`: gfx1250 and
+    /// gfx1250-strict in one wheel, each archive kept, the identical
+    /// shared file once.
+    #[test]
+    fn merges_identical_files_of_a_target_and_its_strict_variant_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let entries = payloads(
+            tmp.path(),
+            &[
+                (
+                    "gfx1250",
+                    &[
+                        (".kpack/blas_gfx1250.kpack", "gfx1250"),
+                        ("lib/shared.dat", "identical"),
+                    ],
+                ),
+                (
+                    "gfx1250-strict",
+                    &[
+                        (".kpack/blas_gfx1250-strict.kpack", "gfx1250-strict"),
+                        ("lib/shared.dat", "identical"),
+                    ],
+                ),
+            ],
+        );
+        let Ok(merged) = merge_payloads(Path::new("w.whl"), "rocm-sdk-device-gfx1250", entries)
+        else {
+            panic!("identical files merge");
+        };
+        let paths: Vec<&str> = merged.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                ".kpack/blas_gfx1250-strict.kpack",
+                ".kpack/blas_gfx1250.kpack",
+                "lib/shared.dat"
+            ]
+        );
+    }
+
+    /// AMD's `test_collisions_fail_before_population`: one path, two
+    /// contents: refused, naming the path and both members.
+    #[test]
+    fn refuses_a_path_two_members_fill_differently() {
+        let tmp = tempfile::tempdir().unwrap();
+        let entries = payloads(
+            tmp.path(),
+            &[
+                ("gfx1250", &[("lib/shared.dat", "base")]),
+                ("gfx1250-strict", &[("lib/shared.dat", "strict")]),
+            ],
+        );
+        let Err(e) = merge_payloads(Path::new("w.whl"), "rocm-sdk-device-gfx1250", entries) else {
+            panic!("a conflict must be refused");
+        };
+        let e = e.to_string();
+        assert!(
+            e.contains("Conflicting device path lib/shared.dat")
+                && e.contains("gfx1250 and gfx1250-strict"),
+            "{e}"
+        );
+    }
+
+    /// AMD's `test_entry_types_and_symlink_content`: a file of one member
+    /// where another has a directory.
+    #[test]
+    fn refuses_a_file_where_another_member_has_a_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let entries = payloads(
+            tmp.path(),
+            &[
+                ("gfx90a", &[("lib/data", "base")]),
+                ("gfx90a:xnack+", &[("lib/data/x", "base")]),
+            ],
+        );
+        let Err(e) = merge_payloads(Path::new("w.whl"), "p-device-gfx90a", entries) else {
+            panic!("a file below a file must be refused");
+        };
+        let e = e.to_string();
+        assert!(e.contains("Conflicting device entry types"), "{e}");
+        assert!(e.contains("lib/data is a file of gfx90a"), "{e}");
+    }
 }

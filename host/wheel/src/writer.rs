@@ -242,6 +242,11 @@ impl<'p> WheelWriter<'p> {
         Ok(())
     }
 
+    /// The RECORD rows of the entries written so far.
+    pub fn rows(&self) -> &[RecordEntry] {
+        &self.rows
+    }
+
     /// Write `record_path` (every entry so far, then itself without hash)
     /// and close the archive; returns its size.
     pub fn finish(mut self, record_path: &str) -> Result<u64> {
