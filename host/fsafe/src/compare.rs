@@ -41,6 +41,8 @@ fn diff_at(a: &Path, b: &Path, rel: &Path) -> Option<PathBuf> {
             ma.len() == mb.len() && executable(&ma) == executable(&mb) && same_bytes(&pa, &pb);
         return (!same).then(|| rel.to_path_buf());
     }
+    // kpack's temps sit beside outputs, never inside one: a `.kpack-tmp`
+    // name inside is content, and compared like any other.
     let (Some(na), Some(nb)) = (names(&pa), names(&pb)) else {
         return Some(rel.to_path_buf());
     };
@@ -50,15 +52,13 @@ fn diff_at(a: &Path, b: &Path, rel: &Path) -> Option<PathBuf> {
     all.into_iter().find_map(|n| diff_at(a, b, &rel.join(n)))
 }
 
-/// The names in `dir`, but kpack's temps.
+/// The names in `dir`.
 fn names(dir: &Path) -> Option<Vec<std::ffi::OsString>> {
     let rd = std::fs::read_dir(dir).ok()?;
     let mut v = Vec::new();
     for e in rd {
         let n = e.ok()?.file_name();
-        if !n.to_string_lossy().starts_with(crate::TEMP_PREFIX) {
-            v.push(n);
-        }
+        v.push(n);
     }
     Some(v)
 }
@@ -134,7 +134,11 @@ mod tests {
         assert_eq!(first_difference(&a, &b), Some(PathBuf::from("lib/extra")));
         std::fs::remove_file(a.join("lib/extra")).unwrap();
         std::fs::create_dir(b.join(".kpack-tmp-1-split-x")).unwrap();
-        assert_eq!(first_difference(&a, &b), None, "temps do not count");
+        assert_eq!(
+            first_difference(&a, &b),
+            Some(PathBuf::from(".kpack-tmp-1-split-x")),
+            "a temp's name inside an output is content"
+        );
     }
 
     #[test]

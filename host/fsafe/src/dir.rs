@@ -103,6 +103,33 @@ mod imp {
             Ok(())
         }
 
+        /// Rename `from`/`a` to `to`/`b`, failing when `b` exists.
+        pub(crate) fn rename_noreplace(
+            from: &Dir,
+            a: &OsStr,
+            to: &Dir,
+            b: &OsStr,
+        ) -> io::Result<()> {
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            {
+                rustix::fs::renameat_with(
+                    &from.fd,
+                    a,
+                    &to.fd,
+                    b,
+                    rustix::fs::RenameFlags::NOREPLACE,
+                )?;
+                Ok(())
+            }
+            #[cfg(not(any(target_os = "linux", target_os = "android")))]
+            {
+                if to.exists(b) {
+                    return Err(io::ErrorKind::AlreadyExists.into());
+                }
+                Dir::rename(from, a, to, b)
+            }
+        }
+
         /// Create the regular file `name` here (exclusive, never through a
         /// symlink) with the permission bits `mode`.
         pub(crate) fn create_file(&self, name: &OsStr, mode: u32) -> io::Result<std::fs::File> {
@@ -206,6 +233,19 @@ mod imp {
         /// Rename `from`/`a` to `to`/`b`.
         pub(crate) fn rename(from: &Dir, a: &OsStr, to: &Dir, b: &OsStr) -> io::Result<()> {
             std::fs::rename(from.path.join(a), to.path.join(b))
+        }
+
+        /// Rename `from`/`a` to `to`/`b`, failing when `b` exists.
+        pub(crate) fn rename_noreplace(
+            from: &Dir,
+            a: &OsStr,
+            to: &Dir,
+            b: &OsStr,
+        ) -> io::Result<()> {
+            if to.exists(b) {
+                return Err(io::ErrorKind::AlreadyExists.into());
+            }
+            Dir::rename(from, a, to, b)
         }
 
         /// Create the regular file `name` here (exclusive; a symlink there

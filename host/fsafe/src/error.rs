@@ -51,6 +51,15 @@ pub enum Error {
         /// The output.
         path: PathBuf,
     },
+    /// An existing output with other contents than the staged one, where
+    /// identical outputs are kept ([`crate::Existing::KeepIdentical`]).
+    #[error("{}: already exists with other contents (first difference: {}); pass --force to overwrite", path.display(), first.display())]
+    ExistsDiffering {
+        /// The output.
+        path: PathBuf,
+        /// The first path inside it that differs (empty: the output itself).
+        first: PathBuf,
+    },
     /// A flag whose value must be a plain file name.
     #[error("{flag} {value:?}: must be a plain name (no '/', not '.' or '..')")]
     NotPlainName {
@@ -201,7 +210,7 @@ impl Error {
 
     /// An output that exists already (refused without `--force`).
     pub fn is_exists(&self) -> bool {
-        matches!(self, Error::Exists { .. })
+        matches!(self, Error::Exists { .. } | Error::ExistsDiffering { .. })
     }
 
     /// A name taken from an input that cannot name an output.

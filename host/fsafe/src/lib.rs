@@ -42,10 +42,10 @@ pub use check::{
 pub use compare::first_difference;
 pub use error::{Error, IoError, Result};
 pub use interrupt::{Registered, remove_on_interrupt, remove_registered};
-pub use output::{Existing, Order, Outputs, commit_all};
+pub use output::{Committed, Existing, Order, Outputs, commit_all};
 pub use path::{is_plain_name, is_plain_relative, normalize, relative_path, resolved};
-pub use tree::{Entry, Tree};
 pub use temp::{
     TEMP_PREFIX, is_stale_temp, private_temp_file_in, remove_stale_temps, stale_temps, temp_dir_in,
     temp_file_in, temp_owner, temp_prefix,
 };
+pub use tree::{Entry, Tree};

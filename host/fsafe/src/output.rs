@@ -20,8 +20,11 @@
 //!   already made is undone. A journal in the staging directory lets the next
 //!   run that writes into the root finish a commit that a kill interrupted
 //!   ([`crate::remove_stale_temps`]).
-//! - **Existing outputs** follow one rule ([`Existing`]): refused, or
-//!   replaced with `--force`; never merged into.
+//! - **Existing outputs** follow one rule ([`Existing`]): refused, kept
+//!   when identical to the staged output (shards writing one location),
+//!   or replaced with `--force`; never merged into. The rule is applied
+//!   again at the move itself (a rename that never replaces), so a
+//!   parallel run committing the same output first is seen.
 //! - **Modes.** Staged files are created `0666 & !umask` and directories
 //!   `0777 & !umask` ([`crate::temp_file_in`]); executables keep the bits
 //!   their writer gives them.
@@ -49,6 +52,10 @@ pub enum Existing {
     /// Replaced whole (`--force`): the old file or directory is moved aside
     /// and removed once the commit is done; restored if it fails.
     Replace,
+    /// Left alone when it has the same contents as the staged output (a
+    /// parallel shard wrote it), refused naming the first difference
+    /// otherwise.
+    KeepIdentical,
 }
 
 impl Existing {
@@ -82,6 +89,16 @@ struct Planned {
     /// whatever the rule for existing outputs, since the command merged
     /// the old one into it.
     update: bool,
+}
+
+/// What a commit did with the planned outputs.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// Outputs moved into place, in commit order.
+    pub written: Vec<PathBuf>,
+    /// Outputs left as they were: identical to the staged ones
+    /// ([`Existing::KeepIdentical`]).
+    pub identical: Vec<PathBuf>,
 }
 
 /// The outputs of one command under one root: planned, staged, committed.
@@ -245,6 +262,25 @@ impl Outputs {
     /// their final paths, in commit order.
     pub fn commit(self) -> Result<Vec<PathBuf>> {
         commit_all(vec![self]).map(|mut v| v.pop().unwrap_or_default())
+    }
+
+    /// [`Outputs::commit`], saying which outputs were written and which
+    /// were left alone as identical.
+    pub fn commit_report(self) -> Result<Committed> {
+        let tree = self.tree();
+        let planned: Vec<PathBuf> = self.order().into_iter().map(|p| p.rel).collect();
+        let fresh = self.fresh;
+        let finals = self.commit()?;
+        let mut out = Committed::default();
+        for (rel, fin) in planned.iter().zip(finals) {
+            // A kept output's staged copy is still in the staging tree.
+            if !fresh && std::fs::symlink_metadata(tree.join(rel)).is_ok() {
+                out.identical.push(fin);
+            } else {
+                out.written.push(fin);
+            }
+        }
+        Ok(out)
     }
 
     /// The planned outputs in commit order.
@@ -430,6 +466,10 @@ impl Merge {
             .walk_to_parent(rel, &mut Vec::new())
             .map_err(err)?;
         let mut set_aside = false;
+        let keep = self.existing == Existing::KeepIdentical && !update;
+        if keep {
+            return self.move_unless_identical(rel, (&src_dir, &src_name), (&dir, &name));
+        }
         if dir.exists(&name) {
             if self.existing == Existing::Refuse && !update {
                 return Err(Error::Exists { path: dest });
@@ -452,6 +492,38 @@ impl Merge {
         }
         self.moved.push((rel.to_path_buf(), set_aside));
         Ok(())
+    }
+
+    /// Move the staged `rel` into place unless an output is there: one
+    /// with the same contents is left alone (the staged copy stays in the
+    /// staging tree), one with other contents is an error. The rename never
+    /// replaces, so an output a parallel run commits meanwhile is compared
+    /// too.
+    fn move_unless_identical(
+        &mut self,
+        rel: &Path,
+        (src_dir, src_name): (&Dir, &std::ffi::OsStr),
+        (dir, name): (&Dir, &std::ffi::OsStr),
+    ) -> Result<()> {
+        let dest = self.root.join(rel);
+        match Dir::rename_noreplace(src_dir, src_name, dir, name) {
+            Ok(()) => {
+                self.moved.push((rel.to_path_buf(), false));
+                return Ok(());
+            }
+            Err(e) if !dir.exists(name) => {
+                return Err(Error::Commit {
+                    path: dest,
+                    source: e,
+                });
+            }
+            Err(_) => {}
+        }
+        let staged = self.holder.join(TREE).join(rel);
+        match crate::first_difference(&staged, &dest) {
+            None => Ok(()),
+            Some(first) => Err(Error::ExistsDiffering { path: dest, first }),
+        }
     }
 
     /// Undo every move, newest first, restore what was replaced and remove

@@ -170,7 +170,14 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
             return Ok(rep);
         }
     };
-    let mut staged = Outputs::create(out, "split", Existing::from_force(opts.replace))?;
+    // Shards writing one location: an output another shard committed
+    // with the same contents is kept, even when it appears between the
+    // check below and the commit.
+    let rule = match opts.replace {
+        true => Existing::Replace,
+        false => Existing::KeepIdentical,
+    };
+    let mut staged = Outputs::create(out, "split", rule)?;
     let stage = staged.tree();
     let mut opts = opts.clone();
     opts.component = c.clone();
@@ -217,7 +224,13 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     }
     // Removals inside the staging directory end before it moves.
     drop(remover.take());
-    staged.commit()?;
+    let committed = staged.commit_report()?;
+    let kept: Vec<String> = committed
+        .identical
+        .iter()
+        .filter_map(|p| Some(p.strip_prefix(out).ok()?.to_str()?.to_string()))
+        .collect();
+    rep.identical.extend(kept);
     rep.generic_only = arches.is_empty();
     rep.arches = arches.into_iter().collect();
     rep.outputs = names;

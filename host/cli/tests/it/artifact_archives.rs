@@ -508,3 +508,59 @@ fn archive_per_artifact_writes_amds_names_and_markers_resolve() {
     ]);
     assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
 }
+
+/// Identical shards splitting into one output location at the same time:
+/// whichever commits second finds the first's outputs identical and exits
+/// 0 saying so, in every race, whatever the output format.
+#[test]
+fn parallel_identical_shards_all_succeed() {
+    let tmp = fresh("artifact-archives-race");
+    let dir = artifact(&tmp.join("src"));
+    let archive = tmp.join("blas_lib_gfx90a.tar.zst");
+    pack(&dir, &archive);
+    for round in 0..20 {
+        let format = if round % 2 == 0 { "dir" } else { "tar.zst" };
+        let out = tmp.join(format!("out-{round}"));
+        let spawn = || {
+            std::process::Command::new(KPACK)
+                .args([
+                    "split",
+                    archive.to_str().unwrap(),
+                    "-o",
+                    out.to_str().unwrap(),
+                ])
+                .args(["--output-format", format, "-j", "1"])
+                .env_remove("SOURCE_DATE_EPOCH")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn(), spawn());
+        for r in [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()] {
+            assert_eq!(
+                r.status.code(),
+                Some(0),
+                "round {round} ({format}): {}",
+                stderr(&r)
+            );
+        }
+        let names: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.starts_with(".kpack-tmp"))
+            .collect();
+        assert!(
+            names.iter().any(|n| n.starts_with("blas_lib_generic")),
+            "{names:?}"
+        );
+        assert!(
+            !std::fs::read_dir(&out).unwrap().any(|e| e
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with(".kpack-tmp")),
+            "round {round}: a staging directory was left"
+        );
+    }
+}
