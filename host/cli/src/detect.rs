@@ -27,7 +27,9 @@ pub enum Format {
     /// Wheel-variant properties, most preferred first:
     /// `amd :: gfx_arch :: gfx1100`.
     Variant,
-    /// The pip extras to install: `device-gfx1100`.
+    /// The pip extras to install, on one line joined by commas
+    /// (`device-gfx1100,device-gfx942`), for `"PKG[$(kpack detect
+    /// --format extras --for PKG)]"`; with --for, those the package provides.
     Extras,
 }
 
@@ -59,6 +61,14 @@ pub struct Args {
     /// `--format json`.
     #[arg(long)]
     json: bool,
+    /// With --format extras: the extras this package provides for these
+    /// GPUs, at whatever grouping it was split (a host wheel, a folder of
+    /// split output, or a name looked up in --index).
+    #[arg(long = "for", value_name = "WHEEL|DIR|NAME")]
+    for_package: Option<String>,
+    /// Where --for NAME is: a simple-index URL or a folder of wheels.
+    #[arg(long, value_name = "URL|DIR", requires = "for_package")]
+    index: Option<String>,
 }
 
 /// Run `kpack detect`.
@@ -106,15 +116,32 @@ pub fn run(args: Args) -> CliResult {
         Format::Variant => variant_properties(&det)
             .iter()
             .for_each(|p| println!("{} :: {} :: {p}", provider::NAMESPACE, provider::FEATURE)),
-        Format::Extras => extras(&det).iter().for_each(|e| println!("{e}")),
+        Format::Extras => return print_extras(&det, &args),
         Format::Human => human(&det),
     }
     Ok(())
 }
 
-/// The `amd :: gfx_arch` values of the detected GPUs, most preferred first.
+/// The `amd :: gfx_arch` values of the detected GPUs, as the variant
+/// providers (kpack's and rocm-bootstrap's) report them.
 fn variant_properties(det: &Detection) -> Vec<String> {
-    provider::properties_for(&det.targets())
+    provider::supported(det)
+}
+
+/// `--format extras`: one line, comma-joined; with `--for`, the package's
+/// own extras for these GPUs, and exit 1 when it serves not all of them.
+fn print_extras(det: &Detection, args: &Args) -> CliResult {
+    let Some(package) = &args.for_package else {
+        println!("{}", extras(det).join(","));
+        return Ok(());
+    };
+    let host = crate::install::host_extras(package, args.index.as_deref())?;
+    let r = crate::install::choose(host, det);
+    println!("{}", r.extras.join(","));
+    if crate::install::report_unserved(&r) {
+        return Err(crate::exit::CliError::Findings);
+    }
+    Ok(())
 }
 
 /// The pip extras that install the detected GPUs' device wheels (kpack's
@@ -165,9 +192,7 @@ fn human(det: &Detection) {
         match &g.chain {
             Some(c) => println!(
                 "  packages: {} -> {} -> {}",
-                c.target,
-                kpack_amdgpu::dist_name(&c.sub_family),
-                c.family
+                c.target, c.sub_family, c.family
             ),
             None => println!("  packages: none (ROCm does not package {})", g.target),
         }

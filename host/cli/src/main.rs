@@ -18,6 +18,7 @@ mod handlers;
 mod help_markdown;
 mod index;
 mod inspect;
+mod install;
 mod json;
 mod memory_args;
 mod offload;
@@ -98,6 +99,8 @@ enum Command {
     Detect(detect::Args),
     /// Install only the archives this machine's GPUs need, from an index.
     Fetch(fetch::Args),
+    /// Install a split package with its device wheels for this machine's GPUs (pip or uv, through extras).
+    Install(install::Args),
     /// Write the listing `kpack fetch --index` reads (name, size, SHA-256).
     Index(index::Args),
     /// Which GPU targets a set of wheels serves, binary by binary, and its holes.
@@ -166,6 +169,7 @@ fn main() -> ExitCode {
         Command::Verify(args) => verify::run(args),
         Command::Wheel(args) => wheel::run(args),
         Command::Detect(args) => detect::run(args),
+        Command::Install(args) => install::run(args),
         Command::Fetch(args) => fetch::run(args),
         Command::Index(args) => index::run(args),
         Command::Audit(args) => audit::run(args),

@@ -27,7 +27,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::job::{Source, WheelJob};
-use crate::name::{VariantLabelError, WheelName, variant_wheel_file};
+use crate::name::{VariantLabelError, WheelName, normalize, variant_wheel_file};
 use crate::reader::Unpacked;
 
 /// The variant wheel's label when none is given (AMD's default).
@@ -40,19 +40,40 @@ pub const VARIANT_JSON: &str = "variant.json";
 /// `amd`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum VariantProvider {
-    /// AMD's, byte for byte as AMD's splitter writes it: plugin
+    /// AMD's, byte for byte as AMD's splitter writes it: one wheel with
+    /// every target's variant, plugin
     /// `amd_variant_provider.plugin:AMDVariantPlugin` from
     /// `amd-variant-provider >= 1.0` (a package on no index), in the
     /// document layout of an earlier draft (`install-time`,
-    /// `default-priorities.property`) that `variantlib` 0.2.2 rejects.
+    /// `default-priorities.property`). No installer reads it today: uv
+    /// 0.13.9 and variantlib 0.2.2 refuse it.
     #[default]
     Amd,
-    /// kpack's: `kpack-variant-provider` (built from this repository),
-    /// whose properties run target → sub-family → family, in the layout
-    /// `variantlib` 0.2.2 reads; one variant per device wheel key of any
-    /// level.
+    /// kpack's: `kpack-variant-provider` (built from this repository), in
+    /// the PEP 825/850 layout uv 0.13 and variantlib 0.2 read: one wheel
+    /// per label ([`label_wheels`]).
     Kpack,
+    /// AMD's public provider, rocm-bootstrap 0.3.0's `AMDVariantPlugin`,
+    /// in the same layout as [`Kpack`](Self::Kpack).
+    RocmBootstrap,
 }
+
+impl VariantProvider {
+    /// `(plugin-api, requirement)` of a provider in the PEP 850 layout.
+    fn plugin(self) -> (&'static str, &'static str) {
+        use kpack_detect::provider as p;
+        match self {
+            VariantProvider::RocmBootstrap => {
+                (p::ROCM_BOOTSTRAP_PLUGIN_API, p::ROCM_BOOTSTRAP_REQUIREMENT)
+            }
+            _ => (p::PLUGIN_API, p::REQUIREMENT),
+        }
+    }
+}
+
+/// The `$schema` of every `variant.json` and `*-variants.json` kpack
+/// writes in the PEP 850 layout (one uv 0.13.9 knows).
+pub const VARIANT_SCHEMA: &str = "https://variants-schema.wheelnext.dev/peps/850/v0.2.0.json";
 
 /// What the variant wheel consists of, beyond the host wheel's entries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,66 +114,204 @@ pub fn variant_wheel(
     host_metadata: &str,
     targets: &[&str],
 ) -> Result<VariantWheel, VariantLabelError> {
-    variant_wheel_for(VariantProvider::Amd, host, label, host_metadata, targets)
-}
-
-/// [`variant_wheel`] naming `provider`. kpack's provider spells every
-/// marker's value as a property value ([`variant_value`]).
-pub fn variant_wheel_for(
-    provider: VariantProvider,
-    host: &WheelName,
-    label: &str,
-    host_metadata: &str,
-    keys: &[&str],
-) -> Result<VariantWheel, VariantLabelError> {
-    let metadata = match provider {
-        VariantProvider::Amd => add_variant_markers(host_metadata),
-        VariantProvider::Kpack => add_markers_with(host_metadata, |t| {
-            Some(variant_value(t)).filter(|v| is_property_value(v))
-        }),
-    };
     Ok(VariantWheel {
         file: variant_wheel_file(host, label)?,
-        metadata,
-        variant_json: variant_json_for(provider, keys),
+        metadata: add_variant_markers(host_metadata),
+        variant_json: variant_json(targets),
     })
 }
 
-/// Plan phase, AMD's layout: the variant wheel as a copy of the `host` job
-/// with the variant METADATA (written under `stage`) and `variant.json` for
-/// the target-level keys among `keys`.
-pub(crate) fn variant_job(
+/// Plan phase: the variant wheels, as copies of the `host` job, and the
+/// `*-variants.json` (file name, text) to write beside them when the
+/// layout has one. AMD's layout: one wheel labelled `label` with AMD's
+/// METADATA markers and `variant.json` for the target-level keys among
+/// `keys`. The PEP 850 layout: [`label_wheels`].
+pub(crate) fn variant_jobs(
     host: &WheelJob,
     un: &Unpacked,
     (provider, label): (VariantProvider, &str),
     keys: &BTreeSet<String>,
     stage: &Path,
-) -> Result<WheelJob> {
+) -> Result<(Vec<WheelJob>, Option<(String, String)>)> {
     let metadata_path = format!("{}/METADATA", un.dist_info);
-    let mut job = host.clone();
-    let entry = job.entries.iter().find(|e| e.path == metadata_path);
+    let entry = host.entries.iter().find(|e| e.path == metadata_path);
     let classic = match entry.map(|e| &e.src) {
         Some(Source::Disk(p)) => {
             std::fs::read_to_string(p).map_err(|e| Error::io(p, "cannot read", e))?
         }
         _ => un.metadata_text.clone(),
     };
-    let targets: Vec<&str> = keys
-        .iter()
-        .map(String::as_str)
-        .filter(|k| provider == VariantProvider::Kpack || !crate::amd::is_parent(k))
-        .collect();
-    let v = variant_wheel_for(provider, &un.name, label, &classic, &targets)
-        .map_err(|e| Error::invalid(un.name.to_string(), format!("--{e}")))?;
-    let file = stage.join("variant-METADATA");
-    std::fs::write(&file, &v.metadata).map_err(|e| Error::io(&file, "cannot write", e))?;
-    if let Some(e) = job.entries.iter_mut().find(|e| e.path == metadata_path) {
-        e.src = Source::Disk(file);
+    let bad_label = |e: VariantLabelError| Error::invalid(un.name.to_string(), format!("--{e}"));
+    let job = |file: String, metadata: &str, json: String, n: usize| -> Result<WheelJob> {
+        let mut job = host.clone();
+        let path = stage.join(format!("variant-METADATA-{n}"));
+        std::fs::write(&path, metadata).map_err(|e| Error::io(&path, "cannot write", e))?;
+        if let Some(e) = job.entries.iter_mut().find(|e| e.path == metadata_path) {
+            e.src = Source::Disk(path);
+        }
+        job.generated
+            .push((format!("{}/{VARIANT_JSON}", un.dist_info), json));
+        job.file = file;
+        Ok(job)
+    };
+    if provider == VariantProvider::Amd {
+        let targets: Vec<&str> = keys
+            .iter()
+            .map(String::as_str)
+            .filter(|k| !crate::amd::is_parent(k))
+            .collect();
+        let v = variant_wheel(&un.name, label, &classic, &targets).map_err(bad_label)?;
+        return Ok((vec![job(v.file, &v.metadata, v.variant_json, 0)?], None));
     }
-    job.generated
-        .push((format!("{}/{VARIANT_JSON}", un.dist_info), v.variant_json));
-    job.file = v.file;
-    Ok(job)
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let (wheels, index) = label_wheels(provider, &un.name, &classic, &keys).map_err(bad_label)?;
+    let jobs = wheels
+        .into_iter()
+        .enumerate()
+        .map(|(n, w)| job(w.file, &w.metadata, w.variant_json, n))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((jobs, Some((variants_json_file(&un.name), index))))
+}
+
+/// One variant wheel of the PEP 850 layout: a copy of the host wheel for
+/// one device wheel key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelWheel {
+    /// The device wheel key it selects (`gfx1100`, `gfx110x`, `gfx9-0`).
+    pub key: String,
+    /// Its label: the key as a property value (`gfx9_0`).
+    pub label: String,
+    /// Its file name, `<host stem>-<label>.whl`.
+    pub file: String,
+    /// METADATA: the host's, plus plain `Requires-Dist` lines on the
+    /// device wheels the key's extra installs (no variant markers).
+    pub metadata: String,
+    /// `variant.json`: `$schema`, `default-priorities`, the provider, and
+    /// this label's variant alone.
+    pub variant_json: String,
+}
+
+/// The index file written beside variant wheels (`fatpkg-1.0-variants.json`).
+pub fn variants_json_file(host: &WheelName) -> String {
+    format!("{}-{}-variants.json", host.distribution, host.version)
+}
+
+/// The PEP 850 layout: one [`LabelWheel`] per device wheel key that names
+/// GPUs (generic and SPIR-V wheels get none: their code comes through the
+/// target wheels' requirements), and the `*-variants.json` text, the
+/// union of their variants. `host_metadata` is the host wheel's, with the
+/// `device-*` extras.
+pub fn label_wheels(
+    provider: VariantProvider,
+    host: &WheelName,
+    host_metadata: &str,
+    keys: &[&str],
+) -> Result<(Vec<LabelWheel>, String), VariantLabelError> {
+    let mut out = Vec::new();
+    let mut all = serde_json::Map::new();
+    for key in keys {
+        let label = variant_value(key);
+        let values = kpack_detect::provider::variant_values(key);
+        if !is_property_value(&label) || values.is_empty() {
+            continue;
+        }
+        let variant = serde_json::json!({ "amd": { "gfx_arch": values } });
+        all.insert(label.clone(), variant.clone());
+        let one = serde_json::Map::from_iter([(label.clone(), variant)]);
+        let extra = format!("device-{}", kpack_amdgpu::dist_name(key));
+        out.push(LabelWheel {
+            key: key.to_string(),
+            file: variant_wheel_file(host, &label)?,
+            metadata: add_plain_requirements(host_metadata, &extra),
+            variant_json: pep850_json(provider, one),
+            label,
+        });
+    }
+    Ok((out, pep850_json(provider, all)))
+}
+
+/// A `variant.json` / `*-variants.json` document of the PEP 850 layout.
+fn pep850_json(
+    provider: VariantProvider,
+    variants: serde_json::Map<String, serde_json::Value>,
+) -> String {
+    let (api, requires) = provider.plugin();
+    let doc = serde_json::json!({
+        "$schema": VARIANT_SCHEMA,
+        "default-priorities": { "namespace": [kpack_detect::provider::NAMESPACE] },
+        "providers": { "amd": { "plugin-api": api, "requires": [requires] } },
+        "variants": variants,
+    });
+    // Serializing a JSON value cannot fail.
+    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// `metadata` with, after each `Requires-Dist: <req>; extra == "<extra>"`
+/// line, the plain line `Requires-Dist: <req>`.
+fn add_plain_requirements(metadata: &str, extra: &str) -> String {
+    let mut out = String::with_capacity(metadata.len() + 256);
+    for line in python_lines(metadata) {
+        out.push_str(line);
+        out.push('\n');
+        if let Some((req, e)) = extra_requirement(line)
+            && e == extra
+        {
+            out.push_str(req);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// What a host wheel offers an installer: its distribution, version, and
+/// the `device-*` extras its METADATA provides, spelled as written
+/// (`device-all` left out).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostExtras {
+    /// The distribution name, as in METADATA.
+    pub name: String,
+    /// The version.
+    pub version: String,
+    /// The per-GPU extras (`device-gfx1100`, `device-gfx110x`), in file order.
+    pub extras: Vec<String>,
+}
+
+impl HostExtras {
+    /// From a METADATA text; `None` for one that is not a header file or
+    /// names no distribution.
+    pub fn from_metadata(text: &str) -> Option<HostExtras> {
+        let h = crate::headers::Headers::parse(text).ok()?;
+        Some(HostExtras {
+            name: h.get("Name")?.to_string(),
+            version: h.get("Version")?.to_string(),
+            extras: h
+                .get_all("Provides-Extra")
+                .map(str::trim)
+                .filter(|e| e.starts_with("device-") && *e != "device-all")
+                .map(str::to_string)
+                .collect(),
+        })
+    }
+
+    /// Read from the wheel at `path`, without unpacking it.
+    pub fn read(path: &Path) -> Result<HostExtras> {
+        let (_, text) = crate::reader::read_metadata(path)?;
+        HostExtras::from_metadata(&text).ok_or_else(|| {
+            Error::invalid(path, "METADATA is not a header file with Name and Version")
+        })
+    }
+
+    /// The extra, as this wheel spells it, whose name normalises (PEP 685:
+    /// lower case, runs of `-`, `_`, `.` as one `-`) to `device-<key>`'s.
+    pub fn find(&self, key: &str) -> Option<&str> {
+        let want = normalize(&format!("device-{key}"));
+        self.extras
+            .iter()
+            .find(|e| normalize(e) == want)
+            .map(String::as_str)
+    }
 }
 
 #[derive(Serialize)]
@@ -191,71 +350,6 @@ struct VariantJson<'a> {
     #[serde(rename = "default-priorities")]
     default_priorities: Priorities<'a>,
     variants: std::collections::BTreeMap<&'a str, Amd<'a>>,
-}
-
-#[derive(Serialize)]
-struct KpackProvider {
-    #[serde(rename = "plugin-api")]
-    plugin_api: &'static str,
-    requires: [&'static str; 1],
-}
-
-#[derive(Serialize)]
-struct KpackProviders {
-    amd: KpackProvider,
-}
-
-#[derive(Serialize)]
-struct Namespaces {
-    namespace: [&'static str; 1],
-}
-
-#[derive(Serialize)]
-struct KpackVariantJson<'a> {
-    providers: KpackProviders,
-    #[serde(rename = "default-priorities")]
-    default_priorities: Namespaces,
-    variants: std::collections::BTreeMap<&'a str, Amd<'a>>,
-}
-
-/// `variant.json` naming `provider`, one variant per key (for kpack's
-/// provider: per device wheel key of any level, labelled and valued by
-/// its [`variant_value`]).
-pub fn variant_json_for(provider: VariantProvider, keys: &[&str]) -> String {
-    if provider == VariantProvider::Amd {
-        return variant_json(keys);
-    }
-    let values: BTreeSet<String> = keys
-        .iter()
-        .map(|k| variant_value(k))
-        .filter(|v| is_property_value(v))
-        .collect();
-    let doc = KpackVariantJson {
-        providers: KpackProviders {
-            amd: KpackProvider {
-                plugin_api: kpack_detect::provider::PLUGIN_API,
-                requires: [kpack_detect::provider::REQUIREMENT],
-            },
-        },
-        default_priorities: Namespaces { namespace: ["amd"] },
-        variants: values
-            .iter()
-            .map(|v| {
-                (
-                    v.as_str(),
-                    Amd {
-                        amd: GfxArch {
-                            gfx_arch: vec![v.as_str()],
-                        },
-                    },
-                )
-            })
-            .collect(),
-    };
-    // Serializing plain structs, string maps and string lists cannot fail.
-    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
-    text.push('\n');
-    text
 }
 
 /// `variant.json` for the target-level GPUs `targets`: two-space indented
@@ -308,22 +402,16 @@ pub fn variant_json(targets: &[&str]) -> String {
 /// split as Python's `str.splitlines` does and joined with `\n`, with a final
 /// newline.
 pub fn add_variant_markers(metadata: &str) -> String {
-    add_markers_with(metadata, |t| Some(t.to_string()))
-}
-
-/// [`add_variant_markers`] with each marker's value `value(<target>)`; no
-/// marker where it is `None`.
-fn add_markers_with(metadata: &str, value: impl Fn(&str) -> Option<String>) -> String {
     let mut out = String::with_capacity(metadata.len() * 2);
     for line in python_lines(metadata) {
         out.push_str(line);
         out.push('\n');
-        if let Some((req, target)) = extra_requirement(line)
-            && let Some(v) = value(target.strip_prefix("device-").unwrap_or(target))
-        {
+        if let Some((req, extra)) = extra_requirement(line) {
             out.push_str(req);
             out.push_str("; ");
-            out.push_str(&variant_marker(&v));
+            out.push_str(&variant_marker(
+                extra.strip_prefix("device-").unwrap_or(extra),
+            ));
             out.push('\n');
         }
     }
@@ -547,47 +635,58 @@ Requires-Dist: a == 1; \"amd :: gfx_arch :: gpu\" in variant_properties\n"
     }
 
     #[test]
-    fn kpack_variant_json_names_kpacks_provider_and_every_level() {
-        let got = variant_json_for(
-            VariantProvider::Kpack,
-            &["gfx1100", "gfx9-0", "gfx11", "gfx11-generic", "gfx110x"],
+    fn label_wheels_carry_one_variant_each_with_target_level_values() {
+        let host = WheelName::parse("fatpkg-1.0-py3-none-linux_x86_64.whl").unwrap();
+        let meta = "Name: fatpkg\nVersion: 1.0\nProvides-Extra: device-gfx110x\n\
+Requires-Dist: fatpkg-device-gfx110x == 1.0; extra == \"device-gfx110x\"\n\
+Requires-Dist: fatpkg-device-gfx11-generic == 1.0; extra == \"device-gfx110x\"\n\
+Provides-Extra: device-gfx9-0\n\
+Requires-Dist: fatpkg-device-gfx9-0 == 1.0; extra == \"device-gfx9-0\"\n";
+        let keys = ["gfx110x", "gfx9-0", "gfx11-generic", "amdgcnspirv"];
+        let (wheels, index) = label_wheels(VariantProvider::Kpack, &host, meta, &keys).unwrap();
+        let labels: Vec<&str> = wheels.iter().map(|w| w.label.as_str()).collect();
+        assert_eq!(labels, ["gfx110x", "gfx9_0"]);
+        assert_eq!(
+            wheels[0].file,
+            "fatpkg-1.0-py3-none-linux_x86_64-gfx110x.whl"
         );
-        let v: serde_json::Value = serde_json::from_str(&got).unwrap();
+        let one: serde_json::Value = serde_json::from_str(&wheels[0].variant_json).unwrap();
+        assert_eq!(
+            one,
+            serde_json::json!({
+                "$schema": VARIANT_SCHEMA,
+                "default-priorities": {"namespace": ["amd"]},
+                "providers": {"amd": {
+                    "plugin-api": "kpack_variant_provider.plugin:AmdVariantPlugin",
+                    "requires": ["kpack-variant-provider >= 0.2"],
+                }},
+                "variants": {"gfx110x": {"amd": {"gfx_arch":
+                    ["gfx1100", "gfx1101", "gfx1102", "gfx1103"]}}},
+            })
+        );
+        let m = &wheels[0].metadata;
+        assert!(
+            m.contains("\nRequires-Dist: fatpkg-device-gfx110x == 1.0\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("\nRequires-Dist: fatpkg-device-gfx11-generic == 1.0\n"),
+            "{m}"
+        );
+        assert!(!m.contains("fatpkg-device-gfx9-0 == 1.0\n"), "{m}");
+        assert!(!m.contains("variant_properties"), "{m}");
+        let all: serde_json::Value = serde_json::from_str(&index).unwrap();
+        let labels: Vec<&String> = all["variants"].as_object().unwrap().keys().collect();
+        assert_eq!(labels, ["gfx110x", "gfx9_0"]);
+        assert_eq!(variants_json_file(&host), "fatpkg-1.0-variants.json");
+        let (rb, _) = label_wheels(VariantProvider::RocmBootstrap, &host, meta, &keys).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&rb[0].variant_json).unwrap();
         assert_eq!(
             v["providers"]["amd"],
             serde_json::json!({
-                "plugin-api": "kpack_variant_provider.plugin:AmdVariantPlugin",
-                "requires": ["kpack-variant-provider >= 0.1"],
+                "plugin-api": "rocm_bootstrap.variant_provider:AMDVariantPlugin",
+                "requires": ["rocm-bootstrap >= 0.3.0"],
             })
-        );
-        assert_eq!(
-            v["default-priorities"],
-            serde_json::json!({"namespace": ["amd"]})
-        );
-        let labels: Vec<&String> = v["variants"].as_object().unwrap().keys().collect();
-        assert_eq!(labels, ["gfx11", "gfx1100", "gfx110x", "gfx9_0"]);
-        assert_eq!(
-            v["variants"]["gfx9_0"]["amd"]["gfx_arch"],
-            serde_json::json!(["gfx9_0"])
-        );
-        // AMD's layout stays AMD's document.
-        assert_eq!(
-            variant_json_for(VariantProvider::Amd, &["gfx942"]),
-            variant_json(&["gfx942"])
-        );
-        // Markers spell values as properties; generic extras get none.
-        let host = WheelName::parse("fatpkg-1.0-py3-none-any.whl").unwrap();
-        let meta = "Requires-Dist: a-gfx9-0 == 1; extra == \"device-gfx9-0\"\n\
-Requires-Dist: a-g == 1; extra == \"device-gfx11-generic\"\n";
-        let w =
-            variant_wheel_for(VariantProvider::Kpack, &host, "variant", meta, &["gfx9-0"]).unwrap();
-        assert_eq!(
-            w.metadata,
-            format!(
-                "{}Requires-Dist: a-gfx9-0 == 1; \"amd :: gfx_arch :: gfx9_0\" in variant_properties\n{}",
-                "Requires-Dist: a-gfx9-0 == 1; extra == \"device-gfx9-0\"\n",
-                "Requires-Dist: a-g == 1; extra == \"device-gfx11-generic\"\n"
-            )
         );
     }
 }

@@ -27,6 +27,7 @@ mod host_only_inputs;
 mod hostile_artifacts;
 mod independent_reader;
 mod inspect;
+mod installers;
 mod instrumented;
 mod manners;
 mod offload;

@@ -1,77 +1,157 @@
 //! The AMD wheel-variant provider built from this repository
-//! (`python/variant-provider`, `kpack_detect::provider`): variantlib 0.2.2
-//! (PyPI, in the venv of `scripts/variant-venv.sh`) loads it through its
-//! entry point and orders the variants of kpack-written variant wheels by
-//! it; the Python provider, the Rust one and `kpack detect --format
-//! variant` give the same ordered properties.
+//! (`python/variant-provider`, `kpack_detect::provider`) against AMD's own
+//! (rocm-bootstrap 0.3.0) under variantlib 0.2.2 (all pinned, in the venv
+//! of `scripts/variant-venv.sh`): the same variant selected on the same
+//! machines at every grouping; the Python provider, the Rust one and
+//! `kpack detect --format variant` give the same values; hostile KFD files
+//! end quickly with a clean answer.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use kpack_tests::{stderr, stdout, workspace_root};
 
 use crate::detect::{kpack_with, topology};
-use crate::wheel::{build_fat_wheel, kpack_env, read_wheel};
 
-const VARIANT_JSON: &str = "fatpkg-1.0.dist-info/variant.json";
-
-/// The venv's python, with variantlib and the provider installed.
-fn variant_python() -> PathBuf {
-    let o = Command::new(workspace_root().join("scripts/variant-venv.sh"))
-        .output()
-        .expect("scripts/variant-venv.sh");
-    assert!(o.status.success(), "variant-venv.sh:\n{}", stderr(&o));
-    PathBuf::from(stdout(&o).trim())
+/// The venv's python, with variantlib, rocm-bootstrap, uv, pip 26 and
+/// kpack's provider installed.
+pub(crate) fn variant_python() -> PathBuf {
+    static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let o = Command::new(workspace_root().join("scripts/variant-venv.sh"))
+                .output()
+                .expect("scripts/variant-venv.sh");
+            assert!(o.status.success(), "variant-venv.sh:\n{}", stderr(&o));
+            PathBuf::from(stdout(&o).trim())
+        })
+        .clone()
 }
 
-/// `kpack wheel split --group LEVEL --variant-wheel` of the fat test
-/// wheel; the variant wheel's `variant.json`.
-fn split_variant(tmp: &Path, fat: &Path, level: &str) -> PathBuf {
-    let out = tmp.join(level);
-    let o = kpack_env(
-        &[
-            "wheel".as_ref(),
-            "split".as_ref(),
-            fat.as_os_str(),
-            "-o".as_ref(),
-            out.as_os_str(),
-            "--group".as_ref(),
-            level.as_ref(),
-            "--variant-wheel".as_ref(),
-        ],
-        &[],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
-    let wheel = read_wheel(&out.join("fatpkg-1.0-py3-none-linux_x86_64-variant.whl"));
-    let json = tmp.join(format!("{level}.json"));
-    std::fs::write(&json, &wheel[VARIANT_JSON].0).unwrap();
-    json
+/// Whether this process may make a private mount namespace (root on
+/// Linux with `unshare`): then rocm-bootstrap, which has no sysfs
+/// override, reads a fake topology at /sys itself.
+fn can_unshare() -> bool {
+    Command::new("unshare")
+        .args([
+            "-m",
+            "--propagation",
+            "private",
+            "mount",
+            "-t",
+            "tmpfs",
+            "none",
+            "/mnt",
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// `python ARGS` seeing `root`'s KFD topology at /sys/class/kfd, in a
+/// private mount namespace; or, where none can be made, with
+/// `KPACK_SYSFS_ROOT` and rocm-bootstrap's forced targets (what `kpack
+/// detect --plain` finds there).
+fn on_machine(root: &Path, python: &Path, args: &[&Path]) -> std::process::Output {
+    let mut cmd;
+    if can_unshare() {
+        cmd = Command::new("unshare");
+        cmd.args(["-m", "--propagation", "private", "sh", "-c"])
+            .arg(
+                "mount -t tmpfs none /sys/class && cp -r \"$0/class/kfd\" /sys/class/ && exec \"$@\"",
+            )
+            .arg(root)
+            .arg(python)
+            .args(args);
+    } else {
+        let plain = kpack_with(
+            &["detect".as_ref(), "--plain".as_ref()],
+            &[("KPACK_SYSFS_ROOT", root.as_os_str())],
+        );
+        cmd = Command::new(python);
+        cmd.args(args).env("KPACK_SYSFS_ROOT", root).env(
+            "ROCM_BOOTSTRAP_FORCE_GFX_ARCH",
+            stdout(&plain).trim().replace('\n', ","),
+        );
+    }
+    if can_unshare() {
+        cmd.env_remove("KPACK_SYSFS_ROOT")
+            .env_remove("ROCM_BOOTSTRAP_FORCE_GFX_ARCH");
+    }
+    cmd.env_remove("ROCM_BOOTSTRAP_DISABLE_DETECTION")
+        .output()
+        .expect("run python")
+}
+
+/// One line of `test_variantlib.py`: `(grouping, kpack's, rocm-bootstrap's)`.
+fn picks(text: &str) -> Vec<(String, String, String)> {
+    text.lines()
+        .map(|l| {
+            let w: Vec<&str> = l.split(' ').collect();
+            let v = |i: usize, p: &str| w[i].strip_prefix(p).unwrap().to_string();
+            (w[0].to_string(), v(1, "kpack="), v(2, "rocm-bootstrap="))
+        })
+        .collect()
 }
 
 #[test]
-fn variantlib_orders_kpack_variants_by_the_provider() {
-    let tmp = tempfile::tempdir().unwrap();
-    let fat = build_fat_wheel(tmp.path(), &crate::wheel_groups::fat_files());
-    let target = split_variant(tmp.path(), &fat, "target");
-    let family = split_variant(tmp.path(), &fat, "family");
-    let text = std::fs::read_to_string(&target).unwrap();
-    assert!(text.contains("\"kpack-variant-provider >= 0.1\""), "{text}");
+fn both_providers_select_the_same_variant_at_every_grouping() {
+    let out = crate::installers::split_output();
+    let docs: Vec<PathBuf> = ["target", "sub-family", "family"]
+        .iter()
+        .map(|g| out.join(g).join("fatpkg-1.0-variants.json"))
+        .collect();
+    let docs: Vec<&Path> = docs.iter().map(PathBuf::as_path).collect();
     let script = workspace_root().join("python/variant-provider/tests/test_variantlib.py");
-    let o = Command::new(variant_python())
-        .arg(&script)
-        .arg(&target)
-        .arg(&family)
-        .env_remove("ROCM_BOOTSTRAP_FORCE_GFX_ARCH")
-        .env_remove("ROCM_BOOTSTRAP_DISABLE_DETECTION")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
-    assert_eq!(stdout(&o), "ok\n", "{}", stderr(&o));
+    let mut args = vec![script.as_path()];
+    args.extend(&docs);
+    let tmp = tempfile::tempdir().unwrap();
+    // (machine, the variant chosen at target, sub-family, family grouping)
+    for (versions, want) in [
+        (&[110000][..], ["gfx1100", "gfx110x", "gfx11"]),
+        (
+            &[110000, 90402],
+            ["gfx1100,gfx942", "gfx110x,gfx9_4", "gfx11,gfx9"],
+        ),
+        (&[110501], ["-", "-", "gfx11"]),
+    ] {
+        let root = tmp.path().join(format!("{versions:?}"));
+        topology(&root, versions);
+        let o = on_machine(&root, &variant_python(), &args);
+        assert!(o.status.success(), "{versions:?}: {}", stderr(&o));
+        let got = picks(&stdout(&o));
+        assert_eq!(got.len(), 3, "{}", stdout(&o));
+        for ((group, kpack, rocm), want) in got.iter().zip(want) {
+            assert_eq!(
+                kpack, rocm,
+                "{versions:?} at {group}: the providers disagree"
+            );
+            assert_eq!(kpack, want, "{versions:?} at {group}");
+        }
+    }
 }
 
-/// The Python provider (run from the source tree with the system python:
-/// it has no dependencies) and `kpack detect --format variant` agree, on
-/// fake topologies and on every processor forced.
+/// `python -m kpack_variant_provider` from the source tree (no
+/// dependencies) with only `env` among the detection variables.
+fn python_provider(env: &[(&str, &std::ffi::OsStr)]) -> std::process::Output {
+    let mut py = Command::new("python3");
+    py.args(["-m", "kpack_variant_provider"])
+        .env(
+            "PYTHONPATH",
+            workspace_root().join("python/variant-provider"),
+        )
+        .env_remove("KPACK_SYSFS_ROOT")
+        .env_remove("ROCM_BOOTSTRAP_FORCE_GFX_ARCH")
+        .env_remove("ROCM_BOOTSTRAP_DISABLE_DETECTION");
+    for (k, v) in env {
+        py.env(k, v);
+    }
+    py.output().unwrap()
+}
+
+/// The Python provider, `kpack detect --format variant` and the Rust
+/// provider give the same values, on fake topologies and on every
+/// processor forced; a forced name `kpack detect` refuses, both refuse.
 #[test]
 fn python_and_rust_providers_agree() {
     let tmp = tempfile::tempdir().unwrap();
@@ -90,28 +170,18 @@ fn python_and_rust_providers_agree() {
         topology(&root, versions);
         cases.push((root, None));
     }
-    let all: Vec<&str> = kpack_amdgpu::SUB_FAMILIES
-        .iter()
-        .flat_map(|s| s.members.iter().copied())
-        .collect();
-    for t in &all {
-        cases.push((tmp.path().join("0"), Some(t.to_string())));
+    for s in kpack_amdgpu::SUB_FAMILIES {
+        for t in s.members {
+            cases.push((tmp.path().join("0"), Some(t.to_string())));
+        }
     }
     cases.push((tmp.path().join("0"), Some("gfx90a:xnack+,gfx1151".into())));
-    let src = workspace_root().join("python/variant-provider");
     for (root, force) in cases {
-        let mut py = Command::new("python3");
-        py.args(["-m", "kpack_variant_provider"])
-            .env("PYTHONPATH", &src)
-            .env("KPACK_SYSFS_ROOT", &root)
-            .env_remove("ROCM_BOOTSTRAP_FORCE_GFX_ARCH")
-            .env_remove("ROCM_BOOTSTRAP_DISABLE_DETECTION");
         let mut env: Vec<(&str, &std::ffi::OsStr)> = vec![("KPACK_SYSFS_ROOT", root.as_os_str())];
         if let Some(f) = &force {
-            py.env("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", f);
             env.push(("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", f.as_ref()));
         }
-        let p = py.output().unwrap();
+        let p = python_provider(&env);
         assert!(p.status.success(), "{}", stderr(&p));
         let k = kpack_with(
             &["detect".as_ref(), "--format".as_ref(), "variant".as_ref()],
@@ -119,20 +189,7 @@ fn python_and_rust_providers_agree() {
         );
         assert!(k.status.success(), "{}", stderr(&k));
         assert_eq!(stdout(&p), stdout(&k), "{root:?} {force:?}");
-        // The vendorable Rust provider, on the same environment.
-        let var = |k: &str| match k {
-            "KPACK_SYSFS_ROOT" => Some(root.to_string_lossy().into_owned()),
-            "ROCM_BOOTSTRAP_FORCE_GFX_ARCH" => force.clone(),
-            _ => None,
-        };
-        let rust: String =
-            kpack_detect::provider::properties_for(&kpack_detect::provider::detect_targets(&var))
-                .iter()
-                .map(|v| format!("amd :: gfx_arch :: {v}\n"))
-                .collect();
-        assert_eq!(rust, stdout(&p), "{root:?} {force:?}");
     }
-    // The two orders on one machine, spelled out.
     let root = tmp.path().join("2");
     let k = kpack_with(
         &["detect".as_ref(), "--format".as_ref(), "variant".as_ref()],
@@ -140,7 +197,75 @@ fn python_and_rust_providers_agree() {
     );
     assert_eq!(
         stdout(&k),
-        "amd :: gfx_arch :: gfx942\namd :: gfx_arch :: gfx1101\namd :: gfx_arch :: gfx9_4\n\
-amd :: gfx_arch :: gfx110x\namd :: gfx_arch :: gfx9\namd :: gfx_arch :: gfx11\n"
+        "amd :: gfx_arch :: gfx942\namd :: gfx_arch :: gfx1101\n"
+    );
+    for bad in ["GFX1100", "gfx11-generic", "../../x", "gfx90a:xnack"] {
+        let env = [("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", bad.as_ref())];
+        let p = python_provider(&env);
+        let k = kpack_with(
+            &["detect".as_ref(), "--format".as_ref(), "variant".as_ref()],
+            &env,
+        );
+        assert_eq!(p.status.code(), Some(2), "{bad}: {}", stderr(&p));
+        assert_eq!(k.status.code(), Some(2), "{bad}: {}", stderr(&k));
+        assert!(
+            stderr(&p).starts_with("error: ROCM_BOOTSTRAP_FORCE_GFX_ARCH: "),
+            "{}",
+            stderr(&p)
+        );
+        assert!(!stderr(&p).contains("Traceback"), "{}", stderr(&p));
+    }
+}
+
+/// A `properties` file that is a FIFO, `/dev/zero`, 200 MB long or not
+/// UTF-8: the node is skipped with a warning, the other GPU still found,
+/// in well under a second; a forced path is refused as fast.
+#[test]
+fn hostile_properties_end_quickly_with_a_clean_answer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let make = |name: &str, write: &dyn Fn(&Path)| {
+        let root = tmp.path().join(name);
+        topology(&root, &[110000, 90402]);
+        let p = root.join("class/kfd/kfd/topology/nodes/2/properties");
+        std::fs::remove_file(&p).unwrap();
+        write(&p);
+        root
+    };
+    let fifo = make("fifo", &|p| {
+        let ok = Command::new("mkfifo").arg(p).status().unwrap();
+        assert!(ok.success());
+    });
+    let zero = make("zero", &|p| {
+        std::os::unix::fs::symlink("/dev/zero", p).unwrap()
+    });
+    let big = make("big", &|p| {
+        let f = std::fs::File::create(p).unwrap();
+        f.set_len(200 << 20).unwrap();
+    });
+    let ff = make("ff", &|p| {
+        std::fs::write(p, b"simd_count 96\n\xff\ngfx_target_version 90402\n").unwrap()
+    });
+    for root in [&fifo, &zero, &big, &ff] {
+        let t = Instant::now();
+        let p = python_provider(&[("KPACK_SYSFS_ROOT", root.as_os_str())]);
+        let took = t.elapsed();
+        assert!(took < Duration::from_secs(1), "{root:?}: {took:?}");
+        assert!(p.status.success(), "{root:?}: {}", stderr(&p));
+        assert_eq!(stdout(&p), "amd :: gfx_arch :: gfx1100\n", "{root:?}");
+        assert!(
+            stderr(&p).starts_with("warning: "),
+            "{root:?}: {}",
+            stderr(&p)
+        );
+        assert!(stderr(&p).contains("node skipped"), "{}", stderr(&p));
+        assert!(!stderr(&p).contains("Traceback"), "{}", stderr(&p));
+    }
+    let t = Instant::now();
+    let p = python_provider(&[("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", "../../x".as_ref())]);
+    assert!(t.elapsed() < Duration::from_secs(1));
+    assert_eq!(p.status.code(), Some(2));
+    assert_eq!(
+        stderr(&p),
+        "error: ROCM_BOOTSTRAP_FORCE_GFX_ARCH: '../../x' is not a GPU target (bad processor name)\n"
     );
 }

@@ -201,7 +201,7 @@ fn check_host(host: &BTreeMap<String, (Vec<u8>, u32)>) {
     assert_eq!(
         text(host, &format!("{HOST_DI}/METADATA")),
         "Metadata-Version: 2.1\nName: fatpkg\nVersion: 1.0\nSummary: a fat test package\n\
-         Requires-Dist: rocm-bootstrap\n\
+         Requires-Dist: rocm-bootstrap >= 0.3.0\n\
          Provides-Extra: device-gfx1100\n\
          Requires-Dist: fatpkg-device-gfx1100 == 1.0; extra == \"device-gfx1100\"\n\
          Requires-Dist: fatpkg-device-gfx11 == 1.0; extra == \"device-gfx1100\"\n\
