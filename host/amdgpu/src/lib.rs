@@ -61,10 +61,9 @@ pub use generic::{GENERIC_TABLE, covered_by, generic_for, is_generic};
 pub use mach::{EF_AMDGPU_MACH, MACH_TABLE, mach_for_processor, processor_for_mach};
 pub use name::{find_target, gfx_tokens, parse_sanitized_target, parse_target};
 pub use spirv::{
-    SPIRV_MAGIC, SPIRV_TARGET, SpirvError, SpirvHeader, is_device_arch_name, is_spirv_target,
-    loader_order,
+    SPIRV_MAGIC, SpirvError, SpirvHeader, is_device_arch_name, is_spirv_target, loader_order,
 };
 pub use target::{
-    Feature, QualifiedTarget, SPIRV_ARCH, TARGET_PREFIX, TARGET_TRIPLE, TargetId, TargetIdError,
-    is_known_target, processor_of, split_processor, strip_target_prefix,
+    Feature, QualifiedTarget, SPIRV_ARCH, SPIRV_TARGET, TARGET_PREFIX, TARGET_TRIPLE, TargetId,
+    TargetIdError, is_known_target, processor_of, split_processor, strip_target_prefix,
 };

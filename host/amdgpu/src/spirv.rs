@@ -6,8 +6,7 @@
 //! wheel), and a loader tries it only when the caller's arch list names
 //! it, after every native and generic target.
 
-/// The target id of portable SPIR-V.
-pub const SPIRV_TARGET: &str = "amdgcnspirv";
+use crate::target::SPIRV_TARGET;
 
 /// The SPIR-V magic number, first word of every module (little-endian in
 /// the bundles clang writes).

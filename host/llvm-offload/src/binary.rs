@@ -268,20 +268,6 @@ impl<'data> Entry<'data> {
         self.base
             .map(|b| b + self.image.start as u64..b + self.image.end as u64)
     }
-
-    /// An owned copy for [`Writer`](crate::Writer).
-    pub fn to_image(&self) -> crate::Image {
-        crate::Image {
-            image_kind: self.image_kind,
-            offload_kind: self.offload_kind,
-            flags: self.flags,
-            strings: self
-                .strings()
-                .map(|(k, v)| (k.to_vec(), v.to_vec()))
-                .collect(),
-            image: self.image().to_vec(),
-        }
-    }
 }
 
 /// One OffloadBinary: a header and its entries.

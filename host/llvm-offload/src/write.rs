@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 
 use crate::binary::{
-    ALIGNMENT, ENTRY_SIZE, ImageKind, LATEST_VERSION, MAGIC, OffloadKind, align_up, header_size,
-    string_entry_size,
+    ALIGNMENT, ENTRY_SIZE, Entry, ImageKind, LATEST_VERSION, MAGIC, OffloadKind, align_up,
+    header_size, string_entry_size,
 };
 use crate::error::{Error, ErrorKind};
 
@@ -30,6 +30,22 @@ pub struct Image {
     pub strings: Vec<(Vec<u8>, Vec<u8>)>,
     /// The image bytes.
     pub image: Vec<u8>,
+}
+
+impl Entry<'_> {
+    /// An owned copy for [`Writer`].
+    pub fn to_image(&self) -> Image {
+        Image {
+            image_kind: self.image_kind(),
+            offload_kind: self.offload_kind(),
+            flags: self.flags(),
+            strings: self
+                .strings()
+                .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                .collect(),
+            image: self.image().to_vec(),
+        }
+    }
 }
 
 /// How to compress a version 3 binary.
