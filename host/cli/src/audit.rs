@@ -104,6 +104,20 @@ pub enum Hole {
     },
 }
 
+/// A binary that carries its device code inside (a fat wheel, never
+/// split): the HIP runtime loads its embedded code; no archive is involved.
+#[derive(Debug, Serialize)]
+pub struct FatBinary {
+    /// The distribution that installs it.
+    pub package: String,
+    /// Its version.
+    pub version: String,
+    /// Path in the installed tree.
+    pub path: String,
+    /// The device targets its bundles carry, sorted.
+    pub targets: Vec<String>,
+}
+
 /// The audit of a wheel set.
 #[derive(Debug, Serialize)]
 pub struct Audit {
@@ -113,6 +127,8 @@ pub struct Audit {
     pub targets: Vec<String>,
     /// Host packages.
     pub packages: Vec<Package>,
+    /// Binaries with their device code inside, by path.
+    pub fat_binaries: Vec<FatBinary>,
     /// Holes, sorted.
     pub holes: Vec<Hole>,
 }
@@ -197,15 +213,22 @@ fn audit(wheels: &[PathBuf], site: &Path) -> anyhow::Result<Audit> {
         .iter()
         .flat_map(|w| w.files.iter().map(move |f| (f.as_str(), w)))
         .collect();
+    // Shown under the directory given: keep the path inside it.
+    let rel = |p: &str| {
+        Path::new(p).strip_prefix(site).map_or_else(
+            |_| p.to_string(),
+            |r| r.to_string_lossy().replace('\\', "/"),
+        )
+    };
     let mut per_binary: BTreeMap<String, BTreeMap<String, Load>> = BTreeMap::new();
+    let mut fat: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for t in &targets {
         let rep = explain_gpu(&[site.to_path_buf()], t)?;
+        for f in rep.fat_binaries {
+            fat.insert(rel(&f.path), f.targets);
+        }
         for b in rep.binaries {
-            // Shown under the directory given: keep the path inside it.
-            let rel = Path::new(&b.path).strip_prefix(site).map_or_else(
-                |_| b.path.clone(),
-                |r| r.to_string_lossy().replace('\\', "/"),
-            );
+            let rel = rel(&b.path);
             per_binary
                 .entry(rel)
                 .or_default()
@@ -229,6 +252,18 @@ fn audit(wheels: &[PathBuf], site: &Path) -> anyhow::Result<Audit> {
         });
     }
     let packages: Vec<Package> = packages.into_values().collect();
+    let fat_binaries = fat
+        .into_iter()
+        .filter_map(|(path, targets)| {
+            let w = owner.get(path.as_str())?;
+            Some(FatBinary {
+                package: w.name.clone(),
+                version: w.version.clone(),
+                path,
+                targets,
+            })
+        })
+        .collect();
     let mut holes = target_holes(&packages);
     holes.extend(parent_holes(&installed));
     holes.extend(unreachable_archives(site, &installed)?);
@@ -237,6 +272,7 @@ fn audit(wheels: &[PathBuf], site: &Path) -> anyhow::Result<Audit> {
         wheels: installed.iter().map(|w| w.file.clone()).collect(),
         targets,
         packages,
+        fat_binaries,
         holes,
     })
 }

@@ -39,7 +39,9 @@ pub fn run(mut args: Args) -> CliResult {
     args.amd.note();
     let extra = std::mem::take(&mut args.artifacts_dir);
     args.dirs.extend(extra);
-    if let Some(file) = args.dirs.iter().find(|d| d.is_file()) {
+    // An artifact archive is an artifact; any other file is not a tree.
+    let not_tree = |d: &&PathBuf| d.is_file() && kpack_split::Codec::sniff(d).is_none();
+    if let Some(file) = args.dirs.iter().find(not_tree) {
         return Err(anyhow::anyhow!(
             "{}: a file; `kpack verify` checks a directory: an installed tree (the prefix holding lib/), an artifact, or a directory of artifacts (for one binary, `kpack verify-elf FILE`)",
             file.display()
@@ -273,38 +275,11 @@ fn print_gpu(rep: &kpack_split::GpuReport) {
     let mut total = 0;
     for b in &rep.binaries {
         println!("{}", b.path);
-        for k in &b.kernels {
-            total += 1;
-            match &k.outcome {
-                GpuOutcome::Loads {
-                    archive,
-                    target,
-                    lacking,
-                } => {
-                    println!("  {}: {archive} as {target}", k.key);
-                    for (a, t) in lacking {
-                        println!("    (tried first: {a} as {t}, lacks it)");
-                    }
-                }
-                GpuOutcome::Missing {
-                    error,
-                    code,
-                    diagnostic,
-                    provider,
-                    spirv,
-                } => {
-                    println!("  {}: MISSING ({error}, kpack error {code})", k.key);
-                    for line in diagnostic.lines() {
-                        println!("    {}", line.trim_start());
-                    }
-                    if let Some(p) = provider {
-                        println!("    => {p}");
-                    }
-                    if let Some(s) = spirv {
-                        println!("    => {s}");
-                    }
-                }
-            }
+        total += b.kernels.len();
+        print_kernels(&b.kernels);
+        // The advice once per binary, however many kernels miss.
+        if let Some(p) = &b.provider {
+            println!("    => {p}");
         }
     }
     for f in &rep.fat_binaries {
@@ -326,4 +301,52 @@ fn print_gpu(rep: &kpack_split::GpuReport) {
         rep.binaries.len() + rep.fat_binaries.len(),
         rep.missing()
     );
+}
+
+/// A binary's kernels: each that loads on its line; those that miss for
+/// one reason (error, diagnostic, SPIR-V note) in one group, named by its
+/// first key and how many more, with the diagnostic once.
+fn print_kernels(kernels: &[kpack_split::GpuKernel]) {
+    let mut i = 0;
+    while i < kernels.len() {
+        let k = &kernels[i];
+        match &k.outcome {
+            GpuOutcome::Loads {
+                archive,
+                target,
+                lacking,
+            } => {
+                println!("  {}: {archive} as {target}", k.key);
+                for (a, t) in lacking {
+                    println!("    (tried first: {a} as {t}, lacks it)");
+                }
+                i += 1;
+            }
+            GpuOutcome::Missing {
+                error,
+                code,
+                diagnostic,
+                spirv,
+                ..
+            } => {
+                let same = |o: &GpuOutcome| {
+                    matches!(o, GpuOutcome::Missing { error: e, diagnostic: d, spirv: s, .. }
+                        if e == error && d == diagnostic && s == spirv)
+                };
+                let n = kernels[i..].iter().take_while(|x| same(&x.outcome)).count();
+                let more = match n {
+                    1 => String::new(),
+                    n => format!(" and {} more kernels", n - 1),
+                };
+                println!("  {}{more}: MISSING ({error}, kpack error {code})", k.key);
+                for line in diagnostic.lines() {
+                    println!("    {}", line.trim_start());
+                }
+                if let Some(s) = spirv {
+                    println!("    => {s}");
+                }
+                i += n;
+            }
+        }
+    }
 }

@@ -319,7 +319,10 @@ fn split(mut args: SplitArgs) -> CliResult {
         if args.dry_run {
             eprintln!("dry run: nothing written to {}", args.output.display());
         }
-        args.archive.say_readers(opts.archive_group);
+        // No archive was written for a wheel without device code.
+        if report.device_code {
+            args.archive.say_readers(opts.archive_group);
+        }
         crate::ui::status(format_args!("done in {:.2?}", start.elapsed()));
     }
     Ok(())

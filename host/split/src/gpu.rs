@@ -85,6 +85,11 @@ pub struct GpuBinary {
     pub path: String,
     /// One entry per code object index its wrappers name.
     pub kernels: Vec<GpuKernel>,
+    /// What would provide its missing kernels (said once for the binary,
+    /// however many of its kernels miss), when something is missing and
+    /// that can be told.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
 }
 
 /// One kernel lookup (`<kernel_name>#<co_index>`).
@@ -318,6 +323,7 @@ fn explain(
         report.binaries.push(GpuBinary {
             path: shown_root.join(&b.rel).display().to_string(),
             kernels,
+            provider: provider.flatten(),
         });
     }
 }
@@ -467,14 +473,7 @@ fn wheel_hint(bin: &Path, gpu: &str) -> Option<String> {
         .map(|k| dist_name(&k))
         .collect();
     if o.devices.is_empty() {
-        // Split without --group: one wheel per processor, named
-        // `<name>-device-<processor>` unless --device-prefix said otherwise.
-        let key = keys.first().cloned().unwrap_or_else(|| proc.to_owned());
-        return Some(format!(
-            "the device wheel {}-device-{key} would provide it (the default name; \
-             pip install it beside {} {})",
-            o.name, o.name, o.version
-        ));
+        return Some(ungrouped_hint(&o, proc, &keys));
     }
     let found = keys.iter().find_map(|k| {
         o.devices
@@ -512,4 +511,41 @@ fn wheel_hint(bin: &Path, gpu: &str) -> Option<String> {
             o.name
         )
     })
+}
+
+/// The hint for a package split without `--group` (one wheel per
+/// processor, `<name>-device-<processor>`, and no extras naming them): the
+/// device wheels installed beside it are all that tells what was built.
+/// Their processors are the ones named as built; a wheel for `proc` is
+/// named only as one that would exist if it was built, never proposed as
+/// if it did.
+fn ungrouped_hint(o: &Owner, proc: &str, keys: &[String]) -> String {
+    let prefix = format!("{}-device-", normalize(&o.name));
+    let mut installed: Vec<String> = std::fs::read_dir(&o.site)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            let (dist, _) = n.strip_suffix(".dist-info")?.rsplit_once('-')?;
+            normalize(dist).strip_prefix(&prefix).map(str::to_owned)
+        })
+        .collect();
+    installed.sort();
+    let key = keys.first().cloned().unwrap_or_else(|| proc.to_owned());
+    if installed.iter().any(|k| *k == key) {
+        return format!("the device wheel {prefix}{key} is installed but lacks it");
+    }
+    let (name, version) = (&o.name, &o.version);
+    if installed.is_empty() {
+        return format!(
+            "{name} {version} names no device wheels (split without --group) and none is installed, \
+             so whether it was built for {proc} cannot be told here: only a device wheel {prefix}{key}, if one was built, would provide it"
+        );
+    }
+    format!(
+        "{name} {version} was not built for {proc} as far as this install tells (device wheels installed: {}; \
+         split without --group, it names no others): only a device wheel {prefix}{key}, if one was built, would provide it",
+        installed.join(", ")
+    )
 }

@@ -414,7 +414,7 @@ struct Names {
     host: String,
     /// Its version, as in METADATA.
     version: String,
-    /// Device wheels are `<device_prefix>-<dist name>`.
+    /// Device wheels are `<device_prefix>-<dist name>`, normalised.
     device_prefix: String,
     /// Where archives go in each scheme tree (a plain relative path).
     archive_dir: String,
@@ -432,10 +432,13 @@ impl Names {
             .get("Version")
             .unwrap_or(&un.name.version)
             .to_string();
-        let device_prefix = opts
-            .device_prefix
-            .clone()
-            .unwrap_or_else(|| format!("{host}-device"));
+        // Normalised (PEP 503): device wheels are projects of their own,
+        // `amd-mori-device-gfx942`, never `amd_mori-device-gfx942`.
+        let device_prefix = normalize(
+            opts.device_prefix
+                .as_deref()
+                .unwrap_or(&format!("{host}-device")),
+        );
         let archive_dir = match (&opts.amd, &opts.archive_dir) {
             // Relative to the overlay root, the only tree split.
             (Some(_), _) => ".kpack".to_string(),

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Audit, Hole, Load, Package};
+use super::{Audit, FatBinary, Hole, Load, Package};
 
 /// One letter per answer.
 fn cell(l: Option<&Load>) -> &'static str {
@@ -77,7 +77,20 @@ pub fn text(a: &Audit) -> String {
             let _ = writeln!(s, "  nothing for: {}", none.join(", "));
         }
     }
-    let _ = writeln!(s, "\n{LEGEND}");
+    for (package, bins) in fat_by_package(a) {
+        let _ = writeln!(
+            s,
+            "\n{package}: carries its device code inside (never split; the HIP runtime loads it from each binary)"
+        );
+        for b in bins {
+            let _ = writeln!(s, "  {}: {}", b.path, b.targets.join(", "));
+        }
+    }
+    if !a.packages.is_empty() {
+        let _ = writeln!(s, "\n{LEGEND}");
+    } else {
+        s.push('\n');
+    }
     if a.holes.is_empty() {
         let _ = writeln!(s, "No holes.");
     } else {
@@ -87,6 +100,17 @@ pub fn text(a: &Audit) -> String {
         }
     }
     s
+}
+
+/// The fat binaries by `<package> <version>`, in path order.
+fn fat_by_package(a: &Audit) -> std::collections::BTreeMap<String, Vec<&FatBinary>> {
+    let mut out: std::collections::BTreeMap<String, Vec<&FatBinary>> = Default::default();
+    for b in &a.fat_binaries {
+        out.entry(format!("{} {}", b.package, b.version))
+            .or_default()
+            .push(b);
+    }
+    out
 }
 
 /// The targets of the audit that no binary of the package (its columns
@@ -119,6 +143,15 @@ pub fn markdown(a: &Audit) -> String {
         let none = uncovered(a, &cols);
         if !none.is_empty() {
             let _ = writeln!(s, "\nNothing for: {}.", none.join(", "));
+        }
+    }
+    for (package, bins) in fat_by_package(a) {
+        let _ = writeln!(
+            s,
+            "\n## {package}\n\nCarries its device code inside (never split); per binary, the targets it carries:\n"
+        );
+        for b in bins {
+            let _ = writeln!(s, "- `{}`: {}", b.path, b.targets.join(", "));
         }
     }
     let _ = writeln!(s, "\n## Holes\n");

@@ -371,3 +371,70 @@ fn fat_binaries_without_code_for_the_gpu_are_missing() {
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     assert!(stdout(&out).contains("embedded code for gfx90a loads"));
 }
+
+/// The corpus fat wheel split without `--group` into `tmp/out`; its host
+/// wheel and gfx90a's device wheel installed into `tmp/site`.
+fn split_ungrouped_and_install(tmp: &Path) -> std::path::PathBuf {
+    let fat = crate::wheel::build_fat_wheel(tmp, &crate::wheel::fat_files());
+    let out = tmp.join("out");
+    let o = crate::wheel::kpack_env(
+        &[
+            "wheel".as_ref(),
+            "split".as_ref(),
+            fat.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let site = tmp.join("site");
+    crate::auditwheel::install(
+        &[
+            out.join("fatpkg-1.0-py3-none-linux_x86_64.whl"),
+            out.join("fatpkg_device_gfx90a-1.0-py3-none-linux_x86_64.whl"),
+        ],
+        &site,
+    );
+    site
+}
+
+/// Split without `--group`, a GPU no device wheel serves is "not built
+/// for", as in the grouped and AMD layouts, and no wheel is proposed to
+/// install; the advice comes once per binary, however many of its
+/// kernels miss (lib2tu.so has two).
+#[test]
+fn the_default_layout_says_not_built_for_once_per_binary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let site = split_ungrouped_and_install(tmp.path());
+    let o = verify_gpu("gfx1010", &site, false);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("    => fatpkg 1.0 was not built for gfx1010 as far as this install tells (device wheels installed: gfx90a;"),
+        "{text}"
+    );
+    assert!(!text.contains("pip install"), "{text}");
+    let binaries = text.lines().filter(|l| l.ends_with(".so")).count();
+    let advice = text.lines().filter(|l| l.starts_with("    => ")).count();
+    assert_eq!(advice, binaries, "{text}");
+    assert!(text.contains(" and 1 more kernels: MISSING ("), "{text}");
+    let o = verify_gpu("gfx1010", &site, true);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    for b in v["report"]["binaries"].as_array().unwrap() {
+        assert!(
+            b["provider"]
+                .as_str()
+                .unwrap()
+                .contains("not built for gfx1010"),
+            "{b}"
+        );
+    }
+    // gfx90a's wheel is installed: its code loads.
+    let o = verify_gpu("gfx90a", &site, false);
+    assert!(
+        stdout(&o).contains("  fatpkg/lib/libaxpy.so#0: _fatpkg_kpack/fatpkg.fatpkg.lib.libaxpy.so_gfx90a.kpack as gfx90a\n"),
+        "{}",
+        stdout(&o)
+    );
+}

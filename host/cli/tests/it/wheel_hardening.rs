@@ -46,7 +46,7 @@ fn rewrite(input: &Path, dir: &Path, name: &str, edit: impl Fn(&str, &mut Vec<u8
 /// it if it forgot RECORD: WHEEL's `Tag` and the file name changed, the
 /// RECORD row of WHEEL stale. Returns (retagged wheel, stale hash, new hash).
 fn retagged(dir: &Path) -> (PathBuf, String, String) {
-    let fat = build_fat_wheel(&dir.join("fat"), &fat_files());
+    let fat = build_fat(&dir.join("fat"));
     let old = fat_files()[&format!("{HOST_DI}/WHEEL")].0.clone();
     let new = String::from_utf8(old.clone())
         .unwrap()
@@ -201,7 +201,6 @@ fn an_unpacked_wheel_with_a_stale_record_warns_of_the_row() {
     assert_warns_stale(&stderr(&o), &stale, &actual);
 }
 
-#[allow(dead_code, reason = "used by the tests below as they are added")]
 fn json(o: &std::process::Output) -> serde_json::Value {
     serde_json::from_str(&stdout(o)).unwrap()
 }
@@ -315,4 +314,207 @@ fn a_rerun_after_a_kill_during_the_commit_completes_and_exits_0() {
         );
     }
     assert!(partial > 0, "no kill left a partial output");
+}
+
+/// The python of `scripts/variant-venv.sh`'s venv, which holds
+/// `packaging` (variantlib's dependency; 26.x, as installers read METADATA).
+fn packaging_python() -> PathBuf {
+    let o =
+        std::process::Command::new(kpack_tests::workspace_root().join("scripts/variant-venv.sh"))
+            .output()
+            .expect("scripts/variant-venv.sh");
+    assert!(o.status.success(), "variant-venv.sh:\n{}", stderr(&o));
+    PathBuf::from(stdout(&o).trim())
+}
+
+/// Whether `packaging.requirements.Requirement` accepts each of `reqs`.
+fn packaging_accepts(reqs: &[&str]) -> Vec<bool> {
+    let script = "import json, sys\nfrom packaging.requirements import Requirement\n\
+        def ok(r):\n    try:\n        Requirement(r)\n        return True\n    except Exception:\n        return False\n\
+        print(json.dumps([ok(r) for r in json.load(sys.stdin)]))\n";
+    let mut child = std::process::Command::new(packaging_python())
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input = serde_json::to_vec(reqs).unwrap();
+    child.stdin.take().unwrap().write_all(&input).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success());
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// `--device-requires-dist` values `packaging` refuses (with the target in
+/// place) are refused before anything is written, naming the flag; the
+/// ones it takes are written into METADATA that `packaging` reads.
+#[test]
+fn device_requires_dist_is_refused_unless_packaging_reads_it() {
+    let bad = [
+        "rocm-sdk-device-@GFXARCH@ ==",
+        "rocm-sdk-device-@GFXARCH@ == 7.1 junk",
+        "rocm-sdk-device-@GFXARCH@ >= 7.*",
+        "rocm-sdk-device-@GFXARCH@ ~= 7",
+        "rocm-sdk-device-@GFXARCH@ == 7.1; garbage",
+        "rocm-sdk-device-@GFXARCH@ ; python_version >= \"3.9",
+        "rocm-sdk-device-@GFXARCH@[a,] == 1",
+        "rocm-sdk-device-@GFXARCH@ (>= 1",
+        "rocm-sdk-device-@GFXARCH@ == 1.0a1.*",
+        "rocm-sdk-device-@GFXARCH@ ; extra == \"a\" and",
+    ];
+    let good = [
+        "rocm-sdk-device-@GFXARCH@ == 7.1",
+        "rocm-sdk-device-@GFXARCH@[x]>=7.1,<8; python_version >= \"3.9\"",
+        "rocm-sdk-device-@GFXARCH@ (~=7.1.0)",
+        "rocm-sdk-device-@GFXARCH@ ; (os_name == 'posix' or extra == \"a\") and 'x' not in platform_release",
+    ];
+    let with_target = |r: &&str| r.replace("@GFXARCH@", "gfx90a");
+    let bad_t: Vec<String> = bad.iter().map(with_target).collect();
+    let good_t: Vec<String> = good.iter().map(with_target).collect();
+    fn refs(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+    // The oracle agrees with the lists.
+    assert!(packaging_accepts(&refs(&bad_t)).iter().all(|ok| !ok));
+    assert!(packaging_accepts(&refs(&good_t)).iter().all(|ok| *ok));
+
+    let tmp = tempfile::tempdir().unwrap();
+    let input = build_fat(&tmp.path().join("in"));
+    let split = |req: &str, out: &Path| {
+        split_into(
+            &input,
+            out,
+            &[
+                "--overlay-root",
+                "fatpkg/",
+                "--device-package-prefix",
+                "fatpkg-device",
+                "--device-requires-dist",
+                req,
+            ],
+        )
+    };
+    for (i, b) in bad.iter().enumerate() {
+        let out = tmp.path().join(format!("bad-{i}"));
+        let o = split(b, &out);
+        assert_eq!(o.status.code(), Some(2), "{b}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("--device-requires-dist"),
+            "{b}: {}",
+            stderr(&o)
+        );
+        assert!(!out.exists(), "{b}: something was written");
+    }
+    for (i, g) in good.iter().enumerate() {
+        let out = tmp.path().join(format!("good-{i}"));
+        let o = split(g, &out);
+        assert_eq!(o.status.code(), Some(0), "{g}: {}", stderr(&o));
+        let dev = read_wheel(&out.join("fatpkg_device_gfx90a-1.0-py3-none-linux_x86_64.whl"));
+        let meta = String::from_utf8(dev["fatpkg_device_gfx90a-1.0.dist-info/METADATA"].0.clone())
+            .unwrap();
+        let reqs: Vec<&str> = meta
+            .lines()
+            .filter_map(|l| l.strip_prefix("Requires-Dist: "))
+            .collect();
+        assert!(reqs.contains(&with_target(g).as_str()), "{meta}");
+        assert!(packaging_accepts(&reqs).iter().all(|ok| *ok), "{meta}");
+    }
+}
+
+/// A distribution named with `_` (`fat_pkg`): its device wheels are
+/// projects of their own with PEP 503 normalised names, `fat-pkg-device-…`.
+#[test]
+fn device_wheel_names_are_normalised() {
+    let tmp = tempfile::tempdir().unwrap();
+    let di = "fat_pkg-1.0.dist-info";
+    let mut files: Vec<(String, Vec<u8>, u32)> = Vec::new();
+    for (p, (b, m)) in fat_files() {
+        let p = p
+            .replace(HOST_DI, di)
+            .replace("fatpkg-1.0.data", "fat_pkg-1.0.data");
+        let b = if p.ends_with("/METADATA") {
+            b"Metadata-Version: 2.1\nName: fat_pkg\nVersion: 1.0\n".to_vec()
+        } else {
+            b
+        };
+        files.push((p, b, m));
+    }
+    let input = tmp.path().join("fat_pkg-1.0-py3-none-linux_x86_64.whl");
+    crate::util::write_wheel(
+        &input,
+        di,
+        files.iter().map(|(p, b, m)| (p.as_str(), b.as_slice(), *m)),
+    );
+    let out = tmp.path().join("out");
+    let o = split_into(&input, &out, &["--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    for d in v["devices"].as_array().unwrap() {
+        let dist = d["distribution"].as_str().unwrap();
+        assert!(dist.starts_with("fat-pkg-device-gfx"), "{dist}");
+        let file = d["file"].as_str().unwrap();
+        assert!(file.starts_with("fat_pkg_device_gfx"), "{file}");
+        let w = read_wheel(&out.join(file));
+        let stem = file.split('-').take(2).collect::<Vec<_>>().join("-");
+        let meta = String::from_utf8(w[&format!("{stem}.dist-info/METADATA")].0.clone()).unwrap();
+        assert!(meta.contains(&format!("\nName: {dist}\n")), "{meta}");
+    }
+}
+
+/// `audit` of a fat wheel never split: per binary, the targets it carries
+/// inside; no empty table.
+#[test]
+fn audit_of_a_fat_wheel_says_it_carries_its_device_code_inside() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = build_fat(&tmp.path().join("in"));
+    let o = kpack_env(&["audit", input.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("fatpkg 1.0: carries its device code inside (never split"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  fatpkg/lib/libaxpy.so: gfx1030, gfx90a\n"),
+        "{text}"
+    );
+    assert!(!text.contains("  binary"), "an empty table: {text}");
+    let o = kpack_env(&["audit", input.to_str().unwrap(), "--json"], &[]);
+    let v = json(&o);
+    let fat = v["fat_binaries"].as_array().unwrap();
+    assert!(
+        fat.iter()
+            .any(|b| b["path"] == "fatpkg/lib/libaxpy.so" && b["package"] == "fatpkg"),
+        "{v}"
+    );
+}
+
+/// The `archives: …` line says how archives were written: nothing for a
+/// wheel without device code.
+#[test]
+fn a_wheel_without_device_code_gets_no_archives_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut files = fat_files();
+    files.retain(|p, _| p.contains(".dist-info/") || p.ends_with(".py"));
+    let input = build_fat_wheel(&tmp.path().join("x").tap_mkdir(), &files);
+    let o = split_into(&input, &tmp.path().join("out"), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("no device code"), "{}", stdout(&o));
+    assert!(!stderr(&o).contains("archives: "), "{}", stderr(&o));
+    // With device code it is said.
+    let input = build_fat(&tmp.path().join("fat"));
+    let o = split_into(&input, &tmp.path().join("out2"), &[]);
+    assert!(stderr(&o).contains("archives: "), "{}", stderr(&o));
+}
+
+/// `create_dir_all` in an expression.
+trait TapMkdir {
+    fn tap_mkdir(self) -> Self;
+}
+
+impl TapMkdir for PathBuf {
+    fn tap_mkdir(self) -> Self {
+        std::fs::create_dir_all(&self).unwrap();
+        self
+    }
 }
