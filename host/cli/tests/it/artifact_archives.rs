@@ -73,6 +73,8 @@ fn pack(dir: &Path, dest: &Path) {
     tar.follow_symlinks(false);
     tar.append_path_with_name(dir.join("artifact_manifest.txt"), "artifact_manifest.txt")
         .unwrap();
+    // A hard link comes after the file it names, as tar requires.
+    let mut links = Vec::new();
     for e in walkdir::WalkDir::new(dir).sort_by_file_name().min_depth(1) {
         let e = e.unwrap();
         let rel = e.path().strip_prefix(dir).unwrap();
@@ -85,10 +87,13 @@ fn pack(dir: &Path, dest: &Path) {
             h.set_size(0);
             h.set_mode(0o644);
             let target = rel.with_file_name("rocblas.h");
-            tar.append_link(&mut h, rel, target).unwrap();
+            links.push((h, rel.to_path_buf(), target));
             continue;
         }
         tar.append_path_with_name(e.path(), rel).unwrap();
+    }
+    for (mut h, rel, target) in links {
+        tar.append_link(&mut h, rel, target).unwrap();
     }
     tar.into_inner().unwrap().flush().unwrap();
 }
@@ -563,4 +568,25 @@ fn parallel_identical_shards_all_succeed() {
             "round {round}: a staging directory was left"
         );
     }
+}
+
+/// `kpack verify` takes one artifact archive as it takes a directory.
+#[test]
+fn verify_takes_one_artifact_archive() {
+    let tmp = fresh("artifact-archives-verify-one");
+    let dir = artifact(&tmp.join("src"));
+    let archive = tmp.join("blas_lib_gfx90a.tar.zst");
+    pack(&dir, &archive);
+    let out = tmp.join("out");
+    split(&archive, &out, &["--output-format", "tar.zst"]);
+    let one = out.join("blas_lib_generic.tar.zst");
+    let r = run(&["verify", one.to_str().unwrap()]);
+    // Checked (a generic artifact alone lacks its arch artifacts: exit 1),
+    // not refused as a file (exit 2).
+    assert_eq!(r.status.code(), Some(1), "{}{}", stdout(&r), stderr(&r));
+    let said = format!("{}{}", stdout(&r), stderr(&r));
+    assert!(said.contains("no arch artifact"), "{said}");
+    let not_archive = out.join("blas_lib_generic.artifact_equivalence.json");
+    let r = run(&["verify", not_archive.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
 }

@@ -138,7 +138,7 @@ fn a_file_under_a_symlinked_directory_member_is_refused() {
     let s = Scene::new("hostile-under-symlink");
     let vd = s.victim_dir();
     let a = s.archive(
-        "blas_lib_generic",
+        "blas_lib_gfx942",
         "p\n",
         &[
             M::Dir("p"),
@@ -154,7 +154,7 @@ fn a_file_of_the_same_name_as_a_symlink_member_is_refused() {
     let s = Scene::new("hostile-same-name");
     let v = s.victim();
     let a = s.archive(
-        "blas_lib_generic",
+        "blas_lib_gfx942",
         "p\n",
         &[M::Dir("p"), M::Symlink("p/x", &v), M::File("p/x", b"owned")],
     );
@@ -166,7 +166,7 @@ fn a_symlinked_manifest_prefix_is_never_written_through() {
     let s = Scene::new("hostile-prefix-symlink");
     let vd = s.victim_dir();
     let a = s.archive(
-        "blas_lib_generic",
+        "blas_lib_gfx942",
         "p\n",
         &[M::Symlink("p", &vd), M::File("p/new", b"owned")],
     );
@@ -178,7 +178,7 @@ fn a_prefix_named_like_the_manifest_is_refused() {
     let s = Scene::new("hostile-manifest-prefix");
     let v = s.victim();
     let a = s.archive(
-        "blas_lib_generic",
+        "blas_lib_gfx942",
         "artifact_manifest.txt\n",
         &[M::Symlink("artifact_manifest.txt", &v)],
     );
@@ -190,7 +190,7 @@ fn hard_links_out_of_the_artifact_are_refused() {
     let s = Scene::new("hostile-hard-link");
     let rel = "../../victim";
     let a = s.archive(
-        "blas_lib_generic",
+        "blas_lib_gfx942",
         "p\n",
         &[M::Dir("p"), M::HardLink("p/hl", rel), M::File("p/hl", b"x")],
     );
@@ -218,7 +218,7 @@ fn hard_links_out_of_the_artifact_are_refused() {
 fn a_name_that_comes_twice_is_refused() {
     let s = Scene::new("hostile-duplicates");
     let a = s.archive(
-        "blas_lib_generic",
+        "blas_lib_gfx942",
         "p\n",
         &[
             M::Dir("p"),
@@ -244,7 +244,7 @@ fn a_symlink_pointing_outside_is_kept_as_a_link_with_a_warning() {
     let s = Scene::new("hostile-outside-link");
     let v = s.victim();
     let a = s.archive(
-        "blas_lib_generic",
+        "blas_lib_gfx942",
         "p\n",
         &[
             M::Dir("p"),
@@ -279,7 +279,7 @@ fn recombine_never_writes_through_a_symlink_another_shard_left() {
         let arch = if shard == "a" { "gfx942" } else { "gfx90a" };
         let a = s.archive(&format!("blas_lib_{arch}"), "p\n", &members);
         std::fs::rename(&a, dir.join(a.file_name().unwrap())).unwrap();
-        let g = s.archive("blas_lib_generic", "p\n", &[M::Dir("p")]);
+        let g = s.archive("blas_lib_gfx942", "p\n", &[M::Dir("p")]);
         std::fs::rename(&g, dir.join(g.file_name().unwrap())).unwrap();
     }
     let config = s.root.join("config.json");
@@ -309,11 +309,9 @@ fn measured(args: &[&str], dir: &Path) -> (std::process::Output, u64) {
         .args(args)
         .output()
         .expect("GNU time (/usr/bin/time, Debian package `time`; scripts/test.sh installs it)");
-    let kb: u64 = std::fs::read_to_string(&rss)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    // GNU time writes "Command exited with non-zero status N" first then.
+    let text = std::fs::read_to_string(&rss).unwrap();
+    let kb: u64 = text.lines().last().unwrap().trim().parse().unwrap();
     (r, kb * 1024)
 }
 
@@ -330,7 +328,7 @@ fn disk_bytes(dir: &Path) -> u64 {
 #[test]
 fn a_zstd_frame_asking_for_a_huge_window_is_refused_in_little_memory() {
     let s = Scene::new("hostile-window");
-    let path = s.root.join("blas_lib_generic.tar.zst");
+    let path = s.root.join("blas_lib_gfx942.tar.zst");
     let mut enc =
         zstd::stream::write::Encoder::new(std::fs::File::create(&path).unwrap(), 1).unwrap();
     enc.window_log(31).unwrap();
@@ -359,7 +357,7 @@ fn a_zstd_frame_asking_for_a_huge_window_is_refused_in_little_memory() {
 #[test]
 fn an_archive_inflating_past_its_ratio_stops_at_the_cap() {
     let s = Scene::new("hostile-bomb");
-    let path = s.root.join("blas_lib_generic.tar.zst");
+    let path = s.root.join("blas_lib_gfx942.tar.zst");
     let enc = zstd::stream::write::Encoder::new(std::fs::File::create(&path).unwrap(), 1)
         .unwrap()
         .auto_finish();
@@ -396,4 +394,20 @@ fn an_archive_inflating_past_its_ratio_stops_at_the_cap() {
         "2G",
     ]);
     assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+}
+
+#[test]
+fn a_manifest_over_its_limit_is_refused_not_cut() {
+    let s = Scene::new("hostile-manifest-size");
+    let mut text = String::new();
+    let mut i = 0;
+    while text.len() <= 16 << 20 {
+        text.push_str(&format!("prefix/number/{i:08}\n"));
+        i += 1;
+    }
+    let a = s.archive("blas_lib_gfx942", &text, &[]);
+    let out = s.root.join("out");
+    let r = kpack(&["split", a.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+    assert!(stderr(&r).contains("larger than"), "{}", stderr(&r));
 }
