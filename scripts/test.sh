@@ -44,6 +44,9 @@ done
 # The kill sweep (tests/it/outputs.rs) kills kpack at each rename, mkdir
 # and sampled write with strace's fault injection.
 command -v strace >/dev/null 2>&1 || need+=(strace)
+# GNU time measures peak memory of the decompression-bomb tests
+# (tests/it/hostile_artifacts.rs).
+[ -x /usr/bin/time ] || need+=(time)
 # Links the Windows build of librocm_kpack (below).
 command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-x86-64)
 # Runs the C ABI test program cross-built for Windows (kpack-capi's wine test).
@@ -89,7 +92,7 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends gcc binutils patchelf python3 python3-venv llvm-19 clang-19 clang-tools-19 lld-19 \
     llvm-22 clang-22 clang-tools-22 lld-22 \
     elfutils dwz debugedit g++ cmake pkg-config libzstd-dev gcc-mingw-w64-x86-64 \
-    binutils-mingw-w64-x86-64 wine64 file strace >/dev/null
+    binutils-mingw-w64-x86-64 wine64 file strace time >/dev/null
 fi
 
 # RUSTUP_AUTO_INSTALL=0 on these machines: add the wasm target explicitly
