@@ -168,6 +168,7 @@ impl<'d, R: ReadRef<'d>> Checks<'d, '_, R> {
         let hdr = self.obj.elf_header();
         let phoff = hdr.e_phoff(LE);
         let phlen = u64::from(hdr.e_phnum(LE)) * u64::from(hdr.e_phentsize(LE));
+        self.table_between_sections(phoff, phlen);
         let covering = self.loads.iter().find(|p| {
             p.p_offset(LE) <= phoff && end(phoff, phlen) <= end(p.p_offset(LE), p.p_filesz(LE))
         });
@@ -247,6 +248,32 @@ impl<'d, R: ReadRef<'d>> Checks<'d, '_, R> {
                 }
                 Some(_) => {}
             }
+        }
+    }
+
+    /// A program header table after some section's bytes and inside none:
+    /// elfutils' libelf (eu-strip, dwz, debugedit) fills every gap between
+    /// sections when it writes a file, and so zeroes such a table. kpack's
+    /// outputs cover theirs with `.kpack.phdr`, an `SHT_NULL` section that
+    /// GNU strip and objcopy drop: after them, run no libelf writer.
+    fn table_between_sections(&mut self, phoff: u64, phlen: u64) {
+        let with_bytes = |s: &elf::SectionHeader64<LE>| {
+            s.sh_type.get(LE) != elf::SHT_NOBITS && s.sh_size.get(LE) > 0
+        };
+        let Ok(sections) = self.obj.elf_header().sections(LE, self.data) else {
+            return;
+        };
+        let headers = sections.iter().skip(1).filter(|s| with_bytes(s));
+        let (mut before, mut covered) = (false, false);
+        for s in headers {
+            let (off, size) = (s.sh_offset.get(LE), s.sh_size.get(LE));
+            before |= off < phoff;
+            covered |= off <= phoff && end(phoff, phlen) <= end(off, size);
+        }
+        if before && !covered {
+            self.w.push(format!(
+                "program header table at {phoff:#x} lies after section bytes and inside no section: eu-strip, dwz and debugedit (elfutils' libelf) zero it when they rewrite this file"
+            ));
         }
     }
 
@@ -477,6 +504,46 @@ mod tests {
             .unwrap();
         bytes[at + 16..at + 24].copy_from_slice(&(fatbin + 0x10).to_le_bytes());
         bytes
+    }
+
+    /// Warnings of `verify_image` that name the program header table.
+    fn table_warnings(image: &[u8]) -> Vec<String> {
+        verify_image(image)
+            .unwrap()
+            .into_iter()
+            .filter(|f| f.message.contains("program header table"))
+            .map(|f| f.message)
+            .collect()
+    }
+
+    #[test]
+    fn warns_when_no_section_covers_a_program_header_table_between_sections() {
+        let path = std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/corpus/libaxpy_2arch.so"
+        ));
+        // A table right after the ELF header, before every section: libelf
+        // leaves it alone.
+        assert_eq!(
+            table_warnings(&std::fs::read(path).unwrap()),
+            Vec::<String>::new()
+        );
+        let fat = crate::read_fat_binary(path, Default::default()).unwrap();
+        let (mut image, _) = crate::transform(path, &fat, b"\x80").unwrap();
+        // Offloaded: the table is on the kpack page, covered by .kpack.phdr.
+        assert_eq!(table_warnings(&image), Vec::<String>::new());
+        // As GNU strip leaves it: .kpack.phdr gone (here: empty).
+        let cover = {
+            let obj = ElfFile64::<LE, _>::parse(&image[..]).unwrap();
+            let index = obj.section_by_name(".kpack.phdr").unwrap().index().0;
+            obj.elf_header().e_shoff.get(LE) as usize + index * 64
+        };
+        image[cover + 32..cover + 40].copy_from_slice(&0u64.to_le_bytes());
+        let warnings = table_warnings(&image);
+        assert!(
+            warnings.len() == 1 && warnings[0].contains("eu-strip"),
+            "{warnings:?}"
+        );
     }
 
     #[test]

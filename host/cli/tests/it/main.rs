@@ -45,6 +45,7 @@ mod safety;
 mod spellings;
 mod spirv;
 mod split;
+mod stripped;
 mod targets;
 mod through_marker;
 mod util;

@@ -506,17 +506,19 @@ impl<'s> Runs<'s> {
             names.push(n);
             at
         };
-        // Not allocated, so BFD does not lay it out after the table it
-        // takes for the segment's header; it keeps libelf off the table's
-        // bytes.
+        // The offload layout's cover (`plan.rs`): allocated, so eu-strip
+        // keeps it over the table (it moves every non-allocated section it
+        // keeps, and libelf zero-fills bytes no section covers);
+        // `SHT_NULL`, so BFD drops it rather than lay it out after the
+        // table it takes for the segment's header.
         let mut cover = alloc_section(
             template,
             name(PHDR_SECTION.to_owned()),
-            0,
+            self.table_addr,
             self.table_file.start,
             table_len,
         );
-        cover.sh_flags.set(LE, 0);
+        cover.sh_type.set(LE, elf::SHT_NULL);
         sections.push(cover);
         let fatbin_header = headers.sections[fatbin.index];
         let fatbin_align = fatbin_header.sh_addralign.get(LE);
@@ -938,6 +940,15 @@ mod tests {
             );
             assert!(loads.last().unwrap().p_offset(LE) > phoff, "{name}");
             assert!(obj.section_by_name(".hip_fatbin.1").is_some(), "{name}");
+            // The table's cover, as the offload layout's: allocated (eu-strip
+            // keeps it over the table), SHT_NULL (BFD drops it), at the
+            // table's address and offset.
+            let cover = obj.section_by_name(PHDR_SECTION).unwrap();
+            let sh = cover.elf_section_header();
+            assert_eq!(sh.sh_type.get(LE), elf::SHT_NULL, "{name}");
+            assert_eq!(sh.sh_flags.get(LE), u64::from(elf::SHF_ALLOC), "{name}");
+            assert_eq!(sh.sh_offset.get(LE), phoff, "{name}");
+            assert_eq!(cover.address(), table.p_vaddr(LE), "{name}");
 
             // Every bundle, read back through the runs, is what prune_item
             // builds in memory: streaming changed no byte.
