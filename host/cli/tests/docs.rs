@@ -235,6 +235,21 @@ fn playground(dir: &Path) {
     );
 }
 
+/// A copy of the `kpack` binary cargo built, in `scratch/exe/bin`, a
+/// directory holding nothing else. The handler
+/// search path holds `<exe dir>/plugins` and `<exe dir>/../wasm32-wasip2/plugin`:
+/// for the binary in `<target>/debug` that is the target directory, where a
+/// release build or `scripts/build-plugins.sh` leaves handlers, and the
+/// examples would list them as `bundled` instead of `embedded`. The copy
+/// sees only what it embeds, whatever else was built.
+fn hermetic_kpack(scratch: &Path) -> PathBuf {
+    let bin = scratch.join("exe/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let copy = bin.join("kpack");
+    std::fs::copy(KPACK, &copy).unwrap();
+    copy
+}
+
 #[test]
 fn console_examples_run_as_shown() {
     let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join("docs-examples");
@@ -259,17 +274,16 @@ fn console_examples_run_as_shown() {
     }
     assert!(pages.len() >= 8, "only {} pages have examples", pages.len());
     let cases = trycmd::TestCases::new();
+    let home = |dir: &str| scratch.join(dir).display().to_string();
     cases
-        .register_bin("kpack", Path::new(KPACK))
-        .env(
-            "XDG_CACHE_HOME",
-            scratch.join("cache").display().to_string(),
-        )
-        .env("XDG_DATA_HOME", scratch.join("data").display().to_string())
-        .env(
-            "KPACK_PLUGIN_DIR",
-            scratch.join("no-plugins").display().to_string(),
-        )
+        .register_bin("kpack", hermetic_kpack(&scratch))
+        // Nothing of the machine's: no home, no installed handlers, no
+        // cache, no handler directory.
+        .env("HOME", home("home"))
+        .env("XDG_CACHE_HOME", home("cache"))
+        .env("XDG_DATA_HOME", home("data"))
+        .env("XDG_CONFIG_HOME", home("config"))
+        .env("KPACK_PLUGIN_DIR", home("no-plugins"))
         .env("SOURCE_DATE_EPOCH", "1767225600");
     for (_, copy) in &pages {
         cases.case(copy);
