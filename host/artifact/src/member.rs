@@ -202,14 +202,14 @@ pub fn walk<E: From<Error>>(
         let Some(prefix) = prefixes.of(&path) else {
             continue;
         };
-        if let MemberKind::Symlink(target) = &kind {
-            if leaves(&path, target) {
-                walked.warnings.push(format!(
-                    "{}: symlink {path} -> {} points outside the artifact; kept as a link, never followed",
-                    archive.display(),
-                    target.display()
-                ));
-            }
+        if let MemberKind::Symlink(target) = &kind
+            && leaves(&path, target)
+        {
+            walked.warnings.push(format!(
+                "{}: symlink {path} -> {} points outside the artifact; kept as a link, never followed",
+                archive.display(),
+                target.display()
+            ));
         }
         walked.seen.insert(prefix.to_string());
         let rel = path
@@ -277,7 +277,26 @@ fn check<R: Read>(
             "not inside any prefix of the artifact manifest",
         ));
     }
-    let member = match kind {
+    let member = member_kind(archive, entry, at, &shown, seen)?;
+    if seen.remember(archive, at, &path, &member)? {
+        Ok(Some((path, member, at)))
+    } else {
+        Ok(None)
+    }
+}
+
+/// What the member `entry` (shown as `shown`, at `at`) is: its kind, mode,
+/// symlink target or the earlier file a hard link names.
+fn member_kind<R: Read>(
+    archive: &Path,
+    entry: &tar::Entry<'_, R>,
+    at: u64,
+    shown: &str,
+    seen: &Seen,
+) -> Result<MemberKind> {
+    use tar::EntryType as T;
+    let kind = entry.header().entry_type();
+    Ok(match kind {
         T::Directory => MemberKind::Dir,
         T::Regular | T::Continuous => MemberKind::File {
             mode: entry.header().mode().unwrap_or(0o644) & 0o777,
@@ -288,20 +307,20 @@ fn check<R: Read>(
                 .link_name()
                 .map_err(|e| Error::io(archive, "cannot read the archive", e))?
                 .filter(|t| !t.as_os_str().is_empty())
-                .ok_or_else(|| bad(archive, at, &shown, "symlink without a target"))?;
+                .ok_or_else(|| bad(archive, at, shown, "symlink without a target"))?;
             MemberKind::Symlink(target.into_owned())
         }
         T::Link => {
             let raw = entry
                 .link_name_bytes()
-                .ok_or_else(|| bad(archive, at, &shown, "hard link without a target"))?;
+                .ok_or_else(|| bad(archive, at, shown, "hard link without a target"))?;
             let target = match MemberPath::parse(&raw) {
                 Ok(Some(t)) => t,
                 _ => {
                     return Err(bad(
                         archive,
                         at,
-                        &shown,
+                        shown,
                         "hard link whose target is not a plain relative path",
                     ));
                 }
@@ -310,7 +329,7 @@ fn check<R: Read>(
                 return Err(bad(
                     archive,
                     at,
-                    &shown,
+                    shown,
                     &format!(
                         "hard link to {target:?}, which is not an earlier regular file of the archive"
                     ),
@@ -322,16 +341,11 @@ fn check<R: Read>(
             return Err(bad(
                 archive,
                 at,
-                &shown,
+                shown,
                 "not a regular file, directory, symlink or hard link",
             ));
         }
-    };
-    if seen.remember(archive, at, &path, &member)? {
-        Ok(Some((path, member, at)))
-    } else {
-        Ok(None)
-    }
+    })
 }
 
 impl Seen {
