@@ -15,6 +15,11 @@ use kpack_tests::{fixture, sha256_hex, stderr, stdout, workspace_root};
 
 use crate::util::{Venv, kpack, scratch};
 
+/// The reader's PyPI dependencies, pinned: a new release changes what the
+/// independent reader runs on only when this file says so.
+const MSGPACK: &str = "msgpack==1.2.4";
+const ZSTANDARD: &str = "zstandard==0.25.0";
+
 /// A venv with msgpack and zstandard, made once per target directory and
 /// again when it no longer runs (a target directory moved with its venv).
 fn python() -> PathBuf {
@@ -23,13 +28,19 @@ fn python() -> PathBuf {
         .get_or_init(|| {
             let dir = scratch().join("kpak-reader-venv");
             let py = dir.join("bin/python");
+            // Runs, and holds exactly the pinned versions.
+            let pinned = format!(
+                "import importlib.metadata as m, sys; sys.exit(['msgpack==' + \
+                 m.version('msgpack'), 'zstandard==' + m.version('zstandard')] != \
+                 ['{MSGPACK}', '{ZSTANDARD}'])"
+            );
             let runs = Command::new(&py)
-                .args(["-c", "import msgpack, zstandard"])
+                .args(["-c", &pinned])
                 .output()
                 .is_ok_and(|o| o.status.success());
             if !runs {
                 let _ = std::fs::remove_dir_all(&dir);
-                let o = Venv::at(&dir).pip(&["install", "-q", "msgpack", "zstandard"]);
+                let o = Venv::at(&dir).pip(&["install", "-q", MSGPACK, ZSTANDARD]);
                 assert!(o.status.success(), "pip install:\n{}", stderr(&o));
             }
             py
