@@ -95,7 +95,7 @@ struct SplitArgs {
     /// Group device wheels by ROCm's packaging hierarchy (rocm-bootstrap
     /// 0.3.0): `<prefix>-gfx1151`, `<prefix>-gfx115x` or `<prefix>-gfx11`;
     /// the host wheel gets `device-<group>` and `device-all` extras.
-    /// Without it: one wheel per processor, no extras.
+    /// Without it: by target (the output says so), with the extras.
     #[arg(
         long,
         value_enum,
@@ -260,7 +260,15 @@ fn split(mut args: SplitArgs) -> CliResult {
     opts.mtime = crate::split::source_date_epoch(ZIP_EPOCH)?;
     opts.dry_run = args.dry_run;
     opts.force = args.force;
-    opts.group = args.group.map(Into::into);
+    // Without --group (kpack's layout): one wheel per target with a
+    // `device-<target>` extra each, said in the output, so the host always
+    // names the extras that install device code.
+    let default_group = args.group.is_none() && amd.is_none();
+    opts.group = match (args.group, &amd) {
+        (Some(g), _) => Some(g.into()),
+        (None, None) => Some(kpack_amdgpu::Level::Target),
+        (None, Some(_)) => None,
+    };
     opts.variant_label = args.variant_wheel.then(|| {
         args.amd
             .variant_label
@@ -312,6 +320,11 @@ fn split(mut args: SplitArgs) -> CliResult {
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
     } else {
         print_table(&report);
+        if default_group && report.device_code {
+            println!(
+                "grouping: target (the default; --group sub-family or --group family for fewer, larger device wheels)"
+            );
+        }
         // As `kpack split` says it: a rerun over its own output is no error.
         for f in &report.identical {
             println!("  {f}: identical to the existing output, left alone");

@@ -1121,9 +1121,18 @@ fn host_metadata(
             format!("{dist} == {version}; extra == \"device-all\""),
         );
     }
-    if let Some(b) = metadata.body() {
-        h.set_body(b);
-    }
+    // The description says which extra to add, for readers of the index
+    // page and of `pip show`.
+    let how = format!(
+        "GPU device code is in separate wheels: install `{name}[device-<target>]` \
+         (`kpack detect --format extras --for {name}` names the extras for this \
+         machine's GPUs) or `{name}[device-all]`.\n",
+        name = metadata.get("Name").unwrap_or("PKG"),
+    );
+    h.set_body(&match metadata.body() {
+        Some(b) => format!("{how}\n{b}"),
+        None => how,
+    });
     h
 }
 

@@ -128,31 +128,32 @@ fn groups_device_wheels_by_family() {
     );
 }
 
+/// Without `--group` a split is by target: the same wheels as `--group
+/// target`, byte for byte, the host with its extras and a description
+/// line naming them; the output says which grouping was taken.
 #[test]
-fn default_split_has_no_extras_and_target_group_adds_them() {
+fn default_split_is_by_target_with_extras() {
     let tmp = tempfile::tempdir().unwrap();
     let fat = build_fat_wheel(tmp.path(), &fat_files());
     let plain = tmp.path().join("plain");
     let o = crate::wheel::wheel_split(fat.to_str().unwrap(), plain.to_str().unwrap(), &[]);
     assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        kpack_tests::stdout(&o).contains("grouping: target (the default;"),
+        "{}",
+        kpack_tests::stdout(&o)
+    );
     let meta = |dir: &Path| {
         let w = read_wheel(&dir.join(WHEEL));
         String::from_utf8(w[&format!("{HOST_DI}/METADATA")].0.clone()).unwrap()
     };
-    assert_eq!(
-        meta(&plain).as_bytes(),
-        &fat_files()[&format!("{HOST_DI}/METADATA")].0[..]
-    );
     let by_target = tmp.path().join("target");
     split(&fat, &by_target, "target");
-    // Same device wheels as without --group, byte for byte.
     for e in std::fs::read_dir(&plain).unwrap() {
         let name = e.unwrap().file_name();
-        if name != WHEEL {
-            let same = std::fs::read(plain.join(&name)).unwrap()
-                == std::fs::read(by_target.join(&name)).unwrap();
-            assert!(same, "{name:?} differs");
-        }
+        let same = std::fs::read(plain.join(&name)).unwrap()
+            == std::fs::read(by_target.join(&name)).unwrap();
+        assert!(same, "{name:?} differs");
     }
     let m = meta(&by_target);
     assert!(m.contains("Provides-Extra: device-gfx1100\n"), "{m}");
@@ -164,7 +165,14 @@ fn default_split_has_no_extras_and_target_group_adds_them() {
         "{m}"
     );
     assert!(m.contains("Provides-Extra: device-all\n"), "{m}");
-    assert!(m.ends_with("\n\nThe description.\n"), "{m}");
+    assert!(
+        m.contains("\n\nGPU device code is in separate wheels: install `fatpkg[device-<target>]`"),
+        "{m}"
+    );
+    assert!(
+        m.ends_with("or `fatpkg[device-all]`.\n\nThe description.\n"),
+        "{m}"
+    );
 }
 
 #[test]
