@@ -25,6 +25,8 @@ use crate::exit::{CliError, CliResult};
 /// Version of the `--json` output of `archive list` and `archive verify`.
 /// Suffix of code object files in `extract`/`pack` directories.
 const SUFFIX: &str = ".hsaco";
+/// Widest key column of `archive list`'s table.
+const MAX_KEY_COLUMN: usize = 120;
 
 /// Arguments of `kpack archive`.
 #[derive(ClapArgs)]
@@ -117,6 +119,12 @@ total uncompressed bytes).")]
         /// Replace an existing output archive.
         #[arg(long)]
         force: bool,
+        /// Most bytes of one decoded code object held in memory (512M, 2G,
+        /// or bytes); a larger entry is copied as its zstd frame into a
+        /// zstd-per-kernel output, and refused otherwise.
+        #[arg(long, value_name = "SIZE", default_value = "256M",
+              value_parser = kpack_bundle::parse_size)]
+        max_memory: u64,
     },
     /// Join archives with disjoint (key, arch) entries into one, with the
     /// first one's group, family and scheme.
@@ -132,6 +140,12 @@ total uncompressed bytes).")]
         /// Replace an existing output archive.
         #[arg(long)]
         force: bool,
+        /// Most bytes of one decoded code object held in memory (512M, 2G,
+        /// or bytes); a larger entry is copied as its zstd frame into a
+        /// zstd-per-kernel output, and refused otherwise.
+        #[arg(long, value_name = "SIZE", default_value = "256M",
+              value_parser = kpack_bundle::parse_size)]
+        max_memory: u64,
     },
     /// Check archives strictly and decode every kernel; exit 1 on findings.
     Verify {
@@ -203,13 +217,31 @@ pub fn run(args: Args) -> CliResult {
             output,
             level,
             force,
-        } => edit::replace(&base, &from, &keys, add, &output, level.level, force),
+            max_memory,
+        } => {
+            let out = edit::Out {
+                path: &output,
+                level: level.level,
+                force,
+                max_memory,
+            };
+            edit::replace(&base, &from, &keys, add, &out)
+        }
         Action::Merge {
             files,
             output,
             level,
             force,
-        } => edit::merge(&files, &output, level.level, force),
+            max_memory,
+        } => {
+            let out = edit::Out {
+                path: &output,
+                level: level.level,
+                force,
+                max_memory,
+            };
+            edit::merge(&files, &out)
+        }
         Action::Verify { files, json } => verify(&files, json),
     }
 }
@@ -258,7 +290,14 @@ fn list(file: &Path, json: bool, dump: bool) -> CliResult {
         a.scheme().as_str(),
         a.entry_count()
     );
-    let width = a.entries().map(|e| e.key().len()).max().unwrap_or(3).max(3);
+    // Capped: a format width over 65,535 panics, and a longer key only
+    // pushes its own row's columns right.
+    let width = a
+        .entries()
+        .map(|e| e.key().len())
+        .max()
+        .unwrap_or(3)
+        .clamp(3, MAX_KEY_COLUMN);
     // zstd-delta archives also show each entry's base and stored/original
     // ratio; other schemes keep their established output.
     if a.scheme() == kpack_format::Scheme::ZstdDelta {

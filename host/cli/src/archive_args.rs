@@ -32,8 +32,9 @@ pub struct ArchiveArgs {
     /// Do not check the MD5 of compressed bundles.
     #[arg(long)]
     no_verify_hash: bool,
-    /// Worker threads [default: all cores]; output is identical for any value.
-    #[arg(short, long)]
+    /// Worker threads, 1 to 256 [default: all cores]; output is identical
+    /// for any value.
+    #[arg(short, long, value_parser = jobs_parser())]
     jobs: Option<usize>,
     /// Archives per processor (`<name>_gfx1101.kpack`), or one per
     /// sub-family (`<name>_gfx110x.kpack`) or family (`<name>_gfx11.kpack`)
@@ -62,6 +63,19 @@ pub struct LevelArg {
 pub fn level_parser() -> clap::builder::RangedI64ValueParser<i32> {
     let (lo, hi) = kpack_format::LEVELS.into_inner();
     clap::value_parser!(i32).range(i64::from(lo)..=i64::from(hi))
+}
+
+/// The most worker threads `--jobs` takes: far more than the cores of
+/// any machine kpack runs on, far fewer than the threads it takes minutes
+/// to start (`-j 99999`).
+pub const MAX_JOBS: u16 = 256;
+
+/// `--jobs`'s parser: 1 to [`MAX_JOBS`], refused with clap's range error.
+fn jobs_parser() -> impl clap::builder::TypedValueParser<Value = usize> {
+    use clap::builder::TypedValueParser as _;
+    clap::value_parser!(u16)
+        .range(1..=i64::from(MAX_JOBS))
+        .map(usize::from)
 }
 
 /// `--archive-group` values.

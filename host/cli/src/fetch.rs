@@ -57,6 +57,12 @@ pub fn run(args: Args) -> CliResult {
         },
     };
     let rep = fetch(&args.tree, &source, &gpus, &options)?;
+    for p in &rep.removed_temps {
+        crate::ui::note(format_args!(
+            "removed {}, left by a kpack run that died",
+            p.display()
+        ));
+    }
     let mut checks = Vec::new();
     for g in &gpus {
         checks.push(kpack_split::explain_gpu(

@@ -36,6 +36,7 @@ mod verify_elf;
 mod wheel;
 
 use std::ffi::OsString;
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -134,8 +135,8 @@ fn main() -> ExitCode {
     safety::remove_temps_on_signal();
     if help_about_help() {
         // `kpack help --help`: clap's `help` takes no flags; answer with the help.
-        let _ = <Cli as clap::CommandFactory>::command().print_help();
-        return ExitCode::SUCCESS;
+        let printed = <Cli as clap::CommandFactory>::command().print_help();
+        return stdout_written(printed.and_then(|()| std::io::stdout().flush()), 0);
     }
     if std::env::args_os().nth(1).is_some_and(|a| a == "--list") {
         return exit::finish(
@@ -145,8 +146,9 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            // `--help > /dev/full`: help that cannot be written is an error.
+            let printed = e.print().and_then(|()| std::io::stdout().flush());
+            return stdout_written(printed, if e.use_stderr() { 2 } else { 0 });
         }
     };
     let verbosity = match (cli.quiet, cli.verbose) {
@@ -180,7 +182,29 @@ fn main() -> ExitCode {
             return external::run(args, &<Cli as clap::CommandFactory>::command());
         }
     };
-    exit::finish(result)
+    let code = exit::finish(result);
+    // What is still buffered must reach stdout too (`print!` without a
+    // newline): a failure to write it is an error, as in `println!`.
+    match std::io::stdout().flush() {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => stdout_written(Err(e), 2),
+        _ => code,
+    }
+}
+
+/// `code`, or 2 with a message on stderr when writing to stdout failed
+/// (a reader that went away, EPIPE, is not a failure: exit quietly).
+fn stdout_written(written: std::io::Result<()>, code: u8) -> ExitCode {
+    match written {
+        Ok(()) => ExitCode::from(code),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::from(code),
+        Err(e) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: cannot write to stdout\n  caused by: {e}"
+            );
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// Whether the command line is `kpack help` asked for its own help

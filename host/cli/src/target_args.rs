@@ -23,6 +23,19 @@ pub struct TargetArgs {
 impl TargetArgs {
     /// The validated filter.
     pub fn filter(&self) -> anyhow::Result<TargetFilter> {
+        // `--gpu-targets ''` would otherwise be no list, which keeps
+        // every target: the opposite of what an empty list asks for.
+        for (flag, list) in [
+            ("--gpu-targets", &self.gpu_targets),
+            ("--exclude-arch", &self.exclude_arch),
+        ] {
+            if list.iter().all(|t| t.trim().is_empty()) && !list.is_empty() {
+                anyhow::bail!("{flag}: empty target list");
+            }
+            if list.iter().any(|t| t.trim().is_empty()) {
+                anyhow::bail!("{flag} {:?}: an empty target name", list.join(","));
+            }
+        }
         let keep = kpack_detect::expand_auto(&self.gpu_targets).context("--gpu-targets")?;
         let drop = kpack_detect::expand_auto(&self.exclude_arch).context("--exclude-arch")?;
         TargetFilter::from_lists(&keep, &drop).context("invalid --gpu-targets or --exclude-arch")

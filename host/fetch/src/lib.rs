@@ -170,6 +170,10 @@ pub struct Report {
     pub outside: Vec<PathBuf>,
     /// Host binaries that could not be read (skipped), with why.
     pub unreadable: Vec<String>,
+    /// Temp files and staging directories of dead kpack runs in the tree's
+    /// root (a fetch killed mid-commit), removed before anything else.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub removed_temps: Vec<PathBuf>,
 }
 
 impl Report {
@@ -225,11 +229,16 @@ pub fn fetch(tree: &Path, source: &Source, gpus: &[String], options: &Options) -
         what: "cannot open the tree",
         source,
     })?;
+    // Every download is staged in the root: a fetch killed there leaves
+    // its staging directory, which the next run removes even when it has
+    // nothing to download (finishing a commit the kill interrupted).
+    let removed_temps = kpack_fsafe::remove_stale_temps(&root);
     let mut unreadable = Vec::new();
     let marked = marked_binaries(&root, &mut unreadable)?;
     let mut report = Report {
         binaries: marked.len(),
         unreadable,
+        removed_temps,
         ..Report::default()
     };
     for b in &marked {

@@ -37,6 +37,8 @@
 //! - `WriterOptions { group_name, gfx_arch_family, gfx_arches: Option<Vec>,
 //!   compression: Compression::{None, Zstd { level }} (default level 3),
 //!   order: EntryOrder::{Sorted (default), Insertion} }`.
+//! - [`edit::replace`] / [`edit::merge`]: archive surgery (`kpack archive
+//!   replace|merge`), one entry in memory at a time, staged outputs.
 //! - `Marker::parse(&[u8])` / `Marker::to_bytes()`: the `.rocm_kpack_ref`
 //!   marker (`kernel_name`, `search_paths`), AMD's parsing rules.
 //! - `Error::kind() -> ErrorKind` (AMD's categories), `offset()`, `path()`.
@@ -65,6 +67,7 @@
 mod decode;
 mod delta;
 pub mod digest;
+pub mod edit;
 mod error;
 mod finding;
 mod frame;

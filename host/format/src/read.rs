@@ -438,7 +438,7 @@ impl Archive {
         Ok(())
     }
 
-    fn stored(&self, entry: &Entry) -> Result<&[u8]> {
+    pub(crate) fn stored(&self, entry: &Entry) -> Result<&[u8]> {
         // Ranges were validated at open; this re-check keeps a foreign entry
         // from panicking.
         let bytes = self.backing.bytes();

@@ -163,10 +163,7 @@ impl Archive {
             }
         }
         for key in self.binaries() {
-            let indexed = key
-                .rsplit_once('#')
-                .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-            if !indexed {
+            if !key_has_index(key) {
                 findings.push(ArchiveProblem::KeyWithoutIndex {
                     key: key.to_owned(),
                 });
@@ -180,7 +177,7 @@ impl Archive {
         all_arches.sort_unstable();
         all_arches.dedup();
         for arch in all_arches {
-            if kpack_amdgpu::TargetId::parse(arch).is_err() {
+            if !arch_is_target(arch) {
                 findings.push(ArchiveProblem::BadArch {
                     arch: arch.to_owned(),
                 });
@@ -195,6 +192,44 @@ impl Archive {
         }
         findings
     }
+}
+
+/// Whether `key` ends in the `#<co_index>` the loader looks up.
+fn key_has_index(key: &str) -> bool {
+    key.rsplit_once('#')
+        .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Whether `arch` is a target id (what a reader may build paths from).
+fn arch_is_target(arch: &str) -> bool {
+    kpack_amdgpu::TargetId::parse(arch).is_ok()
+}
+
+/// What [`Archive::verify`] reports about an entry's key and arch alone
+/// (and a `gfx_arches` element, with `key` `None`), in its order: for
+/// writers that must not write what `verify` would reject.
+pub(crate) fn name_problems(key: Option<&str>, arch: &str) -> Vec<ArchiveProblem> {
+    let mut found = Vec::new();
+    if let Some(key) = key
+        && !key_has_index(key)
+    {
+        found.push(ArchiveProblem::KeyWithoutIndex {
+            key: key.to_owned(),
+        });
+    }
+    if !arch_is_target(arch) {
+        found.push(ArchiveProblem::BadArch {
+            arch: arch.to_owned(),
+        });
+    }
+    if let Some(key) = key
+        && !kpack_fsafe::is_plain_relative(key)
+    {
+        found.push(ArchiveProblem::UnsafeKey {
+            key: key.to_owned(),
+        });
+    }
+    found
 }
 
 #[cfg(test)]

@@ -351,10 +351,25 @@ impl ArchiveWriter {
         original_size: u64,
         sha256: [u8; 32],
     ) -> Result<()> {
+        self.add_precompressed_with_metadata(key, arch, (stored, original_size, sha256), &[])
+    }
+
+    /// [`add_precompressed`](Self::add_precompressed) with the entry's
+    /// `metadata` (as [`add_with_metadata`](Self::add_with_metadata)):
+    /// `stored` is the stored bytes, then the code object's size and
+    /// sha256. Lets an archive edit copy a frame without decoding it into
+    /// memory.
+    pub fn add_precompressed_with_metadata(
+        &mut self,
+        key: &str,
+        arch: &str,
+        (stored, original_size, sha256): (&[u8], u64, [u8; 32]),
+        metadata: &[(&str, &str)],
+    ) -> Result<()> {
         let key = self.check_new(key, arch)?;
         self.raw_key_added(&key)?;
         let sha256 = self.digests().then_some(sha256);
-        self.store(key, arch, stored, original_size, sha256, &[])
+        self.store(key, arch, stored, original_size, sha256, metadata)
     }
 
     /// Whether entries carry their `sha256` (sorted archives).

@@ -783,7 +783,10 @@ fn resolve_search_path(dir: &Path, sp: &str) -> PathBuf {
 
 /// For a resolved search path whose file name holds `@GFXARCH@`, the
 /// targets the files beside it are named for, sorted (`None`: no
-/// placeholder in the file name).
+/// placeholder in the file name). Only what the loader could open counts:
+/// a regular file that starts with the KPAK magic. A search path such as
+/// `/etc/@GFXARCH@` must not turn a directory listing (and each file's
+/// first bytes) into "archives".
 fn pattern_targets(resolved: &Path) -> Option<Vec<String>> {
     let (parent, name) = (resolved.parent()?, resolved.file_name()?);
     let name = name.to_string_lossy();
@@ -795,11 +798,24 @@ fn pattern_targets(resolved: &Path) -> Option<Vec<String>> {
             let file = e.ok()?.file_name();
             let file = file.to_str()?;
             let t = file.strip_prefix(prefix)?.strip_suffix(suffix)?;
-            (!t.is_empty()).then(|| t.to_owned())
+            (!t.is_empty() && is_kpak_file(&parent.join(file))).then(|| t.to_owned())
         })
         .collect();
     targets.sort();
     Some(targets)
+}
+
+/// Whether `path` is a regular file (symlinks followed) that starts with
+/// the KPAK magic.
+fn is_kpak_file(path: &Path) -> bool {
+    use std::io::Read;
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok_and(|()| magic == kpack_format::MAGIC)
 }
 
 /// `std::filesystem::weakly_canonical`: resolve the longest existing prefix

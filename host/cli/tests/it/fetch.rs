@@ -572,3 +572,28 @@ fn sigterm_and_sigint_remove_the_download_temp() {
         server.take();
     }
 }
+
+/// A fetch killed after its commit leaves its staging directory in the
+/// tree; the next fetch, with nothing left to download, removes it.
+#[test]
+fn a_fetch_with_nothing_to_do_removes_stale_temps_of_dead_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tree, idx) = tree_and_index(tmp.path());
+    let idx = idx.to_str().unwrap();
+    let o = fetch(&tree, idx, "gfx1100");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // What a run with pid 99999999 (above any pid_max) killed after its
+    // commit leaves: its staging directory, the moved-in archive gone.
+    let stale = tree.join(".kpack-tmp-99999999-fetch-abc123");
+    std::fs::create_dir_all(stale.join("out/lib/.kpack")).unwrap();
+    std::fs::write(stale.join("out/lib/.kpack/partial"), b"x").unwrap();
+    let o = fetch(&tree, idx, "gfx1100");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("present axpy_gfx1100.kpack"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(temps(&tree).is_empty(), "{:?}", temps(&tree));
+    assert!(stderr(&o).contains("removed"), "{}", stderr(&o));
+}

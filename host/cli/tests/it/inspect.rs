@@ -705,3 +705,45 @@ fn verify_elf_of_a_non_elf_names_the_file_and_prints_the_cause() {
         "{err}"
     );
 }
+
+/// A marker search path ending in a bare `@GFXARCH@` names the files of
+/// a directory; `inspect` names only the KPAK archives there, never the
+/// other files, nor their first bytes.
+#[test]
+fn a_bare_gfxarch_search_path_names_only_kpak_archives() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let elsewhere = d.join("elsewhere");
+    std::fs::create_dir_all(elsewhere.join("subdir")).unwrap();
+    std::fs::write(elsewhere.join("secret.txt"), b"TOPS3CRET").unwrap();
+    let search = format!("{}/@GFXARCH@", elsewhere.display());
+    let lib = d.join("lib/libaxpy.so");
+    let o = kpack([
+        "offload".as_ref(),
+        fixture("clang19/libaxpy_generic.so").as_os_str(),
+        "-o".as_ref(),
+        lib.as_os_str(),
+        "--archives".as_ref(),
+        d.join("lib/.kpack").as_os_str(),
+        "--name".as_ref(),
+        "axpy".as_ref(),
+        "--search-path".as_ref(),
+        search.as_ref(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::copy(
+        d.join("lib/.kpack/axpy_gfx1100.kpack"),
+        elsewhere.join("gfx1100"),
+    )
+    .unwrap();
+    for extra in [None, Some("--json")] {
+        let mut args = vec!["inspect".as_ref(), lib.as_os_str()];
+        args.extend(extra.map(std::ffi::OsStr::new));
+        let o = kpack(args);
+        let out = stdout(&o);
+        assert!(out.contains("gfx1100"), "{out}");
+        for leak in ["secret", "subdir", "[54, 4f, 50, 53]", "TOPS"] {
+            assert!(!out.contains(leak), "{leak}: {out}");
+        }
+    }
+}

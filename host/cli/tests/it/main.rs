@@ -23,6 +23,7 @@ mod first_use;
 mod front_door;
 mod generic_strict;
 mod handler_authors;
+mod hardening_cli;
 mod host_only_inputs;
 mod hostile_artifacts;
 mod independent_reader;
