@@ -146,8 +146,6 @@ KNOWN = {
     # known: the journal a killed commit leaves is finished by the next
     # stale-temp cleanup (temp -> output), and Outputs stages through temps.
     ("host/fsafe", ("output", "temp")),
-    # known: Tree walks through Dir handles, and Dir hands back Tree entries.
-    ("host/fsafe", ("dir", "tree")),
 }
 
 n = 0

@@ -16,9 +16,7 @@ pub const START: &str = "**Public API:**";
 pub const INTERNAL: &str = "Internal crate of kpack, unstable API.";
 
 /// Published libraries whose description lacks the sentence today.
-const KNOWN: &[&str] = &[
-    "kpack-split", // known: host/split is being reworked (kpack-artifact moves out of it)
-];
+const KNOWN: &[&str] = &[];
 
 /// The workspace's packages.
 pub fn packages(root: &Path) -> Vec<Package> {

@@ -16,6 +16,19 @@ pub(crate) struct Dir {
     path: PathBuf,
 }
 
+/// What is at a path of a [`crate::Tree`] (a symlink is not followed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symlink.
+    Symlink,
+    /// Anything else (a FIFO, a device, a socket).
+    Other,
+}
+
 /// The single normal components of `rel`, or an error for anything else.
 pub(crate) fn components(rel: &Path) -> io::Result<Vec<OsString>> {
     rel.components()
@@ -158,8 +171,8 @@ mod imp {
         }
 
         /// What `name` is here (a symlink not followed).
-        pub(crate) fn entry(&self, name: &OsStr) -> Option<crate::tree::Entry> {
-            use crate::tree::Entry;
+        pub(crate) fn entry(&self, name: &OsStr) -> Option<super::Entry> {
+            use super::Entry;
             let st = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
             Some(match rustix::fs::FileType::from_raw_mode(st.st_mode) {
                 rustix::fs::FileType::RegularFile => Entry::File,
@@ -264,8 +277,8 @@ mod imp {
         }
 
         /// What `name` is here (a symlink not followed).
-        pub(crate) fn entry(&self, name: &OsStr) -> Option<crate::tree::Entry> {
-            use crate::tree::Entry;
+        pub(crate) fn entry(&self, name: &OsStr) -> Option<super::Entry> {
+            use super::Entry;
             let m = std::fs::symlink_metadata(self.path.join(name)).ok()?;
             let t = m.file_type();
             Some(if t.is_symlink() {

@@ -40,6 +40,7 @@ pub use check::{
     not_same_file, plain_name, regular_file,
 };
 pub use compare::first_difference;
+pub use dir::Entry;
 pub use error::{Error, IoError, Result};
 pub use interrupt::{Registered, remove_on_interrupt, remove_registered};
 pub use output::{Committed, Existing, Order, Outputs, commit_all};
@@ -48,4 +49,4 @@ pub use temp::{
     TEMP_PREFIX, is_stale_temp, private_temp_file_in, remove_stale_temps, stale_temps, temp_dir_in,
     temp_file_in, temp_owner, temp_prefix,
 };
-pub use tree::{Entry, Tree};
+pub use tree::Tree;

@@ -9,24 +9,11 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::dir::Dir;
+use crate::dir::{Dir, Entry};
 
 /// A directory tree written through no-follow directory handles.
 pub struct Tree {
     root: Dir,
-}
-
-/// What is at a path of a [`Tree`] (a symlink is not followed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Entry {
-    /// A regular file.
-    File,
-    /// A directory.
-    Dir,
-    /// A symlink.
-    Symlink,
-    /// Anything else (a FIFO, a device, a socket).
-    Other,
 }
 
 impl Tree {
