@@ -252,18 +252,7 @@ fn audit(wheels: &[PathBuf], site: &Path) -> anyhow::Result<Audit> {
         });
     }
     let packages: Vec<Package> = packages.into_values().collect();
-    let fat_binaries = fat
-        .into_iter()
-        .filter_map(|(path, targets)| {
-            let w = owner.get(path.as_str())?;
-            Some(FatBinary {
-                package: w.name.clone(),
-                version: w.version.clone(),
-                path,
-                targets,
-            })
-        })
-        .collect();
+    let fat_binaries = fat_binaries(fat, &owner);
     let mut holes = target_holes(&packages);
     holes.extend(parent_holes(&installed));
     holes.extend(unreachable_archives(site, &installed)?);
@@ -275,6 +264,25 @@ fn audit(wheels: &[PathBuf], site: &Path) -> anyhow::Result<Audit> {
         fat_binaries,
         holes,
     })
+}
+
+/// The fat binaries found (path → targets), each with the package that
+/// installs it.
+fn fat_binaries(
+    fat: BTreeMap<String, Vec<String>>,
+    owner: &BTreeMap<&str, &kpack_wheel::InstalledWheel>,
+) -> Vec<FatBinary> {
+    fat.into_iter()
+        .filter_map(|(path, targets)| {
+            let w = owner.get(path.as_str())?;
+            Some(FatBinary {
+                package: w.name.clone(),
+                version: w.version.clone(),
+                path,
+                targets,
+            })
+        })
+        .collect()
 }
 
 /// The worst answer over a binary's kernels for `target`.

@@ -61,6 +61,29 @@ impl GpuReport {
                 .count()
     }
 
+    /// Warnings for a GPU whose code would come only from a generic target
+    /// some of its steppings reject
+    /// ([`kpack_amdgpu::generic_only_warning`]: gfx1250 A0 and
+    /// `gfx12-5-generic`), one per binary, naming it.
+    pub fn stepping_warnings(&self) -> Vec<String> {
+        let processor = kpack_amdgpu::processor_of(strip_target_prefix(&self.gpu));
+        let offloaded = self.binaries.iter().filter_map(|b| {
+            b.kernels.iter().find_map(|k| match &k.outcome {
+                GpuOutcome::Loads { target, .. } => {
+                    kpack_amdgpu::generic_only_warning(processor, target)
+                        .map(|w| format!("{}: {w}", b.path))
+                }
+                GpuOutcome::Missing { .. } => None,
+            })
+        });
+        let fat = self.fat_binaries.iter().filter_map(|f| {
+            let served = f.serves.as_deref()?;
+            kpack_amdgpu::generic_only_warning(processor, served)
+                .map(|w| format!("{}: {w}", f.path))
+        });
+        offloaded.chain(fat).collect()
+    }
+
     /// What would provide the missing kernels (device wheels to install,
     /// arch artifacts), each said once, in the order first needed.
     pub fn providers(&self) -> Vec<&str> {
@@ -533,7 +556,7 @@ fn ungrouped_hint(o: &Owner, proc: &str, keys: &[String]) -> String {
         .collect();
     installed.sort();
     let key = keys.first().cloned().unwrap_or_else(|| proc.to_owned());
-    if installed.iter().any(|k| *k == key) {
+    if installed.contains(&key) {
         return format!("the device wheel {prefix}{key} is installed but lacks it");
     }
     let (name, version) = (&o.name, &o.version);
