@@ -69,6 +69,55 @@ pub fn generic_for(processor: &str) -> Option<&'static str> {
         .map(|(g, _)| *g)
 }
 
+/// Processors some of whose steppings reject code built for the generic
+/// processor that covers them: ROCr's tests show gfx1250 A0 parts refuse
+/// `gfx12-5-generic` code objects.
+pub const GENERIC_REJECTED_BY_STEPPINGS: &[&str] = &["gfx1250"];
+
+/// The warning for a `processor` whose code would come only from the
+/// generic target `served_by` (a target id, as a bundle or archive names
+/// it), when some steppings of `processor` reject that generic code;
+/// `None` otherwise.
+///
+/// ```
+/// let w = kpack_amdgpu::generic_only_warning("gfx1250", "gfx12-5-generic").unwrap();
+/// assert!(w.contains("A0"), "{w}");
+/// assert_eq!(kpack_amdgpu::generic_only_warning("gfx1251", "gfx12-5-generic"), None);
+/// assert_eq!(kpack_amdgpu::generic_only_warning("gfx1100", "gfx11-generic"), None);
+/// ```
+pub fn generic_only_warning(processor: &str, served_by: &str) -> Option<String> {
+    let generic = crate::processor_of(crate::strip_target_prefix(served_by));
+    (GENERIC_REJECTED_BY_STEPPINGS.contains(&processor)
+        && generic_for(processor) == Some(generic))
+    .then(|| {
+        format!(
+            "{processor} would get only {generic} code, which {processor} A0 steppings reject (ROCr refuses to load it there): build for {processor} too"
+        )
+    })
+}
+
+/// For one binary carrying `targets` (target ids): the warning of
+/// [`generic_only_warning`] for each processor whose code would come only
+/// from a generic target some of its steppings reject, in
+/// [`GENERIC_REJECTED_BY_STEPPINGS`] order.
+///
+/// ```
+/// let w = kpack_amdgpu::generic_only_warnings(["gfx12-5-generic", "gfx942"]);
+/// assert_eq!(w.len(), 1);
+/// assert!(kpack_amdgpu::generic_only_warnings(["gfx12-5-generic", "gfx1250:xnack-"]).is_empty());
+/// ```
+pub fn generic_only_warnings<'t>(targets: impl IntoIterator<Item = &'t str>) -> Vec<String> {
+    let processors: Vec<&str> = targets
+        .into_iter()
+        .map(|t| crate::processor_of(crate::strip_target_prefix(t)))
+        .collect();
+    GENERIC_REJECTED_BY_STEPPINGS
+        .iter()
+        .filter(|p| !processors.contains(p))
+        .filter_map(|p| processors.iter().find_map(|t| generic_only_warning(p, t)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +159,21 @@ mod tests {
                 seen.push(*p);
             }
         }
+    }
+
+    #[test]
+    fn gfx1250_served_only_by_gfx12_5_generic_is_warned_about() {
+        let w = generic_only_warnings(["amdgcn-amd-amdhsa--gfx12-5-generic", "gfx90a"]);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("gfx1250") && w[0].contains("gfx12-5-generic"),
+            "{w:?}"
+        );
+        // Its own code object serves it; gfx1251 has no such stepping.
+        assert!(generic_only_warnings(["gfx12-5-generic", "gfx1250"]).is_empty());
+        assert!(generic_only_warnings(["gfx1251", "gfx1200"]).is_empty());
+        assert!(generic_only_warning("gfx1251", "gfx12-5-generic").is_none());
+        assert!(generic_only_warning("gfx1250", "gfx12-generic").is_none());
+        assert!(generic_only_warning("gfx1250", "gfx12-5-generic:xnack-").is_some());
     }
 }

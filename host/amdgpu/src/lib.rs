@@ -57,7 +57,10 @@ pub use family::{
     wildcard_key,
 };
 pub use filter::{TargetFilter, TargetPattern};
-pub use generic::{GENERIC_TABLE, covered_by, generic_for, is_generic};
+pub use generic::{
+    GENERIC_REJECTED_BY_STEPPINGS, GENERIC_TABLE, covered_by, generic_for, generic_only_warning,
+    generic_only_warnings, is_generic,
+};
 pub use mach::{EF_AMDGPU_MACH, MACH_TABLE, mach_for_processor, processor_for_mach};
 pub use name::{find_target, gfx_tokens, parse_sanitized_target, parse_target};
 pub use spirv::{

@@ -100,6 +100,11 @@ pub fn run(args: Args) -> CliResult {
             eprintln!("warning: {}: {why}", w.path.display());
         }
     }
+    if let Outcome::Offloaded { targets, .. } = &outcome {
+        for why in kpack_amdgpu::generic_only_warnings(targets.iter().map(String::as_str)) {
+            eprintln!("warning: {}: {why}", args.input.display());
+        }
+    }
     // A host-only input writes no archive: leave no empty directory either.
     if !written.is_empty() {
         created.keep();

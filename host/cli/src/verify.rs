@@ -153,6 +153,9 @@ fn run_gpu(args: &Args, gpu: &str) -> CliResult {
         .into());
     }
     let rep = explain_gpu(&args.dirs, gpu)?;
+    for w in rep.stepping_warnings() {
+        eprintln!("warning: {w}");
+    }
     if args.json {
         let v =
             crate::json::envelope(serde_json::json!({ "missing": rep.missing(), "report": rep }));

@@ -496,10 +496,15 @@ impl PrefixReport {
             .sort_by(|a, b| (&a.arch, &a.path).cmp(&(&b.arch, &b.path)));
         let archs: std::collections::BTreeSet<&str> =
             self.archives.iter().map(|a| a.arch.as_str()).collect();
-        for arch in archs {
+        for arch in &archs {
             if let Some(w) = kpack_runtime::unasked_generic(arch) {
                 self.warnings.push(format!("{arch} archives: {w}"));
             }
+        }
+        // Over the prefix's archives: a gfx1250 archive beside a
+        // gfx12-5-generic one serves the A0 steppings that reject it.
+        for w in kpack_amdgpu::generic_only_warnings(archs) {
+            self.warnings.push(format!("archives: {w}"));
         }
         self
     }

@@ -46,6 +46,7 @@ mod safety;
 mod spellings;
 mod spirv;
 mod split;
+mod steppings;
 mod stripped;
 mod targets;
 mod through_marker;
