@@ -161,7 +161,7 @@ fn newest(
             names.join(", ")
         );
     }
-    found.sort_by(|a, b| version_key(&a.version).cmp(&version_key(&b.version)));
+    found.sort_by_cached_key(|h| version_key(&h.version));
     found.pop().context("no host wheel")
 }
 

@@ -121,6 +121,9 @@ pub fn variant_wheel(
     })
 }
 
+/// A `*-variants.json` to write: file name and text.
+pub(crate) type IndexFile = (String, String);
+
 /// Plan phase: the variant wheels, as copies of the `host` job, and the
 /// `*-variants.json` (file name, text) to write beside them when the
 /// layout has one. AMD's layout: one wheel labelled `label` with AMD's
@@ -132,7 +135,7 @@ pub(crate) fn variant_jobs(
     (provider, label): (VariantProvider, &str),
     keys: &BTreeSet<String>,
     stage: &Path,
-) -> Result<(Vec<WheelJob>, Option<(String, String)>)> {
+) -> Result<(Vec<WheelJob>, Option<IndexFile>)> {
     let metadata_path = format!("{}/METADATA", un.dist_info);
     let entry = host.entries.iter().find(|e| e.path == metadata_path);
     let classic = match entry.map(|e| &e.src) {
