@@ -299,7 +299,7 @@ struct SourceFile<'n> {
 /// whole prefix impossible are an `Err`.
 pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Result<PrefixReport> {
     let nodes = walk(layout.source)?;
-    refuse_archives(layout.source, &nodes)?;
+    refuse_archives(layout.source, layout.source, &nodes)?;
     let mut report = PrefixReport::new(layout.prefix);
     let input = Input {
         owned: false,
@@ -340,7 +340,13 @@ pub(crate) fn split_nodes(
             bytes: files.iter().map(|f| f.size).sum(),
         });
     }
-    let claims = classify(layout.source, &files, opts.databases, input.store)?;
+    let claims = classify(
+        layout.source,
+        input.shown,
+        &files,
+        opts.databases,
+        input.store,
+    )?;
     let results = process_files(layout, opts, &files, &claims, input);
     refuse_offloaded(input.shown, &results)?;
     let mut unclaimed = Vec::new();
@@ -578,14 +584,17 @@ const SPLIT_OUTPUT: &str =
 /// generic content. Reads 4 bytes of each file, before anything is written.
 pub(crate) fn refuse_split_output(root: &Path) -> Result<()> {
     match walk(root) {
-        Ok(nodes) => refuse_archives(root, &nodes),
+        Ok(nodes) => refuse_archives(root, root, &nodes),
         // Unreadable trees are reported by the split itself.
         Err(_) => Ok(()),
     }
 }
 
 /// [`refuse_split_output`] over an already walked tree.
-pub(crate) fn refuse_archives(root: &Path, nodes: &[Node]) -> Result<()> {
+/// Refuse a tree holding a kpack archive: split output split again. Files
+/// are read under `root`, and named under `shown` (an archive input's
+/// members are named inside the archive, never by their spool path).
+pub(crate) fn refuse_archives(root: &Path, shown: &Path, nodes: &[Node]) -> Result<()> {
     for node in nodes {
         let Node::File(rel, size) = node else {
             continue;
@@ -601,7 +610,7 @@ pub(crate) fn refuse_archives(root: &Path, nodes: &[Node]) -> Result<()> {
         if FileKind::detect(&head) == FileKind::Kpack {
             return Err(Error::new(
                 ErrorKind::AlreadySplit,
-                Some(p),
+                Some(shown.join(rel)),
                 format!("a kpack archive: {SPLIT_OUTPUT}"),
             ));
         }
@@ -662,12 +671,13 @@ pub fn classify_files(
             stored: None,
         })
         .collect();
-    classify(root, &files, databases, None)
+    classify(root, root, &files, databases, None)
 }
 
 /// [`classify_files`] of files some of which are in `store`.
 fn classify(
     root: &Path,
+    shown: &Path,
     files: &[SourceFile<'_>],
     databases: Option<&dyn Databases>,
     store: Option<&Store>,
@@ -689,7 +699,7 @@ fn classify(
                         f.take(want as u64).read_to_end(&mut v).map(|_| v)
                     }),
                 };
-                info.prefix = read.map_err(|e| Error::io(&p, "cannot read", e))?;
+                info.prefix = read.map_err(|e| Error::io(shown.join(f.rel), "cannot read", e))?;
             }
             Ok(info)
         })
@@ -697,7 +707,7 @@ fn classify(
     db.classify(&infos).map_err(|e| {
         Error::new(
             ErrorKind::Invalid,
-            Some(root.to_path_buf()),
+            Some(shown.to_path_buf()),
             "database handlers",
         )
         .with_source(e)

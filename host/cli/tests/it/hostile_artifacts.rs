@@ -411,3 +411,24 @@ fn a_manifest_over_its_limit_is_refused_not_cut() {
     assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
     assert!(stderr(&r).contains("larger than"), "{}", stderr(&r));
 }
+
+/// Errors about an archive's members name them inside the archive, never
+/// by the spool path they were read from.
+#[test]
+fn errors_name_members_inside_the_archive() {
+    let s = Scene::new("hostile-named-inside");
+    let a = s.archive(
+        "blas_lib_gfx942",
+        "p\n",
+        &[
+            M::Dir("p"),
+            M::File("p/lib/x.kpack", b"KPAK\x01\x00\x00\x00 not split twice"),
+        ],
+    );
+    let out = s.root.join("out");
+    let r = kpack(&["split", a.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+    let named = format!("{}: a kpack archive", a.join("p/lib/x.kpack").display());
+    assert!(stderr(&r).contains(&named), "{}", stderr(&r));
+    assert!(!stderr(&r).contains(".kpack-tmp"), "{}", stderr(&r));
+}

@@ -343,7 +343,8 @@ impl Splitter<'_> {
     fn split(&mut self, batch: Batch, opts: &SplitOptions<'_>, remover: &Remover) -> Result<()> {
         let source = batch.dir.join(&batch.prefix);
         std::fs::create_dir_all(&source).map_err(|e| Error::io(&source, "cannot create", e))?;
-        crate::prefix::refuse_archives(&source, &batch.nodes)?;
+        let shown = self.archive.join(&batch.prefix);
+        crate::prefix::refuse_archives(&source, &shown, &batch.nodes)?;
         let (stage, c, p) = (self.stage, self.component, batch.prefix.as_str());
         let arch = |a: &str| stage.join(format!("{c}_{a}")).join(p);
         let generic = self.generic_root.join(p);
@@ -353,7 +354,6 @@ impl Splitter<'_> {
             generic: &generic,
             arch: &arch,
         };
-        let shown = self.archive.join(p);
         let input = Input {
             owned: true,
             shown: &shown,
