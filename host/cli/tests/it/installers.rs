@@ -345,3 +345,145 @@ fn kpack_install_runs_the_installer_with_the_extras() {
     );
     assert_eq!(installed(&env), ["fatpkg-1.0", "fatpkg_device_gfx110x-1.0"]);
 }
+
+/// A PEP 503 simple index of `folder` under `root/simple/`: one page per
+/// project, linking its wheels and its `*-variants.json` in `root/files/`.
+fn simple_index(folder: &Path, root: &Path) {
+    let files = root.join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    let mut pages: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for e in std::fs::read_dir(folder).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        std::fs::copy(folder.join(&name), files.join(&name)).unwrap();
+        let project = name.split('-').next().unwrap().replace('_', "-");
+        pages.entry(project).or_default().push(name);
+    }
+    for (project, names) in pages {
+        let dir = root.join("simple").join(&project);
+        std::fs::create_dir_all(&dir).unwrap();
+        let links: String = names
+            .iter()
+            .map(|n| format!("<a href=\"../../files/{n}\">{n}</a><br>\n"))
+            .collect();
+        std::fs::write(
+            dir.join("index.html"),
+            format!("<html><body>\n{links}</body></html>\n"),
+        )
+        .unwrap();
+    }
+}
+
+/// A static file server on loopback for `root` (python's http.server),
+/// stopped when dropped.
+struct Server(std::process::Child, String);
+
+impl Server {
+    fn start(root: &Path) -> Server {
+        let mut child = Command::new("python3")
+            .args([
+                "-u",
+                "-m",
+                "http.server",
+                "--bind",
+                "127.0.0.1",
+                "0",
+                "--directory",
+            ])
+            .arg(root)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        // "Serving HTTP on 127.0.0.1 port 43210 (http://127.0.0.1:43210/) ..."
+        let port = line
+            .split(" port ")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap();
+        Server(child, format!("http://127.0.0.1:{port}"))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// From a simple index served over HTTP: `--for NAME --index URL` reads
+/// the host wheel's extras, uv's preview reads the `*-variants.json` on the
+/// project page and still installs host and device wheel by the extra, and
+/// after a host-only install `verify --gpu auto` names the extra to add.
+#[test]
+fn an_index_url_serves_extras_variants_and_the_doctor_names_the_extra() {
+    let tmp = tempfile::tempdir().unwrap();
+    simple_index(&split_output().join("sub-family"), tmp.path());
+    let server = Server::start(tmp.path());
+    let simple = format!("{}/simple", server.1);
+    let force = [("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", "gfx1101".as_ref())];
+    let o = kpack_with(
+        &[
+            "detect".as_ref(),
+            "--format".as_ref(),
+            "extras".as_ref(),
+            "--for".as_ref(),
+            "fatpkg".as_ref(),
+            "--index".as_ref(),
+            simple.as_ref(),
+        ],
+        &force,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "device-gfx110x\n");
+    let env = fresh_env(tmp.path(), "from-index");
+    let mut uv = Command::new(bin().join("uv"));
+    uv.args([
+        "pip",
+        "install",
+        "--preview-features",
+        "wheel-variants",
+        "-q",
+        "-p",
+    ])
+    .arg(env.join("bin/python"))
+    .args(["--index-url", &simple, "fatpkg[device-gfx110x]"]);
+    run(&mut uv);
+    assert_eq!(installed(&env), ["fatpkg-1.0", "fatpkg_device_gfx110x-1.0"]);
+    // The plain host alone: the doctor says which extra brings the code.
+    let host_only = fresh_env(tmp.path(), "host-only");
+    let mut uv = Command::new(bin().join("uv"));
+    uv.args(["pip", "install", "-q", "-p"])
+        .arg(host_only.join("bin/python"))
+        .args(["--index-url", &simple, "fatpkg"]);
+    run(&mut uv);
+    let site = std::fs::read_dir(host_only.join("lib"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let o = kpack_with(
+        &[
+            "verify".as_ref(),
+            "--gpu".as_ref(),
+            "auto".as_ref(),
+            site.join("site-packages").as_os_str(),
+        ],
+        &force,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(
+        text.contains("pip install 'fatpkg[device-gfx110x]'"),
+        "{text}"
+    );
+}

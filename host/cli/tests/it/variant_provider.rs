@@ -269,3 +269,18 @@ fn hostile_properties_end_quickly_with_a_clean_answer() {
         "error: ROCM_BOOTSTRAP_FORCE_GFX_ARCH: '../../x' is not a GPU target (bad processor name)\n"
     );
 }
+
+/// A sub-family key is spelled one way in every format (`gfx9_0`, the
+/// key; distribution names spell it `gfx9-0`).
+#[test]
+fn detect_spells_a_sub_family_alike_in_every_format() {
+    let env = [("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", "gfx90a".as_ref())];
+    let human = kpack_with(&["detect".as_ref()], &env);
+    assert!(
+        stdout(&human).contains("  packages: gfx90a -> gfx9_0 -> gfx9\n"),
+        "{}",
+        stdout(&human)
+    );
+    let chain = kpack_with(&["detect".as_ref(), "--chain".as_ref()], &env);
+    assert_eq!(stdout(&chain), "gfx90a gfx9_0 gfx9\n");
+}
