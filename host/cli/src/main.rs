@@ -182,13 +182,33 @@ fn main() -> ExitCode {
             return external::run(args, &<Cli as clap::CommandFactory>::command());
         }
     };
-    let code = exit::finish(result);
+    // The outputs are in place, but a staging directory stayed: checked,
+    // found a problem (exit 1).
+    let left_behind = warn_left_behind();
+    let code = match result {
+        Ok(()) if left_behind => ExitCode::from(1),
+        result => exit::finish(result),
+    };
     // What is still buffered must reach stdout too (`print!` without a
     // newline): a failure to write it is an error, as in `println!`.
     match std::io::stdout().flush() {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => stdout_written(Err(e), 2),
         _ => code,
     }
+}
+
+/// Warn about every staging directory a commit could not remove, naming
+/// it; whether there was one.
+fn warn_left_behind() -> bool {
+    let left = kpack_fsafe::take_left_behind();
+    for l in &left {
+        eprintln!(
+            "warning: {}: cannot remove this staging directory ({}); the outputs are in place, remove it by hand",
+            l.path.display(),
+            l.error
+        );
+    }
+    !left.is_empty()
 }
 
 /// `code`, or 2 with a message on stderr when writing to stdout failed

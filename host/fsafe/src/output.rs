@@ -350,11 +350,42 @@ pub fn commit_all(outputs: Vec<Outputs>) -> Result<Vec<Vec<PathBuf>>> {
     }
     for (o, u) in outputs.into_iter().zip(done) {
         u.forget();
-        if let Some(c) = o.created {
+        let Outputs {
+            holder, created, ..
+        } = o;
+        if let Some(c) = created {
             c.keep();
+        }
+        let path = holder.path().to_path_buf();
+        if let Err(error) = holder.close() {
+            left_behind().push(LeftBehind { path, error });
         }
     }
     Ok(paths)
+}
+
+/// A staging directory a commit could not remove: every output is in
+/// place, but `.kpack-tmp-…` stays until a later run into the same root
+/// removes it. The command reports it ([`take_left_behind`]).
+#[derive(Debug)]
+pub struct LeftBehind {
+    /// The staging directory.
+    pub path: PathBuf,
+    /// Why it could not be removed.
+    pub error: std::io::Error,
+}
+
+/// The staging directories left behind by this process's commits.
+fn left_behind() -> std::sync::MutexGuard<'static, Vec<LeftBehind>> {
+    static LEFT: std::sync::Mutex<Vec<LeftBehind>> = std::sync::Mutex::new(Vec::new());
+    LEFT.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The staging directories that commits of this process could not remove
+/// since the last call: for the command to warn, naming each, and exit 1.
+pub fn take_left_behind() -> Vec<LeftBehind> {
+    std::mem::take(&mut *left_behind())
 }
 
 /// What one commit did, to undo it.

@@ -193,3 +193,45 @@ fn a_commit_killed_halfway_is_finished_by_the_next_run() {
     assert_eq!(names(d.path()), vec!["dev.whl", "host.whl"]);
     assert_eq!(read(&d.path().join("host.whl")), "new host");
 }
+
+/// A staging directory whose removal fails after the commit is recorded,
+/// by name, for the command to report; the outputs stay in place.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_staging_directory_that_cannot_be_removed_is_reported() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    std::fs::create_dir(root.join("dir")).unwrap();
+    let stuck = root.join("dir/stuck");
+    write(&stuck, "old");
+    // An immutable file inside the replaced output: the commit sets the
+    // output aside in the staging directory, which then cannot be removed.
+    let chattr = |flag: &str, p: &Path| {
+        std::process::Command::new("chattr")
+            .arg(flag)
+            .arg(p)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !chattr("+i", &stuck) {
+        eprintln!("skipped: chattr +i is not available here (root on ext4 needed)");
+        return;
+    }
+    let mut o = Outputs::create(root, "test", Existing::Replace).unwrap();
+    let staged = o.plan("dir", Order::First).unwrap();
+    std::fs::create_dir(&staged).unwrap();
+    write(&staged.join("new"), "new");
+    let holder = o.holder.path().to_path_buf();
+    let _ = take_left_behind();
+    let committed = o.commit();
+    let left = take_left_behind();
+    let set_aside = holder.join(REPLACED).join("dir/stuck");
+    chattr("-i", &set_aside);
+    chattr("-i", &stuck);
+    assert_eq!(committed.unwrap(), vec![root.join("dir")]);
+    assert_eq!(read(&root.join("dir/new")), "new");
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].path, holder);
+    std::fs::remove_dir_all(&holder).unwrap();
+}
