@@ -103,13 +103,13 @@ struct SplitArgs {
         conflicts_with = "overlay_root"
     )]
     group: Option<Group>,
-    /// With --group, experimental: also write variant wheels (PEP 825/850
-    /// drafts), one per device wheel, `<host stem>-<key>.whl`, each with a
+    /// Experimental: also write variant wheels (PEP 825/850 drafts), one
+    /// per device wheel, `<host stem>-<key>.whl`, each with a
     /// `variant.json` holding its own variant, and
     /// `<name>-<version>-variants.json` beside them (uv 0.13's preview reads
     /// them; pip skips them). Extras remain the route that selects device
     /// code in every installer.
-    #[arg(long, requires = "group")]
+    #[arg(long, conflicts_with = "overlay_root")]
     variant_wheel: bool,
     /// The provider the variant wheels name: kpack's
     /// (`kpack-variant-provider`) or AMD's (`rocm-bootstrap >= 0.3.0`);
