@@ -86,8 +86,8 @@ fn kpack_peak_rss(args: &[&std::ffi::OsStr]) -> (Output, u64) {
     let text = std::fs::read_to_string(rss.path()).unwrap();
     let kib: u64 = text
         .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .last()
+        .rev()
+        .find_map(|l| l.trim().parse().ok())
         .unwrap_or_else(|| panic!("no RSS in {text:?}"));
     (o, kib >> 10)
 }
