@@ -101,6 +101,17 @@ impl HandlerArgs {
     #[cfg(feature = "handlers")]
     pub fn load(&self) -> anyhow::Result<HandlerSet> {
         let specs = self.specs()?;
-        HandlerSet::load(&specs, &self.options()?).context("loading database handlers")
+        load(&specs, &self.options()?).context("loading database handlers")
     }
+}
+
+/// Load handlers and say what loading them had to say (the library
+/// reports, the CLI prints).
+#[cfg(feature = "handlers")]
+pub fn load(specs: &[HandlerSpec], options: &LoadOptions) -> kpack_plugin_host::Result<HandlerSet> {
+    let set = HandlerSet::load(specs, options)?;
+    for w in set.warnings() {
+        crate::ui::warn_above(None, w);
+    }
+    Ok(set)
 }

@@ -198,26 +198,20 @@ fn read_verified(path: &Path, key: &[u8]) -> Option<Vec<u8>> {
     Some(code)
 }
 
-/// Load `wasm` as a component, through the cache in `dir` when given.
+/// Load `wasm` as a component, through the cache in `dir` when given; a
+/// cache that cannot be used is said in `warnings` (the caller reports it).
 pub(crate) fn load(
     engine: &Engine,
     wasm: &[u8],
     wasm_sha256: &[u8; 32],
     dir: Option<&Path>,
     origin: &str,
+    warnings: &mut Vec<String>,
 ) -> Result<(Component, Source)> {
     let cache = dir.and_then(|d| match open_cache(d) {
         Ok(c) => Some(c),
         Err(why) => {
-            // Once per directory and process: a run loads several handlers.
-            static WARNED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
-            let mut warned = WARNED
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if !warned.iter().any(|w| w == d) {
-                warned.push(d.to_path_buf());
-                eprintln!("warning: compiled-handler cache not used: {why}");
-            }
+            warnings.push(format!("compiled-handler cache not used: {why}"));
             None
         }
     });

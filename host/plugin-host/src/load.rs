@@ -89,10 +89,21 @@ impl HandlerSet {
             .iter()
             .map(|s| resolve(s, options))
             .collect::<Result<Vec<_>>>()?;
-        let handlers = candidates
+        let loaded = candidates
             .into_par_iter()
             .map(|c| load_one(&engine, c, options))
             .collect::<Result<Vec<_>>>()?;
+        // Said once per run: every handler meets the same cache.
+        let mut warnings: Vec<String> = Vec::new();
+        let mut handlers = Vec::new();
+        for (h, said) in loaded {
+            for w in said {
+                if !warnings.contains(&w) {
+                    warnings.push(w);
+                }
+            }
+            handlers.push(h);
+        }
         for (i, h) in handlers.iter().enumerate() {
             if let Some(first) = handlers[..i].iter().find(|o| o.meta.name == h.meta.name) {
                 return Err(Error::new(
@@ -109,6 +120,7 @@ impl HandlerSet {
             limits: options.limits.clone(),
             handlers,
             logs: Mutex::new(Vec::new()),
+            warnings,
         })
     }
 }
@@ -187,15 +199,22 @@ fn resolve(spec: &HandlerSpec, options: &LoadOptions) -> Result<Candidate> {
     ))
 }
 
-fn load_one(engine: &wasmtime::Engine, c: Candidate, options: &LoadOptions) -> Result<Loaded> {
+/// Load one handler; returns it and the warnings its loading gave.
+fn load_one(
+    engine: &wasmtime::Engine,
+    c: Candidate,
+    options: &LoadOptions,
+) -> Result<(Loaded, Vec<String>)> {
     let origin_text = c.origin.to_string();
     let sha: [u8; 32] = Sha256::digest(&c.wasm).into();
+    let mut warnings = Vec::new();
     let (component, source) = cache::load(
         engine,
         &c.wasm,
         &sha,
         options.cache_dir.as_deref(),
         &origin_text,
+        &mut warnings,
     )?;
     let wit_version = wit::guest_version(&component, engine, &origin_text)?;
     let bindings = wit::link(engine, &component, &wit_version, &origin_text)?;
@@ -244,7 +263,7 @@ fn load_one(engine: &wasmtime::Engine, c: Candidate, options: &LoadOptions) -> R
         path_hints: hints.into_iter().filter(|h| !h.is_empty()).collect(),
         from_cache: source == cache::Source::Cache,
     };
-    Ok(Loaded { meta, bindings })
+    Ok((Loaded { meta, bindings }, warnings))
 }
 
 #[cfg(test)]

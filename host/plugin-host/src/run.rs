@@ -27,6 +27,9 @@ pub struct HandlerSet {
     pub(crate) limits: Limits,
     pub(crate) handlers: Vec<Loaded>,
     pub(crate) logs: Mutex<Vec<LogLine>>,
+    /// What loading the handlers had to say (a cache that could not be
+    /// used), once each; the caller reports them.
+    pub(crate) warnings: Vec<String>,
 }
 
 impl fmt::Debug for HandlerSet {
@@ -109,6 +112,12 @@ impl HandlerSet {
         }
         let claims = self.classify(&files)?;
         Ok(files.into_iter().map(|f| f.path).zip(claims).collect())
+    }
+
+    /// What loading the handlers had to say, once each (no library prints:
+    /// the caller reports these).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// Log lines handlers sent since the last call (at most 1,000 per call).

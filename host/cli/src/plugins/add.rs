@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use kpack_plugin_host::{HandlerSet, HandlerSpec, LoadOptions, Registry, default_install_dir};
+use kpack_plugin_host::{HandlerSpec, LoadOptions, Registry, default_install_dir};
 use semver::VersionReq;
 
 use crate::exit::CliResult;
@@ -44,7 +44,7 @@ pub fn run(args: Args) -> CliResult {
     let staged = kpack_fsafe::temp_dir_in(&std::env::temp_dir(), "plugin")?;
     let _interrupt = kpack_fsafe::remove_on_interrupt(staged.path());
     let path = registry.install_entry(&entry, staged.path())?;
-    let set = HandlerSet::load(
+    let set = crate::handlers::load(
         &[HandlerSpec::File(path.clone())],
         &LoadOptions::standard(&[]),
     )?;

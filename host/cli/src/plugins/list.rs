@@ -1,7 +1,7 @@
 //! `kpack plugins list`: every handler findable by name, plus `--plugin`
 //! files, with name, version, WIT version, origin and sha256.
 
-use kpack_plugin_host::{HandlerSet, HandlerSpec, SUPPORTED_WIT};
+use kpack_plugin_host::{HandlerSpec, SUPPORTED_WIT};
 use serde_json::json;
 
 use crate::exit::CliResult;
@@ -30,7 +30,7 @@ pub fn run(args: Args) -> CliResult {
             .collect()
     };
     specs.extend(args.handlers.plugins.iter().cloned().map(HandlerSpec::File));
-    let set = HandlerSet::load(&specs, &options)?;
+    let set = crate::handlers::load(&specs, &options)?;
     if args.json {
         let handlers: Vec<_> = set
             .handlers()

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use kpack_plugin_host::{HandlerSet, HandlerSpec, LoadOptions, Registry};
+use kpack_plugin_host::{HandlerSpec, LoadOptions, Registry};
 
 use crate::exit::CliResult;
 
@@ -25,7 +25,7 @@ pub struct Args {
 /// Run `kpack plugins publish`.
 pub fn run(args: Args) -> CliResult {
     let registry = Registry::new(&args.registry)?;
-    let set = HandlerSet::load(
+    let set = crate::handlers::load(
         &[HandlerSpec::File(args.file.clone())],
         &LoadOptions::standard(&[]),
     )?;

@@ -799,3 +799,28 @@ fn external_subcommands_run_from_path_and_cannot_shadow_builtins() {
         stderr(&o)
     );
 }
+
+/// A compiled-handler cache kpack must not trust is said once per run by
+/// the CLI (the library reports it, it does not print), and the handlers
+/// still load, compiled afresh.
+#[cfg(unix)]
+#[test]
+fn an_untrusted_cache_is_said_once_per_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = scratch().join("untrusted-cache");
+    let _ = std::fs::remove_dir_all(&home);
+    let cache = home.join("kpack");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = Command::new(KPACK)
+        .args(["plugins", "list", "--split-databases", "rocblas,miopen"])
+        .env("XDG_CACHE_HOME", &home)
+        .env("KPACK_PLUGIN_DIR", kpack_guests::DIR)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out)
+        .matches("warning: compiled-handler cache not used")
+        .count();
+    assert_eq!(said, 1, "{}", stderr(&out));
+}
