@@ -173,6 +173,7 @@ impl WheelArgs {
             device_requires_dist: self.device_requires_dist.clone(),
             directories: self.output_format == Some(OutputFormat::Directory),
             variant_label,
+            variant_provider: kpack_wheel::VariantProvider::Amd,
         }))
     }
 }

@@ -113,9 +113,10 @@ struct SplitArgs {
     variant_wheel: bool,
     /// The provider the variant wheels name: kpack's
     /// (`kpack-variant-provider`) or AMD's (`rocm-bootstrap >= 0.3.0`);
-    /// both answer alike.
-    #[arg(long, value_enum, default_value = "kpack", requires = "variant_wheel")]
-    provider: VariantProviderArg,
+    /// both answer alike. With --variant-wheel [default: kpack]; with
+    /// --generate-variant-wheel, the PEP 850 layout instead of AMD's bytes.
+    #[arg(long, value_enum)]
+    provider: Option<VariantProviderArg>,
     #[command(flatten)]
     amd: crate::amd_compat::WheelArgs,
 }
@@ -275,10 +276,21 @@ fn split(mut args: SplitArgs) -> CliResult {
             .clone()
             .unwrap_or_else(|| kpack_wheel::DEFAULT_VARIANT_LABEL.to_string())
     });
-    opts.variant_provider = match args.provider {
+    let provider = args.provider.map(|p| match p {
         VariantProviderArg::Kpack => kpack_wheel::VariantProvider::Kpack,
         VariantProviderArg::RocmBootstrap => kpack_wheel::VariantProvider::RocmBootstrap,
-    };
+    });
+    if provider.is_some() && !args.variant_wheel && !args.amd.generate_variant_wheel {
+        return Err(anyhow::anyhow!(
+            "--provider names the provider of variant wheels: give --variant-wheel (or --generate-variant-wheel with --overlay-root)"
+        )
+        .into());
+    }
+    opts.variant_provider = provider.unwrap_or(kpack_wheel::VariantProvider::Kpack);
+    let mut amd = amd;
+    if let (Some(a), Some(p)) = (amd.as_mut(), provider) {
+        a.variant_provider = p;
+    }
     opts.archive_group = args
         .archive
         .archive_group_at_most(opts.group.unwrap_or(kpack_amdgpu::Level::Target));

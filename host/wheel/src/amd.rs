@@ -57,6 +57,10 @@ pub struct AmdLayout {
     /// Also write the variant wheel (`--generate-variant-wheel`), with this
     /// label (`--variant-label`, default `variant`); experimental.
     pub variant_label: Option<String>,
+    /// Whose variant wheels: AMD's one wheel, byte for byte (the default),
+    /// or the PEP 850 layout naming kpack's or rocm-bootstrap's provider,
+    /// one wheel per target ([`crate::label_wheels`]).
+    pub variant_provider: crate::VariantProvider,
 }
 
 impl AmdLayout {
@@ -430,6 +434,7 @@ mod tests {
             device_requires_dist: vec!["x-@GFXARCH@ == 1".into()],
             directories: false,
             variant_label: Some("amd".into()),
+            variant_provider: crate::VariantProvider::Amd,
         };
         ok.check(input, Some("amd-torch-device")).unwrap();
         assert!(ok.check(input, None).is_err());

@@ -276,17 +276,19 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     let amd = opts.amd.is_some();
     record_written(&mut report, &jobs, written, out_dir, level.is_some(), amd);
     let variant = match &opts.amd {
-        Some(a) => a
-            .variant_label
-            .as_deref()
-            .map(|l| (VariantProvider::Amd, l)),
+        Some(a) => a.variant_label.as_deref().map(|l| (a.variant_provider, l)),
         None => opts
             .variant_label
             .as_deref()
             .map(|l| (opts.variant_provider, l)),
     };
     if let Some(provider) = variant {
-        let keys: BTreeSet<String> = jobs.iter().filter_map(|j| j.arch.clone()).collect();
+        // AMD's extras are per target: its parents get no variant.
+        let keys: BTreeSet<String> = jobs
+            .iter()
+            .filter_map(|j| j.arch.clone())
+            .filter(|k| opts.amd.is_none() || !crate::amd::is_parent(k))
+            .collect();
         let (vs, index) = write_variants(&jobs[0], &st, provider, &keys, input, time)?;
         report.variants = vs
             .into_iter()
@@ -405,6 +407,8 @@ fn output_files(
         w.path = out_dir.join(f);
         w.file = f.clone();
     }
+    let mut dirs = dirs;
+    dirs.extend(report.variants_json.clone());
     Ok(dirs)
 }
 

@@ -487,3 +487,80 @@ fn an_index_url_serves_extras_variants_and_the_doctor_names_the_extra() {
         "{text}"
     );
 }
+
+/// AMD's layout keeps AMD's one variant wheel unless a provider is named;
+/// `--provider rocm-bootstrap` writes the PEP 850 layout, one wheel per
+/// target naming rocm-bootstrap, which variantlib's wheel check accepts.
+#[test]
+fn amds_layout_writes_the_pep_850_layout_when_a_provider_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let split = |out: &Path, extra: &[&str]| {
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "wheel".as_ref(),
+            "split".as_ref(),
+            EXAMPLE.as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+            "--overlay-root".as_ref(),
+            "fatpkg".as_ref(),
+            "--device-package-prefix".as_ref(),
+            "fatpkg-device".as_ref(),
+            "--generate-variant-wheel".as_ref(),
+        ];
+        args.extend(extra.iter().map(std::ffi::OsStr::new));
+        let o = Command::new(crate::util::KPACK)
+            .args(&args)
+            .current_dir(workspace_root())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let mut names: Vec<String> = std::fs::read_dir(out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("fatpkg-"))
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        split(&tmp.path().join("amd"), &[]),
+        ["fatpkg-1.0-py3-none-linux_x86_64-variant.whl", HOST]
+    );
+    let pep850 = tmp.path().join("pep850");
+    assert_eq!(
+        split(&pep850, &["--provider", "rocm-bootstrap"]),
+        [
+            "fatpkg-1.0-py3-none-linux_x86_64-gfx1100.whl",
+            "fatpkg-1.0-py3-none-linux_x86_64-gfx1201.whl",
+            "fatpkg-1.0-py3-none-linux_x86_64-gfx942.whl",
+            HOST,
+            "fatpkg-1.0-variants.json",
+        ]
+    );
+    let script = r#"
+import sys, zipfile
+from variantlib.variant_dist_info import VariantDistInfo
+with zipfile.ZipFile(sys.argv[1]) as z:
+    v = VariantDistInfo(z.read("fatpkg-1.0.dist-info/variant.json"), "gfx1100")
+    print(v.providers["amd"].plugin_api)
+    print(z.read("fatpkg-1.0.dist-info/METADATA").decode())
+"#;
+    let o = run(Command::new(variant_python())
+        .arg("-c")
+        .arg(script)
+        .arg(pep850.join("fatpkg-1.0-py3-none-linux_x86_64-gfx1100.whl")));
+    let text = stdout(&o);
+    assert!(
+        text.starts_with("rocm_bootstrap.variant_provider:AMDVariantPlugin\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nRequires-Dist: rocm-bootstrap >= 0.3.0\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nRequires-Dist: fatpkg-device-gfx1100 == 1.0\n"),
+        "{text}"
+    );
+    assert!(!text.contains("variant_properties"), "{text}");
+}
