@@ -23,6 +23,7 @@ mod json;
 mod memory_args;
 mod offload;
 mod offloading;
+mod package;
 #[cfg(feature = "handlers")]
 mod plugins;
 mod prune;
@@ -96,6 +97,10 @@ enum Command {
     Verify(verify::Args),
     /// Split fat Python wheels into a host wheel and per-arch device wheels.
     Wheel(wheel::Args),
+    /// Split fat .deb packages into a host package and per-GPU device packages.
+    Deb(package::Args),
+    /// Split fat .rpm packages into a host package and per-GPU device packages.
+    Rpm(package::Args),
     /// List the AMD GPUs of this machine and the device packages they need.
     Detect(detect::Args),
     /// Install only the archives this machine's GPUs need, from an index.
@@ -170,6 +175,8 @@ fn main() -> ExitCode {
         Command::Recombine(args) => recombine::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Wheel(args) => wheel::run(args),
+        Command::Deb(args) => package::run(args, package::Format::Deb),
+        Command::Rpm(args) => package::run(args, package::Format::Rpm),
         Command::Detect(args) => detect::run(args),
         Command::Install(args) => install::run(args),
         Command::Fetch(args) => fetch::run(args),

@@ -31,6 +31,7 @@ mod inspect;
 mod installers;
 mod instrumented;
 mod manners;
+mod native_packages;
 mod offload;
 mod offloading;
 mod outputs;

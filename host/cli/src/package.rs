@@ -1,0 +1,164 @@
+//! `kpack deb split PKG.deb... -o DIR` (and `kpack rpm split`): split fat
+//! native packages into a host package and per-GPU device packages (see
+//! `kpack-package`). Outputs are unsigned; member timestamps come from
+//! `SOURCE_DATE_EPOCH` when set, so two runs give byte-identical packages.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use kpack_package::{PackageOptions, PackageReport};
+
+use crate::exit::CliResult;
+use crate::handlers::HandlerArgs;
+use crate::target_args::TargetArgs;
+
+/// Arguments of `kpack deb` and `kpack rpm`.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: PackageCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum PackageCommand {
+    /// Split fat packages into a host package, `<name>-<gpu>` device packages and `<name>-gfx-all`.
+    Split(Box<SplitArgs>),
+}
+
+#[derive(clap::Args)]
+struct SplitArgs {
+    /// The fat packages (never modified).
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// Output directory (created; must not be an input's directory: the
+    /// host package has the input's file name).
+    #[arg(short, long)]
+    output: PathBuf,
+    /// One device package per target, sub-family (`gfx110x`) or family
+    /// (`gfx11`), named as `kpack wheel split --group` names device wheels.
+    #[arg(long, value_enum, default_value = "target", value_name = "LEVEL")]
+    group: Group,
+    /// Keep the host binaries as they are (any HIP runtime) and move only
+    /// the per-GPU database files the handlers claim.
+    #[arg(long)]
+    databases_only: bool,
+    /// The package that ships librocm_kpack; the host package depends on it.
+    #[arg(long, value_name = "NAME", default_value = "librocm-kpack0")]
+    loader_package: String,
+    /// Archive directory in the package tree [default: usr/lib/kpack/<name>].
+    #[arg(long, value_name = "DIR")]
+    archive_dir: Option<String>,
+    /// Replace packages that already exist in the output directory.
+    #[arg(long)]
+    force: bool,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    handlers: HandlerArgs,
+    #[command(flatten)]
+    targets: TargetArgs,
+}
+
+/// `--group` values.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Group {
+    Target,
+    SubFamily,
+    Family,
+}
+
+/// Which package format a command splits.
+#[derive(Clone, Copy)]
+pub enum Format {
+    /// `.deb`.
+    Deb,
+    /// `.rpm`.
+    Rpm,
+}
+
+/// Run `kpack deb` or `kpack rpm`.
+pub fn run(args: Args, format: Format) -> CliResult {
+    match args.command {
+        PackageCommand::Split(a) => split(*a, format),
+    }
+}
+
+fn split(args: SplitArgs, format: Format) -> CliResult {
+    crate::safety::not_stdout(&args.output, "package split")?;
+    let handlers = args.handlers.databases()?;
+    let mut opts = PackageOptions::new(args.loader_package.clone());
+    opts.group = match args.group {
+        Group::Target => kpack_amdgpu::Level::Target,
+        Group::SubFamily => kpack_amdgpu::Level::SubFamily,
+        Group::Family => kpack_amdgpu::Level::Family,
+    };
+    opts.databases = handlers.as_deref();
+    opts.databases_only = args.databases_only;
+    opts.archive_dir = args.archive_dir.clone();
+    opts.targets = args.targets.filter()?;
+    opts.mtime = crate::split::source_date_epoch(0)?;
+    opts.force = args.force;
+    let mut reports = Vec::new();
+    for input in &args.inputs {
+        let report = match format {
+            Format::Deb => kpack_package::split_deb(input, &args.output, &opts),
+            Format::Rpm => return Err(anyhow::anyhow!("rpm split is not built yet").into()),
+        }
+        .with_context(|| format!("splitting {}", input.display()))?;
+        for w in &report.warnings {
+            eprintln!("warning: {}: {w}", input.display());
+        }
+        if !args.json {
+            print_report(&report);
+        }
+        reports.push(report);
+    }
+    if args.json {
+        let v = crate::json::envelope(serde_json::json!({ "packages": reports }));
+        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+    }
+    Ok(())
+}
+
+fn print_report(r: &PackageReport) {
+    if !r.split {
+        let what = if r.databases_only {
+            "no database file a handler assigns to a GPU"
+        } else {
+            "no device code"
+        };
+        println!(
+            "{}: {what}: nothing to split, nothing written",
+            r.input.file
+        );
+        return;
+    }
+    let line = |p: &kpack_package::PackageFile| println!("  {} ({})", p.file, human(p.bytes));
+    println!("{} ({}) ->", r.input.file, human(r.input.bytes));
+    r.host.iter().for_each(line);
+    r.devices.iter().for_each(|d| line(&d.package));
+    r.all.iter().for_each(line);
+    println!("download per GPU (host + its device packages, against the fat package):");
+    for g in &r.per_gpu {
+        let pct = 100.0 * g.bytes as f64 / g.fat_bytes.max(1) as f64;
+        println!(
+            "  {}: {} of {} ({pct:.0}%)",
+            g.gpu,
+            human(g.bytes),
+            human(g.fat_bytes)
+        );
+    }
+    println!(
+        "unsigned: sign with dpkg-sig/debsigs (deb) or rpmsign --addsign (rpm) before publishing"
+    );
+}
+
+fn human(b: u64) -> String {
+    const MIB: f64 = 1024.0 * 1024.0;
+    if b >= 1 << 20 {
+        format!("{:.1} MiB", b as f64 / MIB)
+    } else {
+        format!("{:.1} KiB", b as f64 / 1024.0)
+    }
+}
