@@ -99,6 +99,23 @@ pub struct Committed {
     /// Outputs left as they were: identical to the staged ones
     /// ([`Existing::KeepIdentical`]).
     pub identical: Vec<PathBuf>,
+    /// Every planned output's final path, in commit order.
+    all: Vec<PathBuf>,
+}
+
+impl Committed {
+    fn of(all: Vec<PathBuf>, identical: Vec<PathBuf>) -> Committed {
+        let written = all
+            .iter()
+            .filter(|p| !identical.contains(p))
+            .cloned()
+            .collect();
+        Committed {
+            written,
+            identical,
+            all,
+        }
+    }
 }
 
 /// The outputs of one command under one root: planned, staged, committed.
@@ -267,20 +284,7 @@ impl Outputs {
     /// [`Outputs::commit`], saying which outputs were written and which
     /// were left alone as identical.
     pub fn commit_report(self) -> Result<Committed> {
-        let tree = self.tree();
-        let planned: Vec<PathBuf> = self.order().into_iter().map(|p| p.rel).collect();
-        let fresh = self.fresh;
-        let finals = self.commit()?;
-        let mut out = Committed::default();
-        for (rel, fin) in planned.iter().zip(finals) {
-            // A kept output's staged copy is still in the staging tree.
-            if !fresh && std::fs::symlink_metadata(tree.join(rel)).is_ok() {
-                out.identical.push(fin);
-            } else {
-                out.written.push(fin);
-            }
-        }
-        Ok(out)
+        commit_reports(vec![self]).map(|mut v| v.pop().unwrap_or_default())
     }
 
     /// The planned outputs in commit order.
@@ -329,16 +333,23 @@ fn parent_of(p: &Path) -> &Path {
 /// archives' outputs before the host binary's); when any move fails, every
 /// move of every one is undone. Returns each one's final paths.
 pub fn commit_all(outputs: Vec<Outputs>) -> Result<Vec<Vec<PathBuf>>> {
+    let reports = commit_reports(outputs)?;
+    Ok(reports.into_iter().map(|c| c.all).collect())
+}
+
+/// [`commit_all`], saying for each root which outputs were written and
+/// which were left alone as identical.
+fn commit_reports(outputs: Vec<Outputs>) -> Result<Vec<Committed>> {
     for o in &outputs {
         o.precheck()?;
     }
     let mut done: Vec<Undo> = Vec::new();
-    let mut paths = Vec::new();
+    let mut reports = Vec::new();
     for o in &outputs {
         match commit_one(o) {
-            Ok((undo, p)) => {
+            Ok((undo, c)) => {
                 done.push(undo);
-                paths.push(p);
+                reports.push(c);
             }
             Err(e) => {
                 for u in done.into_iter().rev() {
@@ -361,7 +372,7 @@ pub fn commit_all(outputs: Vec<Outputs>) -> Result<Vec<Vec<PathBuf>>> {
             left_behind().push(LeftBehind { path, error });
         }
     }
-    Ok(paths)
+    Ok(reports)
 }
 
 /// A staging directory a commit could not remove: every output is in
@@ -414,7 +425,7 @@ impl Undo {
 }
 
 /// One output root's commit.
-fn commit_one(o: &Outputs) -> Result<(Undo, Vec<PathBuf>)> {
+fn commit_one(o: &Outputs) -> Result<(Undo, Committed)> {
     let order = o.order();
     let finals: Vec<PathBuf> = order.iter().map(|p| o.root.join(&p.rel)).collect();
     if o.fresh && std::fs::symlink_metadata(&o.root).is_err() {
@@ -422,13 +433,11 @@ fn commit_one(o: &Outputs) -> Result<(Undo, Vec<PathBuf>)> {
             path: o.root.clone(),
             source,
         })?;
-        return Ok((
-            Undo::Fresh {
-                root: o.root.clone(),
-                tree: o.tree(),
-            },
-            finals,
-        ));
+        let undo = Undo::Fresh {
+            root: o.root.clone(),
+            tree: o.tree(),
+        };
+        return Ok((undo, Committed::of(finals, Vec::new())));
     }
     let mut m = Merge::begin(o, &order)?;
     for p in &order {
@@ -437,7 +446,8 @@ fn commit_one(o: &Outputs) -> Result<(Undo, Vec<PathBuf>)> {
             return Err(e);
         }
     }
-    Ok((Undo::Merged(m), finals))
+    let kept = m.kept.iter().map(|r| o.root.join(r)).collect();
+    Ok((Undo::Merged(m), Committed::of(finals, kept)))
 }
 
 /// Outputs being moved into an existing root through directory handles.
@@ -450,6 +460,8 @@ struct Merge {
     existing: Existing,
     /// Moves made: (relative path, whether an old output was set aside).
     moved: Vec<(PathBuf, bool)>,
+    /// Outputs left as they were, identical to the staged ones.
+    kept: Vec<PathBuf>,
     /// Directories created under the root, in creation order.
     made: Vec<PathBuf>,
 }
@@ -476,6 +488,7 @@ impl Merge {
             holder,
             existing: o.existing,
             moved: Vec::new(),
+            kept: Vec::new(),
             made: Vec::new(),
         })
     }
@@ -552,7 +565,10 @@ impl Merge {
         }
         let staged = self.holder.join(TREE).join(rel);
         match crate::first_difference(&staged, &dest) {
-            None => Ok(()),
+            None => {
+                self.kept.push(rel.to_path_buf());
+                Ok(())
+            }
             Some(first) => Err(Error::ExistsDiffering { path: dest, first }),
         }
     }

@@ -235,3 +235,38 @@ fn a_staging_directory_that_cannot_be_removed_is_reported() {
     assert_eq!(left[0].path, holder);
     std::fs::remove_dir_all(&holder).unwrap();
 }
+
+#[test]
+fn identical_outputs_a_parallel_run_committed_first_are_kept() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("out");
+    std::fs::create_dir(&root).unwrap();
+    let stage = |text: &str| {
+        let mut o = Outputs::create(&root, "test", Existing::KeepIdentical).unwrap();
+        std::fs::create_dir_all(o.plan("art", Order::First).unwrap()).unwrap();
+        write(&o.tree().join("art/a.txt"), text);
+        write(&o.plan("b.txt", Order::Last).unwrap(), "b");
+        o
+    };
+    // Both staged before either commits: the second finds the first's.
+    let (first, second, third) = (stage("same"), stage("same"), stage("other"));
+    let c = first.commit_report().unwrap();
+    assert_eq!(c.written, vec![root.join("art"), root.join("b.txt")]);
+    assert!(c.identical.is_empty());
+    let c = second.commit_report().unwrap();
+    assert_eq!(c.identical, vec![root.join("art"), root.join("b.txt")]);
+    assert!(c.written.is_empty());
+    match third.commit_report() {
+        Err(Error::ExistsDiffering { path, first }) => {
+            assert_eq!(path, root.join("art"));
+            assert_eq!(first, Path::new("a.txt"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(read(&root.join("art/a.txt")), "same");
+    assert_eq!(
+        names(&root),
+        vec!["art", "b.txt"],
+        "no staging directory left"
+    );
+}

@@ -1,0 +1,175 @@
+//! `kpack deploy APP... --gpu LIST|auto -o DIR`: copy an application and
+//! the libraries it needs into DIR (executables in `bin`, libraries in
+//! `lib`, RUNPATH `$ORIGIN`-relative), with only the archives the listed
+//! GPUs load; then check DIR as `kpack verify --gpu` does. `kpack deploy
+//! --check DIR`: nothing in DIR points outside it.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::exit::{CliError, CliResult};
+
+/// Arguments of `kpack deploy`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Executables, shared libraries, or directories of them (never modified).
+    #[arg(required_unless_present = "check")]
+    apps: Vec<PathBuf>,
+    /// GPUs the directory is for, comma-separated; `auto`: this machine's.
+    #[arg(
+        long,
+        value_name = "auto|T,...",
+        value_delimiter = ',',
+        required_unless_present = "check"
+    )]
+    gpu: Vec<String>,
+    /// The directory to write (refused if it exists, unless --force).
+    #[arg(short, long, value_name = "DIR", required_unless_present = "check")]
+    output: Option<PathBuf>,
+    /// Directory searched for needed libraries after each library's own
+    /// RUNPATH/RPATH (repeatable).
+    #[arg(long, value_name = "DIR")]
+    library_path: Vec<PathBuf>,
+    /// Install prefix whose `lib` and `lib64` are searched (repeatable).
+    #[arg(long, value_name = "PREFIX")]
+    rocm_path: Vec<PathBuf>,
+    /// A library the application loads by name at run time (`dlopen`),
+    /// deployed with what it needs (repeatable).
+    #[arg(long, value_name = "NAME")]
+    also: Vec<String>,
+    /// Leave out libraries whose name matches GLOB, beside the default
+    /// list of system libraries (libc, libm, libstdc++, libgcc_s, ...).
+    #[arg(long, value_name = "GLOB")]
+    exclude: Vec<String>,
+    /// Prune fat libraries to the listed GPUs' code (default: kept fat).
+    #[arg(long)]
+    prune: bool,
+    /// Exit 0 even when a binary lacks code for a listed GPU.
+    #[arg(long)]
+    allow_missing: bool,
+    /// Replace DIR if it exists.
+    #[arg(long)]
+    force: bool,
+    /// Check DIR instead: every RUNPATH `$ORIGIN`-relative, every needed
+    /// library and every marker's archive found inside it.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["apps", "gpu", "output"])]
+    check: Option<PathBuf>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Run `kpack deploy`.
+pub fn run(args: Args) -> CliResult {
+    if let Some(dir) = &args.check {
+        return check(dir, args.json);
+    }
+    let gpus = kpack_detect::expand_auto(&args.gpu).context("--gpu")?;
+    for g in &gpus {
+        kpack_amdgpu::TargetId::parse(kpack_amdgpu::strip_target_prefix(g))
+            .with_context(|| format!("--gpu {g:?}"))?;
+    }
+    let out = args.output.clone().context("-o DIR is required")?;
+    let options = kpack_deploy::Options {
+        apps: args.apps.clone(),
+        gpus: gpus.clone(),
+        library_path: args.library_path.clone(),
+        rocm_path: args.rocm_path.clone(),
+        also: args.also.clone(),
+        exclude: args.exclude.clone(),
+        prune: args.prune,
+        force: args.force,
+        no_system_dirs: false,
+    };
+    let done = kpack_deploy::deploy(&options, &out)?;
+    let mut checks = Vec::new();
+    for g in &gpus {
+        checks.push(kpack_split::explain_gpu(std::slice::from_ref(&out), g)?);
+    }
+    let missing: usize = checks.iter().map(|c| c.missing()).sum();
+    let layout = kpack_deploy::check(&out)?;
+    if args.json {
+        let v = crate::json::envelope(serde_json::json!({
+            "dir": out,
+            "deploy": done.manifest,
+            "total_bytes": done.manifest.total_bytes(),
+            "missing": missing,
+            "layout_problems": layout.problems,
+            "check": checks,
+        }));
+        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+    } else {
+        print_summary(&done, &checks, missing, &layout);
+    }
+    if !layout.problems.is_empty() || (missing > 0 && !args.allow_missing) {
+        return Err(CliError::Findings);
+    }
+    Ok(())
+}
+
+fn print_summary(
+    done: &kpack_deploy::Deployed,
+    checks: &[kpack_split::GpuReport],
+    missing: usize,
+    layout: &kpack_deploy::CheckReport,
+) {
+    let m = &done.manifest;
+    for f in &m.files {
+        match &f.link {
+            Some(t) => println!("{} -> {t}", f.path),
+            None if f.serves.is_empty() => println!("{} ({} bytes)", f.path, f.size),
+            None => println!("{} ({} bytes; {})", f.path, f.size, f.serves.join(", ")),
+        }
+    }
+    for l in &m.left_out {
+        println!("left out {}: {}", l.name, l.reason);
+    }
+    for s in &m.sizes {
+        println!(
+            "{}: {} bytes (the inputs: {} bytes)",
+            s.gpu, s.deployed_bytes, s.fat_closure_bytes
+        );
+    }
+    for c in checks.iter().filter(|c| c.missing() > 0) {
+        println!(
+            "  {}: {} kernels or fat binaries without code for it",
+            c.gpu,
+            c.missing()
+        );
+    }
+    for p in &layout.problems {
+        println!("problem: {p}");
+    }
+    println!(
+        "{} files, {} bytes in {}; {missing} missing for {}",
+        m.files.len(),
+        m.total_bytes(),
+        done.dir.display(),
+        m.gpus.join(", ")
+    );
+}
+
+fn check(dir: &std::path::Path, json: bool) -> CliResult {
+    let rep = kpack_deploy::check(dir)?;
+    if json {
+        let v = crate::json::envelope(serde_json::json!({ "dir": dir, "check": rep }));
+        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+    } else {
+        for p in &rep.problems {
+            println!("problem: {p}");
+        }
+        println!(
+            "{}: {} binaries, {} markers, {} problems",
+            dir.display(),
+            rep.binaries,
+            rep.markers,
+            rep.problems.len()
+        );
+    }
+    if rep.problems.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Findings)
+    }
+}

@@ -1,0 +1,222 @@
+//! The libraries an application needs, resolved as the dynamic loader
+//! resolves them, minus the system's.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+
+use crate::elf::{self, DynInfo};
+use crate::error::{Error, Result};
+
+/// Libraries every Linux system has and an application must take from it,
+/// never from its own directory (after linuxdeploy's excludelist): the C
+/// library and its parts, the C++ and GCC runtimes, the graphics stack.
+pub const DEFAULT_EXCLUDES: &[&str] = &[
+    "ld-linux*.so*",
+    "ld64.so*",
+    "libc.so*",
+    "libm.so*",
+    "libmvec.so*",
+    "libdl.so*",
+    "libpthread.so*",
+    "librt.so*",
+    "libresolv.so*",
+    "libutil.so*",
+    "libanl.so*",
+    "libnsl.so*",
+    "libBrokenLocale.so*",
+    "libthread_db.so*",
+    "libstdc++.so*",
+    "libgcc_s.so*",
+    "libGL.so*",
+    "libEGL.so*",
+    "libGLX.so*",
+    "libGLdispatch.so*",
+    "libOpenGL.so*",
+    "libdrm.so*",
+    "libX11.so*",
+    "libxcb.so*",
+];
+
+/// Where the loader looks when nothing else names the library.
+const SYSTEM_DIRS: &[&str] = &[
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/lib64",
+    "/usr/lib64",
+    "/lib",
+    "/usr/lib",
+];
+
+/// The `--exclude` globs and the default list, matched against names.
+#[derive(Debug)]
+pub(crate) struct Excludes {
+    user: Vec<(String, glob::Pattern)>,
+    default: Vec<glob::Pattern>,
+}
+
+impl Excludes {
+    pub(crate) fn new(user: &[String]) -> Result<Excludes> {
+        let user = user
+            .iter()
+            .map(|g| {
+                glob::Pattern::new(g)
+                    .map(|p| (g.clone(), p))
+                    .map_err(|e| Error::Glob {
+                        glob: g.clone(),
+                        message: e.to_string(),
+                    })
+            })
+            .collect::<Result<_>>()?;
+        let default = DEFAULT_EXCLUDES
+            .iter()
+            .filter_map(|g| glob::Pattern::new(g).ok())
+            .collect();
+        Ok(Excludes { user, default })
+    }
+
+    /// Why `name` stays out, if it does.
+    pub(crate) fn reason(&self, name: &str) -> Option<String> {
+        if let Some((g, _)) = self.user.iter().find(|(_, p)| p.matches(name)) {
+            return Some(format!("--exclude {g}"));
+        }
+        self.default
+            .iter()
+            .any(|p| p.matches(name))
+            .then(|| "a system library (default exclude list)".to_owned())
+    }
+}
+
+/// One library of the closure.
+#[derive(Debug, Clone)]
+pub(crate) struct Library {
+    /// Where it was found (as the loader would name it).
+    pub path: PathBuf,
+    /// Who needs it (`--also`, `the kpack runtime`, or a file name).
+    pub needed_by: Vec<String>,
+}
+
+/// One library left out.
+#[derive(Debug, Clone)]
+pub(crate) struct LeftOut {
+    pub needed_by: Vec<String>,
+    pub reason: String,
+}
+
+/// The closure: libraries by name (DT_NEEDED name), in name order.
+#[derive(Debug, Default)]
+pub(crate) struct Closure {
+    pub libraries: BTreeMap<String, Library>,
+    pub left_out: BTreeMap<String, LeftOut>,
+}
+
+/// Where to look beside each object's own RUNPATH/RPATH.
+#[derive(Debug, Clone)]
+pub(crate) struct SearchDirs {
+    /// `--library-path`, then `--rocm-path`'s `lib` and `lib64`.
+    pub extra: Vec<PathBuf>,
+    /// The system's directories last.
+    pub system: bool,
+}
+
+impl SearchDirs {
+    /// The directories searched for a name needed by an object with `info`
+    /// at `origin` (its directory), in the loader's order.
+    pub(crate) fn for_object(&self, info: Option<&DynInfo>, origin: &Path) -> Vec<PathBuf> {
+        let mut dirs = Vec::new();
+        if let Some(info) = info {
+            let own = if info.runpath.is_empty() {
+                &info.rpath
+            } else {
+                &info.runpath
+            };
+            dirs.extend(own.iter().map(|e| elf::expand_origin(e, origin)));
+        }
+        dirs.extend(self.extra.iter().cloned());
+        if self.system {
+            dirs.extend(SYSTEM_DIRS.iter().map(PathBuf::from));
+        }
+        dirs
+    }
+}
+
+/// Find `name` in `dirs`.
+pub(crate) fn find(name: &str, dirs: &[PathBuf]) -> Option<PathBuf> {
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        return p.is_file().then_some(p);
+    }
+    dirs.iter().map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// The closure of `roots` (objects with their display names) and the
+/// `also` names.
+pub(crate) fn resolve(
+    roots: &[(String, PathBuf)],
+    also: &[String],
+    search: &SearchDirs,
+    excludes: &Excludes,
+) -> Result<Closure> {
+    let mut closure = Closure::default();
+    // (name needed, who needs it, where to look)
+    let mut queue: VecDeque<(String, String, Vec<PathBuf>)> = VecDeque::new();
+    let push_needs = |queue: &mut VecDeque<_>, who: &str, path: &Path| -> Result<()> {
+        let info = elf::read(path)?;
+        let origin = path.parent().unwrap_or(Path::new("."));
+        let dirs = search.for_object(info.as_ref(), origin);
+        for n in info.map(|i| i.needed).unwrap_or_default() {
+            queue.push_back((n, who.to_owned(), dirs.clone()));
+        }
+        Ok(())
+    };
+    for (name, path) in roots {
+        push_needs(&mut queue, name, path)?;
+    }
+    let base = search.for_object(None, Path::new("."));
+    for a in also {
+        queue.push_back((a.clone(), "--also".to_owned(), base.clone()));
+    }
+    while let Some((name, who, dirs)) = queue.pop_front() {
+        if roots.iter().any(|(n, _)| *n == name) {
+            continue;
+        }
+        if let Some(l) = closure.libraries.get_mut(&name) {
+            if !l.needed_by.contains(&who) {
+                l.needed_by.push(who);
+            }
+            continue;
+        }
+        if let Some(reason) = excludes.reason(&name) {
+            let l = closure.left_out.entry(name).or_insert(LeftOut {
+                needed_by: Vec::new(),
+                reason,
+            });
+            if !l.needed_by.contains(&who) {
+                l.needed_by.push(who);
+            }
+            continue;
+        }
+        let Some(path) = find(&name, &dirs) else {
+            return Err(Error::NotFound {
+                name,
+                needed_by: who,
+                searched: join_dirs(&dirs),
+            });
+        };
+        push_needs(&mut queue, &name, &path)?;
+        closure.libraries.insert(
+            name,
+            Library {
+                path,
+                needed_by: vec![who],
+            },
+        );
+    }
+    Ok(closure)
+}
+
+pub(crate) fn join_dirs(dirs: &[PathBuf]) -> String {
+    let v: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    v.join(":")
+}

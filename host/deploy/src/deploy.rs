@@ -1,0 +1,563 @@
+//! `deploy`: plan what goes into the directory, then stage and commit it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use kpack_binary::HostBinary;
+use kpack_format::Marker;
+use kpack_fsafe::{Existing, Order, Outputs};
+use kpack_runtime::{Cache, Config, compatible_targets, gpu_arch_list};
+use serde::Serialize;
+
+use crate::closure::{self, Excludes, SearchDirs};
+use crate::error::{Error, Result};
+use crate::manifest::{FileRecord, LeftOutRecord, Manifest};
+
+/// What to deploy and how.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Executables, shared libraries, or directories of them.
+    pub apps: Vec<PathBuf>,
+    /// The GPUs (target ids) the directory is for.
+    pub gpus: Vec<String>,
+    /// Directories searched for needed libraries after each object's own
+    /// RUNPATH/RPATH.
+    pub library_path: Vec<PathBuf>,
+    /// Install prefixes: their `lib` and `lib64` are searched.
+    pub rocm_path: Vec<PathBuf>,
+    /// Libraries loaded by name at run time (`dlopen`), deployed too.
+    pub also: Vec<String>,
+    /// Globs of library names left out, beside the default list.
+    pub exclude: Vec<String>,
+    /// Prune fat libraries to the listed GPUs (else they stay fat).
+    pub prune: bool,
+    /// Replace an existing output directory.
+    pub force: bool,
+    /// Do not search the system's library directories.
+    pub no_system_dirs: bool,
+}
+
+/// What [`deploy`] wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct Deployed {
+    /// The directory.
+    pub dir: PathBuf,
+    /// The record written as `kpack-deploy.json`.
+    pub manifest: Manifest,
+}
+
+/// What a binary of the closure carries.
+enum Device {
+    None,
+    Offloaded { marker: Marker, indices: Vec<u32> },
+    Fat { targets: Vec<String> },
+}
+
+/// One file or link to write.
+struct Item {
+    rel: String,
+    source: PathBuf,
+    kind: &'static str,
+    link: Option<String>,
+    keep: Option<Vec<String>>,
+    runpath: Option<&'static str>,
+    needed_by: Vec<String>,
+    serves: BTreeSet<String>,
+}
+
+impl Item {
+    fn new(rel: String, source: PathBuf, kind: &'static str) -> Item {
+        Item {
+            rel,
+            source,
+            kind,
+            link: None,
+            keep: None,
+            runpath: None,
+            needed_by: Vec::new(),
+            serves: BTreeSet::new(),
+        }
+    }
+}
+
+/// The plan: every output and what was left out.
+#[derive(Default)]
+struct Plan {
+    items: BTreeMap<String, Item>,
+    left_out: Vec<LeftOutRecord>,
+    /// Bytes of the inputs as they are: binaries and every archive.
+    fat_bytes: u64,
+}
+
+impl Plan {
+    fn add(&mut self, item: Item) -> Result<&mut Item> {
+        let rel = item.rel.clone();
+        if let Some(old) = self.items.get(&rel) {
+            let same = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+            if same(&old.source) != same(&item.source) || old.link != item.link {
+                return Err(Error::Conflict {
+                    rel,
+                    first: old.source.clone(),
+                    second: item.source,
+                });
+            }
+        } else {
+            self.items.insert(rel.clone(), item);
+        }
+        self.items.get_mut(&rel).ok_or(Error::Conflict {
+            rel: String::new(),
+            first: PathBuf::new(),
+            second: PathBuf::new(),
+        })
+    }
+}
+
+/// Copy `options.apps` and what they need into `out`, with only the
+/// archives `options.gpus` load; record it in `kpack-deploy.json`.
+pub fn deploy(options: &Options, out: &Path) -> Result<Deployed> {
+    let excludes = Excludes::new(&options.exclude)?;
+    let mut extra = options.library_path.clone();
+    for p in &options.rocm_path {
+        extra.extend([p.join("lib"), p.join("lib64")]);
+    }
+    let search = SearchDirs {
+        extra,
+        system: !options.no_system_dirs,
+    };
+    let roots = roots(&options.apps)?;
+    let root_names: Vec<(String, PathBuf)> = roots
+        .iter()
+        .map(|(n, p, _)| (n.clone(), p.clone()))
+        .collect();
+    let closure = closure::resolve(&root_names, &options.also, &search, &excludes)?;
+    let mut plan = Plan::default();
+    // (name, path as found, directory in the output, kind, needed by)
+    let mut binaries: Vec<(String, PathBuf, &'static str, &'static str, Vec<String>)> = roots
+        .iter()
+        .map(|(n, p, exe)| {
+            let (dir, kind) = if *exe {
+                ("bin", "executable")
+            } else {
+                ("lib", "library")
+            };
+            (n.clone(), p.clone(), dir, kind, vec!["given".to_owned()])
+        })
+        .collect();
+    for (n, l) in &closure.libraries {
+        binaries.push((
+            n.clone(),
+            l.path.clone(),
+            "lib",
+            "library",
+            l.needed_by.clone(),
+        ));
+    }
+    for (name, l) in &closure.left_out {
+        plan.left_out.push(LeftOutRecord {
+            name: name.clone(),
+            needed_by: l.needed_by.clone(),
+            reason: l.reason.clone(),
+        });
+    }
+    let devices: Vec<Device> = binaries.iter().map(|b| device_of(&b.1)).collect();
+    let first_offloaded = binaries
+        .iter()
+        .zip(&devices)
+        .find(|(_, d)| matches!(d, Device::Offloaded { .. }))
+        .map(|(b, _)| b.1.clone());
+    let has_runtime = binaries.iter().any(|b| b.0.starts_with("librocm_kpack.so"));
+    if let Some(first) = first_offloaded.filter(|_| !has_runtime) {
+        add_runtime(&mut binaries, &first, &search.extra)?;
+    }
+    let mut served: BTreeMap<String, bool> =
+        options.gpus.iter().map(|g| (g.clone(), false)).collect();
+    let cache = Cache::new(Config::default());
+    for (i, (name, path, dir, kind, needed_by)) in binaries.iter().enumerate() {
+        plan.fat_bytes += size_of(path);
+        let device = devices.get(i).unwrap_or(&Device::None);
+        let rel = place_binary(&mut plan, name, path, dir, kind, needed_by)?;
+        match device {
+            Device::None => {}
+            Device::Offloaded { marker, indices } => {
+                place_archives(
+                    &mut plan,
+                    &cache,
+                    name,
+                    path,
+                    dir,
+                    marker,
+                    indices,
+                    options,
+                    &mut served,
+                )?;
+            }
+            Device::Fat { targets } => {
+                let keep = fat_serves(targets, &options.gpus, &mut served);
+                if let Some(item) = plan.items.get_mut(&rel) {
+                    item.serves.extend(keep.iter().map(|(g, _)| g.clone()));
+                    if options.prune && !keep.is_empty() {
+                        let mut t: Vec<String> = keep.into_iter().map(|(_, t)| t).collect();
+                        t.sort();
+                        t.dedup();
+                        item.keep = Some(t);
+                    }
+                }
+            }
+        }
+    }
+    if let Some((gpu, _)) = served.iter().find(|(_, s)| !**s) {
+        return Err(Error::NoCode {
+            gpu: gpu.clone(),
+            arch_list: gpu_arch_list(gpu).join(", "),
+        });
+    }
+    write(plan, options, out)
+}
+
+/// The inputs as (name, path, is an executable), directories walked in
+/// name order.
+fn roots(apps: &[PathBuf]) -> Result<Vec<(String, PathBuf, bool)>> {
+    let mut out = Vec::new();
+    for app in apps {
+        let files: Vec<PathBuf> = if app.is_dir() {
+            walkdir::WalkDir::new(app)
+                .sort_by_file_name()
+                .into_iter()
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_type().is_file())
+                .map(|e| e.into_path())
+                .collect()
+        } else {
+            vec![app.clone()]
+        };
+        for f in files {
+            let info = crate::elf::read(&f)?;
+            let Some(info) = info else {
+                if app.is_dir() {
+                    continue;
+                }
+                return Err(Error::NotAnApp { path: f });
+            };
+            let name = f
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            out.push((name, f, info.executable));
+        }
+    }
+    Ok(out)
+}
+
+fn device_of(path: &Path) -> Device {
+    let Ok(bin) = HostBinary::read(path, Default::default()) else {
+        return Device::None;
+    };
+    if bin.is_link_input() {
+        return Device::None;
+    }
+    if bin.is_transformed() {
+        let marker = bin
+            .read_marker()
+            .and_then(|r| r.ok())
+            .and_then(|b| Marker::parse(&b).ok());
+        return match marker {
+            Some(marker) => Device::Offloaded {
+                marker,
+                indices: bin.wrapper_indices(),
+            },
+            None => Device::None,
+        };
+    }
+    if bin.bundles().is_empty() {
+        return Device::None;
+    }
+    Device::Fat {
+        targets: bin.targets(),
+    }
+}
+
+/// The kpack runtime (`librocm_kpack.so*`), from beside the first
+/// offloaded binary or the extra directories, under every name found.
+fn add_runtime(
+    binaries: &mut Vec<(String, PathBuf, &'static str, &'static str, Vec<String>)>,
+    beside: &Path,
+    extra: &[PathBuf],
+) -> Result<()> {
+    let dirs = beside
+        .parent()
+        .map(Path::to_path_buf)
+        .into_iter()
+        .chain(extra.iter().cloned());
+    for d in dirs {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        let mut names: Vec<String> = rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("librocm_kpack.so"))
+            .collect();
+        if names.is_empty() {
+            continue;
+        }
+        names.sort();
+        for n in names {
+            if binaries.iter().any(|b| b.0 == n) {
+                continue;
+            }
+            let path = d.join(&n);
+            binaries.push((
+                n,
+                path,
+                "lib",
+                "runtime",
+                vec!["the kpack runtime".to_owned()],
+            ));
+        }
+        return Ok(());
+    }
+    Err(Error::NoRuntime {
+        beside: beside.to_path_buf(),
+    })
+}
+
+/// Plan the binary's copy (its real file under its real name, a link for
+/// the name it is needed by); returns the real file's output path.
+fn place_binary(
+    plan: &mut Plan,
+    name: &str,
+    path: &Path,
+    dir: &str,
+    kind: &'static str,
+    needed_by: &[String],
+) -> Result<String> {
+    let real = std::fs::canonicalize(path).map_err(|e| Error::io(path, "cannot resolve", e))?;
+    let real_name = real
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| name.to_owned());
+    // An executable keeps the name it was given.
+    let file_name = if dir == "bin" { name } else { &real_name };
+    let rel = format!("{dir}/{file_name}");
+    let mut item = Item::new(rel.clone(), real, kind);
+    item.runpath = Some(if dir == "bin" {
+        "$ORIGIN/../lib"
+    } else {
+        "$ORIGIN"
+    });
+    let it = plan.add(item)?;
+    for n in needed_by {
+        if !it.needed_by.contains(n) {
+            it.needed_by.push(n.clone());
+        }
+    }
+    if file_name != name {
+        let mut link = Item::new(format!("{dir}/{name}"), path.to_path_buf(), "symlink");
+        link.link = Some(file_name.to_owned());
+        link.needed_by = needed_by.to_vec();
+        plan.add(link)?;
+    }
+    Ok(rel)
+}
+
+/// For each listed GPU, the archive each code object of an offloaded
+/// binary loads from, placed at the same path relative to the copy.
+#[allow(clippy::too_many_arguments, reason = "one call site; the plan's parts")]
+fn place_archives(
+    plan: &mut Plan,
+    cache: &Cache,
+    name: &str,
+    path: &Path,
+    dir: &str,
+    marker: &Marker,
+    indices: &[u32],
+    options: &Options,
+    served: &mut BTreeMap<String, bool>,
+) -> Result<()> {
+    let src_dir = path.parent().unwrap_or(Path::new("."));
+    let mut used = BTreeSet::new();
+    for gpu in &options.gpus {
+        let arch_list = gpu_arch_list(gpu);
+        let arches: Vec<&str> = arch_list.iter().map(String::as_str).collect();
+        for &k in indices {
+            let Ok(loc) = cache.locate(marker, path, k, &arches) else {
+                continue;
+            };
+            served.insert(gpu.clone(), true);
+            let rel = archive_rel(src_dir, &loc.archive, dir).ok_or_else(|| Error::Escapes {
+                binary: path.to_path_buf(),
+                archive: loc.archive.clone(),
+            })?;
+            used.insert(normal(&loc.archive));
+            let it = plan.add(Item::new(rel, loc.archive.clone(), "archive"))?;
+            it.serves.insert(gpu.clone());
+            if !it.needed_by.iter().any(|n| n == name) {
+                it.needed_by.push(name.to_owned());
+            }
+        }
+    }
+    for a in cache.marker_archives(marker, path) {
+        let Ok(ar) = &a.archive else { continue };
+        if used.insert(normal(&a.path)) {
+            plan.fat_bytes += size_of(&a.path);
+            plan.left_out.push(LeftOutRecord {
+                name: a
+                    .path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                needed_by: vec![name.to_owned()],
+                reason: format!(
+                    "an archive for {} only: no listed GPU loads from it",
+                    ar.arches().join(", ")
+                ),
+            });
+        } else {
+            plan.fat_bytes += size_of(&a.path);
+        }
+    }
+    Ok(())
+}
+
+fn normal(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| kpack_fsafe::normalize(p))
+}
+
+/// `archive`'s path in the output: where it is relative to the binary's
+/// directory, from the binary's output directory; `None` when that leaves
+/// the output.
+fn archive_rel(src_dir: &Path, archive: &Path, dir: &str) -> Option<String> {
+    let rel = kpack_fsafe::relative_path(src_dir, archive);
+    let dest = kpack_fsafe::normalize(&Path::new(dir).join(&rel));
+    let escapes = Path::new(dir)
+        .join(&rel)
+        .components()
+        .scan(0i64, |depth, c| {
+            *depth += match c {
+                std::path::Component::ParentDir => -1,
+                std::path::Component::Normal(_) => 1,
+                _ => 0,
+            };
+            Some(*depth)
+        })
+        .any(|d| d < 0);
+    if escapes || dest.is_absolute() || dest.as_os_str().is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = dest
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    Some(parts.join("/"))
+}
+
+/// For each listed GPU a fat binary serves, the embedded target the HIP
+/// runtime would pick (the arch list's names, most specific first).
+fn fat_serves(
+    targets: &[String],
+    gpus: &[String],
+    served: &mut BTreeMap<String, bool>,
+) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for g in gpus {
+        let pick = gpu_arch_list(g)
+            .iter()
+            .flat_map(|a| compatible_targets(a))
+            .find(|t| targets.contains(t));
+        if let Some(t) = pick {
+            served.insert(g.clone(), true);
+            out.push((g.clone(), t));
+        }
+    }
+    out
+}
+
+fn size_of(p: &Path) -> u64 {
+    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+}
+
+/// Stage every planned item under one output (the directory, replaced
+/// whole with `force`) and commit.
+fn write(plan: Plan, options: &Options, out: &Path) -> Result<Deployed> {
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let dir_name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| Error::NotAnApp {
+            path: out.to_path_buf(),
+        })?;
+    let mut outputs = Outputs::create(parent, "deploy", Existing::from_force(options.force))?;
+    let staged_root = outputs.plan(&dir_name, Order::Last)?;
+    outputs.check_existing()?;
+    let mut files = Vec::new();
+    for item in plan.items.values() {
+        files.push(stage(item, &staged_root)?);
+    }
+    let manifest = Manifest::new(&options.gpus, files, plan.left_out, plan.fat_bytes);
+    let json = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
+    let mpath = staged_root.join(crate::manifest::MANIFEST);
+    std::fs::write(&mpath, [json, b"\n".to_vec()].concat())
+        .map_err(|e| Error::io(&mpath, "cannot write", e))?;
+    outputs.commit()?;
+    Ok(Deployed {
+        dir: out.to_path_buf(),
+        manifest,
+    })
+}
+
+/// Stage one item under `root` and say what was written.
+fn stage(item: &Item, root: &Path) -> Result<FileRecord> {
+    let dest = root.join(&item.rel);
+    if let Some(parent) = dest.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, "cannot create", e))?;
+    }
+    let mut pruned = None;
+    if let Some(target) = &item.link {
+        std::os::unix::fs::symlink(target, &dest)
+            .map_err(|e| Error::io(&dest, "cannot link", e))?;
+    } else if let Some(keep) = &item.keep {
+        let prunable = kpack_prune::open(&item.source, Default::default())?;
+        match prunable {
+            Some(p) => {
+                let list = kpack_prune::KeepList::parse(keep)?;
+                p.write(&dest, list.filter())?;
+                pruned = Some(keep.clone());
+            }
+            None => copy(&item.source, &dest)?,
+        }
+    } else {
+        copy(&item.source, &dest)?;
+    }
+    if let Some(rp) = item.runpath {
+        crate::elf::set_runpath(&dest, rp)?;
+    }
+    let (size, sha256) = if item.link.is_some() {
+        (0, String::new())
+    } else {
+        let bytes = std::fs::read(&dest).map_err(|e| Error::io(&dest, "cannot read", e))?;
+        (bytes.len() as u64, crate::manifest::sha256_hex(&bytes))
+    };
+    Ok(FileRecord {
+        path: item.rel.clone(),
+        kind: item.kind.to_owned(),
+        size,
+        sha256,
+        link: item.link.clone(),
+        needed_by: item.needed_by.clone(),
+        serves: item.serves.iter().cloned().collect(),
+        pruned_to: pruned,
+    })
+}
+
+fn copy(from: &Path, to: &Path) -> Result<()> {
+    std::fs::copy(from, to).map_err(|e| Error::io(from, "cannot copy", e))?;
+    let mut perm = std::fs::metadata(to)
+        .map_err(|e| Error::io(to, "cannot stat", e))?
+        .permissions();
+    use std::os::unix::fs::PermissionsExt;
+    perm.set_mode(perm.mode() | 0o200);
+    std::fs::set_permissions(to, perm).map_err(|e| Error::io(to, "cannot chmod", e))
+}

@@ -1,0 +1,121 @@
+//! What can go wrong in a deploy or a check.
+
+use std::path::PathBuf;
+
+/// A deploy or check that could not be done.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file could not be read or written.
+    #[error("{path}: {what}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What was being done.
+        what: &'static str,
+        /// Why it failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An ELF file whose dynamic section does not read.
+    #[error("{path}: {message}")]
+    Elf {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// A needed library found nowhere the loader (or the options) look.
+    #[error(
+        "{name}, needed by {needed_by}: not found (searched {searched}); give its directory with --library-path, or leave it out with --exclude"
+    )]
+    NotFound {
+        /// The DT_NEEDED name (or `--also` name).
+        name: String,
+        /// Who needs it.
+        needed_by: String,
+        /// The directories searched, `:`-separated.
+        searched: String,
+    },
+    /// A GPU the inputs have no code for at all.
+    #[error(
+        "--gpu {gpu}: no input has code for it (the loader would ask for {arch_list}); nothing written"
+    )]
+    NoCode {
+        /// The GPU as given.
+        gpu: String,
+        /// The names the loader asks for.
+        arch_list: String,
+    },
+    /// An archive a marker finds outside the output directory's layout.
+    #[error(
+        "{binary}: archive {archive} is not under the directory that will hold the binary's copy's parent; a deployed copy could not find it"
+    )]
+    Escapes {
+        /// The offloaded binary.
+        binary: PathBuf,
+        /// The archive it loads from.
+        archive: PathBuf,
+    },
+    /// Two different files for one name in the output.
+    #[error("{rel}: both {first} and {second} would be deployed under this name")]
+    Conflict {
+        /// The path in the output directory.
+        rel: String,
+        /// The first source.
+        first: PathBuf,
+        /// The second source.
+        second: PathBuf,
+    },
+    /// The runtime library is needed and not found.
+    #[error(
+        "librocm_kpack.so (the kpack runtime the HIP runtime loads offloaded code through) not found beside {beside} nor in --library-path / --rocm-path; give its directory with --library-path"
+    )]
+    NoRuntime {
+        /// The offloaded binary it was looked for beside.
+        beside: PathBuf,
+    },
+    /// `patchelf` failed on a copy.
+    #[error("{path}: patchelf --set-rpath failed: {message}")]
+    Patchelf {
+        /// The staged copy.
+        path: PathBuf,
+        /// Its stderr, or why it did not start.
+        message: String,
+    },
+    /// A bad `--exclude` glob.
+    #[error("--exclude {glob:?}: {message}")]
+    Glob {
+        /// The glob.
+        glob: String,
+        /// Why it does not parse.
+        message: String,
+    },
+    /// An input is neither an ELF executable or library nor a directory.
+    #[error("{path}: not an ELF executable, shared library or directory")]
+    NotAnApp {
+        /// The input.
+        path: PathBuf,
+    },
+    /// Staging or committing outputs.
+    #[error(transparent)]
+    Output(#[from] kpack_fsafe::Error),
+    /// Pruning a fat library.
+    #[error(transparent)]
+    Prune(#[from] kpack_prune::Error),
+    /// The `verify --gpu` check of the result.
+    #[error(transparent)]
+    Verify(#[from] kpack_split::Error),
+}
+
+impl Error {
+    pub(crate) fn io(path: &std::path::Path, what: &'static str, source: std::io::Error) -> Error {
+        Error::Io {
+            path: path.to_path_buf(),
+            what,
+            source,
+        }
+    }
+}
+
+/// This crate's result.
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,37 @@
+//! `kpack deploy`: copy an application (executables, shared libraries)
+//! and the ROCm libraries it needs into one directory that works wherever
+//! it is moved, with only the `.kpack` archives the chosen GPUs load.
+//!
+//! Layers: the dynamic section facts (`elf.rs`, read with `object`; the
+//! copies' RUNPATH set with `patchelf`), the closure of needed libraries
+//! as the loader resolves it minus the system's (`closure.rs`), the plan
+//! and its staged, all-or-nothing write (`deploy.rs`, through
+//! `kpack_fsafe::Outputs`), the record (`manifest.rs`), and the check
+//! that nothing in a directory points outside it (`check.rs`).
+//!
+//! ```no_run
+//! let options = kpack_deploy::Options {
+//!     apps: vec!["build/bin/llama-cli".into()],
+//!     gpus: vec!["gfx1100".into()],
+//!     rocm_path: vec!["/opt/rocm".into()],
+//!     ..Default::default()
+//! };
+//! let done = kpack_deploy::deploy(&options, std::path::Path::new("dist"))?;
+//! assert!(kpack_deploy::check(&done.dir)?.problems.is_empty());
+//! # Ok::<(), kpack_deploy::Error>(())
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod check;
+mod closure;
+mod deploy;
+mod elf;
+mod error;
+mod manifest;
+
+pub use check::{CheckReport, check};
+pub use closure::DEFAULT_EXCLUDES;
+pub use deploy::{Deployed, Options, deploy};
+pub use error::{Error, Result};
+pub use manifest::{FileRecord, GpuSize, LeftOutRecord, MANIFEST, Manifest, SCHEMA_VERSION};
