@@ -9,6 +9,7 @@ mod amd_compat;
 mod archive;
 mod archive_args;
 mod audit;
+mod deploy;
 mod detect;
 mod exit;
 mod external;
@@ -105,6 +106,8 @@ enum Command {
     Detect(detect::Args),
     /// Install only the archives this machine's GPUs need, from an index.
     Fetch(fetch::Args),
+    /// Copy an application and its ROCm libraries into one relocatable directory, with only the archives its GPUs need.
+    Deploy(deploy::Args),
     /// Install a split package with its device wheels for this machine's GPUs (pip or uv, through extras).
     Install(install::Args),
     /// Write the listing `kpack fetch --index` reads (name, size, SHA-256).
@@ -180,6 +183,7 @@ fn main() -> ExitCode {
         Command::Detect(args) => detect::run(args),
         Command::Install(args) => install::run(args),
         Command::Fetch(args) => fetch::run(args),
+        Command::Deploy(args) => deploy::run(args),
         Command::Index(args) => index::run(args),
         Command::Audit(args) => audit::run(args),
         Command::Completions { shell } => completions(shell),

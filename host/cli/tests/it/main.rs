@@ -16,6 +16,7 @@ mod audit;
 mod auditwheel;
 mod compression_modes;
 mod derived_outputs;
+mod deploy;
 mod detect;
 mod embedded;
 mod fetch;
