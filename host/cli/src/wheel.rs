@@ -261,36 +261,7 @@ fn split(mut args: SplitArgs) -> CliResult {
     opts.mtime = crate::split::source_date_epoch(ZIP_EPOCH)?;
     opts.dry_run = args.dry_run;
     opts.force = args.force;
-    // Without --group (kpack's layout): one wheel per target with a
-    // `device-<target>` extra each, said in the output, so the host always
-    // names the extras that install device code.
-    let default_group = args.group.is_none() && amd.is_none();
-    opts.group = match (args.group, &amd) {
-        (Some(g), _) => Some(g.into()),
-        (None, None) => Some(kpack_amdgpu::Level::Target),
-        (None, Some(_)) => None,
-    };
-    opts.variant_label = args.variant_wheel.then(|| {
-        args.amd
-            .variant_label
-            .clone()
-            .unwrap_or_else(|| kpack_wheel::DEFAULT_VARIANT_LABEL.to_string())
-    });
-    let provider = args.provider.map(|p| match p {
-        VariantProviderArg::Kpack => kpack_wheel::VariantProvider::Kpack,
-        VariantProviderArg::RocmBootstrap => kpack_wheel::VariantProvider::RocmBootstrap,
-    });
-    if provider.is_some() && !args.variant_wheel && !args.amd.generate_variant_wheel {
-        return Err(anyhow::anyhow!(
-            "--provider names the provider of variant wheels: give --variant-wheel (or --generate-variant-wheel with --overlay-root)"
-        )
-        .into());
-    }
-    opts.variant_provider = provider.unwrap_or(kpack_wheel::VariantProvider::Kpack);
-    let mut amd = amd;
-    if let (Some(a), Some(p)) = (amd.as_mut(), provider) {
-        a.variant_provider = p;
-    }
+    let (default_group, amd) = grouping_and_variants(&args, amd, &mut opts)?;
     opts.archive_group = args
         .archive
         .archive_group_at_most(opts.group.unwrap_or(kpack_amdgpu::Level::Target));
@@ -351,6 +322,44 @@ fn split(mut args: SplitArgs) -> CliResult {
         crate::ui::status(format_args!("done in {:.2?}", start.elapsed()));
     }
     Ok(())
+}
+
+/// `--group` (kpack's layout without it: one wheel per target with a
+/// `device-<target>` extra each, said in the output, so the host always
+/// names the extras that install device code; whether that default was
+/// taken is returned) and the variant wheels' label and provider, into
+/// `opts` and AMD's layout `amd`.
+fn grouping_and_variants(
+    args: &SplitArgs,
+    mut amd: Option<kpack_wheel::AmdLayout>,
+    opts: &mut WheelOptions<'_>,
+) -> anyhow::Result<(bool, Option<kpack_wheel::AmdLayout>)> {
+    let default_group = args.group.is_none() && amd.is_none();
+    opts.group = match (args.group, &amd) {
+        (Some(g), _) => Some(g.into()),
+        (None, None) => Some(kpack_amdgpu::Level::Target),
+        (None, Some(_)) => None,
+    };
+    opts.variant_label = args.variant_wheel.then(|| {
+        args.amd
+            .variant_label
+            .clone()
+            .unwrap_or_else(|| kpack_wheel::DEFAULT_VARIANT_LABEL.to_string())
+    });
+    let provider = args.provider.map(|p| match p {
+        VariantProviderArg::Kpack => kpack_wheel::VariantProvider::Kpack,
+        VariantProviderArg::RocmBootstrap => kpack_wheel::VariantProvider::RocmBootstrap,
+    });
+    if provider.is_some() && !args.variant_wheel && !args.amd.generate_variant_wheel {
+        anyhow::bail!(
+            "--provider names the provider of variant wheels: give --variant-wheel (or --generate-variant-wheel with --overlay-root)"
+        );
+    }
+    opts.variant_provider = provider.unwrap_or(kpack_wheel::VariantProvider::Kpack);
+    if let (Some(a), Some(p)) = (amd.as_mut(), provider) {
+        a.variant_provider = p;
+    }
+    Ok((default_group, amd))
 }
 
 /// An unpacked wheel directory (AMD's `--input DIR`) zipped into a wheel

@@ -275,30 +275,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     let written = pipeline::write_all(&jobs, input, &out_stage, time, opts.progress)?;
     let amd = opts.amd.is_some();
     record_written(&mut report, &jobs, written, out_dir, level.is_some(), amd);
-    let variant = match &opts.amd {
-        Some(a) => a.variant_label.as_deref().map(|l| (a.variant_provider, l)),
-        None => opts
-            .variant_label
-            .as_deref()
-            .map(|l| (opts.variant_provider, l)),
-    };
-    if let Some(provider) = variant {
-        // AMD's extras are per target: its parents get no variant.
-        let keys: BTreeSet<String> = jobs
-            .iter()
-            .filter_map(|j| j.arch.clone())
-            .filter(|k| opts.amd.is_none() || !crate::amd::is_parent(k))
-            .collect();
-        let (vs, index) = write_variants(&jobs[0], &st, provider, &keys, input, time)?;
-        report.variants = vs
-            .into_iter()
-            .map(|v| WheelFile {
-                path: out_dir.join(&v.file),
-                ..v
-            })
-            .collect();
-        report.variants_json = index;
-    }
+    write_variants(&jobs, &st, opts, (input, out_dir), time, &mut report)?;
     let files = output_files(&jobs, &out_stage, out_dir, opts, &mut report)?;
     if let Some(outputs) = outputs {
         // The host wheel (the first) moves into place last: until then
@@ -316,40 +293,54 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
     Ok(report)
 }
 
-/// Write the variant wheels (experimental) into the staging output
-/// directory, next to the others, and the `*-variants.json` if the layout
-/// has one (its file name is returned).
+/// Write the variant wheels (experimental), if asked for, into the staging
+/// output directory next to the others, and the `*-variants.json` if the
+/// layout has one; both into `report`.
 fn write_variants(
-    host: &WheelJob,
+    jobs: &[WheelJob],
     st: &Staged,
-    label: (VariantProvider, &str),
-    keys: &BTreeSet<String>,
-    input: &Path,
+    opts: &WheelOptions<'_>,
+    (input, out_dir): (&Path, &Path),
     time: DateTime,
-) -> Result<(Vec<WheelFile>, Option<String>)> {
-    let (jobs, index) = crate::variant::variant_jobs(host, &st.un, label, keys, st.path())?;
+    report: &mut WheelReport,
+) -> Result<()> {
+    let variant = match &opts.amd {
+        Some(a) => a.variant_label.as_deref().map(|l| (a.variant_provider, l)),
+        None => opts
+            .variant_label
+            .as_deref()
+            .map(|l| (opts.variant_provider, l)),
+    };
+    let Some(provider) = variant else {
+        return Ok(());
+    };
+    // AMD's extras are per target: its parents get no variant.
+    let keys: BTreeSet<String> = jobs
+        .iter()
+        .filter_map(|j| j.arch.clone())
+        .filter(|k| opts.amd.is_none() || !crate::amd::is_parent(k))
+        .collect();
+    let (vjobs, index) =
+        crate::variant::variant_jobs(&jobs[0], &st.un, provider, &keys, st.path())?;
     let out_stage = st.path().join("out");
-    let written = pipeline::write_all(&jobs, input, &out_stage, time, None)?;
-    let files = jobs
+    let written = pipeline::write_all(&vjobs, input, &out_stage, time, None)?;
+    report.variants = vjobs
         .into_iter()
         .zip(written)
         .map(|(job, (bytes, files))| WheelFile {
-            path: out_stage.join(&job.file),
+            path: out_dir.join(&job.file),
             file: job.file,
             distribution: job.distribution,
             bytes,
             files,
         })
         .collect();
-    let index = match index {
-        Some((name, text)) => {
-            let p = out_stage.join(&name);
-            std::fs::write(&p, text).map_err(|e| Error::io(&p, "cannot write", e))?;
-            Some(name)
-        }
-        None => None,
-    };
-    Ok((files, index))
+    if let Some((name, text)) = index {
+        let p = out_stage.join(&name);
+        std::fs::write(&p, text).map_err(|e| Error::io(&p, "cannot write", e))?;
+        report.variants_json = Some(name);
+    }
+    Ok(())
 }
 
 /// Plan phase: the host wheel's job and one per device wheel (the
