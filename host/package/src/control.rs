@@ -1,6 +1,9 @@
 //! Debian control paragraphs (`DEBIAN/control`): fields in order, values
 //! with their continuation lines, written back as read.
 
+/// Between a field's name and its value (a control field, not a target id).
+const FIELD_SEP: char = ':';
+
 /// One control paragraph.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Control {
@@ -26,7 +29,7 @@ impl Control {
                 value.push_str(line);
                 continue;
             }
-            let Some((name, value)) = line.split_once(':') else {
+            let Some((name, value)) = line.split_once(FIELD_SEP) else {
                 return Err(format!("line {}: no `Field: value` ({line:?})", n + 1));
             };
             if name.is_empty() || name.contains(char::is_whitespace) {

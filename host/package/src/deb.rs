@@ -15,6 +15,9 @@ use crate::split::{TreeSplit, device_name, split_tree};
 use crate::tree::{self, Kind, OutMember, Payload};
 use crate::{DevicePackage, PackageFile, PackageOptions, PackageReport};
 
+/// Ends a version's epoch (`1:2.0-1`), which file names leave out.
+const EPOCH_SEP: char = ':';
+
 /// Most bytes a payload may unpack to.
 const PAYLOAD_LIMIT: u64 = 256 << 30;
 
@@ -191,7 +194,9 @@ pub fn split_deb(input: &Path, out_dir: &Path, opts: &PackageOptions<'_>) -> Res
         let pkg = p.control.get("Package").unwrap_or_default().to_string();
         let file = format!(
             "{pkg}_{}_{arch}.deb",
-            version.split_once(':').map_or(version.as_str(), |(_, v)| v)
+            version
+                .split_once(EPOCH_SEP)
+                .map_or(version.as_str(), |(_, v)| v)
         );
         let order = if i == 0 { Order::Last } else { Order::First };
         let dest = outputs.plan(&file, order)?;
