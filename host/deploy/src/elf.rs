@@ -64,8 +64,12 @@ fn info<E: FileHeader<Endian = object::Endianness>>(data: &[u8]) -> object::Resu
     Ok(out)
 }
 
+/// A `:`-separated RUNPATH/RPATH value's entries (the loader's list
+/// syntax is the one of `PATH`).
 fn split_path(s: &str) -> impl Iterator<Item = String> + '_ {
-    s.split(':').filter(|e| !e.is_empty()).map(str::to_owned)
+    std::env::split_paths(s)
+        .map(|p| p.to_string_lossy().into_owned())
+        .filter(|e| !e.is_empty())
 }
 
 /// A RUNPATH/RPATH entry with `$ORIGIN` (`${ORIGIN}`) replaced by `origin`.
