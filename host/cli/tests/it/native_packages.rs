@@ -59,7 +59,7 @@ fn build_deb(tree: &Path, name: &str, depends: &str, out: &Path) -> PathBuf {
 /// The fat package: the fixture library (gfx1100, gfx1201, gfx942) and a
 /// Tensile database for gfx1100 and gfx942 where the rocBLAS handler
 /// looks for Debian's layout.
-fn fat_deb(dir: &Path) -> PathBuf {
+fn fat_deb(dir: &Path, depends: &str) -> PathBuf {
     let tree = dir.join("tree");
     let lib = tree.join(LIBDIR);
     std::fs::create_dir_all(&lib).unwrap();
@@ -81,7 +81,7 @@ fn fat_deb(dir: &Path) -> PathBuf {
         );
     }
     write(&db.join("TensileLibrary.dat"), b"generic tensile index");
-    build_deb(&tree, NAME, "", dir)
+    build_deb(&tree, NAME, depends, dir)
 }
 
 /// `kpack deb split INPUT -o OUT ARGS... --json`: the one report.
@@ -141,7 +141,7 @@ fn device<'a>(r: &'a serde_json::Value, key: &str) -> &'a serde_json::Value {
 #[test]
 fn deb_split_installs_host_and_one_device_package_with_dpkg() {
     let dir = fresh("install");
-    let input = fat_deb(&dir);
+    let input = fat_deb(&dir, "");
     let out = dir.join("out");
     let r = deb_split(&input, &out, &["--split-databases", "rocblas"]);
     assert_eq!(r["split"], true, "{r:#}");
@@ -225,4 +225,219 @@ fn deb_split_installs_host_and_one_device_package_with_dpkg() {
             .exists()
     );
     ok(dpkg(&root, &["--audit".as_ref()]), "dpkg --audit");
+}
+
+/// `dpkg-deb --fsys-tarfile | tar -xO` of one member of a package.
+fn member_bytes(deb: &Path, member: &str) -> Vec<u8> {
+    let tar = ok(
+        run(Command::new("dpkg-deb").arg("--fsys-tarfile").arg(deb)),
+        "--fsys-tarfile",
+    );
+    let mut a = tar::Archive::new(tar.stdout.as_slice());
+    for e in a.entries().unwrap() {
+        let mut e = e.unwrap();
+        if e.path().unwrap().to_str().unwrap().trim_start_matches("./") == member {
+            let mut v = Vec::new();
+            std::io::Read::read_to_end(&mut e, &mut v).unwrap();
+            return v;
+        }
+    }
+    panic!("{member} not in {}", deb.display());
+}
+
+#[test]
+fn deb_split_databases_only_keeps_the_host_library_and_moves_tensile_files() {
+    let dir = fresh("databases-only");
+    let input = fat_deb(&dir, "");
+    let r = deb_split(
+        &input,
+        &dir.join("out"),
+        &["--split-databases", "rocblas", "--databases-only"],
+    );
+    let keys: Vec<&str> = r["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["gfx1100", "gfx942"], "{r:#}");
+    let host = file_of(&r["host"]);
+    let lib = format!("{LIBDIR}/libaxpy.so.1");
+    assert_eq!(member_bytes(&host, &lib), member_bytes(&input, &lib));
+    let deps = stdout(&run(Command::new("dpkg-deb")
+        .arg("-f")
+        .arg(&host)
+        .arg("Depends")));
+    assert!(!deps.contains("librocm-kpack"), "{deps}");
+    let dev = stdout(&run(Command::new("dpkg-deb")
+        .arg("--contents")
+        .arg(file_of(device(&r, "gfx942")))));
+    assert!(
+        dev.contains("TensileLibrary_Type_gfx942.dat") && !dev.contains(".kpack"),
+        "{dev}"
+    );
+    let root = dir.join("root");
+    dpkg_root(&root);
+    ok(
+        dpkg(
+            &root,
+            &[
+                "-i".as_ref(),
+                host.as_os_str(),
+                file_of(device(&r, "gfx942")).as_os_str(),
+            ],
+        ),
+        "dpkg -i",
+    );
+    assert!(
+        root.join(LIBDIR)
+            .join("rocblas/4.3.0/library/TensileLibrary_gfx942.co")
+            .is_file()
+    );
+}
+
+#[test]
+fn deb_split_of_a_package_without_device_code_writes_nothing() {
+    let dir = fresh("no-device-code");
+    write(
+        &dir.join("tree/usr/share/axpy/readme.txt"),
+        b"nothing for a GPU\n",
+    );
+    let input = build_deb(&dir.join("tree"), NAME, "", &dir);
+    let out = dir.join("out");
+    let o = kpack([
+        "deb".as_ref(),
+        "split".as_ref(),
+        input.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("nothing to split"), "{}", stdout(&o));
+    assert!(!out.exists(), "an output directory was written");
+}
+
+#[test]
+fn deb_split_rejects_a_file_that_is_not_a_package() {
+    let dir = fresh("not-a-package");
+    let input = dir.join("fake_1.0_amd64.deb");
+    std::fs::write(&input, b"!<arch>\nnot really\n").unwrap();
+    let o = kpack([
+        "deb".as_ref(),
+        "split".as_ref(),
+        input.as_os_str(),
+        "-o".as_ref(),
+        dir.join("out").as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("not a valid deb package"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dir.join("out").exists());
+}
+
+#[test]
+fn deb_split_warns_about_database_files_no_handler_claims() {
+    let dir = fresh("unclaimed");
+    let input = fat_deb(&dir, "");
+    let o = kpack([
+        "deb".as_ref(),
+        "split".as_ref(),
+        input.as_os_str(),
+        "-o".as_ref(),
+        dir.join("out").as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("no database handler claimed") && err.contains("TensileLibrary_gfx1100.co"),
+        "{err}"
+    );
+}
+
+#[test]
+fn deb_split_writes_the_same_bytes_twice() {
+    let dir = fresh("reproducible");
+    let input = fat_deb(&dir, "");
+    let a = deb_split(
+        &input,
+        &dir.join("a"),
+        &["--split-databases", "rocblas", "--group", "family"],
+    );
+    let b = deb_split(
+        &input,
+        &dir.join("b"),
+        &["--split-databases", "rocblas", "--group", "family"],
+    );
+    let names: Vec<&str> = a["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["package"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["libaxpy1-gfx11", "libaxpy1-gfx12", "libaxpy1-gfx9"]);
+    for f in std::fs::read_dir(dir.join("a")).unwrap() {
+        let f = f.unwrap();
+        let other = dir.join("b").join(f.file_name());
+        assert_eq!(
+            std::fs::read(f.path()).unwrap(),
+            std::fs::read(&other).unwrap(),
+            "{:?}",
+            f.file_name()
+        );
+    }
+    assert_eq!(a["per_gpu"], b["per_gpu"]);
+    let gpus: Vec<&str> = a["per_gpu"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["gpu"].as_str().unwrap())
+        .collect();
+    assert_eq!(gpus, ["gfx1100", "gfx1201", "gfx942"]);
+    // Each GPU downloads the host package and the device packages serving it.
+    let host_bytes = a["host"]["bytes"].as_u64().unwrap();
+    for g in a["per_gpu"].as_array().unwrap() {
+        let dev: u64 = a["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| g["packages"].as_array().unwrap().contains(&d["package"]))
+            .map(|d| d["bytes"].as_u64().unwrap())
+            .sum();
+        assert_eq!(g["bytes"].as_u64(), Some(host_bytes + dev), "{g}");
+        assert_eq!(g["packages"].as_array().unwrap().len(), 2, "{g}");
+    }
+}
+
+/// lintian's error tags (`E: pkg: tag ...` → `tag`).
+fn lintian_errors(deb: &Path) -> std::collections::BTreeSet<String> {
+    let o = run(Command::new("lintian").arg("--no-cfg").arg(deb));
+    stdout(&o)
+        .lines()
+        .filter_map(|l| l.strip_prefix("E: "))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn lintian_finds_no_error_in_the_outputs_it_did_not_find_in_the_input() {
+    let dir = fresh("lintian");
+    // A real library package depends on libc (its shlibs), which lintian
+    // expects once a Depends field exists.
+    let input = fat_deb(&dir, "Depends: libc6 (>= 2.34)\n");
+    let r = deb_split(&input, &dir.join("out"), &["--split-databases", "rocblas"]);
+    let before = lintian_errors(&input);
+    let mut outputs = vec![file_of(&r["host"]), file_of(&r["all"])];
+    outputs.extend(r["devices"].as_array().unwrap().iter().map(file_of));
+    for deb in outputs {
+        let new: Vec<String> = lintian_errors(&deb).difference(&before).cloned().collect();
+        assert!(
+            new.is_empty(),
+            "{}: lintian errors the input did not have: {new:?}",
+            deb.display()
+        );
+    }
 }
