@@ -261,7 +261,12 @@ pub fn run(args: Args) -> CliResult {
     } else {
         args.package.clone()
     };
-    let spec = format!("{spec}[{}]", r.extras.join(","));
+    // No GPU served: the plain package (the host alone).
+    let spec = if r.extras.is_empty() {
+        spec
+    } else {
+        format!("{spec}[{}]", r.extras.join(","))
+    };
     let mut cmd = match args.installer {
         Installer::Pip => {
             let mut c =
