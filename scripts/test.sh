@@ -47,6 +47,11 @@ command -v strace >/dev/null 2>&1 || need+=(strace)
 # GNU time measures peak memory of the decompression-bomb tests
 # (tests/it/hostile_artifacts.rs).
 [ -x /usr/bin/time ] || need+=(time)
+# kpack deb/rpm split's tests build, read, install and lint packages with
+# the distributions' own tools (host/cli/tests/it/native_packages.rs).
+for tool in dpkg-deb dpkg-scanpackages lintian rpm rpmbuild; do
+  command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
+done
 # Links the Windows build of librocm_kpack (below).
 command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-x86-64)
 # Runs the C ABI test program cross-built for Windows (kpack-capi's wine test).
@@ -71,6 +76,7 @@ if ! command -v apt-get >/dev/null 2>&1; then
         eu-strip) p=elfutils ;; llvm-readobj-19|llvm-objdump-19|llvm-ar-19) p=llvm-19 ;;
         clang-offload-bundler-19) p=clang-tools-19 ;; ld.lld-19) p=lld-19 ;;
         llvm-readobj-22) p=llvm-22 ;; clang-offload-bundler-22) p=clang-tools-22 ;; ld.lld-22) p=lld-22 ;;
+        dpkg-scanpackages) p=dpkg-dev ;; rpmbuild) p=rpm ;;
         cc) p=gcc ;; c++) p=g++ ;; strip|objcopy|readelf) p=binutils ;;
         rustup) p="not Debian's: https://rustup.rs" ;;
         *) p="" ;;
@@ -92,7 +98,7 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends gcc binutils patchelf python3 python3-venv llvm-19 clang-19 clang-tools-19 lld-19 \
     llvm-22 clang-22 clang-tools-22 lld-22 \
     elfutils dwz debugedit g++ cmake pkg-config libzstd-dev gcc-mingw-w64-x86-64 \
-    binutils-mingw-w64-x86-64 wine64 file strace time >/dev/null
+    binutils-mingw-w64-x86-64 wine64 file strace time dpkg-dev lintian rpm >/dev/null
 fi
 
 # RUSTUP_AUTO_INSTALL=0 on these machines: add the wasm target explicitly
