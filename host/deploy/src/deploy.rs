@@ -169,18 +169,40 @@ pub fn deploy(options: &Options, out: &Path) -> Result<Deployed> {
     if let Some(first) = first_offloaded.filter(|_| !has_runtime) {
         add_runtime(&mut binaries, &first, &search.extra)?;
     }
+    let served = place_all(&mut plan, &binaries, &devices, options)?;
+    if let Some((gpu, _)) = served.iter().find(|(_, s)| !**s) {
+        return Err(Error::NoCode {
+            gpu: gpu.clone(),
+            arch_list: gpu_arch_list(gpu).join(", "),
+        });
+    }
+    write(plan, options, out)
+}
+
+/// A binary of the closure: (name, path as found, directory in the
+/// output, kind, needed by).
+type Binary = (String, PathBuf, &'static str, &'static str, Vec<String>);
+
+/// Plan every binary and its archives; says which GPUs some input has
+/// code for.
+fn place_all(
+    plan: &mut Plan,
+    binaries: &[Binary],
+    devices: &[Device],
+    options: &Options,
+) -> Result<BTreeMap<String, bool>> {
     let mut served: BTreeMap<String, bool> =
         options.gpus.iter().map(|g| (g.clone(), false)).collect();
     let cache = Cache::new(Config::default());
     for (i, (name, path, dir, kind, needed_by)) in binaries.iter().enumerate() {
         plan.fat_bytes += size_of(path);
         let device = devices.get(i).unwrap_or(&Device::None);
-        let rel = place_binary(&mut plan, name, path, dir, kind, needed_by)?;
+        let rel = place_binary(plan, name, path, dir, kind, needed_by)?;
         match device {
             Device::None => {}
             Device::Offloaded { marker, indices } => {
                 place_archives(
-                    &mut plan,
+                    plan,
                     &cache,
                     name,
                     path,
@@ -205,13 +227,7 @@ pub fn deploy(options: &Options, out: &Path) -> Result<Deployed> {
             }
         }
     }
-    if let Some((gpu, _)) = served.iter().find(|(_, s)| !**s) {
-        return Err(Error::NoCode {
-            gpu: gpu.clone(),
-            arch_list: gpu_arch_list(gpu).join(", "),
-        });
-    }
-    write(plan, options, out)
+    Ok(served)
 }
 
 /// The inputs as (name, path, is an executable), directories walked in
@@ -560,4 +576,40 @@ fn copy(from: &Path, to: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     perm.set_mode(perm.mode() | 0o200);
     std::fs::set_permissions(to, perm).map_err(|e| Error::io(to, "cannot chmod", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn archive_paths_keep_their_place_relative_to_the_copy() {
+        let src = Path::new("/opt/rocm/lib");
+        assert_eq!(
+            archive_rel(
+                src,
+                Path::new("/opt/rocm/lib/.kpack/a_gfx1100.kpack"),
+                "lib"
+            )
+            .as_deref(),
+            Some("lib/.kpack/a_gfx1100.kpack")
+        );
+        assert_eq!(
+            archive_rel(src, Path::new("/opt/rocm/.kpack/a_gfx942.kpack"), "lib").as_deref(),
+            Some(".kpack/a_gfx942.kpack")
+        );
+    }
+
+    #[test]
+    fn archive_paths_leaving_the_directory_are_refused() {
+        let src = Path::new("/opt/rocm/lib");
+        assert_eq!(
+            archive_rel(src, Path::new("/opt/share/kpack/a_gfx1100.kpack"), "lib"),
+            None
+        );
+        assert_eq!(
+            archive_rel(src, Path::new("/srv/archives/a_gfx1100.kpack"), "lib"),
+            None
+        );
+    }
 }
