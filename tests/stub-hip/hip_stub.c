@@ -175,6 +175,9 @@ int hipLaunchKernel(const void *f, dim3 g, dim3 b, void **args, size_t shmem, vo
   return 0;
 }
 int hipDeviceSynchronize(void) { return 0; }
+/* Real libraries check for launch errors: none ever happens here. */
+int hipGetLastError(void) { return 0; }
+const char *hipGetErrorString(int error) { return error ? "stub error" : "hipSuccess"; }
 
 /* The n-th entry of $KPACK_STUB_DEVICES: its name into arch (at most
  * len-1 bytes) and its CU count (0 when not given); -1 past the end. */

@@ -169,3 +169,118 @@ fn pruned_fixtures_verify_after_every_stripper() {
         }
     }
 }
+
+/// The sha256 of the code object clang-offload-bundler-22 extracts for
+/// `target` from the one bundle of `bin`'s `.hip_fatbin`.
+fn bundler_sha256(bin: &Path, target: &str, dir: &Path) -> String {
+    let fatbin = dir.join("fatbin.bin");
+    let out = Command::new("objcopy")
+        .args(["-O", "binary", "--only-section=.hip_fatbin"])
+        .arg(bin)
+        .arg(&fatbin)
+        .output()
+        .expect("objcopy (binutils) is required");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let co = dir.join(format!("{target}.co"));
+    let out = Command::new("clang-offload-bundler-22")
+        .args(["--type=o", "--unbundle"])
+        .arg(format!("--input={}", fatbin.display()))
+        .arg(format!("--output={}", co.display()))
+        .arg(format!("--targets=hipv4-amdgcn-amd-amdhsa--{target}"))
+        .output()
+        .expect("clang-offload-bundler-22 (clang-tools-22) is required");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    kpack_tests::sha256_hex(&std::fs::read(co).unwrap())
+}
+
+/// A shared library defining every undefined, unversioned symbol of `bin`
+/// (a Python extension's `Py*`), built with `cc` into `dir`: enough for the
+/// dynamic loader to load the extension outside Python.
+fn python_stand_in(bin: &Path, dir: &Path) -> PathBuf {
+    let out = Command::new("nm")
+        .args(["-D", "--undefined-only"])
+        .arg(bin)
+        .output()
+        .expect("nm (binutils) is required");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut c = String::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let mut f = line.split_whitespace();
+        if let (Some("U"), Some(name)) = (f.next(), f.next())
+            && !name.contains('@')
+        {
+            c.push_str(&format!("void *{name}[16];\n"));
+        }
+    }
+    assert!(c.contains("PyExc_"), "{}: no Python symbols", bin.display());
+    let src = dir.join("python_stand_in.c");
+    std::fs::write(&src, c).unwrap();
+    let lib = dir.join("libpython_stand_in.so");
+    let out = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .output()
+        .expect("cc");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lib
+}
+
+/// A library nobody here built (jax-rocm7-plugin 0.10.2's `_prng.so`, its
+/// `.hip_fatbin` in a PT_LOAD of its own): offloaded, then each stripper;
+/// `verify-elf` passes and kpack's runtime loads the very code object the
+/// bundler extracts from the original.
+#[test]
+fn a_real_library_offloaded_survives_every_stripper() {
+    let input = fixture("real/jax-rocm7-plugin-0.10.2/_prng.so");
+    let dir = tempfile::tempdir().unwrap();
+    let bin = crate::util::offload_into(&input, dir.path(), &[]);
+    let oracle: Vec<(&str, String)> = ["gfx1100", "gfx1030", "gfx942"]
+        .into_iter()
+        .map(|t| (t, bundler_sha256(&input, t, dir.path())))
+        .collect();
+    // It needs TheRock's libamdhip64.so.7: the stub answers to that name too.
+    let hip7 = dir.path().join("hip7");
+    std::fs::create_dir_all(&hip7).unwrap();
+    let stub = crate::util::stub_hip(true);
+    std::os::unix::fs::symlink(stub.join("libamdhip64.so.5"), hip7.join("libamdhip64.so.7"))
+        .unwrap();
+    let path = std::env::join_paths([hip7.as_path(), stub]).unwrap();
+    // A Python extension: its Python symbols are stood in for (never
+    // called; loading it only runs the HIP registration).
+    let python = python_stand_in(&input, dir.path());
+    for (tool, args) in STRIPPERS {
+        let what = format!("_prng.so after {tool} {args:?}");
+        let copy = stripped_copy(&bin, dir.path(), tool, args);
+        verify_elf_passes(&copy, &[], &what);
+        for (target, sha) in &oracle {
+            let env = [
+                ("LD_LIBRARY_PATH", path.as_os_str()),
+                ("LD_PRELOAD", python.as_os_str()),
+            ];
+            let run = run_loading(&copy, target, &env);
+            assert_eq!(run.code, Some(0), "{what} on {target}\n{}", run.log);
+            assert_eq!(run.loads.len(), 1, "{what} on {target}\n{}", run.log);
+            let Load::Ok { sha: got, .. } = &run.loads[0] else {
+                panic!("{what} on {target}: {:?}\n{}", run.loads[0], run.log)
+            };
+            assert_eq!(got, sha, "{what} on {target}: not the bundler's object");
+        }
+    }
+}
