@@ -175,8 +175,10 @@ def _props(text: str) -> dict:
     props = {}
     for line in text.splitlines():
         words = line.split()
-        if len(words) == 2 and words[1].isascii() and words[1].isdigit():
-            props[words[0]] = int(words[1])
+        # A u64, as kpack detect reads it: a longer number is no value.
+        v = words[1] if len(words) == 2 else ""
+        if v.isascii() and v.isdigit() and len(v) <= 20 and int(v) < 1 << 64:
+            props[words[0]] = int(v)
     return props
 
 

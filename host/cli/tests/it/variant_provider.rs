@@ -245,6 +245,21 @@ fn hostile_properties_end_quickly_with_a_clean_answer() {
     let ff = make("ff", &|p| {
         std::fs::write(p, b"simd_count 96\n\xff\ngfx_target_version 90402\n").unwrap()
     });
+    // A number longer than a u64 (Python refuses to parse one of 4301
+    // digits): no value, and the node has no GPU.
+    let digits = make("digits", &|p| {
+        std::fs::write(
+            p,
+            format!("simd_count 96\ngfx_target_version {}\n", "9".repeat(5000)),
+        )
+        .unwrap()
+    });
+    let t = Instant::now();
+    let p = python_provider(&[("KPACK_SYSFS_ROOT", digits.as_os_str())]);
+    assert!(t.elapsed() < Duration::from_secs(1));
+    assert!(p.status.success(), "{}", stderr(&p));
+    assert_eq!(stdout(&p), "amd :: gfx_arch :: gfx1100\n");
+    assert_eq!(stderr(&p), "");
     for root in [&fifo, &zero, &big, &ff] {
         let t = Instant::now();
         let p = python_provider(&[("KPACK_SYSFS_ROOT", root.as_os_str())]);
