@@ -161,31 +161,8 @@ pub fn split_deb(input: &Path, out_dir: &Path, opts: &PackageOptions<'_>) -> Res
     let deb = read_deb(input, &src)?;
     let field = |f: &str| deb.control.get(f).unwrap_or_default().to_string();
     let (name, version, arch) = (field("Package"), field("Version"), field("Architecture"));
-    let input_bytes = std::fs::metadata(input)
-        .map_err(|e| Error::io(input, "cannot stat", e))?
-        .len();
-    let mut report = PackageReport {
-        input: PackageFile {
-            package: name.clone(),
-            file: file_name(input),
-            path: input.to_path_buf(),
-            bytes: input_bytes,
-        },
-        format: "deb",
-        version: version.clone(),
-        architecture: arch.clone(),
-        split: false,
-        databases_only: opts.databases_only,
-        host: None,
-        devices: Vec::new(),
-        all: None,
-        per_gpu: Vec::new(),
-        binaries: Vec::new(),
-        databases: BTreeMap::new(),
-        warnings: Vec::new(),
-    };
+    let mut report = empty_report(input, &name, &version, &arch, opts)?;
     let Some(split) = split_tree(input, &src, &scratch.join("work"), &name, opts)? else {
-        report.warnings = Vec::new();
         return Ok(report);
     };
     let plans = plan(&deb, &src, &split, opts)?;
@@ -236,6 +213,39 @@ pub fn split_deb(input: &Path, out_dir: &Path, opts: &PackageOptions<'_>) -> Res
     Ok(report)
 }
 
+/// The report of a split that wrote nothing yet.
+fn empty_report(
+    input: &Path,
+    name: &str,
+    version: &str,
+    arch: &str,
+    opts: &PackageOptions<'_>,
+) -> Result<PackageReport> {
+    let input_bytes = std::fs::metadata(input)
+        .map_err(|e| Error::io(input, "cannot stat", e))?
+        .len();
+    Ok(PackageReport {
+        input: PackageFile {
+            package: name.to_string(),
+            file: file_name(input),
+            path: input.to_path_buf(),
+            bytes: input_bytes,
+        },
+        format: "deb",
+        version: version.to_string(),
+        architecture: arch.to_string(),
+        split: false,
+        databases_only: opts.databases_only,
+        host: None,
+        devices: Vec::new(),
+        all: None,
+        per_gpu: Vec::new(),
+        binaries: Vec::new(),
+        databases: BTreeMap::new(),
+        warnings: Vec::new(),
+    })
+}
+
 fn file_name(p: &Path) -> String {
     p.file_name()
         .map(|f| f.to_string_lossy().into_owned())
@@ -283,27 +293,9 @@ fn plan(
                 why: format!("device package name {dev:?} is not a valid Debian package name"),
             });
         }
-        let mut members = Vec::new();
-        for d in dirs {
-            members.extend(tree::members_of(d, &deb.payload.members, &BTreeSet::new())?);
-        }
-        members.extend(doc_files(src, name, &dev, &deb.payload)?);
-        let label = targets.join(", ");
-        let control = device_control(
-            &deb.control,
-            &dev,
-            &format!("{name} (= {version})"),
-            &format!("device code of {name} for {label}"),
-            &format!(
-                " The GPU code objects and kernel database files of {name} for\n {label}, split out of the fat package by kpack. Install it beside\n {name} on a machine with such a GPU."
-            ),
-        );
+        let control_and_members = device_plan(deb, src, name, version, &dev, targets, dirs)?;
         devices.push(dev);
-        plans.push(Planned {
-            control,
-            extra: Vec::new(),
-            members: merge(members),
-        });
+        plans.push(control_and_members);
     }
     let all = format!("{name}-gfx-all");
     let deps: Vec<String> = devices
@@ -326,6 +318,38 @@ fn plan(
         members,
     });
     Ok(plans)
+}
+
+/// The device package `dev` of `targets`: their arch trees and the docs.
+fn device_plan(
+    deb: &Deb,
+    src: &Path,
+    name: &str,
+    version: &str,
+    dev: &str,
+    targets: &[String],
+    dirs: &[std::path::PathBuf],
+) -> Result<Planned> {
+    let mut members = Vec::new();
+    for d in dirs {
+        members.extend(tree::members_of(d, &deb.payload.members, &BTreeSet::new())?);
+    }
+    members.extend(doc_files(src, name, dev, &deb.payload)?);
+    let label = targets.join(", ");
+    let control = device_control(
+        &deb.control,
+        dev,
+        &format!("{name} (= {version})"),
+        &format!("device code of {name} for {label}"),
+        &format!(
+            " The GPU code objects and kernel database files of {name} for\n {label}, split out of the fat package by kpack. Install it beside\n {name} on a machine with such a GPU."
+        ),
+    );
+    Ok(Planned {
+        control,
+        extra: Vec::new(),
+        members: merge(members),
+    })
 }
 
 /// Members sorted, each path once.

@@ -78,19 +78,7 @@ pub fn unpack(
         let Some(path) = plain_name(&raw).map_err(&bad)? else {
             continue;
         };
-        if payload.members.contains_key(&path) {
-            return Err(bad(format!("member {path} comes twice")));
-        }
-        if let Some(anc) = ancestors(&path).find(|a| {
-            payload
-                .members
-                .get(*a)
-                .is_some_and(|m| !matches!(m.kind, Kind::Dir))
-        }) {
-            return Err(bad(format!(
-                "member {path} lies under {anc}, which is not a directory"
-            )));
-        }
+        check_new(&payload, &path).map_err(&bad)?;
         let mode = entry.header().mode().unwrap_or(0o644) & 0o7777;
         let at = dst.join(&path);
         let kind = match entry.header().entry_type() {
@@ -139,8 +127,33 @@ pub fn unpack(
         };
         payload.members.insert(path, Member { kind, mode });
     }
-    // Hard links as copies of their file, symlinks last: nothing is ever
-    // written through a link.
+    make_links(dst, &payload, links)?;
+    Ok(payload)
+}
+
+/// A member's path may be added: not there yet, and under no member
+/// that is not a directory.
+fn check_new(payload: &Payload, path: &str) -> std::result::Result<(), String> {
+    if payload.members.contains_key(path) {
+        return Err(format!("member {path} comes twice"));
+    }
+    let not_dir = |a: &&str| {
+        payload
+            .members
+            .get(*a)
+            .is_some_and(|m| !matches!(m.kind, Kind::Dir))
+    };
+    match ancestors(path).find(not_dir) {
+        Some(anc) => Err(format!(
+            "member {path} lies under {anc}, which is not a directory"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Hard links as copies of their file, symlinks last: nothing is ever
+/// written through a link.
+fn make_links(dst: &Path, payload: &Payload, links: Vec<(String, String)>) -> Result<()> {
     for (path, target) in links {
         let (from, to) = (dst.join(&target), dst.join(&path));
         make_parent(&to)?;
@@ -154,7 +167,7 @@ pub fn unpack(
                 .map_err(|e| Error::io(&at, "cannot create a symlink", e))?;
         }
     }
-    Ok(payload)
+    Ok(())
 }
 
 /// `a/b/c` → `a/b`, `a`.
