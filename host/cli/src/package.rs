@@ -1,4 +1,4 @@
-//! `kpack deb split PKG.deb... -o DIR` (and `kpack rpm split`): split fat
+//! `kpack deb split PKG.deb... -o DIR`: split fat
 //! native packages into a host package and per-GPU device packages (see
 //! `kpack-package`). Outputs are unsigned; member timestamps come from
 //! `SOURCE_DATE_EPOCH` when set, so two runs give byte-identical packages.
@@ -12,7 +12,7 @@ use crate::exit::CliResult;
 use crate::handlers::HandlerArgs;
 use crate::target_args::TargetArgs;
 
-/// Arguments of `kpack deb` and `kpack rpm`.
+/// Arguments of `kpack deb`.
 #[derive(clap::Args)]
 pub struct Args {
     #[command(subcommand)]
@@ -68,23 +68,14 @@ enum Group {
     Family,
 }
 
-/// Which package format a command splits.
-#[derive(Clone, Copy)]
-pub enum Format {
-    /// `.deb`.
-    Deb,
-    /// `.rpm`.
-    Rpm,
-}
-
-/// Run `kpack deb` or `kpack rpm`.
-pub fn run(args: Args, format: Format) -> CliResult {
+/// Run `kpack deb`.
+pub fn run(args: Args) -> CliResult {
     match args.command {
-        PackageCommand::Split(a) => split(*a, format),
+        PackageCommand::Split(a) => split(*a),
     }
 }
 
-fn split(args: SplitArgs, format: Format) -> CliResult {
+fn split(args: SplitArgs) -> CliResult {
     crate::safety::not_stdout(&args.output, "package split")?;
     let handlers = args.handlers.databases()?;
     let mut opts = PackageOptions::new(args.loader_package.clone());
@@ -101,11 +92,8 @@ fn split(args: SplitArgs, format: Format) -> CliResult {
     opts.force = args.force;
     let mut reports = Vec::new();
     for input in &args.inputs {
-        let report = match format {
-            Format::Deb => kpack_package::split_deb(input, &args.output, &opts),
-            Format::Rpm => return Err(anyhow::anyhow!("rpm split is not built yet").into()),
-        }
-        .with_context(|| format!("splitting {}", input.display()))?;
+        let report = kpack_package::split_deb(input, &args.output, &opts)
+            .with_context(|| format!("splitting {}", input.display()))?;
         for w in &report.warnings {
             eprintln!("warning: {}: {w}", input.display());
         }
