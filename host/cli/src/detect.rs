@@ -135,8 +135,8 @@ fn print_extras(det: &Detection, args: &Args) -> CliResult {
         println!("{}", extras(det).join(","));
         return Ok(());
     };
-    let host = crate::install::host_extras(package, args.index.as_deref())?;
-    let r = crate::install::choose(host, det);
+    let host = kpack_wheel::host_extras(package, args.index.as_deref())?;
+    let r = kpack_wheel::choose(host, det);
     println!("{}", r.extras.join(","));
     if crate::install::report_unserved(&r) {
         return Err(crate::exit::CliError::Findings);

@@ -58,6 +58,7 @@
 
 mod amd;
 mod error;
+mod extras;
 mod headers;
 mod install;
 mod job;
@@ -74,6 +75,7 @@ mod writer;
 
 pub use amd::{AmdLayout, wheel_from_directory};
 pub use error::{Error, ErrorKind, Result};
+pub use extras::{ExtrasError, MAX_HOST_WHEEL_BYTES, Resolved, choose, host_extras};
 pub use headers::{HeaderError, Headers};
 pub use install::{InstalledWheel, install_wheel};
 pub use job::WheelFile;

@@ -271,7 +271,7 @@ fn add_plain_requirements(metadata: &str, extra: &str) -> String {
 /// What a host wheel offers an installer: its distribution, version, and
 /// the `device-*` extras its METADATA provides, spelled as written
 /// (`device-all` left out).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct HostExtras {
     /// The distribution name, as in METADATA.
     pub name: String,
