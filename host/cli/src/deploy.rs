@@ -1,14 +1,20 @@
 //! `kpack deploy APP... --gpu LIST|auto -o DIR`: copy an application and
 //! the libraries it needs into DIR (executables in `bin`, libraries in
-//! `lib`, RUNPATH `$ORIGIN`-relative), with only the archives the listed
-//! GPUs load; then check DIR as `kpack verify --gpu` does. `kpack deploy
-//! --check DIR`: nothing in DIR points outside it.
+//! `lib`, RUNPATH `$ORIGIN`-relative), with only the archives and
+//! database files the listed GPUs load; then check DIR as `kpack verify
+//! --gpu` does. `kpack deploy --check DIR`: nothing in DIR points outside
+//! it.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 
 use crate::exit::{CliError, CliResult};
+use crate::handlers::HandlerArgs;
+
+/// The handlers that classify database directories when
+/// `--split-databases` names none.
+const DEFAULT_HANDLERS: &[&str] = &["rocblas", "hipblaslt", "miopen", "aotriton"];
 
 /// Arguments of `kpack deploy`.
 #[derive(clap::Args)]
@@ -45,6 +51,19 @@ pub struct Args {
     /// Prune fat libraries to the listed GPUs' code (default: kept fat).
     #[arg(long)]
     prune: bool,
+    /// Offload fat libraries in the copy: the listed GPUs' code into
+    /// `.kpack` archives beside them, for a kpack-aware HIP runtime (the
+    /// kpack runtime comes along).
+    #[arg(long, conflicts_with = "prune")]
+    offload: bool,
+    /// A database directory to deploy (e.g. `<rocm>/lib/rocblas/library`;
+    /// repeatable), beside those found next to the closure's libraries
+    /// (`rocblas/library`, `hipblaslt/library`, `aotriton.images`,
+    /// `../share/miopen/db`): generic files always, other GPUs' left out.
+    #[arg(long, value_name = "DIR")]
+    databases: Vec<PathBuf>,
+    #[command(flatten)]
+    handlers: HandlerArgs,
     /// Exit 0 even when a binary lacks code for a listed GPU.
     #[arg(long)]
     allow_missing: bool,
@@ -79,10 +98,22 @@ pub fn run(args: Args) -> CliResult {
         also: args.also.clone(),
         exclude: args.exclude.clone(),
         prune: args.prune,
+        offload: args.offload,
+        databases: args.databases.clone(),
         force: args.force,
         no_system_dirs: false,
     };
-    let done = kpack_deploy::deploy(&options, &out)?;
+    let mut handlers = args.handlers.clone();
+    if handlers.is_empty() {
+        handlers.split_databases = DEFAULT_HANDLERS.iter().map(|s| s.to_string()).collect();
+    }
+    let load = || -> Result<Option<Box<dyn kpack_split::Databases>>, kpack_split::ClassifyError> {
+        if cfg!(not(feature = "handlers")) && args.handlers.is_empty() {
+            return Ok(None);
+        }
+        handlers.databases().map_err(Into::into)
+    };
+    let done = kpack_deploy::deploy_with(&options, &out, Some(&load))?;
     let mut checks = Vec::new();
     for g in &gpus {
         checks.push(kpack_split::explain_gpu(std::slice::from_ref(&out), g)?);

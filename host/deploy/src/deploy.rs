@@ -31,6 +31,14 @@ pub struct Options {
     pub exclude: Vec<String>,
     /// Prune fat libraries to the listed GPUs (else they stay fat).
     pub prune: bool,
+    /// Offload fat libraries in the copy: their listed GPUs' code goes
+    /// into `.kpack` archives beside them, loaded through the kpack
+    /// runtime (which comes along).
+    pub offload: bool,
+    /// Database directories to deploy (e.g. `<rocm>/lib/rocblas/library`),
+    /// beside those found next to the closure's libraries
+    /// ([`AUTO_DIRS`](crate::AUTO_DIRS)).
+    pub databases: Vec<PathBuf>,
     /// Replace an existing output directory.
     pub force: bool,
     /// Do not search the system's library directories.
@@ -54,43 +62,50 @@ enum Device {
 }
 
 /// One file or link to write.
-struct Item {
+pub(crate) struct Item {
     rel: String,
     source: PathBuf,
     kind: &'static str,
     link: Option<String>,
     keep: Option<Vec<String>>,
+    /// Offload the copy, keeping these (GPU, target) pairs' code.
+    offload: Option<Vec<(String, String)>>,
     runpath: Option<&'static str>,
-    needed_by: Vec<String>,
-    serves: BTreeSet<String>,
+    pub(crate) needed_by: Vec<String>,
+    pub(crate) serves: BTreeSet<String>,
+    /// A database file's handler and classification.
+    pub(crate) database: Option<String>,
 }
 
 impl Item {
-    fn new(rel: String, source: PathBuf, kind: &'static str) -> Item {
+    pub(crate) fn new(rel: String, source: PathBuf, kind: &'static str) -> Item {
         Item {
             rel,
             source,
             kind,
             link: None,
             keep: None,
+            offload: None,
             runpath: None,
             needed_by: Vec::new(),
             serves: BTreeSet::new(),
+            database: None,
         }
     }
 }
 
 /// The plan: every output and what was left out.
 #[derive(Default)]
-struct Plan {
+pub(crate) struct Plan {
     items: BTreeMap<String, Item>,
-    left_out: Vec<LeftOutRecord>,
-    /// Bytes of the inputs as they are: binaries and every archive.
-    fat_bytes: u64,
+    pub(crate) left_out: Vec<LeftOutRecord>,
+    /// Bytes of the inputs as they are: binaries, every archive and every
+    /// database file.
+    pub(crate) fat_bytes: u64,
 }
 
 impl Plan {
-    fn add(&mut self, item: Item) -> Result<&mut Item> {
+    pub(crate) fn add(&mut self, item: Item) -> Result<&mut Item> {
         let rel = item.rel.clone();
         if let Some(old) = self.items.get(&rel) {
             let same = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
@@ -114,7 +129,19 @@ impl Plan {
 
 /// Copy `options.apps` and what they need into `out`, with only the
 /// archives `options.gpus` load; record it in `kpack-deploy.json`.
+/// Database files are copied whole (no handlers classify them): see
+/// [`deploy_with`].
 pub fn deploy(options: &Options, out: &Path) -> Result<Deployed> {
+    deploy_with(options, out, None)
+}
+
+/// [`deploy`], with database files classified by the handlers `load`
+/// returns (called once, only when there are database files).
+pub fn deploy_with(
+    options: &Options,
+    out: &Path,
+    load: Option<crate::databases::LoadDatabases<'_>>,
+) -> Result<Deployed> {
     let excludes = Excludes::new(&options.exclude)?;
     let mut extra = options.library_path.clone();
     for p in &options.rocm_path {
@@ -160,13 +187,14 @@ pub fn deploy(options: &Options, out: &Path) -> Result<Deployed> {
         });
     }
     let devices: Vec<Device> = binaries.iter().map(|b| device_of(&b.1)).collect();
-    let first_offloaded = binaries
-        .iter()
-        .zip(&devices)
-        .find(|(_, d)| matches!(d, Device::Offloaded { .. }))
-        .map(|(b, _)| b.1.clone());
+    let needs_runtime = binaries.iter().zip(&devices).find(|(_, d)| match d {
+        Device::Offloaded { .. } => true,
+        Device::Fat { .. } => options.offload,
+        Device::None => false,
+    });
     let has_runtime = binaries.iter().any(|b| b.0.starts_with("librocm_kpack.so"));
-    if let Some(first) = first_offloaded.filter(|_| !has_runtime) {
+    if let Some((first, _)) = needs_runtime.filter(|_| !has_runtime) {
+        let first = first.1.clone();
         add_runtime(&mut binaries, &first, &search.extra)?;
     }
     let served = place_all(&mut plan, &binaries, &devices, options)?;
@@ -176,6 +204,14 @@ pub fn deploy(options: &Options, out: &Path) -> Result<Deployed> {
             arch_list: gpu_arch_list(gpu).join(", "),
         });
     }
+    let lib_dirs: BTreeSet<PathBuf> = binaries
+        .iter()
+        .filter(|b| b.2 == "lib")
+        .filter_map(|b| b.1.parent().map(Path::to_path_buf))
+        .collect();
+    let lib_dirs: Vec<PathBuf> = lib_dirs.into_iter().collect();
+    let dirs = crate::databases::dirs(&options.databases, &lib_dirs, &options.rocm_path)?;
+    crate::databases::place_all(&mut plan, &dirs, &options.gpus, load)?;
     write(plan, options, out)
 }
 
@@ -217,7 +253,9 @@ fn place_all(
                 let keep = fat_serves(targets, &options.gpus, &mut served);
                 if let Some(item) = plan.items.get_mut(&rel) {
                     item.serves.extend(keep.iter().map(|(g, _)| g.clone()));
-                    if options.prune && !keep.is_empty() {
+                    if options.offload && !keep.is_empty() {
+                        item.offload = Some(keep);
+                    } else if options.prune && !keep.is_empty() {
                         let mut t: Vec<String> = keep.into_iter().map(|(_, t)| t).collect();
                         t.sort();
                         t.dedup();
@@ -510,7 +548,7 @@ fn write(plan: Plan, options: &Options, out: &Path) -> Result<Deployed> {
     outputs.check_existing()?;
     let mut files = Vec::new();
     for item in plan.items.values() {
-        files.push(stage(item, &staged_root)?);
+        files.extend(stage(item, &staged_root)?);
     }
     let manifest = Manifest::new(&options.gpus, files, plan.left_out, plan.fat_bytes);
     let json = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
@@ -524,14 +562,18 @@ fn write(plan: Plan, options: &Options, out: &Path) -> Result<Deployed> {
     })
 }
 
-/// Stage one item under `root` and say what was written.
-fn stage(item: &Item, root: &Path) -> Result<FileRecord> {
+/// Stage one item under `root` and say what was written (an offloaded
+/// copy: with its archives).
+fn stage(item: &Item, root: &Path) -> Result<Vec<FileRecord>> {
     let dest = root.join(&item.rel);
     if let Some(parent) = dest.parent() {
         std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, "cannot create", e))?;
     }
     let mut pruned = None;
-    if let Some(target) = &item.link {
+    let mut archives = Vec::new();
+    if let Some(pairs) = &item.offload {
+        archives = offload_copy(item, pairs, &dest)?;
+    } else if let Some(target) = &item.link {
         std::os::unix::fs::symlink(target, &dest)
             .map_err(|e| Error::io(&dest, "cannot link", e))?;
     } else if let Some(keep) = &item.keep {
@@ -556,7 +598,7 @@ fn stage(item: &Item, root: &Path) -> Result<FileRecord> {
         let bytes = std::fs::read(&dest).map_err(|e| Error::io(&dest, "cannot read", e))?;
         (bytes.len() as u64, crate::manifest::sha256_hex(&bytes))
     };
-    Ok(FileRecord {
+    let mut out = vec![FileRecord {
         path: item.rel.clone(),
         kind: item.kind.to_owned(),
         size,
@@ -565,7 +607,58 @@ fn stage(item: &Item, root: &Path) -> Result<FileRecord> {
         needed_by: item.needed_by.clone(),
         serves: item.serves.iter().cloned().collect(),
         pruned_to: pruned,
-    })
+        offloaded: item.offload.is_some(),
+        database: item.database.clone(),
+    }];
+    out.extend(archives);
+    Ok(out)
+}
+
+/// Offload a fat library into its copy at `dest`, the code of the
+/// (GPU, target) `pairs` into `.kpack` archives beside it; the archives'
+/// records.
+fn offload_copy(item: &Item, pairs: &[(String, String)], dest: &Path) -> Result<Vec<FileRecord>> {
+    let dir = dest.parent().unwrap_or(Path::new("."));
+    let (rel_dir, file_name) = item.rel.rsplit_once('/').unwrap_or(("", &item.rel));
+    let name = file_name.split('.').next().unwrap_or(file_name).to_owned();
+    let mut targets: Vec<String> = pairs.iter().map(|(_, t)| t.clone()).collect();
+    targets.sort();
+    targets.dedup();
+    let keep = kpack_prune::KeepList::parse(&targets)?;
+    let set = kpack_offload::ArchiveSet::new(dir.join(".kpack"), name, Default::default());
+    let opts = kpack_offload::OffloadOptions {
+        kernel_name: item.rel.clone(),
+        search_paths: vec![set.search_path_from(dir)],
+        verify_hash: true,
+    };
+    let done = kpack_offload::offload(&item.source, dest, &opts, keep.filter(), set)?;
+    let mut out = Vec::new();
+    for (group, written) in done.archives {
+        let bytes =
+            std::fs::read(&written.path).map_err(|e| Error::io(&written.path, "cannot read", e))?;
+        let archive_name = written
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        out.push(FileRecord {
+            path: format!("{rel_dir}/.kpack/{archive_name}"),
+            kind: "archive".to_owned(),
+            size: bytes.len() as u64,
+            sha256: crate::manifest::sha256_hex(&bytes),
+            link: None,
+            needed_by: vec![file_name.to_owned()],
+            serves: pairs
+                .iter()
+                .filter(|(_, t)| kpack_amdgpu::processor_of(t) == group)
+                .map(|(g, _)| g.clone())
+                .collect(),
+            pruned_to: None,
+            offloaded: false,
+            database: None,
+        });
+    }
+    Ok(out)
 }
 
 fn copy(from: &Path, to: &Path) -> Result<()> {

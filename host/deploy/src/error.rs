@@ -96,6 +96,40 @@ pub enum Error {
         /// The input.
         path: PathBuf,
     },
+    /// A `--databases` argument that is not a directory.
+    #[error("--databases {dir}: not a directory")]
+    NotADatabaseDir {
+        /// The argument.
+        dir: PathBuf,
+    },
+    /// A database directory under no library directory or install prefix
+    /// of the deploy: its place in the output is unknown.
+    #[error(
+        "{dir}: a database directory under no library directory of the closure nor --rocm-path prefix; its place in the deployed directory is unknown"
+    )]
+    DatabaseOutside {
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// The database handlers did not load.
+    #[error("loading the database handlers")]
+    Handlers {
+        /// Why.
+        #[source]
+        source: kpack_split::ClassifyError,
+    },
+    /// The database handlers failed on a directory's files.
+    #[error("{dir}: database handlers")]
+    Classify {
+        /// The database directory.
+        dir: PathBuf,
+        /// The handlers' error.
+        #[source]
+        source: kpack_split::ClassifyError,
+    },
+    /// Offloading a fat library's copy.
+    #[error(transparent)]
+    Offload(#[from] kpack_offload::Error),
     /// Staging or committing outputs.
     #[error(transparent)]
     Output(#[from] kpack_fsafe::Error),

@@ -25,6 +25,7 @@
 
 mod check;
 mod closure;
+mod databases;
 mod deploy;
 mod elf;
 mod error;
@@ -32,6 +33,7 @@ mod manifest;
 
 pub use check::{CheckReport, check};
 pub use closure::DEFAULT_EXCLUDES;
-pub use deploy::{Deployed, Options, deploy};
+pub use databases::{AUTO_DIRS, LoadDatabases};
+pub use deploy::{Deployed, Options, deploy, deploy_with};
 pub use error::{Error, Result};
 pub use manifest::{FileRecord, GpuSize, LeftOutRecord, MANIFEST, Manifest, SCHEMA_VERSION};

@@ -29,7 +29,8 @@ pub struct Manifest {
 pub struct FileRecord {
     /// Relative to the directory, `/`-separated.
     pub path: String,
-    /// `executable`, `library`, `runtime`, `archive` or `symlink`.
+    /// `executable`, `library`, `runtime`, `archive`, `database` or
+    /// `symlink`.
     pub kind: String,
     /// Bytes (0 for a link).
     pub size: u64,
@@ -47,6 +48,14 @@ pub struct FileRecord {
     /// For a pruned fat library, the targets kept.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub pruned_to: Option<Vec<String>>,
+    /// A fat library offloaded in the copy (`--offload`): its code is in
+    /// the archives beside it.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub offloaded: bool,
+    /// A database file's handler and classification (`rocblas gfx1100`,
+    /// `rocblas generic`, `unclaimed`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub database: Option<String>,
 }
 
 /// One library or archive not deployed.
@@ -66,10 +75,10 @@ pub struct GpuSize {
     /// The GPU.
     pub gpu: String,
     /// Bytes of the directory this GPU uses: every binary and the archives
-    /// serving it.
+    /// and database files serving it.
     pub deployed_bytes: u64,
-    /// Bytes of the inputs: every binary as found and every archive their
-    /// markers name.
+    /// Bytes of the fat closure: every binary as found, every archive
+    /// their markers name and every file of the database directories.
     pub fat_closure_bytes: u64,
 }
 
@@ -88,7 +97,9 @@ impl Manifest {
                 gpu: g.clone(),
                 deployed_bytes: files
                     .iter()
-                    .filter(|f| f.kind != "archive" || f.serves.contains(g))
+                    .filter(|f| {
+                        !matches!(f.kind.as_str(), "archive" | "database") || f.serves.contains(g)
+                    })
                     .map(|f| f.size)
                     .sum(),
                 fat_closure_bytes: fat_bytes,

@@ -265,3 +265,174 @@ fn prune_keeps_only_the_listed_gpus_code_objects() {
         assert!(archives(&out).is_empty());
     }
 }
+
+/// Write `bytes` at `path`, making its directory.
+fn write(path: &Path, bytes: &[u8]) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// The parsed `kpack-deploy.json` of `dir`.
+fn manifest(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("kpack-deploy.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn deploys_generic_and_listed_gpus_database_files_only() {
+    let inst = install();
+    // A rocBLAS-style database beside the libraries (found without being
+    // named) and an unclaimed one named with --databases.
+    let lib = inst.prefix.join("lib/rocblas/library");
+    write(&lib.join("TensileLibrary.dat"), b"generic tensile index");
+    write(
+        &lib.join("TensileLibrary_gfx1100.co"),
+        b"tensile code gfx1100",
+    );
+    let other = vec![7u8; 4096];
+    write(&lib.join("TensileLibrary_gfx942.co"), &other);
+    write(
+        &lib.join("TensileLibrary_Type_HH_Contraction_l_Ailk_Bjlk_Cijk_Dijk_gfx942.dat"),
+        b"per-arch solutions",
+    );
+    let extra = inst.prefix.join("share/extra/db");
+    write(&extra.join("tuning.txt"), b"tuning for all");
+    let out = inst.root.join("dist");
+    let o = deploy(
+        &inst,
+        &out,
+        &["--gpu", "gfx1100", "--databases", extra.to_str().unwrap()],
+    );
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    for f in [
+        "lib/rocblas/library/TensileLibrary.dat",
+        "lib/rocblas/library/TensileLibrary_gfx1100.co",
+        "share/extra/db/tuning.txt",
+    ] {
+        assert!(out.join(f).is_file(), "{f} not deployed");
+    }
+    assert!(
+        !out.join("lib/rocblas/library/TensileLibrary_gfx942.co")
+            .exists()
+    );
+    let m = manifest(&out);
+    let left: Vec<&str> = m["left_out"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        left.contains(&"lib/rocblas/library/TensileLibrary_gfx942.co")
+            && left.contains(
+                &"lib/rocblas/library/TensileLibrary_Type_HH_Contraction_l_Ailk_Bjlk_Cijk_Dijk_gfx942.dat"
+            ),
+        "{left:?}"
+    );
+    let db = |p: &str| {
+        m["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"] == p)
+            .unwrap()["database"]
+            .clone()
+    };
+    assert_eq!(
+        db("lib/rocblas/library/TensileLibrary_gfx1100.co"),
+        "rocblas gfx1100"
+    );
+    assert_eq!(
+        db("lib/rocblas/library/TensileLibrary.dat"),
+        "rocblas generic"
+    );
+    assert_eq!(db("share/extra/db/tuning.txt"), "unclaimed");
+    // The fat closure counts every database file, those left out too.
+    let fat = |m: &serde_json::Value| m["sizes"][0]["fat_closure_bytes"].as_u64().unwrap();
+    let db_bytes: u64 = walkdir::WalkDir::new(&lib)
+        .into_iter()
+        .chain(walkdir::WalkDir::new(&extra))
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    assert!(db_bytes > other.len() as u64);
+    std::fs::remove_dir_all(&lib).unwrap();
+    std::fs::remove_dir_all(&extra).unwrap();
+    let bare = inst.root.join("dist-bare");
+    let o = deploy(&inst, &bare, &["--gpu", "gfx1100"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(fat(&m) - fat(&manifest(&bare)), db_bytes);
+}
+
+#[test]
+fn refuses_a_database_directory_outside_every_prefix() {
+    let inst = install();
+    let stray = inst.root.join("stray/db");
+    write(&stray.join("a.dat"), b"x");
+    let out = inst.root.join("dist");
+    let o = deploy(
+        &inst,
+        &out,
+        &["--gpu", "gfx1100", "--databases", stray.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("stray/db"), "{}", stderr(&o));
+    assert!(!out.exists());
+}
+
+#[test]
+fn offload_turns_fat_libraries_into_archives_the_runtime_loads() {
+    let inst = install();
+    let fat_dir = inst.root.join("fat");
+    std::fs::create_dir_all(&fat_dir).unwrap();
+    std::fs::copy(
+        fixture("clang19/libaxpy_plain.so"),
+        fat_dir.join("libaxpy_plain.so"),
+    )
+    .unwrap();
+    let app = inst.root.join("fat-app");
+    run(Command::new("cc")
+        .arg(inst.root.join("main.c"))
+        .arg("-o")
+        .arg(&app)
+        .arg(format!("-L{}", fat_dir.display()))
+        .arg(format!(
+            "-Wl,-rpath-link,{}",
+            inst.prefix.join("lib").display()
+        ))
+        .args(["-Wl,--no-as-needed", "-laxpy_plain"])
+        .arg(format!("-Wl,-rpath,{}", fat_dir.display())));
+    let out = inst.root.join("dist");
+    let o = kpack([
+        "deploy".as_ref(),
+        app.as_os_str(),
+        "--gpu=gfx1100,gfx942".as_ref(),
+        "--offload".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        "--rocm-path".as_ref(),
+        inst.prefix.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let want: BTreeSet<String> = ["gfx1100", "gfx942"]
+        .iter()
+        .map(|g| format!("lib/.kpack/libaxpy_plain_{g}.kpack"))
+        .collect();
+    assert_eq!(archives(&out), want);
+    let bin = kpack_binary::HostBinary::read(&out.join("lib/libaxpy_plain.so"), Default::default())
+        .unwrap();
+    assert!(bin.is_transformed(), "the copy is still fat");
+    let m = manifest(&out);
+    let lib = m["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "lib/libaxpy_plain.so")
+        .unwrap();
+    assert_eq!(lib["offloaded"], true);
+    for g in ["gfx1100", "gfx942"] {
+        assert_eq!(loads(&out.join("bin/fat-app"), g), [oracle_load(g)], "{g}");
+    }
+    let c = kpack(["deploy".as_ref(), "--check".as_ref(), out.as_os_str()]);
+    assert!(c.status.success(), "{}{}", stdout(&c), stderr(&c));
+}
