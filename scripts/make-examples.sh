@@ -13,6 +13,13 @@
 #                                              the same library, plus the same
 #                                              database files), committed as
 #                                              tests/fixtures/examples/
+#   DIR/llama/bin/llama-cli                  a llama.cpp-style application (deploy
+#                                              guide): corpus/exe_hostonly needing
+#                                              libggml-hip.so (patchelf --add-needed)
+#   DIR/rocm-fat/lib/libggml-hip.so          clang19/libaxpy_plain.so, fat
+#   DIR/rocm/lib/libamdhip64.so.5            stand-ins for the HIP and kpack
+#   DIR/rocm/lib/librocm_kpack.so              runtimes: corpus/libhostonly.so
+#                                              under those names
 #
 # Usage: scripts/make-examples.sh [DIR]     (default: ./kpack-examples)
 # Then `cd DIR` and run the guide's commands as they are shown.
@@ -45,4 +52,15 @@ for t in gfx942 gfx1100 gfx1201; do
 done
 
 cat "$wheel" >"$dir/fatpkg-1.0-py3-none-linux_x86_64.whl"
+
+mkdir -p "$dir/llama/bin" "$dir/rocm-fat/lib" "$dir/rocm/lib"
+cat "$fixtures/corpus/exe_hostonly" >"$dir/llama/bin/llama-cli"
+chmod +x "$dir/llama/bin/llama-cli"
+patchelf --add-needed libggml-hip.so "$dir/llama/bin/llama-cli"
+cat "$lib" >"$dir/rocm-fat/lib/libggml-hip.so"
+patchelf --set-soname libggml-hip.so "$dir/rocm-fat/lib/libggml-hip.so"
+for n in libamdhip64.so.5 librocm_kpack.so; do
+  cat "$fixtures/corpus/libhostonly.so" >"$dir/rocm/lib/$n"
+  patchelf --set-soname "$n" "$dir/rocm/lib/$n"
+done
 echo "made the guide's examples in $dir: cd $dir, then run the commands as the guide shows them" >&2

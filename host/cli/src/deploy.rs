@@ -146,19 +146,30 @@ fn print_summary(
     layout: &kpack_deploy::CheckReport,
 ) {
     let m = &done.manifest;
-    for f in &m.files {
+    let is_db = |f: &&kpack_deploy::FileRecord| f.kind == "database";
+    for f in m.files.iter().filter(|f| !is_db(f)) {
         match &f.link {
             Some(t) => println!("{} -> {t}", f.path),
             None if f.serves.is_empty() => println!("{} ({} bytes)", f.path, f.size),
             None => println!("{} ({} bytes; {})", f.path, f.size, f.serves.join(", ")),
         }
     }
-    for l in &m.left_out {
+    let dbs: Vec<_> = m.files.iter().filter(is_db).collect();
+    if !dbs.is_empty() {
+        let bytes: u64 = dbs.iter().map(|f| f.size).sum();
+        println!("{} database files ({bytes} bytes)", dbs.len());
+    }
+    let db_left = m.left_out.iter().filter(|l| l.name.contains('/')).count();
+    for l in m.left_out.iter().filter(|l| !l.name.contains('/')) {
         println!("left out {}: {}", l.name, l.reason);
     }
+    if db_left > 0 {
+        println!("left out {db_left} database files for other GPUs only");
+    }
     for s in &m.sizes {
+        let pct = 100.0 * s.deployed_bytes as f64 / s.fat_closure_bytes.max(1) as f64;
         println!(
-            "{}: {} bytes (the inputs: {} bytes)",
+            "{}: {} bytes, against {} bytes for the fat closure ({pct:.1}%)",
             s.gpu, s.deployed_bytes, s.fat_closure_bytes
         );
     }
