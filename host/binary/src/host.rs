@@ -20,16 +20,8 @@ pub enum Error {
     #[error(transparent)]
     Pe(#[from] kpack_pe::Error),
     /// Reading the file's first bytes, or writing the output, failed.
-    #[error("{}: {what}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// What was being done.
-        what: &'static str,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] kpack_fsafe::IoError),
     /// A bundle could not be read (`inspect`).
     #[error("{}: bundle {index}", path.display())]
     Bundle {
@@ -123,11 +115,8 @@ impl HostBinary {
     /// Read `path`'s device code: a PE image by its magic, anything else
     /// through the ELF reader (host ELF files and bare bundle files).
     pub fn read(path: &Path, walk: WalkOptions) -> Result<HostBinary, Error> {
-        let kind = FileKind::of_path(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            what: "cannot read",
-            source,
-        })?;
+        let kind = FileKind::of_path(path)
+            .map_err(|source| kpack_fsafe::IoError::new(path, "cannot read", source))?;
         Ok(match kind {
             FileKind::Pe => HostBinary::Pe(kpack_pe::read_fat_binary(path, walk)?),
             _ => HostBinary::Elf(kpack_elf::read_fat_binary(path, walk)?),
@@ -228,11 +217,7 @@ impl HostBinary {
         marker: &[u8],
         out: &mut std::fs::File,
     ) -> Result<TransformReport, Error> {
-        let io = |what, source| Error::Io {
-            path: input.to_path_buf(),
-            what,
-            source,
-        };
+        let io = |what, source| kpack_fsafe::IoError::new(input, what, source);
         let verify_failed = |findings: Vec<kpack_format::Finding>| Error::Verify {
             path: input.to_path_buf(),
             findings,

@@ -47,10 +47,9 @@ impl IndexFile {
 pub fn build_listing(dir: &Path) -> Result<Listing> {
     let mut files = Vec::new();
     for e in walkdir::WalkDir::new(dir).sort_by_file_name() {
-        let e = e.map_err(|e| Error::Io {
-            path: e.path().unwrap_or(dir).to_path_buf(),
-            what: "cannot list",
-            source: e.into(),
+        let e = e.map_err(|e| {
+            let path = e.path().unwrap_or(dir).to_path_buf();
+            Error::io(path, "cannot list", e.into())
         })?;
         let name = e.file_name().to_string_lossy();
         if !e.file_type().is_file()
@@ -92,22 +91,14 @@ pub fn write_listing(dir: &Path) -> Result<(PathBuf, Listing)> {
     text.push('\n');
     let mut outputs = Outputs::create(dir, "index", Existing::Refuse)?;
     let staged = outputs.plan_update(LISTING, Order::Last)?;
-    std::fs::write(&staged, text).map_err(|source| Error::Io {
-        path: path.clone(),
-        what: "cannot write",
-        source,
-    })?;
+    std::fs::write(&staged, text).map_err(|source| Error::io(&path, "cannot write", source))?;
     outputs.commit()?;
     Ok((path, listing))
 }
 
 /// Size and SHA-256 (hex) of a file.
 pub fn hash_file(path: &Path) -> Result<(u64, String)> {
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        what: "cannot read",
-        source,
-    };
+    let io = |source| Error::io(path, "cannot read", source);
     let mut f = std::fs::File::open(path).map_err(io)?;
     let mut h = Sha256::new();
     let size = std::io::copy(&mut f, &mut HashWriter(&mut h)).map_err(io)?;
@@ -158,11 +149,8 @@ impl Source {
             Source::Dir(d) if !d.join(LISTING).is_file() => return build_listing(d),
             Source::Dir(d) => {
                 let p = d.join(LISTING);
-                let text = std::fs::read(&p).map_err(|source| Error::Io {
-                    path: p.clone(),
-                    what: "cannot read",
-                    source,
-                })?;
+                let text =
+                    std::fs::read(&p).map_err(|source| Error::io(&p, "cannot read", source))?;
                 parse_listing(&text, &p.display().to_string())?
             }
             Source::Http(base) => {
@@ -188,11 +176,7 @@ impl Source {
         match self {
             Source::Dir(d) => {
                 let p = d.join(&f.name);
-                let io = |what, source| Error::Io {
-                    path: p.clone(),
-                    what,
-                    source,
-                };
+                let io = |what, source| Error::io(&p, what, source);
                 // Asked before opening: opening a FIFO would wait for a writer.
                 if !std::fs::metadata(&p)
                     .map_err(|e| io("cannot open", e))?

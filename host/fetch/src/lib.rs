@@ -39,16 +39,8 @@ pub use index::{IndexFile, LISTING, Listing, Source, build_listing, hash_file, w
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A file operation failed.
-    #[error("{}: {what}", path.display())]
-    Io {
-        /// The file or directory.
-        path: PathBuf,
-        /// What was being done.
-        what: &'static str,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] kpack_fsafe::IoError),
     /// An output that cannot be staged or committed.
     #[error(transparent)]
     Output(#[from] kpack_fsafe::Error),
@@ -129,6 +121,17 @@ pub enum Error {
         /// The download's.
         got: String,
     },
+}
+
+impl Error {
+    /// `what` failed on `path` because of `source`.
+    pub(crate) fn io(
+        path: impl Into<PathBuf>,
+        what: &'static str,
+        source: std::io::Error,
+    ) -> Error {
+        Error::Io(kpack_fsafe::IoError::new(path, what, source))
+    }
 }
 
 /// Result of this crate.
@@ -224,11 +227,8 @@ pub fn fetch(tree: &Path, source: &Source, gpus: &[String], options: &Options) -
     for f in &listing.files {
         by_name.entry(f.file_name()).or_insert(f);
     }
-    let root = std::fs::canonicalize(tree).map_err(|source| Error::Io {
-        path: tree.to_path_buf(),
-        what: "cannot open the tree",
-        source,
-    })?;
+    let root = std::fs::canonicalize(tree)
+        .map_err(|source| Error::io(tree, "cannot open the tree", source))?;
     // Every download is staged in the root: a fetch killed there leaves
     // its staging directory, which the next run removes even when it has
     // nothing to download (finishing a commit the kill interrupted).
@@ -447,11 +447,7 @@ fn install(
             max: options.max_archive_size,
         });
     }
-    let io = |what, source| Error::Io {
-        path: dest.to_path_buf(),
-        what,
-        source,
-    };
+    let io = |what, source| Error::io(dest, what, source);
     if let Some(free) = free_space(root)
         && free < f.size
     {

@@ -23,16 +23,8 @@ use serde::Serialize;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Reading or writing a file.
-    #[error("{}: {what}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// What was being done.
-        what: &'static str,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] kpack_fsafe::IoError),
     /// A linked binary that `kpack_elf` cannot read or rewrite.
     #[error("{}: cannot prune", path.display())]
     Elf {
@@ -235,13 +227,7 @@ impl Pruned {
 /// code is in archives, not in the file), or a link input without device
 /// code.
 pub fn open(path: &Path, walk: WalkOptions) -> Result<Option<Prunable>, Error> {
-    let io = |what| {
-        move |source| Error::Io {
-            path: path.to_path_buf(),
-            what,
-            source,
-        }
-    };
+    let io = |what| move |source| Error::Io(kpack_fsafe::IoError::new(path, what, source));
     let kind = FileKind::of_path(path).map_err(io("cannot read"))?;
     let archive = kind == FileKind::StaticArchive;
     match kind {
@@ -390,7 +376,7 @@ mod tests {
         let missing = dir.join("missing.so");
         assert!(matches!(
             open(&missing, WalkOptions::default()),
-            Err(Error::Io { .. })
+            Err(Error::Io(_))
         ));
         std::fs::remove_dir_all(&dir).unwrap();
     }
