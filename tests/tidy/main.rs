@@ -9,7 +9,8 @@
 //!   (`unsafe_list.rs`);
 //! - magic numbers appear in non-test code only in their homes
 //!   (`magic.rs`), and target strings are cut only by `kpack_amdgpu`
-//!   (`cuts.rs`);
+//!   (`cuts.rs`), and archive file names are made only by `kpack_format`
+//!   (`names.rs`);
 //! - every published crate that is not public API says so in its
 //!   description (`published.rs`).
 //!
@@ -28,6 +29,7 @@ mod cuts;
 mod fuzz;
 mod homes;
 mod magic;
+mod names;
 mod published;
 mod source;
 mod unsafe_list;
@@ -85,6 +87,12 @@ fn magic_numbers_stay_in_their_homes() {
 fn target_strings_are_cut_only_by_kpack_amdgpu() {
     let files = source::production(&source::repo_root());
     assert_none(homes::check(cuts::CUTS, &files));
+}
+
+#[test]
+fn archive_file_names_are_made_only_by_kpack_format() {
+    let files = source::production(&source::repo_root());
+    assert_none(homes::check(names::NAMES, &files));
 }
 
 #[test]

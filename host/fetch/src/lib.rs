@@ -394,7 +394,7 @@ fn candidates(marker: &Marker, binary: &Path, arches: &[String]) -> Vec<PathBuf>
         let group = resolved
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
-            .and_then(|n| Some(n.strip_suffix(".kpack")?.rsplit_once('_')?.1.to_owned()));
+            .and_then(|n| kpack_format::archive_file_target(&n).map(str::to_owned));
         let held = group.as_deref().map(|g| {
             let known = kpack_amdgpu::archive_group_level(g).is_some()
                 || kpack_amdgpu::TargetId::parse(g).is_ok_and(|t| t.processor().starts_with("gfx"));

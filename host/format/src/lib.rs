@@ -83,7 +83,9 @@ mod write;
 
 pub use error::{Error, ErrorKind, Result, error_chain};
 pub use finding::{Finding, Severity};
-pub use marker::{GFXARCH, MARKER_MAX_LEN, Marker, MarkerProblem};
+pub use marker::{
+    GFXARCH, MARKER_MAX_LEN, Marker, MarkerProblem, archive_file_name, archive_file_target,
+};
 pub use mode::{CompressionMode, Readers, SIZE_LEVEL};
 pub use read::{Archive, DecodeTarget, Entry, Scheme};
 pub use verify::{ArchiveProblem, verify};

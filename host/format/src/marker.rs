@@ -18,6 +18,21 @@ pub const MARKER_MAX_LEN: usize = 64 * 1024;
 /// layout also uses it in `--device-requires-dist`. Its one home.
 pub const GFXARCH: &str = "@GFXARCH@";
 
+/// The file name of a library's archive for one target (spec §3.1):
+/// `<stem>_<target>.kpack` (`torch_gfx942.kpack`), or, with [`GFXARCH`]
+/// as the target, the search-path template the runtime fills in. Its one
+/// home: writers, markers and the runtime's lookups agree on it.
+pub fn archive_file_name(stem: &str, target: &str) -> String {
+    format!("{stem}_{target}.kpack")
+}
+
+/// The target of an archive file name made by [`archive_file_name`]
+/// (`torch_gfx942.kpack` → `gfx942`): the part after the last `_` (targets
+/// hold none); `None` for a name without the `_` or the `.kpack`.
+pub fn archive_file_target(file_name: &str) -> Option<&str> {
+    Some(file_name.strip_suffix(".kpack")?.rsplit_once('_')?.1)
+}
+
 /// The decoded marker of an offloaded binary.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Marker {
@@ -245,6 +260,22 @@ impl<'de, T, F: FnOnce(&str) -> T> Visitor<'de> for Skip<F> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn archive_file_name_joins_stem_and_target() {
+        assert_eq!(
+            super::archive_file_name("torch", "gfx942"),
+            "torch_gfx942.kpack"
+        );
+        assert_eq!(
+            super::archive_file_name("blas", super::GFXARCH),
+            "blas_@GFXARCH@.kpack"
+        );
+        let name = super::archive_file_name("rocm_blas", "gfx942:xnack+");
+        assert_eq!(super::archive_file_target(&name), Some("gfx942:xnack+"));
+        assert_eq!(super::archive_file_target("blas.kpack"), None);
+        assert_eq!(super::archive_file_target("blas_gfx942.tar"), None);
+    }
+
     use super::*;
 
     /// The 116-byte example marker of spec §3.1.

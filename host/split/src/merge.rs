@@ -53,7 +53,7 @@ fn merge_processor(
             let w = match writers.entry(arch.clone()) {
                 std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::btree_map::Entry::Vacant(v) => {
-                    let dest = stage.join(format!("{group}_{arch}.kpack"));
+                    let dest = stage.join(kpack_format::archive_file_name(group, &arch));
                     let options = WriterOptions {
                         group_name: group.to_string(),
                         gfx_arch_family: arch.clone(),

@@ -966,7 +966,7 @@ fn plan_archives(
         Some(name) => {
             let rel = kpack_fsafe::relative_path(&bin_dir, &root.join(&opts.archive_dir));
             let dir = rel.to_string_lossy().replace('\\', "/");
-            let file = format!("{name}_{}.kpack", kpack_format::GFXARCH);
+            let file = kpack_format::archive_file_name(name, kpack_format::GFXARCH);
             if dir.is_empty() {
                 file
             } else {
@@ -1001,7 +1001,11 @@ fn report_archives(
         r.arch_bytes.push((processor.clone(), written.file_size));
         r.archives.push(ArchiveReport {
             arch: processor.clone(),
-            path: format!("{}/{stem}_{processor}.kpack", opts.archive_dir),
+            path: format!(
+                "{}/{}",
+                opts.archive_dir,
+                kpack_format::archive_file_name(stem, &processor)
+            ),
             entries: written.entries,
             bytes: written.file_size,
         });

@@ -164,7 +164,7 @@ fn plan<'a>(
     let mut outputs = Vec::new();
     if let Compression::ZstdDelta { .. } = compression {
         let label = family_label(listed);
-        let path = out.join(format!("{group}_{label}.kpack"));
+        let path = out.join(kpack_format::archive_file_name(group, &label));
         outputs.push(Output {
             path,
             family: label,
@@ -187,7 +187,7 @@ fn plan<'a>(
             .filter(|a| processor_of(a) == p)
             .cloned()
             .collect();
-        let path = out.join(format!("{group}_{p}.kpack"));
+        let path = out.join(kpack_format::archive_file_name(group, p));
         outputs.push(Output {
             path,
             family: p.to_owned(),
