@@ -25,10 +25,7 @@ pub const CUTS: &[Rule] = &[Rule {
         "host/cli/src/audit.rs", // known: compares a loaded target's processor by hand; could ask processor_of
         "host/detect/src/conda.rs", // known: conda's ISA version from the processor; could ask processor_of
         "host/detect/src/provider.rs", // known: the std-only provider installers vendor has no kpack-amdgpu
-        "host/runtime/src/cache.rs",   // known: drops empty features before TargetId::parse
-        "host/runtime/src/isa.rs", // known: CLR's compatible-target expansion keeps the features as written
-        "host/split/src/verify.rs", // known: strips -strict from a processor name; could ask TargetId::parse
-        "host/wheel/src/headers.rs", // not a target: splits a `Name: value` metadata header line
+        "host/wheel/src/headers.rs",   // not a target: splits a `Name: value` metadata header line
     ],
     ask: "kpack_amdgpu::processor_of or TargetId::parse",
 }];

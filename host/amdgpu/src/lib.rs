@@ -68,5 +68,6 @@ pub use spirv::{
 };
 pub use target::{
     Feature, QualifiedTarget, SPIRV_ARCH, SPIRV_TARGET, TARGET_PREFIX, TARGET_TRIPLE, TargetId,
-    TargetIdError, is_known_target, processor_of, split_processor, strip_target_prefix,
+    TargetIdError, features_of, is_known_target, processor_of, split_processor, split_target,
+    strip_target_prefix,
 };

@@ -355,7 +355,43 @@ impl std::str::FromStr for TargetId {
 /// assert_eq!(processor_of("gfx90a"), "gfx90a");
 /// ```
 pub fn processor_of(target: &str) -> &str {
-    target.split(':').next().unwrap_or(target)
+    split_target(target).0
+}
+
+/// A target string cut at its first `:` into the processor and the
+/// features text as written (`gfx942:sramecc+:xnack-` → `gfx942`,
+/// `Some("sramecc+:xnack-")`), unchecked like [`processor_of`]: for code
+/// that keeps features as it found them (the runtime's compatible-target
+/// expansion).
+///
+/// ```
+/// use kpack_amdgpu::split_target;
+/// assert_eq!(split_target("gfx1101:xnack-"), ("gfx1101", Some("xnack-")));
+/// assert_eq!(split_target("gfx90a"), ("gfx90a", None));
+/// ```
+pub fn split_target(target: &str) -> (&str, Option<&str>) {
+    match target.split_once(':') {
+        Some((processor, features)) => (processor, Some(features)),
+        None => (target, None),
+    }
+}
+
+/// The features of a target string as written, in order, empty ones
+/// skipped (`gfx942::xnack-` → `xnack-`), unchecked like
+/// [`processor_of`].
+///
+/// ```
+/// use kpack_amdgpu::features_of;
+/// let f: Vec<&str> = features_of("gfx942:sramecc+::xnack-").collect();
+/// assert_eq!(f, ["sramecc+", "xnack-"]);
+/// assert_eq!(features_of("gfx90a").count(), 0);
+/// ```
+pub fn features_of(target: &str) -> impl Iterator<Item = &str> {
+    split_target(target)
+        .1
+        .into_iter()
+        .flat_map(|f| f.split(':'))
+        .filter(|f| !f.is_empty())
 }
 
 /// Split a concrete LLVM processor name off the front of `s`, using the

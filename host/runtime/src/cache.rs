@@ -905,7 +905,9 @@ fn is_agent_isa(arch: &str) -> bool {
         return true;
     }
     let s = strip_target_prefix(arch);
-    let canonical: Vec<&str> = s.split(':').filter(|p| !p.is_empty()).collect();
+    let canonical: Vec<&str> = std::iter::once(kpack_amdgpu::processor_of(s))
+        .chain(kpack_amdgpu::features_of(s))
+        .collect();
     s.starts_with("gfx") && kpack_amdgpu::TargetId::parse(&canonical.join(":")).is_ok()
 }
 

@@ -4,7 +4,7 @@
 //! grammar (features kept in the order the agent reports them, empty ones
 //! skipped), because it must match what ROCr reports byte for byte.
 
-use kpack_amdgpu::{TargetId, strip_target_prefix};
+use kpack_amdgpu::{TargetId, features_of, processor_of, split_target, strip_target_prefix};
 
 /// Targets an archive may be named for to serve device `agent_isa`, most
 /// specific first, in AMD's order: with `n` features, masks from `2^n − 1`
@@ -22,12 +22,11 @@ use kpack_amdgpu::{TargetId, strip_target_prefix};
 /// ```
 pub fn compatible_targets(agent_isa: &str) -> Vec<String> {
     let s = strip_target_prefix(agent_isa);
-    let mut parts = s.split(':');
-    let processor = parts.next().unwrap_or("");
+    let processor = processor_of(s);
     if processor.is_empty() {
         return Vec::new();
     }
-    let features: Vec<&str> = parts.filter(|f| !f.is_empty()).collect();
+    let features: Vec<&str> = features_of(s).collect();
     // More than 16 features never occur; cap to keep the 2^n list bounded
     // for hostile input.
     let features = &features[..features.len().min(16)];
@@ -169,7 +168,7 @@ pub fn gpu_arch_list(gpu: &str) -> Vec<String> {
     if let Ok(t) = TargetId::parse(gpu)
         && let Some(g) = runtime_generic_for(t.processor())
     {
-        let features = gpu.split_once(':').map(|(_, f)| f);
+        let features = split_target(gpu).1;
         out.push(match features {
             Some(f) => format!("{g}:{f}"),
             None => g.to_owned(),

@@ -649,8 +649,8 @@ fn is_processor_name(arch: &str) -> bool {
     if kpack_amdgpu::is_generic(arch) {
         return true;
     }
-    let arch = arch.strip_suffix("-strict").unwrap_or(arch);
-    arch.strip_prefix("gfx").is_some_and(|r| {
+    let id = kpack_amdgpu::TargetId::bare(arch);
+    id.base_processor().strip_prefix("gfx").is_some_and(|r| {
         !r.is_empty()
             && r.bytes()
                 .all(|c| c.is_ascii_digit() || c.is_ascii_lowercase())
