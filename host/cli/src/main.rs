@@ -100,6 +100,8 @@ enum Command {
     Wheel(wheel::Args),
     /// Split fat .deb packages into a host package and per-GPU device packages.
     Deb(package::Args),
+    /// Split fat .rpm packages into a host package and per-GPU device packages.
+    Rpm(package::Args),
     /// List the AMD GPUs of this machine and the device packages they need.
     Detect(detect::Args),
     /// Install only the archives this machine's GPUs need, from an index.
@@ -177,6 +179,7 @@ fn main() -> ExitCode {
         Command::Verify(args) => verify::run(args),
         Command::Wheel(args) => wheel::run(args),
         Command::Deb(args) => package::run(args),
+        Command::Rpm(args) => package::run_rpm(args),
         Command::Detect(args) => detect::run(args),
         Command::Install(args) => install::run(args),
         Command::Fetch(args) => fetch::run(args),

@@ -1,4 +1,5 @@
-//! `kpack deb split PKG.deb... -o DIR`: split fat
+//! `kpack deb split PKG.deb... -o DIR` and `kpack rpm split PKG.rpm... -o
+//! DIR`: split fat
 //! native packages into a host package and per-GPU device packages (see
 //! `kpack-package`). Outputs are unsigned; member timestamps come from
 //! `SOURCE_DATE_EPOCH` when set, so two runs give byte-identical packages.
@@ -42,9 +43,10 @@ struct SplitArgs {
     /// the per-GPU database files the handlers claim.
     #[arg(long)]
     databases_only: bool,
-    /// The package that ships librocm_kpack; the host package depends on it.
-    #[arg(long, value_name = "NAME", default_value = "librocm-kpack0")]
-    loader_package: String,
+    /// The package that ships librocm_kpack; the host package depends on it
+    /// [default: librocm-kpack0 for deb, rocm-kpack for rpm].
+    #[arg(long, value_name = "NAME")]
+    loader_package: Option<String>,
     /// Archive directory in the package tree [default: usr/lib/kpack/<name>].
     #[arg(long, value_name = "DIR")]
     archive_dir: Option<String>,
@@ -68,17 +70,38 @@ enum Group {
     Family,
 }
 
+/// Which package format a command splits.
+#[derive(Clone, Copy)]
+enum Format {
+    Deb,
+    Rpm,
+}
+
 /// Run `kpack deb`.
 pub fn run(args: Args) -> CliResult {
     match args.command {
-        PackageCommand::Split(a) => split(*a),
+        PackageCommand::Split(a) => split(*a, Format::Deb),
     }
 }
 
-fn split(args: SplitArgs) -> CliResult {
+/// Run `kpack rpm`.
+pub fn run_rpm(args: Args) -> CliResult {
+    match args.command {
+        PackageCommand::Split(a) => split(*a, Format::Rpm),
+    }
+}
+
+fn split(args: SplitArgs, format: Format) -> CliResult {
     crate::safety::not_stdout(&args.output, "package split")?;
     let handlers = args.handlers.databases()?;
-    let mut opts = PackageOptions::new(args.loader_package.clone());
+    let loader = args.loader_package.clone().unwrap_or_else(|| {
+        match format {
+            Format::Deb => "librocm-kpack0",
+            Format::Rpm => "rocm-kpack",
+        }
+        .to_string()
+    });
+    let mut opts = PackageOptions::new(loader);
     opts.group = match args.group {
         Group::Target => kpack_amdgpu::Level::Target,
         Group::SubFamily => kpack_amdgpu::Level::SubFamily,
@@ -92,8 +115,11 @@ fn split(args: SplitArgs) -> CliResult {
     opts.force = args.force;
     let mut reports = Vec::new();
     for input in &args.inputs {
-        let report = kpack_package::split_deb(input, &args.output, &opts)
-            .with_context(|| format!("splitting {}", input.display()))?;
+        let report = match format {
+            Format::Deb => kpack_package::split_deb(input, &args.output, &opts),
+            Format::Rpm => kpack_package::split_rpm(input, &args.output, &opts),
+        }
+        .with_context(|| format!("splitting {}", input.display()))?;
         for w in &report.warnings {
             eprintln!("warning: {}: {w}", input.display());
         }
@@ -137,9 +163,11 @@ fn print_report(r: &PackageReport) {
             human(g.fat_bytes)
         );
     }
-    println!(
-        "unsigned: sign with dpkg-sig/debsigs (deb) or rpmsign --addsign (rpm) before publishing"
-    );
+    let sign = match r.format {
+        "rpm" => "rpmsign --addsign",
+        _ => "debsigs or dpkg-sig",
+    };
+    println!("unsigned: sign with {sign} before publishing");
 }
 
 fn human(b: u64) -> String {

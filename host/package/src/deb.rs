@@ -161,7 +161,7 @@ pub fn split_deb(input: &Path, out_dir: &Path, opts: &PackageOptions<'_>) -> Res
     let deb = read_deb(input, &src)?;
     let field = |f: &str| deb.control.get(f).unwrap_or_default().to_string();
     let (name, version, arch) = (field("Package"), field("Version"), field("Architecture"));
-    let mut report = empty_report(input, &name, &version, &arch, opts)?;
+    let mut report = empty_report("deb", input, &name, &version, &arch, opts)?;
     let Some(split) = split_tree(input, &src, &scratch.join("work"), &name, opts)? else {
         return Ok(report);
     };
@@ -214,7 +214,8 @@ pub fn split_deb(input: &Path, out_dir: &Path, opts: &PackageOptions<'_>) -> Res
 }
 
 /// The report of a split that wrote nothing yet.
-fn empty_report(
+pub(crate) fn empty_report(
+    format: &'static str,
     input: &Path,
     name: &str,
     version: &str,
@@ -231,7 +232,7 @@ fn empty_report(
             path: input.to_path_buf(),
             bytes: input_bytes,
         },
-        format: "deb",
+        format,
         version: version.to_string(),
         architecture: arch.to_string(),
         split: false,
@@ -353,7 +354,7 @@ fn device_plan(
 }
 
 /// Members sorted, each path once.
-fn merge(mut members: Vec<OutMember>) -> Vec<OutMember> {
+pub(crate) fn merge(mut members: Vec<OutMember>) -> Vec<OutMember> {
     members.sort_by(|a, b| a.path.cmp(&b.path));
     members.dedup_by(|a, b| a.path == b.path);
     members

@@ -11,6 +11,9 @@
 //!   recomputed, maintainer scripts and conffiles as they were, a
 //!   dependency on the loader's package), `<name>-<group>` device packages
 //!   each depending on `<name> (= version)`, and `<name>-gfx-all`.
+//! - [`split_rpm`]: an `.rpm` → the same three kinds of package (host with
+//!   the input's Requires, Provides, Obsoletes, scriptlets and file flags,
+//!   per-file digests recomputed; devices with `Requires: <name> = EVR`).
 //!
 //! Outputs are unsigned.
 #![forbid(unsafe_code)]
@@ -18,6 +21,7 @@
 mod control;
 mod deb;
 mod error;
+mod rpm;
 mod split;
 mod tree;
 
@@ -30,6 +34,7 @@ use serde::Serialize;
 pub use control::{Control, is_valid_package_name};
 pub use deb::split_deb;
 pub use error::{Error, Result};
+pub use rpm::split_rpm;
 
 /// How to split a package. Build it with [`PackageOptions::new`].
 #[derive(Clone)]
