@@ -13,6 +13,17 @@ pub fn envelope(mut doc: serde_json::Value) -> serde_json::Value {
     doc
 }
 
+/// `doc` serialized, in the envelope.
+pub fn document<T: serde::Serialize + ?Sized>(doc: &T) -> anyhow::Result<serde_json::Value> {
+    Ok(envelope(serde_json::to_value(doc)?))
+}
+
+/// Print `doc` in the envelope, pretty, on stdout.
+pub fn print<T: serde::Serialize + ?Sized>(doc: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(&document(doc)?)?);
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

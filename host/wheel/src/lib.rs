@@ -25,6 +25,9 @@
 //!   the whole wheel may inflate to 50 times its size (at least 64 MiB,
 //!   [`Limits`]); the tree is unpacked per install scheme (the root, `.data/purelib`,
 //!   `.data/platlib`; other `.data` schemes and `.dist-info` are kept as is);
+//! - auditing: [`audit_wheels`] installs a wheel set into a scratch
+//!   directory and reports what the HIP runtime loads per target, with
+//!   the holes (an [`Audit`], `Serialize`, with text and Markdown views);
 //! - splitting: each scheme tree is one prefix for
 //!   [`kpack_split::split_prefix`] (the tree-splitting core shared with
 //!   `kpack split`); archives go to `_<name>_kpack/` at the scheme's root by
@@ -57,6 +60,7 @@
 #![forbid(unsafe_code)]
 
 mod amd;
+pub mod audit;
 mod error;
 mod extras;
 mod headers;
@@ -74,6 +78,7 @@ mod variant;
 mod writer;
 
 pub use amd::{AmdLayout, wheel_from_directory};
+pub use audit::{Audit, audit_wheels};
 pub use error::{Error, ErrorKind, Result};
 pub use extras::{ExtrasError, MAX_HOST_WHEEL_BYTES, Resolved, choose, host_extras};
 pub use headers::{HeaderError, Headers};

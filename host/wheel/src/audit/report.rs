@@ -1,4 +1,4 @@
-//! The text table and the Markdown page of `kpack audit`.
+//! The text table and the Markdown page of an [`Audit`].
 
 use std::fmt::Write as _;
 
@@ -52,7 +52,7 @@ fn hole_line(h: &Hole) -> String {
 const LEGEND: &str = "N native code, G the generic target's code, S only SPIR-V (never asked for by CLR's two-name list), - nothing";
 
 /// The readable report.
-pub fn text(a: &Audit) -> String {
+pub(super) fn text(a: &Audit) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -124,7 +124,7 @@ fn uncovered<'a>(a: &'a Audit, cols: &[&str]) -> Vec<&'a str> {
 }
 
 /// The Markdown page.
-pub fn markdown(a: &Audit) -> String {
+pub(super) fn markdown(a: &Audit) -> String {
     let mut s = String::from("# GPU coverage\n\n");
     let _ = writeln!(
         s,
