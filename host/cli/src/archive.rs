@@ -18,7 +18,6 @@ use anyhow::{Context, bail};
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
 use kpack_format::{Archive, Compression};
 use kpack_fsafe::{Existing, Order, Outputs};
-use serde_json::json;
 
 use crate::exit::{CliError, CliResult};
 
@@ -278,7 +277,7 @@ fn list(file: &Path, json: bool, dump: bool) -> CliResult {
         return Ok(());
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&list_doc(file, &a))?);
+        crate::json::print(&list_doc(file, &a))?;
         return Ok(());
     }
     println!(
@@ -332,37 +331,68 @@ fn ratio(e: &kpack_format::Entry) -> f64 {
     e.stored_size() as f64 / e.original_size().max(1) as f64
 }
 
+/// One entry of the `archive list --json` document.
+#[derive(serde::Serialize)]
+struct ListedEntry<'a> {
+    key: &'a str,
+    arch: &'a str,
+    ordinal: u64,
+    original_size: u64,
+    stored_size: u64,
+    /// Stored over original size, to 4 places: zstd-delta archives only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ratio: Option<f64>,
+    /// The delta base (null for a base itself): zstd-delta archives only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base: Option<Option<ListedBase>>,
+}
+
+/// The delta base of a listed entry.
+#[derive(serde::Serialize)]
+struct ListedBase {
+    ordinal: u64,
+    key: String,
+    arch: String,
+}
+
 /// The `archive list --json` document.
-fn list_doc(file: &Path, a: &Archive) -> serde_json::Value {
+#[derive(serde::Serialize)]
+struct Listing<'a> {
+    path: String,
+    group_name: &'a str,
+    gfx_arch_family: &'a str,
+    gfx_arches: &'a [String],
+    compression_scheme: &'a str,
+    file_size: u64,
+    entries: Vec<ListedEntry<'a>>,
+}
+
+/// The `archive list --json` document.
+fn list_doc<'a>(file: &Path, a: &'a Archive) -> Listing<'a> {
     let delta = a.scheme() == kpack_format::Scheme::ZstdDelta;
-    let entries: Vec<_> = a
+    let entries = a
         .entries()
-        .map(|e| {
-            let mut doc = json!({
-                "key": e.key(), "arch": e.arch(), "ordinal": e.ordinal(),
-                "original_size": e.original_size(), "stored_size": e.stored_size(),
-            });
-            if delta {
-                doc["ratio"] = json!((ratio(e) * 10_000.0).round() / 10_000.0);
-                doc["base"] = match base_of(a, e) {
-                    Some((ordinal, key, arch)) => {
-                        json!({ "ordinal": ordinal, "key": key, "arch": arch })
-                    }
-                    None => serde_json::Value::Null,
-                };
-            }
-            doc
+        .map(|e| ListedEntry {
+            key: e.key(),
+            arch: e.arch(),
+            ordinal: e.ordinal(),
+            original_size: e.original_size(),
+            stored_size: e.stored_size(),
+            ratio: delta.then(|| (ratio(e) * 10_000.0).round() / 10_000.0),
+            base: delta.then(|| {
+                base_of(a, e).map(|(ordinal, key, arch)| ListedBase { ordinal, key, arch })
+            }),
         })
         .collect();
-    crate::json::envelope(json!({
-        "path": file.display().to_string(),
-        "group_name": a.group_name(),
-        "gfx_arch_family": a.gfx_arch_family(),
-        "gfx_arches": a.arches(),
-        "compression_scheme": a.scheme().as_str(),
-        "file_size": a.file_size(),
-        "entries": entries,
-    }))
+    Listing {
+        path: file.display().to_string(),
+        group_name: a.group_name(),
+        gfx_arch_family: a.gfx_arch_family(),
+        gfx_arches: a.arches(),
+        compression_scheme: a.scheme().as_str(),
+        file_size: a.file_size(),
+        entries,
+    }
 }
 
 /// The entry table of a zstd-delta archive: with stored/original ratio and base.
@@ -495,6 +525,20 @@ fn check(file: &Path) -> anyhow::Result<Vec<String>> {
     Ok(findings.iter().map(ToString::to_string).collect())
 }
 
+/// One archive in the `archive verify --json` document.
+#[derive(serde::Serialize)]
+struct Verified {
+    path: String,
+    ok: bool,
+    findings: Vec<String>,
+}
+
+/// The `archive verify --json` document.
+#[derive(serde::Serialize)]
+struct Verification {
+    archives: Vec<Verified>,
+}
+
 fn verify(files: &[PathBuf], json: bool) -> CliResult {
     let mut reports = Vec::new();
     let mut bad = false;
@@ -509,11 +553,14 @@ fn verify(files: &[PathBuf], json: bool) -> CliResult {
                 println!("FAIL\t{}\t{f}", file.display());
             }
         }
-        reports.push(json!({ "path": file.display().to_string(), "ok": findings.is_empty(), "findings": findings }));
+        reports.push(Verified {
+            path: file.display().to_string(),
+            ok: findings.is_empty(),
+            findings,
+        });
     }
     if json {
-        let doc = crate::json::envelope(json!({ "archives": reports }));
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        crate::json::print(&Verification { archives: reports })?;
     }
     if bad { Err(CliError::Findings) } else { Ok(()) }
 }
