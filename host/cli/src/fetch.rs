@@ -81,58 +81,7 @@ pub fn run(args: Args) -> CliResult {
         }));
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
     } else {
-        for a in &rep.archives {
-            let what = match a.action {
-                Action::Fetched => "fetched",
-                Action::Replaced => "replaced",
-                Action::Present => "present",
-            };
-            println!(
-                "{what} {} -> {} ({} bytes)",
-                a.name,
-                a.path.display(),
-                a.size
-            );
-        }
-        for u in &rep.unreadable {
-            eprintln!("warning: {u} (skipped)");
-        }
-        // One line per directory: a marker's search path names one
-        // archive per GPU target there.
-        let mut outside: Vec<&std::path::Path> = Vec::new();
-        for p in &rep.outside {
-            let dir = p.parent().unwrap_or(p);
-            if !outside.contains(&dir) {
-                outside.push(dir);
-            }
-        }
-        for dir in outside {
-            eprintln!(
-                "warning: {}: a search path outside the tree; nothing written there",
-                dir.display()
-            );
-        }
-        println!(
-            "{} binaries, {} archives needed, {} bytes downloaded; {missing} kernels missing for {}",
-            rep.binaries,
-            rep.archives.len(),
-            rep.downloaded(),
-            gpus.join(", ")
-        );
-        for c in checks.iter().filter(|c| c.missing() > 0) {
-            let providers = c.providers();
-            for p in &providers {
-                println!("  {}: {p}", c.gpu);
-            }
-            if providers.is_empty() {
-                println!(
-                    "  {}: the index has no archive that serves it (tried {}); this tree was not built for {}: fetch from an index built for it, or name another --gpu",
-                    c.gpu,
-                    c.arch_list.join(", "),
-                    c.gpu
-                );
-            }
-        }
+        print_text(&rep, &checks, &gpus, missing);
     }
     if rep.binaries == 0 {
         eprintln!(
@@ -145,4 +94,66 @@ pub fn run(args: Args) -> CliResult {
         return Err(CliError::Findings);
     }
     Ok(())
+}
+
+/// The text report: each archive, warnings, the summary line and, for a
+/// GPU still missing kernels, which archives would serve it.
+fn print_text(
+    rep: &kpack_fetch::Report,
+    checks: &[kpack_split::GpuReport],
+    gpus: &[String],
+    missing: usize,
+) {
+    for a in &rep.archives {
+        let what = match a.action {
+            Action::Fetched => "fetched",
+            Action::Replaced => "replaced",
+            Action::Present => "present",
+        };
+        println!(
+            "{what} {} -> {} ({} bytes)",
+            a.name,
+            a.path.display(),
+            a.size
+        );
+    }
+    for u in &rep.unreadable {
+        eprintln!("warning: {u} (skipped)");
+    }
+    // One line per directory: a marker's search path names one
+    // archive per GPU target there.
+    let mut outside: Vec<&std::path::Path> = Vec::new();
+    for p in &rep.outside {
+        let dir = p.parent().unwrap_or(p);
+        if !outside.contains(&dir) {
+            outside.push(dir);
+        }
+    }
+    for dir in outside {
+        eprintln!(
+            "warning: {}: a search path outside the tree; nothing written there",
+            dir.display()
+        );
+    }
+    println!(
+        "{} binaries, {} archives needed, {} bytes downloaded; {missing} kernels missing for {}",
+        rep.binaries,
+        rep.archives.len(),
+        rep.downloaded(),
+        gpus.join(", ")
+    );
+    for c in checks.iter().filter(|c| c.missing() > 0) {
+        let providers = c.providers();
+        for p in &providers {
+            println!("  {}: {p}", c.gpu);
+        }
+        if providers.is_empty() {
+            println!(
+                "  {}: the index has no archive that serves it (tried {}); this tree was not built for {}: fetch from an index built for it, or name another --gpu",
+                c.gpu,
+                c.arch_list.join(", "),
+                c.gpu
+            );
+        }
+    }
 }

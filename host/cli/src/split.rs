@@ -142,28 +142,7 @@ pub fn run(mut args: Args) -> CliResult {
     };
     check_paths(&args, &inputs)?;
     let handlers = args.handlers.databases()?;
-    let mut opts = SplitOptions::new("");
-    opts.archive_dir = args.archive_dir.trim_matches('/').to_string();
-    opts.targets = targets;
-    opts.verify_hash = args.archive.verify_hash();
-    opts.compression = args.archive.compression();
-    opts.archive_group = args.archive.archive_group();
-    opts.replace = args.replace;
-    opts.budget = args.archive.budget();
-    opts.archive_limits = kpack_split::Limits::for_memory(opts.budget.limit());
-    if let Some(max) = args.max_unpacked_size {
-        opts.archive_limits = opts.archive_limits.with_max_unpacked_size(max);
-    }
-    opts.output_format = args.output_format.format();
-    opts.mtime = source_date_epoch(0)?;
-    opts.archive_per_artifact = args.archive_per == ArchivePerArg::Artifact;
-    if opts.archive_per_artifact && opts.archive_group != kpack_amdgpu::Level::Target {
-        return Err(anyhow::anyhow!(
-            "--archive-per artifact writes one archive per target id (AMD's names); it cannot be combined with archive groups ({})",
-            args.archive.group_flag()
-        )
-        .into());
-    }
+    let mut opts = split_options(&args, targets)?;
     opts.databases = handlers.as_deref();
 
     let bar = crate::ui::progress(0, crate::ui::Unit::Bytes);
@@ -208,6 +187,36 @@ pub fn run(mut args: Args) -> CliResult {
         )));
     }
     Ok(())
+}
+
+/// The options the flags name, before the handlers and progress are
+/// attached; an archive per artifact with archive groups is refused.
+fn split_options<'a>(
+    args: &Args,
+    targets: kpack_amdgpu::TargetFilter,
+) -> anyhow::Result<SplitOptions<'a>> {
+    let mut opts = SplitOptions::new("");
+    opts.archive_dir = args.archive_dir.trim_matches('/').to_string();
+    opts.targets = targets;
+    opts.verify_hash = args.archive.verify_hash();
+    opts.compression = args.archive.compression();
+    opts.archive_group = args.archive.archive_group();
+    opts.replace = args.replace;
+    opts.budget = args.archive.budget();
+    opts.archive_limits = kpack_split::Limits::for_memory(opts.budget.limit());
+    if let Some(max) = args.max_unpacked_size {
+        opts.archive_limits = opts.archive_limits.with_max_unpacked_size(max);
+    }
+    opts.output_format = args.output_format.format();
+    opts.mtime = source_date_epoch(0)?;
+    opts.archive_per_artifact = args.archive_per == ArchivePerArg::Artifact;
+    if opts.archive_per_artifact && opts.archive_group != kpack_amdgpu::Level::Target {
+        anyhow::bail!(
+            "--archive-per artifact writes one archive per target id (AMD's names); it cannot be combined with archive groups ({})",
+            args.archive.group_flag()
+        );
+    }
+    Ok(opts)
 }
 
 /// The component name, the output and the archive directory are usable.

@@ -302,26 +302,37 @@ fn split(mut args: SplitArgs) -> CliResult {
         let v = crate::json::envelope(serde_json::to_value(&report).context("json")?);
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
     } else {
-        print_table(&report);
-        if default_group && report.device_code {
-            println!(
-                "grouping: target (the default; --group sub-family or --group family for fewer, larger device wheels)"
-            );
-        }
-        // As `kpack split` says it: a rerun over its own output is no error.
-        for f in &report.identical {
-            println!("  {f}: identical to the existing output, left alone");
-        }
-        if args.dry_run {
-            eprintln!("dry run: nothing written to {}", args.output.display());
-        }
-        // No archive was written for a wheel without device code.
-        if report.device_code {
-            args.archive.say_readers(opts.archive_group);
-        }
+        print_text(&args, &report, default_group, opts.archive_group);
         crate::ui::status(format_args!("done in {:.2?}", start.elapsed()));
     }
     Ok(())
+}
+
+/// The text report of a split: the table, what was left alone, and how
+/// the archives are read.
+fn print_text(
+    args: &SplitArgs,
+    report: &WheelReport,
+    default_group: bool,
+    archive_group: kpack_amdgpu::Level,
+) {
+    print_table(report);
+    if default_group && report.device_code {
+        println!(
+            "grouping: target (the default; --group sub-family or --group family for fewer, larger device wheels)"
+        );
+    }
+    // As `kpack split` says it: a rerun over its own output is no error.
+    for f in &report.identical {
+        println!("  {f}: identical to the existing output, left alone");
+    }
+    if args.dry_run {
+        eprintln!("dry run: nothing written to {}", args.output.display());
+    }
+    // No archive was written for a wheel without device code.
+    if report.device_code {
+        args.archive.say_readers(archive_group);
+    }
 }
 
 /// `--group` (kpack's layout without it: one wheel per target with a

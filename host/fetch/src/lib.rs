@@ -467,7 +467,27 @@ fn install(
     let mut outputs = Outputs::create(root, "fetch", Existing::Replace)?;
     let staged = outputs.plan(&rel, Order::First)?;
     let mut tmp = std::fs::File::create(&staged).map_err(|e| io("cannot stage", e))?;
-    let mut reader = source.open(f, options)?;
+    download(source.open(f, options)?, &mut tmp, f, location, dest)?;
+    tmp.sync_all().map_err(|e| io("cannot write", e))?;
+    drop(tmp);
+    outputs.commit()?;
+    Ok(if existed {
+        Action::Replaced
+    } else {
+        Action::Fetched
+    })
+}
+
+/// Copy `reader` into `tmp` (the staged `dest`), checking the size and
+/// SHA-256 that `f` lists.
+fn download(
+    mut reader: Box<dyn Read>,
+    tmp: &mut std::fs::File,
+    f: &IndexFile,
+    location: String,
+    dest: &Path,
+) -> Result<()> {
+    let io = |what, source| Error::io(dest, what, source);
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     let mut size: u64 = 0;
@@ -501,14 +521,7 @@ fn install(
             got,
         });
     }
-    tmp.sync_all().map_err(|e| io("cannot write", e))?;
-    drop(tmp);
-    outputs.commit()?;
-    Ok(if existed {
-        Action::Replaced
-    } else {
-        Action::Fetched
-    })
+    Ok(())
 }
 
 /// Bytes free to an unprivileged writer in `dir`, where the system says.

@@ -180,18 +180,7 @@ pub fn explain_gpu(dirs: &[PathBuf], gpu: &str) -> Result<GpuReport> {
             report.fat_binaries.extend(fat_binaries(d, &arch_list));
             continue;
         }
-        let arts = if d.join(MANIFEST).is_file() {
-            vec![d.clone()]
-        } else {
-            let mut v: Vec<PathBuf> = std::fs::read_dir(d)
-                .map_err(|e| Error::io(d, "cannot list", e))?
-                .filter_map(|e| e.ok())
-                .map(|e| e.path())
-                .filter(|p| p.join(MANIFEST).is_file())
-                .collect();
-            v.sort();
-            v
-        };
+        let arts = artifacts_in(d)?;
         // Recombined groups of any name (`blas_lib_rdna3`) are known from
         // recombine's record; an unreadable one is `verify`'s to report.
         let record_dir = if d.join(MANIFEST).is_file() {
@@ -200,27 +189,7 @@ pub fn explain_gpu(dirs: &[PathBuf], gpu: &str) -> Result<GpuReport> {
             d.clone()
         };
         let record = read_record(&record_dir).unwrap_or_default();
-        // component -> (generic artifact, every artifact of the component)
-        let mut groups: BTreeMap<String, (Option<PathBuf>, Vec<PathBuf>)> = BTreeMap::new();
-        for a in &arts {
-            let name = a
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let parsed = record
-                .get(&name)
-                .cloned()
-                .or_else(|| parse_artifact_name(&name));
-            let Some((component, arch)) = parsed else {
-                continue;
-            };
-            let g = groups.entry(component).or_default();
-            if arch.is_none() {
-                g.0 = Some(a.clone());
-            }
-            g.1.push(a.clone());
-        }
-        for (component, (generic, members)) in &groups {
+        for (component, (generic, members)) in &component_groups(&arts, &record) {
             let Some(generic) = generic else { continue };
             let mut view = FlatInstall::new("kpack-verify-gpu-")?;
             for a in members {
@@ -248,6 +217,50 @@ pub fn explain_gpu(dirs: &[PathBuf], gpu: &str) -> Result<GpuReport> {
     report.binaries.sort_by(|a, b| a.path.cmp(&b.path));
     report.fat_binaries.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(report)
+}
+
+/// The artifacts `d` names: itself when it is one, else the artifacts in
+/// it, sorted.
+fn artifacts_in(d: &Path) -> Result<Vec<PathBuf>> {
+    if d.join(MANIFEST).is_file() {
+        return Ok(vec![d.to_path_buf()]);
+    }
+    let mut v: Vec<PathBuf> = std::fs::read_dir(d)
+        .map_err(|e| Error::io(d, "cannot list", e))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.join(MANIFEST).is_file())
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+/// Artifacts by component: its generic artifact and every artifact of the
+/// component, names read from recombine's `record` or else parsed.
+fn component_groups(
+    arts: &[PathBuf],
+    record: &BTreeMap<String, (String, Option<String>)>,
+) -> BTreeMap<String, (Option<PathBuf>, Vec<PathBuf>)> {
+    let mut groups: BTreeMap<String, (Option<PathBuf>, Vec<PathBuf>)> = BTreeMap::new();
+    for a in arts {
+        let name = a
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let parsed = record
+            .get(&name)
+            .cloned()
+            .or_else(|| parse_artifact_name(&name));
+        let Some((component, arch)) = parsed else {
+            continue;
+        };
+        let g = groups.entry(component).or_default();
+        if arch.is_none() {
+            g.0 = Some(a.clone());
+        }
+        g.1.push(a.clone());
+    }
+    groups
 }
 
 /// The fat binaries under `root` (device code in bundles, wrappers never
