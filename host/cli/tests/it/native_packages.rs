@@ -1,4 +1,5 @@
-//! `kpack deb split` end to end with Debian's own tools: a `.deb` built
+//! `kpack deb split` and `kpack rpm split` end to end with the distributions' own
+//! tools (`dpkg-deb`, `dpkg`, `lintian`; `rpmbuild`, `rpm`): a `.deb` built
 //! with `dpkg-deb --build` from a fixture library with device code for
 //! three targets and a rocBLAS-style Tensile database, split, read back by
 //! `dpkg-deb`, installed into a scratch root by `dpkg`, checked by
@@ -440,4 +441,287 @@ fn lintian_finds_no_error_in_the_outputs_it_did_not_find_in_the_input() {
             deb.display()
         );
     }
+}
+
+/// `rpmbuild -bb` of `spec` with `tree` as its sources, an xz payload and
+/// no automatic dependencies: the `.rpm` it wrote.
+fn build_rpm(dir: &Path, spec: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let spec_file = dir.join("pkg.spec");
+    std::fs::write(&spec_file, spec).unwrap();
+    let top = dir.join("rpmbuild");
+    ok(
+        run(Command::new("rpmbuild")
+            .arg("-bb")
+            .arg("--define")
+            .arg(format!("_topdir {}", top.display()))
+            .arg("--define")
+            .arg(format!("_sourcedir {}", dir.display()))
+            .args(["--define", "__os_install_post %{nil}"])
+            .args(["--define", "debug_package %{nil}"])
+            .args(["--define", "_build_id_links none"])
+            .args(["--define", "_binary_payload w6.xzdio"])
+            .arg(&spec_file)),
+        "rpmbuild -bb",
+    );
+    walkdir::WalkDir::new(top.join("RPMS"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .find(|e| e.path().extension().is_some_and(|x| x == "rpm"))
+        .map(|e| e.into_path())
+        .expect("rpmbuild wrote no .rpm")
+}
+
+const RPM_LIBDIR: &str = "usr/lib64";
+
+/// The fat `.rpm`: the fixture library (gfx1100, gfx1201, gfx942), a
+/// rocBLAS-style Tensile database for gfx1100 and gfx942, a provide, an
+/// obsolete and scriptlets.
+fn fat_rpm(dir: &Path) -> PathBuf {
+    let lib = dir.join("tree").join(RPM_LIBDIR);
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::copy(
+        fixture("clang19/libaxpy_plain.so"),
+        lib.join("libaxpy.so.1"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("libaxpy.so.1", lib.join("libaxpy.so")).unwrap();
+    let db = lib.join("rocblas/library");
+    for arch in ["gfx1100", "gfx942"] {
+        write(
+            &db.join(format!("TensileLibrary_{arch}.co")),
+            format!("tensile code {arch}").as_bytes(),
+        );
+        write(
+            &db.join(format!("TensileLibrary_Type_{arch}.dat")),
+            b"tensile data",
+        );
+    }
+    write(&db.join("TensileLibrary.dat"), b"generic tensile index");
+    build_rpm(
+        dir,
+        &format!(
+            "Name: {NAME}\nVersion: 1.2\nRelease: 1\nSummary: axpy test library\nLicense: MIT\n\
+             AutoReqProv: no\nRequires: glibc\nProvides: axpy-blas = 1.2\nObsoletes: libaxpy0 < 1.0\n\
+             %description\nA library with GPU code for the kpack tests.\n\
+             %install\ncp -a %{{_sourcedir}}/tree/. %{{buildroot}}/\n\
+             %post\n/sbin/ldconfig\n%postun\n/sbin/ldconfig\n\
+             %files\n/{RPM_LIBDIR}/libaxpy.so.1\n/{RPM_LIBDIR}/libaxpy.so\n\
+             %dir /{RPM_LIBDIR}/rocblas\n/{RPM_LIBDIR}/rocblas/library\n"
+        ),
+    )
+}
+
+/// `kpack rpm split INPUT -o OUT ARGS... --json`: the one report.
+fn rpm_split(input: &Path, out: &Path, args: &[&str]) -> serde_json::Value {
+    let o = ok(
+        run(Command::new(crate::util::KPACK)
+            .env("XDG_CACHE_HOME", component_cache())
+            .env("SOURCE_DATE_EPOCH", "1700000000")
+            .args(["rpm", "split"])
+            .arg(input)
+            .arg("-o")
+            .arg(out)
+            .args(args)
+            .arg("--json")),
+        "kpack rpm split",
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["packages"][0].clone()
+}
+
+/// `rpm -qp --qf FORMAT PKG`.
+fn rpm_query(pkg: &Path, args: &[&str]) -> String {
+    stdout(&ok(
+        run(Command::new("rpm").arg("-qp").args(args).arg(pkg)),
+        "rpm -qp",
+    ))
+}
+
+/// `rpm` on a scratch root and database.
+fn rpm_root(root: &Path, args: &[&std::ffi::OsStr]) -> Output {
+    run(Command::new("rpm")
+        .arg(format!("--root={}", root.display()))
+        .arg(format!("--dbpath={}", root.join("db").display()))
+        .args(args))
+}
+
+#[test]
+fn rpm_split_installs_host_and_one_device_package_with_rpm() {
+    let dir = fresh("rpm-install");
+    let input = fat_rpm(&dir);
+    let r = rpm_split(&input, &dir.join("out"), &["--split-databases", "rocblas"]);
+    assert_eq!(r["format"], "rpm", "{r:#}");
+    assert_eq!(r["version"], "1.2-1", "{r:#}");
+    let host = file_of(&r["host"]);
+    let dev = file_of(device(&r, "gfx1100"));
+    let mut all = vec![host.clone(), file_of(&r["all"])];
+    all.extend(r["devices"].as_array().unwrap().iter().map(file_of));
+    assert_eq!(all.len(), 5, "{r:#}");
+    for pkg in &all {
+        rpm_query(pkg, &["-i"]);
+        ok(
+            run(Command::new("rpm").args(["-K", "--nosignature"]).arg(pkg)),
+            "rpm -K",
+        );
+    }
+    let requires = rpm_query(&host, &["-R"]);
+    assert!(
+        requires.contains("rocm-kpack") && requires.contains("glibc"),
+        "{requires}"
+    );
+    let provides = rpm_query(&host, &["--provides", "--obsoletes", "--scripts"]);
+    for want in ["axpy-blas = 1.2", "libaxpy0 < 1.0", "/sbin/ldconfig"] {
+        assert!(provides.contains(want), "{want}: {provides}");
+    }
+    assert!(rpm_query(&dev, &["-R"]).contains(&format!("{NAME} = 1.2-1")));
+    let dev_files = rpm_query(&dev, &["-l"]);
+    assert!(
+        dev_files.contains("TensileLibrary_gfx1100.co") && dev_files.contains(".kpack"),
+        "{dev_files}"
+    );
+    assert!(!rpm_query(&host, &["-l"]).contains("TensileLibrary_gfx1100"));
+
+    let root = dir.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    ok(rpm_root(&root, &["--initdb".as_ref()]), "rpm --initdb");
+    let alone = rpm_root(
+        &root,
+        &["-i".as_ref(), "--noscripts".as_ref(), dev.as_os_str()],
+    );
+    assert!(
+        !alone.status.success(),
+        "the device package installed without its host"
+    );
+    assert!(
+        stderr(&alone).contains("Failed dependencies"),
+        "{}",
+        stderr(&alone)
+    );
+    let loader = build_rpm(
+        &dir.join("loader"),
+        "Name: rocm-kpack\nVersion: 1.0\nRelease: 1\nSummary: stub loader\nLicense: MIT\n\
+         BuildArch: noarch\nProvides: glibc /bin/sh\n%description\nStub.\n%files\n",
+    );
+    ok(
+        rpm_root(
+            &root,
+            &[
+                "-i".as_ref(),
+                "--noscripts".as_ref(),
+                loader.as_os_str(),
+                host.as_os_str(),
+                dev.as_os_str(),
+            ],
+        ),
+        "rpm -i loader host device",
+    );
+    verify_gpu_passes(&root, "gfx1100");
+    ok(
+        rpm_root(
+            &root,
+            &[
+                "-e".as_ref(),
+                "--noscripts".as_ref(),
+                "libaxpy1-gfx1100".as_ref(),
+            ],
+        ),
+        "rpm -e",
+    );
+    assert!(root.join(RPM_LIBDIR).join("libaxpy.so.1").is_file());
+    assert!(
+        !root
+            .join(RPM_LIBDIR)
+            .join("rocblas/library/TensileLibrary_gfx1100.co")
+            .exists()
+    );
+}
+
+#[test]
+fn rpm_split_databases_only_keeps_the_host_library() {
+    let dir = fresh("rpm-databases-only");
+    let input = fat_rpm(&dir);
+    let r = rpm_split(
+        &input,
+        &dir.join("out"),
+        &["--split-databases", "rocblas", "--databases-only"],
+    );
+    let keys: Vec<&str> = r["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["gfx1100", "gfx942"], "{r:#}");
+    let host = file_of(&r["host"]);
+    assert!(!rpm_query(&host, &["-R"]).contains("rocm-kpack"));
+    let digest = |p: &Path| {
+        rpm_query(p, &["--qf", "[%{FILENAMES} %{FILEDIGESTS}\n]"])
+            .lines()
+            .find(|l| l.contains("libaxpy.so.1 "))
+            .map(str::to_string)
+            .unwrap()
+    };
+    assert_eq!(digest(&host), digest(&input));
+    let dev = rpm_query(&file_of(device(&r, "gfx942")), &["-l"]);
+    assert!(
+        dev.contains("TensileLibrary_Type_gfx942.dat") && !dev.contains(".kpack"),
+        "{dev}"
+    );
+}
+
+#[test]
+fn rpm_split_writes_the_same_bytes_twice() {
+    let dir = fresh("rpm-reproducible");
+    let input = fat_rpm(&dir);
+    let a = rpm_split(&input, &dir.join("a"), &["--split-databases", "rocblas"]);
+    rpm_split(&input, &dir.join("b"), &["--split-databases", "rocblas"]);
+    let mut n = 0;
+    for f in std::fs::read_dir(dir.join("a")).unwrap() {
+        let f = f.unwrap();
+        assert_eq!(
+            std::fs::read(f.path()).unwrap(),
+            std::fs::read(dir.join("b").join(f.file_name())).unwrap(),
+            "{:?}",
+            f.file_name()
+        );
+        n += 1;
+    }
+    assert_eq!(n, 5);
+    let gpus: Vec<&str> = a["per_gpu"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["gpu"].as_str().unwrap())
+        .collect();
+    assert_eq!(gpus, ["gfx1100", "gfx1201", "gfx942"]);
+    let owners = rpm_query(
+        &file_of(&a["host"]),
+        &["--qf", "[%{FILEUSERNAME}:%{FILEGROUPNAME} %{FILEMTIMES}\n]"],
+    );
+    assert!(
+        owners.lines().all(|l| l == "root:root 1700000000"),
+        "{owners}"
+    );
+}
+
+#[test]
+fn rpm_split_rejects_a_file_that_is_not_a_package() {
+    let dir = fresh("rpm-not-a-package");
+    let input = dir.join("fake-1.0-1.x86_64.rpm");
+    std::fs::write(&input, b"\xed\xab\xee\xdbnot really").unwrap();
+    let o = kpack([
+        "rpm".as_ref(),
+        "split".as_ref(),
+        input.as_os_str(),
+        "-o".as_ref(),
+        dir.join("out").as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not a valid rpm package"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dir.join("out").exists());
 }
