@@ -387,9 +387,43 @@ impl Drop for Reservation {
     }
 }
 
+/// A size a flag cannot take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SizeError {
+    /// A suffix other than B, K, M, G, T (with or without `B`/`iB`).
+    Unit {
+        /// The size as given.
+        text: String,
+        /// Its unit.
+        unit: String,
+    },
+    /// No number before the unit.
+    NotANumber(String),
+    /// Below one byte or beyond `u64`.
+    OutOfRange(String),
+}
+
+// By hand, as the crate's `Error`: kpack-bundle keeps its dependencies few.
+impl std::fmt::Display for SizeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SizeError::Unit { text, unit } => write!(f, "unknown size unit {unit:?} in {text:?}"),
+            SizeError::NotANumber(text) => {
+                write!(
+                    f,
+                    "{text:?} is not a size (for example 512M, 2G or 1048576)"
+                )
+            }
+            SizeError::OutOfRange(text) => write!(f, "size {text:?} is out of range"),
+        }
+    }
+}
+
+impl std::error::Error for SizeError {}
+
 /// Parse a size such as `512M`, `2G`, `1.5GiB` or `1048576` (bytes);
 /// suffixes are binary (K = 1024).
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -401,14 +435,19 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "m" | "mb" | "mib" => 20,
         "g" | "gb" | "gib" => 30,
         "t" | "tb" | "tib" => 40,
-        other => return Err(format!("unknown size unit {other:?} in {text:?}")),
+        other => {
+            return Err(SizeError::Unit {
+                text: text.to_string(),
+                unit: other.to_string(),
+            });
+        }
     };
     let value: f64 = num
         .parse()
-        .map_err(|_| format!("{text:?} is not a size (for example 512M, 2G or 1048576)"))?;
+        .map_err(|_| SizeError::NotANumber(text.to_string()))?;
     let bytes = value * (1u64 << shift) as f64;
     if !bytes.is_finite() || bytes < 1.0 || bytes >= u64::MAX as f64 {
-        return Err(format!("size {text:?} is out of range"));
+        return Err(SizeError::OutOfRange(text.to_string()));
     }
     Ok(bytes as u64)
 }

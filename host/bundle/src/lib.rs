@@ -43,8 +43,8 @@ mod walk;
 mod wrapper;
 
 pub use budget::{
-    DEFAULT_MEMORY_LIMIT, DEFAULT_READ_MEMORY_LIMIT, MemoryBudget, Reservation, StreamKit,
-    ZstdDecoder, parse_size,
+    DEFAULT_MEMORY_LIMIT, DEFAULT_READ_MEMORY_LIMIT, MemoryBudget, Reservation, SizeError,
+    StreamKit, ZstdDecoder, parse_size,
 };
 pub use bundle::{
     BUNDLE_MAGIC, BundleHeader, BundleLayout, Entry, bundle_layout, parse_bundle, write_bundle,

@@ -290,7 +290,7 @@ pub fn wheel_from_directory(dir: &Path, dest: &Path) -> Result<(PathBuf, Vec<Str
     let version = field(&metadata, "Version", "METADATA")?;
     let tag = field(&wheel, "Tag", "WHEEL")?;
     let file = format!("{name}-{version}-{tag}.whl");
-    crate::name::WheelName::parse(&file).map_err(|e| Error::invalid(dir, e))?;
+    crate::name::WheelName::parse(&file).map_err(|e| Error::invalid(dir, e.to_string()))?;
     let out = dest.join(&file);
     let mut w = crate::writer::WheelWriter::create(
         &out,

@@ -87,8 +87,8 @@ pub use job::WheelFile;
 /// AMD's placeholder for a target id (kpack-format's).
 pub use kpack_format::GFXARCH;
 pub use name::{
-    VariantLabelError, WheelName, check_variant_label, escape, is_valid_name, normalize,
-    variant_wheel_file,
+    VariantLabelError, WheelName, WheelNameError, check_variant_label, escape, is_valid_name,
+    normalize, variant_wheel_file,
 };
 pub use progress::Progress;
 pub use prune::{DroppedFile, PruneOptions, PruneReport, PrunedFile, prune_wheel};

@@ -56,37 +56,65 @@ pub struct WheelName {
     pub platform: String,
 }
 
+/// A file name that is not a wheel's (PEP 427), by what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WheelNameError {
+    /// No `.whl` at the end.
+    #[error("{0:?} does not end in .whl")]
+    Suffix(String),
+    /// Two `-` in a row, or one at either end.
+    #[error("{0:?} has an empty component")]
+    EmptyComponent(String),
+    /// Not five or six `-`-separated components.
+    #[error("{0:?} is not name-version[-build]-python-abi-platform.whl")]
+    Components(String),
+    /// A build tag that does not start with a digit.
+    #[error("{file_name:?}: build tag {build:?} must start with a digit")]
+    Build {
+        /// The file name.
+        file_name: String,
+        /// Its build tag.
+        build: String,
+    },
+    /// A distribution name outside PEP 508's grammar.
+    #[error("{file_name:?}: {distribution:?} is not a valid distribution name")]
+    Distribution {
+        /// The file name.
+        file_name: String,
+        /// Its distribution component.
+        distribution: String,
+    },
+}
+
 impl WheelName {
     /// Parse a wheel file name (no directory).
-    pub fn parse(file_name: &str) -> Result<WheelName, String> {
+    pub fn parse(file_name: &str) -> Result<WheelName, WheelNameError> {
+        let name = || file_name.to_string();
         let stem = file_name
             .strip_suffix(".whl")
-            .ok_or_else(|| format!("{file_name:?} does not end in .whl"))?;
+            .ok_or_else(|| WheelNameError::Suffix(name()))?;
         let parts: Vec<&str> = stem.split('-').collect();
         if parts.iter().any(|p| p.is_empty()) {
-            return Err(format!("{file_name:?} has an empty component"));
+            return Err(WheelNameError::EmptyComponent(name()));
         }
         let (build, tags) = match parts.as_slice() {
             [_, _, p, a, pl] => (None, [*p, *a, *pl]),
             [_, _, b, p, a, pl] => {
                 if !b.starts_with(|c: char| c.is_ascii_digit()) {
-                    return Err(format!(
-                        "{file_name:?}: build tag {b:?} must start with a digit"
-                    ));
+                    return Err(WheelNameError::Build {
+                        file_name: name(),
+                        build: b.to_string(),
+                    });
                 }
                 (Some(b.to_string()), [*p, *a, *pl])
             }
-            _ => {
-                return Err(format!(
-                    "{file_name:?} is not name-version[-build]-python-abi-platform.whl"
-                ));
-            }
+            _ => return Err(WheelNameError::Components(name())),
         };
         if !is_valid_name(parts[0]) {
-            return Err(format!(
-                "{file_name:?}: {:?} is not a valid distribution name",
-                parts[0]
-            ));
+            return Err(WheelNameError::Distribution {
+                file_name: name(),
+                distribution: parts[0].to_string(),
+            });
         }
         Ok(WheelName {
             distribution: parts[0].to_string(),

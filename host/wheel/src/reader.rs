@@ -282,7 +282,7 @@ fn open_wheel(input: &Path) -> Result<(WheelName, u64, zip::ZipArchive<File>)> {
         .file_name()
         .and_then(|n| n.to_str())
         .ok_or_else(|| Error::invalid(input, "file name is not UTF-8"))?;
-    let name = WheelName::parse(file_name).map_err(|e| Error::invalid(input, e))?;
+    let name = WheelName::parse(file_name).map_err(|e| Error::invalid(input, e.to_string()))?;
     let file = File::open(input).map_err(|e| Error::io(input, "cannot open", e))?;
     let bytes = file
         .metadata()
