@@ -302,7 +302,9 @@ mod tests {
     fn load_empty(dir: &Path) -> Source {
         let engine = crate::sandbox::engine().unwrap();
         let sha: [u8; 32] = Sha256::digest(EMPTY).into();
-        load(&engine, EMPTY, &sha, Some(dir), "empty").unwrap().1
+        load(&engine, EMPTY, &sha, Some(dir), "empty", &mut Vec::new())
+            .unwrap()
+            .1
     }
 
     fn cwasm(dir: &Path) -> PathBuf {
@@ -320,7 +322,7 @@ mod tests {
         let engine = crate::sandbox::engine().unwrap();
         for (blob, start) in [(&b"ELF\x7f..."[..], "45 4c 46 7f"), (&b""[..], "nothing")] {
             let sha: [u8; 32] = Sha256::digest(blob).into();
-            let e = load(&engine, blob, &sha, None, "x.wasm")
+            let e = load(&engine, blob, &sha, None, "x.wasm", &mut Vec::new())
                 .err()
                 .unwrap()
                 .to_string();
