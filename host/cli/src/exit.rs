@@ -77,11 +77,27 @@ pub fn failed_after_document(e: anyhow::Error) -> CliError {
 
 /// The JSON document [`finish`] prints on stdout under `--json` for `e`.
 pub fn json_report(e: &anyhow::Error, exit_code: u8) -> String {
-    let causes: Vec<String> = e.chain().skip(1).map(|c| c.to_string()).collect();
-    crate::json::envelope(serde_json::json!({
-        "error": {"message": e.to_string(), "causes": causes, "exit_code": exit_code},
-    }))
-    .to_string()
+    /// The document: `{"error": {...}}`.
+    #[derive(serde::Serialize)]
+    struct Report {
+        error: Failure,
+    }
+    /// The error, its causes and the exit code.
+    #[derive(serde::Serialize)]
+    struct Failure {
+        message: String,
+        causes: Vec<String>,
+        exit_code: u8,
+    }
+    let error = Failure {
+        message: e.to_string(),
+        causes: e.chain().skip(1).map(|c| c.to_string()).collect(),
+        exit_code,
+    };
+    // Strings and a number: serializing cannot fail.
+    crate::json::document(&Report { error })
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// The text [`finish`] prints for `e`: `error: <message>` and one

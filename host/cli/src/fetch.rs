@@ -72,14 +72,22 @@ pub fn run(args: Args) -> CliResult {
     }
     let missing: usize = checks.iter().map(|c| c.missing()).sum();
     if args.json {
-        let v = crate::json::envelope(serde_json::json!({
-            "gpus": gpus,
-            "fetch": rep,
-            "downloaded_bytes": rep.downloaded(),
-            "missing": missing,
-            "check": checks,
-        }));
-        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+        /// The `--json` document.
+        #[derive(serde::Serialize)]
+        struct Document<'a, F, C> {
+            gpus: &'a [String],
+            fetch: &'a F,
+            downloaded_bytes: u64,
+            missing: usize,
+            check: &'a [C],
+        }
+        crate::json::print(&Document {
+            gpus: &gpus,
+            fetch: &rep,
+            downloaded_bytes: rep.downloaded(),
+            missing,
+            check: &checks,
+        })?;
     } else {
         print_text(&rep, &checks, &gpus, missing);
     }

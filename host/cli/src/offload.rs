@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use kpack_binary::TransformReport;
 use kpack_format::WriterOptions;
 use kpack_fsafe::{Existing, Order, Outputs, relative_path};
@@ -182,19 +181,39 @@ fn print_json(
     outcome: &Outcome,
     written: &[(String, kpack_format::Written)],
 ) -> CliResult {
-    let archives: Vec<_> = written
+    /// One archive written.
+    #[derive(serde::Serialize)]
+    struct Archive<'a> {
+        path: &'a Path,
+        entries: usize,
+        bytes: u64,
+    }
+    /// The document.
+    #[derive(serde::Serialize)]
+    struct Document<'a> {
+        input: &'a Path,
+        output: &'a Path,
+        kernel_name: &'a str,
+        search_paths: &'a [String],
+        result: &'a Outcome,
+        archives: Vec<Archive<'a>>,
+    }
+    let archives = written
         .iter()
-        .map(|(_, w)| serde_json::json!({"path": w.path, "entries": w.entries, "bytes": w.file_size}))
+        .map(|(_, w)| Archive {
+            path: &w.path,
+            entries: w.entries,
+            bytes: w.file_size,
+        })
         .collect();
-    let v = crate::json::envelope(serde_json::json!({
-        "input": args.input,
-        "output": args.output,
-        "kernel_name": opts.kernel_name,
-        "search_paths": opts.search_paths,
-        "result": outcome,
-        "archives": archives,
-    }));
-    println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+    crate::json::print(&Document {
+        input: &args.input,
+        output: &args.output,
+        kernel_name: &opts.kernel_name,
+        search_paths: &opts.search_paths,
+        result: outcome,
+        archives,
+    })?;
     Ok(())
 }
 

@@ -147,6 +147,18 @@ struct Targets<'a> {
     missing: &'a [String],
 }
 
+/// The `--json` document.
+#[derive(serde::Serialize)]
+struct Document<'a> {
+    input: &'a std::path::Path,
+    output: &'a std::path::Path,
+    kept: &'a [String],
+    dropped: &'a [String],
+    missing: &'a [String],
+    layout: &'a str,
+    result: serde_json::Value,
+}
+
 /// Print a prune report: the `--json` document, or `summary` and the
 /// kept and dropped targets.
 fn print_report(
@@ -162,16 +174,15 @@ fn print_report(
         if let Some(l) = result.get_mut("layout").filter(|l| l.is_null()) {
             *l = serde_json::Value::from(layout);
         }
-        let v = crate::json::envelope(serde_json::json!({
-            "input": args.input,
-            "output": args.output,
-            "kept": targets.kept,
-            "dropped": targets.dropped,
-            "missing": targets.missing,
-            "layout": layout,
-            "result": result,
-        }));
-        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+        crate::json::print(&Document {
+            input: &args.input,
+            output: &args.output,
+            kept: targets.kept,
+            dropped: targets.dropped,
+            missing: targets.missing,
+            layout,
+            result,
+        })?;
         return Ok(());
     }
     println!("{summary}");

@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use kpack_split::{RecombineConfig, RecombineOptions, recombine_with};
 
 use crate::exit::{CliError, CliResult};
@@ -76,8 +75,16 @@ pub fn run(args: Args) -> CliResult {
     }
     let rep = rep?;
     if args.json {
-        let v = crate::json::envelope(serde_json::json!({ "config": config, "result": rep }));
-        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+        /// The `--json` document.
+        #[derive(serde::Serialize)]
+        struct Document<'a, C, R> {
+            config: &'a C,
+            result: &'a R,
+        }
+        crate::json::print(&Document {
+            config: &config,
+            result: &rep,
+        })?;
     } else {
         for o in &rep.outputs {
             if rep.identical.contains(o) {

@@ -168,8 +168,14 @@ pub fn run(mut args: Args) -> CliResult {
         }
     }
     if args.json {
-        let v = crate::json::envelope(serde_json::json!({ "artifacts": reports }));
-        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+        /// The `--json` document.
+        #[derive(serde::Serialize)]
+        struct Document<'a, R> {
+            artifacts: &'a [R],
+        }
+        crate::json::print(&Document {
+            artifacts: &reports,
+        })?;
     } else {
         reports.iter().for_each(print_text);
         if failed == 0 {

@@ -34,6 +34,17 @@ pub struct Args {
     gpu: Option<String>,
 }
 
+/// A `--json` document: a report with its count of errors (a tree) or of
+/// missing kernels (`--gpu`).
+#[derive(serde::Serialize)]
+struct Counted<'a, R> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    errors: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    missing: Option<usize>,
+    report: &'a R,
+}
+
 /// Run `kpack verify`.
 pub fn run(mut args: Args) -> CliResult {
     args.amd.note();
@@ -54,8 +65,11 @@ pub fn run(mut args: Args) -> CliResult {
     let rep = verify(&args.dirs)?;
     let stale = stale_temps(&args.dirs);
     if args.json {
-        let v = crate::json::envelope(serde_json::json!({ "errors": rep.errors(), "report": rep }));
-        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+        crate::json::print(&Counted {
+            errors: Some(rep.errors()),
+            missing: None,
+            report: &rep,
+        })?;
     } else {
         for f in &rep.findings {
             let sev = match f.severity {
@@ -157,9 +171,11 @@ fn run_gpu(args: &Args, gpu: &str) -> CliResult {
         eprintln!("warning: {w}");
     }
     if args.json {
-        let v =
-            crate::json::envelope(serde_json::json!({ "missing": rep.missing(), "report": rep }));
-        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+        crate::json::print(&Counted {
+            errors: None,
+            missing: Some(rep.missing()),
+            report: &rep,
+        })?;
     } else {
         print_gpu(&rep);
     }
@@ -190,14 +206,22 @@ fn run_doctor(args: &Args) -> CliResult {
         }
     }
     if args.json {
-        let v = crate::json::envelope(serde_json::json!({
-            "targets": targets,
-            "detection": det,
-            "missing": missing,
-            "fixes": fixes,
-            "reports": reports,
-        }));
-        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+        /// The `verify --gpu auto --json` document.
+        #[derive(serde::Serialize)]
+        struct Doctor<'a, T, D, R> {
+            targets: &'a T,
+            detection: &'a D,
+            missing: usize,
+            fixes: &'a [&'a str],
+            reports: &'a R,
+        }
+        crate::json::print(&Doctor {
+            targets: &targets,
+            detection: &det,
+            missing,
+            fixes: &fixes,
+            reports: &reports,
+        })?;
     } else {
         for g in &det.gpus {
             let chain = g.chain.as_ref().map_or_else(

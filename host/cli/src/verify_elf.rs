@@ -62,7 +62,20 @@ pub fn run(args: Args) -> CliResult {
     let is_error = |f: &&Finding| f.severity == Severity::Error;
     let failed = all.iter().any(|(_, f)| f.iter().any(|x| is_error(&x)));
     if args.json {
-        let files: Vec<_> = all
+        /// One file's findings, errors apart from warnings.
+        #[derive(serde::Serialize)]
+        struct Checked<'a> {
+            path: &'a std::path::Path,
+            ok: bool,
+            findings: Vec<String>,
+            warnings: Vec<String>,
+        }
+        /// The `--json` document.
+        #[derive(serde::Serialize)]
+        struct Document<'a> {
+            files: Vec<Checked<'a>>,
+        }
+        let files = all
             .iter()
             .map(|(p, f)| {
                 let (errors, warnings): (Vec<&Finding>, Vec<&Finding>) =
@@ -70,20 +83,15 @@ pub fn run(args: Args) -> CliResult {
                 let messages = |v: Vec<&Finding>| -> Vec<String> {
                     v.iter().map(|f| f.message.clone()).collect()
                 };
-                serde_json::json!({
-                    "path": p,
-                    "ok": errors.is_empty(),
-                    "findings": messages(errors),
-                    "warnings": messages(warnings),
-                })
+                Checked {
+                    path: p,
+                    ok: errors.is_empty(),
+                    findings: messages(errors),
+                    warnings: messages(warnings),
+                }
             })
             .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&crate::json::envelope(
-                serde_json::json!({"files": files})
-            ))?
-        );
+        crate::json::print(&Document { files })?;
     } else {
         for (p, f) in &all {
             if !f.iter().any(|x| is_error(&x)) {

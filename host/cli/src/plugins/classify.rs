@@ -6,7 +6,6 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use kpack_split::Classification;
-use serde_json::json;
 
 use crate::exit::CliResult;
 use crate::handlers::HandlerArgs;
@@ -50,26 +49,36 @@ pub fn run(mut args: Args) -> CliResult {
         eprintln!("{}: {:?}: {}", line.handler, line.level, line.message);
     }
     if args.json {
-        let handlers: Vec<_> = set
-            .handlers()
-            .map(|h| {
-                json!({"name": h.name, "version": h.version.to_string(), "wit": h.wit.to_string(),
-                            "origin": h.origin.to_string(), "sha256": h.sha256})
-            })
-            .collect();
-        let files: Vec<_> = files
+        /// One file and the handler that claims it (all null: none).
+        #[derive(serde::Serialize)]
+        struct Claimed<'a> {
+            path: &'a str,
+            handler: Option<&'a str>,
+            key: Option<String>,
+            generic: Option<bool>,
+        }
+        /// The `--json` document.
+        #[derive(serde::Serialize)]
+        struct Document<'a> {
+            handlers: Vec<super::Listed<'a>>,
+            files: Vec<Claimed<'a>>,
+        }
+        let files = files
             .iter()
             .filter(|(_, c)| args.all || c.is_some())
-            .map(|(path, claim)| match claim {
-                Some(c) => {
-                    json!({"path": path, "handler": c.handler, "key": c.classification.to_string(),
-                                  "generic": c.classification == Classification::Generic})
-                }
-                None => json!({"path": path, "handler": null, "key": null, "generic": null}),
+            .map(|(path, claim)| Claimed {
+                path,
+                handler: claim.as_ref().map(|c| c.handler.as_str()),
+                key: claim.as_ref().map(|c| c.classification.to_string()),
+                generic: claim
+                    .as_ref()
+                    .map(|c| c.classification == Classification::Generic),
             })
             .collect();
-        let doc = crate::json::envelope(json!({"handlers": handlers, "files": files}));
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        crate::json::print(&Document {
+            handlers: set.handlers().map(super::Listed::from).collect(),
+            files,
+        })?;
         return Ok(());
     }
     for (path, claim) in &files {

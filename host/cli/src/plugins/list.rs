@@ -2,7 +2,6 @@
 //! files, with name, version, WIT version, origin and sha256.
 
 use kpack_plugin_host::{HandlerSpec, SUPPORTED_WIT};
-use serde_json::json;
 
 use crate::exit::CliResult;
 use crate::handlers::HandlerArgs;
@@ -32,16 +31,16 @@ pub fn run(args: Args) -> CliResult {
     specs.extend(args.handlers.plugins.iter().cloned().map(HandlerSpec::File));
     let set = crate::handlers::load(&specs, &options)?;
     if args.json {
-        let handlers: Vec<_> = set
-            .handlers()
-            .map(|h| {
-                json!({"name": h.name, "version": h.version.to_string(), "wit": h.wit.to_string(),
-                       "origin": h.origin.to_string(), "sha256": h.sha256})
-            })
-            .collect();
-        let doc =
-            crate::json::envelope(json!({"supported_wit": SUPPORTED_WIT, "handlers": handlers}));
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        /// The `--json` document.
+        #[derive(serde::Serialize)]
+        struct Document<'a> {
+            supported_wit: &'a str,
+            handlers: Vec<super::Listed<'a>>,
+        }
+        crate::json::print(&Document {
+            supported_wit: SUPPORTED_WIT,
+            handlers: set.handlers().map(super::Listed::from).collect(),
+        })?;
         return Ok(());
     }
     if set.handlers().len() == 0 {
