@@ -65,48 +65,9 @@ fn read_rpm(input: &Path, dst: &Path) -> Result<Rpm> {
         check_new(&payload, &path).map_err(|w| bad(input, w))?;
         let mode = u32::from(f.metadata.permissions()) & 0o7777;
         flags.insert(path.clone(), f.metadata.flags());
-        let kind = match f.metadata.file_type() {
-            FileType::Regular if f.metadata.flags().contains(FileFlags::GHOST) => {
-                ghosts.push(path);
-                continue;
-            }
-            FileType::Dir => {
-                let at = dst.join(&path);
-                std::fs::create_dir_all(&at).map_err(|e| Error::io(&at, "cannot create", e))?;
-                Kind::Dir
-            }
-            FileType::Regular => {
-                if !f.has_payload() && f.metadata.size() > 0 {
-                    return Err(bad(
-                        input,
-                        format!(
-                            "{path}: hard-linked file without its contents in the payload, which kpack does not split"
-                        ),
-                    ));
-                }
-                total = total.saturating_add(f.metadata.size() as u64);
-                if total > PAYLOAD_LIMIT {
-                    return Err(bad(
-                        input,
-                        format!("payload inflates past {PAYLOAD_LIMIT} bytes"),
-                    ));
-                }
-                write_file(&mut f, &dst.join(&path), mode)?;
-                Kind::File
-            }
-            FileType::SymbolicLink => Kind::Symlink(
-                f.metadata
-                    .linkto()
-                    .filter(|t| !t.is_empty())
-                    .ok_or_else(|| bad(input, format!("symlink {path} has no target")))?
-                    .to_string(),
-            ),
-            other => {
-                return Err(bad(
-                    input,
-                    format!("{path} is a {other:?}, which kpack does not split"),
-                ));
-            }
+        let Some(kind) = unpack_one(input, dst, &mut f, &path, mode, &mut total)? else {
+            ghosts.push(path);
+            continue;
         };
         payload.members.insert(path, Member { kind, mode });
     }
@@ -117,6 +78,57 @@ fn read_rpm(input: &Path, dst: &Path) -> Result<Rpm> {
         flags,
         ghosts,
     })
+}
+
+/// Unpack one payload file to `dst`: its kind, `None` for a ghost.
+fn unpack_one(
+    input: &Path,
+    dst: &Path,
+    f: &mut rpm::StreamingRpmFile<'_>,
+    path: &str,
+    mode: u32,
+    total: &mut u64,
+) -> Result<Option<Kind>> {
+    Ok(Some(match f.metadata.file_type() {
+        FileType::Regular if f.metadata.flags().contains(FileFlags::GHOST) => return Ok(None),
+        FileType::Dir => {
+            let at = dst.join(path);
+            std::fs::create_dir_all(&at).map_err(|e| Error::io(&at, "cannot create", e))?;
+            Kind::Dir
+        }
+        FileType::Regular => {
+            if !f.has_payload() && f.metadata.size() > 0 {
+                return Err(bad(
+                    input,
+                    format!(
+                        "{path}: hard-linked file without its contents in the payload, which kpack does not split"
+                    ),
+                ));
+            }
+            *total = total.saturating_add(f.metadata.size() as u64);
+            if *total > PAYLOAD_LIMIT {
+                return Err(bad(
+                    input,
+                    format!("payload inflates past {PAYLOAD_LIMIT} bytes"),
+                ));
+            }
+            write_file(f, &dst.join(path), mode)?;
+            Kind::File
+        }
+        FileType::SymbolicLink => Kind::Symlink(
+            f.metadata
+                .linkto()
+                .filter(|t| !t.is_empty())
+                .ok_or_else(|| bad(input, format!("symlink {path} has no target")))?
+                .to_string(),
+        ),
+        other => {
+            return Err(bad(
+                input,
+                format!("{path} is a {other:?}, which kpack does not split"),
+            ));
+        }
+    }))
 }
 
 /// A path may be added: not there yet, under no member that is not a
