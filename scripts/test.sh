@@ -119,10 +119,10 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # scripts/demo.sh's build: kpack without the database handlers.
 cargo clippy --locked -p kpack-cli --no-default-features -- -D warnings
-# Functions stay short enough to read: none over 150 lines, at most 2
+# Functions stay short enough to read: none over 150 lines, at most 1
 # over 80 (non-test code; scripts/fnlen.py --show 80 lists them). The limit
 # follows the count down: lower it when a long function is split.
-python3 scripts/fnlen.py --show 150 --max-long 2
+python3 scripts/fnlen.py --show 150 --max-long 1
 # Modules of a crate depend on each other one way (no cycle), so each can
 # be read, tested and moved on its own; the script lists any cycle.
 # A `pub use a::X` in lib.rs named as `crate::X` from module b counts as

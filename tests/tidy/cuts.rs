@@ -22,7 +22,6 @@ pub const CUTS: &[Rule] = &[Rule {
     homes: &[
         "host/amdgpu/src/target.rs",
         "bench/torch-scale/src/main.rs", // known: skips processors the fixtures hold; could ask processor_of
-        "host/cli/src/audit.rs", // known: compares a loaded target's processor by hand; could ask processor_of
         "host/detect/src/conda.rs", // known: conda's ISA version from the processor; could ask processor_of
         "host/detect/src/provider.rs", // known: the std-only provider installers vendor has no kpack-amdgpu
         "host/wheel/src/headers.rs",   // not a target: splits a `Name: value` metadata header line

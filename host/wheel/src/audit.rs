@@ -256,7 +256,7 @@ fn load_of(kernels: &[kpack_split::GpuKernel], target: &str) -> Load {
     for k in kernels {
         let l = match &k.outcome {
             GpuOutcome::Loads { target: t, .. } => {
-                if t.split(':').next() == Some(target) {
+                if kpack_amdgpu::processor_of(t) == target {
                     Load::Native
                 } else {
                     Load::Generic
@@ -404,7 +404,7 @@ fn unreachable_archives(site: &Path, installed: &[InstalledWheel]) -> Result<Vec
             .with_source(e)
         })?;
         let targets: Vec<String> = a.arches().to_vec();
-        let processor = |t: &str| t.split(':').next().unwrap_or(t).to_string();
+        let processor = |t: &str| kpack_amdgpu::processor_of(t).to_string();
         let dead = !targets.is_empty()
             && targets.iter().all(|t| {
                 let p = processor(t);
