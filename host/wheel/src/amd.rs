@@ -27,7 +27,6 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use kpack_amdgpu::Level;
 use kpack_format::GFXARCH;
 
 use crate::error::{Error, Result};
@@ -135,17 +134,6 @@ pub(crate) fn group_name(host: &str) -> String {
     host.to_lowercase().replace('-', "_")
 }
 
-/// Whether a device wheel's bundle key is a **parent**: a family or
-/// sub-family of rocm-bootstrap, a generic target, or SPIR-V (code that
-/// runs on many processors); anything else is a target.
-pub(crate) fn is_parent(key: &str) -> bool {
-    matches!(
-        kpack_amdgpu::key_level(key),
-        Some(Level::Family | Level::SubFamily)
-    ) || kpack_amdgpu::is_generic(key)
-        || kpack_amdgpu::is_spirv_target(key)
-}
-
 /// The parent wheels among `keys` that target `target` needs: its
 /// sub-family and family (its packaging chain, in that order), then the
 /// generic and SPIR-V wheels whose code runs on it.
@@ -192,7 +180,7 @@ pub(crate) fn device_metadata(
         format!("Requires-Dist: {host} == {version}"),
     ];
     // AMD's order: the `@GFXARCH@` requirements, then the parents.
-    if !is_parent(key) {
+    if !crate::name::is_parent(key) {
         for r in requires {
             lines.push(format!("Requires-Dist: {}", r.replace(GFXARCH, key)));
         }
@@ -223,7 +211,7 @@ pub(crate) fn host_metadata(
     keys: &BTreeSet<String>,
 ) -> String {
     let mut lines = vec![format!("Requires-Dist: {ROCM_BOOTSTRAP_REQUIREMENT}")];
-    for t in keys.iter().filter(|k| !is_parent(k)) {
+    for t in keys.iter().filter(|k| !crate::name::is_parent(k)) {
         let extra = format!("device-{t}");
         lines.push(format!("Provides-Extra: {extra}"));
         for k in std::iter::once(t.as_str()).chain(parents_of(t, keys)) {
@@ -250,7 +238,7 @@ pub(crate) fn host_metadata(
 
 /// The host extra that installs target `key`'s wheel, or `None` for a parent.
 pub(crate) fn extra(key: &str) -> Option<String> {
-    (!is_parent(key)).then(|| format!("device-{key}"))
+    (!crate::name::is_parent(key)).then(|| format!("device-{key}"))
 }
 
 /// AMD's `--input DIR`: an unpacked wheel zipped into a wheel in `dest`,

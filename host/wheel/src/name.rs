@@ -198,6 +198,17 @@ pub fn variant_wheel_file(host: &WheelName, label: &str) -> Result<String, Varia
     Ok(format!("{stem}-{label}.whl"))
 }
 
+/// Whether a device wheel's bundle key is a **parent**: a family or
+/// sub-family of rocm-bootstrap, a generic target, or SPIR-V (code that
+/// runs on many processors); anything else is a target.
+pub(crate) fn is_parent(key: &str) -> bool {
+    matches!(
+        kpack_amdgpu::key_level(key),
+        Some(kpack_amdgpu::Level::Family | kpack_amdgpu::Level::SubFamily)
+    ) || kpack_amdgpu::is_generic(key)
+        || kpack_amdgpu::is_spirv_target(key)
+}
+
 #[cfg(test)]
 #[allow(
     clippy::unwrap_used,

@@ -318,7 +318,7 @@ fn write_variants(
     let keys: BTreeSet<String> = jobs
         .iter()
         .filter_map(|j| j.arch.clone())
-        .filter(|k| opts.amd.is_none() || !crate::amd::is_parent(k))
+        .filter(|k| opts.amd.is_none() || !crate::name::is_parent(k))
         .collect();
     let (vjobs, index) =
         crate::variant::variant_jobs(&jobs[0], &st.un, provider, &keys, st.path())?;

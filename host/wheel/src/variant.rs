@@ -161,7 +161,7 @@ pub(crate) fn variant_jobs(
         let targets: Vec<&str> = keys
             .iter()
             .map(String::as_str)
-            .filter(|k| !crate::amd::is_parent(k))
+            .filter(|k| !crate::name::is_parent(k))
             .collect();
         let v = variant_wheel(&un.name, label, &classic, &targets).map_err(bad_label)?;
         return Ok((vec![job(v.file, &v.metadata, v.variant_json, 0)?], None));
