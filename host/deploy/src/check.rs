@@ -13,7 +13,7 @@ use crate::error::Result;
 /// What [`check`] found.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CheckReport {
-    /// ELF files checked.
+    /// ELF files and PE images checked.
     pub binaries: usize,
     /// Offloaded binaries whose marker was resolved.
     pub markers: usize,
@@ -21,10 +21,11 @@ pub struct CheckReport {
     pub problems: Vec<String>,
 }
 
-/// Check that every ELF file under `dir` finds what it needs inside `dir`:
-/// RUNPATH/RPATH entries all `$ORIGIN`-relative, every needed library not
-/// on the default exclude list found through them inside `dir`, and every
-/// marker resolving to archives inside `dir` only.
+/// Check that every ELF file and PE image under `dir` finds what it needs
+/// inside `dir`: RUNPATH/RPATH entries all `$ORIGIN`-relative, every needed
+/// library not on the default exclude list found through them inside
+/// `dir` (a PE image's imports: beside it), and every marker resolving to
+/// archives inside `dir` only, through relative search paths.
 pub fn check(dir: &Path) -> Result<CheckReport> {
     let root = std::fs::canonicalize(dir).map_err(|e| crate::Error::io(dir, "cannot open", e))?;
     let excludes = Excludes::new(&[])?;
@@ -42,15 +43,20 @@ pub fn check(dir: &Path) -> Result<CheckReport> {
         .map(|e| e.into_path())
         .collect();
     for path in files {
-        let Some(info) = crate::elf::read(&path)? else {
-            continue;
-        };
-        rep.binaries += 1;
         let shown = path
             .strip_prefix(&root)
             .unwrap_or(&path)
             .display()
             .to_string();
+        let Some(info) = crate::elf::read(&path)? else {
+            if let Some(pe) = crate::pe::read(&path)? {
+                rep.binaries += 1;
+                check_imports(&root, &path, &shown, &pe.imports, &excludes, &mut rep);
+                check_marker(&root, &path, &shown, &cache, &mut rep);
+            }
+            continue;
+        };
+        rep.binaries += 1;
         for e in info.runpath.iter().chain(&info.rpath) {
             if !crate::elf::is_origin_relative(e) {
                 rep.problems.push(format!(
@@ -78,6 +84,29 @@ pub fn check(dir: &Path) -> Result<CheckReport> {
         check_marker(&root, &path, &shown, &cache, &mut rep);
     }
     Ok(rep)
+}
+
+/// A PE image's imports not on the default exclude list, each found
+/// beside it (the Windows loader's application directory).
+fn check_imports(
+    root: &Path,
+    path: &Path,
+    shown: &str,
+    imports: &[String],
+    excludes: &Excludes,
+    rep: &mut CheckReport,
+) {
+    let dir = path.parent().unwrap_or(root).to_path_buf();
+    for n in imports {
+        if excludes.reason(n).is_some() {
+            continue;
+        }
+        if crate::pe::find(n, std::slice::from_ref(&dir)).is_none() {
+            rep.problems.push(format!(
+                "{shown}: imports {n}, not found beside it inside the directory"
+            ));
+        }
+    }
 }
 
 fn check_marker(root: &Path, path: &Path, shown: &str, cache: &Cache, rep: &mut CheckReport) {

@@ -54,6 +54,7 @@ const SYSTEM_DIRS: &[&str] = &[
 pub(crate) struct Excludes {
     user: Vec<(String, glob::Pattern)>,
     default: Vec<glob::Pattern>,
+    windows: Vec<glob::Pattern>,
 }
 
 impl Excludes {
@@ -73,13 +74,40 @@ impl Excludes {
             .iter()
             .filter_map(|g| glob::Pattern::new(g).ok())
             .collect();
-        Ok(Excludes { user, default })
+        let windows = crate::pe::DEFAULT_EXCLUDES
+            .iter()
+            .filter_map(|g| glob::Pattern::new(g).ok())
+            .collect();
+        Ok(Excludes {
+            user,
+            default,
+            windows,
+        })
     }
 
     /// Why `name` stays out, if it does.
     pub(crate) fn reason(&self, name: &str) -> Option<String> {
         if let Some((g, _)) = self.user.iter().find(|(_, p)| p.matches(name)) {
             return Some(format!("--exclude {g}"));
+        }
+        let windows = glob::MatchOptions {
+            case_sensitive: false,
+            ..Default::default()
+        };
+        let dll = name.to_ascii_lowercase().ends_with(".dll");
+        if dll {
+            if let Some((g, _)) = self
+                .user
+                .iter()
+                .find(|(_, p)| p.matches_with(name, windows))
+            {
+                return Some(format!("--exclude {g}"));
+            }
+            return self
+                .windows
+                .iter()
+                .any(|p| p.matches_with(name, windows))
+                .then(|| "a Windows system DLL (default exclude list)".to_owned());
         }
         self.default
             .iter()
@@ -162,10 +190,8 @@ pub(crate) fn resolve(
     // (name needed, who needs it, where to look)
     let mut queue: VecDeque<(String, String, Vec<PathBuf>)> = VecDeque::new();
     let push_needs = |queue: &mut VecDeque<_>, who: &str, path: &Path| -> Result<()> {
-        let info = elf::read(path)?;
-        let origin = path.parent().unwrap_or(Path::new("."));
-        let dirs = search.for_object(info.as_ref(), origin);
-        for n in info.map(|i| i.needed).unwrap_or_default() {
+        let (needed, dirs) = needs(path, search)?;
+        for n in needed {
             queue.push_back((n, who.to_owned(), dirs.clone()));
         }
         Ok(())
@@ -197,7 +223,12 @@ pub(crate) fn resolve(
             }
             continue;
         }
-        let Some(path) = find(&name, &dirs) else {
+        let found = if is_dll(&name) {
+            crate::pe::find(&name, &dirs)
+        } else {
+            find(&name, &dirs)
+        };
+        let Some(path) = found else {
             return Err(Error::NotFound {
                 name,
                 needed_by: who,
@@ -214,6 +245,30 @@ pub(crate) fn resolve(
         );
     }
     Ok(closure)
+}
+
+/// What the object at `path` needs and where its loader looks: an ELF
+/// file's DT_NEEDED through its RUNPATH/RPATH, the extra directories and
+/// the system's; a PE image's imports in its own directory, then the
+/// extra directories (the Windows loader's order for an application
+/// directory; system DLLs are left out by name).
+fn needs(path: &Path, search: &SearchDirs) -> Result<(Vec<String>, Vec<PathBuf>)> {
+    let origin = path.parent().unwrap_or(Path::new("."));
+    if let Some(info) = elf::read(path)? {
+        let dirs = search.for_object(Some(&info), origin);
+        return Ok((info.needed, dirs));
+    }
+    let Some(info) = crate::pe::read(path)? else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let mut dirs = vec![origin.to_path_buf()];
+    dirs.extend(search.extra.iter().cloned());
+    Ok((info.imports, dirs))
+}
+
+/// A DLL name (as the Windows loader names them, any case).
+pub(crate) fn is_dll(name: &str) -> bool {
+    name.to_ascii_lowercase().ends_with(".dll")
 }
 
 pub(crate) fn join_dirs(dirs: &[PathBuf]) -> String {

@@ -16,14 +16,16 @@ use crate::manifest::{FileRecord, LeftOutRecord, Manifest};
 /// What to deploy and how.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
-    /// Executables, shared libraries, or directories of them.
+    /// Executables, shared libraries, or directories of them: ELF files,
+    /// or Windows PE images (`.exe`, DLLs; all of one system).
     pub apps: Vec<PathBuf>,
     /// The GPUs (target ids) the directory is for.
     pub gpus: Vec<String>,
     /// Directories searched for needed libraries after each object's own
     /// RUNPATH/RPATH.
     pub library_path: Vec<PathBuf>,
-    /// Install prefixes: their `lib` and `lib64` are searched.
+    /// Install prefixes: their `lib` and `lib64` are searched (Windows
+    /// images: their `bin`).
     pub rocm_path: Vec<PathBuf>,
     /// Libraries loaded by name at run time (`dlopen`), deployed too.
     pub also: Vec<String>,
@@ -143,15 +145,9 @@ pub fn deploy_with(
     load: Option<crate::databases::LoadDatabases<'_>>,
 ) -> Result<Deployed> {
     let excludes = Excludes::new(&options.exclude)?;
-    let mut extra = options.library_path.clone();
-    for p in &options.rocm_path {
-        extra.extend([p.join("lib"), p.join("lib64")]);
-    }
-    let search = SearchDirs {
-        extra,
-        system: !options.no_system_dirs,
-    };
     let roots = roots(&options.apps)?;
+    let windows = is_windows(&roots)?;
+    let search = search_dirs(options, windows);
     let root_names: Vec<(String, PathBuf)> = roots
         .iter()
         .map(|(n, p, _)| (n.clone(), p.clone()))
@@ -159,13 +155,15 @@ pub fn deploy_with(
     let closure = closure::resolve(&root_names, &options.also, &search, &excludes)?;
     let mut plan = Plan::default();
     // (name, path as found, directory in the output, kind, needed by)
+    // Windows: everything side by side (the loader looks beside the exe).
+    let (bin, lib) = if windows { ("", "") } else { ("bin", "lib") };
     let mut binaries: Vec<(String, PathBuf, &'static str, &'static str, Vec<String>)> = roots
         .iter()
         .map(|(n, p, exe)| {
             let (dir, kind) = if *exe {
-                ("bin", "executable")
+                (bin, "executable")
             } else {
-                ("lib", "library")
+                (lib, "library")
             };
             (n.clone(), p.clone(), dir, kind, vec!["given".to_owned()])
         })
@@ -174,7 +172,7 @@ pub fn deploy_with(
         binaries.push((
             n.clone(),
             l.path.clone(),
-            "lib",
+            lib,
             "library",
             l.needed_by.clone(),
         ));
@@ -192,10 +190,10 @@ pub fn deploy_with(
         Device::Fat { .. } => options.offload,
         Device::None => false,
     });
-    let has_runtime = binaries.iter().any(|b| b.0.starts_with("librocm_kpack.so"));
+    let has_runtime = binaries.iter().any(|b| is_runtime(&b.0, windows));
     if let Some((first, _)) = needs_runtime.filter(|_| !has_runtime) {
         let first = first.1.clone();
-        add_runtime(&mut binaries, &first, &search.extra)?;
+        add_runtime(&mut binaries, &first, &search.extra, windows)?;
     }
     let served = place_all(&mut plan, &binaries, &devices, options)?;
     if let Some((gpu, _)) = served.iter().find(|(_, s)| !**s) {
@@ -206,13 +204,32 @@ pub fn deploy_with(
     }
     let lib_dirs: BTreeSet<PathBuf> = binaries
         .iter()
-        .filter(|b| b.2 == "lib")
+        .filter(|b| b.3 != "executable")
         .filter_map(|b| b.1.parent().map(Path::to_path_buf))
         .collect();
     let lib_dirs: Vec<PathBuf> = lib_dirs.into_iter().collect();
     let dirs = crate::databases::dirs(&options.databases, &lib_dirs, &options.rocm_path)?;
     crate::databases::place_all(&mut plan, &dirs, &options.gpus, load)?;
     write(plan, options, out)
+}
+
+/// Where needed libraries are searched beside each object's own: the
+/// `--library-path` directories, then each `--rocm-path`'s `lib` and
+/// `lib64` (Windows: `bin`, where its DLLs are), then the system's (never
+/// for Windows images: system DLLs are left out by name).
+fn search_dirs(options: &Options, windows: bool) -> SearchDirs {
+    let mut extra = options.library_path.clone();
+    for p in &options.rocm_path {
+        if windows {
+            extra.push(p.join("bin"));
+        } else {
+            extra.extend([p.join("lib"), p.join("lib64")]);
+        }
+    }
+    SearchDirs {
+        extra,
+        system: !options.no_system_dirs && !windows,
+    }
 }
 
 /// A binary of the closure: (name, path as found, directory in the
@@ -285,8 +302,11 @@ fn roots(apps: &[PathBuf]) -> Result<Vec<(String, PathBuf, bool)>> {
             vec![app.clone()]
         };
         for f in files {
-            let info = crate::elf::read(&f)?;
-            let Some(info) = info else {
+            let executable = match crate::elf::read(&f)? {
+                Some(info) => Some(info.executable),
+                None => crate::pe::read(&f)?.map(|i| i.executable),
+            };
+            let Some(executable) = executable else {
                 if app.is_dir() {
                     continue;
                 }
@@ -296,10 +316,33 @@ fn roots(apps: &[PathBuf]) -> Result<Vec<(String, PathBuf, bool)>> {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            out.push((name, f, info.executable));
+            out.push((name, f, executable));
         }
     }
     Ok(out)
+}
+
+/// Whether the inputs are Windows PE images (all of them: one deploy is
+/// for one system).
+fn is_windows(roots: &[(String, PathBuf, bool)]) -> Result<bool> {
+    let mut kinds = roots.iter().map(|(_, p, _)| (crate::pe::is_pe(p), p));
+    let Some((first, _)) = kinds.next() else {
+        return Ok(false);
+    };
+    match kinds.find(|(pe, _)| *pe != first) {
+        Some((_, p)) => Err(Error::Mixed { path: p.clone() }),
+        None => Ok(first),
+    }
+}
+
+/// The kpack runtime's names: `librocm_kpack.so*`, or `rocm_kpack.dll`
+/// (any case) on Windows.
+fn is_runtime(name: &str, windows: bool) -> bool {
+    if windows {
+        name.eq_ignore_ascii_case("rocm_kpack.dll")
+    } else {
+        name.starts_with("librocm_kpack.so")
+    }
 }
 
 fn device_of(path: &Path) -> Device {
@@ -336,6 +379,7 @@ fn add_runtime(
     binaries: &mut Vec<(String, PathBuf, &'static str, &'static str, Vec<String>)>,
     beside: &Path,
     extra: &[PathBuf],
+    windows: bool,
 ) -> Result<()> {
     let dirs = beside
         .parent()
@@ -349,7 +393,7 @@ fn add_runtime(
         let mut names: Vec<String> = rd
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with("librocm_kpack.so"))
+            .filter(|n| is_runtime(n, windows))
             .collect();
         if names.is_empty() {
             continue;
@@ -363,7 +407,7 @@ fn add_runtime(
             binaries.push((
                 n,
                 path,
-                "lib",
+                if windows { "" } else { "lib" },
                 "runtime",
                 vec!["the kpack runtime".to_owned()],
             ));
@@ -390,15 +434,26 @@ fn place_binary(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| name.to_owned());
-    // An executable keeps the name it was given.
-    let file_name = if dir == "bin" { name } else { &real_name };
-    let rel = format!("{dir}/{file_name}");
-    let mut item = Item::new(rel.clone(), real, kind);
-    item.runpath = Some(if dir == "bin" {
-        "$ORIGIN/../lib"
+    // Windows (`dir` empty): every file side by side under the name it is
+    // imported by, no link, no RUNPATH. Else an executable keeps the name
+    // it was given.
+    let windows = dir.is_empty();
+    let file_name = if dir == "bin" || windows {
+        name
     } else {
-        "$ORIGIN"
-    });
+        &real_name
+    };
+    let rel = if windows {
+        file_name.to_owned()
+    } else {
+        format!("{dir}/{file_name}")
+    };
+    let mut item = Item::new(rel.clone(), real, kind);
+    item.runpath = match dir {
+        "" => None,
+        "bin" => Some("$ORIGIN/../lib"),
+        _ => Some("$ORIGIN"),
+    };
     let it = plan.add(item)?;
     for n in needed_by {
         if !it.needed_by.contains(n) {

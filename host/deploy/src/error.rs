@@ -68,7 +68,7 @@ pub enum Error {
     },
     /// The runtime library is needed and not found.
     #[error(
-        "librocm_kpack.so (the kpack runtime the HIP runtime loads offloaded code through) not found beside {beside} nor in --library-path / --rocm-path; give its directory with --library-path"
+        "librocm_kpack.so / rocm_kpack.dll (the kpack runtime the HIP runtime loads offloaded code through) not found beside {beside} nor in --library-path / --rocm-path; give its directory with --library-path"
     )]
     NoRuntime {
         /// The offloaded binary it was looked for beside.
@@ -90,8 +90,22 @@ pub enum Error {
         /// Why it does not parse.
         message: String,
     },
+    /// A PE image that `object` cannot read.
+    #[error("{path}: {message}")]
+    Pe {
+        /// The image.
+        path: PathBuf,
+        /// Why it does not parse.
+        message: String,
+    },
+    /// Linux and Windows binaries given together.
+    #[error("{path}: a Windows PE image deployed with ELF files (one deploy is for one system)")]
+    Mixed {
+        /// The first input of the other system.
+        path: PathBuf,
+    },
     /// An input is neither an ELF executable or library nor a directory.
-    #[error("{path}: not an ELF executable, shared library or directory")]
+    #[error("{path}: not an ELF or PE executable, shared library (DLL) or directory")]
     NotAnApp {
         /// The input.
         path: PathBuf,

@@ -30,6 +30,7 @@ mod deploy;
 mod elf;
 mod error;
 mod manifest;
+mod pe;
 
 pub use check::{CheckReport, check};
 pub use closure::DEFAULT_EXCLUDES;
@@ -37,3 +38,4 @@ pub use databases::{AUTO_DIRS, LoadDatabases};
 pub use deploy::{Deployed, Options, deploy, deploy_with};
 pub use error::{Error, Result};
 pub use manifest::{FileRecord, GpuSize, LeftOutRecord, MANIFEST, Manifest, SCHEMA_VERSION};
+pub use pe::DEFAULT_EXCLUDES as WINDOWS_DEFAULT_EXCLUDES;
