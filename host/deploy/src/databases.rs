@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 
 use kpack_split::{Claim, Classification, ClassifyError, Databases, FileInfo};
 
-use crate::deploy::{Item, Plan};
 use crate::error::{Error, Result};
 use crate::manifest::LeftOutRecord;
+use crate::plan::{Item, Plan};
 
 /// Loads the database handlers, asked only when a database directory is
 /// deployed; `Ok(None)`: no handlers, every file copied.

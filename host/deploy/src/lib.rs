@@ -30,6 +30,7 @@ mod deploy;
 mod elf;
 mod error;
 mod manifest;
+mod plan;
 mod pe;
 
 pub use check::{CheckReport, check};
