@@ -30,8 +30,8 @@ mod deploy;
 mod elf;
 mod error;
 mod manifest;
-mod plan;
 mod pe;
+mod plan;
 
 pub use check::{CheckReport, check};
 pub use closure::DEFAULT_EXCLUDES;
