@@ -2,7 +2,8 @@
 //! per selected device entry, named `bundle<N>-<target>.hsaco` (`:` in a
 //! target id becomes `_`; a second entry with the same target in one
 //! bundle gets `.<k>` before `.hsaco`), as a [`serde::Serialize`] plan
-//! built by [`HostBinary::extract_plan`]. The CLI writes the files.
+//! built by [`HostBinary::extract_plan`] and written by
+//! [`HostBinary::write_extract`].
 
 use std::collections::{BTreeSet, HashMap};
 

@@ -25,11 +25,13 @@
 #![forbid(unsafe_code)]
 
 mod extract;
+mod extract_write;
 mod host;
 pub mod inspect;
 mod kind;
 
 pub use extract::{ExtractFile, ExtractPlan};
+pub use extract_write::ExtractEvent;
 pub use host::{Error, HostBinary, HostFormat, TransformReport};
 pub use inspect::{Inspected, inspect};
 pub use kind::{Compression, FileKind, HEAD_LEN};

@@ -7,10 +7,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use kpack_amdgpu::TargetId;
-use kpack_binary::{ExtractFile, HostBinary};
+use kpack_binary::{ExtractEvent, ExtractFile, HostBinary};
 use kpack_bundle::WalkOptions;
 use kpack_fsafe::{Existing, Order, Outputs};
-use rayon::prelude::*;
 
 use crate::exit::CliResult;
 
@@ -87,29 +86,44 @@ pub fn run(args: Args) -> CliResult {
         let budget = args.memory.budget(kpack_bundle::DEFAULT_READ_MEMORY_LIMIT);
         return to_stdout(&args.file, &bin, jobs, &budget);
     }
-    for job in jobs {
-        crate::safety::not_same_file(&args.file, &args.output.join(&job.name))?;
-    }
-    // Staged, then committed whole: no partial output on failure, and a
-    // new output directory appears complete or not at all.
-    crate::safety::clean_stale_temps(&args.output);
-    let force = Existing::from_force(args.force);
-    let mut outputs = Outputs::create(&args.output, "extract", force)?;
-    for job in jobs {
-        outputs.plan(&job.name, Order::First)?;
-    }
-    outputs.check_existing()?;
-    let broken = write_staged(&args, &bin, jobs, &outputs.tree())?;
-    for dest in outputs.commit()? {
-        let size = std::fs::metadata(&dest).map(|m| m.len()).unwrap_or(0);
-        println!("{}\t{size}", display(&dest));
-    }
+    let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
+    let broken = write_outputs(&args, &names, |stage| {
+        write_staged(&args, &bin, jobs, stage)
+    })?;
     // Written as they are (extract hands out what the binary holds), but
     // not as if they were fine.
     if broken > 0 {
         return Err(crate::exit::CliError::Findings);
     }
     Ok(())
+}
+
+/// Stage the files `names` into the output directory with `write` (given
+/// the staging tree; it returns how many are broken), every path planned
+/// and checked before the first byte: then commit them whole (a new
+/// output directory appears complete or not at all) and print each with
+/// its size.
+fn write_outputs(
+    args: &Args,
+    names: &[&str],
+    write: impl FnOnce(&Path) -> anyhow::Result<usize>,
+) -> anyhow::Result<usize> {
+    for name in names {
+        crate::safety::not_same_file(&args.file, &args.output.join(name))?;
+    }
+    crate::safety::clean_stale_temps(&args.output);
+    let force = Existing::from_force(args.force);
+    let mut outputs = Outputs::create(&args.output, "extract", force)?;
+    for name in names {
+        outputs.plan(name, Order::First)?;
+    }
+    outputs.check_existing()?;
+    let broken = write(&outputs.tree())?;
+    for dest in outputs.commit()? {
+        let size = std::fs::metadata(&dest).map(|m| m.len()).unwrap_or(0);
+        println!("{}\t{size}", display(&dest));
+    }
+    Ok(broken)
 }
 
 /// `-o -`: the one code object to stdout, for pipes (`| llvm-readelf`).
@@ -142,79 +156,46 @@ fn to_stdout(
     Ok(())
 }
 
-/// Write every job's code object into `stage`. Each bundle is read once,
-/// as a stream; its entries are written as they arrive (bundles in
-/// parallel, under the memory budget). Returns how many of them are
-/// broken SPIR-V modules (each warned about).
+/// Write every job's code object into `stage` ([`HostBinary::write_extract`]),
+/// with progress; returns how many are broken SPIR-V modules (each warned
+/// about).
 fn write_staged(
     args: &Args,
     bin: &HostBinary,
     jobs: &[ExtractFile],
     stage: &Path,
 ) -> anyhow::Result<usize> {
-    let broken = std::sync::atomic::AtomicUsize::new(0);
-    let (bundles, source) = (bin.bundles(), bin.source());
-    let budget = &args.memory.budget(kpack_bundle::DEFAULT_READ_MEMORY_LIMIT);
+    let budget = args.memory.budget(kpack_bundle::DEFAULT_READ_MEMORY_LIMIT);
     let bar = crate::ui::progress(jobs.len() as u64, crate::ui::Unit::Items);
-    let mut by_bundle: Vec<Vec<&ExtractFile>> = vec![Vec::new(); bundles.len()];
-    for job in jobs {
-        by_bundle[job.bundle].push(job);
-    }
-    for (b, list) in by_bundle.iter().enumerate() {
-        if !list.is_empty() {
-            bundles[b]
-                .check_fits(budget)
-                .with_context(|| format!("{}: bundle {b}", args.file.display()))?;
+    let broken = bin.write_extract(&args.file, jobs, stage, &budget, &|event| match event {
+        ExtractEvent::InvalidSpirv { file, entry, error } => crate::ui::warn_above(
+            bar.as_ref(),
+            format_args!(
+                "{}: bundle {}: entry {entry} is no valid SPIR-V module ({error}); written as it is",
+                args.file.display(),
+                file.bundle
+            ),
+        ),
+        ExtractEvent::Written { file, bytes } => {
+            // Named by where it ends up: the staging directory is
+            // renamed into place once every object is written.
+            crate::ui::info_above(
+                bar.as_ref(),
+                format_args!(
+                    "wrote {} ({}, {bytes} bytes)",
+                    display(&args.output.join(&file.name)),
+                    file.target
+                ),
+            );
+            if let Some(b) = &bar {
+                b.inc(1);
+            }
         }
-    }
-    by_bundle
-        .par_iter()
-        .enumerate()
-        .filter(|(_, list)| !list.is_empty())
-        .try_for_each(|(b, list)| -> anyhow::Result<()> {
-            bundles[b]
-                .stream_entries(source, budget, |i, entry, data| -> anyhow::Result<()> {
-                    let Some(job) = list.iter().find(|j| j.entry == i) else {
-                        return Ok(());
-                    };
-                    if let Some(Err(e)) =
-                        kpack_bundle::inspect_spirv(&entry.id, &data, 0, data.len() as u64)
-                    {
-                        broken.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        crate::ui::warn_above(
-                            bar.as_ref(),
-                            format_args!(
-                                "{}: bundle {b}: entry {} is no valid SPIR-V module ({e}); written as it is",
-                                args.file.display(),
-                                entry.id.raw()
-                            ),
-                        );
-                    }
-                    let path = stage.join(&job.name);
-                    std::fs::write(&path, data)
-                        .with_context(|| format!("cannot write {}", path.display()))?;
-                    // Named by where it ends up: the staging directory is
-                    // renamed into place once every object is written.
-                    crate::ui::info_above(
-                        bar.as_ref(),
-                        format_args!(
-                            "wrote {} ({}, {} bytes)",
-                            display(&args.output.join(&job.name)),
-                            job.target,
-                            data.len()
-                        ),
-                    );
-                    if let Some(b) = &bar {
-                        b.inc(1);
-                    }
-                    Ok(())
-                })
-                .with_context(|| format!("{}: bundle {b}", args.file.display()))
-        })?;
+    })?;
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    Ok(broken.into_inner())
+    Ok(broken)
 }
 
 fn display(p: &Path) -> String {
@@ -285,56 +266,18 @@ fn through_marker(args: &Args, walk: WalkOptions, wanted: &[TargetId]) -> CliRes
         crate::safety::write_stdout(bytes)?;
         return Ok(());
     }
-    write_files(args, &files)?;
+    let names: Vec<&str> = files.iter().map(|(n, _, _)| n.as_str()).collect();
+    write_outputs(args, &names, |stage| {
+        for (name, _, bytes) in &files {
+            let path = stage.join(name);
+            std::fs::write(&path, bytes)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        Ok(0)
+    })?;
     if loads.findings.is_empty() {
         Ok(())
     } else {
         Err(crate::exit::CliError::Findings)
     }
-}
-
-/// Write `files` (name, target, bytes) into the output directory: staged
-/// whole and moved into place, as extracting from bundles does.
-fn write_files(args: &Args, files: &[(String, String, Vec<u8>)]) -> anyhow::Result<()> {
-    for (name, _, _) in files {
-        let dest = args.output.join(name);
-        crate::safety::not_same_file(&args.file, &dest)?;
-        crate::safety::not_existing(&dest, args.force)?;
-    }
-    let fresh = std::fs::symlink_metadata(&args.output).is_err();
-    let parent = if fresh {
-        args.output
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."))
-            .to_path_buf()
-    } else {
-        args.output.clone()
-    };
-    let created = crate::safety::CreatedDir::create(&parent)?;
-    crate::safety::clean_stale_temps(&parent);
-    let stage = kpack_fsafe::temp_dir_in(&parent, "extract")
-        .with_context(|| format!("cannot create a staging directory in {}", parent.display()))?;
-    for (name, _, bytes) in files {
-        let path = stage.path().join(name);
-        std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    if fresh {
-        std::fs::rename(stage.path(), &args.output)
-            .with_context(|| format!("cannot move into {}", args.output.display()))?;
-        // Renamed away: nothing left for the guard to delete.
-        let _ = stage.keep();
-    } else {
-        for (name, _, _) in files {
-            let dest = args.output.join(name);
-            std::fs::rename(stage.path().join(name), &dest)
-                .with_context(|| format!("cannot move into {}", dest.display()))?;
-        }
-        drop(stage);
-    }
-    for (name, _, bytes) in files {
-        println!("{}\t{}", display(&args.output.join(name)), bytes.len());
-    }
-    created.keep();
-    Ok(())
 }
