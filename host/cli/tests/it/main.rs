@@ -16,6 +16,7 @@ mod audit;
 mod auditwheel;
 mod compression_modes;
 mod deploy;
+mod deploy_windows;
 mod derived_outputs;
 mod detect;
 mod embedded;
