@@ -20,6 +20,10 @@
 #   DIR/rocm/lib/libamdhip64.so.5            stand-ins for the HIP and kpack
 #   DIR/rocm/lib/librocm_kpack.so              runtimes: corpus/libhostonly.so
 #                                              under those names
+#   DIR/librocblas0_4.3.0-1_amd64.deb        a Debian-style package of the same
+#                                              library and database files
+#                                              (native packages guide), built
+#                                              with dpkg-deb
 #
 # Usage: scripts/make-examples.sh [DIR]     (default: ./kpack-examples)
 # Then `cd DIR` and run the guide's commands as they are shown.
@@ -63,4 +67,31 @@ for n in libamdhip64.so.5 librocm_kpack.so; do
   cat "$fixtures/corpus/libhostonly.so" >"$dir/rocm/lib/$n"
   patchelf --set-soname "$n" "$dir/rocm/lib/$n"
 done
+# A Debian package as Debian lays rocBLAS out, built reproducibly.
+pkg="$dir/.deb-root"
+libdir="$pkg/usr/lib/x86_64-linux-gnu"
+mkdir -p "$pkg/DEBIAN" "$libdir/rocblas/4.3.0/library" "$pkg/usr/share/doc/librocblas0"
+cat "$lib" >"$libdir/librocblas.so.4.3.0"
+ln -s librocblas.so.4.3.0 "$libdir/librocblas.so.4"
+for t in gfx942 gfx1100 gfx1201; do
+  printf '%s solutions' "$t" >"$libdir/rocblas/4.3.0/library/TensileLibrary_$t.dat"
+done
+printf 'Copyright: the kpack examples\nLicense: MIT\n' >"$pkg/usr/share/doc/librocblas0/copyright"
+cat >"$pkg/DEBIAN/control" <<'CONTROL'
+Package: librocblas0
+Version: 4.3.0-1
+Architecture: amd64
+Maintainer: kpack examples <examples@kpack.invalid>
+Section: libs
+Priority: optional
+Depends: libc6
+Description: rocBLAS, an example of a fat ROCm library package
+ The guide's example: one library with code for gfx942, gfx1100 and
+ gfx1201, and a Tensile database file per GPU.
+CONTROL
+find "$pkg" -exec touch -h -d @1767225600 {} +
+SOURCE_DATE_EPOCH=1767225600 dpkg-deb --root-owner-group -Zxz -z6 --build "$pkg" \
+  "$dir/librocblas0_4.3.0-1_amd64.deb" >/dev/null
+rm -rf "$pkg"
+
 echo "made the guide's examples in $dir: cd $dir, then run the commands as the guide shows them" >&2

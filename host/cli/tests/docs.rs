@@ -235,6 +235,17 @@ fn playground(dir: &Path) {
     );
 }
 
+/// The program `name` on `PATH`; the test fails, naming it, when it is
+/// missing.
+fn on_path(name: &str) -> PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("{name} is required by the guide's examples (scripts/test.sh installs it)")
+        })
+}
+
 /// A copy of the `kpack` binary cargo built, in `scratch/exe/bin`, a
 /// directory holding nothing else. The handler
 /// search path holds `<exe dir>/plugins` and `<exe dir>/../wasm32-wasip2/plugin`:
@@ -277,6 +288,10 @@ fn console_examples_run_as_shown() {
     let home = |dir: &str| scratch.join(dir).display().to_string();
     cases
         .register_bin("kpack", hermetic_kpack(&scratch))
+        // The native-packages page shows Debian's own tools reading the
+        // outputs (scripts/test.sh installs dpkg-dev).
+        .register_bin("dpkg-deb", on_path("dpkg-deb"))
+        .register_bin("dpkg-scanpackages", on_path("dpkg-scanpackages"))
         // Nothing of the machine's: no home, no installed handlers, no
         // cache, no handler directory.
         .env("HOME", home("home"))
