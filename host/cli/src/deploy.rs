@@ -1,6 +1,7 @@
 //! `kpack deploy APP... --gpu LIST|auto -o DIR`: copy an application and
 //! the libraries it needs into DIR (executables in `bin`, libraries in
-//! `lib`, RUNPATH `$ORIGIN`-relative), with only the archives and
+//! `lib`, RUNPATH `$ORIGIN`-relative; Windows images side by side in DIR,
+//! with `rocm_kpack.dll`), with only the archives and
 //! database files the listed GPUs load; then check DIR as `kpack verify
 //! --gpu` does. `kpack deploy --check DIR`: nothing in DIR points outside
 //! it.
@@ -37,7 +38,8 @@ pub struct Args {
     /// RUNPATH/RPATH (repeatable).
     #[arg(long, value_name = "DIR")]
     library_path: Vec<PathBuf>,
-    /// Install prefix whose `lib` and `lib64` are searched (repeatable).
+    /// Install prefix whose `lib` and `lib64` are searched (Windows
+    /// images: its `bin`; repeatable).
     #[arg(long, value_name = "PREFIX")]
     rocm_path: Vec<PathBuf>,
     /// A library the application loads by name at run time (`dlopen`),
@@ -45,7 +47,8 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     also: Vec<String>,
     /// Leave out libraries whose name matches GLOB, beside the default
-    /// list of system libraries (libc, libm, libstdc++, libgcc_s, ...).
+    /// list of system libraries (libc, libm, libstdc++, libgcc_s, ...;
+    /// Windows: kernel32, ucrtbase, api-ms-win-*, vcruntime*, ...).
     #[arg(long, value_name = "GLOB")]
     exclude: Vec<String>,
     /// Prune fat libraries to the listed GPUs' code (default: kept fat).
