@@ -275,3 +275,28 @@ pub(crate) fn join_dirs(dirs: &[PathBuf]) -> String {
     let v: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
     v.join(":")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_system_dlls_are_left_out_whatever_their_case() {
+        let ex = Excludes::new(&["AMDHIP64.dll".to_owned()]).unwrap();
+        for n in [
+            "KERNEL32.dll",
+            "api-ms-win-crt-runtime-l1-1-0.dll",
+            "VCRUNTIME140.dll",
+        ] {
+            assert!(ex.reason(n).unwrap().contains("Windows system DLL"), "{n}");
+        }
+        assert_eq!(
+            ex.reason("amdhip64.dll").as_deref(),
+            Some("--exclude AMDHIP64.dll")
+        );
+        assert_eq!(ex.reason("rocm_kpack.dll"), None);
+        // ELF names keep their case-sensitive list.
+        assert!(ex.reason("libc.so.6").is_some());
+        assert_eq!(ex.reason("LIBC.so.6"), None);
+    }
+}

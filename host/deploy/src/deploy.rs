@@ -684,6 +684,22 @@ mod tests {
     }
 
     #[test]
+    fn pe_images_and_elf_files_together_are_refused() {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/pe");
+        let dll = fixtures.join("dll_1tu.dll");
+        let elf = std::env::current_exe().unwrap();
+        let roots = |ps: &[&Path]| -> Vec<(String, PathBuf, bool)> {
+            ps.iter()
+                .map(|p| (String::new(), p.to_path_buf(), false))
+                .collect()
+        };
+        assert!(is_windows(&roots(&[&dll, &fixtures.join("exe_1tu.exe")])).unwrap());
+        assert!(!is_windows(&roots(&[&elf])).unwrap());
+        let err = is_windows(&roots(&[&dll, &elf])).unwrap_err();
+        assert!(matches!(err, Error::Mixed { path } if path == elf));
+    }
+
+    #[test]
     fn archive_paths_leaving_the_directory_are_refused() {
         let src = Path::new("/opt/rocm/lib");
         assert_eq!(
