@@ -74,6 +74,7 @@ mod frame;
 mod marker;
 mod mmap;
 mod mode;
+pub mod pack;
 mod read;
 #[cfg(any(test, feature = "test-support"))]
 #[doc(hidden)]
