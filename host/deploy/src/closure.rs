@@ -204,9 +204,16 @@ pub(crate) fn resolve(
         queue.push_back((a.clone(), "--also".to_owned(), base.clone()));
     }
     while let Some((name, who, dirs)) = queue.pop_front() {
-        if roots.iter().any(|(n, _)| *n == name) {
+        if roots.iter().any(|(n, _)| same_name(n, &name)) {
             continue;
         }
+        // A DLL imported under another case is the one already found.
+        let name = closure
+            .libraries
+            .keys()
+            .find(|k| same_name(k, &name))
+            .cloned()
+            .unwrap_or(name);
         if let Some(l) = closure.libraries.get_mut(&name) {
             if !l.needed_by.contains(&who) {
                 l.needed_by.push(who);
@@ -266,6 +273,12 @@ fn needs(path: &Path, search: &SearchDirs) -> Result<(Vec<String>, Vec<PathBuf>)
     Ok((info.imports, dirs))
 }
 
+/// Whether two needed names name the same library: exactly, or for DLLs
+/// without regard to case (as the Windows loader compares them).
+fn same_name(a: &str, b: &str) -> bool {
+    a == b || (is_dll(a) && a.eq_ignore_ascii_case(b))
+}
+
 /// A DLL name (as the Windows loader names them, any case).
 pub(crate) fn is_dll(name: &str) -> bool {
     name.to_ascii_lowercase().ends_with(".dll")
@@ -279,6 +292,27 @@ pub(crate) fn join_dirs(dirs: &[PathBuf]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dll_needed_under_two_cases_is_one_library_of_the_closure() {
+        let dir = tempfile::tempdir().unwrap();
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/pe");
+        let dll = dir.path().join("dll_1tu.dll");
+        std::fs::copy(fixture.join("dll_1tu.dll"), &dll).unwrap();
+        std::fs::write(dir.path().join("AmdHip64.dll"), b"stand-in").unwrap();
+        let search = SearchDirs {
+            extra: vec![dir.path().to_path_buf()],
+            system: false,
+        };
+        let roots = [("dll_1tu.dll".to_owned(), dll)];
+        let also = ["AMDHIP64.DLL".to_owned(), "DLL_1TU.dll".to_owned()];
+        let closure = resolve(&roots, &also, &search, &Excludes::new(&[]).unwrap()).unwrap();
+        let names: Vec<&String> = closure.libraries.keys().collect();
+        assert_eq!(names, ["amdhip64.dll"]);
+        let lib = &closure.libraries["amdhip64.dll"];
+        assert_eq!(lib.path.file_name().unwrap(), "AmdHip64.dll");
+        assert_eq!(lib.needed_by, ["dll_1tu.dll", "--also"]);
+    }
 
     #[test]
     fn windows_system_dlls_are_left_out_whatever_their_case() {
