@@ -11,7 +11,6 @@ pub const NAMES: &[Rule] = &[Rule {
     spellings: &["}.kpack\"", "strip_suffix(\".kpack\")"],
     homes: &[
         "host/format/src/marker.rs",
-        "host/cli/src/archive/pack.rs", // known: TheRock's arch_content/<gfx>/kpack/<lib>_<gfx>.kpack; could ask archive_file_name
         "host/offload/src/archive_set.rs", // known: an archive set's files and search path; could ask archive_file_name
     ],
     ask: "kpack_format::archive_file_name or archive_file_target",

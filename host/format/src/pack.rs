@@ -158,7 +158,10 @@ pub fn group(layout: &Layout, family: Option<&str>, items: &[Item]) -> Result<Pl
                 .map_err(|e| bad(e.to_string()))?;
             for it in items {
                 let gfx = kpack_amdgpu::processor_of(&it.arch).to_owned();
-                let rel = format!("arch_content/{gfx}/kpack/{lib}_{gfx}.kpack");
+                let rel = format!(
+                    "arch_content/{gfx}/kpack/{}",
+                    crate::archive_file_name(lib, &gfx)
+                );
                 let family = family.map_or_else(|| gfx.clone(), str::to_owned);
                 out.entry(rel)
                     .or_insert_with(|| (family, Vec::new()))
