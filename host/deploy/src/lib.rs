@@ -3,8 +3,10 @@
 //! it is moved, with only the `.kpack` archives the chosen GPUs load.
 //!
 //! Layers: the dynamic section facts (`elf.rs`, read with `object`; the
-//! copies' RUNPATH set with `patchelf`), the closure of needed libraries
-//! as the loader resolves it minus the system's (`closure.rs`), the plan
+//! copies' RUNPATH set with `patchelf`) and a Windows PE image's import
+//! table (`pe.rs`, read with `object`; the DLLs go side by side, with
+//! `rocm_kpack.dll`), the closure of needed libraries as the loader
+//! resolves it minus the system's (`closure.rs`), the plan
 //! and its staged, all-or-nothing write (`deploy.rs`, through
 //! `kpack_fsafe::Outputs`), the record (`manifest.rs`), and the check
 //! that nothing in a directory points outside it (`check.rs`).
