@@ -124,15 +124,14 @@ pub fn run(args: Args) -> CliResult {
     let missing: usize = checks.iter().map(|c| c.missing()).sum();
     let layout = kpack_deploy::check(&out)?;
     if args.json {
-        let v = crate::json::envelope(serde_json::json!({
-            "dir": out,
-            "deploy": done.manifest,
-            "total_bytes": done.manifest.total_bytes(),
-            "missing": missing,
-            "layout_problems": layout.problems,
-            "check": checks,
-        }));
-        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+        crate::json::print(&DeployDocument {
+            dir: &out,
+            deploy: &done.manifest,
+            total_bytes: done.manifest.total_bytes(),
+            missing,
+            layout_problems: &layout.problems,
+            check: &checks,
+        })?;
     } else {
         print_summary(&done, &checks, missing, &layout);
     }
@@ -198,8 +197,7 @@ fn print_summary(
 fn check(dir: &std::path::Path, json: bool) -> CliResult {
     let rep = kpack_deploy::check(dir)?;
     if json {
-        let v = crate::json::envelope(serde_json::json!({ "dir": dir, "check": rep }));
-        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+        crate::json::print(&CheckDocument { dir, check: &rep })?;
     } else {
         for p in &rep.problems {
             println!("problem: {p}");
@@ -217,4 +215,22 @@ fn check(dir: &std::path::Path, json: bool) -> CliResult {
     } else {
         Err(CliError::Findings)
     }
+}
+
+/// `kpack deploy --json`.
+#[derive(serde::Serialize)]
+struct DeployDocument<'a> {
+    dir: &'a std::path::Path,
+    deploy: &'a kpack_deploy::Manifest,
+    total_bytes: u64,
+    missing: usize,
+    layout_problems: &'a [String],
+    check: &'a [kpack_split::GpuReport],
+}
+
+/// `kpack deploy --check DIR --json`.
+#[derive(serde::Serialize)]
+struct CheckDocument<'a> {
+    dir: &'a std::path::Path,
+    check: &'a kpack_deploy::CheckReport,
 }

@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use kpack_detect::{Detection, Options, Source, conda, detect, mixed, provider};
 
 use crate::exit::CliResult;
@@ -89,16 +88,15 @@ pub fn run(args: Args) -> CliResult {
     let env = |k: &str| std::env::var(k).ok();
     match format {
         Format::Json => {
-            let v = crate::json::envelope(serde_json::json!({
-                "targets": det.targets(),
-                "detection": det,
-                "hip_order": mixed::hip_order(&det),
-                "hip_visible_devices": mixed::visible_devices(&det),
-                "conda": conda::conda(&det, &env)?,
-                "variant_properties": variant_properties(&det),
-                "extras": extras(&det),
-            }));
-            println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+            crate::json::print(&DetectDocument {
+                targets: det.targets(),
+                detection: &det,
+                hip_order: mixed::hip_order(&det),
+                hip_visible_devices: mixed::visible_devices(&det),
+                conda: conda::conda(&det, &env)?,
+                variant_properties: variant_properties(&det),
+                extras: extras(&det),
+            })?;
         }
         Format::Plain => det.targets().iter().for_each(|t| println!("{t}")),
         Format::Chain => {
@@ -207,4 +205,16 @@ fn human(det: &Detection) {
             v.value
         );
     }
+}
+
+/// `kpack detect --format json`.
+#[derive(serde::Serialize)]
+struct DetectDocument<'a> {
+    targets: Vec<String>,
+    detection: &'a Detection,
+    hip_order: Vec<usize>,
+    hip_visible_devices: Option<mixed::VisibleDevices>,
+    conda: conda::Conda,
+    variant_properties: Vec<String>,
+    extras: Vec<String>,
 }

@@ -129,8 +129,7 @@ fn split(args: SplitArgs, format: Format) -> CliResult {
         reports.push(report);
     }
     if args.json {
-        let v = crate::json::envelope(serde_json::json!({ "packages": reports }));
-        println!("{}", serde_json::to_string_pretty(&v).context("json")?);
+        crate::json::print(&PackagesDocument { packages: &reports })?;
     }
     Ok(())
 }
@@ -177,4 +176,10 @@ fn human(b: u64) -> String {
     } else {
         format!("{:.1} KiB", b as f64 / 1024.0)
     }
+}
+
+/// `kpack deb|rpm split --json`.
+#[derive(serde::Serialize)]
+struct PackagesDocument<'a, R: serde::Serialize> {
+    packages: &'a [R],
 }
