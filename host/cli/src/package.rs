@@ -60,6 +60,8 @@ struct SplitArgs {
     handlers: HandlerArgs,
     #[command(flatten)]
     targets: TargetArgs,
+    #[command(flatten)]
+    memory: crate::memory_args::MemoryArgs,
 }
 
 /// `--group` values.
@@ -101,7 +103,8 @@ fn split(args: SplitArgs, format: Format) -> CliResult {
         }
         .to_string()
     });
-    let mut opts = PackageOptions::new(loader);
+    let budget = args.memory.budget(kpack_bundle::DEFAULT_MEMORY_LIMIT);
+    let mut opts = PackageOptions::new(loader, budget);
     opts.group = match args.group {
         Group::Target => kpack_amdgpu::Level::Target,
         Group::SubFamily => kpack_amdgpu::Level::SubFamily,

@@ -201,15 +201,13 @@ fn split_options<'a>(
     args: &Args,
     targets: kpack_amdgpu::TargetFilter,
 ) -> anyhow::Result<SplitOptions<'a>> {
-    let mut opts = SplitOptions::new("");
+    let mut opts = SplitOptions::new("", args.archive.budget());
     opts.archive_dir = args.archive_dir.trim_matches('/').to_string();
     opts.targets = targets;
     opts.verify_hash = args.archive.verify_hash();
     opts.compression = args.archive.compression();
     opts.archive_group = args.archive.archive_group();
     opts.replace = args.replace;
-    opts.budget = args.archive.budget();
-    opts.archive_limits = kpack_split::Limits::for_memory(opts.budget.limit());
     if let Some(max) = args.max_unpacked_size {
         opts.archive_limits = opts.archive_limits.with_max_unpacked_size(max);
     }

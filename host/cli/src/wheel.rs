@@ -249,7 +249,7 @@ fn split(mut args: SplitArgs) -> CliResult {
     }
     crate::safety::not_stdout(&args.output, "wheel split")?;
     let handlers = args.handlers.databases()?;
-    let mut opts = WheelOptions::new();
+    let mut opts = WheelOptions::new(args.archive.budget());
     opts.device_prefix = args.device_prefix.clone();
     opts.archive_dir = args
         .archive_dir
@@ -274,7 +274,6 @@ fn split(mut args: SplitArgs) -> CliResult {
     }
     set_limits(&mut opts.limits, args.max_unpacked_size);
     opts.targets = targets;
-    opts.budget = args.archive.budget();
     // AMD's unpacked-wheel input: zipped first, beside the outputs.
     let packed = packed_input(&input, &args.output, args.dry_run)?;
     let input = packed.as_ref().map_or(input, |(_, w)| w.clone());

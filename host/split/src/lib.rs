@@ -53,7 +53,7 @@
 //! use kpack_split::{PrefixLayout, SplitOptions, split_prefix};
 //! use std::path::Path;
 //!
-//! let mut opts = SplitOptions::new("torch");
+//! let mut opts = SplitOptions::new("torch", kpack_bundle::MemoryBudget::new(256 << 20));
 //! opts.targets = kpack_amdgpu::TargetFilter::new("", "gfx906").unwrap();
 //! let arch = |a: &str| Path::new("out").join(format!("torch_{a}"));
 //! let layout = PrefixLayout {

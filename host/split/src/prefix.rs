@@ -109,9 +109,13 @@ impl std::fmt::Debug for SplitOptions<'_> {
 }
 
 impl SplitOptions<'_> {
-    /// Defaults for `component`: archives in `lib/.kpack`, zstd, hashes
-    /// checked, no databases, no exclusions.
-    pub fn new(component: impl Into<String>) -> SplitOptions<'static> {
+    /// Defaults for `component`, reading under the run's memory `budget`:
+    /// archives in `lib/.kpack`, zstd, hashes checked, no databases, no
+    /// exclusions.
+    pub fn new(
+        component: impl Into<String>,
+        budget: kpack_bundle::MemoryBudget,
+    ) -> SplitOptions<'static> {
         SplitOptions {
             component: component.into(),
             archive_dir: "lib/.kpack".into(),
@@ -126,8 +130,8 @@ impl SplitOptions<'_> {
             output_format: crate::OutputFormat::Dir,
             archive_per_artifact: false,
             mtime: 0,
-            budget: kpack_bundle::MemoryBudget::default(),
-            archive_limits: kpack_artifact::Limits::default(),
+            archive_limits: kpack_artifact::Limits::for_memory(budget.limit()),
+            budget,
         }
     }
 
@@ -1082,7 +1086,7 @@ mod tests {
 
     #[test]
     fn exclusion_matches_processor_and_exact_id() {
-        let mut o = SplitOptions::new("c");
+        let mut o = SplitOptions::new("c", kpack_bundle::MemoryBudget::new(256 << 20));
         o.targets = TargetFilter::new("", "gfx906,gfx90a:xnack+").unwrap();
         assert!(o.is_excluded("gfx906"));
         assert!(o.is_excluded("gfx906:xnack-"));

@@ -50,7 +50,7 @@
 //! use kpack_wheel::{WheelOptions, split_wheel};
 //! use std::path::Path;
 //!
-//! let report = split_wheel(Path::new("torch-2.10.0-cp312-cp312-linux_x86_64.whl"), Path::new("out"), &WheelOptions::new())?;
+//! let report = split_wheel(Path::new("torch-2.10.0-cp312-cp312-linux_x86_64.whl"), Path::new("out"), &WheelOptions::new(kpack_bundle::MemoryBudget::new(256 << 20)))?;
 //! println!("host: {} ({} bytes)", report.host.file, report.host.bytes);
 //! for d in &report.devices {
 //!     println!("{}: {} ({} bytes)", d.arch, d.wheel.file, d.wheel.bytes);

@@ -110,16 +110,11 @@ impl std::fmt::Debug for WheelOptions<'_> {
     }
 }
 
-impl Default for WheelOptions<'_> {
-    fn default() -> Self {
-        WheelOptions::new()
-    }
-}
-
 impl WheelOptions<'_> {
-    /// Defaults: `<name>-device` wheels, archives in `_<name>_kpack`, zstd,
-    /// hashes checked, no databases, timestamps 1980-01-01.
-    pub fn new() -> WheelOptions<'static> {
+    /// Defaults, reading under the run's memory `budget`: `<name>-device`
+    /// wheels, archives in `_<name>_kpack`, zstd, hashes checked, no
+    /// databases, timestamps 1980-01-01.
+    pub fn new(budget: kpack_bundle::MemoryBudget) -> WheelOptions<'static> {
         WheelOptions {
             device_prefix: None,
             archive_dir: None,
@@ -137,7 +132,7 @@ impl WheelOptions<'_> {
             amd: None,
             variant_label: None,
             variant_provider: VariantProvider::Kpack,
-            budget: kpack_bundle::MemoryBudget::default(),
+            budget,
         }
     }
 }
@@ -570,14 +565,13 @@ fn split_scheme(
     } else {
         format!("{}.{scheme}", escape(&names.host))
     };
-    let mut so = SplitOptions::new(component);
+    let mut so = SplitOptions::new(component, opts.budget.clone());
     so.archive_dir = names.archive_dir.clone();
     so.compression = opts.compression;
     so.verify_hash = opts.verify_hash;
     so.databases = opts.databases;
     so.targets = opts.targets.clone();
     so.archive_group = opts.archive_group;
-    so.budget = opts.budget.clone();
     if opts.amd.is_some() {
         // One archive per target id for the whole wheel, compressed when
         // the per-binary archives are merged into it.
