@@ -36,7 +36,7 @@ fn prune_linked(data: &[u8]) {
         return;
     };
     let keep = |id: &kpack_bundle::EntryId| id.target().is_some_and(|t| t.to_string() == first);
-    if let Ok((image, report)) = kpack_elf::prune(path, &fat, &keep) {
+    if let Ok((image, report)) = kpack_elf::prune(path, &fat, &keep, &budget()) {
         assert_eq!(report.output_size, image.len() as u64);
         let _ = kpack_elf::verify_pruned_image(&image[..]);
     }
@@ -54,9 +54,9 @@ fuzz_target!(|data: &[u8]| {
         .unwrap_or_else(|| "gfx942".to_string());
     let keep = |t: &str| t == keep_target;
     let pruned = if is_archive(data) {
-        prune_archive(data, &keep)
+        prune_archive(data, &keep, &budget())
     } else {
-        prune_object(data, &keep)
+        prune_object(data, &keep, &budget())
     };
     if let Ok((out, _)) = pruned
         && let Ok(after) = device_targets(&out)
@@ -64,3 +64,8 @@ fuzz_target!(|data: &[u8]| {
         assert!(after.iter().all(|t| *t == keep_target), "{after:?}");
     }
 });
+
+/// The budget pruning runs under here.
+fn budget() -> kpack_bundle::MemoryBudget {
+    kpack_bundle::MemoryBudget::new(256 << 20)
+}

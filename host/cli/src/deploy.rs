@@ -67,6 +67,8 @@ pub struct Args {
     databases: Vec<PathBuf>,
     #[command(flatten)]
     handlers: HandlerArgs,
+    #[command(flatten)]
+    memory: crate::memory_args::MemoryArgs,
     /// Exit 0 even when a binary lacks code for a listed GPU.
     #[arg(long)]
     allow_missing: bool,
@@ -105,6 +107,7 @@ pub fn run(args: Args) -> CliResult {
         databases: args.databases.clone(),
         force: args.force,
         no_system_dirs: false,
+        budget: args.memory.budget(kpack_bundle::DEFAULT_MEMORY_LIMIT),
     };
     let mut handlers = args.handlers.clone();
     if handlers.is_empty() {

@@ -53,6 +53,8 @@ pub struct Args {
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    memory: crate::memory_args::MemoryArgs,
 }
 
 /// Run `kpack prune`.
@@ -102,7 +104,12 @@ pub fn run(args: Args) -> CliResult {
     // Staged, then committed (a new parent directory appears with it).
     let (out_dir, out_name) = crate::offload::split_output(&args.output)?;
     let mut outputs = Outputs::create(&out_dir, "prune", Existing::from_force(args.force))?;
-    let report = prunable.write(&outputs.plan(&out_name, Order::Last)?, keep.filter())?;
+    let budget = args.memory.budget(kpack_bundle::DEFAULT_MEMORY_LIMIT);
+    let report = prunable.write(
+        &outputs.plan(&out_name, Order::Last)?,
+        keep.filter(),
+        &budget,
+    )?;
     outputs.commit()?;
     let targets = Targets {
         kept: &kept,

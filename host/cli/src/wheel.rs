@@ -27,7 +27,7 @@ enum WheelCommand {
     #[command(after_long_help = crate::amd_compat::WHEEL_SPLIT_HELP)]
     Split(Box<SplitArgs>),
     /// Keep only chosen GPU targets in a fat wheel (any HIP runtime loads it).
-    Prune(PruneArgs),
+    Prune(Box<PruneArgs>),
 }
 
 #[derive(clap::Args)]
@@ -40,6 +40,8 @@ struct PruneArgs {
     output: PathBuf,
     #[command(flatten)]
     keep: crate::prune::KeepArgs,
+    #[command(flatten)]
+    memory: crate::memory_args::MemoryArgs,
     /// Do not check the MD5 of compressed bundles.
     #[arg(long)]
     no_verify_hash: bool,
@@ -152,7 +154,7 @@ impl From<Group> for kpack_amdgpu::Level {
 pub fn run(args: Args) -> CliResult {
     match args.command {
         WheelCommand::Split(a) => split(*a),
-        WheelCommand::Prune(a) => prune(a),
+        WheelCommand::Prune(a) => prune(*a),
     }
 }
 
@@ -161,7 +163,7 @@ fn prune(args: PruneArgs) -> CliResult {
     crate::safety::regular_file(&args.input)?;
     crate::safety::not_stdout(&args.output, "wheel prune")?;
     let handlers = args.handlers.databases()?;
-    let mut opts = PruneOptions::new(keep);
+    let mut opts = PruneOptions::new(keep, args.memory.budget(kpack_bundle::DEFAULT_MEMORY_LIMIT));
     opts.strict = args.keep.strict;
     opts.verify_hash = !args.no_verify_hash;
     opts.databases = handlers.as_deref();

@@ -46,6 +46,9 @@ pub struct Options {
     pub force: bool,
     /// Do not search the system's library directories.
     pub no_system_dirs: bool,
+    /// The run's memory budget (`--max-memory`): pruning inflates bundles
+    /// under it.
+    pub budget: kpack_bundle::MemoryBudget,
 }
 
 /// What [`deploy`] wrote.
@@ -538,7 +541,7 @@ fn write(plan: Plan, options: &Options, out: &Path) -> Result<Deployed> {
     outputs.check_existing()?;
     let mut files = Vec::new();
     for item in plan.items.values() {
-        files.extend(stage(item, &staged_root)?);
+        files.extend(stage(item, &staged_root, &options.budget)?);
     }
     let manifest = Manifest::new(&options.gpus, files, plan.left_out, plan.fat_bytes);
     let json = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
@@ -554,7 +557,7 @@ fn write(plan: Plan, options: &Options, out: &Path) -> Result<Deployed> {
 
 /// Stage one item under `root` and say what was written (an offloaded
 /// copy: with its archives).
-fn stage(item: &Item, root: &Path) -> Result<Vec<FileRecord>> {
+fn stage(item: &Item, root: &Path, budget: &kpack_bundle::MemoryBudget) -> Result<Vec<FileRecord>> {
     let dest = root.join(&item.rel);
     if let Some(parent) = dest.parent() {
         std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, "cannot create", e))?;
@@ -571,7 +574,7 @@ fn stage(item: &Item, root: &Path) -> Result<Vec<FileRecord>> {
         match prunable {
             Some(p) => {
                 let list = kpack_prune::KeepList::parse(keep)?;
-                p.write(&dest, list.filter())?;
+                p.write(&dest, list.filter(), budget)?;
                 pruned = Some(keep.clone());
             }
             None => copy(&item.source, &dest)?,

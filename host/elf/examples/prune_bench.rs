@@ -32,6 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &fat,
         &|id| id.target().is_some_and(|t| filter.keeps_id(t)),
         file,
+        &kpack_bundle::MemoryBudget::new(kpack_bundle::DEFAULT_MEMORY_LIMIT),
     )?;
     eprintln!(
         "{} -> {} bytes, {} bundles, layout {:?}, {} run(s)",

@@ -248,8 +248,9 @@ pub fn prune(
     input: &Path,
     fat: &FatBinary,
     keep: &dyn Fn(&kpack_bundle::EntryId) -> bool,
+    budget: &kpack_bundle::MemoryBudget,
 ) -> Result<(Vec<u8>, PruneReport), Error> {
-    let (image, report) = prune_to(input, fat, keep, Cursor::new(Vec::new()))?;
+    let (image, report) = prune_to(input, fat, keep, Cursor::new(Vec::new()), budget)?;
     Ok((image.into_inner(), report))
 }
 
@@ -264,16 +265,15 @@ pub fn prune_to<W: Write + Seek>(
     fat: &FatBinary,
     keep: &dyn Fn(&kpack_bundle::EntryId) -> bool,
     out: W,
+    budget: &kpack_bundle::MemoryBudget,
 ) -> Result<(W, PruneReport), Error> {
     let (fatbin, _) = offloadable(input, fat)?;
     let source = Source::new(input, &fat.source);
     let headers = Headers::read(&source)?;
-    // Bundles are pruned one at a time: the default ceiling bounds the one
-    // being inflated.
-    let budget = kpack_bundle::MemoryBudget::default();
+    // Bundles are pruned one at a time, under the run's budget.
     let prune_one = |index: usize| {
         let item = &fat.bundles[index];
-        kpack_bundle::prune_item_streamed(item, &fat.source, keep, &budget).map_err(|e| {
+        kpack_bundle::prune_item_streamed(item, &fat.source, keep, budget).map_err(|e| {
             Error::bundle(
                 input,
                 &format!(

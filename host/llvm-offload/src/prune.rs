@@ -111,6 +111,7 @@ pub fn device_targets(data: &[u8]) -> Result<Vec<String>, Error> {
 pub fn prune_object(
     data: &[u8],
     keep: &dyn Fn(&str) -> bool,
+    budget: &kpack_bundle::MemoryBudget,
 ) -> Result<(Vec<u8>, PruneReport), Error> {
     let code = DeviceCode::parse(data, &ReadOptions::default())?;
     if code.elf_type != object::elf::ET_REL {
@@ -133,7 +134,7 @@ pub fn prune_object(
         }
     }
     if let Some(fatbin) = &code.fatbin
-        && let Some(out) = prune_fatbin(fatbin, keep, &mut report)?
+        && let Some(out) = prune_fatbin(fatbin, keep, budget, &mut report)?
     {
         replacements.insert(fatbin.index, (FATBIN_SECTION.to_string(), out));
     }
@@ -219,13 +220,12 @@ fn rewrite_binary(
 fn prune_fatbin(
     fatbin: &crate::elf::FatbinSection<'_>,
     keep: &dyn Fn(&str) -> bool,
+    budget: &kpack_bundle::MemoryBudget,
     report: &mut PruneReport,
 ) -> Result<Option<Vec<u8>>, Error> {
     let mut out = Vec::new();
     let mut changed = false;
-    // Bundles are pruned one at a time: the default ceiling bounds the one
-    // being inflated.
-    let budget = kpack_bundle::MemoryBudget::default();
+    // Bundles are pruned one at a time, under the run's budget.
     for (i, item) in fatbin.bundles.iter().enumerate() {
         let device = item.entries.iter().filter(|e| !e.id.is_host()).count();
         let kept_device = item
@@ -250,7 +250,7 @@ fn prune_fatbin(
             item,
             &crate::elf::Bytes(fatbin.data),
             &|id: &kpack_bundle::EntryId| id.target().is_some_and(|t| keep(&t.to_string())),
-            &budget,
+            budget,
         )
         .map_err(|e| {
             Error::with_source(
@@ -272,6 +272,7 @@ fn prune_fatbin(
 pub fn prune_archive(
     data: &[u8],
     keep: &dyn Fn(&str) -> bool,
+    budget: &kpack_bundle::MemoryBudget,
 ) -> Result<(Vec<u8>, PruneReport), Error> {
     let archive = parse_not_thin(data)?;
     let format = archive.format();
@@ -308,7 +309,7 @@ pub fn prune_archive(
             let code = DeviceCode::parse(m.data(), &ReadOptions::default())
                 .map_err(|e| e.context(format!("archive member `{}` at {header:#x}", m.name())))?;
             if !code.is_empty() {
-                let (pruned, r) = prune_object(m.data(), keep).map_err(|e| {
+                let (pruned, r) = prune_object(m.data(), keep, budget).map_err(|e| {
                     e.context(format!("archive member `{}` at {header:#x}", m.name()))
                 })?;
                 if r.sections > 0 {

@@ -30,9 +30,9 @@ fn prune_checked(data: &[u8], what: &str) {
     let _ = device_targets(data);
     let keep = |t: &str| t == "gfx942";
     let pruned = if is_archive(data) {
-        prune_archive(data, &keep)
+        prune_archive(data, &keep, &budget())
     } else {
-        prune_object(data, &keep)
+        prune_object(data, &keep, &budget())
     };
     if let Ok((out, _)) = pruned
         && let Ok(after) = device_targets(&out)
@@ -81,9 +81,9 @@ fn unmutated_inputs_prune_to_gfx942() {
         let data = clang19(name);
         let keep = |t: &str| t == "gfx942";
         let (out, report) = if is_archive(&data) {
-            prune_archive(&data, &keep)
+            prune_archive(&data, &keep, &budget())
         } else {
-            prune_object(&data, &keep)
+            prune_object(&data, &keep, &budget())
         }
         .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(report.entries_dropped > 0, "{name}: {report:?}");
@@ -110,6 +110,11 @@ fn mutated_archives_never_panic() {
 #[test]
 fn thin_archives_are_refused() {
     let data = clang19("libnd_thin.a");
-    let err = prune_archive(&data, &|t| t == "gfx942").unwrap_err();
+    let err = prune_archive(&data, &|t| t == "gfx942", &budget()).unwrap_err();
     assert!(err.to_string().contains("thin archive"), "{err}");
+}
+
+/// The budget pruning runs under here.
+fn budget() -> kpack_bundle::MemoryBudget {
+    kpack_bundle::MemoryBudget::new(256 << 20)
 }

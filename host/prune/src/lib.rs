@@ -296,7 +296,13 @@ impl Prunable {
     /// the targets `keep` accepts. Keeping none of them leaves host-only
     /// bundles (callers that refuse that check [`targets`](Self::targets)
     /// first).
-    pub fn write(&self, output: &Path, keep: &TargetFilter) -> Result<Pruned, Error> {
+    /// Bundles are inflated under `budget`, the run's.
+    pub fn write(
+        &self,
+        output: &Path,
+        keep: &TargetFilter,
+        budget: &kpack_bundle::MemoryBudget,
+    ) -> Result<Pruned, Error> {
         let out_err = |source: kpack_fsafe::IoError| Error::Output {
             path: output.to_path_buf(),
             source: Box::new(source),
@@ -305,9 +311,9 @@ impl Prunable {
             Kind::LinkInput { data, archive } => {
                 let keep = |t: &str| keep.keeps(t);
                 let pruned = if *archive {
-                    kpack_llvm_offload::prune_archive(data, &keep)
+                    kpack_llvm_offload::prune_archive(data, &keep, budget)
                 } else {
-                    kpack_llvm_offload::prune_object(data, &keep)
+                    kpack_llvm_offload::prune_object(data, &keep, budget)
                 };
                 let (image, report) = pruned.map_err(|source| Error::LinkInput {
                     path: self.path.clone(),
@@ -324,6 +330,7 @@ impl Prunable {
                     fat,
                     &|id| id.target().is_some_and(|t| keep.keeps_id(t)),
                     staged.file_mut(),
+                    budget,
                 )
                 .map_err(|source| Error::Elf {
                     path: self.path.clone(),

@@ -44,11 +44,13 @@ pub struct PruneOptions<'a> {
     pub limits: Limits,
     /// Where to report the phases and bytes done, if anywhere.
     pub progress: Option<&'a dyn Progress>,
+    /// The run's memory budget (`--max-memory`), shared by every reader.
+    pub budget: kpack_bundle::MemoryBudget,
 }
 
 impl PruneOptions<'_> {
     /// Keep `keep`; hashes checked, no databases, timestamps 1980-01-01.
-    pub fn new(keep: KeepList) -> PruneOptions<'static> {
+    pub fn new(keep: KeepList, budget: kpack_bundle::MemoryBudget) -> PruneOptions<'static> {
         PruneOptions {
             keep,
             strict: false,
@@ -58,6 +60,7 @@ impl PruneOptions<'_> {
             force: false,
             limits: Limits::default(),
             progress: None,
+            budget,
         }
     }
 }
@@ -360,7 +363,7 @@ fn prune_files(
             if let Some(dir) = out.parent() {
                 std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create", e))?;
             }
-            let report = p.write(&out, keep).map_err(|e| {
+            let report = p.write(&out, keep, &opts.budget).map_err(|e| {
                 Error::new(
                     ErrorKind::Split,
                     Some(input.to_path_buf()),

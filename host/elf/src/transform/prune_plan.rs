@@ -868,6 +868,11 @@ mod tests {
             .join(path)
     }
 
+    /// The budget the tests prune under.
+    fn budget() -> kpack_bundle::MemoryBudget {
+        kpack_bundle::MemoryBudget::new(256 << 20)
+    }
+
     /// Prune `path` keeping `target` into a real file; the output bytes
     /// and the report.
     fn prune(path: &Path, target: &str) -> (Vec<u8>, crate::PruneReport) {
@@ -875,7 +880,7 @@ mod tests {
         let keep = |id: &kpack_bundle::EntryId| id.raw().ends_with(target);
         let (bytes, result) =
             crate::transform::written_through_file("prune-plan-test", path, |file| {
-                crate::prune_to(path, &fat, &keep, file)
+                crate::prune_to(path, &fat, &keep, file, &budget())
             });
         let (_, report) = result.unwrap();
         (bytes, report)
@@ -975,7 +980,7 @@ mod tests {
             }
             assert_eq!(back.targets(), vec![target.to_owned()], "{name}");
             // A runs file is not pruned or offloaded again.
-            let again = crate::prune(&out_path, &back, &keep).unwrap_err();
+            let again = crate::prune(&out_path, &back, &keep, &budget()).unwrap_err();
             assert_eq!(again.kind(), ErrorKind::AlreadyTransformed, "{name}");
             std::fs::remove_file(&out_path).unwrap();
         }
