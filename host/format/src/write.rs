@@ -10,6 +10,7 @@ use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::delta;
+use crate::mmap::Map;
 
 mod delta_key;
 mod toc;
@@ -321,11 +322,21 @@ impl ArchiveWriter {
     ) -> Result<()> {
         let key = self.check_new(key, arch)?;
         self.raw_key_added(&key)?;
-        let sha256 = self.digest(data);
+        let digests = self.digests();
+        let digest = || digests.then(|| sha256(data));
         let Some(c) = self.compressor.as_mut() else {
-            return self.store(key, arch, data, data.len() as u64, sha256, metadata);
+            // Stored as they are: hashed beside the write, from `data`.
+            let werr = |e| Error::io("cannot write spool file", e);
+            let sizes = (data.len() as u64, data.len() as u64);
+            return self.put(key, arch, sizes, metadata, |f| {
+                let (d, written) = rayon::join(digest, || f.write_all(data));
+                written.map_err(werr)?;
+                Ok(d)
+            });
         };
-        c.compress(data, &key, arch)?;
+        // Hashed beside the compression, from the same bytes in hand.
+        let (sha256, compressed) = rayon::join(digest, || c.compress(data, &key, arch));
+        compressed?;
         // The frame leaves the compressor while `store` borrows `self`, and
         // goes back with its capacity.
         let frame = std::mem::take(&mut c.out);
@@ -377,11 +388,6 @@ impl ArchiveWriter {
         self.options.order == EntryOrder::Sorted
     }
 
-    /// The `sha256` to record for the code object `data`, if any.
-    fn digest(&self, data: &[u8]) -> Option<[u8; 32]> {
-        self.digests().then(|| sha256(data))
-    }
-
     /// Validate a new (key, arch); returns the normalised key.
     fn check_new(&mut self, key: &str, arch: &str) -> Result<String> {
         let key = key.replace('\\', "/");
@@ -429,22 +435,21 @@ impl ArchiveWriter {
             key,
             arch,
             (stored.len() as u64, original_size),
-            sha256,
             metadata,
-            |f| f.write_all(stored).map_err(werr),
+            |f| f.write_all(stored).map_err(werr).map(|()| sha256),
         )
     }
 
     /// Store a kernel of `stored_len` bytes that `write` writes at the
-    /// spool file's position: appended, or at its reserved place.
+    /// spool file's position: appended, or at its reserved place. `write`
+    /// returns the entry's `sha256`, so it can hash while it writes.
     fn put(
         &mut self,
         key: String,
         arch: &str,
         (stored_len, original_size): (u64, u64),
-        sha256: Option<[u8; 32]>,
         metadata: &[(&str, &str)],
-        write: impl FnOnce(&mut File) -> Result<()>,
+        write: impl FnOnce(&mut File) -> Result<Option<[u8; 32]>>,
     ) -> Result<()> {
         if let Some(i) = self.reserved_slot(&key, arch)
             && let Some(r) = &mut self.reserved
@@ -464,7 +469,6 @@ impl ArchiveWriter {
             }
             r.filled[i] = true;
             p.original_size = original_size;
-            p.sha256 = sha256;
             p.metadata = metadata
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -472,7 +476,8 @@ impl ArchiveWriter {
             let f = self.spool.as_file_mut();
             f.seek(SeekFrom::Start(p.spool_offset))
                 .map_err(|e| Error::io("cannot seek spool file", e))?;
-            return write(f);
+            p.sha256 = write(f)?;
+            return Ok(());
         }
         if self.compressor.is_some() && stored_len >= MAX_ZSTD_BLOB {
             return Err(Error::new(
@@ -495,7 +500,7 @@ impl ArchiveWriter {
                 .map_err(werr)?;
             self.spool_len += 4;
         }
-        write(self.spool.as_file_mut())?;
+        let sha256 = write(self.spool.as_file_mut())?;
         self.pending.push(Pending {
             key,
             arch: arch.to_owned(),
@@ -519,8 +524,12 @@ impl ArchiveWriter {
     /// raw too) the bytes go file to file inside the kernel
     /// ([`std::io::copy`] of a [`File`] range, `copy_file_range` on Linux),
     /// never through a buffer here: what keeps offloading a plain 1.3 GB
-    /// library close to `cp`. Otherwise they are read and compressed as by
-    /// `add`. The archive is the same either way.
+    /// library close to `cp`. The entry's `sha256` is taken from a mapping
+    /// of `src`, beside the copy (on another thread of the rayon pool when
+    /// one is free): the page cache the copy reads, never a second read.
+    /// Otherwise the kernel is compressed as by `add`, from the mapping
+    /// too. Where `src` cannot be mapped it is read instead. The archive is
+    /// the same either way.
     pub fn add_file_range(
         &mut self,
         key: &str,
@@ -535,21 +544,21 @@ impl ArchiveWriter {
                 e,
             )
         };
-        src.seek(SeekFrom::Start(offset)).map_err(rerr)?;
-        let mut from = Read::take(&*src, len);
-        let short = |n: u64| {
-            rerr(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                format!("only {n} of {len} bytes before the end of the file"),
-            ))
-        };
+        let map = (self.digests() || self.compressor.is_some())
+            .then(|| mapped(src, offset, len))
+            .flatten();
+        let in_map = map.as_ref().map(|(m, at)| &m.bytes()[at.clone()]);
         if self.compressor.is_some() {
+            if let Some(data) = in_map {
+                return self.add(key, arch, data);
+            }
             let n = usize::try_from(len)
                 .map_err(|_| Error::new(ErrorKind::OutOfMemory, "kernel too large"))?;
+            src.seek(SeekFrom::Start(offset)).map_err(rerr)?;
             // One read buffer per writer, reused (see KernelCompressor).
             let mut data = std::mem::take(&mut self.scratch);
             data.resize(n, 0);
-            let added = from
+            let added = Read::take(&*src, len)
                 .read_exact(&mut data)
                 .map_err(rerr)
                 .and_then(|()| self.add(key, arch, &data));
@@ -557,26 +566,28 @@ impl ArchiveWriter {
             return added;
         }
         let normalised = self.check_new(key, arch)?;
-        // Hashed from the file first, so the copy below stays file to file.
-        let sha256 = if self.digests() {
-            Some(sha256_of_range(&*src, offset, len).map_err(rerr)?)
-        } else {
-            None
+        // Unmapped: hashed from the file first, so the copy stays file to file.
+        let read_digest = match (self.digests(), in_map) {
+            (true, None) => Some(sha256_of_range(&*src, offset, len).map_err(rerr)?),
+            _ => None,
         };
         src.seek(SeekFrom::Start(offset)).map_err(rerr)?;
-        let mut from = Read::take(&*src, len);
-        self.put(normalised, arch, (len, len), sha256, &[], |f| {
-            // A failure here may be the read or the write: name both ends.
-            let n = std::io::copy(&mut from, f).map_err(|e| {
-                Error::io(
+        let from = Read::take(&*src, len);
+        self.put(normalised, arch, (len, len), &[], |f| {
+            let (digest, copied) = rayon::join(
+                || in_map.map(sha256).or(read_digest),
+                || copy_exactly(from, f, len),
+            );
+            // A failure here may be the read or the write: name both ends
+            // (an input that ends early is the read's).
+            copied.map_err(|e| match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => rerr(e),
+                _ => Error::io(
                     format!("cannot copy kernel {key:?} {arch:?} from input offset {offset:#x} into the spool file"),
                     e,
-                )
+                ),
             })?;
-            if n != len {
-                return Err(short(n));
-            }
-            Ok(())
+            Ok(digest)
         })
     }
 
@@ -1091,6 +1102,30 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
     sha2::Sha256::digest(data).into()
 }
 
+/// `src` mapped, with the place of its `len` bytes at `offset`, when it can
+/// be mapped and holds them (else `None`: the caller reads it instead).
+/// Like any reader of the input, this assumes nobody rewrites the file
+/// while it is offloaded (see [`Map::new`]).
+fn mapped(src: &File, offset: u64, len: u64) -> Option<(Map, std::ops::Range<usize>)> {
+    let start = usize::try_from(offset).ok()?;
+    let end = start.checked_add(usize::try_from(len).ok()?)?;
+    let map = Map::new(src).ok()?;
+    (end <= map.bytes().len()).then_some((map, start..end))
+}
+
+/// Copy `len` bytes from `from` to `to` (`copy_file_range` on Linux); fewer
+/// before the end of the input is an `UnexpectedEof` error.
+fn copy_exactly(mut from: impl Read, to: &mut File, len: u64) -> std::io::Result<()> {
+    let n = std::io::copy(&mut from, to)?;
+    if n != len {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("only {n} of {len} bytes before the end of the file"),
+        ));
+    }
+    Ok(())
+}
+
 /// sha256 of the `len` bytes of `file` at `offset`, read in 1 MiB pieces.
 fn sha256_of_range(mut file: &File, offset: u64, len: u64) -> std::io::Result<[u8; 32]> {
     use sha2::Digest;
@@ -1350,6 +1385,40 @@ mod tests {
                 .is_some_and(|c| c.contains("only 7 of 100 bytes")),
             "{e}: {cause:?}"
         );
+    }
+
+    #[test]
+    fn file_range_entries_record_the_code_objects_sha256() {
+        // Digests from `sha256sum`, not from the writer's own function.
+        let hello = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824";
+        let world = "486ea46224d1bb4fb680f34f7c9ad96a8f24ec88be73ea8e5a6c65260e9cb8a7";
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("input");
+        std::fs::write(&input, b"..hello..world!..").unwrap();
+        for (c, reserve) in [
+            (Compression::None, false),
+            (Compression::None, true),
+            (Compression::default(), false),
+        ] {
+            let path = dir.path().join("a.kpack");
+            let mut w = ArchiveWriter::create(&path, opts(c)).unwrap();
+            if reserve {
+                w.reserve([("w#0", "gfx900", 5), ("h#0", "gfx900", 5)])
+                    .unwrap();
+            }
+            let mut file = File::open(&input).unwrap();
+            for (key, offset) in [("w#0", 9), ("h#0", 2)] {
+                w.add_file_range(key, "gfx900", &mut file, offset, 5)
+                    .unwrap();
+            }
+            w.finish().unwrap();
+            let a = crate::Archive::open(&path).unwrap();
+            for (key, want) in [("h#0", hello), ("w#0", world)] {
+                let got = a.entry(key, "gfx900").and_then(|e| e.sha256());
+                let got = got.map(|d| crate::digest::to_hex(d));
+                assert_eq!(got.as_deref(), Some(want), "{c:?} reserve {reserve} {key}");
+            }
+        }
     }
 
     #[test]
