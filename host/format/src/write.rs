@@ -547,7 +547,7 @@ impl ArchiveWriter {
         let map = (self.digests() || self.compressor.is_some())
             .then(|| mapped(src, offset, len))
             .flatten();
-        let in_map = map.as_ref().map(|(m, at)| &m.bytes()[at.clone()]);
+        let in_map = map.as_ref().and_then(|(m, at)| m.bytes().get(at.clone()));
         if self.compressor.is_some() {
             if let Some(data) = in_map {
                 return self.add(key, arch, data);
@@ -572,12 +572,12 @@ impl ArchiveWriter {
             _ => None,
         };
         src.seek(SeekFrom::Start(offset)).map_err(rerr)?;
-        let from = Read::take(&*src, len);
+        let from: &File = src;
         self.put(normalised, arch, (len, len), &[], |f| {
-            let (digest, copied) = rayon::join(
-                || in_map.map(sha256).or(read_digest),
-                || copy_exactly(from, f, len),
-            );
+            let (digest, copied) = match in_map {
+                Some(data) => copy_hashing(from, f, data),
+                None => (read_digest, copy_exactly(Read::take(from, len), f, len)),
+            };
             // A failure here may be the read or the write: name both ends
             // (an input that ends early is the read's).
             copied.map_err(|e| match e.kind() {
@@ -1126,6 +1126,41 @@ fn copy_exactly(mut from: impl Read, to: &mut File, len: u64) -> std::io::Result
     Ok(())
 }
 
+/// Bytes copied (and hashed) at a time by [`copy_hashing`]: the chunk
+/// being copied (read and written) and the one being hashed stay within a
+/// core's L2 cache, so the hash reads bytes the copy just brought in.
+/// Measured on librocsparse (2 MiB L2): 256 KiB and 512 KiB cost the least
+/// CPU, 1 MiB as much as hashing the whole kernel after its copy.
+const HASH_CHUNK: usize = 256 << 10;
+
+/// Copy `data.len()` bytes from `from`'s position to `to`, file to file,
+/// and hash `data` (the same bytes, mapped) beside it: each chunk is
+/// hashed while the next is copied (on another thread of the pool when
+/// one is free, else right after), so the hash reads bytes the copy has
+/// just brought into the cache, never the file a second time.
+fn copy_hashing(
+    from: &File,
+    to: &mut File,
+    data: &[u8],
+) -> (Option<[u8; 32]>, std::io::Result<()>) {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    let mut copied: &[u8] = &[];
+    for next in data.chunks(HASH_CHUNK) {
+        let n = next.len() as u64;
+        let (_, res) = rayon::join(
+            || h.update(copied),
+            || copy_exactly(Read::take(from, n), to, n),
+        );
+        if let Err(e) = res {
+            return (None, Err(e));
+        }
+        copied = next;
+    }
+    h.update(copied);
+    (Some(h.finalize().into()), Ok(()))
+}
+
 /// sha256 of the `len` bytes of `file` at `offset`, read in 1 MiB pieces.
 fn sha256_of_range(mut file: &File, offset: u64, len: u64) -> std::io::Result<[u8; 32]> {
     use sha2::Digest;
@@ -1419,6 +1454,32 @@ mod tests {
                 assert_eq!(got.as_deref(), Some(want), "{c:?} reserve {reserve} {key}");
             }
         }
+    }
+
+    #[test]
+    fn file_range_digests_span_many_chunks() {
+        // Copied and hashed chunk by chunk: the digest is the whole range's.
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("input");
+        let bytes: Vec<u8> = (0..3 * HASH_CHUNK + 1000)
+            .map(|i| (i * 7 % 251) as u8)
+            .collect();
+        std::fs::write(&input, &bytes).unwrap();
+        let (offset, len) = (13, 2 * HASH_CHUNK + 555);
+        let path = dir.path().join("a.kpack");
+        let mut w = ArchiveWriter::create(&path, opts(Compression::None)).unwrap();
+        let mut file = File::open(&input).unwrap();
+        w.add_file_range("k#0", "gfx900", &mut file, offset as u64, len as u64)
+            .unwrap();
+        w.finish().unwrap();
+        let a = crate::Archive::open(&path).unwrap();
+        let want = sha256(&bytes[offset..offset + len]);
+        let e = a.entry("k#0", "gfx900").unwrap();
+        assert_eq!(e.sha256(), Some(&want));
+        assert_eq!(
+            &*a.get("k#0", "gfx900").unwrap(),
+            &bytes[offset..offset + len]
+        );
     }
 
     #[test]
