@@ -282,17 +282,11 @@ impl<'s, 'a> Streams<'s, '_, 'a> {
                         };
                         check_spirv(self.input, b, entry, &bytes, 0, bytes.len() as u64)
                             .map_err(StreamError::Other)?;
-                        // Hashed beside the compression (another thread of
-                        // the pool takes it when one is free), from the
-                        // inflated bytes in hand.
-                        let (digest, stored) = rayon::join(
-                            || kpack_format::sha256(bytes),
-                            || match compressor {
-                                Some(c) => c.compress(bytes, key, name),
-                                None => Ok(bytes),
-                            },
-                        );
-                        let stored = stored?;
+                        let digest = kpack_format::sha256(bytes);
+                        let stored = match compressor {
+                            Some(c) => c.compress(bytes, key, name)?,
+                            None => bytes,
+                        };
                         self.writer(processor, "processor")?
                             .lock()
                             .unwrap_or_else(std::sync::PoisonError::into_inner)
