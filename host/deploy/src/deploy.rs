@@ -567,8 +567,7 @@ fn stage(item: &Item, root: &Path, budget: &kpack_bundle::MemoryBudget) -> Resul
     if let Some(pairs) = &item.offload {
         archives = offload_copy(item, pairs, &dest)?;
     } else if let Some(target) = &item.link {
-        std::os::unix::fs::symlink(target, &dest)
-            .map_err(|e| Error::io(&dest, "cannot link", e))?;
+        symlink(target.as_ref(), &dest).map_err(|e| Error::io(&dest, "cannot link", e))?;
     } else if let Some(keep) = &item.keep {
         let prunable = kpack_prune::open(&item.source, Default::default())?;
         match prunable {
@@ -656,12 +655,31 @@ fn offload_copy(item: &Item, pairs: &[(String, String)], dest: &Path) -> Result<
 
 fn copy(from: &Path, to: &Path) -> Result<()> {
     std::fs::copy(from, to).map_err(|e| Error::io(from, "cannot copy", e))?;
+    owner_writable(to)
+}
+
+/// A copy is owner-writable, whatever its source's bits (patchelf edits it).
+#[cfg(unix)]
+fn owner_writable(to: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     let mut perm = std::fs::metadata(to)
         .map_err(|e| Error::io(to, "cannot stat", e))?
         .permissions();
-    use std::os::unix::fs::PermissionsExt;
     perm.set_mode(perm.mode() | 0o200);
     std::fs::set_permissions(to, perm).map_err(|e| Error::io(to, "cannot chmod", e))
+}
+
+#[cfg(not(unix))]
+fn owner_writable(_: &Path) -> Result<()> {
+    Ok(())
+}
+
+/// Create the symlink `at` pointing at `target`.
+fn symlink(target: &Path, at: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    return std::os::unix::fs::symlink(target, at);
+    #[cfg(windows)]
+    return std::os::windows::fs::symlink_file(target, at);
 }
 
 #[cfg(test)]

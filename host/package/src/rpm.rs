@@ -5,7 +5,6 @@
 //! file mtimes, members sorted, owned by root, no signature.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use kpack_fsafe::{Existing, Order, Outputs};
@@ -112,7 +111,7 @@ fn unpack_one(
                     format!("payload inflates past {PAYLOAD_LIMIT} bytes"),
                 ));
             }
-            write_file(f, &dst.join(path), mode)?;
+            crate::tree::write_file(f, &dst.join(path), mode)?;
             Kind::File
         }
         FileType::SymbolicLink => Kind::Symlink(
@@ -146,22 +145,6 @@ fn check_new(payload: &Payload, path: &str) -> std::result::Result<(), String> {
     }
 }
 
-fn write_file(data: &mut impl Read, at: &Path, mode: u32) -> Result<()> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    if let Some(p) = at.parent() {
-        std::fs::create_dir_all(p).map_err(|e| Error::io(p, "cannot create", e))?;
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(at)
-        .map_err(|e| Error::io(at, "cannot create", e))?;
-    std::io::copy(data, &mut f).map_err(|e| Error::io(at, "cannot write", e))?;
-    f.set_permissions(std::fs::Permissions::from_mode((mode | 0o600) & 0o777))
-        .map_err(|e| Error::io(at, "cannot set the mode of", e))
-}
-
 /// Symlinks last: nothing is ever written through one.
 fn make_symlinks(dst: &Path, payload: &Payload) -> Result<()> {
     for (path, m) in &payload.members {
@@ -170,8 +153,7 @@ fn make_symlinks(dst: &Path, payload: &Payload) -> Result<()> {
             if let Some(p) = at.parent() {
                 std::fs::create_dir_all(p).map_err(|e| Error::io(p, "cannot create", e))?;
             }
-            std::os::unix::fs::symlink(target, &at)
-                .map_err(|e| Error::io(&at, "cannot create a symlink", e))?;
+            crate::tree::symlink(target.as_ref(), &at)?;
         }
     }
     Ok(())

@@ -163,8 +163,7 @@ fn make_links(dst: &Path, payload: &Payload, links: Vec<(String, String)>) -> Re
         if let Kind::Symlink(target) = &m.kind {
             let at = dst.join(path);
             make_parent(&at)?;
-            std::os::unix::fs::symlink(target, &at)
-                .map_err(|e| Error::io(&at, "cannot create a symlink", e))?;
+            symlink(target.as_ref(), &at)?;
         }
     }
     Ok(())
@@ -182,21 +181,41 @@ fn make_parent(at: &Path) -> Result<()> {
     Ok(())
 }
 
-fn write_file(data: &mut impl Read, at: &Path, mode: u32) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
+/// Write a new file `at` (never through an existing name) from `data`,
+/// with the permission bits `mode` where there are any.
+pub(crate) fn write_file(data: &mut impl Read, at: &Path, mode: u32) -> Result<()> {
     make_parent(at)?;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut f = options
         .open(at)
         .map_err(|e| Error::io(at, "cannot create", e))?;
     std::io::copy(data, &mut f).map_err(|e| Error::io(at, "cannot write", e))?;
+    set_mode(&f, mode).map_err(|e| Error::io(at, "cannot set the mode of", e))
+}
+
+/// Owner-writable while kpack works on it; the tar writer takes the
+/// package's own mode from the member list.
+#[cfg(unix)]
+fn set_mode(f: &std::fs::File, mode: u32) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    // Owner-writable while kpack works on it; the tar writer takes the
-    // package's own mode from the member list.
     f.set_permissions(std::fs::Permissions::from_mode((mode | 0o600) & 0o777))
-        .map_err(|e| Error::io(at, "cannot set the mode of", e))
+}
+
+#[cfg(not(unix))]
+fn set_mode(_: &std::fs::File, _: u32) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// Create the symlink `at` pointing at `target`.
+pub(crate) fn symlink(target: &Path, at: &Path) -> Result<()> {
+    #[cfg(unix)]
+    let made = std::os::unix::fs::symlink(target, at);
+    #[cfg(windows)]
+    let made = std::os::windows::fs::symlink_file(target, at);
+    made.map_err(|e| Error::io(at, "cannot create a symlink", e))
 }
 
 /// One member to write: its path in the tree and its mode.
@@ -277,12 +296,18 @@ pub fn members_of(
     Ok(out)
 }
 
+#[cfg(unix)]
 fn default_mode(p: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     match std::fs::metadata(p) {
         Ok(m) if m.permissions().mode() & 0o111 != 0 => 0o755,
         _ => 0o644,
     }
+}
+
+#[cfg(not(unix))]
+fn default_mode(_: &Path) -> u32 {
+    0o644
 }
 
 /// Write `members` as a tar stream (`./`-prefixed names, GNU headers,
