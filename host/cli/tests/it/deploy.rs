@@ -263,6 +263,18 @@ fn prune_keeps_only_the_listed_gpus_code_objects() {
         let want: BTreeSet<String> = want.iter().map(|s| s.to_string()).collect();
         assert_eq!(got, want, "prune {prune}");
         assert!(archives(&out).is_empty());
+        // The deployed library runs under a HIP runtime that knows nothing
+        // of kpack, and hands it bundles of the listed GPUs only.
+        let dump = inst.root.join(format!("dump-{prune}"));
+        let (log, bundles) = crate::prune::run_plain_stub(&out.join("lib/libaxpy_plain.so"), &dump);
+        assert!(log.iter().any(|l| l.starts_with("fatbin HIPF")), "{log:?}");
+        let served: BTreeSet<String> = crate::prune::code_objects(&bundles)
+            .into_iter()
+            .map(|(t, _)| {
+                kpack_amdgpu::processor_of(kpack_amdgpu::strip_target_prefix(&t)).to_owned()
+            })
+            .collect();
+        assert_eq!(served, want, "prune {prune}: what the runtime is handed");
     }
 }
 
