@@ -32,6 +32,6 @@ fuzz_target!(|data: &[u8]| {
     let first = text.lines().next().unwrap_or("");
     match WheelName::parse(first) {
         Ok(n) => drop(n),
-        Err(e) => short(e),
+        Err(e) => short(e.to_string()),
     }
 });
