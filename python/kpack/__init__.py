@@ -350,8 +350,9 @@ def wheel_split(
     Returns:
         The ``kpack wheel split --json`` document: ``host``, ``devices``
         (each with its ``distribution``, ``file``, ``targets`` and
-        ``archives``), ``variant`` when one was written, ``binaries``,
-        ``databases`` and ``warnings``.
+        ``archives``), ``variants`` (the variant wheels written, one per
+        label in kpack's layout, AMD's one otherwise) and ``variants_json``
+        (kpack's layout), ``binaries``, ``databases`` and ``warnings``.
     """
     args: List[StrPath] = ["wheel", "split", _opt("-o", output)]
     named = {

@@ -126,7 +126,8 @@ def main() -> None:
         )
         names = sorted(d["distribution"] for d in amd["devices"])
         assert names == ["fatpkg-device-gfx1030", "fatpkg-device-gfx90a"], names
-        assert amd["variant"]["file"].endswith("-rocm.whl"), amd["variant"]
+        (variant,) = amd["variants"]
+        assert variant["file"].endswith("-rocm.whl"), amd["variants"]
         (gfx90a,) = [d for d in amd["devices"] if d["arch"] == "gfx90a"]
         assert gfx90a["archives"] == ["fatpkg/.kpack/fatpkg_gfx90a.kpack"], gfx90a
         with zipfile.ZipFile(gfx90a["path"]) as z:
