@@ -197,9 +197,12 @@ const PIECES_AHEAD: usize = 4;
 /// ahead: decompressing an archive overlaps what is done with its bytes
 /// (on two cores, unpacking a large archive is limited by the one thread
 /// decompressing it). The thread ends at the end of the source, at its
-/// first error (handed on to the reader), or when the reader is dropped.
+/// first error (handed on to the reader), or when the reader is dropped,
+/// which waits for it (at most the piece it is reading): no thread
+/// outlives its reader.
 pub(crate) struct ReadAhead {
-    pieces: std::sync::mpsc::Receiver<std::io::Result<Vec<u8>>>,
+    pieces: Option<std::sync::mpsc::Receiver<std::io::Result<Vec<u8>>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
     piece: Vec<u8>,
     at: usize,
     done: bool,
@@ -209,7 +212,7 @@ impl ReadAhead {
     /// Start reading `source` ahead.
     pub fn start(mut source: Box<dyn Read + Send>) -> std::io::Result<ReadAhead> {
         let (tx, pieces) = std::sync::mpsc::sync_channel(PIECES_AHEAD);
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("kpack-read-ahead".into())
             .spawn(move || {
                 loop {
@@ -225,11 +228,22 @@ impl ReadAhead {
                 }
             })?;
         Ok(ReadAhead {
-            pieces,
+            pieces: Some(pieces),
+            thread: Some(thread),
             piece: Vec::new(),
             at: 0,
             done: false,
         })
+    }
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        // The thread's next send fails and it ends.
+        self.pieces.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
@@ -239,7 +253,10 @@ impl Read for ReadAhead {
             if self.done {
                 return Ok(0);
             }
-            match self.pieces.recv() {
+            let Some(pieces) = &self.pieces else {
+                return Ok(0);
+            };
+            match pieces.recv() {
                 Ok(Ok(p)) if !p.is_empty() => {
                     self.piece = p;
                     self.at = 0;
