@@ -311,6 +311,31 @@ mod tests {
     }
 
     #[test]
+    fn a_reader_dropped_early_ends_its_thread() {
+        // An endless source: the thread stops only because the reader went.
+        struct Counting(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+        impl Read for Counting {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                buf.fill(7);
+                Ok(buf.len())
+            }
+        }
+        let reads = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut r = ReadAhead::start(Box::new(Counting(reads.clone()))).unwrap();
+        let mut first = [0u8; 16];
+        r.read_exact(&mut first).unwrap();
+        drop(r);
+        let after = reads.load(std::sync::atomic::Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(
+            reads.load(std::sync::atomic::Ordering::SeqCst),
+            after,
+            "still reading"
+        );
+    }
+
+    #[test]
     fn read_ahead_hands_on_the_error() {
         struct Broken;
         impl Read for Broken {
