@@ -311,6 +311,17 @@ mod tests {
     }
 
     #[test]
+    fn stems_drop_the_archive_suffix() {
+        assert_eq!(
+            artifact_archive_stem("blas_lib_gfx1100.tar.zst"),
+            Some("blas_lib_gfx1100")
+        );
+        assert_eq!(artifact_archive_stem("a_b_c.tar.xz"), Some("a_b_c"));
+        assert_eq!(artifact_archive_stem("a_b.tgz"), Some("a_b"));
+        assert_eq!(artifact_archive_stem("blas_lib_gfx1100"), None);
+    }
+
+    #[test]
     fn a_reader_dropped_early_ends_its_thread() {
         // An endless source: the thread stops only because the reader went.
         struct Counting(std::sync::Arc<std::sync::atomic::AtomicUsize>);

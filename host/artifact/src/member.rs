@@ -196,10 +196,7 @@ pub fn walk<E: From<Error>>(
     let mut walked = Walked::default();
     for entry in entries {
         let mut entry = entry.map_err(|e| Error::io(archive, "cannot read the archive", e))?;
-        let Some((path, kind, at)) = check(archive, &entry, &prefixes, &mut seen)? else {
-            continue;
-        };
-        let Some(prefix) = prefixes.of(&path) else {
+        let Some((path, prefix, kind, at)) = check(archive, &entry, &prefixes, &mut seen)? else {
             continue;
         };
         if let MemberKind::Symlink(target) = &kind
@@ -234,12 +231,12 @@ pub fn walk<E: From<Error>>(
 /// The member `entry`, checked against the rule, or `None` for what the
 /// walk passes over (global headers, the root, directories above a
 /// prefix, a directory listed again).
-fn check<R: Read>(
+fn check<'p, R: Read>(
     archive: &Path,
     entry: &tar::Entry<'_, R>,
-    prefixes: &Prefixes,
+    prefixes: &'p Prefixes,
     seen: &mut Seen,
-) -> Result<Option<(MemberPath, MemberKind, u64)>> {
+) -> Result<Option<(MemberPath, &'p str, MemberKind, u64)>> {
     use tar::EntryType as T;
     let at = entry.raw_header_position();
     let kind = entry.header().entry_type();
@@ -266,7 +263,7 @@ fn check<R: Read>(
         }
     };
     let shown = path.as_str().to_string();
-    if prefixes.of(&path).is_none() {
+    let Some(prefix) = prefixes.of(&path) else {
         if kind.is_dir() && prefixes.above.contains(path.as_str()) {
             return Ok(None);
         }
@@ -276,10 +273,10 @@ fn check<R: Read>(
             &shown,
             "not inside any prefix of the artifact manifest",
         ));
-    }
+    };
     let member = member_kind(archive, entry, at, &shown, seen)?;
     if seen.remember(archive, at, &path, &member)? {
-        Ok(Some((path, member, at)))
+        Ok(Some((path, prefix, member, at)))
     } else {
         Ok(None)
     }

@@ -12,13 +12,11 @@ use serde_json::Value;
 
 use kpack_artifact::{Limits, artifact_manifest, sorted_walk, unpack_artifact};
 
-/// The limits recombine reads artifact archives under (its inputs are
-/// split outputs, read with the defaults).
-const LIMITS: Limits = Limits {
-    max_unpacked_size: 64 << 30,
-    max_ratio: 50,
-    window_log_max: 27,
-};
+/// The limits recombine reads artifact archives under: its inputs are
+/// split outputs, read with the defaults.
+fn limits() -> Limits {
+    Limits::default()
+}
 use crate::error::{Error, ErrorKind, Result};
 use crate::manifest::{artifact_dirs, keep_link, prefix_link, read_manifest, write_manifest};
 use kpack_artifact::{Codec, artifact_archive_stem};
@@ -503,8 +501,8 @@ impl Found {
                 if Codec::sniff(&p).is_some() || Codec::sniff(d).is_some() {
                     // Archives are compared by their files' sha256.
                     let (a, b) = (
-                        artifact_manifest(&p, &LIMITS)?,
-                        artifact_manifest(d, &LIMITS)?,
+                        artifact_manifest(&p, &limits())?,
+                        artifact_manifest(d, &limits())?,
                     );
                     if let Some(first) = a.first_difference(&b) {
                         rep.errors.push(format!(
@@ -604,7 +602,7 @@ impl Found {
                 continue;
             };
             if Codec::sniff(dir).is_some() {
-                prefixes.extend(unpack_artifact(dir, dst, &LIMITS)?.0);
+                prefixes.extend(unpack_artifact(dir, dst, &limits())?.0);
                 continue;
             }
             for p in read_manifest(dir)? {
@@ -628,7 +626,7 @@ impl Found {
 /// copied as a link, never read through.
 fn stage_generic(src: &Path, dst: &Path) -> Result<()> {
     if Codec::sniff(src).is_some() {
-        let (kept, _) = unpack_artifact(src, dst, &LIMITS)?;
+        let (kept, _) = unpack_artifact(src, dst, &limits())?;
         return Ok(write_manifest(dst, &kept)?);
     }
     let prefixes = read_manifest(src)?;

@@ -58,6 +58,8 @@ struct LateSymlink {
 
 /// A hard link to a file of an earlier batch, made once every batch is done.
 struct LateLink {
+    /// The manifest prefix it lies in.
+    prefix: String,
     /// The link's member path.
     path: String,
     /// The member it links to.
@@ -294,6 +296,7 @@ impl Spooler<'_> {
                     batch.nodes.push(Node::File(rel, size));
                 } else {
                     self.late_links.push(LateLink {
+                        prefix: prefix.clone(),
                         path: m.path.as_str().to_string(),
                         target: target.to_string(),
                     });
@@ -400,7 +403,7 @@ impl Splitter<'_> {
                 std::fs::hard_link(&from, &to)
                     .map_err(|e| Error::io(&to, "cannot create a hard link", e))?;
             }
-            if let Some(r) = self.reports.get_mut(prefix_of(&read.prefixes, &l.path)) {
+            if let Some(r) = self.reports.get_mut(&l.prefix) {
                 r.files += 1;
             }
         }
@@ -458,21 +461,6 @@ fn bad(archive: &Path, at: u64, path: &str, what: &str) -> Error {
         archive,
         format!("member {path:?} at offset {at:#x}: {what}"),
     )
-}
-
-/// The manifest prefix (the longest of `prefixes`) the member `path` lies
-/// in; the walk has checked it lies in one.
-fn prefix_of<'p>(prefixes: &'p [String], path: &str) -> &'p str {
-    prefixes
-        .iter()
-        .filter(|p| {
-            path == p.as_str()
-                || path
-                    .strip_prefix(p.as_str())
-                    .is_some_and(|r| r.starts_with('/'))
-        })
-        .max_by_key(|p| p.len())
-        .map_or("", String::as_str)
 }
 
 /// Whether a member whose first bytes are `head` is a plain file: one the
