@@ -158,6 +158,10 @@ mdbook build docs    # into docs/book (git-ignored)
 # prebuilt) builds outside the repository.
 scripts/package-crates.sh
 
+# Nothing below reads the debug build: on CI's machine, whose disk is not
+# large, its several GB go before the release builds start.
+if [ -n "${CI:-}" ]; then rm -rf "${CARGO_TARGET_DIR:-target}/debug" "${CARGO_TARGET_DIR:-target}/package"/*/; fi
+
 # The release wheels for Linux x86_64 and Windows and their C libraries,
 # built with --profile ci, the Windows one run under wine64. The aarch64
 # wheel (a third full cross build) is built and run under qemu-aarch64 by

@@ -26,6 +26,16 @@ struct Scene {
     root: PathBuf,
 }
 
+/// A passing test's scene is removed (the bomb tests leave GiB-sized
+/// outputs); a failing one stays for a look.
+impl Drop for Scene {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+}
+
 impl Scene {
     fn new(name: &str) -> Scene {
         let root = scratch().join(name);
