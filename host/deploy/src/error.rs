@@ -6,16 +6,8 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A file could not be read or written.
-    #[error("{path}: {what}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// What was being done.
-        what: &'static str,
-        /// Why it failed.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] kpack_fsafe::IoError),
     /// An ELF file whose dynamic section does not read.
     #[error("{path}: {message}")]
     Elf {
@@ -157,11 +149,7 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn io(path: &std::path::Path, what: &'static str, source: std::io::Error) -> Error {
-        Error::Io {
-            path: path.to_path_buf(),
-            what,
-            source,
-        }
+        Error::Io(kpack_fsafe::IoError::new(path, what, source))
     }
 }
 

@@ -31,14 +31,8 @@ pub const AUTO: &str = "auto";
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A topology file or directory exists but cannot be read.
-    #[error("{}: cannot read the KFD topology", path.display())]
-    Io {
-        /// The file or directory.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] kpack_fsafe::IoError),
     /// A name in `ROCM_BOOTSTRAP_FORCE_GFX_ARCH` is not a target id.
     #[error("{FORCE_ENV}: {name:?} is not a GPU target")]
     Forced {
@@ -309,9 +303,12 @@ fn forced(force: &str) -> Result<Detection> {
 /// directories whose names are all digits, sorted as strings (`10` before
 /// `2`, as Python sorts the paths).
 fn node_dirs(nodes: &Path) -> Result<Option<Vec<(String, PathBuf)>>> {
-    let io = |source| Error::Io {
-        path: nodes.to_path_buf(),
-        source,
+    let io = |source| {
+        Error::Io(kpack_fsafe::IoError::new(
+            nodes,
+            "cannot read the KFD topology",
+            source,
+        ))
     };
     let entries = match std::fs::read_dir(nodes) {
         Ok(e) => e,

@@ -234,11 +234,11 @@ impl<'s, 'a> Streams<'s, '_, 'a> {
         what: &str,
     ) -> Result<&'s Mutex<&'a mut ArchiveWriter>, StreamError> {
         self.writers.get(group).ok_or_else(|| {
-            StreamError::Other(Error::Io {
-                path: self.input.to_path_buf(),
-                what: "internal error",
-                source: std::io::Error::other(format!("no archive writer for a {what}")),
-            })
+            StreamError::Other(Error::io(
+                self.input,
+                "internal error",
+                std::io::Error::other(format!("no archive writer for a {what}")),
+            ))
         })
     }
 
@@ -269,11 +269,11 @@ impl<'s, 'a> Streams<'s, '_, 'a> {
                     let compressor = match compressor {
                         Ok(c) => c,
                         Err(e) => {
-                            return Err(Error::Io {
-                                path: self.input.to_path_buf(),
-                                what: "cannot start compressing",
-                                source: std::io::Error::other(e.to_string()),
-                            });
+                            return Err(Error::io(
+                                self.input,
+                                "cannot start compressing",
+                                std::io::Error::other(e.to_string()),
+                            ));
                         }
                     };
                     item.stream_entries(self.source, self.budget, |i, entry, bytes| {
@@ -509,11 +509,8 @@ fn add_plain(
         .try_for_each(|(group, writer)| -> Result<(), Error> {
             // Each thread its own descriptor: the copies move its position
             // (a `try_clone` would share one position between threads).
-            let mut file = std::fs::File::open(input).map_err(|source| Error::Io {
-                path: input.to_path_buf(),
-                what: "cannot open",
-                source,
-            })?;
+            let mut file = std::fs::File::open(input)
+                .map_err(|source| Error::io(input, "cannot open", source))?;
             for &(key, name, b, i) in jobs
                 .get(group.as_str())
                 .map(Vec::as_slice)

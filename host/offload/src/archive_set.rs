@@ -210,11 +210,8 @@ impl ArchiveSet {
     pub(crate) fn writer(&mut self, processor: &str) -> Result<&mut ArchiveWriter, Error> {
         if !self.writers.contains_key(processor) {
             let dir = self.stage.clone().unwrap_or_else(|| self.dir(processor));
-            std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
-                path: dir,
-                what: "cannot create",
-                source,
-            })?;
+            std::fs::create_dir_all(&dir)
+                .map_err(|source| Error::io(&dir, "cannot create", source))?;
             let mut options = self.options.clone();
             if options.group_name.is_empty() {
                 options.group_name = self.name.clone();
@@ -225,11 +222,11 @@ impl ArchiveSet {
             let path = self.path_for(processor);
             self.check_clash(&path)?;
             if self.no_clobber && std::fs::symlink_metadata(&path).is_ok() {
-                return Err(Error::Io {
+                return Err(Error::io(
                     path,
-                    what: "already exists; pass --force to overwrite",
-                    source: std::io::ErrorKind::AlreadyExists.into(),
-                });
+                    "already exists; pass --force to overwrite",
+                    std::io::ErrorKind::AlreadyExists.into(),
+                ));
             }
             let write_to = match (&self.stage, path.file_name()) {
                 (Some(stage), Some(name)) => stage.join(name),
@@ -238,10 +235,12 @@ impl ArchiveSet {
             let w = ArchiveWriter::create(write_to, options)?;
             self.writers.insert(processor.to_string(), w);
         }
-        self.writers.get_mut(processor).ok_or_else(|| Error::Io {
-            path: self.dir.clone(),
-            what: "internal error",
-            source: std::io::Error::other("archive writer vanished"),
+        self.writers.get_mut(processor).ok_or_else(|| {
+            Error::io(
+                &self.dir,
+                "internal error",
+                std::io::Error::other("archive writer vanished"),
+            )
         })
     }
 

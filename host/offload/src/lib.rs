@@ -126,24 +126,18 @@ pub enum Error {
         other: PathBuf,
     },
     /// Writing the output failed.
-    #[error("{path}: {what}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// What was being done (`cannot write`, ...).
-        what: &'static str,
-        /// The cause.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] kpack_fsafe::IoError),
 }
 
-impl From<kpack_fsafe::IoError> for Error {
-    fn from(e: kpack_fsafe::IoError) -> Error {
-        Error::Io {
-            path: e.path,
-            what: e.what,
-            source: e.source,
-        }
+impl Error {
+    /// `what` (`cannot write`, ...) failed on `path` because of `source`.
+    pub(crate) fn io(
+        path: impl Into<PathBuf>,
+        what: &'static str,
+        source: std::io::Error,
+    ) -> Error {
+        Error::Io(kpack_fsafe::IoError::new(path, what, source))
     }
 }
 

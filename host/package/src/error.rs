@@ -16,16 +16,8 @@ pub enum Error {
         why: String,
     },
     /// A file could not be read or written.
-    #[error("{}: {what}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// What was being done.
-        what: &'static str,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] kpack_fsafe::IoError),
     /// The package's tree could not be split.
     #[error("{}: {why}", path.display())]
     Split {
@@ -46,11 +38,7 @@ impl Error {
         what: &'static str,
         source: std::io::Error,
     ) -> Error {
-        Error::Io {
-            path: path.into(),
-            what,
-            source,
-        }
+        Error::Io(kpack_fsafe::IoError::new(path, what, source))
     }
 
     /// An invalid `.deb` (`format` `"deb"`) or `.rpm` input.
