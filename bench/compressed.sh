@@ -151,7 +151,8 @@ measure --reset "$OUT/x/a" "$K" offload "$JAX" -o "$OUT/x/a/lib.so" --archives "
 row "\`kpack offload\` (zstd, hash checked)" "\`zstd -3 -T2\`" "$zstd_c" 2.0 300
 fresh
 measure --reset "$OUT/x/a" "$K" offload "$JAX" -o "$OUT/x/a/lib.so" --archives "$OUT/x/a/.kpack" --no-verify-hash
-row "\`kpack offload --no-verify-hash\`" "\`zstd -3 -T2\`" "$zstd_c" 1.5 300
+# Per-entry sha256 kept (sorted archives): ≤ 1.4× the compression alone.
+row "\`kpack offload --no-verify-hash\`" "\`zstd -3 -T2\`" "$zstd_c" 1.4 300
 fresh
 measure --reset "$OUT/x/a" "$K" offload "$JAX" -o "$OUT/x/a/lib.so" --archives "$OUT/x/a/.kpack" --compression none --no-verify-hash
 row "\`kpack offload --compression none --no-verify-hash\`" "\`zstd -d\`" "$zstd_d" - -
@@ -182,7 +183,8 @@ zstd_file=$secs
 rm -f "$OUT/x/lib.zst"
 row "reference: \`zstd -3 -T2\` of the file" - - - -
 measure --reset "$OUT/x/n" "$K" offload "$ROCSPARSE" -o "$OUT/x/n/lib.so" --archives "$OUT/x/n/.kpack" --compression none
-row "\`kpack offload --compression none\`" "\`cp\`" "$cp_secs" 1.3 -
+# Copy and per-entry sha256 (read from the bytes the copy brings in): ≤ 1.5× cp.
+row "\`kpack offload --compression none\`" "\`cp\`" "$cp_secs" 1.5 -
 measure --reset "$OUT/x/z" "$K" offload "$ROCSPARSE" -o "$OUT/x/z/lib.so" --archives "$OUT/x/z/.kpack"
 row "\`kpack offload\` (zstd)" "\`zstd -3 -T2\` of the file" "$zstd_file" 1.0 -
 rm -rf "$OUT/x"
