@@ -1,7 +1,7 @@
 //! What `kpack inspect` reports of a host binary or bundle file: its
 //! wrappers, bundles and code objects, as a [`serde::Serialize`] document
-//! built by [`inspect`]. The CLI prints it (as JSON or text) and adds
-//! nothing of its own.
+//! built by [`inspect`], and its text form ([`Inspected::text`]). The CLI
+//! prints one or the other and adds nothing of its own.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,6 +13,10 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::host::{Error, HostBinary};
+
+mod text;
+
+pub use text::{Text, code_object_summary};
 
 /// The report of one host binary: an ELF file (or bundle file), or a PE
 /// image. Serialized as the variant's own document (untagged).

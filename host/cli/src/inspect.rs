@@ -1,13 +1,10 @@
 //! `kpack inspect FILE... [--json] [--strict]`: wrappers, bundles and code
 //! objects of fat binaries and bundle files.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use kpack_binary::inspect::{ArchTotal, BundleReport, ElfReport, PeReport};
 use kpack_binary::{FileKind, Inspected};
-use kpack_bundle::{Format, WalkOptions};
-use kpack_elf::ElfKind;
+use kpack_bundle::WalkOptions;
 use serde::Serialize;
 
 use crate::exit::{CliError, CliResult};
@@ -119,15 +116,13 @@ pub fn run(args: Args) -> CliResult {
         };
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
+        let cwd = std::env::current_dir().and_then(std::fs::canonicalize).ok();
         for f in &files {
             match f {
                 AnyReport::Host(h) => {
-                    match &h.inspected {
-                        Inspected::Elf(f) => print_text(f, args.kernels),
-                        Inspected::Pe(f) => print_pe_text(f, args.kernels),
-                    }
+                    print!("{}", h.inspected.text(args.kernels));
                     if let Some(m) = &h.through_marker {
-                        print_marker_loads(m, args.kernels);
+                        print!("{}", m.text(args.kernels, cwd.as_deref()));
                     }
                 }
                 AnyReport::Offloading(r) => crate::offloading::print_text(r),
@@ -234,111 +229,9 @@ pub(crate) fn host_only_marker(
     Ok(Some((real, marker, indices)))
 }
 
-/// `path` relative to the current directory when it lies under it.
-fn shown(path: &std::path::Path) -> String {
-    std::env::current_dir()
-        .ok()
-        .and_then(|d| std::fs::canonicalize(d).ok())
-        .and_then(|d| path.strip_prefix(d).ok().map(|r| r.display().to_string()))
-        .unwrap_or_else(|| path.display().to_string())
-}
-
-/// The text listing of what the marker leads to, shaped like the fat
-/// binary's bundle listing (entries per code-object index, totals per
-/// target) so that a `diff` of the two shows what moved.
-fn print_marker_loads(m: &kpack_split::MarkerLoads, with_names: bool) {
-    match (&m.gpu, &m.arch_list) {
-        (Some(gpu), Some(list)) => println!(
-            "  through the marker, for {gpu} (the loader is asked for {}):",
-            list.join(", ")
-        ),
-        _ => println!("  through the marker (every archive it names):"),
-    }
-    for a in &m.archives {
-        let what = match &a.error {
-            None => format!("arches {}", a.arches.join(", ")),
-            Some(e) => e.clone(),
-        };
-        println!("    archive {}: {what} ({})", shown(&a.path), a.origin);
-    }
-    let mut totals: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
-    let mut last = None;
-    for co in &m.code_objects {
-        if last != Some(co.bundle) {
-            println!("  bundle {} from key {:?}", co.bundle, co.key);
-            last = Some(co.bundle);
-        }
-        let desc = co.code_object.as_ref().map_or_else(
-            || "not a code object".to_owned(),
-            |c| {
-                format!(
-                    "code object v{}, {} kernel{}",
-                    c.code_object_version.map_or("?".into(), |v| v.to_string()),
-                    co.kernel_count,
-                    if co.kernel_count == 1 { "" } else { "s" }
-                )
-            },
-        );
-        println!(
-            "    {:<44} {:>10} bytes  {desc}  in {}",
-            co.target,
-            co.size,
-            shown(&co.archive)
-        );
-        if with_names {
-            for k in co.code_object.iter().flat_map(|c| &c.kernels) {
-                println!("      {k}");
-            }
-        }
-        let t = totals.entry(&co.target).or_default();
-        t.0 += 1;
-        t.1 += co.size;
-    }
-    if !totals.is_empty() {
-        println!("  totals per target:");
-        for (arch, (n, bytes)) in totals {
-            println!("    {arch:<28} {n:>4} code objects {bytes:>12} bytes");
-        }
-    }
-    for f in &m.findings {
-        println!("  problem: {f}");
-    }
-}
-
 /// Whether `path` is a `.kpack` archive ([`FileKind::Kpack`]).
 fn is_kpack_archive(path: &std::path::Path) -> bool {
     matches!(FileKind::of_path(path), Ok(FileKind::Kpack))
-}
-
-/// Largest marker section decoded for the text report (markers are a
-/// few hundred bytes).
-const MAX_MARKER_SHOWN: u64 = 1 << 20;
-
-/// Print the marker at `offset`+`len` of `path`: its key (kernel name) and
-/// search paths, or why it cannot be shown.
-fn print_marker(path: &std::path::Path, offset: u64, len: u64) {
-    use std::io::{Read, Seek};
-    if len > MAX_MARKER_SHOWN {
-        println!("  marker: {len} bytes, too large to show");
-        return;
-    }
-    let mut bytes = Vec::new();
-    let read = std::fs::File::open(path).and_then(|mut f| {
-        f.seek(std::io::SeekFrom::Start(offset))?;
-        f.take(len).read_to_end(&mut bytes)
-    });
-    match read
-        .map_err(anyhow::Error::from)
-        .and_then(|_| kpack_format::Marker::parse(&bytes).map_err(anyhow::Error::from))
-    {
-        Ok(m) => {
-            println!("  marker: kernel name {:?}", m.kernel_name);
-            for p in &m.search_paths {
-                println!("    search path {p}");
-            }
-        }
-        Err(e) => println!("  marker: unreadable ({e})"),
-    }
 }
 
 /// Print the code-object warnings of `report`; `true` if there were any.
@@ -352,179 +245,4 @@ fn warn(path: &std::path::Path, report: &Inspected) -> bool {
         );
     }
     warned
-}
-
-fn print_pe_text(f: &PeReport, with_names: bool) {
-    let kind = match f.kind {
-        kpack_pe::PeKind::Dll => "PE32+ DLL",
-        kpack_pe::PeKind::Exe => "PE32+ executable",
-    };
-    println!(
-        "{}: {kind}, image base {:#x}",
-        f.path.display(),
-        f.image_base
-    );
-    if f.signed {
-        println!("  certificate table present (signed: a rewrite invalidates the signature)");
-    }
-    if !f.device_code {
-        if f.transformed {
-            println!(
-                "  device code offloaded by kpack (all {} wrappers HIPK)",
-                f.wrappers.len()
-            );
-        } else {
-            println!("  no device code");
-        }
-    }
-    if let Some(m) = f.marker.as_ref().filter(|m| m.in_file) {
-        print_marker(
-            &f.path,
-            m.offset,
-            m.size.min(m.raw_size.map_or(m.size, u64::from)),
-        );
-    }
-    for (name, s) in [
-        (kpack_pe::FATBIN_SECTION, &f.fatbin),
-        (kpack_pe::SEGMENT_SECTION, &f.segment),
-        (kpack_pe::MARKER_SECTION, &f.marker),
-    ] {
-        if let Some(s) = s {
-            println!(
-                "  {name:<10} rva {:#x}  raw {:#x}+{:#x}  virtual size {} bytes{}",
-                s.rva.unwrap_or_default(),
-                s.offset,
-                s.raw_size.unwrap_or_default(),
-                s.size,
-                if s.in_file {
-                    ""
-                } else {
-                    " (not all in the file)"
-                }
-            );
-        }
-    }
-    for w in &f.wrappers {
-        let target = match w.bundle {
-            Some(b) => format!("bundle {b}"),
-            None => "no bundle".into(),
-        };
-        let via = w.via.describe();
-        println!(
-            "  wrapper {} at {:#x}: {:?} v{} -> {:#x} ({via}) {target}, reserved {}",
-            w.index, w.addr, w.magic, w.version, w.pointer, w.reserved
-        );
-    }
-    print_bundles(&f.bundles, &f.totals, with_names);
-}
-
-fn print_text(f: &ElfReport, with_names: bool) {
-    println!("{}: {}", f.path.display(), kind_name(f.kind));
-    if !f.device_code {
-        if f.transformed {
-            println!(
-                "  device code offloaded by kpack (all {} wrappers HIPK)",
-                f.wrappers.len()
-            );
-        } else {
-            println!("  no device code");
-        }
-    }
-    if let Some(m) = f.marker.as_ref().filter(|m| m.in_file) {
-        print_marker(&f.path, m.offset, m.size);
-    }
-    if let Some(fb) = &f.fatbin {
-        println!(
-            "  .hip_fatbin  offset {:#x}  addr {:#x}  size {} bytes{}",
-            fb.offset,
-            fb.addr,
-            fb.size,
-            if fb.in_file { "" } else { " (no file bytes)" }
-        );
-    }
-    for w in &f.wrappers {
-        let target = match w.bundle {
-            Some(b) => format!("bundle {b}"),
-            None => "no bundle".into(),
-        };
-        println!(
-            "  wrapper {} at {:#x}: {:?} v{} -> {:#x} ({}) {target}, reserved {}",
-            w.index,
-            w.addr,
-            w.magic,
-            w.version,
-            w.pointer,
-            w.via.describe(),
-            w.reserved
-        );
-    }
-    print_bundles(&f.bundles, &f.totals, with_names);
-}
-
-fn print_bundles(bundles: &[BundleReport], totals: &BTreeMap<String, ArchTotal>, with_names: bool) {
-    for b in bundles {
-        let fmt = match &b.format {
-            Format::Plain => "uncompressed".to_string(),
-            Format::Compressed(h) => format!(
-                "CCOB v{} {:?}, {} bytes inflated",
-                h.version, h.method, h.uncompressed_size
-            ),
-            Format::Elf => "bare code object".to_string(),
-        };
-        println!(
-            "  bundle {} at +{:#x}, {} bytes, {fmt}",
-            b.index, b.offset, b.len
-        );
-        for e in &b.entries {
-            if e.entry.id.is_host() {
-                println!("    {:<44} (host)", e.entry.id.raw());
-                continue;
-            }
-            let co = e
-                .code_object
-                .as_ref()
-                .map(|c| {
-                    format!(
-                        "code object v{}, {} kernel{}",
-                        c.code_object_version.map_or("?".into(), |v| v.to_string()),
-                        e.kernel_count,
-                        if e.kernel_count == 1 { "" } else { "s" }
-                    )
-                })
-                .or_else(|| {
-                    e.spirv
-                        .as_ref()
-                        .map(|s| format!("SPIR-V {} module, {} words", s.version, s.words))
-                })
-                .unwrap_or_else(|| "not a code object".into());
-            println!(
-                "    {:<44} {:>10} bytes  {co}",
-                e.entry.id.raw(),
-                e.entry.size
-            );
-            if with_names {
-                for k in e.code_object.iter().flat_map(|c| &c.kernels) {
-                    println!("      {k}");
-                }
-            }
-        }
-    }
-    if !totals.is_empty() {
-        println!("  totals per target:");
-        for (arch, t) in totals {
-            println!(
-                "    {arch:<28} {:>4} code objects {:>12} bytes",
-                t.code_objects, t.bytes
-            );
-        }
-    }
-}
-
-fn kind_name(k: ElfKind) -> &'static str {
-    match k {
-        ElfKind::Exec => "ELF executable",
-        ElfKind::Dyn => "ELF shared object (library or PIE executable)",
-        ElfKind::Rel => "ELF relocatable object",
-        ElfKind::BundleFile => "offload bundle / code object file",
-    }
 }

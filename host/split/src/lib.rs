@@ -95,7 +95,8 @@ pub use kpack_artifact::{
     write_artifact_archive,
 };
 pub use loads::{
-    ArchiveSeen, LoadedCodeObject, MarkerLoads, marker_loads, marker_loads_with, sha256_hex,
+    ArchiveSeen, LoadedCodeObject, MarkerLoads, MarkerLoadsText, marker_loads, marker_loads_with,
+    sha256_hex,
 };
 pub use manifest::{MANIFEST, prefix_link, read_manifest, write_manifest};
 pub use merge::merge_archives;

@@ -21,6 +21,10 @@ use sha2::{Digest, Sha256};
 
 use kpack_runtime::gpu_arch_list;
 
+mod text;
+
+pub use text::MarkerLoadsText;
+
 /// What a host-only binary's marker leads to.
 #[derive(Debug, Clone, Serialize)]
 pub struct MarkerLoads {
