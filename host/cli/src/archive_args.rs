@@ -208,6 +208,12 @@ impl ArchiveArgs {
         self.memory.budget(kpack_bundle::DEFAULT_MEMORY_LIMIT)
     }
 
+    /// The command's job: `--max-memory`, `--jobs`, and existing outputs
+    /// replaced when `force`.
+    pub fn job(&self, force: bool) -> anyhow::Result<crate::job::CommandJob> {
+        crate::job::build(self.budget(), self.jobs, force)
+    }
+
     /// A thread pool honouring `--jobs`.
     pub fn thread_pool(&self) -> anyhow::Result<rayon::ThreadPool> {
         let mut pool = rayon::ThreadPoolBuilder::new();

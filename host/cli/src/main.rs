@@ -20,6 +20,7 @@ mod help_markdown;
 mod index;
 mod inspect;
 mod install;
+mod job;
 mod json;
 mod memory_args;
 mod offload;

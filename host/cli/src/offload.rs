@@ -150,10 +150,10 @@ fn plan(args: &Args) -> (ArchiveSet, OffloadOptions) {
             compression,
             ..Default::default()
         },
+        args.archive.budget(),
     );
     archives.set_no_clobber(!args.force);
     archives.set_group(args.archive.archive_group());
-    archives.set_memory_budget(args.archive.budget());
     let out_dir = args.output.parent().map(PathBuf::from).unwrap_or_default();
     let search_paths = if args.search_paths.is_empty() {
         vec![archives.search_path_from(&out_dir)]

@@ -163,22 +163,19 @@ fn prune(args: PruneArgs) -> CliResult {
     crate::safety::regular_file(&args.input)?;
     crate::safety::not_stdout(&args.output, "wheel prune")?;
     let handlers = args.handlers.databases()?;
-    let mut opts = PruneOptions::new(keep, args.memory.budget(kpack_bundle::DEFAULT_MEMORY_LIMIT));
+    let mut opts = PruneOptions::new(keep);
     opts.strict = args.keep.strict;
     opts.verify_hash = !args.no_verify_hash;
     opts.databases = handlers.as_deref();
     opts.mtime = crate::split::source_date_epoch(ZIP_EPOCH)?;
-    opts.force = args.force;
     set_limits(&mut opts.limits, args.max_unpacked_size);
     // The output directory appears with the pruned wheel, or not at all.
     crate::safety::clean_stale_temps(&args.output);
     let start = std::time::Instant::now();
-    let phases = crate::ui::phases().map(Phases);
-    opts.progress = phases.as_ref().map(|p| p as &dyn kpack_wheel::Progress);
-    let report = prune_wheel(&args.input, &args.output, &opts);
-    if let Some(p) = &phases {
-        p.0.finish_and_clear();
-    }
+    let budget = args.memory.budget(kpack_bundle::DEFAULT_MEMORY_LIMIT);
+    let run = crate::job::build(budget, None, args.force)?;
+    let report = prune_wheel(&run.job, &args.input, &args.output, &opts);
+    drop(run);
     let report = report?;
     for w in &report.warnings {
         eprintln!("warning: {}: {w}", args.input.display());
@@ -217,19 +214,6 @@ fn prune(args: PruneArgs) -> CliResult {
     Ok(())
 }
 
-/// The phases of a wheel command and the bytes done, on a terminal's bar.
-struct Phases(indicatif::ProgressBar);
-
-impl kpack_wheel::Progress for Phases {
-    fn phase(&self, what: &str, total: u64) {
-        crate::ui::set_phase(&self.0, what, total);
-    }
-
-    fn advance(&self, bytes: u64) {
-        self.0.inc(bytes);
-    }
-}
-
 /// `--max-unpacked-size`: raising the total is how a user says "this wheel
 /// is really that big", so the ratio guard follows it.
 fn set_limits(limits: &mut kpack_wheel::Limits, max_unpacked_size: Option<u64>) {
@@ -251,7 +235,7 @@ fn split(mut args: SplitArgs) -> CliResult {
     }
     crate::safety::not_stdout(&args.output, "wheel split")?;
     let handlers = args.handlers.databases()?;
-    let mut opts = WheelOptions::new(args.archive.budget());
+    let mut opts = WheelOptions::new();
     opts.device_prefix = args.device_prefix.clone();
     opts.archive_dir = args
         .archive_dir
@@ -262,7 +246,6 @@ fn split(mut args: SplitArgs) -> CliResult {
     opts.databases = handlers.as_deref();
     opts.mtime = crate::split::source_date_epoch(ZIP_EPOCH)?;
     opts.dry_run = args.dry_run;
-    opts.force = args.force;
     let (default_group, amd) = grouping_and_variants(&args, amd, &mut opts)?;
     opts.archive_group = args
         .archive
@@ -281,19 +264,15 @@ fn split(mut args: SplitArgs) -> CliResult {
     let input = packed.as_ref().map_or(input, |(_, w)| w.clone());
 
     let start = std::time::Instant::now();
-    let pool = args.archive.thread_pool()?;
+    let run = args.archive.job(args.force)?;
     crate::ui::info(format_args!(
         "splitting {} into {} ({} threads)",
         input.display(),
         args.output.display(),
-        pool.current_num_threads()
+        run.job.threads()
     ));
-    let phases = crate::ui::phases().map(Phases);
-    opts.progress = phases.as_ref().map(|p| p as &dyn kpack_wheel::Progress);
-    let report = pool.install(|| split_wheel(&input, &args.output, &opts));
-    if let Some(p) = &phases {
-        p.0.finish_and_clear();
-    }
+    let report = split_wheel(&run.job, &input, &args.output, &opts);
+    drop(run);
     let report = report?;
     for w in &report.warnings {
         eprintln!("warning: {w}");

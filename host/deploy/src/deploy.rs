@@ -565,7 +565,7 @@ fn stage(item: &Item, root: &Path, budget: &kpack_bundle::MemoryBudget) -> Resul
     let mut pruned = None;
     let mut archives = Vec::new();
     if let Some(pairs) = &item.offload {
-        archives = offload_copy(item, pairs, &dest)?;
+        archives = offload_copy(item, pairs, &dest, budget)?;
     } else if let Some(target) = &item.link {
         symlink(target.as_ref(), &dest).map_err(|e| Error::io(&dest, "cannot link", e))?;
     } else if let Some(keep) = &item.keep {
@@ -608,8 +608,13 @@ fn stage(item: &Item, root: &Path, budget: &kpack_bundle::MemoryBudget) -> Resul
 
 /// Offload a fat library into its copy at `dest`, the code of the
 /// (GPU, target) `pairs` into `.kpack` archives beside it; the archives'
-/// records.
-fn offload_copy(item: &Item, pairs: &[(String, String)], dest: &Path) -> Result<Vec<FileRecord>> {
+/// records. Bundles inflate under the run's `budget`.
+fn offload_copy(
+    item: &Item,
+    pairs: &[(String, String)],
+    dest: &Path,
+    budget: &kpack_bundle::MemoryBudget,
+) -> Result<Vec<FileRecord>> {
     let dir = dest.parent().unwrap_or(Path::new("."));
     let (rel_dir, file_name) = item.rel.rsplit_once('/').unwrap_or(("", &item.rel));
     let name = file_name.split('.').next().unwrap_or(file_name).to_owned();
@@ -617,7 +622,12 @@ fn offload_copy(item: &Item, pairs: &[(String, String)], dest: &Path) -> Result<
     targets.sort();
     targets.dedup();
     let keep = kpack_prune::KeepList::parse(&targets)?;
-    let set = kpack_offload::ArchiveSet::new(dir.join(".kpack"), name, Default::default());
+    let set = kpack_offload::ArchiveSet::new(
+        dir.join(".kpack"),
+        name,
+        Default::default(),
+        budget.clone(),
+    );
     let opts = kpack_offload::OffloadOptions {
         kernel_name: item.rel.clone(),
         search_paths: vec![set.search_path_from(dir)],

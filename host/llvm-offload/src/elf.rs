@@ -174,8 +174,9 @@ fn read_bundles(
     // Walking reads headers only: check each compressed bundle's
     // MD5 here, as the walk itself used to (one streaming pass).
     if options.verify_hash {
-        // One bundle at a time, from bytes already in memory.
-        let budget = kpack_bundle::MemoryBudget::default();
+        // One bundle at a time, from bytes already in memory, none
+        // inflating past the reader's own ceiling.
+        let budget = kpack_bundle::MemoryBudget::new(options.max_inflated_size);
         for item in &bundles {
             if let kpack_bundle::Format::Compressed(_) = item.format {
                 item.stream_entries(&Bytes(bytes), &budget, |_, _, _| {

@@ -35,8 +35,15 @@ pub struct ArchiveSet {
 
 impl ArchiveSet {
     /// Archives `<dir>/<name>_<processor>.kpack`; `options.group_name`
-    /// defaults to `name`, `gfx_arch_family` to the processor.
-    pub fn new(dir: PathBuf, name: String, options: WriterOptions) -> ArchiveSet {
+    /// defaults to `name`, `gfx_arch_family` to the processor. Bundles
+    /// read into them inflate under `budget` (the job's, `--max-memory`):
+    /// archive sets filled in parallel by one job share it.
+    pub fn new(
+        dir: PathBuf,
+        name: String,
+        options: WriterOptions,
+        budget: MemoryBudget,
+    ) -> ArchiveSet {
         ArchiveSet {
             dir,
             dir_for: None,
@@ -47,7 +54,7 @@ impl ArchiveSet {
             protected: Vec::new(),
             group: Level::Target,
             stage: None,
-            budget: MemoryBudget::default(),
+            budget,
         }
     }
 
@@ -56,19 +63,13 @@ impl ArchiveSet {
     pub fn per_processor(
         name: String,
         options: WriterOptions,
+        budget: MemoryBudget,
         dir_for: impl Fn(&str) -> PathBuf + Send + Sync + 'static,
     ) -> ArchiveSet {
         ArchiveSet {
             dir_for: Some(Box::new(dir_for)),
-            ..ArchiveSet::new(PathBuf::new(), name, options)
+            ..ArchiveSet::new(PathBuf::new(), name, options, budget)
         }
-    }
-
-    /// Bound the inflated bytes held while reading bundles by `budget`
-    /// (`--max-memory`; default [`kpack_bundle::DEFAULT_MEMORY_LIMIT`]).
-    /// Archive sets filled in parallel by one job share the job's budget.
-    pub fn set_memory_budget(&mut self, budget: MemoryBudget) {
-        self.budget = budget;
     }
 
     /// Write the archives into `dir` (a staging tree the caller commits)

@@ -28,7 +28,8 @@
 //!
 //! ```no_run
 //! use kpack_offload::{ArchiveSet, OffloadOptions, offload};
-//! let archives = ArchiveSet::new("out/.kpack".into(), "libfoo".into(), Default::default());
+//! let budget = kpack_bundle::MemoryBudget::new(4 << 30);
+//! let archives = ArchiveSet::new("out/.kpack".into(), "libfoo".into(), Default::default(), budget);
 //! let opts = OffloadOptions {
 //!     kernel_name: "lib/libfoo.so".into(),
 //!     search_paths: vec![".kpack/libfoo_@GFXARCH@.kpack".into()],

@@ -18,7 +18,16 @@ use kpack_offload::{ArchiveSet, Error, OffloadOptions, Outcome, offload};
 use kpack_tests::fixture;
 
 fn set(dir: &Path) -> ArchiveSet {
-    ArchiveSet::new(dir.to_path_buf(), "axpy".into(), WriterOptions::default())
+    set_with(dir, kpack_bundle::MemoryBudget::default())
+}
+
+fn set_with(dir: &Path, budget: kpack_bundle::MemoryBudget) -> ArchiveSet {
+    ArchiveSet::new(
+        dir.to_path_buf(),
+        "axpy".into(),
+        WriterOptions::default(),
+        budget,
+    )
 }
 
 fn target(t: &str) -> TargetId {
@@ -58,9 +67,12 @@ fn archives_are_named_per_processor_or_group() {
     assert_eq!(s.group_of(&target("gfx1101")), "gfx11");
 
     // Per-processor directories (split's per-arch trees).
-    let per = ArchiveSet::per_processor("axpy".into(), WriterOptions::default(), |p| {
-        PathBuf::from(format!("art_{p}/lib/.kpack"))
-    });
+    let per = ArchiveSet::per_processor(
+        "axpy".into(),
+        WriterOptions::default(),
+        kpack_bundle::MemoryBudget::default(),
+        |p| PathBuf::from(format!("art_{p}/lib/.kpack")),
+    );
     assert_eq!(
         per.path_for("gfx1030"),
         Path::new("art_gfx1030/lib/.kpack/axpy_gfx1030.kpack")
@@ -179,8 +191,7 @@ fn two_jobs_in_one_process_keep_their_own_memory_budgets() {
     let input = fixture("clang19/libaxpy_ccob.so");
     let job = |name: &str, budget: kpack_bundle::MemoryBudget| {
         let dir = tmp.path().join(name);
-        let mut archives = set(&dir.join(".kpack"));
-        archives.set_memory_budget(budget);
+        let archives = set_with(&dir.join(".kpack"), budget);
         let sp = [".kpack/axpy_@GFXARCH@.kpack"];
         offload(
             &input,

@@ -954,11 +954,11 @@ fn plan_archives(
         let dir = (layout.arch)(&p).join(&opts.archive_dir);
         dirs.entry(p).or_insert(dir);
     }
-    let mut archives = ArchiveSet::per_processor(stem.clone(), options, move |p| {
-        dirs.get(p).cloned().unwrap_or_default()
-    });
+    let mut archives =
+        ArchiveSet::per_processor(stem.clone(), options, opts.budget.clone(), move |p| {
+            dirs.get(p).cloned().unwrap_or_default()
+        });
     archives.set_group(opts.archive_group);
-    archives.set_memory_budget(opts.budget.clone());
     // Marker search path: in the install, from the binary's directory to the archive directory.
     let root = Path::new("/kpack-prefix-root");
     let bin_dir = root

@@ -50,12 +50,13 @@
 //! use kpack_wheel::{WheelOptions, split_wheel};
 //! use std::path::Path;
 //!
-//! let report = split_wheel(Path::new("torch-2.10.0-cp312-cp312-linux_x86_64.whl"), Path::new("out"), &WheelOptions::new(kpack_bundle::MemoryBudget::new(256 << 20)))?;
+//! let job = kpack_job::Job::builder(kpack_bundle::MemoryBudget::new(256 << 20)).build()?;
+//! let report = split_wheel(&job, Path::new("torch-2.10.0-cp312-cp312-linux_x86_64.whl"), Path::new("out"), &WheelOptions::new())?;
 //! println!("host: {} ({} bytes)", report.host.file, report.host.bytes);
 //! for d in &report.devices {
 //!     println!("{}: {} ({} bytes)", d.arch, d.wheel.file, d.wheel.bytes);
 //! }
-//! # Ok::<(), kpack_wheel::Error>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![forbid(unsafe_code)]
 

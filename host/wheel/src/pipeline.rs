@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use zip::DateTime;
 
-use kpack_fsafe::{Existing, Order, Outputs};
+use kpack_fsafe::{Order, Outputs};
+use kpack_job::Job;
 
 use crate::amd::AMD_GENERATOR;
 use crate::error::{Error, ErrorKind, Result};
@@ -124,15 +125,11 @@ pub(crate) fn write_all(
 
 /// The outputs of a wheel command in `out_dir` ([`kpack_fsafe::Outputs`]:
 /// an existing wheel refused unless `force`), or `None` for a dry run.
-pub(crate) fn outputs(out_dir: &Path, force: bool, dry_run: bool) -> Result<Option<Outputs>> {
+pub(crate) fn outputs(job: &Job, out_dir: &Path, dry_run: bool) -> Result<Option<Outputs>> {
     if dry_run {
         return Ok(None);
     }
-    Ok(Some(Outputs::create(
-        out_dir,
-        "wheel",
-        Existing::from_force(force),
-    )?))
+    Ok(Some(job.outputs(out_dir, "wheel")?))
 }
 
 /// Where a command reads its input into: the outputs' scratch space (on

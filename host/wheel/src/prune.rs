@@ -14,11 +14,12 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{Error, ErrorKind, Result};
-use kpack_fsafe::{Existing, Order, Outputs};
+use kpack_fsafe::Order;
+use kpack_job::Job;
 
 use crate::job::{Entry, Source, WheelFile, WheelJob, entry_order};
 use crate::pipeline::{self, Staged, refuse_device_wheel, refuse_input_dir};
-use crate::progress::{self, Progress};
+use crate::progress;
 use crate::reader::{Limits, Route, SPLIT_SCHEMES, Unpacked, list_files};
 use crate::writer::{ZIP_EPOCH, zip_time};
 
@@ -38,29 +39,20 @@ pub struct PruneOptions<'a> {
     /// Timestamp of every zip entry, seconds since the Unix epoch (the CLI
     /// passes `SOURCE_DATE_EPOCH`); default 1980-01-01.
     pub mtime: u64,
-    /// Replace an existing output wheel.
-    pub force: bool,
     /// How much the input may inflate to (zip-bomb guards).
     pub limits: Limits,
-    /// Where to report the phases and bytes done, if anywhere.
-    pub progress: Option<&'a dyn Progress>,
-    /// The run's memory budget (`--max-memory`), shared by every reader.
-    pub budget: kpack_bundle::MemoryBudget,
 }
 
 impl PruneOptions<'_> {
     /// Keep `keep`; hashes checked, no databases, timestamps 1980-01-01.
-    pub fn new(keep: KeepList, budget: kpack_bundle::MemoryBudget) -> PruneOptions<'static> {
+    pub fn new(keep: KeepList) -> PruneOptions<'static> {
         PruneOptions {
             keep,
             strict: false,
             verify_hash: true,
             databases: None,
             mtime: ZIP_EPOCH,
-            force: false,
             limits: Limits::default(),
-            progress: None,
-            budget,
         }
     }
 }
@@ -135,12 +127,29 @@ enum Plan {
 /// Phases: read (unpack and check), plan (what happens to each file, and
 /// which targets are kept: decided before anything is written, so keeping
 /// nothing or, with `strict`, a missing target writes nothing), transform
-/// (every fat file pruned), write and commit.
-pub fn prune_wheel(input: &Path, out_dir: &Path, opts: &PruneOptions<'_>) -> Result<PruneReport> {
+/// (every fat file pruned), write and commit. On the job's threads, under
+/// its memory budget, with its rule for a wheel that exists already.
+pub fn prune_wheel(
+    job: &Job,
+    input: &Path,
+    out_dir: &Path,
+    opts: &PruneOptions<'_>,
+) -> Result<PruneReport> {
+    job.install(|| prune_on(job, input, out_dir, opts))
+}
+
+/// [`prune_wheel`], on the job's threads.
+fn prune_on(
+    job: &Job,
+    input: &Path,
+    out_dir: &Path,
+    opts: &PruneOptions<'_>,
+) -> Result<PruneReport> {
     refuse_input_dir(input, out_dir, "the pruned wheel")?;
+    let progress = Some(job.progress());
     // Staged next to the output so the final rename stays on one file system.
-    let mut outputs = Outputs::create(out_dir, "wheel", Existing::from_force(opts.force))?;
-    let st = pipeline::read(input, &outputs.scratch()?, &opts.limits, opts.progress)?;
+    let mut outputs = job.outputs(out_dir, "wheel")?;
+    let st = pipeline::read(input, &outputs.scratch()?, &opts.limits, progress)?;
     refuse_device_wheel(input, &st.un, "prune")?;
     let mut warnings = st.un.warnings.clone();
     let distribution = st
@@ -150,7 +159,7 @@ pub fn prune_wheel(input: &Path, out_dir: &Path, opts: &PruneOptions<'_>) -> Res
         .unwrap_or(&st.un.name.distribution)
         .to_string();
     let input_report = pipeline::input_report(input, &st.un, &distribution);
-    progress::phase(opts.progress, "reading binaries", 0);
+    progress::phase(progress, "reading binaries", 0);
     let plans = plan_files(input, &st, opts)?;
     let output_path = out_dir.join(&input_report.file);
     let Some(targets) = decide_targets(input, &plans, opts, &mut warnings)? else {
@@ -175,7 +184,7 @@ pub fn prune_wheel(input: &Path, out_dir: &Path, opts: &PruneOptions<'_>) -> Res
     outputs.plan(&input_report.file, Order::Last)?;
     outputs.check_existing()?;
     let pruned_root = st.path().join("pruned");
-    let mut binaries = prune_files(input, &plans, &pruned_root, opts)?;
+    let mut binaries = prune_files(job, input, &plans, &pruned_root, opts)?;
     for b in binaries.iter().filter(|b| b.kept.is_empty()) {
         warnings.push(format!(
             "{}: none of its targets ({}) is kept; its bundles now hold host code only",
@@ -183,10 +192,11 @@ pub fn prune_wheel(input: &Path, out_dir: &Path, opts: &PruneOptions<'_>) -> Res
             b.dropped.join(", ")
         ));
     }
-    let (job, dropped_files) = pruned_job(&st, &plans, &pruned_root, &distribution, &mut warnings);
+    let (wheel, dropped_files) =
+        pruned_job(&st, &plans, &pruned_root, &distribution, &mut warnings);
     let time = zip_time(opts.mtime);
-    let jobs = std::slice::from_ref(&job);
-    let written = pipeline::write_all(jobs, input, &outputs.tree(), time, opts.progress)?;
+    let jobs = std::slice::from_ref(&wheel);
+    let written = pipeline::write_all(jobs, input, &outputs.tree(), time, progress)?;
     let (bytes, files) = written.first().copied().unwrap_or_default();
     outputs.commit()?;
     binaries.sort_by(|a, b| a.path.cmp(&b.path));
@@ -339,6 +349,7 @@ fn decide_targets(
 
 /// Transform phase: every fat file pruned into `pruned_root/<wheel path>`.
 fn prune_files(
+    job: &Job,
     input: &Path,
     plans: &[Planned],
     pruned_root: &Path,
@@ -351,7 +362,8 @@ fn prune_files(
         .filter(|(_, _, plan)| fat(plan))
         .map(|(_, p, _)| std::fs::metadata(p).map_or(0, |m| m.len()))
         .sum();
-    progress::phase(opts.progress, "pruning device code", total);
+    let progress = Some(job.progress());
+    progress::phase(progress, "pruning device code", total);
     plans
         .par_iter()
         .filter_map(|(path, _, plan)| match plan {
@@ -363,7 +375,7 @@ fn prune_files(
             if let Some(dir) = out.parent() {
                 std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create", e))?;
             }
-            let report = p.write(&out, keep, &opts.budget).map_err(|e| {
+            let report = p.write(&out, keep, job.budget()).map_err(|e| {
                 Error::new(
                     ErrorKind::Split,
                     Some(input.to_path_buf()),
@@ -372,7 +384,7 @@ fn prune_files(
                 .with_source(e)
             })?;
             let (kept, dropped) = opts.keep.partition(p.targets());
-            progress::advance(opts.progress, report.input_size());
+            progress::advance(progress, report.input_size());
             Ok(PrunedFile {
                 path: path.clone(),
                 kept,

@@ -17,10 +17,11 @@ use crate::headers::Headers;
 use crate::job::{Entry, Source, WheelFile, WheelJob, entry_order};
 use crate::name::{escape, is_valid_name, normalize};
 use crate::pipeline::{self, Staged, refuse_device_wheel, refuse_input_dir};
-use crate::progress::{self, Progress};
+use crate::progress;
 use crate::reader::{Limits, Route, SPLIT_SCHEMES, Unpacked, list_files};
 use crate::variant::VariantProvider;
 use crate::writer::{ZIP_EPOCH, zip_time};
+use kpack_job::Job;
 
 /// How to split a wheel. Build it with [`WheelOptions::new`] and adjust fields.
 #[derive(Clone)]
@@ -48,9 +49,6 @@ pub struct WheelOptions<'a> {
     /// Do everything in the staging directory, report, and write nothing
     /// to the output directory.
     pub dry_run: bool,
-    /// Replace wheels that already exist in the output directory (else
-    /// they are refused before anything is moved into place).
-    pub force: bool,
     /// How much the input may inflate to (zip-bomb guards).
     pub limits: Limits,
     /// Which GPU targets to keep (`--gpu-targets`, `--exclude-arch`).
@@ -67,8 +65,6 @@ pub struct WheelOptions<'a> {
     /// [`group`](Self::group) is an error: one archive cannot be split
     /// across device wheels.
     pub archive_group: kpack_amdgpu::Level,
-    /// Where to report the phases and bytes done, if anywhere.
-    pub progress: Option<&'a dyn Progress>,
     /// AMD's layout, names and metadata (`--overlay-root`) instead of
     /// kpack's; [`device_prefix`](Self::device_prefix) is then required
     /// and [`group`](Self::group), [`archive_dir`](Self::archive_dir) and
@@ -81,10 +77,6 @@ pub struct WheelOptions<'a> {
     pub variant_label: Option<String>,
     /// The provider the variant wheels name (kpack's layout).
     pub variant_provider: VariantProvider,
-    /// The ceiling on inflated bytes held at once (`--max-memory`), shared
-    /// by every binary of the wheel read in parallel. Default
-    /// [`kpack_bundle::DEFAULT_MEMORY_LIMIT`].
-    pub budget: kpack_bundle::MemoryBudget,
 }
 
 impl std::fmt::Debug for WheelOptions<'_> {
@@ -97,12 +89,10 @@ impl std::fmt::Debug for WheelOptions<'_> {
             .field("databases", &self.databases.is_some())
             .field("mtime", &self.mtime)
             .field("dry_run", &self.dry_run)
-            .field("force", &self.force)
             .field("limits", &self.limits)
             .field("targets", &self.targets)
             .field("group", &self.group)
             .field("archive_group", &self.archive_group)
-            .field("progress", &self.progress.is_some())
             .field("amd", &self.amd)
             .field("variant_label", &self.variant_label)
             .field("variant_provider", &self.variant_provider)
@@ -111,10 +101,9 @@ impl std::fmt::Debug for WheelOptions<'_> {
 }
 
 impl WheelOptions<'_> {
-    /// Defaults, reading under the run's memory `budget`: `<name>-device`
-    /// wheels, archives in `_<name>_kpack`, zstd, hashes checked, no
-    /// databases, timestamps 1980-01-01.
-    pub fn new(budget: kpack_bundle::MemoryBudget) -> WheelOptions<'static> {
+    /// Defaults: `<name>-device` wheels, archives in `_<name>_kpack`,
+    /// zstd, hashes checked, no databases, timestamps 1980-01-01.
+    pub fn new() -> WheelOptions<'static> {
         WheelOptions {
             device_prefix: None,
             archive_dir: None,
@@ -123,17 +112,20 @@ impl WheelOptions<'_> {
             databases: None,
             mtime: ZIP_EPOCH,
             dry_run: false,
-            force: false,
             limits: Limits::default(),
             targets: kpack_amdgpu::TargetFilter::default(),
             group: None,
             archive_group: kpack_amdgpu::Level::Target,
-            progress: None,
             amd: None,
             variant_label: None,
             variant_provider: VariantProvider::Kpack,
-            budget,
         }
+    }
+}
+
+impl Default for WheelOptions<'_> {
+    fn default() -> Self {
+        WheelOptions::new()
     }
 }
 
@@ -209,20 +201,38 @@ impl WheelReport {
 /// Phases: read (unpack and check), transform (each scheme tree split by
 /// [`split_prefix`]), plan (the host wheel and one device wheel per
 /// group), write (all wheels, in parallel) and commit (renamed into place).
-pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Result<WheelReport> {
+/// On the job's threads, under its memory budget, with its rule for
+/// wheels that exist already; phases reported to its progress sink.
+pub fn split_wheel(
+    job: &Job,
+    input: &Path,
+    out_dir: &Path,
+    opts: &WheelOptions<'_>,
+) -> Result<WheelReport> {
+    job.install(|| split_on(job, input, out_dir, opts))
+}
+
+/// [`split_wheel`], on the job's threads.
+fn split_on(
+    job: &Job,
+    input: &Path,
+    out_dir: &Path,
+    opts: &WheelOptions<'_>,
+) -> Result<WheelReport> {
     check_archive_group(input, opts)?;
     refuse_input_dir(input, out_dir, "the host wheel")?;
+    let progress = Some(job.progress());
     // Staged next to the outputs so the final renames stay on one file
     // system; a dry run stages in the system's temp directory instead.
-    let outputs = pipeline::outputs(out_dir, opts.force, opts.dry_run)?;
+    let outputs = pipeline::outputs(job, out_dir, opts.dry_run)?;
     let staging_in = pipeline::scratch(outputs.as_ref())?;
-    let st = pipeline::read(input, &staging_in, &opts.limits, opts.progress)?;
+    let st = pipeline::read(input, &staging_in, &opts.limits, progress)?;
     let names = Names::of(input, &st.un, opts)?;
     refuse_device_wheel(input, &st.un, "split")?;
     let mut warnings = st.un.warnings.clone();
     let tags: Vec<String> = st.un.wheel.get_all("Tag").map(str::to_string).collect();
-    progress::phase(opts.progress, "offloading device code", 0);
-    let split = split_schemes(input, &st, &names, opts, &mut warnings)?;
+    progress::phase(progress, "offloading device code", 0);
+    let split = split_schemes(job, input, &st, &names, opts, &mut warnings)?;
     let out_stage = st.path().join("out");
     std::fs::create_dir_all(&out_stage).map_err(|e| Error::io(&out_stage, "cannot create", e))?;
     let input_report = pipeline::input_report(input, &st.un, &names.host);
@@ -267,7 +277,7 @@ pub fn split_wheel(input: &Path, out_dir: &Path, opts: &WheelOptions<'_>) -> Res
         &mut warnings,
     )?;
     let time = zip_time(opts.mtime);
-    let written = pipeline::write_all(&jobs, input, &out_stage, time, opts.progress)?;
+    let written = pipeline::write_all(&jobs, input, &out_stage, time, progress)?;
     let amd = opts.amd.is_some();
     record_written(&mut report, &jobs, written, out_dir, level.is_some(), amd);
     write_variants(&jobs, &st, opts, (input, out_dir), time, &mut report)?;
@@ -461,6 +471,7 @@ struct SchemeSplit {
 /// Transform phase: each scheme tree of the staging directory split into
 /// `host/<scheme>` and `dev/<arch>/<scheme>`.
 fn split_schemes(
+    job: &Job,
     input: &Path,
     st: &Staged,
     names: &Names,
@@ -488,7 +499,7 @@ fn split_schemes(
             reports.push((
                 scheme,
                 sub,
-                split_scheme(input, st, names, opts, scheme, sub)?,
+                split_scheme(job, input, st, names, opts, scheme, sub)?,
             ));
         }
     }
@@ -552,6 +563,7 @@ fn under(base: &Path, sub: &str) -> PathBuf {
 
 /// One scheme tree split by [`split_prefix`].
 fn split_scheme(
+    job: &Job,
     input: &Path,
     st: &Staged,
     names: &Names,
@@ -565,7 +577,7 @@ fn split_scheme(
     } else {
         format!("{}.{scheme}", escape(&names.host))
     };
-    let mut so = SplitOptions::new(component, opts.budget.clone());
+    let mut so = SplitOptions::new(component, job.budget().clone());
     so.archive_dir = names.archive_dir.clone();
     so.compression = opts.compression;
     so.verify_hash = opts.verify_hash;
