@@ -64,14 +64,55 @@ const MAC_LEN: usize = 32;
 type Mac = hmac::Hmac<Sha256>;
 
 /// Why a cache path is not trusted, or what failed while checking it.
-fn untrusted(path: &Path, why: impl std::fmt::Display) -> String {
-    format!("{}: {why}", path.display())
+#[derive(Debug, thiserror::Error)]
+enum Untrusted {
+    /// The path is not as the cache needs it (owner, mode, type).
+    #[error("{}: {why}", path.display())]
+    Refused {
+        /// The file or directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// Checking or creating the path failed.
+    #[error("{}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// `path` is refused because of `why`.
+fn untrusted(path: &Path, why: impl Into<String>) -> Untrusted {
+    Untrusted::Refused {
+        path: path.to_path_buf(),
+        why: why.into(),
+    }
+}
+
+/// Checking or creating `path` failed with `source`.
+fn io_failed(path: &Path) -> impl FnOnce(std::io::Error) -> Untrusted + '_ {
+    move |source| Untrusted::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// `e` and its causes on one line, `: `-separated, for a warning.
+fn one_line(e: &dyn std::error::Error) -> String {
+    std::iter::successors(Some(e), |e| e.source())
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
 }
 
 /// `meta` (of `path`) is owned by the current user and not writable by
 /// group or others.
 #[cfg(unix)]
-fn check_owner(path: &Path, meta: &std::fs::Metadata) -> std::result::Result<(), String> {
+fn check_owner(path: &Path, meta: &std::fs::Metadata) -> std::result::Result<(), Untrusted> {
     use std::os::unix::fs::MetadataExt;
     let me = rustix::process::geteuid().as_raw();
     if meta.uid() != me {
@@ -96,18 +137,18 @@ fn check_owner(path: &Path, meta: &std::fs::Metadata) -> std::result::Result<(),
 }
 
 #[cfg(not(unix))]
-fn check_owner(_path: &Path, _meta: &std::fs::Metadata) -> std::result::Result<(), String> {
+fn check_owner(_path: &Path, _meta: &std::fs::Metadata) -> std::result::Result<(), Untrusted> {
     Ok(())
 }
 
 /// A private directory: created 0700 if missing, else checked.
-fn private_dir(dir: &Path) -> std::result::Result<(), String> {
+fn private_dir(dir: &Path) -> std::result::Result<(), Untrusted> {
     let mut b = std::fs::DirBuilder::new();
     b.recursive(true);
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-    b.create(dir).map_err(|e| untrusted(dir, e))?;
-    let meta = std::fs::symlink_metadata(dir).map_err(|e| untrusted(dir, e))?;
+    b.create(dir).map_err(io_failed(dir))?;
+    let meta = std::fs::symlink_metadata(dir).map_err(io_failed(dir))?;
     if !meta.is_dir() {
         return Err(untrusted(dir, "not a directory"));
     }
@@ -117,24 +158,23 @@ fn private_dir(dir: &Path) -> std::result::Result<(), String> {
 /// The cache's HMAC key, `dir/cache-key`: created with fresh random bytes
 /// and mode 0600 if missing; otherwise it must be a regular file owned by
 /// the current user that nobody else can read or write.
-fn cache_key(dir: &Path) -> std::result::Result<Vec<u8>, String> {
+fn cache_key(dir: &Path) -> std::result::Result<Vec<u8>, Untrusted> {
     use std::io::Read;
     let path = dir.join("cache-key");
     if std::fs::symlink_metadata(&path).is_err() {
         let mut key = [0u8; 32];
         std::fs::File::open("/dev/urandom")
             .and_then(|mut f| f.read_exact(&mut key))
-            .map_err(|e| untrusted(Path::new("/dev/urandom"), e))?;
+            .map_err(io_failed(Path::new("/dev/urandom")))?;
         // A private temp file (0600); persist_noclobber keeps a key
         // another process wrote first.
-        let mut tmp =
-            kpack_fsafe::private_temp_file_in(dir, "cache").map_err(|e| untrusted(dir, e))?;
-        tmp.write_all(&key).map_err(|e| untrusted(dir, e))?;
+        let mut tmp = kpack_fsafe::private_temp_file_in(dir, "cache").map_err(io_failed(dir))?;
+        tmp.write_all(&key).map_err(io_failed(dir))?;
         let _ = tmp.persist_noclobber(&path);
     }
-    let mut f = std::fs::File::open(&path).map_err(|e| untrusted(&path, e))?;
-    let meta = f.metadata().map_err(|e| untrusted(&path, e))?;
-    let link = std::fs::symlink_metadata(&path).map_err(|e| untrusted(&path, e))?;
+    let mut f = std::fs::File::open(&path).map_err(io_failed(&path))?;
+    let meta = f.metadata().map_err(io_failed(&path))?;
+    let link = std::fs::symlink_metadata(&path).map_err(io_failed(&path))?;
     if !meta.is_file() || !link.is_file() {
         return Err(untrusted(&path, "not a regular file"));
     }
@@ -153,7 +193,7 @@ fn cache_key(dir: &Path) -> std::result::Result<Vec<u8>, String> {
         }
     }
     let mut key = Vec::new();
-    f.read_to_end(&mut key).map_err(|e| untrusted(&path, e))?;
+    f.read_to_end(&mut key).map_err(io_failed(&path))?;
     if key.len() != 32 {
         return Err(untrusted(&path, "not a 32-byte key"));
     }
@@ -162,7 +202,7 @@ fn cache_key(dir: &Path) -> std::result::Result<Vec<u8>, String> {
 
 /// The trusted components directory of cache `dir` and its key, or why
 /// the cache may not be used.
-fn open_cache(dir: &Path) -> std::result::Result<(PathBuf, Vec<u8>), String> {
+fn open_cache(dir: &Path) -> std::result::Result<(PathBuf, Vec<u8>), Untrusted> {
     private_dir(dir)?;
     let key = cache_key(dir)?;
     let components = dir.join("components");
@@ -211,7 +251,10 @@ pub(crate) fn load(
     let cache = dir.and_then(|d| match open_cache(d) {
         Ok(c) => Some(c),
         Err(why) => {
-            warnings.push(format!("compiled-handler cache not used: {why}"));
+            warnings.push(format!(
+                "compiled-handler cache not used: {}",
+                one_line(&why)
+            ));
             None
         }
     });
@@ -337,6 +380,31 @@ mod tests {
     }
 
     #[test]
+    fn a_cache_dir_that_cannot_be_made_keeps_the_os_error_as_its_source() {
+        use std::error::Error as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("file");
+        std::fs::write(&file, b"").unwrap();
+        let dir = file.join("kpack");
+        let e = open_cache(&dir).unwrap_err();
+        assert_eq!(e.to_string(), dir.display().to_string());
+        let os = e.source().expect("the I/O error is the source");
+        assert!(os.downcast_ref::<std::io::Error>().is_some(), "{os}");
+        assert_eq!(one_line(&e), format!("{}: {os}", dir.display()));
+        let mut warnings = Vec::new();
+        let engine = crate::sandbox::engine().unwrap();
+        let sha: [u8; 32] = Sha256::digest(EMPTY).into();
+        load(&engine, EMPTY, &sha, Some(&dir), "empty", &mut warnings).unwrap();
+        assert_eq!(
+            warnings,
+            [format!(
+                "compiled-handler cache not used: {}: {os}",
+                dir.display()
+            )]
+        );
+    }
+
+    #[test]
     fn a_tampered_artifact_is_recompiled_not_run() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("kpack");
@@ -372,6 +440,7 @@ mod tests {
             assert!(
                 open_cache(&dir)
                     .unwrap_err()
+                    .to_string()
                     .contains("writable by group or others")
             );
             assert_eq!(load_empty(&dir), Source::Compiled);
@@ -383,6 +452,7 @@ mod tests {
         assert!(
             open_cache(&dir)
                 .unwrap_err()
+                .to_string()
                 .contains("readable by group or others")
         );
         assert_eq!(load_empty(&dir), Source::Compiled);

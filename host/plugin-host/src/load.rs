@@ -231,9 +231,14 @@ fn load_one(
         .path_hints(&mut store)
         .map_err(|e| sandbox::call_error(&who, "path-hints", &e, &mut store, fuel))?;
     let bad = |m: String| Error::new(ErrorKind::Invalid, format!("{who}: {m}"));
-    check_name(&info.name).map_err(bad)?;
-    let version = Version::parse(&info.version)
-        .map_err(|e| bad(format!("version {:?} is not semver: {e}", info.version)))?;
+    check_name(&info.name).map_err(|e| bad(e.to_string()))?;
+    let version = Version::parse(&info.version).map_err(|e| {
+        Error::with_source(
+            ErrorKind::Invalid,
+            format!("{who}: version {:?} is not semver", info.version),
+            e,
+        )
+    })?;
     if let Some(expect) = &c.expect_name
         && *expect != info.name
     {

@@ -24,7 +24,7 @@ use semver::{Version, VersionReq};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::spec::check_name;
+use crate::spec::{NameError, check_name};
 use crate::{Error, ErrorKind, Result};
 
 /// Largest `config.json` read over HTTP.
@@ -140,7 +140,7 @@ impl Registry {
 
     /// Every published version of `name` (yanked included), in index order.
     pub fn versions(&self, name: &str) -> Result<Vec<IndexEntry>> {
-        check_name(name).map_err(|m| Error::new(ErrorKind::Usage, m))?;
+        check_name(name).map_err(|m| Error::new(ErrorKind::Usage, m.to_string()))?;
         let (where_, text) = match &self.transport {
             Transport::Dir(root) => {
                 let path = Self::index_path(root, name);
@@ -171,14 +171,11 @@ impl Registry {
             .enumerate()
             .filter(|(_, l)| !l.trim().is_empty())
             .map(|(i, l)| {
-                let line_err = |m: String| {
-                    Error::new(
-                        ErrorKind::Registry,
-                        format!("registry index {where_} line {}: {m}", i + 1),
-                    )
-                };
-                let entry =
-                    serde_json::from_str::<IndexEntry>(l).map_err(|e| line_err(e.to_string()))?;
+                let line = || format!("registry index {where_} line {}", i + 1);
+                let line_err =
+                    |m: String| Error::new(ErrorKind::Registry, format!("{}: {m}", line()));
+                let entry = serde_json::from_str::<IndexEntry>(l)
+                    .map_err(|e| Error::with_source(ErrorKind::Registry, line(), e))?;
                 // The index file of `name` speaks for `name` only: a line naming
                 // another handler (or a path) is refused, not followed.
                 if entry.name != name {
@@ -187,7 +184,7 @@ impl Registry {
                         cut(&entry.name)
                     )));
                 }
-                check_entry(&entry).map_err(line_err)?;
+                check_entry(&entry).map_err(|e| line_err(e.to_string()))?;
                 Ok(entry)
             })
             .collect()
@@ -323,10 +320,16 @@ impl Registry {
         e.yanked = yanked;
         let mut text = String::new();
         for e in &all {
-            text.push_str(
-                &serde_json::to_string(e)
-                    .map_err(|e| Error::new(ErrorKind::Registry, e.to_string()))?,
-            );
+            text.push_str(&serde_json::to_string(e).map_err(|source| {
+                Error::with_source(
+                    ErrorKind::Registry,
+                    format!(
+                        "registry {}: cannot write the index of {name}",
+                        self.location
+                    ),
+                    source,
+                )
+            })?);
             text.push('\n');
         }
         write_atomic(&Self::index_path(root, name), text.as_bytes())
@@ -358,16 +361,39 @@ impl Registry {
 /// `entry`'s name is a handler name and its version a semver version
 /// written the one way semver writes it, so that both are safe to put in a
 /// path or URL (no `/`, no `..`); the error says which is not.
-fn check_entry(entry: &IndexEntry) -> std::result::Result<(), String> {
-    check_name(&entry.name).map_err(|m| format!("index entry {:?}: {m}", cut(&entry.name)))?;
+fn check_entry(entry: &IndexEntry) -> std::result::Result<(), EntryError> {
+    check_name(&entry.name).map_err(|why| EntryError::Name {
+        name: cut(&entry.name).into(),
+        why,
+    })?;
     match Version::parse(&entry.vers) {
         Ok(v) if v.to_string() == entry.vers => Ok(()),
-        _ => Err(format!(
-            "index entry {}: version {:?} is not a semver version",
-            entry.name,
-            cut(&entry.vers)
-        )),
+        _ => Err(EntryError::Version {
+            name: entry.name.clone(),
+            vers: cut(&entry.vers).into(),
+        }),
     }
+}
+
+/// Why an index entry is refused: its name or its version.
+#[derive(Debug, thiserror::Error)]
+enum EntryError {
+    /// The name is no handler name.
+    #[error("index entry {name:?}: {why}")]
+    Name {
+        /// The name, cut to 64 characters.
+        name: String,
+        /// What is wrong with it.
+        why: NameError,
+    },
+    /// The version is no semver version in semver's own spelling.
+    #[error("index entry {name}: version {vers:?} is not a semver version")]
+    Version {
+        /// The handler's name.
+        name: String,
+        /// The version, cut to 64 characters.
+        vers: String,
+    },
 }
 
 /// At most the first 64 characters of an untrusted string, for messages.
@@ -629,6 +655,20 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::Registry);
         assert!(err.to_string().contains("index of \"demo\""), "{err}");
         assert!(!dest.exists(), "nothing may be installed");
+    }
+
+    #[test]
+    fn an_index_line_that_is_no_json_keeps_the_parser_error_as_its_source() {
+        use std::error::Error as _;
+        let (_tmp, reg) = hostile_registry("{\"name\":\"demo\",", b"payload");
+        let err = reg.versions("demo").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Registry);
+        assert!(err.to_string().ends_with("line 1"), "{err}");
+        let cause = err.source().expect("the JSON error is the source");
+        assert!(
+            cause.downcast_ref::<serde_json::Error>().is_some(),
+            "{cause}"
+        );
     }
 
     #[test]

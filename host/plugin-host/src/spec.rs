@@ -69,19 +69,31 @@ impl fmt::Display for HandlerSpec {
 
 /// Whether `name` is a valid handler name (`[a-z0-9_-]{1,64}`); the error
 /// says why not.
-pub(crate) fn check_name(name: &str) -> std::result::Result<(), String> {
+pub(crate) fn check_name(name: &str) -> std::result::Result<(), NameError> {
     if name.is_empty() || name.len() > 64 {
-        return Err("handler names are 1 to 64 characters".into());
+        return Err(NameError::Length);
     }
     if !name
         .bytes()
         .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-')
     {
-        return Err(format!(
-            "handler name {name:?} may only contain a-z, 0-9, '_' and '-'"
-        ));
+        return Err(NameError::Characters { name: name.into() });
     }
     Ok(())
+}
+
+/// Why a string is not a handler name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NameError {
+    /// Empty, or longer than 64 characters.
+    #[error("handler names are 1 to 64 characters")]
+    Length,
+    /// A character outside `[a-z0-9_-]`.
+    #[error("handler name {name:?} may only contain a-z, 0-9, '_' and '-'")]
+    Characters {
+        /// The name as given.
+        name: String,
+    },
 }
 
 #[cfg(test)]

@@ -105,15 +105,13 @@ impl AmdLayout {
 /// a METADATA header of its own), printable, and with a target in its
 /// place a requirement `packaging` reads ([`crate::pep508`]). Returns why
 /// not.
-fn check_device_requirement(d: &str) -> std::result::Result<(), String> {
+fn check_device_requirement(d: &str) -> std::result::Result<(), DeviceRequirementError> {
     if d.chars().any(char::is_control) {
-        return Err("holds a control character (a newline would add a METADATA line)".into());
+        return Err(DeviceRequirementError::Control);
     }
     let n = d.matches(GFXARCH).count();
     if n != 1 {
-        return Err(format!(
-            "holds {GFXARCH} {n} times: it names one per-target package, with {GFXARCH} once for the target"
-        ));
+        return Err(DeviceRequirementError::Placeholders { count: n });
     }
     let d = d.trim();
     let name_end = d
@@ -121,12 +119,36 @@ fn check_device_requirement(d: &str) -> std::result::Result<(), String> {
         .unwrap_or(d.len());
     let name = &d[..name_end];
     if !name.contains(GFXARCH) {
-        return Err(format!(
-            "has {GFXARCH} outside the distribution name {name:?}"
-        ));
+        return Err(DeviceRequirementError::Outside { name: name.into() });
     }
     // The whole line as `packaging` reads it, with a target in place.
-    crate::pep508::check(&d.replace(GFXARCH, "gfx942"))
+    Ok(crate::pep508::check(&d.replace(GFXARCH, "gfx942"))?)
+}
+
+/// Why a `--device-requires-dist` value is refused: a phrase that follows
+/// the value in the message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum DeviceRequirementError {
+    /// A control character (a newline would start a METADATA line).
+    #[error("holds a control character (a newline would add a METADATA line)")]
+    Control,
+    /// The placeholder is absent or repeated.
+    #[error(
+        "holds {GFXARCH} {count} times: it names one per-target package, with {GFXARCH} once for the target"
+    )]
+    Placeholders {
+        /// How many times it appears.
+        count: usize,
+    },
+    /// The placeholder is not in the distribution name.
+    #[error("has {GFXARCH} outside the distribution name {name:?}")]
+    Outside {
+        /// The distribution name.
+        name: String,
+    },
+    /// The line with a target in place is no PEP 508 requirement.
+    #[error(transparent)]
+    Pep508(#[from] crate::pep508::Pep508Error),
 }
 
 /// AMD's archive group name: METADATA `Name` lower-cased, `-` → `_`.

@@ -7,8 +7,51 @@
 
 use crate::name::is_valid_name;
 
+/// Why a string is not a PEP 508 requirement: a phrase that follows the
+/// string in a message (`--device-requires-dist "x" is not PEP 508: …`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Pep508Error {
+    /// The string does not open with a distribution name.
+    #[error("does not start with a valid distribution name: {name:?}")]
+    Name {
+        /// What stands where the name should.
+        name: String,
+    },
+    /// A URL runs into the marker.
+    #[error("needs a space between its URL and the marker")]
+    UrlMarkerSpace,
+    /// The grammar wanted `want` where `rest` begins.
+    #[error("is not PEP 508: {want} expected at {rest:?}")]
+    Expected {
+        /// What was expected.
+        want: &'static str,
+        /// The rest of the string from there.
+        rest: String,
+    },
+    /// The URL after `@` has no scheme and host (nor is `file:`).
+    #[error("has an invalid URL {url:?}")]
+    Url {
+        /// The URL as given.
+        url: String,
+    },
+    /// A version clause whose version its operator does not take.
+    #[error("is not PEP 508: {op} {version:?} is not a valid version clause")]
+    Clause {
+        /// The operator (`==`, `~=`, ...).
+        op: &'static str,
+        /// The version as given.
+        version: String,
+    },
+    /// A marker variable `packaging` does not know.
+    #[error("is not PEP 508: {var:?} is not an environment marker")]
+    Marker {
+        /// The variable as given.
+        var: String,
+    },
+}
+
 /// Why `req` is not a PEP 508 requirement, or `Ok`.
-pub(crate) fn check(req: &str) -> Result<(), String> {
+pub(crate) fn check(req: &str) -> Result<(), Pep508Error> {
     let mut c = Cursor {
         s: req.as_bytes(),
         i: 0,
@@ -16,9 +59,7 @@ pub(crate) fn check(req: &str) -> Result<(), String> {
     c.ws();
     let name = c.take(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'));
     if !is_valid_name(name) {
-        return Err(format!(
-            "does not start with a valid distribution name: {name:?}"
-        ));
+        return Err(Pep508Error::Name { name: name.into() });
     }
     c.ws();
     if c.eat(b"[") {
@@ -30,7 +71,7 @@ pub(crate) fn check(req: &str) -> Result<(), String> {
         let url = c.take(|b| !b.is_ascii_whitespace());
         check_url(url)?;
         if c.ws() == 0 && !c.done() {
-            return Err("needs a space between its URL and the marker".into());
+            return Err(Pep508Error::UrlMarkerSpace);
         }
     } else if c.eat(b"(") {
         versions(&mut c)?;
@@ -105,14 +146,16 @@ impl<'a> Cursor<'a> {
         std::str::from_utf8(&self.s[start..self.i]).unwrap_or_default()
     }
 
-    fn error(&self, want: &str) -> String {
-        let rest = String::from_utf8_lossy(&self.s[self.i..]);
-        format!("is not PEP 508: {want} expected at {:?}", rest)
+    fn error(&self, want: &'static str) -> Pep508Error {
+        Pep508Error::Expected {
+            want,
+            rest: String::from_utf8_lossy(&self.s[self.i..]).into_owned(),
+        }
     }
 }
 
 /// `[a, b]` after its `[`.
-fn extras(c: &mut Cursor<'_>) -> Result<(), String> {
+fn extras(c: &mut Cursor<'_>) -> Result<(), Pep508Error> {
     c.ws();
     if c.eat(b"]") {
         return Ok(());
@@ -134,7 +177,7 @@ fn extras(c: &mut Cursor<'_>) -> Result<(), String> {
 }
 
 /// A URL as `packaging` takes it: a scheme and a host, or `file:`.
-fn check_url(url: &str) -> Result<(), String> {
+fn check_url(url: &str) -> Result<(), Pep508Error> {
     let ok = match url.split_once("://") {
         _ if url.starts_with("file:") => true,
         Some((scheme, rest)) => {
@@ -151,7 +194,7 @@ fn check_url(url: &str) -> Result<(), String> {
         None => false,
     };
     if !ok {
-        return Err(format!("has an invalid URL {url:?}"));
+        return Err(Pep508Error::Url { url: url.into() });
     }
     Ok(())
 }
@@ -160,7 +203,7 @@ fn check_url(url: &str) -> Result<(), String> {
 const OPERATORS: [&str; 8] = ["===", "~=", "==", "!=", "<=", ">=", "<", ">"];
 
 /// `op version (, op version)*`.
-fn versions(c: &mut Cursor<'_>) -> Result<(), String> {
+fn versions(c: &mut Cursor<'_>) -> Result<(), Pep508Error> {
     loop {
         c.ws();
         let Some(op) = OPERATORS.iter().find(|o| c.eat(o.as_bytes())) else {
@@ -169,9 +212,10 @@ fn versions(c: &mut Cursor<'_>) -> Result<(), String> {
         c.ws();
         let v = c.take(|b| b.is_ascii_alphanumeric() || b"-_.*+!".contains(&b));
         if !version_for(op, v) {
-            return Err(format!(
-                "is not PEP 508: {op} {v:?} is not a valid version clause"
-            ));
+            return Err(Pep508Error::Clause {
+                op: *op,
+                version: v.into(),
+            });
         }
         c.ws();
         if !c.eat(b",") {
@@ -283,7 +327,7 @@ const MARKER_VARIABLES: [&str; 18] = [
     "python_implementation",
 ];
 
-fn marker_or(c: &mut Cursor<'_>) -> Result<(), String> {
+fn marker_or(c: &mut Cursor<'_>) -> Result<(), Pep508Error> {
     marker_and(c)?;
     loop {
         c.ws();
@@ -294,7 +338,7 @@ fn marker_or(c: &mut Cursor<'_>) -> Result<(), String> {
     }
 }
 
-fn marker_and(c: &mut Cursor<'_>) -> Result<(), String> {
+fn marker_and(c: &mut Cursor<'_>) -> Result<(), Pep508Error> {
     marker_expr(c)?;
     loop {
         c.ws();
@@ -305,7 +349,7 @@ fn marker_and(c: &mut Cursor<'_>) -> Result<(), String> {
     }
 }
 
-fn marker_expr(c: &mut Cursor<'_>) -> Result<(), String> {
+fn marker_expr(c: &mut Cursor<'_>) -> Result<(), Pep508Error> {
     c.ws();
     if c.eat(b"(") {
         marker_or(c)?;
@@ -327,7 +371,7 @@ fn marker_expr(c: &mut Cursor<'_>) -> Result<(), String> {
     marker_var(c)
 }
 
-fn marker_var(c: &mut Cursor<'_>) -> Result<(), String> {
+fn marker_var(c: &mut Cursor<'_>) -> Result<(), Pep508Error> {
     c.ws();
     if let Some(q @ (b'"' | b'\'')) = c.peek() {
         c.i += 1;
@@ -342,9 +386,7 @@ fn marker_var(c: &mut Cursor<'_>) -> Result<(), String> {
     if MARKER_VARIABLES.contains(&var) {
         Ok(())
     } else {
-        Err(format!(
-            "is not PEP 508: {var:?} is not an environment marker"
-        ))
+        Err(Pep508Error::Marker { var: var.into() })
     }
 }
 
@@ -393,6 +435,32 @@ mod tests {
             "x >= 1.0.dev1+local",
         ] {
             assert!(check(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn refusals_read_as_the_phrase_after_the_requirement() {
+        for (bad, why) in [
+            ("-x", "does not start with a valid distribution name: \"-x\""),
+            ("x @ notaurl", "has an invalid URL \"notaurl\""),
+            (
+                "x ~= 1",
+                "is not PEP 508: ~= \"1\" is not a valid version clause",
+            ),
+            (
+                "x; os == 'a'",
+                "is not PEP 508: \"os\" is not an environment marker",
+            ),
+            (
+                "x (>= 1",
+                "is not PEP 508: `)` closing the version specifier expected at \"\"",
+            ),
+        ] {
+            assert_eq!(
+                check(bad).map_err(|e| e.to_string()),
+                Err(why.into()),
+                "{bad}"
+            );
         }
     }
 }

@@ -184,16 +184,21 @@ impl Default for Limits {
 /// A wheel path that is safe and canonical: a plain relative path
 /// ([`kpack_fsafe::is_plain_relative`]; a directory's trailing `/` aside),
 /// and no `:` in its first component (`C:x` is drive-relative on Windows).
-fn check_path(name: &str) -> std::result::Result<(), String> {
+fn check_path(name: &str) -> std::result::Result<(), UnsafePath> {
     let trimmed = name.strip_suffix('/').unwrap_or(name);
     let drive = trimmed.split('/').next().is_some_and(|c| c.contains(':'));
     if drive || !kpack_fsafe::is_plain_relative(trimmed) {
-        return Err(format!(
-            "unsafe or non-canonical path {}",
-            crate::error::quote(name)
-        ));
+        return Err(UnsafePath { name: name.into() });
     }
     Ok(())
+}
+
+/// A wheel entry name [`check_path`] refuses.
+#[derive(Debug, thiserror::Error)]
+#[error("unsafe or non-canonical path {}", crate::error::quote(name))]
+struct UnsafePath {
+    /// The entry name as the zip holds it.
+    name: String,
 }
 
 /// Open and unpack `input` into `dir` (which must exist and be empty):
@@ -749,7 +754,7 @@ fn entry_mode(
     path: &str,
     un: &mut Unpacked,
 ) -> Result<Option<u32>> {
-    check_path(path).map_err(|e| Error::invalid(input, e))?;
+    check_path(path).map_err(|e| Error::invalid(input, e.to_string()))?;
     // A symlink entry would become a regular file holding the target's
     // name; installers disagree on them, so a wheel may not hold any.
     if entry
@@ -798,7 +803,7 @@ fn check_record(
     };
     let hash_ok = hash.is_empty()
         || hash_matches(hash, &got.digest, |algo| rehash(input, path, algo))
-            .map_err(|e| Error::invalid(input, format!("RECORD entry {path}: {e}")))?;
+            .map_err(|e| Error::invalid(input, format!("RECORD entry {path}")).with_source(e))?;
     let size_ok = want_size.is_none_or(|s| s == got.size);
     if hash_ok && size_ok {
         return Ok(None);

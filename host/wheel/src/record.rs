@@ -46,21 +46,50 @@ pub(crate) fn hash_matches(
     hash: &str,
     sha256: &[u8; 32],
     bytes: impl FnOnce(&str) -> Option<Vec<u8>>,
-) -> Result<bool, String> {
+) -> Result<bool, HashError> {
     let Some((algo, digest)) = hash.split_once('=') else {
-        return Err(format!("hash {} is not `algorithm=digest`", quote(hash)));
+        return Err(HashError::Form { hash: hash.into() });
     };
     let want = URL_SAFE_NO_PAD
         .decode(digest.trim_end_matches('='))
-        .map_err(|e| format!("hash {} is not URL-safe base64: {e}", quote(hash)))?;
+        .map_err(|source| HashError::Base64 {
+            hash: hash.into(),
+            source,
+        })?;
     match algo {
         "sha256" => Ok(want.as_slice() == sha256.as_slice()),
         "sha384" | "sha512" => Ok(bytes(algo).is_some_and(|got| got == want)),
-        _ => Err(format!(
-            "hash algorithm {} is not allowed in a wheel (sha256 or stronger)",
-            quote(algo)
-        )),
+        _ => Err(HashError::Algorithm { algo: algo.into() }),
     }
+}
+
+/// Why a RECORD hash field cannot be checked.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum HashError {
+    /// Not `algorithm=digest`.
+    #[error("hash {} is not `algorithm=digest`", quote(hash))]
+    Form {
+        /// The field.
+        hash: String,
+    },
+    /// The digest does not decode.
+    #[error("hash {} is not URL-safe base64", quote(hash))]
+    Base64 {
+        /// The field.
+        hash: String,
+        /// The decoder's complaint.
+        #[source]
+        source: base64::DecodeError,
+    },
+    /// An algorithm a wheel may not use.
+    #[error(
+        "hash algorithm {} is not allowed in a wheel (sha256 or stronger)",
+        quote(algo)
+    )]
+    Algorithm {
+        /// The algorithm named.
+        algo: String,
+    },
 }
 
 /// The warning for a stale RECORD row: what the row says (`hash`, empty
@@ -261,5 +290,21 @@ mod tests {
         );
         assert!(hash_matches("md5=XUFAKrxLKna5cZ2REBfFkg", &d, |_| None).is_err());
         assert!(hash_matches("nohash", &d, |_| None).is_err());
+    }
+
+    #[test]
+    fn undecodable_hash_keeps_the_decoder_error_as_its_source() {
+        use std::error::Error as _;
+        let d = sha2::Sha256::digest(b"hello").into();
+        let e = hash_matches("sha256=not*base64", &d, |_| None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "hash \"sha256=not*base64\" is not URL-safe base64"
+        );
+        let cause = e.source().expect("the base64 error is the source");
+        assert!(
+            cause.downcast_ref::<base64::DecodeError>().is_some(),
+            "{cause}"
+        );
     }
 }
