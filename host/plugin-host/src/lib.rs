@@ -31,6 +31,7 @@
 //!   ([`FileInfo`](kpack_split::FileInfo), [`Claim`](kpack_split::Claim),
 //!   [`Classification`](kpack_split::Classification)) are split's.
 //! * [`Registry`]: a cargo-style sparse index of published handlers.
+//! * [`scaffold`]: a new handler crate on `kpack-sdk` (`kpack plugins new`).
 //!
 //! # Example
 //!
@@ -63,6 +64,7 @@ mod load;
 mod registry;
 mod run;
 mod sandbox;
+mod scaffold;
 mod search;
 mod spec;
 mod types;
@@ -74,6 +76,7 @@ pub use load::LoadOptions;
 pub use registry::{IndexEntry, Registry};
 pub use run::HandlerSet;
 pub use sandbox::{Limits, LogLevel, LogLine};
+pub use scaffold::{Scaffold, scaffold};
 pub use search::{DirKind, SearchDir, default_install_dir, discover};
 pub use spec::HandlerSpec;
 pub use types::{EmbeddedHandler, HandlerMeta, Origin};
