@@ -490,8 +490,7 @@ fn parse_binary<'data>(
         entries: Vec::new(),
     };
     if h.inflated_size != 0 {
-        let (format, inflated) = inflate(on_disk, h.entries_offset, h.inflated_size, options)
-            .map_err(|m| at(ErrorKind::Decompress, m))?;
+        let (format, inflated) = inflate(on_disk, h.entries_offset, h.inflated_size, options, &at)?;
         let raw = parse_entries(&inflated, h.version, h.entries_offset, h.fourth)
             .map_err(|(k, m)| at(k, format!("(inflated) {m}")))?;
         let body = Body::Inflated(Arc::new(inflated));
@@ -513,28 +512,31 @@ fn parse_binary<'data>(
 
 /// Inflate a compressed v3 binary: the first `entries_offset` bytes as
 /// they are, then the inflated body; checked to be `inflated_size` long.
+/// `at` makes the error, naming the binary.
 fn inflate(
     on_disk: &[u8],
     entries_offset: u64,
     inflated_size: u64,
     options: &ReadOptions,
-) -> Result<(CompressionFormat, Vec<u8>), String> {
+    at: &dyn Fn(ErrorKind, String) -> Error,
+) -> Result<(CompressionFormat, Vec<u8>), Error> {
+    let bad = |m: String| at(ErrorKind::Decompress, m);
     let size = on_disk.len() as u64;
     if entries_offset < header_size(3) || entries_offset > size {
-        return Err(format!(
+        return Err(bad(format!(
             "compressed body offset {entries_offset:#x} is not between the header end 0x28 and the size {size:#x}"
-        ));
+        )));
     }
     if inflated_size < entries_offset {
-        return Err(format!(
+        return Err(bad(format!(
             "inflated size {inflated_size:#x} is smaller than the body offset {entries_offset:#x}"
-        ));
+        )));
     }
     if inflated_size > options.max_inflated_size {
-        return Err(format!(
+        return Err(bad(format!(
             "inflated size {inflated_size:#x} is over the limit: {:#x} bytes of inflation are left for the section",
             options.max_inflated_size
-        ));
+        )));
     }
     let body = &on_disk[entries_offset as usize..];
     let want = inflated_size - entries_offset;
@@ -553,13 +555,18 @@ fn inflate(
             .take(limit)
             .read_to_end(&mut out),
     };
-    result.map_err(|e| format!("{format:?} body at {entries_offset:#x} does not inflate: {e}"))?;
+    result.map_err(|e| {
+        bad(format!(
+            "{format:?} body at {entries_offset:#x} does not inflate"
+        ))
+        .caused_by(e)
+    })?;
     let got = out.len() as u64 - entries_offset;
     if got != want {
-        return Err(format!(
+        return Err(bad(format!(
             "{format:?} body at {entries_offset:#x} inflates to {got:#x} bytes{}, the header declares {want:#x}",
             if got > want { " or more" } else { "" }
-        ));
+        )));
     }
     Ok((format, out))
 }
@@ -924,6 +931,21 @@ mod tests {
         };
         assert_eq!(a.image().as_ptr().wrapping_add(16), b.image().as_ptr());
         assert_eq!((a.image_range(), b.image().len()), (None, 16));
+    }
+
+    #[test]
+    fn a_body_that_does_not_inflate_keeps_the_decoder_error_as_its_source() {
+        let mut bin = compress_v3(&inflated_v3(&[], 0x1000));
+        // The zstd magic stays, the frame header after it is garbage.
+        bin[44..52].fill(0xff);
+        let e = Reader::new(&bin).read_all().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Decompress);
+        assert_eq!(
+            e.to_string(),
+            "offload binary at 0x0: Zstd body at 0x28 does not inflate"
+        );
+        let cause = std::error::Error::source(&e).expect("the decoder's error is the source");
+        assert!(cause.downcast_ref::<std::io::Error>().is_some(), "{cause}");
     }
 
     #[test]

@@ -58,6 +58,15 @@ impl Error {
         }
     }
 
+    /// `self` with `source` as its cause.
+    pub(crate) fn caused_by(
+        mut self,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
+        self.source = Some(Box::new(source));
+        self
+    }
+
     /// Wrap `self` in an outer context (the kind is kept).
     pub(crate) fn context(self, message: impl Into<String>) -> Error {
         Error {

@@ -216,7 +216,7 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
             Ok(false) => {
                 staged.plan(o, Order::First)?;
             }
-            Err(e) => rep.errors.push(e),
+            Err(e) => rep.errors.push(error_chain(&e)),
         }
     }
     if !rep.errors.is_empty() {
@@ -241,25 +241,24 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
 /// staged one: `true` when it exists with the same contents (left alone:
 /// another shard wrote it), `false` when it is to be written; an error
 /// naming the first differing file when it differs and `replace` is off.
-pub(crate) fn existing_output(
-    staged: &Path,
-    dest: &Path,
-    replace: bool,
-) -> std::result::Result<bool, String> {
+pub(crate) fn existing_output(staged: &Path, dest: &Path, replace: bool) -> Result<bool> {
     if std::fs::symlink_metadata(dest).is_err() {
         return Ok(false);
     }
     match kpack_fsafe::first_difference(staged, dest) {
         None => Ok(true),
         Some(_) if replace => Ok(false),
-        Some(first) => Err(format!(
-            "{}: already exists with other contents (first difference: {}); not overwritten, pass --replace to replace it",
-            dest.display(),
-            if first.as_os_str().is_empty() {
-                archive_difference(staged, dest).unwrap_or_else(|| ".".into())
-            } else {
-                first.display().to_string()
-            }
+        Some(first) => Err(Error::new(
+            ErrorKind::Exists,
+            Some(dest.to_path_buf()),
+            format!(
+                "already exists with other contents (first difference: {}); not overwritten, pass --replace to replace it",
+                if first.as_os_str().is_empty() {
+                    archive_difference(staged, dest).unwrap_or_else(|| ".".into())
+                } else {
+                    first.display().to_string()
+                }
+            ),
         )),
     }
 }
@@ -516,6 +515,26 @@ fn write_manifests(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_existing_output_that_differs_is_a_typed_exists_error_naming_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (staged, dest) = (tmp.path().join("staged"), tmp.path().join("dest"));
+        for (dir, text) in [(&staged, "new"), (&dest, "old")] {
+            std::fs::create_dir(dir).unwrap();
+            std::fs::write(dir.join("f"), text).unwrap();
+        }
+        assert!(!existing_output(&staged, &dest, true).unwrap());
+        let e = existing_output(&staged, &dest, false).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Exists);
+        assert_eq!(
+            error_chain(&e),
+            format!(
+                "{}: already exists with other contents (first difference: f); not overwritten, pass --replace to replace it",
+                dest.display()
+            )
+        );
+    }
 
     #[test]
     fn component_names_follow_amds_batch_rule() {

@@ -173,9 +173,10 @@ pub fn marker_loads_with(
                     on_bytes(&co, &bytes);
                     loads.code_objects.push(co);
                 }
-                Err(e) => loads
-                    .findings
-                    .push(Finding::error("archive", e).in_file(binary.display().to_string())),
+                Err(e) => loads.findings.push(
+                    Finding::error("archive", first_line(&e.to_string()))
+                        .in_file(binary.display().to_string()),
+                ),
             }
         }
     }
@@ -206,13 +207,9 @@ fn load_one(
     k: u32,
     arches: &[&str],
     kernels: bool,
-) -> Result<(LoadedCodeObject, Vec<u8>), String> {
-    let loc = cache
-        .locate(marker, binary, k, arches)
-        .map_err(|e| first_line(&e.to_string()))?;
-    let bytes = cache
-        .load(marker, binary, k, arches)
-        .map_err(|e| first_line(&e.to_string()))?;
+) -> kpack_runtime::Result<(LoadedCodeObject, Vec<u8>)> {
+    let loc = cache.locate(marker, binary, k, arches)?;
+    let bytes = cache.load(marker, binary, k, arches)?;
     let (code_object, kernel_count) = describe(&bytes, &loc.target, kernels);
     let co = LoadedCodeObject {
         bundle: k,

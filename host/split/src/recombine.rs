@@ -323,7 +323,7 @@ pub fn recombine_with(
             Ok(false) => {
                 staged.plan(o, Order::First)?;
             }
-            Err(e) => rep.errors.push(e),
+            Err(e) => rep.errors.push(crate::error::error_chain(&e)),
         }
     }
     if !rep.errors.is_empty() {

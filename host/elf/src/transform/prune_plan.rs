@@ -196,7 +196,7 @@ fn runs_segment(
     headers: &Headers,
     fatbin: SectionInfo,
     file_len: u64,
-) -> Result<Result<RunsSegment, String>, Error> {
+) -> Result<Result<RunsSegment, RunsRefused>, Error> {
     let program = &headers.program;
     let index = fatbin_segment(path, program, fatbin)?;
     let header = program[index];
@@ -221,23 +221,50 @@ fn runs_segment(
             .is_none_or(|e| e > file_len)
         || seg.vaddr.checked_add(seg.memsz).is_none()
     {
-        return Ok(Err(
-            "the segment holding .hip_fatbin does not fit the file".into()
-        ));
+        return Ok(Err(RunsRefused::SegmentOutsideFile));
     }
     if !seg.block.is_power_of_two() {
-        return Ok(Err(format!(
-            "p_align {:#x} is not a power of two",
-            seg.block
-        )));
+        return Ok(Err(RunsRefused::Align { block: seg.block }));
     }
     if !(seg.vaddr ^ seg.offset).is_multiple_of(seg.block) {
-        return Ok(Err(format!(
-            "the segment's p_vaddr - p_offset is not a multiple of the {:#x} block its cuts need",
-            seg.block
-        )));
+        return Ok(Err(RunsRefused::Congruence { block: seg.block }));
     }
     Ok(Ok(seg))
+}
+
+/// Why the runs layout cannot be made for a binary: a note of the prune
+/// report (`runs: <why>`), not a failure (the single cut is tried next).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum RunsRefused {
+    /// The segment holding `.hip_fatbin` is not inside the file.
+    #[error("the segment holding .hip_fatbin does not fit the file")]
+    SegmentOutsideFile,
+    /// The largest `p_align` after `.hip_fatbin` is no power of two.
+    #[error("p_align {block:#x} is not a power of two")]
+    Align {
+        /// The block (largest `p_align`).
+        block: u64,
+    },
+    /// The segment's address and offset disagree modulo the block.
+    #[error(
+        "the segment's p_vaddr - p_offset is not a multiple of the {block:#x} block its cuts need"
+    )]
+    Congruence {
+        /// The block (largest `p_align`).
+        block: u64,
+    },
+    /// No hole holds the program header table.
+    #[error("no free page(s) of .hip_fatbin hold the program header table")]
+    NoTablePage,
+    /// Nothing is left to cut after the table.
+    #[error("no whole page is free after the program header table")]
+    NoPage,
+    /// No hole holds a whole block.
+    #[error("no free stretch of .hip_fatbin holds a whole {block:#x} block (the largest p_align)")]
+    NoBlock {
+        /// The block (largest `p_align`).
+        block: u64,
+    },
 }
 
 /// Phase 2: the whole free pages of `.hip_fatbin` (addresses), before,
@@ -272,7 +299,7 @@ fn place_cuts(
     headers: &Headers,
     seg: &RunsSegment,
     holes: &[Range<u64>],
-) -> Result<(u64, u64, Vec<Range<u64>>), String> {
+) -> Result<(u64, u64, Vec<Range<u64>>), RunsRefused> {
     let program = &headers.program;
     // The kernel reads an executable's table into one page on some
     // versions; ld.so reads a library's whatever its size.
@@ -288,7 +315,7 @@ fn place_cuts(
             let fits = holes[j].end - holes[j].start >= pages * PAGE;
             (fits && !(kernel_loaded && pages > 1)).then_some((j, pages))
         })
-        .ok_or_else(|| "no free page(s) of .hip_fatbin hold the program header table".to_owned())?;
+        .ok_or(RunsRefused::NoTablePage)?;
     let table_addr = holes[first].start;
     let table_end = table_addr + table_pages * PAGE;
     let block = seg.block;
@@ -303,11 +330,9 @@ fn place_cuts(
         .collect();
     if cuts.is_empty() {
         return Err(if block == PAGE {
-            "no whole page is free after the program header table".to_owned()
+            RunsRefused::NoPage
         } else {
-            format!(
-                "no free stretch of .hip_fatbin holds a whole {block:#x} block (the largest p_align)"
-            )
+            RunsRefused::NoBlock { block }
         });
     }
     Ok((table_addr, table_pages, cuts))
@@ -322,7 +347,7 @@ fn plan_runs(
     source: &Source<'_>,
     fatbin: SectionInfo,
     extents: &[Range<u64>],
-) -> Result<Result<PrunePlan, String>, Error> {
+) -> Result<Result<PrunePlan, RunsRefused>, Error> {
     let seg = match runs_segment(path, headers, fatbin, source.len())? {
         Ok(seg) => seg,
         Err(why) => return Ok(Err(why)),
@@ -852,6 +877,19 @@ impl FatbinWriter<'_, '_> {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::panic, reason = "tests")]
+
+    #[test]
+    fn runs_refusals_read_as_the_report_notes_them() {
+        use super::RunsRefused;
+        assert_eq!(
+            RunsRefused::NoBlock { block: 0x10000 }.to_string(),
+            "no free stretch of .hip_fatbin holds a whole 0x10000 block (the largest p_align)"
+        );
+        assert_eq!(
+            RunsRefused::Align { block: 0x3000 }.to_string(),
+            "p_align 0x3000 is not a power of two"
+        );
+    }
 
     use std::path::PathBuf;
 
