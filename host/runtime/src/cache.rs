@@ -536,6 +536,7 @@ impl Cache {
                     valid.push((c.path.clone(), a));
                 }
                 Err(why) => {
+                    let why = crate::error::error_chain(&why);
                     let _ = writeln!(diag, "  {} ({}): {why}", c.path.display(), c.origin);
                 }
             }
@@ -610,7 +611,9 @@ impl Cache {
     pub fn marker_archives(&self, marker: &Marker, binary_path: &Path) -> Vec<MarkerArchive> {
         let mut out = Vec::new();
         let mut push = |path: PathBuf, origin: String, target: Option<String>| {
-            let archive = self.open_cached(&path);
+            let archive = self
+                .open_cached(&path)
+                .map_err(|e| crate::error::error_chain(&e));
             out.push(MarkerArchive {
                 path,
                 origin,
@@ -701,7 +704,7 @@ impl Cache {
 
     /// The open archive at `path` (canonical path as cache key), opening it
     /// on first use. The error is the reason for the diagnostic.
-    fn open_cached(&self, path: &Path) -> std::result::Result<Arc<Archive>, String> {
+    fn open_cached(&self, path: &Path) -> std::result::Result<Arc<Archive>, Unopened> {
         // Most candidates (one per compatible target) do not exist: one stat
         // tells, where canonicalising first cost a readlink per component.
         let meta = std::fs::metadata(path);
@@ -718,16 +721,13 @@ impl Cache {
         }
         match meta {
             Ok(m) if m.is_file() => {}
-            Ok(_) => return Err("not a regular file".into()),
+            Ok(_) => return Err(Unopened::NotAFile),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err("does not exist".into());
+                return Err(Unopened::Missing);
             }
-            Err(e) => return Err(format!("cannot stat: {e}")),
+            Err(e) => return Err(Unopened::Stat(e)),
         }
-        let archive = Arc::new(
-            Archive::open(&key)
-                .map_err(|e| format!("cannot open: {}", crate::error::error_chain(&e)))?,
-        );
+        let archive = Arc::new(Archive::open(&key).map_err(Unopened::Open)?);
         self.stats.archive_opened(archive.file_size());
         self.debug(|| {
             format!(
@@ -736,11 +736,47 @@ impl Cache {
                 archive.arches()
             )
         });
-        let mut map = self
-            .archives
-            .write()
-            .map_err(|_| "archive cache lock poisoned".to_owned())?;
+        let mut map = self.archives.write().map_err(|_| Unopened::Poisoned)?;
         Ok(Arc::clone(map.entry(key).or_insert(archive)))
+    }
+}
+
+/// Why a candidate archive could not be opened: the reason the loader's
+/// diagnostic (and [`MarkerArchive::archive`]) gives, with its cause.
+#[derive(Debug)]
+enum Unopened {
+    /// Something other than a regular file.
+    NotAFile,
+    /// Nothing at the path.
+    Missing,
+    /// The path cannot be looked at.
+    Stat(std::io::Error),
+    /// The file is no readable archive.
+    Open(kpack_format::Error),
+    /// Another thread panicked while holding the cache.
+    Poisoned,
+}
+
+// By hand, as `Error` is: the loader links no derive macros' crates.
+impl std::fmt::Display for Unopened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Unopened::NotAFile => "not a regular file",
+            Unopened::Missing => "does not exist",
+            Unopened::Stat(_) => "cannot stat",
+            Unopened::Open(_) => "cannot open",
+            Unopened::Poisoned => "archive cache lock poisoned",
+        })
+    }
+}
+
+impl std::error::Error for Unopened {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Unopened::Stat(e) => Some(e),
+            Unopened::Open(e) => Some(e),
+            _ => None,
+        }
     }
 }
 
@@ -914,6 +950,29 @@ fn is_agent_isa(arch: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_archive_that_does_not_open_keeps_its_cause_for_the_diagnostic() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a_gfx942.kpack");
+        std::fs::write(&path, b"not an archive").unwrap();
+        let cache = Cache::new(Config::default());
+        let why = cache.open_cached(&path).unwrap_err();
+        assert_eq!(why.to_string(), "cannot open");
+        let cause = std::error::Error::source(&why).expect("the archive error is the source");
+        assert!(
+            cause.downcast_ref::<kpack_format::Error>().is_some(),
+            "{cause}"
+        );
+        assert_eq!(
+            crate::error::error_chain(&why),
+            format!("cannot open: {}", crate::error::error_chain(cause))
+        );
+        let missing = cache
+            .open_cached(&dir.path().join("none.kpack"))
+            .unwrap_err();
+        assert_eq!(crate::error::error_chain(&missing), "does not exist");
+    }
 
     #[test]
     fn memo_of_resolutions_is_bounded() {

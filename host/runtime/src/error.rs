@@ -109,6 +109,14 @@ impl Error {
             repr: Repr::Message(message.into()),
         }
     }
+    /// `e`, kept whole (message and cause), as a failure of `kind`.
+    pub(crate) fn from_archive(kind: ErrorKind, e: kpack_format::Error) -> Error {
+        Error {
+            kind,
+            repr: Repr::Archive(Arc::new(e)),
+        }
+    }
+
     /// The category.
     pub fn kind(&self) -> ErrorKind {
         self.kind
@@ -151,6 +159,16 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bad_marker_is_invalid_metadata_with_the_format_errors_message() {
+        let bytes = b"\x93\x01";
+        let format = kpack_format::Marker::parse(bytes).unwrap_err();
+        let e = crate::parse_marker(bytes).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidMetadata);
+        assert_eq!(e.to_string(), format.to_string());
+        assert_eq!(error_chain(&e), error_chain(&format));
+    }
 
     /// AMD's numbers, copied from the spec's `kpack_error_t` table
     /// (rocm-kpack.md §10.2), not from the code under test.

@@ -66,5 +66,5 @@ pub use stats::StatsSnapshot;
 /// Parse marker bytes with AMD's rules; failures are
 /// [`ErrorKind::InvalidMetadata`].
 pub fn parse_marker(bytes: &[u8]) -> Result<Marker> {
-    Marker::parse(bytes).map_err(|e| Error::new(ErrorKind::InvalidMetadata, e.to_string()))
+    Marker::parse(bytes).map_err(|e| Error::from_archive(ErrorKind::InvalidMetadata, e))
 }
