@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use kpack_fetch::{Action, Source, fetch};
+use kpack_fetch::{Source, fetch};
 
 use crate::exit::{CliError, CliResult};
 
@@ -112,36 +112,11 @@ fn print_text(
     gpus: &[String],
     missing: usize,
 ) {
-    for a in &rep.archives {
-        let what = match a.action {
-            Action::Fetched => "fetched",
-            Action::Replaced => "replaced",
-            Action::Present => "present",
-        };
-        println!(
-            "{what} {} -> {} ({} bytes)",
-            a.name,
-            a.path.display(),
-            a.size
-        );
+    for line in rep.archive_lines() {
+        println!("{line}");
     }
-    for u in &rep.unreadable {
-        eprintln!("warning: {u} (skipped)");
-    }
-    // One line per directory: a marker's search path names one
-    // archive per GPU target there.
-    let mut outside: Vec<&std::path::Path> = Vec::new();
-    for p in &rep.outside {
-        let dir = p.parent().unwrap_or(p);
-        if !outside.contains(&dir) {
-            outside.push(dir);
-        }
-    }
-    for dir in outside {
-        eprintln!(
-            "warning: {}: a search path outside the tree; nothing written there",
-            dir.display()
-        );
+    for w in rep.warnings() {
+        eprintln!("warning: {w}");
     }
     println!(
         "{} binaries, {} archives needed, {} bytes downloaded; {missing} kernels missing for {}",

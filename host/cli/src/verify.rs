@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use kpack_split::{GpuOutcome, Severity, explain_gpu, verify};
+use kpack_split::{explain_gpu, verify};
 
 use crate::exit::{CliError, CliResult};
 
@@ -63,7 +63,7 @@ pub fn run(mut args: Args) -> CliResult {
         return run_gpu(&args, gpu);
     }
     let rep = verify(&args.dirs)?;
-    let stale = stale_temps(&args.dirs);
+    let stale = kpack_split::stale_temps_under(&args.dirs);
     if args.json {
         crate::json::print(&Counted {
             errors: Some(rep.errors()),
@@ -71,27 +71,7 @@ pub fn run(mut args: Args) -> CliResult {
             report: &rep,
         })?;
     } else {
-        for f in &rep.findings {
-            let sev = match f.severity {
-                Severity::Error => "error",
-                Severity::Warning => "warning",
-            };
-            println!("{sev}: [{}] {}: {}", f.check, f.path, f.message);
-        }
-        // Said only when a generic archive served someone, so reports of
-        // trees without generic targets read as before.
-        let generic = match rep.generic_served {
-            0 => String::new(),
-            n => format!(" ({n} more through a generic target)"),
-        };
-        println!(
-            "{} artifacts, {} binaries with markers, {} archives, {} lookups resolved{generic}, {} errors",
-            rep.artifacts.len(),
-            rep.binaries,
-            rep.archives,
-            rep.resolved,
-            rep.errors()
-        );
+        print!("{rep}");
     }
     // Flagged, not removed: verify only reads.
     for p in &stale {
@@ -103,7 +83,7 @@ pub fn run(mut args: Args) -> CliResult {
     if rep.binaries == 0
         && rep.archives == 0
         && rep.findings.is_empty()
-        && !args.dirs.iter().any(|d| holds_artifact(d))
+        && !args.dirs.iter().any(|d| kpack_split::holds_artifact(d))
     {
         // An empty or mistyped directory must not read as a pass.
         eprintln!(
@@ -120,35 +100,6 @@ pub fn run(mut args: Args) -> CliResult {
         return Err(CliError::Findings);
     }
     Ok(())
-}
-
-/// Whether `dir` is an artifact or holds one (a generic artifact without
-/// device code is something checked, even with no marker or archive).
-fn holds_artifact(dir: &std::path::Path) -> bool {
-    dir.join(kpack_split::MANIFEST).is_file()
-        || std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|e| e.path().join(kpack_split::MANIFEST).is_file())
-}
-
-/// Temp files and staging directories of dead kpack runs anywhere under
-/// `dirs` (not descending into them), sorted.
-fn stale_temps(dirs: &[PathBuf]) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut todo: Vec<PathBuf> = dirs.to_vec();
-    while let Some(d) = todo.pop() {
-        out.extend(kpack_fsafe::stale_temps(&d));
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
-            if is_dir && !kpack_fsafe::is_stale_temp(&e.file_name()) {
-                todo.push(e.path());
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 /// `kpack verify --gpu GPU DIR...`; `--gpu auto` is the doctor: every
@@ -177,7 +128,7 @@ fn run_gpu(args: &Args, gpu: &str) -> CliResult {
             report: &rep,
         })?;
     } else {
-        print_gpu(&rep);
+        print!("{rep}");
     }
     if rep.missing() > 0 {
         return Err(CliError::Findings);
@@ -242,7 +193,7 @@ fn run_doctor(args: &Args) -> CliResult {
         }
         for r in &reports {
             println!();
-            print_gpu(r);
+            print!("{r}");
         }
         println!();
         print_doctor_advice(args, &targets, &reports, missing, &fixes);
@@ -283,97 +234,6 @@ fn print_doctor_advice(
                 targets.join(", "),
                 dirs.join(" ")
             );
-        }
-    }
-}
-
-/// The readable report of one GPU.
-fn print_gpu(rep: &kpack_split::GpuReport) {
-    let gpu = &rep.gpu;
-    let asked = if rep.arch_list.len() == 1 {
-        "the device's target; its map names no generic target for it"
-    } else {
-        "the device's target and its map's generic target"
-    };
-    println!(
-        "GPU {gpu}: loader arch list {} (what the HIP runtime asks for: {asked})",
-        rep.arch_list.join(", ")
-    );
-    let mut total = 0;
-    for b in &rep.binaries {
-        println!("{}", b.path);
-        total += b.kernels.len();
-        print_kernels(&b.kernels);
-        // The advice once per binary, however many kernels miss.
-        if let Some(p) = &b.provider {
-            println!("    => {p}");
-        }
-    }
-    for f in &rep.fat_binaries {
-        println!(
-            "{} (fat binary, device code not offloaded): carries {}",
-            f.path,
-            f.targets.join(", ")
-        );
-        match &f.serves {
-            Some(t) => println!("  embedded code for {t} loads"),
-            None => println!(
-                "  MISSING: no code object for {gpu} or its generic target; the HIP runtime fails with hipErrorNoBinaryForGpu (rebuild it with --offload-arch={})",
-                kpack_amdgpu::processor_of(kpack_amdgpu::strip_target_prefix(gpu))
-            ),
-        }
-    }
-    println!(
-        "{} binaries, {total} kernels, {} missing for {gpu}",
-        rep.binaries.len() + rep.fat_binaries.len(),
-        rep.missing()
-    );
-}
-
-/// A binary's kernels: each that loads on its line; those that miss for
-/// one reason (error, diagnostic, SPIR-V note) in one group, named by its
-/// first key and how many more, with the diagnostic once.
-fn print_kernels(kernels: &[kpack_split::GpuKernel]) {
-    let mut i = 0;
-    while i < kernels.len() {
-        let k = &kernels[i];
-        match &k.outcome {
-            GpuOutcome::Loads {
-                archive,
-                target,
-                lacking,
-            } => {
-                println!("  {}: {archive} as {target}", k.key);
-                for (a, t) in lacking {
-                    println!("    (tried first: {a} as {t}, lacks it)");
-                }
-                i += 1;
-            }
-            GpuOutcome::Missing {
-                error,
-                code,
-                diagnostic,
-                spirv,
-                ..
-            } => {
-                let same = |o: &GpuOutcome| {
-                    matches!(o, GpuOutcome::Missing { error: e, diagnostic: d, spirv: s, .. }
-                        if e == error && d == diagnostic && s == spirv)
-                };
-                let n = kernels[i..].iter().take_while(|x| same(&x.outcome)).count();
-                let more = match n {
-                    1 => String::new(),
-                    n => format!(" and {} more kernels", n - 1),
-                };
-                println!("  {}{more}: MISSING ({error}, kpack error {code})", k.key);
-                for line in diagnostic.lines() {
-                    println!("    {}", line.trim_start());
-                }
-                if let Some(s) = spirv {
-                    println!("    => {s}");
-                }
-                i += n;
-            }
         }
     }
 }

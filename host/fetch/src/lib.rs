@@ -180,6 +180,52 @@ pub struct Report {
 }
 
 impl Report {
+    /// One line per archive needed: what was done with it, where it is,
+    /// its size.
+    pub fn archive_lines(&self) -> Vec<String> {
+        self.archives
+            .iter()
+            .map(|a| {
+                let what = match a.action {
+                    Action::Fetched => "fetched",
+                    Action::Replaced => "replaced",
+                    Action::Present => "present",
+                };
+                format!(
+                    "{what} {} -> {} ({} bytes)",
+                    a.name,
+                    a.path.display(),
+                    a.size
+                )
+            })
+            .collect()
+    }
+
+    /// What the caller should warn about: the binaries skipped, and each
+    /// directory outside the tree a search path names (once: a marker's
+    /// search path names one archive per GPU target there).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .unreadable
+            .iter()
+            .map(|u| format!("{u} (skipped)"))
+            .collect();
+        let mut outside: Vec<&Path> = Vec::new();
+        for p in &self.outside {
+            let dir = p.parent().unwrap_or(p);
+            if !outside.contains(&dir) {
+                outside.push(dir);
+            }
+        }
+        out.extend(outside.iter().map(|d| {
+            format!(
+                "{}: a search path outside the tree; nothing written there",
+                d.display()
+            )
+        }));
+        out
+    }
+
     /// Bytes downloaded.
     pub fn downloaded(&self) -> u64 {
         self.archives

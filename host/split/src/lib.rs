@@ -108,4 +108,4 @@ pub use recombine::{
     ArchGroup, DocumentError, RECORD, RECORD_SCHEMA_VERSION, RecombineConfig, RecombineOptions,
     RecombineReport, Validation, parse_artifact_name, recombine, recombine_with,
 };
-pub use verify::{Finding, Severity, VerifyReport, verify};
+pub use verify::{Finding, Severity, VerifyReport, holds_artifact, stale_temps_under, verify};

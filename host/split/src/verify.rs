@@ -18,6 +18,11 @@ use crate::manifest::{MANIFEST, prefix_link, read_manifest};
 use crate::prefix::arch_dir_name;
 use crate::recombine::{RECORD, parse_artifact_name, read_record};
 
+mod found;
+mod text;
+
+pub use found::{holds_artifact, stale_temps_under};
+
 /// One problem found, and how bad it is: the type every checking command
 /// shares (`check` is `manifest`, `generic`, `arch`, `archive` or `marker`
 /// here; for marker misses the message lists every path searched).
