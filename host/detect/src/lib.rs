@@ -344,6 +344,11 @@ fn kfd(nodes: &Path) -> Result<Detection> {
             Ok(Some(t)) => t,
             Ok(None) => continue,
             Err(why) => {
+                let why =
+                    std::iter::successors(Some(&why as &dyn std::error::Error), |e| e.source())
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(": ");
                 det.notes
                     .push(format!("{}: {why}; node skipped", file.display()));
                 continue;
@@ -387,35 +392,75 @@ pub const MAX_PROPERTIES: u64 = 16 << 10;
 /// The text of the `properties` file at `path`; `None` when there is none.
 /// Only a regular file is read (a FIFO would block, a device never end),
 /// and at most [`MAX_PROPERTIES`] bytes of it; the error says why not.
-fn read_properties(path: &Path) -> std::result::Result<Option<String>, String> {
+fn read_properties(path: &Path) -> std::result::Result<Option<String>, Unread> {
     use std::io::Read;
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound) => return Ok(None),
-        Err(e) => return Err(format!("cannot read: {e}")),
+        Err(e) => return Err(Unread::Io(e)),
     };
     if !meta.is_file() {
-        return Err("not a regular file".into());
+        return Err(Unread::NotAFile);
     }
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    let file = std::fs::File::open(path).map_err(Unread::Io)?;
     let mut bytes = Vec::new();
     file.take(MAX_PROPERTIES + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
+        .map_err(Unread::Io)?;
     if bytes.len() as u64 > MAX_PROPERTIES {
-        return Err(format!("longer than {MAX_PROPERTIES} bytes"));
+        return Err(PropertiesError::TooLong.into());
     }
-    parse_properties_text(bytes).map(Some)
+    Ok(Some(parse_properties_text(bytes)?))
+}
+
+/// Why a node's `properties` file is skipped.
+#[derive(Debug, thiserror::Error)]
+enum Unread {
+    /// Reading it failed.
+    #[error("cannot read")]
+    Io(#[source] std::io::Error),
+    /// A directory, FIFO or device.
+    #[error("not a regular file")]
+    NotAFile,
+    /// Its bytes are no properties file.
+    #[error(transparent)]
+    Properties(#[from] PropertiesError),
+}
+
+/// Why bytes are no KFD `properties` file of a GPU node.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PropertiesError {
+    /// Longer than [`MAX_PROPERTIES`] bytes.
+    #[error("longer than {MAX_PROPERTIES} bytes")]
+    TooLong,
+    /// Not UTF-8 from offset `at` (the byte there, if any).
+    #[error(
+        "not UTF-8 text ({}at offset {at:#x})",
+        byte.map(|b| format!("byte {b:#04x} ")).unwrap_or_default()
+    )]
+    NotUtf8 {
+        /// The first byte that is not UTF-8, if the text does not just end
+        /// inside a character.
+        byte: Option<u8>,
+        /// Its offset.
+        at: usize,
+    },
+    /// A `gfx_target_version` that decodes to no target.
+    #[error("gfx_target_version {version} names no GPU target")]
+    NoTarget {
+        /// The number as the file gives it.
+        version: u64,
+    },
 }
 
 /// A `properties` file's bytes as text: UTF-8, or the error that says
 /// where it is not.
-fn parse_properties_text(bytes: Vec<u8>) -> std::result::Result<String, String> {
+fn parse_properties_text(bytes: Vec<u8>) -> std::result::Result<String, PropertiesError> {
     String::from_utf8(bytes).map_err(|e| {
         let at = e.utf8_error().valid_up_to();
-        match e.as_bytes().get(at) {
-            Some(b) => format!("not UTF-8 text (byte {b:#04x} at offset {at:#x})"),
-            None => format!("not UTF-8 text (at offset {at:#x})"),
+        PropertiesError::NotUtf8 {
+            byte: e.as_bytes().get(at).copied(),
+            at,
         }
     })
 }
@@ -423,16 +468,16 @@ fn parse_properties_text(bytes: Vec<u8>) -> std::result::Result<String, String> 
 /// The GPU target a KFD `properties` file's bytes describe: `Ok(None)` for
 /// a CPU node, an error for text that is not a properties file's. For
 /// fuzzing and tools; detection reads the files itself.
-pub fn target_of_properties(bytes: &[u8]) -> std::result::Result<Option<String>, String> {
+pub fn target_of_properties(bytes: &[u8]) -> std::result::Result<Option<String>, PropertiesError> {
     if bytes.len() as u64 > MAX_PROPERTIES {
-        return Err(format!("longer than {MAX_PROPERTIES} bytes"));
+        return Err(PropertiesError::TooLong);
     }
     let text = parse_properties_text(bytes.to_vec())?;
     let props = Properties::parse(&text);
     match (props.get("simd_count"), props.get("gfx_target_version")) {
         (Some(s), Some(g)) if s > 0 && g > 0 => decode_gfx_target_version(g)
             .map(Some)
-            .ok_or_else(|| format!("gfx_target_version {g} names no GPU target")),
+            .ok_or(PropertiesError::NoTarget { version: g }),
         _ => Ok(None),
     }
 }

@@ -296,6 +296,29 @@ fn target_of_properties_reads_bytes() {
 }
 
 #[test]
+fn properties_refusals_keep_their_wording() {
+    let text = |b: &[u8]| target_of_properties(b).unwrap_err().to_string();
+    assert_eq!(
+        text(b"a 1\n\xff"),
+        "not UTF-8 text (byte 0xff at offset 0x4)"
+    );
+    assert_eq!(text(b"a \xe2\x82"), "not UTF-8 text (byte 0xe2 at offset 0x2)");
+    assert_eq!(
+        text(gpu_props(1, 1, 1).as_bytes()),
+        "gfx_target_version 1 names no GPU target"
+    );
+}
+
+#[test]
+fn an_unreadable_properties_file_keeps_the_os_error_as_its_source() {
+    let os = std::io::Error::other("disk on fire");
+    let why = super::Unread::Io(os);
+    assert_eq!(why.to_string(), "cannot read");
+    let cause = std::error::Error::source(&why).expect("the I/O error is the source");
+    assert_eq!(cause.to_string(), "disk on fire");
+}
+
+#[test]
 fn no_advice_when_the_discrete_gpu_comes_first() {
     let root = topology(&[
         ("1", Some(gpu_props(110000, 1, 1))),
