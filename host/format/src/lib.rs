@@ -39,6 +39,8 @@
 //!   order: EntryOrder::{Sorted (default), Insertion} }`.
 //! - [`edit::replace`] / [`edit::merge`]: archive surgery (`kpack archive
 //!   replace|merge`), one entry in memory at a time, staged outputs.
+//! - [`convert::convert`]: re-encode archives into another scheme and
+//!   grouping (`kpack archive convert`), every code object kept.
 //! - `Marker::parse(&[u8])` / `Marker::to_bytes()`: the `.rocm_kpack_ref`
 //!   marker (`kernel_name`, `search_paths`), AMD's parsing rules.
 //! - `Error::kind() -> ErrorKind` (AMD's categories), `offset()`, `path()`.
@@ -64,6 +66,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod convert;
 mod decode;
 mod delta;
 pub mod digest;
