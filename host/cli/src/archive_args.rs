@@ -211,7 +211,7 @@ impl ArchiveArgs {
     /// The command's job: `--max-memory`, `--jobs`, and existing outputs
     /// replaced when `force`.
     pub fn job(&self, force: bool) -> anyhow::Result<crate::job::CommandJob> {
-        crate::job::build(self.budget(), self.jobs, force)
+        crate::job::build(self.budget(), self.jobs, force, true)
     }
 
     /// A thread pool honouring `--jobs`.

@@ -105,10 +105,10 @@ pub fn run(args: Args) -> CliResult {
         prune: args.prune,
         offload: args.offload,
         databases: args.databases.clone(),
-        force: args.force,
         no_system_dirs: false,
-        budget: args.memory.budget(kpack_bundle::DEFAULT_MEMORY_LIMIT),
     };
+    let budget = args.memory.budget(kpack_bundle::DEFAULT_MEMORY_LIMIT);
+    let run = crate::job::build(budget, None, args.force, false)?;
     let mut handlers = args.handlers.clone();
     if handlers.is_empty() {
         handlers.split_databases = DEFAULT_HANDLERS.iter().map(|s| s.to_string()).collect();
@@ -119,7 +119,9 @@ pub fn run(args: Args) -> CliResult {
         }
         handlers.databases().map_err(Into::into)
     };
-    let done = kpack_deploy::deploy_with(&options, &out, Some(&load))?;
+    let done = kpack_deploy::deploy_with(&run.job, &options, &out, Some(&load));
+    drop(run);
+    let done = done?;
     let mut checks = Vec::new();
     for g in &gpus {
         checks.push(kpack_split::explain_gpu(std::slice::from_ref(&out), g)?);

@@ -37,14 +37,15 @@ impl Drop for CommandJob {
 }
 
 /// The job of a command: `budget`, `threads` workers (every core when
-/// `None`), existing outputs replaced when `force`, a progress bar when
-/// stderr is a terminal.
+/// `None`), existing outputs replaced when `force`; with `bar`, a progress
+/// bar when stderr is a terminal (commands whose libraries report phases).
 pub fn build(
     budget: MemoryBudget,
     threads: Option<usize>,
     force: bool,
+    bar: bool,
 ) -> anyhow::Result<CommandJob> {
-    let bar = crate::ui::phases();
+    let bar = if bar { crate::ui::phases() } else { None };
     let mut b = Job::builder(budget).existing(Existing::from_force(force));
     if let Some(n) = threads {
         b = b.threads(n);

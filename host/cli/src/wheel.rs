@@ -173,7 +173,7 @@ fn prune(args: PruneArgs) -> CliResult {
     crate::safety::clean_stale_temps(&args.output);
     let start = std::time::Instant::now();
     let budget = args.memory.budget(kpack_bundle::DEFAULT_MEMORY_LIMIT);
-    let run = crate::job::build(budget, None, args.force)?;
+    let run = crate::job::build(budget, None, args.force, true)?;
     let report = prune_wheel(&run.job, &args.input, &args.output, &opts);
     drop(run);
     let report = report?;

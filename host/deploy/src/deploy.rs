@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use kpack_binary::HostBinary;
 use kpack_format::Marker;
-use kpack_fsafe::{Existing, Order, Outputs};
+use kpack_fsafe::Order;
+use kpack_job::Job;
 use kpack_runtime::{Cache, Config, compatible_targets, gpu_arch_list};
 use serde::Serialize;
 
@@ -42,13 +43,8 @@ pub struct Options {
     /// beside those found next to the closure's libraries
     /// ([`AUTO_DIRS`](crate::AUTO_DIRS)).
     pub databases: Vec<PathBuf>,
-    /// Replace an existing output directory.
-    pub force: bool,
     /// Do not search the system's library directories.
     pub no_system_dirs: bool,
-    /// The run's memory budget (`--max-memory`): pruning inflates bundles
-    /// under it.
-    pub budget: kpack_bundle::MemoryBudget,
 }
 
 /// What [`deploy`] wrote.
@@ -70,14 +66,16 @@ enum Device {
 /// Copy `options.apps` and what they need into `out`, with only the
 /// archives `options.gpus` load; record it in `kpack-deploy.json`.
 /// Database files are copied whole (no handlers classify them): see
-/// [`deploy_with`].
-pub fn deploy(options: &Options, out: &Path) -> Result<Deployed> {
-    deploy_with(options, out, None)
+/// [`deploy_with`]. Pruning and offloading inflate bundles under the
+/// job's memory budget; an existing `out` follows the job's rule.
+pub fn deploy(job: &Job, options: &Options, out: &Path) -> Result<Deployed> {
+    deploy_with(job, options, out, None)
 }
 
 /// [`deploy`], with database files classified by the handlers `load`
 /// returns (called once, only when there are database files).
 pub fn deploy_with(
+    job: &Job,
     options: &Options,
     out: &Path,
     load: Option<crate::databases::LoadDatabases<'_>>,
@@ -148,7 +146,7 @@ pub fn deploy_with(
     let lib_dirs: Vec<PathBuf> = lib_dirs.into_iter().collect();
     let dirs = crate::databases::dirs(&options.databases, &lib_dirs, &options.rocm_path)?;
     crate::databases::place_all(&mut plan, &dirs, &options.gpus, load)?;
-    write(plan, options, out)
+    write(job, plan, options, out)
 }
 
 /// Where needed libraries are searched beside each object's own: the
@@ -524,8 +522,8 @@ fn size_of(p: &Path) -> u64 {
 }
 
 /// Stage every planned item under one output (the directory, replaced
-/// whole with `force`) and commit.
-fn write(plan: Plan, options: &Options, out: &Path) -> Result<Deployed> {
+/// whole under the job's `--force` rule) and commit.
+fn write(job: &Job, plan: Plan, options: &Options, out: &Path) -> Result<Deployed> {
     let parent = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -536,12 +534,12 @@ fn write(plan: Plan, options: &Options, out: &Path) -> Result<Deployed> {
         .ok_or_else(|| Error::NotAnApp {
             path: out.to_path_buf(),
         })?;
-    let mut outputs = Outputs::create(parent, "deploy", Existing::from_force(options.force))?;
+    let mut outputs = job.outputs(parent, "deploy")?;
     let staged_root = outputs.plan(&dir_name, Order::Last)?;
     outputs.check_existing()?;
     let mut files = Vec::new();
     for item in plan.items.values() {
-        files.extend(stage(item, &staged_root, &options.budget)?);
+        files.extend(stage(item, &staged_root, job.budget())?);
     }
     let manifest = Manifest::new(&options.gpus, files, plan.left_out, plan.fat_bytes);
     let json = serde_json::to_vec_pretty(&manifest).unwrap_or_default();

@@ -18,9 +18,10 @@
 //!     rocm_path: vec!["/opt/rocm".into()],
 //!     ..Default::default()
 //! };
-//! let done = kpack_deploy::deploy(&options, std::path::Path::new("dist"))?;
+//! let job = kpack_job::Job::builder(kpack_bundle::MemoryBudget::new(1 << 30)).build()?;
+//! let done = kpack_deploy::deploy(&job, &options, std::path::Path::new("dist"))?;
 //! assert!(kpack_deploy::check(&done.dir)?.problems.is_empty());
-//! # Ok::<(), kpack_deploy::Error>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 #![forbid(unsafe_code)]
