@@ -155,3 +155,21 @@ impl Error {
 
 /// This crate's result.
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_io_error_names_the_file_and_keeps_the_os_error_as_its_source() {
+        let e = Error::io(
+            std::path::Path::new("a/b"),
+            "cannot read",
+            std::io::Error::other("disk on fire"),
+        );
+        assert!(matches!(e, Error::Io(_)));
+        assert_eq!(e.to_string(), "a/b: cannot read");
+        let cause = std::error::Error::source(&e).expect("the I/O error is the source");
+        assert_eq!(cause.to_string(), "disk on fire");
+    }
+}

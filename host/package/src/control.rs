@@ -4,6 +4,33 @@
 /// Between a field's name and its value (a control field, not a target id).
 const FIELD_SEP: char = ':';
 
+/// Why a control paragraph does not parse, naming the 1-based line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ControlError {
+    /// An indented line before any field.
+    #[error("line {line}: continuation before any field")]
+    Continuation {
+        /// The line.
+        line: usize,
+    },
+    /// A line with no `:`.
+    #[error("line {line}: no `Field: value` ({text:?})")]
+    NoField {
+        /// The line.
+        line: usize,
+        /// Its text.
+        text: String,
+    },
+    /// A field name that is empty or holds white space.
+    #[error("line {line}: bad field name {name:?}")]
+    FieldName {
+        /// The line.
+        line: usize,
+        /// The name.
+        name: String,
+    },
+}
+
 /// One control paragraph.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Control {
@@ -12,7 +39,7 @@ pub struct Control {
 
 impl Control {
     /// Parse the first paragraph of `text`; `Err` names the bad line.
-    pub fn parse(text: &str) -> Result<Control, String> {
+    pub fn parse(text: &str) -> Result<Control, ControlError> {
         let mut fields: Vec<(String, String)> = Vec::new();
         for (n, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
@@ -23,17 +50,23 @@ impl Control {
             }
             if line.starts_with([' ', '\t']) {
                 let Some((_, value)) = fields.last_mut() else {
-                    return Err(format!("line {}: continuation before any field", n + 1));
+                    return Err(ControlError::Continuation { line: n + 1 });
                 };
                 value.push('\n');
                 value.push_str(line);
                 continue;
             }
             let Some((name, value)) = line.split_once(FIELD_SEP) else {
-                return Err(format!("line {}: no `Field: value` ({line:?})", n + 1));
+                return Err(ControlError::NoField {
+                    line: n + 1,
+                    text: line.into(),
+                });
             };
             if name.is_empty() || name.contains(char::is_whitespace) {
-                return Err(format!("line {}: bad field name {name:?}", n + 1));
+                return Err(ControlError::FieldName {
+                    line: n + 1,
+                    name: name.into(),
+                });
             }
             fields.push((name.to_string(), value.trim().to_string()));
         }
@@ -110,6 +143,17 @@ mod tests {
     #[test]
     fn rejects_line_without_colon() {
         assert!(Control::parse("Package librocblas0\n").is_err());
+    }
+
+    #[test]
+    fn parse_errors_name_the_line() {
+        let why = |t: &str| Control::parse(t).unwrap_err().to_string();
+        assert_eq!(why(" x\n"), "line 1: continuation before any field");
+        assert_eq!(
+            why("A: b\nPackage x\n"),
+            "line 2: no `Field: value` (\"Package x\")"
+        );
+        assert_eq!(why("A b: c\n"), "line 1: bad field name \"A b\"");
     }
 
     #[test]

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use kpack_amdgpu::Level;
 use serde::Serialize;
 
-pub use control::{Control, is_valid_package_name};
+pub use control::{Control, ControlError, is_valid_package_name};
 pub use deb::split_deb;
 pub use error::{Error, Result};
 pub use rpm::split_rpm;

@@ -61,7 +61,7 @@ fn read_rpm(input: &Path, dst: &Path) -> Result<Rpm> {
         let Some(path) = tree::plain_name(&raw).map_err(|w| bad(input, w))? else {
             continue;
         };
-        check_new(&payload, &path).map_err(|w| bad(input, w))?;
+        check_new(&payload, &path).map_err(|w| bad(input, w.to_string()))?;
         let mode = u32::from(f.metadata.permissions()) & 0o7777;
         flags.insert(path.clone(), f.metadata.flags());
         let Some(kind) = unpack_one(input, dst, &mut f, &path, mode, &mut total)? else {
@@ -132,15 +132,20 @@ fn unpack_one(
 
 /// A path may be added: not there yet, under no member that is not a
 /// directory.
-fn check_new(payload: &Payload, path: &str) -> std::result::Result<(), String> {
+fn check_new(payload: &Payload, path: &str) -> std::result::Result<(), tree::Clash> {
     if payload.members.contains_key(path) {
-        return Err(format!("file {path} comes twice"));
+        return Err(tree::Clash::Twice {
+            what: "file",
+            path: path.into(),
+        });
     }
     let not_dir = |a: &&str| payload.members.get(*a).is_some_and(|m| m.kind != Kind::Dir);
     match tree::ancestors(path).find(not_dir) {
-        Some(anc) => Err(format!(
-            "file {path} lies under {anc}, which is not a directory"
-        )),
+        Some(anc) => Err(tree::Clash::Under {
+            what: "file",
+            path: path.into(),
+            ancestor: anc.into(),
+        }),
         None => Ok(()),
     }
 }

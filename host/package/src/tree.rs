@@ -78,7 +78,7 @@ pub fn unpack(
         let Some(path) = plain_name(&raw).map_err(&bad)? else {
             continue;
         };
-        check_new(&payload, &path).map_err(&bad)?;
+        check_new(&payload, &path).map_err(|e| bad(e.to_string()))?;
         let mode = entry.header().mode().unwrap_or(0o644) & 0o7777;
         let at = dst.join(&path);
         let kind = match entry.header().entry_type() {
@@ -131,11 +131,37 @@ pub fn unpack(
     Ok(payload)
 }
 
+/// Why a payload path cannot be added.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Clash {
+    /// The path is there already.
+    #[error("{what} {path} comes twice")]
+    Twice {
+        /// `member` (a `.deb`'s tar) or `file` (an `.rpm`'s header).
+        what: &'static str,
+        /// The path.
+        path: String,
+    },
+    /// A parent of the path is no directory.
+    #[error("{what} {path} lies under {ancestor}, which is not a directory")]
+    Under {
+        /// `member` or `file`.
+        what: &'static str,
+        /// The path.
+        path: String,
+        /// The parent that is not a directory.
+        ancestor: String,
+    },
+}
+
 /// A member's path may be added: not there yet, and under no member
 /// that is not a directory.
-fn check_new(payload: &Payload, path: &str) -> std::result::Result<(), String> {
+fn check_new(payload: &Payload, path: &str) -> std::result::Result<(), Clash> {
     if payload.members.contains_key(path) {
-        return Err(format!("member {path} comes twice"));
+        return Err(Clash::Twice {
+            what: "member",
+            path: path.into(),
+        });
     }
     let not_dir = |a: &&str| {
         payload
@@ -144,9 +170,11 @@ fn check_new(payload: &Payload, path: &str) -> std::result::Result<(), String> {
             .is_some_and(|m| !matches!(m.kind, Kind::Dir))
     };
     match ancestors(path).find(not_dir) {
-        Some(anc) => Err(format!(
-            "member {path} lies under {anc}, which is not a directory"
-        )),
+        Some(anc) => Err(Clash::Under {
+            what: "member",
+            path: path.into(),
+            ancestor: anc.into(),
+        }),
         None => Ok(()),
     }
 }
