@@ -213,7 +213,7 @@ fn versions(c: &mut Cursor<'_>) -> Result<(), Pep508Error> {
         let v = c.take(|b| b.is_ascii_alphanumeric() || b"-_.*+!".contains(&b));
         if !version_for(op, v) {
             return Err(Pep508Error::Clause {
-                op: *op,
+                op,
                 version: v.into(),
             });
         }
