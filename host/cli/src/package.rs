@@ -104,7 +104,7 @@ fn split(args: SplitArgs, format: Format) -> CliResult {
         .to_string()
     });
     let budget = args.memory.budget(kpack_bundle::DEFAULT_MEMORY_LIMIT);
-    let mut opts = PackageOptions::new(loader, budget);
+    let mut opts = PackageOptions::new(loader);
     opts.group = match args.group {
         Group::Target => kpack_amdgpu::Level::Target,
         Group::SubFamily => kpack_amdgpu::Level::SubFamily,
@@ -115,12 +115,12 @@ fn split(args: SplitArgs, format: Format) -> CliResult {
     opts.archive_dir = args.archive_dir.clone();
     opts.targets = args.targets.filter()?;
     opts.mtime = crate::split::source_date_epoch(0)?;
-    opts.force = args.force;
+    let run = crate::job::build(budget, None, args.force, false)?;
     let mut reports = Vec::new();
     for input in &args.inputs {
         let report = match format {
-            Format::Deb => kpack_package::split_deb(input, &args.output, &opts),
-            Format::Rpm => kpack_package::split_rpm(input, &args.output, &opts),
+            Format::Deb => kpack_package::split_deb(&run.job, input, &args.output, &opts),
+            Format::Rpm => kpack_package::split_rpm(&run.job, input, &args.output, &opts),
         }
         .with_context(|| format!("splitting {}", input.display()))?;
         for w in &report.warnings {

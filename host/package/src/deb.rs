@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::path::Path;
 
-use kpack_fsafe::{Existing, Order, Outputs};
+use kpack_fsafe::Order;
+use kpack_job::Job;
 
 use crate::control::{Control, is_valid_package_name};
 use crate::error::{Error, Result};
@@ -152,17 +153,23 @@ struct Planned {
 
 /// Split `input` into `out_dir`: the host `.deb`, one device `.deb` per
 /// group and `<name>-gfx-all`. Nothing is written when the package holds
-/// no device code (the report says `split: false`).
-pub fn split_deb(input: &Path, out_dir: &Path, opts: &PackageOptions<'_>) -> Result<PackageReport> {
+/// no device code (the report says `split: false`). Under the job's memory
+/// budget, with its rule for packages that exist already.
+pub fn split_deb(
+    job: &Job,
+    input: &Path,
+    out_dir: &Path,
+    opts: &PackageOptions<'_>,
+) -> Result<PackageReport> {
     crate::refuse_input_dir(input, out_dir)?;
-    let mut outputs = Outputs::create(out_dir, "deb", Existing::from_force(opts.force))?;
+    let mut outputs = job.outputs(out_dir, "deb")?;
     let scratch = outputs.scratch()?;
     let src = scratch.join("src");
     let deb = read_deb(input, &src)?;
     let field = |f: &str| deb.control.get(f).unwrap_or_default().to_string();
     let (name, version, arch) = (field("Package"), field("Version"), field("Architecture"));
     let mut report = empty_report("deb", input, &name, &version, &arch, opts)?;
-    let Some(split) = split_tree(input, &src, &scratch.join("work"), &name, opts)? else {
+    let Some(split) = split_tree(job, input, &src, &scratch.join("work"), &name, opts)? else {
         return Ok(report);
     };
     let plans = plan(&deb, &src, &split, opts)?;

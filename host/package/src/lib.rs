@@ -57,19 +57,12 @@ pub struct PackageOptions<'a> {
     pub targets: kpack_amdgpu::TargetFilter,
     /// Timestamp of every member (`SOURCE_DATE_EPOCH`).
     pub mtime: u64,
-    /// Replace outputs that exist.
-    pub force: bool,
-    /// The run's memory budget (`--max-memory`), shared by every reader.
-    pub budget: kpack_bundle::MemoryBudget,
 }
 
 impl PackageOptions<'_> {
     /// Defaults: one device package per target, binaries offloaded, the
-    /// loader in `loader_package`, reading under the memory `budget`.
-    pub fn new(
-        loader_package: impl Into<String>,
-        budget: kpack_bundle::MemoryBudget,
-    ) -> PackageOptions<'static> {
+    /// loader in `loader_package`.
+    pub fn new(loader_package: impl Into<String>) -> PackageOptions<'static> {
         PackageOptions {
             group: Level::Target,
             databases: None,
@@ -79,8 +72,6 @@ impl PackageOptions<'_> {
             compression: kpack_format::Compression::default(),
             targets: kpack_amdgpu::TargetFilter::default(),
             mtime: 0,
-            force: false,
-            budget,
         }
     }
 }

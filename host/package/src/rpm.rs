@@ -7,7 +7,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use kpack_fsafe::{Existing, Order, Outputs};
+use kpack_fsafe::Order;
+use kpack_job::Job;
 use rpm::{
     CompressionType, CompressionWithLevel, Dependency, FileFlags, FileOptions, FileOptionsBuilder,
     FileType, PackageBuilder, Scriptlet,
@@ -198,16 +199,22 @@ impl Nevra {
 
 /// Split `input` into `out_dir`: the host `.rpm`, one device `.rpm` per
 /// group and `<name>-gfx-all`. Nothing is written when the package holds
-/// no device code (the report says `split: false`).
-pub fn split_rpm(input: &Path, out_dir: &Path, opts: &PackageOptions<'_>) -> Result<PackageReport> {
+/// no device code (the report says `split: false`). Under the job's memory
+/// budget, with its rule for packages that exist already.
+pub fn split_rpm(
+    job: &Job,
+    input: &Path,
+    out_dir: &Path,
+    opts: &PackageOptions<'_>,
+) -> Result<PackageReport> {
     crate::refuse_input_dir(input, out_dir)?;
-    let mut outputs = Outputs::create(out_dir, "rpm", Existing::from_force(opts.force))?;
+    let mut outputs = job.outputs(out_dir, "rpm")?;
     let scratch = outputs.scratch()?;
     let src = scratch.join("src");
     let pkg = read_rpm(input, &src)?;
     let n = Nevra::of(&pkg.meta);
     let mut report = empty_report("rpm", input, &n.name, &n.evr(), &n.arch, opts)?;
-    let Some(split) = split_tree(input, &src, &scratch.join("work"), &n.name, opts)? else {
+    let Some(split) = split_tree(job, input, &src, &scratch.join("work"), &n.name, opts)? else {
         return Ok(report);
     };
     let cfg = build_config(&pkg, opts.mtime, input)?;

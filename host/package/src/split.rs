@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use kpack_amdgpu::Level;
+use kpack_job::Job;
 use kpack_split::{BinaryReport, PrefixLayout, SplitOptions, split_prefix};
 
 use crate::PackageOptions;
@@ -31,13 +32,14 @@ pub(crate) struct TreeSplit {
 /// `None` when there is nothing to split (no device code, or with
 /// `databases_only` no database file a handler claimed for a GPU).
 pub(crate) fn split_tree(
+    job: &Job,
     input: &Path,
     src: &Path,
     work: &Path,
     name: &str,
     opts: &PackageOptions<'_>,
 ) -> Result<Option<TreeSplit>> {
-    let mut so = SplitOptions::new(name.replace(['-', '.', '+'], "_"), opts.budget.clone());
+    let mut so = SplitOptions::new(name.replace(['-', '.', '+'], "_"), job.budget().clone());
     so.archive_dir = archive_dir(name, opts);
     so.compression = opts.compression;
     so.databases = opts.databases;
