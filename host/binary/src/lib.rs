@@ -12,6 +12,8 @@
 //!   marker) and one [`HostBinary::transform_into`] that rewrites it
 //!   host-only and checks the result. A new host format is one more
 //!   variant here, never a branch in each command.
+//! - [`verify_file`]: `kpack verify-elf`'s structural checks of one host
+//!   binary, by its format.
 //!
 //! ```no_run
 //! use kpack_binary::{FileKind, HostBinary};
@@ -29,9 +31,11 @@ mod extract_write;
 mod host;
 pub mod inspect;
 mod kind;
+mod verify;
 
 pub use extract::{ExtractFile, ExtractPlan};
 pub use extract_write::ExtractEvent;
 pub use host::{Error, HostBinary, HostFormat, TransformReport};
 pub use inspect::{Inspected, inspect};
 pub use kind::{Compression, FileKind, HEAD_LEN};
+pub use verify::{Checked, VerifyOptions, verify_file};

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use kpack_detect::{Detection, Options, Source, conda, detect, mixed, provider};
+use kpack_detect::{Detection, Options, Report, Source, conda, detect, provider};
 
 use crate::exit::CliResult;
 
@@ -86,51 +86,30 @@ pub fn run(args: Args) -> CliResult {
         _ => args.format,
     };
     let env = |k: &str| std::env::var(k).ok();
-    match format {
-        Format::Json => {
-            crate::json::print(&DetectDocument {
-                targets: det.targets(),
-                detection: &det,
-                hip_order: mixed::hip_order(&det),
-                hip_visible_devices: mixed::visible_devices(&det),
-                conda: conda::conda(&det, &env)?,
-                variant_properties: variant_properties(&det),
-                extras: extras(&det),
-            })?;
+    let lines = match format {
+        Format::Json => return Ok(crate::json::print(&Report::new(&det, &env)?)?),
+        Format::Human => {
+            print!("{}", det.human());
+            return Ok(());
         }
-        Format::Plain => det.targets().iter().for_each(|t| println!("{t}")),
-        Format::Chain => {
-            for t in det.targets() {
-                match kpack_detect::Chain::of(&t) {
-                    Some(c) => println!("{} {} {}", c.target, c.sub_family, c.family),
-                    None => println!("{t}"),
-                }
-            }
-        }
-        Format::Conda => conda::conda(&det, &env)?
-            .lines()
-            .iter()
-            .for_each(|l| println!("{l}")),
-        Format::Variant => variant_properties(&det)
-            .iter()
-            .for_each(|p| println!("{} :: {} :: {p}", provider::NAMESPACE, provider::FEATURE)),
         Format::Extras => return print_extras(&det, &args),
-        Format::Human => human(&det),
-    }
+        Format::Plain => det.targets(),
+        Format::Chain => det.chain_lines(),
+        Format::Conda => conda::conda(&det, &env)?.lines(),
+        Format::Variant => provider::supported(&det)
+            .iter()
+            .map(|p| format!("{} :: {} :: {p}", provider::NAMESPACE, provider::FEATURE))
+            .collect(),
+    };
+    lines.iter().for_each(|l| println!("{l}"));
     Ok(())
-}
-
-/// The `amd :: gfx_arch` values of the detected GPUs, as the variant
-/// providers (kpack's and rocm-bootstrap's) report them.
-fn variant_properties(det: &Detection) -> Vec<String> {
-    provider::supported(det)
 }
 
 /// `--format extras`: one line, comma-joined; with `--for`, the package's
 /// own extras for these GPUs, and exit 1 when it serves not all of them.
 fn print_extras(det: &Detection, args: &Args) -> CliResult {
     let Some(package) = &args.for_package else {
-        println!("{}", extras(det).join(","));
+        println!("{}", det.extras().join(","));
         return Ok(());
     };
     let host = kpack_wheel::host_extras(package, args.index.as_deref())?;
@@ -140,81 +119,4 @@ fn print_extras(det: &Detection, args: &Args) -> CliResult {
         return Err(crate::exit::CliError::Findings);
     }
     Ok(())
-}
-
-/// The pip extras that install the detected GPUs' device wheels (kpack's
-/// and AMD's splitters both write `device-<target>` per target).
-fn extras(det: &Detection) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for g in &det.gpus {
-        let key = g.chain.as_ref().map_or(g.target.as_str(), |c| &c.target);
-        let e = format!("device-{}", kpack_amdgpu::dist_name(key));
-        if !out.contains(&e) {
-            out.push(e);
-        }
-    }
-    out
-}
-
-/// The readable listing: one block per GPU, in the HIP runtime's order.
-fn human(det: &Detection) {
-    if det.gpus.is_empty() {
-        println!("No AMD GPUs detected.");
-        println!(
-            "Name one with ROCM_BOOTSTRAP_FORCE_GFX_ARCH=gfx1100 (or --gpu gfx1100 where targets are taken)."
-        );
-        return;
-    }
-    for (hip, &i) in mixed::hip_order(det).iter().enumerate() {
-        let g = &det.gpus[i];
-        let mut line = format!("node {}: {}", g.node, g.target);
-        if let Some(p) = &g.pci_id {
-            line.push_str(&format!("  PCI {p}"));
-        }
-        if let Some(id) = g.gpu_id {
-            line.push_str(&format!("  gpu_id {id}"));
-        }
-        println!("{line}");
-        let cus = g
-            .compute_units
-            .map_or_else(|| "unknown".to_string(), |c| c.to_string());
-        let kind = if g.integrated {
-            "integrated"
-        } else {
-            "discrete"
-        };
-        println!("  HIP device {hip}, {kind}, compute units: {cus}");
-        if let Some(gen_) = &g.generic {
-            println!("  generic target: {gen_}");
-        }
-        match &g.chain {
-            Some(c) => println!(
-                "  packages: {} -> {} -> {}",
-                c.target, c.sub_family, c.family
-            ),
-            None => println!("  packages: none (ROCm does not package {})", g.target),
-        }
-    }
-    if let Some(v) = mixed::visible_devices(det) {
-        println!(
-            "HIP device {} is the integrated {}: programs that use the first device run there.",
-            v.first_index, v.first_target
-        );
-        println!(
-            "To keep the discrete GPUs: export HIP_VISIBLE_DEVICES={}",
-            v.value
-        );
-    }
-}
-
-/// `kpack detect --format json`.
-#[derive(serde::Serialize)]
-struct DetectDocument<'a> {
-    targets: Vec<String>,
-    detection: &'a Detection,
-    hip_order: Vec<usize>,
-    hip_visible_devices: Option<mixed::VisibleDevices>,
-    conda: conda::Conda,
-    variant_properties: Vec<String>,
-    extras: Vec<String>,
 }

@@ -555,6 +555,9 @@ pub mod conda;
 pub mod hip;
 pub mod mixed;
 pub mod provider;
+mod report;
+
+pub use report::{Human, Report};
 
 #[cfg(test)]
 mod tests;
