@@ -9,8 +9,7 @@
 //! variant wheels are read only by uv's preview, with vendored providers.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use anyhow::Context;
 use kpack_detect::{Options, detect};
@@ -68,41 +67,14 @@ pub fn run(args: Args) -> CliResult {
     let host = host_extras(&args.package, args.index.as_deref())?;
     let r = choose(host, &det);
     report_unserved(&r);
-    let name = if Path::new(&args.package).exists() {
-        &r.host.name
-    } else {
-        &args.package
+    let installer = match args.installer {
+        Installer::Pip => kpack_wheel::Installer::Pip {
+            python: std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into()),
+        },
+        Installer::Uv => kpack_wheel::Installer::Uv,
     };
-    // No GPU served: the plain package (the host alone).
-    let spec = r.requirement(name);
-    let mut cmd = match args.installer {
-        Installer::Pip => {
-            let mut c =
-                Command::new(std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into()));
-            c.args(["-m", "pip", "install"]);
-            c
-        }
-        Installer::Uv => {
-            let mut c = Command::new("uv");
-            c.args(["pip", "install"]);
-            c
-        }
-    };
-    match args.index.as_deref() {
-        Some(i) if i.contains("://") => cmd.args(["--index-url", i]),
-        Some(i) => cmd.args(["--find-links", i]),
-        None if Path::new(&args.package).is_dir() => cmd.arg("--find-links").arg(&args.package),
-        None if Path::new(&args.package).is_file() => {
-            let dir = Path::new(&args.package).parent().unwrap_or(Path::new("."));
-            cmd.arg("--find-links").arg(if dir.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                dir
-            })
-        }
-        None => &mut cmd,
-    };
-    cmd.arg(&spec).args(&args.installer_args);
+    let mut cmd = r.install_command(&args.package, args.index.as_deref(), &installer);
+    cmd.args(&args.installer_args);
     let shown: Vec<String> = std::iter::once(cmd.get_program())
         .chain(cmd.get_args())
         .map(|a| a.to_string_lossy().into_owned())

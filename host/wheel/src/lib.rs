@@ -66,6 +66,7 @@ mod error;
 mod extras;
 mod headers;
 mod install;
+mod installer;
 mod job;
 mod name;
 mod pep508;
@@ -84,6 +85,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use extras::{ExtrasError, MAX_HOST_WHEEL_BYTES, Resolved, choose, host_extras};
 pub use headers::{HeaderError, Headers};
 pub use install::{InstalledWheel, install_wheel};
+pub use installer::Installer;
 pub use job::WheelFile;
 /// AMD's placeholder for a target id (kpack-format's).
 pub use kpack_format::GFXARCH;
