@@ -302,7 +302,10 @@ fn properties_refusals_keep_their_wording() {
         text(b"a 1\n\xff"),
         "not UTF-8 text (byte 0xff at offset 0x4)"
     );
-    assert_eq!(text(b"a \xe2\x82"), "not UTF-8 text (byte 0xe2 at offset 0x2)");
+    assert_eq!(
+        text(b"a \xe2\x82"),
+        "not UTF-8 text (byte 0xe2 at offset 0x2)"
+    );
     assert_eq!(
         text(gpu_props(1, 1, 1).as_bytes()),
         "gfx_target_version 1 names no GPU target"

@@ -441,7 +441,10 @@ mod tests {
     #[test]
     fn refusals_read_as_the_phrase_after_the_requirement() {
         for (bad, why) in [
-            ("-x", "does not start with a valid distribution name: \"-x\""),
+            (
+                "-x",
+                "does not start with a valid distribution name: \"-x\"",
+            ),
             ("x @ notaurl", "has an invalid URL \"notaurl\""),
             (
                 "x ~= 1",
