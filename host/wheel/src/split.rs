@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use kpack_format::Compression;
-use kpack_fsafe::Order;
+use kpack_fsafe::{Order, Outputs};
 use kpack_split::{BinaryReport, Databases, PrefixLayout, SplitOptions, split_prefix};
 use serde::Serialize;
 use zip::DateTime;
@@ -283,14 +283,7 @@ fn split_on(
     write_variants(&jobs, &st, opts, (input, out_dir), time, &mut report)?;
     let files = output_files(&jobs, &out_stage, out_dir, opts, &mut report)?;
     if let Some(outputs) = outputs {
-        // The host wheel (the first) moves into place last: until then
-        // nothing installs the device wheels it names.
-        let files: Vec<(&str, Order)> = files
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (f.as_str(), if i == 0 { Order::Last } else { Order::First }))
-            .collect();
-        report.identical = pipeline::commit(outputs, &files, &out_stage)?;
+        report.identical = commit_wheels(outputs, &files, &out_stage)?;
     }
     report.binaries.sort_by(|a, b| a.path.cmp(&b.path));
     report.device_code = true;
@@ -468,8 +461,70 @@ struct SchemeSplit {
     excluded: BTreeMap<String, u64>,
 }
 
+impl SchemeSplit {
+    /// Take in the report `r` of the scheme tree `scheme`/`sub` (paths made
+    /// wheel paths, warnings without the staging directory); the archives
+    /// it wrote, as (arch, path).
+    fn absorb(
+        &mut self,
+        st: &Staged,
+        (scheme, sub): (&str, &str),
+        r: &kpack_split::PrefixReport,
+        warnings: &mut Vec<String>,
+    ) -> Vec<(String, PathBuf)> {
+        let in_tree = |rel: &str| match sub.is_empty() {
+            true => rel.to_string(),
+            false => format!("{sub}/{rel}"),
+        };
+        for (t, n) in &r.excluded {
+            *self.excluded.entry(t.clone()).or_default() += n;
+        }
+        for b in &r.binaries {
+            let mut b = b.clone();
+            b.path = Unpacked::wheel_path(&st.un.data_dir, scheme, &in_tree(&b.path));
+            self.binaries.push(b);
+        }
+        for (h, m) in &r.databases {
+            for (v, n) in m {
+                *self
+                    .databases
+                    .entry(h.clone())
+                    .or_default()
+                    .entry(v.clone())
+                    .or_default() += n;
+            }
+        }
+        self.archs.extend(r.bytes_out_arch.keys().cloned());
+        let src_root = st.src().join(scheme);
+        warnings.extend(
+            r.warnings
+                .iter()
+                .map(|w| w.replace(&format!("{}/", src_root.display()), "")),
+        );
+        r.archives
+            .iter()
+            .map(|a| {
+                let dir = under(&st.path().join("dev").join(&a.arch).join(scheme), sub);
+                (a.arch.clone(), dir.join(&a.path))
+            })
+            .collect()
+    }
+}
+
 /// Transform phase: each scheme tree of the staging directory split into
 /// `host/<scheme>` and `dev/<arch>/<scheme>`.
+/// Commit the wheels `files` (the host wheel first) staged in `out_stage`;
+/// the ones left alone as identical. The host wheel moves into place
+/// last: until then nothing installs the device wheels it names.
+fn commit_wheels(outputs: Outputs, files: &[String], out_stage: &Path) -> Result<Vec<String>> {
+    let files: Vec<(&str, Order)> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.as_str(), if i == 0 { Order::Last } else { Order::First }))
+        .collect();
+    pipeline::commit(outputs, &files, out_stage)
+}
+
 fn split_schemes(
     job: &Job,
     input: &Path,
@@ -505,38 +560,7 @@ fn split_schemes(
     }
     let mut parts = Vec::new();
     for (scheme, sub, r) in &reports {
-        let in_tree = |rel: &str| match sub.is_empty() {
-            true => rel.to_string(),
-            false => format!("{sub}/{rel}"),
-        };
-        for a in &r.archives {
-            let dir = under(&st.path().join("dev").join(&a.arch).join(scheme), sub);
-            parts.push((a.arch.clone(), dir.join(&a.path)));
-        }
-        for (t, n) in &r.excluded {
-            *out.excluded.entry(t.clone()).or_default() += n;
-        }
-        for b in &r.binaries {
-            let mut b = b.clone();
-            b.path = Unpacked::wheel_path(&st.un.data_dir, scheme, &in_tree(&b.path));
-            out.binaries.push(b);
-        }
-        for (h, m) in &r.databases {
-            for (v, n) in m {
-                *out.databases
-                    .entry(h.clone())
-                    .or_default()
-                    .entry(v.clone())
-                    .or_default() += n;
-            }
-        }
-        out.archs.extend(r.bytes_out_arch.keys().cloned());
-        let src_root = st.src().join(scheme);
-        warnings.extend(
-            r.warnings
-                .iter()
-                .map(|w| w.replace(&format!("{}/", src_root.display()), "")),
-        );
+        parts.extend(out.absorb(st, (scheme, sub), r, warnings));
     }
     if let Some(a) = &opts.amd {
         if out.binaries.is_empty() {
