@@ -145,95 +145,27 @@ fn run_doctor(args: &Args) -> CliResult {
     if targets.is_empty() {
         return Err(kpack_detect::Error::NoGpu(det.source.describe().to_owned()).into());
     }
-    let mut reports = Vec::new();
-    for t in &targets {
-        reports.push(explain_gpu(&args.dirs, t)?);
-    }
-    let missing: usize = reports.iter().map(|r| r.missing()).sum();
-    let mut fixes: Vec<&str> = Vec::new();
-    for f in reports.iter().flat_map(|r| r.providers()) {
-        if !fixes.contains(&f) {
-            fixes.push(f);
-        }
-    }
+    let rep = kpack_split::explain_machine(&args.dirs, &targets)?;
     if args.json {
         /// The `verify --gpu auto --json` document.
         #[derive(serde::Serialize)]
-        struct Doctor<'a, T, D, R> {
-            targets: &'a T,
-            detection: &'a D,
-            missing: usize,
-            fixes: &'a [&'a str],
-            reports: &'a R,
+        struct Doctor<'a> {
+            targets: &'a [String],
+            detection: &'a kpack_detect::Detection,
+            #[serde(flatten)]
+            report: &'a kpack_split::MachineReport,
         }
         crate::json::print(&Doctor {
             targets: &targets,
             detection: &det,
-            missing,
-            fixes: &fixes,
-            reports: &reports,
+            report: &rep,
         })?;
     } else {
-        for g in &det.gpus {
-            let chain = g.chain.as_ref().map_or_else(
-                || "no ROCm package".to_owned(),
-                |c| format!("packages {} -> {} -> {}", c.target, c.sub_family, c.family),
-            );
-            let kind = if g.integrated { "integrated; " } else { "" };
-            println!(
-                "This machine: node {} is {} ({kind}{chain})",
-                g.node, g.target
-            );
-        }
-        if let Some(v) = kpack_detect::mixed::visible_devices(&det) {
-            println!(
-                "HIP device {} is the integrated {}; to keep the discrete GPUs: export HIP_VISIBLE_DEVICES={}",
-                v.first_index, v.first_target, v.value
-            );
-        }
-        for r in &reports {
-            println!();
-            print!("{r}");
-        }
-        println!();
-        print_doctor_advice(args, &targets, &reports, missing, &fixes);
+        det.machine_lines().iter().for_each(|l| println!("{l}"));
+        print!("{rep}");
     }
-    let checked = reports.iter().any(|r| !r.binaries.is_empty());
-    if missing > 0 || !checked {
+    if rep.missing > 0 || !rep.checked() {
         return Err(CliError::Findings);
     }
     Ok(())
-}
-
-/// The doctor's last lines: nothing to check, all installed, or what fills
-/// the gap (the device wheels that provide the missing code, else where
-/// archives can come from).
-fn print_doctor_advice(
-    args: &Args,
-    targets: &[String],
-    reports: &[kpack_split::GpuReport],
-    missing: usize,
-    fixes: &[&str],
-) {
-    let dirs: Vec<String> = args.dirs.iter().map(|d| d.display().to_string()).collect();
-    if reports.iter().all(|r| r.binaries.is_empty()) {
-        println!(
-            "Nothing to check: no binary with a kpack marker under {}.",
-            dirs.join(", ")
-        );
-    } else if missing == 0 {
-        println!("Everything this machine needs is installed.");
-    } else {
-        println!("{missing} kernels missing for this machine. To fill the gap:");
-        for f in fixes {
-            println!("  {f}");
-        }
-        if fixes.is_empty() {
-            println!(
-                "  no installed package names the device wheel; fetch the archives for {} with `kpack fetch --index URL {}`",
-                targets.join(", "),
-                dirs.join(" ")
-            );
-        }
-    }
 }

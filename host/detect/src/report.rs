@@ -76,6 +76,34 @@ impl Detection {
             .collect()
     }
 
+    /// One line per GPU with its packaging chain, then the
+    /// `HIP_VISIBLE_DEVICES` advice when an integrated GPU comes first
+    /// (the head of `kpack verify --gpu auto`).
+    pub fn machine_lines(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .gpus
+            .iter()
+            .map(|g| {
+                let chain = g.chain.as_ref().map_or_else(
+                    || "no ROCm package".to_owned(),
+                    |c| format!("packages {} -> {} -> {}", c.target, c.sub_family, c.family),
+                );
+                let kind = if g.integrated { "integrated; " } else { "" };
+                format!(
+                    "This machine: node {} is {} ({kind}{chain})",
+                    g.node, g.target
+                )
+            })
+            .collect();
+        if let Some(v) = visible_devices(self) {
+            out.push(format!(
+                "HIP device {} is the integrated {}; to keep the discrete GPUs: export HIP_VISIBLE_DEVICES={}",
+                v.first_index, v.first_target, v.value
+            ));
+        }
+        out
+    }
+
     /// The readable listing: one block per GPU, in the HIP runtime's order.
     pub fn human(&self) -> Human<'_> {
         Human(self)

@@ -16,6 +16,10 @@ use crate::manifest::{MANIFEST, prefix_link, read_manifest};
 use crate::recombine::{parse_artifact_name, read_record};
 use crate::verify::{FlatInstall, Marked, VerifyReport, check_host_files, is_installed_tree};
 
+mod machine;
+
+pub use machine::{MachineReport, explain_machine};
+
 /// What [`explain_gpu`] found.
 #[derive(Debug, Clone, Serialize)]
 pub struct GpuReport {

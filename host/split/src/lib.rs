@@ -88,7 +88,9 @@ pub use artifact::{
 };
 pub use databases::{Claim, Classification, ClassifyError, Databases, FileInfo};
 pub use error::{Error, ErrorKind, Result};
-pub use gpu::{GpuBinary, GpuKernel, GpuOutcome, GpuReport, explain_gpu};
+pub use gpu::{
+    GpuBinary, GpuKernel, GpuOutcome, GpuReport, MachineReport, explain_gpu, explain_machine,
+};
 pub use kpack_artifact::{
     ARCHIVE_SUFFIX, Codec, EQUIVALENCE_SCHEMA, EQUIVALENCE_SUFFIX, EquivalenceFile,
     EquivalenceManifest, Limits, OutputFormat, artifact_archive_stem, directory_manifest,
