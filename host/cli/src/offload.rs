@@ -148,6 +148,7 @@ fn plan(args: &Args) -> (ArchiveSet, OffloadOptions) {
         name.clone(),
         WriterOptions {
             compression,
+            delta_plan: delta_plan(),
             ..Default::default()
         },
         args.archive.budget(),
@@ -298,5 +299,15 @@ fn print_excluded(excluded: &[String]) {
     }
     for (t, n) in counts {
         println!("  excluded {t}: {n}");
+    }
+}
+
+/// `KPACK_BENCH_EXHAUSTIVE_DELTA` set (to anything): a `zstd-delta`
+/// archive's bases are chosen from every pair measured, which
+/// `bench/family.sh` uses to price the estimate; not a supported option.
+fn delta_plan() -> kpack_format::DeltaPlan {
+    match std::env::var_os("KPACK_BENCH_EXHAUSTIVE_DELTA") {
+        Some(_) => kpack_format::DeltaPlan::Exhaustive,
+        None => kpack_format::DeltaPlan::Estimated,
     }
 }

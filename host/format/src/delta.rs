@@ -128,10 +128,17 @@ impl Plan {
     }
 }
 
-/// Set (to anything) in the environment of a writer, this variable makes it
-/// measure every pair ([`plan_exhaustive`]) instead: `bench/family.sh` uses
-/// it to price the sketched choice; n² compressions per key, not for use.
-pub(crate) const EXHAUSTIVE_ENV: &str = "KPACK_BENCH_EXHAUSTIVE_DELTA";
+/// How a `zstd-delta` writer chooses each entry's base.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeltaPlan {
+    /// From estimates ([`plan`]): what every writer does.
+    #[default]
+    Estimated,
+    /// From every pair compressed at the archive's level
+    /// ([`plan_exhaustive`]): n² compressions per key of n targets, kept
+    /// for `bench/family.sh` to price the estimate; not for use.
+    Exhaustive,
+}
 
 /// A delta frame of at least `1 / CHECK_SHARE` of its member's bytes is
 /// compared with the member compressed alone ([`Plan::check_alone`]): a
@@ -351,7 +358,7 @@ pub(crate) fn plan_priced(members: &[&[u8]], alone: &[u64], spread: Spread) -> R
 
 /// Every pair compressed at `level`: the exact sizes [`plan`] estimates,
 /// kept to measure the estimate against (tests, and `bench/family.sh`
-/// through [`EXHAUSTIVE_ENV`]).
+/// through [`DeltaPlan::Exhaustive`]).
 pub(crate) fn plan_exhaustive(
     level: i32,
     members: &[&[u8]],
@@ -459,11 +466,15 @@ pub(crate) struct Encoded {
 /// `finish` or a worker runs it as soon as the key's members are in hand.
 /// A delta whose frame came out large is compared with its member
 /// compressed alone, and the smaller frame is kept ([`Plan::check_alone`]).
-pub(crate) fn encode_key(level: i32, members: &[&[u8]], spread: Spread) -> Result<Encoded, Error> {
-    let plan = if std::env::var_os(EXHAUSTIVE_ENV).is_some() {
-        plan_exhaustive(level, members, spread)
-    } else {
-        plan(members, spread)
+pub(crate) fn encode_key(
+    level: i32,
+    members: &[&[u8]],
+    spread: Spread,
+    how: DeltaPlan,
+) -> Result<Encoded, Error> {
+    let plan = match how {
+        DeltaPlan::Estimated => plan(members, spread),
+        DeltaPlan::Exhaustive => plan_exhaustive(level, members, spread),
     }?;
     encode_planned(level, members, plan, spread)
 }

@@ -85,6 +85,7 @@ pub mod testing;
 mod verify;
 mod write;
 
+pub use delta::DeltaPlan;
 pub use error::{Error, ErrorKind, Result, error_chain};
 pub use finding::{Finding, Severity};
 pub use marker::{

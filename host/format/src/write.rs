@@ -91,6 +91,9 @@ pub struct WriterOptions {
     pub compression: Compression,
     /// Ordinal and TOC order.
     pub order: EntryOrder,
+    /// How a `zstd-delta` archive chooses each entry's base (estimated
+    /// unless a benchmark asks for every pair measured).
+    pub delta_plan: crate::DeltaPlan,
 }
 
 /// What [`ArchiveWriter::finish`] wrote.
@@ -1003,7 +1006,13 @@ impl ArchiveWriter {
         }
         if self.pending[ordinals[0]].framed.is_none() {
             let members: Vec<&[u8]> = spooled.iter().map(Vec::as_slice).collect();
-            return delta::encode_key(level, &members, delta::Spread::Rayon).map_err(|e| {
+            return delta::encode_key(
+                level,
+                &members,
+                delta::Spread::Rayon,
+                self.options.delta_plan,
+            )
+            .map_err(|e| {
                 e.named(&format!("cannot compress kernel {key:?}"), |i| {
                     ordinals
                         .get(i)

@@ -176,6 +176,7 @@ fn amd_options(family: &str, compression: Compression) -> WriterOptions {
         gfx_arches: None,
         compression,
         order: EntryOrder::Insertion,
+        ..Default::default()
     }
 }
 

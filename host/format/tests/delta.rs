@@ -14,8 +14,8 @@ use std::path::Path;
 
 use kpack_format::testing::noise;
 use kpack_format::{
-    Archive, ArchiveWriter, Compression, DeltaCompressor, EntryOrder, ErrorKind, FRAME_INDEX_KEY,
-    Scheme, WriterOptions,
+    Archive, ArchiveWriter, Compression, DeltaCompressor, DeltaPlan, EntryOrder, ErrorKind,
+    FRAME_INDEX_KEY, Scheme, WriterOptions,
 };
 
 /// `base` with a few bytes changed at `at`: a sibling target's object.
@@ -104,14 +104,29 @@ fn delta_output_is_identical_at_any_thread_count() {
 /// indices)` call encodes those members of `items` as one key, and every
 /// index not named is added raw.
 fn write_keys(path: &Path, items: &[(String, String, Vec<u8>)], calls: &[Vec<usize>]) -> Vec<u8> {
+    write_keys_planned(path, items, calls, DeltaPlan::Estimated)
+}
+
+/// [`write_keys`] with bases chosen as `plan` says, by the writer and its
+/// compressor alike.
+fn write_keys_planned(
+    path: &Path,
+    items: &[(String, String, Vec<u8>)],
+    calls: &[Vec<usize>],
+    plan: DeltaPlan,
+) -> Vec<u8> {
     let options = WriterOptions {
         group_name: "g".into(),
         gfx_arch_family: "gfx11".into(),
         compression: DELTA,
+        delta_plan: plan,
         ..Default::default()
     };
     let mut w = ArchiveWriter::create(path, options).unwrap();
-    let c = DeltaCompressor::new(DELTA).unwrap().unwrap();
+    let c = DeltaCompressor::new(DELTA)
+        .unwrap()
+        .unwrap()
+        .with_plan(plan);
     for call in calls {
         let key = &items[call[0]].0;
         let members: Vec<(&str, &[u8])> = call
@@ -152,6 +167,21 @@ fn keys_encoded_by_workers_are_byte_identical_to_keys_encoded_at_finish() {
     );
     assert_eq!(split, serial, "keys spanning calls");
     let a = Archive::from_bytes(split).unwrap();
+    for (k, arch, data) in &items {
+        assert_eq!(&a.get(k, arch).unwrap()[..], &data[..], "{k} {arch}");
+    }
+}
+
+#[test]
+fn the_measured_plan_is_the_same_on_workers_and_at_finish_and_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let items = family();
+    let calls = [vec![2, 1, 0], vec![6, 5, 4, 3]];
+    let p = |n: &str| dir.path().join(n);
+    let at_finish = write_keys_planned(&p("f.kpack"), &items, &[], DeltaPlan::Exhaustive);
+    let by_workers = write_keys_planned(&p("w.kpack"), &items, &calls, DeltaPlan::Exhaustive);
+    assert_eq!(by_workers, at_finish);
+    let a = Archive::from_bytes(at_finish).unwrap();
     for (k, arch, data) in &items {
         assert_eq!(&a.get(k, arch).unwrap()[..], &data[..], "{k} {arch}");
     }

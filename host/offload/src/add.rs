@@ -115,8 +115,9 @@ fn add_items(
     let compression = archives.options.compression;
     let budget = archives.budget.clone();
     check_fits(input, bundles, &dests, &budget)?;
-    let delta =
-        DeltaCompressor::new(compression)?.filter(|_| archives.options.order == EntryOrder::Sorted);
+    let delta = DeltaCompressor::new(compression)?
+        .filter(|_| archives.options.order == EntryOrder::Sorted)
+        .map(|c| c.with_plan(archives.options.delta_plan));
     if delta.is_none() {
         if !bundles
             .iter()

@@ -59,7 +59,7 @@ fn merge_processor(
                         gfx_arch_family: arch.clone(),
                         gfx_arches: Some(vec![arch.clone()]),
                         compression,
-                        order: Default::default(),
+                        ..Default::default()
                     };
                     v.insert(ArchiveWriter::create(&dest, options).map_err(|e| {
                         Error::invalid(&dest, "cannot create the archive").with_source(e)

@@ -941,7 +941,7 @@ fn plan_archives(
         gfx_arch_family: String::new(),
         gfx_arches: None,
         compression: opts.compression,
-        order: Default::default(),
+        ..Default::default()
     };
     // Each processor's (or group's) archives go into its own arch output tree.
     let mut dirs = BTreeMap::new();

@@ -75,7 +75,7 @@ Requires-Dist: fatpkg == 1.0\nRequires-Dist: fatpkg-device-gfx11 == 1.0\n"[..],
             gfx_arch_family: "gfx12-5-generic".into(),
             gfx_arches: None,
             compression: kpack_format::Compression::None,
-            order: kpack_format::EntryOrder::default(),
+            ..Default::default()
         },
     )
     .unwrap();

@@ -29,6 +29,7 @@ pub(super) struct DeltaKeys {
 #[derive(Debug, Clone, Copy)]
 pub struct DeltaCompressor {
     level: i32,
+    plan: delta::DeltaPlan,
 }
 
 /// One kernel key's entries, compressed by [`DeltaCompressor::compress_key`].
@@ -68,10 +69,19 @@ impl DeltaCompressor {
         match compression {
             Compression::ZstdDelta { level } => {
                 super::zstd_compressor(level)?;
-                Ok(Some(DeltaCompressor { level }))
+                Ok(Some(DeltaCompressor {
+                    level,
+                    plan: delta::DeltaPlan::Estimated,
+                }))
             }
             _ => Ok(None),
         }
+    }
+
+    /// The same compressor choosing bases as `plan` says (the writer's
+    /// [`WriterOptions::delta_plan`](crate::WriterOptions::delta_plan)).
+    pub fn with_plan(self, plan: delta::DeltaPlan) -> DeltaCompressor {
+        DeltaCompressor { plan, ..self }
     }
 
     /// Every target `members` (`(arch, code object)`) of kernel `key`:
@@ -101,14 +111,19 @@ impl DeltaCompressor {
             ));
         }
         let sorted: Vec<&[u8]> = order.iter().map(|&i| members[i].1).collect();
-        let encoded = delta::encode_key(self.level, &sorted, delta::Spread::Threads(threads))
-            .map_err(|e| {
-                e.named(&format!("cannot compress kernel {key:?}"), |i| {
-                    order
-                        .get(i)
-                        .map_or_else(|| format!("entry {i}"), |&m| members[m].0.to_owned())
-                })
-            })?;
+        let encoded = delta::encode_key(
+            self.level,
+            &sorted,
+            delta::Spread::Threads(threads),
+            self.plan,
+        )
+        .map_err(|e| {
+            e.named(&format!("cannot compress kernel {key:?}"), |i| {
+                order
+                    .get(i)
+                    .map_or_else(|| format!("entry {i}"), |&m| members[m].0.to_owned())
+            })
+        })?;
         let entries = order
             .iter()
             .zip(encoded.frames)
