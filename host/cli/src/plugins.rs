@@ -45,25 +45,3 @@ pub fn run(args: Args) -> CliResult {
         Command::New(a) => new::run(a),
     }
 }
-
-/// A handler as `plugins list --json` and `plugins classify --json` show it.
-#[derive(serde::Serialize)]
-struct Listed<'a> {
-    name: &'a str,
-    version: String,
-    wit: String,
-    origin: String,
-    sha256: &'a str,
-}
-
-impl<'a> From<&'a kpack_plugin_host::HandlerMeta> for Listed<'a> {
-    fn from(h: &'a kpack_plugin_host::HandlerMeta) -> Listed<'a> {
-        Listed {
-            name: &h.name,
-            version: h.version.to_string(),
-            wit: h.wit.to_string(),
-            origin: h.origin.to_string(),
-            sha256: &h.sha256,
-        }
-    }
-}

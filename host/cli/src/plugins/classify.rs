@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use kpack_split::Classification;
+use kpack_plugin_host::TreeClassification;
 
 use crate::exit::CliResult;
 use crate::handlers::HandlerArgs;
@@ -48,45 +48,11 @@ pub fn run(mut args: Args) -> CliResult {
     for line in set.take_logs() {
         eprintln!("{}: {:?}: {}", line.handler, line.level, line.message);
     }
+    let doc = TreeClassification::new(&set, &files, args.all);
     if args.json {
-        /// One file and the handler that claims it (all null: none).
-        #[derive(serde::Serialize)]
-        struct Claimed<'a> {
-            path: &'a str,
-            handler: Option<&'a str>,
-            key: Option<String>,
-            generic: Option<bool>,
-        }
-        /// The `--json` document.
-        #[derive(serde::Serialize)]
-        struct Document<'a> {
-            handlers: Vec<super::Listed<'a>>,
-            files: Vec<Claimed<'a>>,
-        }
-        let files = files
-            .iter()
-            .filter(|(_, c)| args.all || c.is_some())
-            .map(|(path, claim)| Claimed {
-                path,
-                handler: claim.as_ref().map(|c| c.handler.as_str()),
-                key: claim.as_ref().map(|c| c.classification.to_string()),
-                generic: claim
-                    .as_ref()
-                    .map(|c| c.classification == Classification::Generic),
-            })
-            .collect();
-        crate::json::print(&Document {
-            handlers: set.handlers().map(super::Listed::from).collect(),
-            files,
-        })?;
-        return Ok(());
-    }
-    for (path, claim) in &files {
-        match claim {
-            Some(c) => println!("{}\t{}\t{}", c.classification, c.handler, path),
-            None if args.all => println!("-\t-\t{path}"),
-            None => {}
-        }
+        crate::json::print(&doc)?;
+    } else {
+        print!("{doc}");
     }
     Ok(())
 }

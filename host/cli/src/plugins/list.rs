@@ -35,11 +35,11 @@ pub fn run(args: Args) -> CliResult {
         #[derive(serde::Serialize)]
         struct Document<'a> {
             supported_wit: &'a str,
-            handlers: Vec<super::Listed<'a>>,
+            handlers: Vec<kpack_plugin_host::Listed<'a>>,
         }
         crate::json::print(&Document {
             supported_wit: SUPPORTED_WIT,
-            handlers: set.handlers().map(super::Listed::from).collect(),
+            handlers: set.listed(),
         })?;
         return Ok(());
     }
@@ -48,19 +48,6 @@ pub fn run(args: Args) -> CliResult {
             "no handlers found; build them with scripts/build-plugins.sh or pass --plugin-dir"
         );
     }
-    println!(
-        "{:<20} {:<10} {:<8} {:<64} ORIGIN",
-        "NAME", "VERSION", "WIT", "SHA256"
-    );
-    for h in set.handlers() {
-        println!(
-            "{:<20} {:<10} {:<8} {:<64} {}",
-            h.name,
-            h.version.to_string(),
-            h.wit.to_string(),
-            h.sha256,
-            h.origin
-        );
-    }
+    print!("{}", set.table());
     Ok(())
 }
