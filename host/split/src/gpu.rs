@@ -17,6 +17,7 @@ use crate::recombine::{parse_artifact_name, read_record};
 use crate::verify::{FlatInstall, Marked, VerifyReport, check_host_files, is_installed_tree};
 
 mod machine;
+mod text;
 
 pub use machine::{MachineReport, explain_machine};
 
