@@ -214,6 +214,11 @@ impl ArchiveArgs {
         crate::job::build(self.budget(), self.jobs, force, true)
     }
 
+    /// `--jobs`, if given.
+    pub fn jobs(&self) -> Option<usize> {
+        self.jobs
+    }
+
     /// A thread pool honouring `--jobs`.
     pub fn thread_pool(&self) -> anyhow::Result<rayon::ThreadPool> {
         let mut pool = rayon::ThreadPoolBuilder::new();

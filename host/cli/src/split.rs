@@ -142,7 +142,15 @@ pub fn run(mut args: Args) -> CliResult {
     };
     check_paths(&args, &inputs)?;
     let handlers = args.handlers.databases()?;
-    let mut opts = split_options(&args, targets)?;
+    // Split's own bar shows its events; the job's `--replace` rule is the
+    // options' (an identical output is always left alone).
+    let job = crate::job::build(
+        args.archive.budget(),
+        args.archive.jobs(),
+        args.replace,
+        false,
+    )?;
+    let mut opts = split_options(&args, &job.job, targets)?;
     opts.databases = handlers.as_deref();
 
     let bar = crate::ui::progress(0, crate::ui::Unit::Bytes);
@@ -150,11 +158,12 @@ pub fn run(mut args: Args) -> CliResult {
     opts.progress = Some(&progress);
 
     let start = std::time::Instant::now();
-    let pool = args.archive.thread_pool()?;
     // A run that fails leaves no empty output directory behind (only empty
     // ones go: artifacts other inputs completed stay).
     let created = crate::safety::CreatedDir::create(&args.output)?;
-    let reports = pool.install(|| split_artifacts(&inputs, &args.output, &opts))?;
+    let reports = job
+        .job
+        .install(|| split_artifacts(&inputs, &args.output, &opts))?;
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
@@ -199,9 +208,10 @@ pub fn run(mut args: Args) -> CliResult {
 /// attached; an archive per artifact with archive groups is refused.
 fn split_options<'a>(
     args: &Args,
+    job: &'a kpack_job::Job,
     targets: kpack_amdgpu::TargetFilter,
 ) -> anyhow::Result<SplitOptions<'a>> {
-    let mut opts = SplitOptions::new("", args.archive.budget());
+    let mut opts = SplitOptions::new("", job);
     opts.archive_dir = args.archive_dir.trim_matches('/').to_string();
     opts.targets = targets;
     opts.verify_hash = args.archive.verify_hash();

@@ -39,7 +39,7 @@ pub(crate) fn split_tree(
     name: &str,
     opts: &PackageOptions<'_>,
 ) -> Result<Option<TreeSplit>> {
-    let mut so = SplitOptions::new(name.replace(['-', '.', '+'], "_"), job.budget().clone());
+    let mut so = SplitOptions::new(name.replace(['-', '.', '+'], "_"), job);
     so.archive_dir = archive_dir(name, opts);
     so.compression = opts.compression;
     so.databases = opts.databases;

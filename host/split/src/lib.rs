@@ -53,7 +53,8 @@
 //! use kpack_split::{PrefixLayout, SplitOptions, split_prefix};
 //! use std::path::Path;
 //!
-//! let mut opts = SplitOptions::new("torch", kpack_bundle::MemoryBudget::new(256 << 20));
+//! let job = kpack_job::Job::builder(kpack_bundle::MemoryBudget::new(256 << 20)).build()?;
+//! let mut opts = SplitOptions::new("torch", &job);
 //! opts.targets = kpack_amdgpu::TargetFilter::new("", "gfx906").unwrap();
 //! let arch = |a: &str| Path::new("out").join(format!("torch_{a}"));
 //! let layout = PrefixLayout {
@@ -67,7 +68,7 @@
 //! for a in &report.archives {
 //!     println!("{} {} ({} entries)", a.arch, a.path, a.entries);
 //! }
-//! # Ok::<(), kpack_split::Error>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![forbid(unsafe_code)]
 

@@ -9,6 +9,7 @@ use kpack_binary::{FileKind, HostBinary};
 use kpack_bundle::WalkOptions;
 use kpack_elf::read_fat_binary;
 use kpack_format::{Compression, WriterOptions};
+use kpack_job::Job;
 use kpack_offload::{ArchiveSet, OffloadOptions, Outcome, offload_binary};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -86,10 +87,9 @@ pub struct SplitOptions<'a> {
     /// The mtime of every member of an output archive
     /// (`SOURCE_DATE_EPOCH`, else 0).
     pub mtime: u64,
-    /// The ceiling on inflated bytes held at once (`--max-memory`), shared
-    /// by every binary of the run read in parallel; clones of these options
-    /// share it. Default [`kpack_bundle::DEFAULT_MEMORY_LIMIT`].
-    pub budget: kpack_bundle::MemoryBudget,
+    /// The run's job: every binary of the run read in parallel inflates
+    /// under its memory budget (`--max-memory`).
+    pub job: &'a Job,
     /// What an artifact archive may inflate to and the zstd window it may
     /// ask for (`--max-unpacked-size`, `--max-memory`).
     pub archive_limits: kpack_artifact::Limits,
@@ -103,19 +103,16 @@ impl std::fmt::Debug for SplitOptions<'_> {
             .field("compression", &self.compression)
             .field("targets", &self.targets)
             .field("databases", &self.databases.is_some())
-            .field("memory_limit", &self.budget.limit())
+            .field("job", &self.job)
             .finish()
     }
 }
 
-impl SplitOptions<'_> {
-    /// Defaults for `component`, reading under the run's memory `budget`:
+impl<'a> SplitOptions<'a> {
+    /// Defaults for `component`, reading under `job`'s memory budget:
     /// archives in `lib/.kpack`, zstd, hashes checked, no databases, no
     /// exclusions.
-    pub fn new(
-        component: impl Into<String>,
-        budget: kpack_bundle::MemoryBudget,
-    ) -> SplitOptions<'static> {
+    pub fn new(component: impl Into<String>, job: &'a Job) -> SplitOptions<'a> {
         SplitOptions {
             component: component.into(),
             archive_dir: "lib/.kpack".into(),
@@ -130,8 +127,8 @@ impl SplitOptions<'_> {
             output_format: crate::OutputFormat::Dir,
             archive_per_artifact: false,
             mtime: 0,
-            archive_limits: kpack_artifact::Limits::for_memory(budget.limit()),
-            budget,
+            archive_limits: kpack_artifact::Limits::for_memory(job.budget().limit()),
+            job,
         }
     }
 
@@ -955,7 +952,7 @@ fn plan_archives(
         dirs.entry(p).or_insert(dir);
     }
     let mut archives =
-        ArchiveSet::per_processor(stem.clone(), options, opts.budget.clone(), move |p| {
+        ArchiveSet::per_processor(stem.clone(), options, opts.job.budget().clone(), move |p| {
             dirs.get(p).cloned().unwrap_or_default()
         });
     archives.set_group(opts.archive_group);
@@ -1086,7 +1083,11 @@ mod tests {
 
     #[test]
     fn exclusion_matches_processor_and_exact_id() {
-        let mut o = SplitOptions::new("c", kpack_bundle::MemoryBudget::new(256 << 20));
+        let job = Job::builder(kpack_bundle::MemoryBudget::new(256 << 20))
+            .threads(1)
+            .build()
+            .unwrap();
+        let mut o = SplitOptions::new("c", &job);
         o.targets = TargetFilter::new("", "gfx906,gfx90a:xnack+").unwrap();
         assert!(o.is_excluded("gfx906"));
         assert!(o.is_excluded("gfx906:xnack-"));

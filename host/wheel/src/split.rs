@@ -601,7 +601,7 @@ fn split_scheme(
     } else {
         format!("{}.{scheme}", escape(&names.host))
     };
-    let mut so = SplitOptions::new(component, job.budget().clone());
+    let mut so = SplitOptions::new(component, job);
     so.archive_dir = names.archive_dir.clone();
     so.compression = opts.compression;
     so.verify_hash = opts.verify_hash;
