@@ -70,7 +70,7 @@ pub enum ConvertError {
         arch: String,
         /// Why.
         #[source]
-        source: crate::Error,
+        source: Box<crate::Error>,
     },
     /// The inputs' group is empty: nothing names the outputs.
     #[error("the inputs have an empty group_name: no archive name to write")]
@@ -176,7 +176,7 @@ fn read_inputs(files: &[PathBuf]) -> Result<Inputs, ConvertError> {
                     path: file.clone(),
                     key: e.key().to_owned(),
                     arch: e.arch().to_owned(),
-                    source,
+                    source: Box::new(source),
                 })?
                 .into_owned();
             items.push(Item {
