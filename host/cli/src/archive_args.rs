@@ -3,7 +3,7 @@
 //! grouping, and the named modes that bundle the three.
 
 use anyhow::Context;
-use kpack_format::{Compression, CompressionMode, Readers};
+use kpack_format::{Compression, CompressionMode};
 
 /// How archives are written and inputs read.
 #[derive(clap::Args)]
@@ -162,24 +162,7 @@ impl ArchiveArgs {
     /// One line saying what the archives are (grouped per `group`) and
     /// who reads them.
     pub fn describe(&self, group: kpack_amdgpu::Level) -> String {
-        let c = self.compression();
-        let level = match c {
-            Compression::None => String::new(),
-            Compression::Zstd { level } | Compression::ZstdDelta { level } => {
-                format!(" level {level}")
-            }
-        };
-        let group = match group {
-            kpack_amdgpu::Level::Target => "per target",
-            kpack_amdgpu::Level::SubFamily => "per sub-family",
-            kpack_amdgpu::Level::Family => "per family",
-        };
-        format!(
-            "archives: {}{level}, {group} (mode {}); read by {}",
-            c.scheme_name(),
-            self.mode().name(),
-            Readers::of(c)
-        )
+        kpack_format::describe_archives(self.compression(), self.mode(), group)
     }
 
     /// Print [`describe`](Self::describe) on stderr (unless `-q`).

@@ -91,7 +91,7 @@ pub use finding::{Finding, Severity};
 pub use marker::{
     GFXARCH, MARKER_MAX_LEN, Marker, MarkerProblem, archive_file_name, archive_file_target,
 };
-pub use mode::{CompressionMode, Readers, SIZE_LEVEL};
+pub use mode::{CompressionMode, Readers, SIZE_LEVEL, describe_archives};
 pub use read::{Archive, DecodeTarget, Entry, Scheme};
 pub use verify::{ArchiveProblem, verify};
 pub use write::{

@@ -94,9 +94,41 @@ impl std::fmt::Display for Readers {
     }
 }
 
+/// One line saying what archives written with `compression` under `mode`
+/// are (grouped per `group`) and who reads them, for the commands that
+/// write archives to say before they start.
+pub fn describe_archives(compression: Compression, mode: CompressionMode, group: Level) -> String {
+    let level = match compression {
+        Compression::None => String::new(),
+        Compression::Zstd { level } | Compression::ZstdDelta { level } => {
+            format!(" level {level}")
+        }
+    };
+    let group = match group {
+        Level::Target => "per target",
+        Level::SubFamily => "per sub-family",
+        Level::Family => "per family",
+    };
+    format!(
+        "archives: {}{level}, {group} (mode {}); read by {}",
+        compression.scheme_name(),
+        mode.name(),
+        Readers::of(compression)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn describes_scheme_level_grouping_and_readers() {
+        let c = Compression::ZstdDelta { level: 19 };
+        assert_eq!(
+            describe_archives(c, CompressionMode::Size, Level::SubFamily),
+            "archives: zstd-delta level 19, per sub-family (mode size); read by kpack's runtime only (not AMD's: KPAK v2)"
+        );
+    }
 
     #[test]
     fn speed_is_the_default_and_amd_reads_it() {
