@@ -3,8 +3,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
-
 use crate::exit::{CliError, CliResult};
 
 /// Arguments of `kpack audit`.
@@ -40,7 +38,10 @@ pub fn run(args: Args) -> CliResult {
     if inputs.is_empty() {
         return Err(anyhow::anyhow!("name wheels, directories of wheels, or --index DIR").into());
     }
-    let wheels = collect(&inputs)?;
+    for i in inputs.iter().filter(|i| !i.is_dir()) {
+        crate::safety::regular_file(i)?;
+    }
+    let wheels = kpack_wheel::collect_wheels(&inputs)?;
     let audit = kpack_wheel::audit_wheels(&wheels)?;
     for w in &audit.warnings {
         eprintln!("warning: {w}");
@@ -57,29 +58,4 @@ pub fn run(args: Args) -> CliResult {
     } else {
         Err(CliError::Findings)
     }
-}
-
-/// The wheel files named or inside the directories named, sorted by name.
-fn collect(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for i in inputs {
-        if i.is_dir() {
-            let rd =
-                std::fs::read_dir(i).with_context(|| format!("{}: cannot list", i.display()))?;
-            for e in rd.flatten() {
-                if e.path().extension().is_some_and(|x| x == "whl") && e.path().is_file() {
-                    out.push(e.path());
-                }
-            }
-        } else {
-            crate::safety::regular_file(i)?;
-            out.push(i.clone());
-        }
-    }
-    out.sort_by_key(|p| p.file_name().map(|n| n.to_owned()));
-    out.dedup();
-    if out.is_empty() {
-        bail!("no wheel found in {}", inputs[0].display());
-    }
-    Ok(out)
 }

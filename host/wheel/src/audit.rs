@@ -133,6 +133,39 @@ impl Audit {
     }
 }
 
+/// The wheel files named in `inputs` or inside the directories named
+/// (`*.whl`), sorted by file name, each once; the caller has checked that
+/// the files named are regular files.
+pub fn collect_wheels(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for i in inputs {
+        if !i.is_dir() {
+            out.push(i.clone());
+            continue;
+        }
+        let rd = std::fs::read_dir(i).map_err(|e| Error::io(i, "cannot list", e))?;
+        for e in rd.flatten() {
+            if e.path().extension().is_some_and(|x| x == "whl") && e.path().is_file() {
+                out.push(e.path());
+            }
+        }
+    }
+    out.sort_by_key(|p| p.file_name().map(|n| n.to_owned()));
+    out.dedup();
+    if out.is_empty() {
+        let first = inputs
+            .first()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        return Err(Error::new(
+            ErrorKind::Invalid,
+            None,
+            format!("no wheel found in {first}"),
+        ));
+    }
+    Ok(out)
+}
+
 /// Install `wheels` into a scratch site directory (removed on return) and
 /// audit what they install. Problems that do not stop an install are in
 /// [`Audit::warnings`].

@@ -80,7 +80,7 @@ mod variant;
 mod writer;
 
 pub use amd::{AmdLayout, wheel_from_directory};
-pub use audit::{Audit, audit_wheels};
+pub use audit::{Audit, audit_wheels, collect_wheels};
 pub use error::{Error, ErrorKind, Result};
 pub use extras::{ExtrasError, MAX_HOST_WHEEL_BYTES, Resolved, choose, host_extras};
 pub use headers::{HeaderError, Headers};
