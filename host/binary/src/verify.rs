@@ -140,3 +140,27 @@ fn readelf_complaints(path: &Path) -> Vec<Finding> {
         .map(|l| Finding::error("readelf", format!("readelf: {}", l.trim())))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_warning_alone_is_ok_and_errors_are_listed_apart() {
+        let mut c = Checked {
+            path: PathBuf::from("lib.so"),
+            findings: vec![Finding {
+                severity: Severity::Warning,
+                ..Finding::error("wrapper", "HIPF once")
+            }],
+        };
+        assert!(c.ok());
+        assert_eq!(c.to_string(), "lib.so: ok\nlib.so: warning: HIPF once\n");
+        c.findings.push(Finding::error("marker", "no marker"));
+        assert!(!c.ok());
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["findings"], serde_json::json!(["no marker"]));
+        assert_eq!(json["warnings"], serde_json::json!(["HIPF once"]));
+        assert_eq!(json["ok"], serde_json::json!(false));
+    }
+}

@@ -169,3 +169,48 @@ impl fmt::Display for Human<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Options, detect};
+
+    /// The detection of `targets` forced (`None`: detection disabled).
+    fn forced(targets: Option<&str>) -> crate::Detection {
+        let dir = tempfile::tempdir().unwrap();
+        detect(&Options {
+            sysfs_root: dir.path().to_path_buf(),
+            force: targets.map(str::to_owned),
+            disable: targets.is_none(),
+            hip_fallback: false,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn extras_and_chains_name_each_target_once() {
+        let det = forced(Some("gfx942,gfx1100,gfx942"));
+        assert_eq!(det.extras(), ["device-gfx942", "device-gfx1100"]);
+        assert_eq!(
+            det.chain_lines(),
+            ["gfx942 gfx9_4 gfx9", "gfx1100 gfx110x gfx11"]
+        );
+        let text = det.human().to_string();
+        assert!(
+            text.contains("  packages: gfx1100 -> gfx110x -> gfx11\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn no_gpu_says_how_to_name_one() {
+        let det = forced(None);
+        assert!(det.extras().is_empty());
+        assert!(
+            det.human()
+                .to_string()
+                .starts_with("No AMD GPUs detected.\n"),
+            "{}",
+            det.human()
+        );
+    }
+}

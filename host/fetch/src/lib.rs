@@ -582,3 +582,30 @@ fn free_space(dir: &Path) -> Option<u64> {
 fn free_space(_dir: &Path) -> Option<u64> {
     None
 }
+
+#[cfg(test)]
+mod report_tests {
+    use super::*;
+
+    #[test]
+    fn warnings_name_each_outside_directory_once() {
+        let report = Report {
+            unreadable: vec!["lib/libx.so: truncated".into()],
+            outside: vec![
+                PathBuf::from("/opt/a/x_gfx942.kpack"),
+                PathBuf::from("/opt/a/x_gfx1100.kpack"),
+                PathBuf::from("/opt/b/y_gfx942.kpack"),
+            ],
+            ..Report::default()
+        };
+        assert_eq!(
+            report.warnings(),
+            [
+                "lib/libx.so: truncated (skipped)",
+                "/opt/a: a search path outside the tree; nothing written there",
+                "/opt/b: a search path outside the tree; nothing written there",
+            ]
+        );
+        assert!(report.archive_lines().is_empty());
+    }
+}
