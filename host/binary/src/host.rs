@@ -33,6 +33,17 @@ pub enum Error {
         #[source]
         source: kpack_bundle::Error,
     },
+    /// A host-only binary's marker could not be read or parsed, or its
+    /// real path resolved (`what` says which; `error` is the reason).
+    #[error("{}: {what}: {error}", path.display())]
+    Marker {
+        /// The binary.
+        path: PathBuf,
+        /// `cannot read the marker`, `unreadable marker`, `cannot resolve`.
+        what: &'static str,
+        /// Why.
+        error: String,
+    },
     /// The rewritten image failed its own checks (a kpack bug: nothing is
     /// written).
     #[error("{}: the transformed binary failed verification: {}", path.display(), joined(findings))]
@@ -62,6 +73,17 @@ impl Error {
         };
         kind == kpack_bundle::HostErrorKind::Unsupported
     }
+}
+
+/// What [`HostBinary::host_only_marker`] finds.
+#[derive(Debug, Clone)]
+pub struct HostOnly {
+    /// The binary's real path (symlinks resolved).
+    pub real: PathBuf,
+    /// Its marker.
+    pub marker: kpack_format::Marker,
+    /// The code-object indices its wrappers name, sorted, each once.
+    pub indices: Vec<u32>,
 }
 
 /// The host formats kpack rewrites.
@@ -190,6 +212,37 @@ impl HostBinary {
             HostBinary::Elf(_) => kpack_elf::MARKER_SECTION,
             HostBinary::Pe(_) => kpack_pe::MARKER_SECTION,
         }
+    }
+
+    /// Of a host-only binary (read from `path`) with a marker: the file a
+    /// process maps (its real path, which the loader is handed), the
+    /// marker, and the code-object indices its wrappers name, sorted.
+    /// `None` for a binary with device code in it, or without a marker.
+    pub fn host_only_marker(&self, path: &Path) -> Result<Option<HostOnly>, Error> {
+        if !self.is_transformed() || !self.bundles().is_empty() {
+            return Ok(None);
+        }
+        let Some(bytes) = self.read_marker() else {
+            return Ok(None);
+        };
+        let fail = |what, error: String| Error::Marker {
+            path: path.to_path_buf(),
+            what,
+            error,
+        };
+        let bytes = bytes.map_err(|e| fail("cannot read the marker", e.to_string()))?;
+        let marker = kpack_format::Marker::parse(&bytes)
+            .map_err(|e| fail("unreadable marker", e.to_string()))?;
+        let mut indices = self.wrapper_indices();
+        indices.sort_unstable();
+        indices.dedup();
+        let real =
+            std::fs::canonicalize(path).map_err(|e| fail("cannot resolve", e.to_string()))?;
+        Ok(Some(HostOnly {
+            real,
+            marker,
+            indices,
+        }))
     }
 
     /// The marker section's file bytes (`.rocm_kpack_ref`, or `.kpackrf`

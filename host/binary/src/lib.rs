@@ -35,7 +35,7 @@ mod verify;
 
 pub use extract::{ExtractFile, ExtractPlan};
 pub use extract_write::ExtractEvent;
-pub use host::{Error, HostBinary, HostFormat, TransformReport};
+pub use host::{Error, HostBinary, HostFormat, HostOnly, TransformReport};
 pub use inspect::{Inspected, inspect};
 pub use kind::{Compression, FileKind, HEAD_LEN};
 pub use verify::{Checked, VerifyOptions, verify_file};

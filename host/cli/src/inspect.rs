@@ -203,30 +203,17 @@ fn marker_loads(
     )
 }
 
-/// Of a host-only binary with a marker: its real path (the file a process
-/// maps, which the loader is handed), its marker and the code-object
-/// indices its wrappers name, sorted. `None` for anything else.
+/// Of a host-only binary with a marker: its real path, its marker and
+/// the code-object indices its wrappers name
+/// ([`kpack_binary::HostBinary::host_only_marker`]).
 pub(crate) fn host_only_marker(
     path: &std::path::Path,
     opts: WalkOptions,
 ) -> anyhow::Result<Option<(PathBuf, kpack_format::Marker, Vec<u32>)>> {
     let bin = kpack_binary::HostBinary::read(path, opts)?;
-    if !bin.is_transformed() || !bin.bundles().is_empty() {
-        return Ok(None);
-    }
-    let Some(bytes) = bin.read_marker() else {
-        return Ok(None);
-    };
-    let bytes =
-        bytes.map_err(|e| anyhow::anyhow!("{}: cannot read the marker: {e}", path.display()))?;
-    let marker = kpack_format::Marker::parse(&bytes)
-        .map_err(|e| anyhow::anyhow!("{}: unreadable marker: {e}", path.display()))?;
-    let mut indices = bin.wrapper_indices();
-    indices.sort_unstable();
-    indices.dedup();
-    let real = std::fs::canonicalize(path)
-        .map_err(|e| anyhow::anyhow!("{}: cannot resolve: {e}", path.display()))?;
-    Ok(Some((real, marker, indices)))
+    Ok(bin
+        .host_only_marker(path)?
+        .map(|h| (h.real, h.marker, h.indices)))
 }
 
 /// Whether `path` is a `.kpack` archive ([`FileKind::Kpack`]).
