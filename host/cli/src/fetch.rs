@@ -63,14 +63,8 @@ pub fn run(args: Args) -> CliResult {
             p.display()
         ));
     }
-    let mut checks = Vec::new();
-    for g in &gpus {
-        checks.push(kpack_split::explain_gpu(
-            std::slice::from_ref(&args.tree),
-            g,
-        )?);
-    }
-    let missing: usize = checks.iter().map(|c| c.missing()).sum();
+    let check = kpack_split::explain_machine(std::slice::from_ref(&args.tree), &gpus)?;
+    let (checks, missing) = (&check.reports, check.missing);
     if args.json {
         /// The `--json` document.
         #[derive(serde::Serialize)]
@@ -86,10 +80,10 @@ pub fn run(args: Args) -> CliResult {
             fetch: &rep,
             downloaded_bytes: rep.downloaded(),
             missing,
-            check: &checks,
+            check: checks,
         })?;
     } else {
-        print_text(&rep, &checks, &gpus, missing);
+        print_text(&rep, checks, &gpus, missing);
     }
     if rep.binaries == 0 {
         eprintln!(
