@@ -38,8 +38,8 @@ pub struct Args {
     /// RUNPATH/RPATH (repeatable).
     #[arg(long, value_name = "DIR")]
     library_path: Vec<PathBuf>,
-    /// Install prefix whose `lib` and `lib64` are searched (Windows
-    /// images: its `bin`; repeatable).
+    /// Install prefix whose `lib`, `lib64` and multiarch `lib/<triple>`
+    /// are searched (Windows images: its `bin`; repeatable).
     #[arg(long, value_name = "PREFIX")]
     rocm_path: Vec<PathBuf>,
     /// A library the application loads by name at run time (`dlopen`),

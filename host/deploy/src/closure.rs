@@ -142,7 +142,7 @@ pub(crate) struct Closure {
 /// Where to look beside each object's own RUNPATH/RPATH.
 #[derive(Debug, Clone)]
 pub(crate) struct SearchDirs {
-    /// `--library-path`, then `--rocm-path`'s `lib` and `lib64`.
+    /// `--library-path`, then `--rocm-path`'s `lib`, `lib64` and multiarch directories.
     pub extra: Vec<PathBuf>,
     /// The system's directories last.
     pub system: bool,

@@ -159,7 +159,17 @@ fn search_dirs(options: &Options, windows: bool) -> SearchDirs {
         if windows {
             extra.push(p.join("bin"));
         } else {
-            extra.extend([p.join("lib"), p.join("lib64")]);
+            // A prefix laid out by Debian or Ubuntu packages keeps its
+            // libraries in the multiarch directory.
+            extra.extend(
+                [
+                    "lib",
+                    "lib64",
+                    "lib/x86_64-linux-gnu",
+                    "lib/aarch64-linux-gnu",
+                ]
+                .map(|d| p.join(d)),
+            );
         }
     }
     SearchDirs {
@@ -710,6 +720,24 @@ mod tests {
             archive_rel(src, Path::new("/opt/rocm/.kpack/a_gfx942.kpack"), "lib").as_deref(),
             Some(".kpack/a_gfx942.kpack")
         );
+    }
+
+    #[test]
+    fn a_rocm_prefix_is_searched_in_its_multiarch_directories_too() {
+        let options = Options {
+            rocm_path: vec![PathBuf::from("/p")],
+            ..Default::default()
+        };
+        let dirs = search_dirs(&options, false).extra;
+        for d in [
+            "lib",
+            "lib64",
+            "lib/x86_64-linux-gnu",
+            "lib/aarch64-linux-gnu",
+        ] {
+            assert!(dirs.contains(&Path::new("/p").join(d)), "{d} in {dirs:?}");
+        }
+        assert_eq!(search_dirs(&options, true).extra, [Path::new("/p/bin")]);
     }
 
     #[test]
