@@ -307,6 +307,7 @@ mod tests {
             name: "fatpkg".into(),
             version: version.into(),
             extras: vec!["device-gfx110x".into()],
+            file: None,
         }
     }
 

@@ -8,6 +8,12 @@ use std::process::Command;
 
 use crate::Resolved;
 
+/// `path` as a `file://` URL (absolute, percent-encoded), if it resolves.
+fn file_url(path: &Path) -> Option<String> {
+    let abs = std::path::absolute(path).ok()?;
+    url::Url::from_file_path(abs).ok().map(String::from)
+}
+
 /// The installer to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Installer {
@@ -23,7 +29,11 @@ pub enum Installer {
 impl Resolved {
     /// The command installing `package` (a name looked up in `index`, a
     /// host wheel file, or a folder of split output) with the chosen
-    /// extras; `index` is a simple-index URL or a folder of wheels.
+    /// extras; `index` is a simple-index URL or a folder of wheels. A host
+    /// wheel read from a file is asked for by a direct reference to that
+    /// file (`name[extras] @ file:///…`), so an index holding a fat wheel
+    /// of the same version (PyPI) is never chosen instead; its device
+    /// wheels come from the folder beside it.
     pub fn install_command(
         &self,
         package: &str,
@@ -59,7 +69,11 @@ impl Resolved {
             None => &mut cmd,
         };
         // No GPU served: the plain package (the host alone).
-        cmd.arg(self.requirement(name));
+        let requirement = self.requirement(name);
+        match self.host.file.as_deref().and_then(file_url) {
+            Some(url) => cmd.arg(format!("{requirement} @ {url}")),
+            None => cmd.arg(requirement),
+        };
         cmd
     }
 }

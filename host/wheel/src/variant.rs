@@ -279,6 +279,9 @@ pub struct HostExtras {
     pub version: String,
     /// The per-GPU extras (`device-gfx1100`, `device-gfx110x`), in file order.
     pub extras: Vec<String>,
+    /// The host wheel's file, when it was read from one on this machine.
+    #[serde(skip)]
+    pub file: Option<std::path::PathBuf>,
 }
 
 impl HostExtras {
@@ -295,14 +298,19 @@ impl HostExtras {
                 .filter(|e| e.starts_with("device-") && *e != "device-all")
                 .map(str::to_string)
                 .collect(),
+            file: None,
         })
     }
 
     /// Read from the wheel at `path`, without unpacking it.
     pub fn read(path: &Path) -> Result<HostExtras> {
         let (_, text) = crate::reader::read_metadata(path)?;
-        HostExtras::from_metadata(&text).ok_or_else(|| {
+        let host = HostExtras::from_metadata(&text).ok_or_else(|| {
             Error::invalid(path, "METADATA is not a header file with Name and Version")
+        })?;
+        Ok(HostExtras {
+            file: Some(path.to_path_buf()),
+            ..host
         })
     }
 

@@ -327,15 +327,62 @@ fn kpack_install_runs_the_installer_with_the_extras() {
         ],
     );
     assert!(o.status.success(), "{}", stderr(&o));
+    // The host wheel is named by a direct reference to its file.
+    let host = folder.join("fatpkg-1.0-py3-none-linux_x86_64.whl");
     assert!(
         stderr(&o).contains(&format!(
-            "+ uv pip install --find-links {} fatpkg[device-gfx110x] -p",
-            folder.display()
+            "+ uv pip install --find-links {} fatpkg[device-gfx110x] @ file://{} -p",
+            folder.display(),
+            host.display()
         )),
         "{}",
         stderr(&o)
     );
     assert_eq!(installed(&env), ["fatpkg-1.0", "fatpkg_device_gfx110x-1.0"]);
+}
+
+/// An index holding the fat wheel of the same version (PyPI, for a real
+/// package) does not win over the split host wheel `kpack install` was
+/// given: pip takes the host from its file and installs the device wheel
+/// (pip 26 prefers the index's wheel of an equal version otherwise).
+#[test]
+fn a_fat_wheel_of_the_same_version_on_the_index_is_never_installed_instead() {
+    let folder = split_output().join("sub-family");
+    let tmp = tempfile::tempdir().unwrap();
+    let fat = tmp.path().join("fat");
+    std::fs::create_dir_all(&fat).unwrap();
+    let example = workspace_root().join(EXAMPLE);
+    std::fs::copy(&example, fat.join(example.file_name().unwrap())).unwrap();
+    simple_index(&fat, &tmp.path().join("index"));
+    let index = format!("file://{}/", tmp.path().join("index/simple").display());
+    let site = tmp.path().join("site");
+    let o = kpack_with(
+        &[
+            "install".as_ref(),
+            folder.as_os_str(),
+            "--".as_ref(),
+            "-q".as_ref(),
+            "--target".as_ref(),
+            site.as_os_str(),
+            "--index-url".as_ref(),
+            index.as_ref(),
+        ],
+        &[
+            ("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", "gfx1101".as_ref()),
+            ("PYTHON", bin().join("python").as_os_str()),
+            ("PIP_DISABLE_PIP_VERSION_CHECK", "1".as_ref()),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut got: Vec<String> = std::fs::read_dir(&site)
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.unwrap().file_name().to_string_lossy().into_owned();
+            n.strip_suffix(".dist-info").map(str::to_string)
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got, ["fatpkg-1.0", "fatpkg_device_gfx110x-1.0"]);
 }
 
 /// A PEP 503 simple index of `folder` under `root/simple/`: one page per
