@@ -50,6 +50,11 @@ struct SplitArgs {
     /// Archive directory in the package tree [default: usr/lib/kpack/<name>].
     #[arg(long, value_name = "DIR")]
     archive_dir: Option<String>,
+    /// How archives are stored: `zstd` (level 3; smaller on disk once
+    /// installed) or `none` (the package's own xz then compresses across
+    /// targets: smaller downloads for a family's device package).
+    #[arg(long, value_enum, default_value = "zstd", value_name = "HOW")]
+    compression: Storage,
     /// Replace packages that already exist in the output directory.
     #[arg(long)]
     force: bool,
@@ -62,6 +67,13 @@ struct SplitArgs {
     targets: TargetArgs,
     #[command(flatten)]
     memory: crate::memory_args::MemoryArgs,
+}
+
+/// `--compression` values.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Storage {
+    Zstd,
+    None,
 }
 
 /// `--group` values.
@@ -113,6 +125,10 @@ fn split(args: SplitArgs, format: Format) -> CliResult {
     opts.databases = handlers.as_deref();
     opts.databases_only = args.databases_only;
     opts.archive_dir = args.archive_dir.clone();
+    opts.compression = match args.compression {
+        Storage::Zstd => kpack_format::Compression::default(),
+        Storage::None => kpack_format::Compression::None,
+    };
     opts.targets = args.targets.filter()?;
     opts.mtime = crate::split::source_date_epoch(0)?;
     let run = crate::job::build(budget, None, args.force, false)?;

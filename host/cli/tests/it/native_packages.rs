@@ -246,6 +246,33 @@ fn member_bytes(deb: &Path, member: &str) -> Vec<u8> {
     panic!("{member} not in {}", deb.display());
 }
 
+/// The `.kpack` archive a device package holds (its one archive).
+fn device_archive(deb: &Path) -> kpack_format::Archive {
+    let contents = stdout(&run(Command::new("dpkg-deb").arg("--contents").arg(deb)));
+    let member = contents
+        .split_whitespace()
+        .find(|w| w.ends_with(".kpack"))
+        .unwrap_or_else(|| panic!("no archive in {contents}"));
+    let bytes = member_bytes(deb, member.trim_start_matches("./"));
+    kpack_format::Archive::from_bytes(bytes).unwrap()
+}
+
+#[test]
+fn deb_split_stores_archives_compressed_or_not_as_asked() {
+    let dir = fresh("storage");
+    let input = fat_deb(&dir, "");
+    for (args, scheme) in [
+        (&[][..], kpack_format::Scheme::ZstdPerKernel),
+        (&["--compression", "none"][..], kpack_format::Scheme::None),
+    ] {
+        let out = dir.join(format!("out-{}", args.len()));
+        let r = deb_split(&input, &out, args);
+        let a = device_archive(&file_of(device(&r, "gfx1100")));
+        assert_eq!(a.scheme(), scheme, "{args:?}");
+        assert!(a.entries().count() > 0, "{args:?}");
+    }
+}
+
 #[test]
 fn deb_split_databases_only_keeps_the_host_library_and_moves_tensile_files() {
     let dir = fresh("databases-only");
