@@ -24,8 +24,6 @@ use crate::exit::{CliError, CliResult};
 /// Version of the `--json` output of `archive list` and `archive verify`.
 /// Suffix of code object files in `extract`/`pack` directories.
 const SUFFIX: &str = ".hsaco";
-/// Widest key column of `archive list`'s table.
-const MAX_KEY_COLUMN: usize = 120;
 
 /// Arguments of `kpack archive`.
 #[derive(ClapArgs)]
@@ -254,19 +252,7 @@ pub(crate) fn open(file: &Path) -> anyhow::Result<Archive> {
 /// `archive verify` is the command that decodes and checks every entry).
 fn summarise(file: &Path) -> CliResult {
     let a = open(file)?;
-    let binaries: std::collections::BTreeSet<&str> = a
-        .entries()
-        .map(|e| e.key().split_once('#').map_or(e.key(), |(b, _)| b))
-        .collect();
-    let total: u64 = a.entries().map(|e| e.original_size()).sum();
-    let name = file.file_name().unwrap_or_default().to_string_lossy();
-    println!("Kpack: {name}");
-    println!("Group: {}", a.group_name());
-    println!("Arch family: {}", a.gfx_arch_family());
-    println!("Arches: {}", a.arches().join(", "));
-    println!("Binaries: {}", binaries.len());
-    println!("Total kernels: {}", a.entry_count());
-    println!("Total size: {total} bytes");
+    print!("{}", kpack_format::listing::summary(file, &a));
     Ok(())
 }
 
@@ -274,151 +260,14 @@ fn list(file: &Path, json: bool, dump: bool) -> CliResult {
     let a = open(file)?;
     if dump {
         print!("{}", a.dump());
-        return Ok(());
-    }
-    if json {
-        crate::json::print(&list_doc(file, &a))?;
-        return Ok(());
-    }
-    println!(
-        "# {} group={:?} family={:?} arches={} scheme={} entries={}",
-        file.display(),
-        a.group_name(),
-        a.gfx_arch_family(),
-        a.arches().join(","),
-        a.scheme().as_str(),
-        a.entry_count()
-    );
-    // Capped: a format width over 65,535 panics, and a longer key only
-    // pushes its own row's columns right.
-    let width = a
-        .entries()
-        .map(|e| e.key().len())
-        .max()
-        .unwrap_or(3)
-        .clamp(3, MAX_KEY_COLUMN);
-    // zstd-delta archives also show each entry's base and stored/original
-    // ratio; other schemes keep their established output.
-    if a.scheme() == kpack_format::Scheme::ZstdDelta {
-        list_delta(&a, width);
-        return Ok(());
-    }
-    println!(
-        "{:width$}  {:16}  {:>12}  {:>12}",
-        "KEY", "ARCH", "SIZE", "STORED"
-    );
-    for e in a.entries() {
-        println!(
-            "{:width$}  {:16}  {:>12}  {:>12}",
-            e.key(),
-            e.arch(),
-            e.original_size(),
-            e.stored_size()
-        );
+    } else if json {
+        crate::json::print(&kpack_format::listing::Listing::of(file, &a))?;
+    } else {
+        print!("{}", kpack_format::listing::table(file, &a));
     }
     Ok(())
 }
 
-/// The delta base of `e` in `a`: (ordinal, key, arch).
-fn base_of(a: &Archive, e: &kpack_format::Entry) -> Option<(u64, String, String)> {
-    e.base()
-        .and_then(|o| a.entry_by_ordinal(o))
-        .map(|b| (b.ordinal(), b.key().to_owned(), b.arch().to_owned()))
-}
-
-/// Stored size over original size.
-fn ratio(e: &kpack_format::Entry) -> f64 {
-    e.stored_size() as f64 / e.original_size().max(1) as f64
-}
-
-/// One entry of the `archive list --json` document.
-#[derive(serde::Serialize)]
-struct ListedEntry<'a> {
-    key: &'a str,
-    arch: &'a str,
-    ordinal: u64,
-    original_size: u64,
-    stored_size: u64,
-    /// Stored over original size, to 4 places: zstd-delta archives only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ratio: Option<f64>,
-    /// The delta base (null for a base itself): zstd-delta archives only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    base: Option<Option<ListedBase>>,
-}
-
-/// The delta base of a listed entry.
-#[derive(serde::Serialize)]
-struct ListedBase {
-    ordinal: u64,
-    key: String,
-    arch: String,
-}
-
-/// The `archive list --json` document.
-#[derive(serde::Serialize)]
-struct Listing<'a> {
-    path: String,
-    group_name: &'a str,
-    gfx_arch_family: &'a str,
-    gfx_arches: &'a [String],
-    compression_scheme: &'a str,
-    file_size: u64,
-    entries: Vec<ListedEntry<'a>>,
-}
-
-/// The `archive list --json` document.
-fn list_doc<'a>(file: &Path, a: &'a Archive) -> Listing<'a> {
-    let delta = a.scheme() == kpack_format::Scheme::ZstdDelta;
-    let entries = a
-        .entries()
-        .map(|e| ListedEntry {
-            key: e.key(),
-            arch: e.arch(),
-            ordinal: e.ordinal(),
-            original_size: e.original_size(),
-            stored_size: e.stored_size(),
-            ratio: delta.then(|| (ratio(e) * 10_000.0).round() / 10_000.0),
-            base: delta.then(|| {
-                base_of(a, e).map(|(ordinal, key, arch)| ListedBase { ordinal, key, arch })
-            }),
-        })
-        .collect();
-    Listing {
-        path: file.display().to_string(),
-        group_name: a.group_name(),
-        gfx_arch_family: a.gfx_arch_family(),
-        gfx_arches: a.arches(),
-        compression_scheme: a.scheme().as_str(),
-        file_size: a.file_size(),
-        entries,
-    }
-}
-
-/// The entry table of a zstd-delta archive: with stored/original ratio and base.
-fn list_delta(a: &Archive, width: usize) {
-    println!(
-        "{:width$}  {:16}  {:>12}  {:>12}  {:>6}  BASE",
-        "KEY", "ARCH", "SIZE", "STORED", "RATIO"
-    );
-    for e in a.entries() {
-        let base = match base_of(a, e) {
-            Some((_, key, arch)) if key == e.key() => arch,
-            Some((_, key, arch)) => format!("{key} {arch}"),
-            None => "-".to_owned(),
-        };
-        println!(
-            "{:width$}  {:16}  {:>12}  {:>12}  {:>6.3}  {base}",
-            e.key(),
-            e.arch(),
-            e.original_size(),
-            e.stored_size(),
-            ratio(e)
-        );
-    }
-}
-
-/// `DIR/arch/key.hsaco`, or an error when the key or arch would escape DIR.
 fn entry_path(dir: &Path, key: &str, arch: &str) -> anyhow::Result<PathBuf> {
     if !kpack_fsafe::is_plain_relative(key) || !kpack_fsafe::is_plain_name(arch) {
         bail!(

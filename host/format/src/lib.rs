@@ -74,6 +74,7 @@ pub mod edit;
 mod error;
 mod finding;
 mod frame;
+pub mod listing;
 mod marker;
 mod mmap;
 mod mode;
