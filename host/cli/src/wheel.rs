@@ -197,8 +197,8 @@ fn prune(args: PruneArgs) -> CliResult {
         "{} -> {}: {} -> {} ({:.1}%)",
         report.input.file,
         report.output.path.display(),
-        human(report.input.bytes),
-        human(report.output.bytes),
+        kpack_wheel::human_bytes(report.input.bytes),
+        kpack_wheel::human_bytes(report.output.bytes),
         100.0 * report.output.bytes as f64 / report.input.bytes.max(1) as f64
     );
     println!("  kept {}", report.kept.join(", "));
@@ -296,7 +296,7 @@ fn print_text(
     default_group: bool,
     archive_group: kpack_amdgpu::Level,
 ) {
-    print_table(report);
+    print!("{}", report.table());
     if default_group && report.device_code {
         println!(
             "grouping: target (the default; --group sub-family or --group family for fewer, larger device wheels)"
@@ -410,107 +410,4 @@ fn amd_layout(args: &mut SplitArgs) -> anyhow::Result<Option<kpack_wheel::AmdLay
         }
     }
     Ok(layout)
-}
-
-fn human(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
-fn print_table(r: &WheelReport) {
-    if !r.device_code {
-        println!(
-            "{}: no device code; copied unchanged to {}",
-            r.input.file,
-            r.host.path.display()
-        );
-        return;
-    }
-    let mut rows: Vec<(String, String, u64, String)> = vec![
-        (
-            "input".into(),
-            r.input.file.clone(),
-            r.input.bytes,
-            String::new(),
-        ),
-        (
-            "host".into(),
-            r.host.file.clone(),
-            r.host.bytes,
-            String::new(),
-        ),
-    ];
-    // With --group, the last column is the extra to type (the group's
-    // key, `gfx10_1`, is not), with the processors it installs.
-    let grouped = r.devices.iter().any(|d| d.extra.is_some());
-    for d in &r.devices {
-        let last = match &d.extra {
-            Some(extra) => format!("{extra} ({})", d.targets.join(", ")),
-            None => d.arch.clone(),
-        };
-        rows.push(("device".into(), d.wheel.file.clone(), d.wheel.bytes, last));
-    }
-    let w = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
-    println!(
-        "{:<6}  {:<w$}  {:>10}  {:>6}  {}",
-        "wheel",
-        "file",
-        "size",
-        "%input",
-        if grouped { "extra" } else { "arch" }
-    );
-    for (kind, file, bytes, arch) in &rows {
-        let pct = if r.input.bytes == 0 {
-            0.0
-        } else {
-            100.0 * *bytes as f64 / r.input.bytes as f64
-        };
-        println!(
-            "{kind:<6}  {file:<w$}  {:>10}  {pct:>5.1}%  {arch}",
-            human(*bytes)
-        );
-    }
-    let code_objects: usize = r.binaries.iter().map(|b| b.code_objects).sum();
-    // Grouped, the processors (the groups' keys are in no command line).
-    let archs: Vec<&str> = if grouped {
-        r.devices
-            .iter()
-            .flat_map(|d| d.targets.iter().map(String::as_str))
-            .collect()
-    } else {
-        r.archs()
-    };
-    println!(
-        "{} binaries offloaded ({code_objects} code objects); archs: {}",
-        r.binaries.len(),
-        archs.join(", ")
-    );
-    print_footer(r);
-}
-
-/// Database verdicts, exclusions and, with groups, how to install one.
-fn print_footer(r: &WheelReport) {
-    for (h, m) in &r.databases {
-        let parts: Vec<String> = m.iter().map(|(v, n)| format!("{v}: {n}")).collect();
-        println!("database {h}: {}", parts.join(", "));
-    }
-    for (t, n) in &r.excluded {
-        println!("excluded {t}: {n}");
-    }
-    if let Some(d) = r.devices.iter().find_map(|d| d.extra.as_ref()) {
-        println!(
-            "install one: pip install '{}[{d}]' (or [device-all])",
-            r.host.distribution
-        );
-    }
 }

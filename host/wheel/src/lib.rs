@@ -97,7 +97,9 @@ pub use progress::Progress;
 pub use prune::{DroppedFile, PruneOptions, PruneReport, PrunedFile, prune_wheel};
 pub use reader::Limits;
 pub use record::{RecordEntry, RecordError, parse_record, record_hash, write_record};
-pub use split::{DeviceWheel, WheelOptions, WheelReport, check_archive_group, split_wheel};
+pub use split::{
+    DeviceWheel, WheelOptions, WheelReport, check_archive_group, human_bytes, split_wheel,
+};
 pub use variant::{
     DEFAULT_VARIANT_LABEL, HostExtras, LabelWheel, VARIANT_JSON, VARIANT_SCHEMA, VariantProvider,
     VariantWheel, add_variant_markers, label_wheels, variant_json, variant_marker, variant_value,

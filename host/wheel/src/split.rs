@@ -2,6 +2,9 @@
 //! processor, staged in a temporary directory inside the output directory
 //! and renamed into place at the end.
 
+mod text;
+pub use text::human_bytes;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
