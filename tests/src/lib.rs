@@ -1,6 +1,7 @@
 //! Shared helpers for kpack's integration tests: where the fixtures are,
 //! what clang-offload-bundler found in them (the oracle), tree digests, and
-//! the stub HIP runtime the offloaded fixtures run under.
+//! the stub HIP runtime the offloaded fixtures run under, and Windows
+//! builds under wine ([`wine`]).
 //!
 //! Running the `kpack` binary is the tests' own business: they sit next to
 //! the CLI crate and use the binary cargo built for them
@@ -15,6 +16,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
+
+pub mod wine;
 
 /// Root of the workspace.
 pub fn workspace_root() -> &'static Path {

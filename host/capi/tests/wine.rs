@@ -11,66 +11,18 @@
     reason = "tests"
 )]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use kpack_runtime::Marker;
-
-/// The workspace's target directory (this test binary is in
-/// `<target>/debug/deps/`).
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.ancestors().nth(3).unwrap().to_path_buf()
-}
-
-/// `rocm_kpack.dll` and its import library, built by cargo for Windows.
-fn windows_lib_dir() -> PathBuf {
-    let target = target_dir();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args([
-            "build",
-            "-q",
-            "-p",
-            "kpack-capi",
-            "--lib",
-            "--target",
-            "x86_64-pc-windows-gnu",
-        ])
-        .env("CARGO_TARGET_DIR", &target)
-        .output()
-        .expect("run cargo build");
-    assert!(
-        out.status.success(),
-        "building librocm_kpack for x86_64-pc-windows-gnu failed (scripts/test.sh adds the target \
-         and installs gcc-mingw-w64-x86-64):\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    target.join("x86_64-pc-windows-gnu/debug")
-}
-
-/// Debian's wine64 package puts the loader in /usr/lib/wine; the `wine`
-/// package adds the PATH wrappers.
-fn wine64() -> PathBuf {
-    let lib = Path::new("/usr/lib/wine/wine64");
-    if lib.exists() {
-        return lib.to_path_buf();
-    }
-    PathBuf::from("wine64")
-}
-
-/// The Windows path wine gives a Unix path: drive Z: is `/`.
-fn windows_path(p: &Path) -> String {
-    format!("Z:{}", p.display()).replace('/', "\\")
-}
+use kpack_tests::wine::{windows_path, windows_runtime, wine64};
 
 #[test]
 fn c_program_cross_built_for_windows_runs_under_wine() {
     let work = tempfile::tempdir().unwrap();
     // Canonical: wine reports module paths from the real directory.
     let dir = std::fs::canonicalize(work.path()).unwrap();
-    let lib = windows_lib_dir();
+    let lib = windows_runtime();
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let vectors = crate_dir.join("../format/tests/vectors");
     let noop = dir.join("amd_test_noop.kpack");

@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use kpack_tests::wine::{windows_path, windows_runtime, wine64};
 use kpack_tests::{fixture, stderr, stdout};
 
 use crate::util::{kpack, offload_into};
@@ -217,35 +218,6 @@ fn deploy_of_a_dll_importing_an_unknown_dll_names_it_and_where_it_looked() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("amdhip64.dll"), "{}", stderr(&o));
     assert!(!inst.root.join("dist").exists());
-}
-
-/// `rocm_kpack.dll` and its import library, built by cargo for Windows
-/// into the workspace's target directory (this test binary is in
-/// `<target>/debug/deps/`).
-fn windows_runtime() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let target = exe.ancestors().nth(3).unwrap().to_path_buf();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    run(Command::new(cargo)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "-q", "-p", "kpack-capi", "--lib"])
-        .args(["--target", "x86_64-pc-windows-gnu"])
-        .env("CARGO_TARGET_DIR", &target));
-    target.join("x86_64-pc-windows-gnu/debug")
-}
-
-/// Debian's wine64 package puts the loader in /usr/lib/wine.
-fn wine64() -> PathBuf {
-    let lib = Path::new("/usr/lib/wine/wine64");
-    if lib.exists() {
-        return lib.to_path_buf();
-    }
-    PathBuf::from("wine64")
-}
-
-/// The Windows path wine gives a Unix path: drive Z: is `/`.
-fn windows_path(p: &Path) -> String {
-    format!("Z:{}", p.display()).replace('/', "\\")
 }
 
 /// The `.kpackrf` marker section's bytes of the PE image at `path`.
