@@ -416,16 +416,7 @@ impl ArtifactReport {
         self.bytes_out += p.bytes_out_generic + p.bytes_out_arch.values().sum::<u64>();
         self.binaries_offloaded += p.binaries.len();
         self.code_objects += p.binaries.iter().map(|b| b.code_objects).sum::<usize>();
-        for (h, m) in &p.databases {
-            for (v, n) in m {
-                *self
-                    .databases
-                    .entry(h.clone())
-                    .or_default()
-                    .entry(v.clone())
-                    .or_default() += n;
-            }
-        }
+        crate::add_verdict_counts(&mut self.databases, &p.databases);
         for (t, n) in &p.excluded {
             *self.excluded.entry(t.clone()).or_default() += n;
         }

@@ -72,3 +72,37 @@ pub struct Claim {
     /// Its verdict.
     pub classification: Classification,
 }
+
+/// Database files counted per handler and per verdict (arch key or
+/// `generic`), as the reports keep them.
+pub type VerdictCounts =
+    std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>>;
+
+/// Add the counts of `from` into `into`.
+pub fn add_verdict_counts(into: &mut VerdictCounts, from: &VerdictCounts) {
+    for (handler, verdicts) in from {
+        let to = into.entry(handler.clone()).or_default();
+        for (verdict, n) in verdicts {
+            *to.entry(verdict.clone()).or_default() += n;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdict_counts_add_per_handler_and_verdict() {
+        let one = |h: &str, v: &str, n: u64| -> VerdictCounts {
+            [(h.to_owned(), [(v.to_owned(), n)].into())].into()
+        };
+        let mut total = one("rocblas", "gfx942", 2);
+        add_verdict_counts(&mut total, &one("rocblas", "gfx942", 3));
+        add_verdict_counts(&mut total, &one("rocblas", "generic", 1));
+        add_verdict_counts(&mut total, &one("miopen", "gfx942", 4));
+        assert_eq!(total["rocblas"]["gfx942"], 5);
+        assert_eq!(total["rocblas"]["generic"], 1);
+        assert_eq!(total["miopen"]["gfx942"], 4);
+    }
+}

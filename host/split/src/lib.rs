@@ -87,7 +87,9 @@ mod verify;
 pub use artifact::{
     ArtifactInput, ArtifactReport, batch_inputs, component_from_dir_name, split_artifacts,
 };
-pub use databases::{Claim, Classification, ClassifyError, Databases, FileInfo};
+pub use databases::{
+    Claim, Classification, ClassifyError, Databases, FileInfo, VerdictCounts, add_verdict_counts,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use gpu::{
     GpuBinary, GpuKernel, GpuOutcome, GpuReport, MachineReport, explain_gpu, explain_machine,

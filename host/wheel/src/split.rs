@@ -487,16 +487,7 @@ impl SchemeSplit {
             b.path = Unpacked::wheel_path(&st.un.data_dir, scheme, &in_tree(&b.path));
             self.binaries.push(b);
         }
-        for (h, m) in &r.databases {
-            for (v, n) in m {
-                *self
-                    .databases
-                    .entry(h.clone())
-                    .or_default()
-                    .entry(v.clone())
-                    .or_default() += n;
-            }
-        }
+        kpack_split::add_verdict_counts(&mut self.databases, &r.databases);
         self.archs.extend(r.bytes_out_arch.keys().cloned());
         let src_root = st.src().join(scheme);
         warnings.extend(
