@@ -2,7 +2,6 @@
 //! `wheel split`): compression, hash checking, worker threads, archive
 //! grouping, and the named modes that bundle the three.
 
-use anyhow::Context;
 use kpack_format::{Compression, CompressionMode};
 
 /// How archives are written and inputs read.
@@ -191,23 +190,9 @@ impl ArchiveArgs {
         self.memory.budget(kpack_bundle::DEFAULT_MEMORY_LIMIT)
     }
 
-    /// The command's job: `--max-memory`, `--jobs`, and existing outputs
-    /// replaced when `force`.
-    pub fn job(&self, force: bool) -> anyhow::Result<crate::job::CommandJob> {
-        crate::job::build(self.budget(), self.jobs, force, true)
-    }
-
-    /// `--jobs`, if given.
-    pub fn jobs(&self) -> Option<usize> {
-        self.jobs
-    }
-
-    /// A thread pool honouring `--jobs`.
-    pub fn thread_pool(&self) -> anyhow::Result<rayon::ThreadPool> {
-        let mut pool = rayon::ThreadPoolBuilder::new();
-        if let Some(j) = self.jobs {
-            pool = pool.num_threads(j.max(1));
-        }
-        pool.build().context("starting worker threads")
+    /// The command's job: `--max-memory`, `--jobs`, existing outputs
+    /// replaced when `force`, a progress bar on a terminal with `bar`.
+    pub fn job(&self, force: bool, bar: bool) -> anyhow::Result<crate::job::CommandJob> {
+        crate::job::build(self.budget(), self.jobs, force, bar)
     }
 }

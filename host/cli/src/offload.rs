@@ -64,7 +64,9 @@ pub fn run(args: Args) -> CliResult {
     if let Some(dir) = args.output.parent().filter(|d| !d.as_os_str().is_empty()) {
         safety::clean_stale_temps(dir);
     }
-    let (mut archives, opts) = plan(&args);
+    // Offload shows its own spinner: the job draws no bar.
+    let run = args.archive.job(args.force, false)?;
+    let (mut archives, opts) = plan(&args, &run.job);
     // Archives and host binary are staged, then committed as one: archives
     // first (inert without their binary), the host binary last; a failure
     // anywhere undoes every move.
@@ -77,9 +79,8 @@ pub fn run(args: Args) -> CliResult {
     let mut host_out = Outputs::create(&out_dir, "offload", existing)?;
     let staged_host = host_out.plan(&out_name, Order::Last)?;
     let spinner = crate::ui::spinner(format!("offloading {}", args.input.display()));
-    let done = args
-        .archive
-        .thread_pool()?
+    let done = run
+        .job
         .install(|| offload(&args.input, &staged_host, &opts, &filter, archives));
     if let Some(s) = &spinner {
         s.finish_and_clear();
@@ -131,7 +132,7 @@ pub(crate) fn split_output(output: &Path) -> anyhow::Result<(PathBuf, String)> {
 
 /// The archive set and the offload options the flags ask for (archive
 /// name, marker key and search paths defaulted from the file names).
-fn plan(args: &Args) -> (ArchiveSet, OffloadOptions) {
+fn plan(args: &Args, job: &kpack_job::Job) -> (ArchiveSet, OffloadOptions) {
     let file_name = |p: &PathBuf| {
         p.file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -151,7 +152,7 @@ fn plan(args: &Args) -> (ArchiveSet, OffloadOptions) {
             delta_plan: delta_plan(),
             ..Default::default()
         },
-        args.archive.budget(),
+        job.budget().clone(),
     );
     archives.set_no_clobber(!args.force);
     archives.set_group(args.archive.archive_group());

@@ -144,12 +144,7 @@ pub fn run(mut args: Args) -> CliResult {
     let handlers = args.handlers.databases()?;
     // Split's own bar shows its events; the job's `--replace` rule is the
     // options' (an identical output is always left alone).
-    let job = crate::job::build(
-        args.archive.budget(),
-        args.archive.jobs(),
-        args.replace,
-        false,
-    )?;
+    let job = args.archive.job(args.replace, false)?;
     let mut opts = split_options(&args, &job.job, targets)?;
     opts.databases = handlers.as_deref();
 

@@ -264,7 +264,7 @@ fn split(mut args: SplitArgs) -> CliResult {
     let input = packed.as_ref().map_or(input, |(_, w)| w.clone());
 
     let start = std::time::Instant::now();
-    let run = args.archive.job(args.force)?;
+    let run = args.archive.job(args.force, true)?;
     crate::ui::info(format_args!(
         "splitting {} into {} ({} threads)",
         input.display(),
