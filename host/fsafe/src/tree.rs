@@ -90,6 +90,36 @@ impl Tree {
         Dir::hard_link(&from, &old, &to, &new)
     }
 
+    /// Move `from` to `to`, both inside the tree (`to`'s missing parents
+    /// created; neither reached through a symlink); an existing `to` is an
+    /// error, never replaced.
+    pub fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let (src, old) = self.parent(from)?;
+        let (dst, new) = self.root.walk_to_parent(to, &mut Vec::new())?;
+        Dir::rename_noreplace(&src, &old, &dst, &new)
+    }
+
+    /// Move the file or directory `outside` (a path of the caller's,
+    /// typically a temp beside the tree) into the tree as `rel` (missing
+    /// parents created, never through a symlink); an existing `rel` is an
+    /// error.
+    pub fn adopt(&self, outside: &Path, rel: &Path) -> io::Result<()> {
+        let (Some(parent), Some(name)) = (outside.parent(), outside.file_name()) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} names no file", outside.display()),
+            ));
+        };
+        let parent = if parent.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            parent
+        };
+        let src = Dir::open(parent)?;
+        let (dst, new) = self.root.walk_to_parent(rel, &mut Vec::new())?;
+        Dir::rename_noreplace(&src, name, &dst, &new)
+    }
+
     /// The directory holding `rel` (existing, reached without following a
     /// symlink) and `rel`'s last component.
     fn parent(&self, rel: &Path) -> io::Result<(Dir, std::ffi::OsString)> {
@@ -169,5 +199,25 @@ mod tests {
         );
         assert!(t.create_file(Path::new("../out"), 0o644).is_err());
         assert!(t.create_file(Path::new("/abs"), 0o644).is_err());
+    }
+
+    #[test]
+    fn moves_stay_inside_the_tree_and_never_replace() {
+        let (d, t, victim) = tree();
+        t.create_file(Path::new("a/one"), 0o644).unwrap();
+        t.symlink(&victim, Path::new("etc")).unwrap();
+        assert!(t.rename(Path::new("a/one"), Path::new("etc/one")).is_err());
+        t.rename(Path::new("a/one"), Path::new("b/c/one")).unwrap();
+        assert_eq!(t.entry(Path::new("b/c/one")), Some(Entry::File));
+        t.create_file(Path::new("a/two"), 0o644).unwrap();
+        assert!(t.rename(Path::new("a/two"), Path::new("b/c/one")).is_err());
+        let outside = d.path().join("made");
+        std::fs::write(&outside, "new").unwrap();
+        assert!(t.adopt(&outside, Path::new("etc/passwd")).is_err());
+        assert!(t.adopt(&outside, Path::new("a/two")).is_err());
+        t.adopt(&outside, Path::new("d/made")).unwrap();
+        assert!(!outside.exists());
+        assert_eq!(std::fs::read(victim.join("passwd")).unwrap(), b"keep");
+        assert!(!victim.join("one").exists());
     }
 }
