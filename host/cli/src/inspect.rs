@@ -125,7 +125,7 @@ pub fn run(args: Args) -> CliResult {
                         print!("{}", m.text(args.kernels, cwd.as_deref()));
                     }
                 }
-                AnyReport::Offloading(r) => crate::offloading::print_text(r),
+                AnyReport::Offloading(r) => print!("{}", r.text()),
             }
         }
     }

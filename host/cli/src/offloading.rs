@@ -2,8 +2,8 @@
 //! objects and static archives: `.llvm.offloading` (LLVM OffloadBinary)
 //! sections, plus old-driver `.hip_fatbin` bundles in archive members. The
 //! listing and its images are `kpack-llvm-offload`'s
-//! ([`kpack_llvm_offload::list`]); this module routes files to it, prints the
-//! listing and writes the images.
+//! ([`kpack_llvm_offload::list`], its text [`Listing::text`]); this module
+//! routes files to it and writes the images.
 //!
 //! Handled here, by content: static archives (`!<arch>\n`, `!<thin>\n`),
 //! ELF files with an `SHT_LLVM_OFFLOADING` section, and bare OffloadBinary
@@ -16,7 +16,7 @@ use anyhow::Context;
 use kpack_amdgpu::TargetId;
 use kpack_binary::FileKind;
 use kpack_fsafe::{Existing, Order, Outputs};
-use kpack_llvm_offload::{Container, ListedImage, Listing, MemberKind, MemberListing, ReadOptions};
+use kpack_llvm_offload::{Container, ListedImage, Listing, ReadOptions};
 
 /// Sniff `path`: `Some` if this module handles it.
 pub fn detect(path: &Path) -> anyhow::Result<Option<Container>> {
@@ -46,100 +46,6 @@ fn options(verify_hash: bool) -> ReadOptions {
 /// The listing `kpack inspect` prints for one input.
 pub fn inspect(path: &Path, input: Container, verify_hash: bool) -> anyhow::Result<Listing> {
     Ok(kpack_llvm_offload::list(path, input, options(verify_hash))?)
-}
-
-/// `listing` as human-readable text on stdout.
-pub fn print_text(listing: &Listing) {
-    match listing.format {
-        "ar" => println!(
-            "{}: static archive ({}{}), {} member{}, {} symbol{}",
-            listing.path.display(),
-            serde_json::to_value(listing.archive_format)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_default(),
-            if listing.thin == Some(true) {
-                ", thin"
-            } else {
-                ""
-            },
-            listing.members.len(),
-            if listing.members.len() == 1 { "" } else { "s" },
-            listing.symbols.unwrap_or(0),
-            if listing.symbols == Some(1) { "" } else { "s" },
-        ),
-        "elf" => println!(
-            "{}: ELF with .llvm.offloading (new offload driver)",
-            listing.path.display()
-        ),
-        _ => println!("{}: OffloadBinary file", listing.path.display()),
-    }
-    let archive = listing.format == "ar";
-    for m in &listing.members {
-        print_member(m, archive);
-    }
-    if !listing.totals.is_empty() {
-        println!("  totals per target:");
-        for (arch, t) in &listing.totals {
-            println!(
-                "    {arch:<28} {:>4} image{} {:>12} bytes",
-                t.images,
-                if t.images == 1 { " " } else { "s" },
-                t.bytes
-            );
-        }
-    }
-}
-
-/// The member's lines (its own header line only in an `archive`).
-fn print_member(m: &MemberListing, archive: bool) {
-    let indent = if archive { "    " } else { "  " };
-    if archive {
-        let kind = match m.kind {
-            MemberKind::Elf => "ELF",
-            MemberKind::Bitcode => "LLVM bitcode (not read)",
-            MemberKind::OffloadBinary => "OffloadBinary",
-            MemberKind::Archive => "nested archive (not read)",
-            MemberKind::Other => "not an object",
-        };
-        let thin = m
-            .thin_path
-            .as_ref()
-            .map(|p| format!(", thin: {}", p.display()))
-            .unwrap_or_default();
-        println!(
-            "  member {} at {:#x} ({} bytes{thin}): {kind}",
-            m.name,
-            m.header_offset.unwrap_or(0),
-            m.size
-        );
-    }
-    if m.kind == MemberKind::Elf && m.entries.is_empty() && m.bundles.is_empty() {
-        println!("{indent}no device code");
-    }
-    for e in &m.entries {
-        println!(
-            "{indent}[{}] {:<8} {:<5} {:<20} {:<16} {:>10} bytes  ({} binary {} v{}{})",
-            e.index,
-            e.kind,
-            e.producer,
-            e.triple.as_deref().unwrap_or("-"),
-            e.arch.as_deref().unwrap_or("-"),
-            e.size,
-            e.section,
-            e.binary,
-            e.version,
-            e.compression
-                .map(|c| format!(", {c:?}"))
-                .unwrap_or_default()
-        );
-    }
-    for b in &m.bundles {
-        println!(
-            "{indent}.hip_fatbin bundle {} {:<44} {:>10} bytes",
-            b.bundle, b.id, b.size
-        );
-    }
 }
 
 /// `kpack extract` for one input: write every image (or those of

@@ -46,6 +46,7 @@ mod elf;
 mod error;
 mod listing;
 mod prune;
+mod text;
 mod write;
 
 pub use archive::{
