@@ -120,6 +120,15 @@ impl Tree {
         Dir::rename_noreplace(&src, name, &dst, &new)
     }
 
+    /// [`Tree::adopt`], replacing a file at `rel` in one rename, as an
+    /// installer lets a later file win (a symlink at `rel` is replaced,
+    /// never followed; a directory there is an error).
+    pub fn adopt_replacing(&self, outside: &Path, rel: &Path) -> io::Result<()> {
+        let (src, name) = outside_parent(outside)?;
+        let (dst, new) = self.root.walk_to_parent(rel, &mut Vec::new())?;
+        Dir::rename(&src, &name, &dst, &new)
+    }
+
     /// The directory holding `rel` (existing, reached without following a
     /// symlink) and `rel`'s last component.
     fn parent(&self, rel: &Path) -> io::Result<(Dir, std::ffi::OsString)> {
@@ -133,6 +142,23 @@ impl Tree {
         }
         Ok((dir, last))
     }
+}
+
+/// The directory holding the caller's path `outside` (followed as the
+/// caller gives it) and its last component.
+fn outside_parent(outside: &Path) -> io::Result<(Dir, std::ffi::OsString)> {
+    let (Some(parent), Some(name)) = (outside.parent(), outside.file_name()) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} names no file", outside.display()),
+        ));
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    Ok((Dir::open(parent)?, name.to_os_string()))
 }
 
 #[cfg(test)]
@@ -219,5 +245,32 @@ mod tests {
         assert!(!outside.exists());
         assert_eq!(std::fs::read(victim.join("passwd")).unwrap(), b"keep");
         assert!(!victim.join("one").exists());
+    }
+
+    #[test]
+    fn adopting_replaces_a_file_or_a_link_but_never_writes_through_it() {
+        let (d, t, victim) = tree();
+        t.create_file(Path::new("lib/a.so"), 0o644).unwrap();
+        t.symlink(&victim.join("passwd"), Path::new("lib/b.so"))
+            .unwrap();
+        t.symlink(&victim, Path::new("etc")).unwrap();
+        for (i, rel) in ["lib/a.so", "lib/b.so", "etc/passwd"].iter().enumerate() {
+            let outside = d.path().join(format!("new{i}"));
+            std::fs::write(&outside, format!("new{i}")).unwrap();
+            let r = t.adopt_replacing(&outside, Path::new(rel));
+            assert_eq!(r.is_ok(), i < 2, "{rel}");
+        }
+        assert_eq!(t.entry(Path::new("lib/b.so")), Some(Entry::File));
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut t.open_file(Path::new("lib/b.so")).unwrap(), &mut s)
+            .unwrap();
+        assert_eq!(s, "new1");
+        assert_eq!(std::fs::read(victim.join("passwd")).unwrap(), b"keep");
+        t.create_dir_all(Path::new("dir")).unwrap();
+        std::fs::write(d.path().join("new3"), "x").unwrap();
+        assert!(
+            t.adopt_replacing(&d.path().join("new3"), Path::new("dir"))
+                .is_err()
+        );
     }
 }
