@@ -25,6 +25,14 @@ impl Tree {
         })
     }
 
+    /// [`Tree::open`] on the directory `root`, created first with its
+    /// missing parents (the root's path is the caller's choice: a staging
+    /// directory, an output named on the command line).
+    pub fn create(root: &Path) -> io::Result<Tree> {
+        std::fs::create_dir_all(root)?;
+        Tree::open(root)
+    }
+
     /// The root's path.
     pub fn path(&self) -> &Path {
         self.root.path()
@@ -196,6 +204,19 @@ mod tests {
             .permissions()
             .mode();
         assert_ne!(mode & 0o777, 0o777);
+    }
+
+    #[test]
+    fn a_created_tree_has_its_root_and_parents_made() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("a/b/root");
+        let t = Tree::create(&root).unwrap();
+        assert_eq!(t.path(), root);
+        t.create_file(Path::new("x/f"), 0o644).unwrap();
+        assert!(root.join("x/f").is_file());
+        assert!(Tree::create(&root).is_ok(), "an existing root is opened");
+        std::fs::write(d.path().join("file"), "").unwrap();
+        assert!(Tree::create(&d.path().join("file")).is_err());
     }
 
     #[test]
