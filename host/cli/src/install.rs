@@ -12,7 +12,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use kpack_detect::{Options, detect};
+use kpack_detect::detect;
 use kpack_wheel::{Resolved, choose, host_extras};
 
 use crate::exit::{CliError, CliResult};
@@ -60,7 +60,7 @@ pub fn report_unserved(r: &Resolved) -> bool {
 
 /// Run `kpack install`.
 pub fn run(args: Args) -> CliResult {
-    let det = detect(&Options::from_env(args.sysfs_root.clone()))?;
+    let det = detect(&crate::detect::options(args.sysfs_root.clone()))?;
     if det.gpus.is_empty() {
         eprintln!("note: {}", det.source.describe());
     }

@@ -10,6 +10,7 @@
 //! [`kpack_amdgpu::bundle_key`]), which names the device packages that
 //! hold its code. `--gpu auto` on the command line is [`expand_auto`].
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use kpack_amdgpu::{Level, TargetId, bundle_key, generic_for, strip_target_prefix};
@@ -204,16 +205,21 @@ pub struct Options {
 }
 
 impl Options {
-    /// From the environment: the overrides, and the sysfs root from
-    /// `sysfs_root`, else `KPACK_SYSFS_ROOT`, else `/sys`.
-    pub fn from_env(sysfs_root: Option<PathBuf>) -> Options {
-        let var = |k: &str| std::env::var(k).ok();
+    /// From a variable lookup (the CLI passes `std::env::var_os`): the
+    /// overrides, and the sysfs root from `sysfs_root`, else
+    /// `KPACK_SYSFS_ROOT`, else `/sys`. This crate reads no environment
+    /// itself: its callers decide whose variables count.
+    pub fn from_vars(
+        sysfs_root: Option<PathBuf>,
+        var: impl Fn(&str) -> Option<OsString>,
+    ) -> Options {
+        let text = |k: &str| var(k).and_then(|v| v.into_string().ok());
         Options {
             sysfs_root: sysfs_root
-                .or_else(|| std::env::var_os(SYSFS_ENV).map(PathBuf::from))
+                .or_else(|| var(SYSFS_ENV).map(PathBuf::from))
                 .unwrap_or_else(|| PathBuf::from("/sys")),
-            force: var(FORCE_ENV).filter(|v| !v.is_empty()),
-            disable: var(DISABLE_ENV).as_deref() == Some("1"),
+            force: text(FORCE_ENV).filter(|v| !v.is_empty()),
+            disable: text(DISABLE_ENV).as_deref() == Some("1"),
             hip_fallback: true,
         }
     }
@@ -523,14 +529,14 @@ pub fn decode_gfx_target_version(v: u64) -> Option<String> {
     Some(format!("gfx{major}{minor:x}{stepping:x}"))
 }
 
-/// `list` with every `auto` replaced by the detected targets (in the
-/// environment's [`Options`]), duplicates dropped; an error when `auto`
-/// finds no GPU. A list without `auto` is returned as is.
-pub fn expand_auto(list: &[String]) -> Result<Vec<String>> {
+/// `list` with every `auto` replaced by the targets detected with `opts`,
+/// duplicates dropped; an error when `auto` finds no GPU. A list without
+/// `auto` is returned as is (nothing is detected).
+pub fn expand_auto(list: &[String], opts: &Options) -> Result<Vec<String>> {
     if !list.iter().any(|t| t.trim() == AUTO) {
         return Ok(list.to_vec());
     }
-    let det = detect(&Options::from_env(None))?;
+    let det = detect(opts)?;
     let found = det.targets();
     if found.is_empty() {
         return Err(Error::NoGpu(det.source.describe().to_owned()));

@@ -17,6 +17,7 @@
 //! `kpack-variant-provider` (`python/variant-provider`) gives the same
 //! answers; a test holds the two together, and both against rocm-bootstrap.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -58,15 +59,18 @@ pub struct SupportedFeature {
 }
 
 /// The vendorable provider.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct AmdVariantProvider {
+    options: Options,
     detected: OnceLock<Result<Vec<SupportedFeature>, String>>,
 }
 
 impl AmdVariantProvider {
-    /// A provider that detects on first use.
-    pub const fn new() -> Self {
+    /// A provider that detects with `options` (normally
+    /// [`provider_options`] of the installer's environment) on first use.
+    pub const fn new(options: Options) -> Self {
         AmdVariantProvider {
+            options,
             detected: OnceLock::new(),
         }
     }
@@ -92,12 +96,11 @@ impl AmdVariantProvider {
     }
 
     /// The features this machine supports: empty when no AMD GPU is seen,
-    /// an error when a forced name is not a GPU target. Detected once,
-    /// from the environment.
+    /// an error when a forced name is not a GPU target. Detected once.
     pub fn properties(&self) -> Result<&[SupportedFeature], &str> {
         self.detected
             .get_or_init(|| {
-                let det = detect(&provider_options(None)).map_err(|e| e.to_string())?;
+                let det = detect(&self.options).map_err(|e| e.to_string())?;
                 let values = supported(&det);
                 Ok(if values.is_empty() {
                     Vec::new()
@@ -114,12 +117,16 @@ impl AmdVariantProvider {
     }
 }
 
-/// The detection options of the provider: the environment's, without the
-/// HIP fallback (rocm-bootstrap reads only the KFD topology on Linux).
-pub fn provider_options(sysfs_root: Option<PathBuf>) -> Options {
+/// The detection options of the provider: those of the variables `var`
+/// looks up (the installer's environment), without the HIP fallback
+/// (rocm-bootstrap reads only the KFD topology on Linux).
+pub fn provider_options(
+    sysfs_root: Option<PathBuf>,
+    var: impl Fn(&str) -> Option<OsString>,
+) -> Options {
     Options {
         hip_fallback: false,
-        ..Options::from_env(sysfs_root)
+        ..Options::from_vars(sysfs_root, var)
     }
 }
 

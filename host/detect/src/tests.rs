@@ -428,9 +428,9 @@ fn provider_detects_as_kpack_does() {
     ]);
     let det = detect(&opts(root.path())).unwrap();
     assert_eq!(provider::supported(&det), ["gfx1101", "gfx90a", "gfx1201"]);
-    let o = provider::provider_options(Some(root.path().to_path_buf()));
+    let o = provider::provider_options(Some(root.path().to_path_buf()), |_| None);
     assert!(!o.hip_fallback);
-    let p = provider::AmdVariantProvider::new();
+    let p = provider::AmdVariantProvider::new(o.clone());
     assert_eq!(
         (p.namespace(), p.package_name(), p.plugin_api()),
         (
@@ -439,4 +439,29 @@ fn provider_detects_as_kpack_does() {
             "kpack_variant_provider.plugin:AmdVariantPlugin"
         )
     );
+}
+
+#[test]
+fn options_come_from_the_lookup_they_are_given() {
+    let vars = [
+        (FORCE_ENV, "gfx942,gfx1100"),
+        (DISABLE_ENV, "0"),
+        (SYSFS_ENV, "/fake/sys"),
+    ];
+    let look = |k: &str| {
+        vars.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| std::ffi::OsString::from(v))
+    };
+    let o = Options::from_vars(None, look);
+    assert_eq!(o.force.as_deref(), Some("gfx942,gfx1100"));
+    assert!(!o.disable && o.hip_fallback);
+    assert_eq!(o.sysfs_root, PathBuf::from("/fake/sys"));
+    let flag = Options::from_vars(Some(PathBuf::from("/flag")), look);
+    assert_eq!(flag.sysfs_root, PathBuf::from("/flag"));
+    let none = Options::from_vars(None, |k| (k == DISABLE_ENV).then(|| "1".into()));
+    assert!(none.disable && none.force.is_none());
+    assert_eq!(none.sysfs_root, PathBuf::from("/sys"));
+    let det = detect(&Options::from_vars(None, look)).unwrap();
+    assert_eq!(det.targets(), ["gfx942", "gfx1100"]);
 }

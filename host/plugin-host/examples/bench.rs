@@ -25,7 +25,10 @@ const STANDARD: &[&str] = &[
 ];
 
 fn options(dir: &std::path::Path, cache: &tempfile::TempDir) -> LoadOptions {
-    let mut o = LoadOptions::standard(&[]);
+    let mut o = LoadOptions::standard(
+        &[],
+        &kpack_plugin_host::Places::from_vars(|k| std::env::var_os(k), None),
+    );
     o.search = vec![SearchDir {
         path: dir.to_path_buf(),
         kind: DirKind::Flag,

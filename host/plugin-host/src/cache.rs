@@ -35,19 +35,6 @@ pub(crate) enum Source {
     Compiled,
 }
 
-/// The default cache directory, if a home can be found.
-pub fn default_cache_dir() -> Option<PathBuf> {
-    std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|h| PathBuf::from(h).join(".cache"))
-        })
-        .map(|d| d.join("kpack"))
-}
-
 fn key(engine: &Engine, wasm_sha256: &[u8; 32]) -> String {
     let mut h = std::hash::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut h);

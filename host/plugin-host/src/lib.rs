@@ -18,7 +18,10 @@
 //!   "built against kpack:handler@X.Y.Z; this kpack supports up to A.B.C").
 //! * `cache`: compiled components cached on disk by wasm sha256 and engine
 //!   compatibility hash, so a warm start costs well under a millisecond
-//!   per handler (see [`default_cache_dir`]).
+//!   per handler (see [`Places::cache_dir`]).
+//! * [`Places`]: the process facts (environment variables, executable
+//!   directory) the standard search path and cache derive from, gathered
+//!   by the caller: this crate reads no environment variable.
 //! * `spec`, `search`: how a handler is asked for ([`HandlerSpec`]: name,
 //!   `NAME@REQ`, file) and where names are looked up ([`SearchDir`]s, then
 //!   the [`EmbeddedHandler`]s the executable carries).
@@ -36,12 +39,13 @@
 //! # Example
 //!
 //! ```no_run
-//! use kpack_plugin_host::{HandlerSet, HandlerSpec, LoadOptions};
+//! use kpack_plugin_host::{HandlerSet, HandlerSpec, LoadOptions, Places};
 //! use kpack_split::FileInfo;
 //!
 //! # fn main() -> Result<(), kpack_plugin_host::Error> {
 //! let specs = ["rocblas", "hipblaslt@^0.1"].map(HandlerSpec::parse).into_iter().collect::<Result<Vec<_>, _>>()?;
-//! let set = HandlerSet::load(&specs, &LoadOptions::standard(&[]))?;
+//! let places = Places::from_vars(|k| std::env::var_os(k), None);
+//! let set = HandlerSet::load(&specs, &LoadOptions::standard(&[], &places))?;
 //! let files = vec![FileInfo::new("lib/rocblas/library/TensileLibrary_gfx942.co", 1024)];
 //! for (file, claim) in files.iter().zip(set.classify(&files)?) {
 //!     match claim {
@@ -61,6 +65,7 @@
 mod cache;
 mod error;
 mod load;
+mod places;
 mod registry;
 mod report;
 mod run;
@@ -71,15 +76,15 @@ mod spec;
 mod types;
 mod wit;
 
-pub use cache::default_cache_dir;
 pub use error::{Error, ErrorKind, Result};
 pub use load::LoadOptions;
+pub use places::Places;
 pub use registry::{IndexEntry, Registry};
 pub use report::{Claimed, Listed, TreeClassification};
 pub use run::HandlerSet;
 pub use sandbox::{Limits, LogLevel, LogLine};
 pub use scaffold::{Scaffold, scaffold};
-pub use search::{DirKind, SearchDir, default_install_dir, discover};
+pub use search::{DirKind, SearchDir, discover};
 pub use spec::HandlerSpec;
 pub use types::{EmbeddedHandler, HandlerMeta, Origin};
 pub use wit::{RELEASED_WIT, SUPPORTED_WIT};

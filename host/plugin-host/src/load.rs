@@ -11,6 +11,7 @@ use rayon::prelude::*;
 use semver::{Version, VersionReq};
 use sha2::{Digest, Sha256};
 
+use crate::places::Places;
 use crate::registry::Registry;
 use crate::run::{HandlerSet, Loaded};
 use crate::sandbox::{self, Limits};
@@ -39,15 +40,15 @@ pub struct LoadOptions {
 impl LoadOptions {
     /// kpack's standard search path, in order: `flag_dirs` (`--plugin-dir`),
     /// `$KPACK_PLUGIN_DIR` (a `:`-separated list), the install directory
-    /// ([`default_install_dir`](crate::default_install_dir)),
-    /// `<exe dir>/plugins`, and `<exe dir>/../wasm32-wasip2/plugin` (where
+    /// ([`Places::install_dir`]), `<exe dir>/plugins`, and
+    /// `<exe dir>/../wasm32-wasip2/plugin` (where
     /// `scripts/build-plugins.sh` puts them in a cargo target directory).
-    /// Cache at [`default_cache_dir`](crate::default_cache_dir).
-    pub fn standard(flag_dirs: &[PathBuf]) -> LoadOptions {
+    /// Cache at [`Places::cache_dir`].
+    pub fn standard(flag_dirs: &[PathBuf], places: &Places) -> LoadOptions {
         LoadOptions {
-            search: search::standard_dirs(flag_dirs),
+            search: search::standard_dirs(flag_dirs, places),
             registry: None,
-            cache_dir: cache::default_cache_dir(),
+            cache_dir: places.cache_dir(),
             limits: Limits::default(),
             embedded: Vec::new(),
         }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use semver::{Version, VersionReq};
 
+use crate::places::Places;
 use crate::spec::{HandlerSpec, check_name};
 
 /// How a directory on the search path was configured.
@@ -33,10 +34,10 @@ pub struct SearchDir {
 
 /// kpack's standard search path, in order: `flag_dirs` (`--plugin-dir`),
 /// `$KPACK_PLUGIN_DIR` (a `:`-separated list), the install directory
-/// ([`default_install_dir`]), `<exe dir>/plugins`, and
+/// ([`Places::install_dir`]), `<exe dir>/plugins`, and
 /// `<exe dir>/../wasm32-wasip2/plugin` (where `scripts/build-plugins.sh`
 /// puts them in a cargo target directory).
-pub(crate) fn standard_dirs(flag_dirs: &[PathBuf]) -> Vec<SearchDir> {
+pub(crate) fn standard_dirs(flag_dirs: &[PathBuf], places: &Places) -> Vec<SearchDir> {
     let mut search: Vec<SearchDir> = flag_dirs
         .iter()
         .map(|p| SearchDir {
@@ -44,9 +45,9 @@ pub(crate) fn standard_dirs(flag_dirs: &[PathBuf]) -> Vec<SearchDir> {
             kind: DirKind::Flag,
         })
         .collect();
-    if let Some(v) = std::env::var_os("KPACK_PLUGIN_DIR") {
+    if let Some(v) = &places.plugin_dir {
         search.extend(
-            std::env::split_paths(&v)
+            std::env::split_paths(v)
                 .filter(|p| !p.as_os_str().is_empty())
                 .map(|path| SearchDir {
                     path,
@@ -54,16 +55,13 @@ pub(crate) fn standard_dirs(flag_dirs: &[PathBuf]) -> Vec<SearchDir> {
                 }),
         );
     }
-    if let Some(path) = default_install_dir() {
+    if let Some(path) = places.install_dir() {
         search.push(SearchDir {
             path,
             kind: DirKind::Installed,
         });
     }
-    if let Some(exe_dir) = std::env::current_exe()
-        .ok()
-        .and_then(|e| e.parent().map(Path::to_path_buf))
-    {
+    if let Some(exe_dir) = &places.exe_dir {
         search.push(SearchDir {
             path: exe_dir.join("plugins"),
             kind: DirKind::Bundled,
@@ -76,20 +74,6 @@ pub(crate) fn standard_dirs(flag_dirs: &[PathBuf]) -> Vec<SearchDir> {
         }
     }
     search
-}
-
-/// Where `kpack plugins add` installs handlers: `$XDG_DATA_HOME/kpack/plugins`
-/// or `~/.local/share/kpack/plugins`.
-pub fn default_install_dir() -> Option<PathBuf> {
-    std::env::var_os("XDG_DATA_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|h| PathBuf::from(h).join(".local/share"))
-        })
-        .map(|d| d.join("kpack/plugins"))
 }
 
 /// The first handler file for `name` (matching `req`, where the directory
