@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use kpack_package::{PackageOptions, PackageReport};
+use kpack_package::PackageOptions;
 
 use crate::exit::CliResult;
 use crate::handlers::HandlerArgs;
@@ -143,7 +143,7 @@ fn split(args: SplitArgs, format: Format) -> CliResult {
             eprintln!("warning: {}: {w}", input.display());
         }
         if !args.json {
-            print_report(&report);
+            print!("{}", report.text());
         }
         reports.push(report);
     }
@@ -151,50 +151,6 @@ fn split(args: SplitArgs, format: Format) -> CliResult {
         crate::json::print(&PackagesDocument { packages: &reports })?;
     }
     Ok(())
-}
-
-fn print_report(r: &PackageReport) {
-    if !r.split {
-        let what = if r.databases_only {
-            "no database file a handler assigns to a GPU"
-        } else {
-            "no device code"
-        };
-        println!(
-            "{}: {what}: nothing to split, nothing written",
-            r.input.file
-        );
-        return;
-    }
-    let line = |p: &kpack_package::PackageFile| println!("  {} ({})", p.file, human(p.bytes));
-    println!("{} ({}) ->", r.input.file, human(r.input.bytes));
-    r.host.iter().for_each(line);
-    r.devices.iter().for_each(|d| line(&d.package));
-    r.all.iter().for_each(line);
-    println!("download per GPU (host + its device packages, against the fat package):");
-    for g in &r.per_gpu {
-        let pct = 100.0 * g.bytes as f64 / g.fat_bytes.max(1) as f64;
-        println!(
-            "  {}: {} of {} ({pct:.0}%)",
-            g.gpu,
-            human(g.bytes),
-            human(g.fat_bytes)
-        );
-    }
-    let sign = match r.format {
-        "rpm" => "rpmsign --addsign",
-        _ => "debsigs or dpkg-sig",
-    };
-    println!("unsigned: sign with {sign} before publishing");
-}
-
-fn human(b: u64) -> String {
-    const MIB: f64 = 1024.0 * 1024.0;
-    if b >= 1 << 20 {
-        format!("{:.1} MiB", b as f64 / MIB)
-    } else {
-        format!("{:.1} KiB", b as f64 / 1024.0)
-    }
 }
 
 /// `kpack deb|rpm split --json`.

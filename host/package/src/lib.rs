@@ -21,6 +21,7 @@
 mod control;
 mod deb;
 mod error;
+mod report;
 mod rpm;
 mod split;
 mod tree;
