@@ -7,8 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use kpack_split::{
-    ArtifactInput, ArtifactReport, Progress, SplitOptions, batch_inputs, component_from_dir_name,
-    split_artifacts,
+    ArtifactInput, Progress, SplitOptions, batch_inputs, component_from_dir_name, split_artifacts,
 };
 
 use crate::archive_args::ArchiveArgs;
@@ -181,7 +180,7 @@ pub fn run(mut args: Args) -> CliResult {
             artifacts: &reports,
         })?;
     } else {
-        reports.iter().for_each(print_text);
+        reports.iter().for_each(|r| print!("{}", r.text()));
         if failed == 0 {
             args.archive.say_readers(args.archive.archive_group());
         }
@@ -313,42 +312,5 @@ fn show_progress(bar: Option<&indicatif::ProgressBar>, p: Progress<'_>) {
                 b.inc(bytes);
             }
         }
-    }
-}
-
-/// The text summary of one artifact.
-fn print_text(r: &ArtifactReport) {
-    if !r.errors.is_empty() {
-        println!(
-            "{}: FAILED ({} errors), nothing written",
-            r.input.display(),
-            r.errors.len()
-        );
-        return;
-    }
-    let kind = if r.generic_only {
-        "generic-only".to_string()
-    } else {
-        format!("archs {}", r.arches.join(", "))
-    };
-    println!(
-        "{} -> {}: {} files, {} -> {} bytes, {} binaries offloaded ({} code objects), {kind}",
-        r.input.display(),
-        r.outputs.join(", "),
-        r.files,
-        r.bytes_in,
-        r.bytes_out,
-        r.binaries_offloaded,
-        r.code_objects
-    );
-    for o in &r.identical {
-        println!("  {o}: identical to the existing output, left alone");
-    }
-    for (h, m) in &r.databases {
-        let parts: Vec<String> = m.iter().map(|(v, n)| format!("{v}: {n}")).collect();
-        println!("  database {h}: {}", parts.join(", "));
-    }
-    for (t, n) in &r.excluded {
-        println!("  excluded {t}: {n}");
     }
 }

@@ -82,6 +82,7 @@ mod manifest;
 mod merge;
 mod prefix;
 mod recombine;
+mod report;
 mod verify;
 
 pub use artifact::{
