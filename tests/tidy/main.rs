@@ -11,6 +11,9 @@
 //!   (`magic.rs`), and target strings are cut only by `kpack_amdgpu`
 //!   (`cuts.rs`), and archive file names are made only by `kpack_format`
 //!   (`names.rs`);
+//! - outputs are written only through `kpack_fsafe`, libraries read no
+//!   environment, print nothing and make no memory budget, and the CLI
+//!   builds no JSON by hand (`doors.rs`);
 //! - every published crate that is not public API says so in its
 //!   description (`published.rs`).
 //!
@@ -26,6 +29,7 @@
 )]
 
 mod cuts;
+mod doors;
 mod fuzz;
 mod homes;
 mod magic;
@@ -101,4 +105,11 @@ fn internal_crates_say_so_in_their_description() {
     let public = published::public(&architecture()).unwrap_or_else(|e| panic!("{e}"));
     assert!(public.contains("kpack-format"), "{public:?}");
     assert_none(published::check(&public, &packages));
+}
+
+#[test]
+fn each_door_is_the_only_one() {
+    let files = source::production(&source::repo_root());
+    assert!(files.len() > 100, "{} production files", files.len());
+    assert_none(doors::check(&files));
 }

@@ -81,6 +81,7 @@ const TEST_DIRS: [&str; 4] = ["tests", "examples", "benches", "fuzz"];
 pub fn is_production(path: &str) -> bool {
     path.ends_with(".rs")
         && !path.ends_with("/tests.rs")
+        && !path.ends_with("_tests.rs")
         && !path.split('/').any(|c| TEST_DIRS.contains(&c))
 }
 
@@ -182,6 +183,7 @@ mod tests {
         assert!(!is_production("host/capi/examples/bench_load.rs"));
         assert!(!is_production("tests/guests/trap/src/lib.rs"));
         assert!(!is_production("fuzz/fuzz_targets/bundle.rs"));
+        assert!(!is_production("host/fsafe/src/output_tests.rs"));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::IoError;
 type Result<T> = std::result::Result<T, IoError>;
 
 /// An output being written: a temp file in the output's directory, renamed
-/// onto the output by [`Staged::persist`], deleted if dropped before.
+/// onto the output by [`Staged::commit`], deleted if dropped before.
 pub struct Staged {
     path: PathBuf,
     tmp: tempfile::NamedTempFile,
@@ -55,7 +55,7 @@ impl Staged {
 
     /// Give the file the permissions of `mode_from` (when it exists; the
     /// temp file's own are owner-only) and rename it onto the output.
-    pub fn persist(self, mode_from: Option<&Path>) -> Result<()> {
+    pub fn commit(self, mode_from: Option<&Path>) -> Result<()> {
         let io = |source| IoError::new(&self.path, "cannot write", source);
         if let Some(meta) = mode_from.and_then(|p| std::fs::metadata(p).ok()) {
             self.tmp
@@ -69,7 +69,7 @@ impl Staged {
 }
 
 /// Write `bytes` to `path` through a temp file in the same directory,
-/// with the permissions of `mode_from` ([`Staged::persist`]).
+/// with the permissions of `mode_from` ([`Staged::commit`]).
 pub fn write_atomically(
     path: &Path,
     what: &str,
@@ -81,7 +81,7 @@ pub fn write_atomically(
         .tmp
         .write_all(bytes)
         .map_err(|source| IoError::new(path, "cannot write", source))?;
-    staged.persist(mode_from)
+    staged.commit(mode_from)
 }
 
 /// Copy `input` to `output` through a temp file, streamed (the file is
@@ -92,7 +92,7 @@ pub fn copy_atomically(input: &Path, output: &Path, what: &str) -> Result<u64> {
     let mut staged = Staged::new(output, what)?;
     let len = std::io::copy(&mut from, staged.file_mut())
         .map_err(|source| IoError::new(output, "cannot write", source))?;
-    staged.persist(Some(input))?;
+    staged.commit(Some(input))?;
     Ok(len)
 }
 
@@ -135,7 +135,7 @@ pub(crate) mod tests {
         assert_eq!(mode(&public), 0o666 & !umask());
         let mut private = Staged::private(&d.path().join("private"), "cache").unwrap();
         private.file_mut().write_all(b"k").unwrap();
-        private.persist(None).unwrap();
+        private.commit(None).unwrap();
         assert_eq!(mode(&d.path().join("private")), 0o600);
         let left: Vec<_> = std::fs::read_dir(d.path().join("sub")).unwrap().collect();
         assert_eq!(left.len(), 1, "no temp file is left behind");

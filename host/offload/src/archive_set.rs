@@ -28,6 +28,9 @@ pub struct ArchiveSet {
     /// Where the archives are written until the caller commits them (an
     /// [`kpack_fsafe::Outputs`] staging tree); `None`: where they go.
     stage: Option<PathBuf>,
+    /// The directories this set created, removed again (when empty)
+    /// unless [`finish`](Self::finish) succeeds.
+    created: Vec<kpack_fsafe::CreatedDir>,
     /// The ceiling on inflated bytes held while bundles are read into
     /// these archives.
     pub(crate) budget: MemoryBudget,
@@ -54,6 +57,7 @@ impl ArchiveSet {
             protected: Vec::new(),
             group: Level::Target,
             stage: None,
+            created: Vec::new(),
             budget,
         }
     }
@@ -211,8 +215,7 @@ impl ArchiveSet {
     pub(crate) fn writer(&mut self, processor: &str) -> Result<&mut ArchiveWriter, Error> {
         if !self.writers.contains_key(processor) {
             let dir = self.stage.clone().unwrap_or_else(|| self.dir(processor));
-            std::fs::create_dir_all(&dir)
-                .map_err(|source| Error::io(&dir, "cannot create", source))?;
+            self.created.push(kpack_fsafe::CreatedDir::create(&dir)?);
             let mut options = self.options.clone();
             if options.group_name.is_empty() {
                 options.group_name = self.name.clone();
@@ -257,6 +260,9 @@ impl ArchiveSet {
         for (processor, w) in self.writers {
             out.push((processor, w.finish()?));
         }
+        self.created
+            .into_iter()
+            .for_each(kpack_fsafe::CreatedDir::keep);
         Ok(out)
     }
 }

@@ -121,7 +121,7 @@ fn unchanged(bin: &HostBinary) -> Option<Outcome> {
 /// `input`); on failure remove the archives `written` for it.
 fn commit(staged: Staged, input: &Path, written: &[(String, Written)]) -> Result<(), Error> {
     staged
-        .persist(Some(input))
+        .commit(Some(input))
         .map_err(Error::from)
         .inspect_err(|_| {
             for (_, w) in written {
@@ -160,7 +160,7 @@ pub fn check_filter(
 
 /// Rewrite `bin` host-only, with a marker naming `opts`' key and search
 /// paths, into a temp file beside `output`, checked by the format's
-/// structural checks. The caller [`Staged::persist`]s it once the
+/// structural checks. The caller [`Staged::commit`]s it once the
 /// archives are written; dropped, it is deleted.
 pub fn stage_host(
     input: &Path,

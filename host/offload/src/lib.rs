@@ -43,10 +43,12 @@
 mod add;
 mod archive_set;
 mod flow;
+mod report;
 
 pub use add::{Added, add_code_objects};
 pub use archive_set::ArchiveSet;
 pub use flow::{Offload, check_filter, offload, offload_binary, stage_host};
+pub use report::{OffloadReport, WrittenArchive};
 
 use std::path::PathBuf;
 
@@ -129,6 +131,10 @@ pub enum Error {
     /// Writing the output failed.
     #[error(transparent)]
     Io(#[from] kpack_fsafe::IoError),
+    /// Placing an output failed (an archive directory that cannot be
+    /// made, or is a file).
+    #[error(transparent)]
+    Output(#[from] kpack_fsafe::Error),
 }
 
 impl Error {

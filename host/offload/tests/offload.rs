@@ -299,3 +299,22 @@ fn host_only_and_already_offloaded_inputs_are_copied() {
     );
     assert!(!tmp.path().join("b").exists());
 }
+
+#[test]
+fn a_set_dropped_before_finishing_leaves_no_directory_it_made() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out/.kpack");
+    let mut s = set(&dir);
+    s.add("k", &target("gfx90a"), b"code").unwrap();
+    assert!(
+        dir.is_dir(),
+        "the writer's directory exists while it writes"
+    );
+    drop(s);
+    assert_eq!(names_in(tmp.path()), Vec::<String>::new());
+
+    let mut s = set(&dir);
+    s.add("k", &target("gfx90a"), b"code").unwrap();
+    s.finish().unwrap();
+    assert_eq!(names_in(&dir), ["axpy_gfx90a.kpack"]);
+}

@@ -295,7 +295,7 @@ fn store(component: &Component, path: &Path, key: &[u8]) -> std::io::Result<()> 
     let mut staged = kpack_fsafe::Staged::private(path, "cache").map_err(|e| e.source)?;
     staged.file_mut().write_all(&m.finalize().into_bytes())?;
     staged.file_mut().write_all(&bytes)?;
-    staged.persist(None).map_err(|e| e.source)
+    staged.commit(None).map_err(|e| e.source)
 }
 
 #[allow(

@@ -336,7 +336,7 @@ impl Prunable {
                     path: self.path.clone(),
                     source: Box::new(source),
                 })?;
-                staged.persist(Some(&self.path)).map_err(out_err)?;
+                staged.commit(Some(&self.path)).map_err(out_err)?;
                 Ok(Pruned::Linked(report))
             }
         }
