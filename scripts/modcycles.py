@@ -142,11 +142,7 @@ if len(sys.argv) > 1 and sys.argv[1] == "--self-test":
 
 # Cycles the tree has today, each with its reason; they are printed but do
 # not fail the run. Breaking one means removing its entry.
-KNOWN = {
-    # known: the journal a killed commit leaves is finished by the next
-    # stale-temp cleanup (temp -> output), and Outputs stages through temps.
-    ("host/fsafe", ("output", "temp")),
-}
+KNOWN: set = set()
 
 n = 0
 for name, src in sorted(crates(sys.argv[1] if len(sys.argv) > 1 else ".")):

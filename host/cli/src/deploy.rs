@@ -89,8 +89,8 @@ pub fn run(args: Args) -> CliResult {
     if let Some(dir) = &args.check {
         return check(dir, args.json);
     }
-    let gpus =
-        kpack_detect::expand_auto(&args.gpu, &crate::detect::options(None)).context("--gpu")?;
+    let gpus = kpack_detect::expand_auto(&args.gpu, &crate::environment::detect_options(None))
+        .context("--gpu")?;
     for g in &gpus {
         kpack_amdgpu::TargetId::parse(kpack_amdgpu::strip_target_prefix(g))
             .with_context(|| format!("--gpu {g:?}"))?;

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use kpack_detect::{Detection, Options, Report, Source, conda, detect, provider};
+use kpack_detect::{Detection, Report, Source, conda, detect, provider};
 
 use crate::exit::CliResult;
 
@@ -70,15 +70,9 @@ pub struct Args {
     index: Option<String>,
 }
 
-/// Detection options from this process's environment (the
-/// `ROCM_BOOTSTRAP_*` overrides, `KPACK_SYSFS_ROOT`), `sysfs_root` first.
-pub fn options(sysfs_root: Option<std::path::PathBuf>) -> Options {
-    Options::from_vars(sysfs_root, |k| std::env::var_os(k))
-}
-
 /// Run `kpack detect`.
 pub fn run(args: Args) -> CliResult {
-    let det = detect(&options(args.sysfs_root.clone()))?;
+    let det = detect(&crate::environment::detect_options(args.sysfs_root.clone()))?;
     for n in &det.notes {
         eprintln!("warning: {n}");
     }

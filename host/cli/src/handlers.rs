@@ -21,7 +21,7 @@ use std::path::PathBuf;
 #[cfg(feature = "handlers")]
 use anyhow::Context;
 #[cfg(feature = "handlers")]
-use kpack_plugin_host::{EmbeddedHandler, HandlerSet, HandlerSpec, LoadOptions, Places, Registry};
+use kpack_plugin_host::{EmbeddedHandler, HandlerSet, HandlerSpec, LoadOptions, Registry};
 
 /// Database-handler selection flags; `#[command(flatten)]` them.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -86,7 +86,8 @@ impl HandlerArgs {
     /// Where to look, per the search order above.
     #[cfg(feature = "handlers")]
     pub fn options(&self) -> anyhow::Result<LoadOptions> {
-        let mut options = LoadOptions::standard(&self.plugin_dirs, &places());
+        let mut options =
+            LoadOptions::standard(&self.plugin_dirs, &crate::environment::handler_places());
         options.embedded = kpack_guests::EMBEDDED
             .iter()
             .map(|&(name, wasm)| EmbeddedHandler { name, wasm })
@@ -114,15 +115,4 @@ pub fn load(specs: &[HandlerSpec], options: &LoadOptions) -> kpack_plugin_host::
         crate::ui::warn_above(None, w);
     }
     Ok(set)
-}
-
-/// The handler places of this process: its environment variables
-/// (`KPACK_PLUGIN_DIR`, `XDG_DATA_HOME`, `XDG_CACHE_HOME`, `HOME`) and the
-/// directory of its executable.
-#[cfg(feature = "handlers")]
-pub fn places() -> Places {
-    let exe_dir = std::env::current_exe()
-        .ok()
-        .and_then(|e| e.parent().map(std::path::Path::to_path_buf));
-    Places::from_vars(|k| std::env::var_os(k), exe_dir)
 }

@@ -60,7 +60,7 @@ pub fn report_unserved(r: &Resolved) -> bool {
 
 /// Run `kpack install`.
 pub fn run(args: Args) -> CliResult {
-    let det = detect(&crate::detect::options(args.sysfs_root.clone()))?;
+    let det = detect(&crate::environment::detect_options(args.sysfs_root.clone()))?;
     if det.gpus.is_empty() {
         eprintln!("note: {}", det.source.describe());
     }

@@ -11,6 +11,7 @@ mod archive_args;
 mod audit;
 mod deploy;
 mod detect;
+mod environment;
 mod exit;
 mod external;
 mod extract;

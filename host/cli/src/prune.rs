@@ -31,7 +31,7 @@ pub struct KeepArgs {
 impl KeepArgs {
     /// The parsed `--keep` list.
     pub fn list(&self) -> anyhow::Result<kpack_prune::KeepList> {
-        let keep = kpack_detect::expand_auto(&self.keep, &crate::detect::options(None))
+        let keep = kpack_detect::expand_auto(&self.keep, &crate::environment::detect_options(None))
             .context("--keep")?;
         Ok(kpack_prune::KeepList::parse(&keep)?)
     }

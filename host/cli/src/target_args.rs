@@ -36,10 +36,14 @@ impl TargetArgs {
                 anyhow::bail!("{flag} {:?}: an empty target name", list.join(","));
             }
         }
-        let keep = kpack_detect::expand_auto(&self.gpu_targets, &crate::detect::options(None))
-            .context("--gpu-targets")?;
-        let drop = kpack_detect::expand_auto(&self.exclude_arch, &crate::detect::options(None))
-            .context("--exclude-arch")?;
+        let keep =
+            kpack_detect::expand_auto(&self.gpu_targets, &crate::environment::detect_options(None))
+                .context("--gpu-targets")?;
+        let drop = kpack_detect::expand_auto(
+            &self.exclude_arch,
+            &crate::environment::detect_options(None),
+        )
+        .context("--exclude-arch")?;
         TargetFilter::from_lists(&keep, &drop).context("invalid --gpu-targets or --exclude-arch")
     }
 }

@@ -140,7 +140,7 @@ fn run_gpu(args: &Args, gpu: &str) -> CliResult {
 /// kernels load from; then the packages this machine needs, and the
 /// commands that install what is missing (exit 1 while anything is).
 fn run_doctor(args: &Args) -> CliResult {
-    let det = kpack_detect::detect(&crate::detect::options(None))?;
+    let det = kpack_detect::detect(&crate::environment::detect_options(None))?;
     let targets = det.targets();
     if targets.is_empty() {
         return Err(kpack_detect::Error::NoGpu(det.source.describe().to_owned()).into());

@@ -43,10 +43,13 @@ pub use compare::first_difference;
 pub use dir::Entry;
 pub use error::{Error, IoError, Result};
 pub use interrupt::{Registered, remove_on_interrupt, remove_registered};
-pub use output::{Committed, Existing, LeftBehind, Order, Outputs, commit_all, take_left_behind};
+pub use output::{
+    Committed, Existing, LeftBehind, Order, Outputs, commit_all, remove_stale_temps,
+    take_left_behind,
+};
 pub use path::{is_plain_name, is_plain_relative, normalize, relative_path, resolved};
 pub use temp::{
-    TEMP_PREFIX, is_stale_temp, private_temp_file_in, remove_stale_temps, stale_temps, temp_dir_in,
-    temp_file_in, temp_owner, temp_prefix,
+    TEMP_PREFIX, is_stale_temp, private_temp_file_in, stale_temps, temp_dir_in, temp_file_in,
+    temp_owner, temp_prefix,
 };
 pub use tree::Tree;

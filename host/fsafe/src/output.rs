@@ -622,6 +622,31 @@ fn write_journal(holder: &Path, order: &[Planned]) -> std::io::Result<()> {
     f.sync_all()
 }
 
+/// Remove the stale kpack temp files and directories directly in `dir`;
+/// returns what was removed. Removal is best effort: what cannot be removed
+/// is left for the next run.
+///
+/// A stale staging directory that holds a commit journal belongs to a run
+/// killed while it moved its outputs into `dir`: its commit is finished
+/// first ([`crate::Outputs`]), so `dir` ends with the complete new outputs,
+/// never a part of them.
+pub fn remove_stale_temps(dir: &Path) -> Vec<PathBuf> {
+    crate::temp::stale_temps(dir)
+        .into_iter()
+        .filter(|p| {
+            let is_dir = std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+            if is_dir && p.join(JOURNAL).is_file() {
+                finish_interrupted(dir, p);
+            }
+            if is_dir {
+                std::fs::remove_dir_all(p).is_ok()
+            } else {
+                std::fs::remove_file(p).is_ok()
+            }
+        })
+        .collect()
+}
+
 /// Finish the commit a dead run began in `root` from its staging directory
 /// `holder` (which holds a journal): every output the journal lists that is
 /// still staged is moved into place, replacing what is there, in the

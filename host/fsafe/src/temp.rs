@@ -89,31 +89,6 @@ pub fn stale_temps(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Remove the stale kpack temp files and directories directly in `dir`;
-/// returns what was removed. Removal is best effort: what cannot be removed
-/// is left for the next run.
-///
-/// A stale staging directory that holds a commit journal belongs to a run
-/// killed while it moved its outputs into `dir`: its commit is finished
-/// first ([`crate::Outputs`]), so `dir` ends with the complete new outputs,
-/// never a part of them.
-pub fn remove_stale_temps(dir: &Path) -> Vec<PathBuf> {
-    stale_temps(dir)
-        .into_iter()
-        .filter(|p| {
-            let is_dir = std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
-            if is_dir && p.join(crate::output::JOURNAL).is_file() {
-                crate::output::finish_interrupted(dir, p);
-            }
-            if is_dir {
-                std::fs::remove_dir_all(p).is_ok()
-            } else {
-                std::fs::remove_file(p).is_ok()
-            }
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,7 +113,7 @@ mod tests {
         std::fs::write(&live, b"x").unwrap();
         let other = dir.path().join("keep.kpack");
         std::fs::write(&other, b"x").unwrap();
-        assert_eq!(remove_stale_temps(dir.path()), vec![stale.clone()]);
+        assert_eq!(crate::remove_stale_temps(dir.path()), vec![stale.clone()]);
         assert!(!stale.exists() && live.exists() && other.exists());
     }
 

@@ -34,7 +34,7 @@ pub fn run(args: Args) -> CliResult {
     let registry = Registry::new(&args.registry)?;
     let dest = args
         .plugin_dir
-        .or_else(|| crate::handlers::places().install_dir())
+        .or_else(|| crate::environment::handler_places().install_dir())
         .context("no install directory: set XDG_DATA_HOME or HOME")?;
     let req = req.unwrap_or(VersionReq::STAR);
     let entry = registry.resolve(&name, &req)?;
@@ -46,7 +46,7 @@ pub fn run(args: Args) -> CliResult {
     let path = registry.install_entry(&entry, staged.path())?;
     let set = crate::handlers::load(
         &[HandlerSpec::File(path.clone())],
-        &LoadOptions::standard(&[], &crate::handlers::places()),
+        &LoadOptions::standard(&[], &crate::environment::handler_places()),
     )?;
     let meta = set.handlers().next().context("no handler loaded")?;
     if meta.name != entry.name || meta.version.to_string() != entry.vers {

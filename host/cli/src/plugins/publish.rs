@@ -27,7 +27,7 @@ pub fn run(args: Args) -> CliResult {
     let registry = Registry::new(&args.registry)?;
     let set = crate::handlers::load(
         &[HandlerSpec::File(args.file.clone())],
-        &LoadOptions::standard(&[], &crate::handlers::places()),
+        &LoadOptions::standard(&[], &crate::environment::handler_places()),
     )?;
     let meta = set.handlers().next().context("no handler loaded")?.clone();
     if args.dry_run {
