@@ -23,6 +23,32 @@ pub struct HipDevice {
     pub name: Option<String>,
 }
 
+/// Why the HIP runtime could not be asked.
+#[derive(Debug, thiserror::Error)]
+pub enum HipError {
+    /// No library of [`LIBRARIES`] loads.
+    #[error("no HIP runtime could be loaded ({})", tried.iter().map(|(n, e)| format!("{n}: {e}")).collect::<Vec<_>>().join("; "))]
+    NotLoaded {
+        /// Each name tried and why it did not load.
+        tried: Vec<(&'static str, libloading::Error)>,
+    },
+    /// The loaded runtime lacks `hipGetDeviceCount`.
+    #[error("{library}: no hipGetDeviceCount")]
+    NoDeviceCount {
+        /// The library loaded.
+        library: &'static str,
+        /// The loader's answer.
+        #[source]
+        source: libloading::Error,
+    },
+    /// The loaded runtime has no `hipGetDeviceProperties` of a known layout.
+    #[error("{library}: no hipGetDeviceProperties of a known layout")]
+    NoKnownLayout {
+        /// The library loaded.
+        library: &'static str,
+    },
+}
+
 /// `(symbol, offset of gcnArchName, offset of multiProcessorCount)`, newest
 /// layout first; `name` is the first member of every layout. Before HIP
 /// 6.0 only the unversioned symbol exists, with the R0000 layout.
@@ -58,27 +84,25 @@ const LIBRARIES: &[&str] = &[
 type GetCount = unsafe extern "C" fn(*mut c_int) -> c_int;
 type GetProps = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
 
-/// What the HIP runtime says, or why it could not be asked.
-pub fn devices() -> Result<(String, Vec<HipDevice>), String> {
+/// What the HIP runtime says (the library loaded and its devices), or
+/// why it could not be asked.
+pub fn devices() -> Result<(String, Vec<HipDevice>), HipError> {
     let mut tried = Vec::new();
     for name in LIBRARIES {
         // SAFETY: loading the HIP runtime runs its initialisers; that is
         // what every HIP program does, and nothing else is loaded here.
         match unsafe { libloading::Library::new(*name) } {
-            Ok(lib) => return query(&lib).map(|d| (name.to_string(), d)),
-            Err(e) => tried.push(format!("{name}: {e}")),
+            Ok(lib) => return query(&lib, name).map(|d| (name.to_string(), d)),
+            Err(e) => tried.push((*name, e)),
         }
     }
-    Err(format!(
-        "no HIP runtime could be loaded ({})",
-        tried.join("; ")
-    ))
+    Err(HipError::NotLoaded { tried })
 }
 
-fn query(lib: &libloading::Library) -> Result<Vec<HipDevice>, String> {
+fn query(lib: &libloading::Library, library: &'static str) -> Result<Vec<HipDevice>, HipError> {
     // SAFETY: the symbol has this C signature in every HIP release.
     let count: libloading::Symbol<'_, GetCount> = unsafe { lib.get(b"hipGetDeviceCount\0") }
-        .map_err(|e| format!("no hipGetDeviceCount: {e}"))?;
+        .map_err(|source| HipError::NoDeviceCount { library, source })?;
     let mut n: c_int = 0;
     // SAFETY: `n` is a valid out pointer.
     let rc = unsafe { count(&mut n) };
@@ -92,7 +116,7 @@ fn query(lib: &libloading::Library) -> Result<Vec<HipDevice>, String> {
             let s: libloading::Symbol<'_, GetProps> = unsafe { lib.get(*sym) }.ok()?;
             Some((s, *a, *c))
         })
-        .ok_or("no hipGetDeviceProperties of a known layout")?;
+        .ok_or(HipError::NoKnownLayout { library })?;
     let mut out = Vec::new();
     for dev in 0..n {
         // u64 storage: aligned for every member.
@@ -122,4 +146,24 @@ fn query(lib: &libloading::Library) -> Result<Vec<HipDevice>, String> {
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_a_runtime_the_error_names_every_library_tried_and_keeps_each_cause() {
+        let Err(e) = devices() else {
+            return; // a HIP runtime is installed here: nothing to refuse
+        };
+        let HipError::NotLoaded { tried } = &e else {
+            panic!("{e}");
+        };
+        assert_eq!(tried.len(), LIBRARIES.len());
+        let text = e.to_string();
+        for name in LIBRARIES {
+            assert!(text.contains(name), "{text}");
+        }
+    }
 }
