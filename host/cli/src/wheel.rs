@@ -185,32 +185,11 @@ fn prune(args: PruneArgs) -> CliResult {
         println!("{}", serde_json::to_string_pretty(&v).context("json")?);
         return Ok(());
     }
-    if !report.device_code {
-        println!(
-            "{}: no device code; copied unchanged to {}",
-            report.input.file,
-            report.output.path.display()
-        );
-        return Ok(());
+    print!("{}", report.text());
+    // A wheel copied unchanged gets no timing line.
+    if report.device_code {
+        crate::ui::status(format_args!("done in {:.2?}", start.elapsed()));
     }
-    println!(
-        "{} -> {}: {} -> {} ({:.1}%)",
-        report.input.file,
-        report.output.path.display(),
-        kpack_wheel::human_bytes(report.input.bytes),
-        kpack_wheel::human_bytes(report.output.bytes),
-        100.0 * report.output.bytes as f64 / report.input.bytes.max(1) as f64
-    );
-    println!("  kept {}", report.kept.join(", "));
-    if !report.dropped.is_empty() {
-        println!("  dropped {}", report.dropped.join(", "));
-    }
-    println!(
-        "  {} binaries pruned, {} database files left out",
-        report.binaries.len(),
-        report.dropped_files.len()
-    );
-    crate::ui::status(format_args!("done in {:.2?}", start.elapsed()));
     Ok(())
 }
 

@@ -73,6 +73,7 @@ mod pep508;
 mod pipeline;
 mod progress;
 mod prune;
+mod prune_text;
 mod reader;
 mod record;
 mod split;
