@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
-use kpack_format::{Archive, Compression};
+use kpack_format::{Archive, Compression, Verification, VerifiedArchive};
 use kpack_fsafe::{Existing, Order, Outputs};
 
 use crate::exit::{CliError, CliResult};
@@ -366,52 +366,26 @@ pub(crate) fn print_written(written: &kpack_format::Written) {
     );
 }
 
-/// Problems `verify` reports for one archive (empty: fine); the rules are
-/// `kpack_format`'s, shared with `kpack verify`.
-fn check(file: &Path) -> anyhow::Result<Vec<String>> {
-    crate::safety::regular_file(file)?;
-    let findings = kpack_format::verify(file)?;
-    Ok(findings.iter().map(ToString::to_string).collect())
-}
-
-/// One archive in the `archive verify --json` document.
-#[derive(serde::Serialize)]
-struct Verified {
-    path: String,
-    ok: bool,
-    findings: Vec<String>,
-}
-
-/// The `archive verify --json` document.
-#[derive(serde::Serialize)]
-struct Verification {
-    archives: Vec<Verified>,
-}
-
+/// Check every archive strictly (`kpack_format`'s rules, shared with
+/// `kpack verify`), printing each one's lines as it is checked.
 fn verify(files: &[PathBuf], json: bool) -> CliResult {
-    let mut reports = Vec::new();
-    let mut bad = false;
+    let mut doc = Verification::default();
     for file in files {
-        let findings = check(file)?;
-        bad |= !findings.is_empty();
+        crate::safety::regular_file(file)?;
+        let verified = VerifiedArchive::check(file)?;
         if !json {
-            if findings.is_empty() {
-                println!("ok\t{}", file.display());
-            }
-            for f in &findings {
-                println!("FAIL\t{}\t{f}", file.display());
-            }
+            print!("{}", verified.text());
         }
-        reports.push(Verified {
-            path: file.display().to_string(),
-            ok: findings.is_empty(),
-            findings,
-        });
+        doc.archives.push(verified);
     }
     if json {
-        crate::json::print(&Verification { archives: reports })?;
+        crate::json::print(&doc)?;
     }
-    if bad { Err(CliError::Findings) } else { Ok(()) }
+    if doc.ok() {
+        Ok(())
+    } else {
+        Err(CliError::Findings)
+    }
 }
 
 #[cfg(test)]

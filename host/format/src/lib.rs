@@ -84,6 +84,7 @@ mod read;
 #[doc(hidden)]
 pub mod testing;
 mod verify;
+mod verify_report;
 mod write;
 
 pub use delta::DeltaPlan;
@@ -95,6 +96,7 @@ pub use marker::{
 pub use mode::{CompressionMode, Readers, SIZE_LEVEL, describe_archives};
 pub use read::{Archive, DecodeTarget, Entry, Scheme};
 pub use verify::{ArchiveProblem, verify};
+pub use verify_report::{Verification, VerifiedArchive};
 pub use write::{
     ArchiveWriter, Compression, DEFAULT_LEVEL, DeltaCompressor, DeltaKey, EntryOrder,
     KernelCompressor, LEVELS, WriterOptions, Written, check_level, sha256,
