@@ -3,10 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use kpack_binary::TransformReport;
 use kpack_format::WriterOptions;
-use kpack_fsafe::{Existing, Order, Outputs, relative_path};
-use kpack_offload::{ArchiveSet, Offload, OffloadOptions, Outcome, offload};
+use kpack_fsafe::{Existing, Order, Outputs};
+use kpack_offload::{ArchiveSet, Offload, OffloadOptions, OffloadReport, Outcome, offload};
 
 use crate::archive_args::ArchiveArgs;
 use crate::exit::CliResult;
@@ -109,12 +108,18 @@ pub fn run(args: Args) -> CliResult {
     if !written.is_empty() {
         created.keep();
     }
+    let report = OffloadReport::new(&args.input, &args.output, &opts, outcome, &written);
     if args.json {
-        print_json(&args, &opts, &outcome, &written)
+        crate::json::print(&report)?;
     } else {
-        print_text(&args, &outcome, &written);
-        Ok(())
+        let cwd = std::env::current_dir().unwrap_or_default();
+        eprint!("{}", report.notes());
+        print!("{}", report.text(&cwd));
+        if let Outcome::Offloaded { .. } = report.result {
+            args.archive.say_readers(args.archive.archive_group());
+        }
     }
+    Ok(())
 }
 
 /// The directory `output` goes in and its file name.
@@ -174,133 +179,6 @@ fn plan(args: &Args, job: &kpack_job::Job) -> (ArchiveSet, OffloadOptions) {
         verify_hash: args.archive.verify_hash(),
     };
     (archives, opts)
-}
-
-/// The `--json` document.
-fn print_json(
-    args: &Args,
-    opts: &OffloadOptions,
-    outcome: &Outcome,
-    written: &[(String, kpack_format::Written)],
-) -> CliResult {
-    /// One archive written.
-    #[derive(serde::Serialize)]
-    struct Archive<'a> {
-        path: &'a Path,
-        entries: usize,
-        bytes: u64,
-    }
-    /// The document.
-    #[derive(serde::Serialize)]
-    struct Document<'a> {
-        input: &'a Path,
-        output: &'a Path,
-        kernel_name: &'a str,
-        search_paths: &'a [String],
-        result: &'a Outcome,
-        archives: Vec<Archive<'a>>,
-    }
-    let archives = written
-        .iter()
-        .map(|(_, w)| Archive {
-            path: &w.path,
-            entries: w.entries,
-            bytes: w.file_size,
-        })
-        .collect();
-    crate::json::print(&Document {
-        input: &args.input,
-        output: &args.output,
-        kernel_name: &opts.kernel_name,
-        search_paths: &opts.search_paths,
-        result: outcome,
-        archives,
-    })?;
-    Ok(())
-}
-
-/// The text report.
-fn print_text(args: &Args, outcome: &Outcome, written: &[(String, kpack_format::Written)]) {
-    match outcome {
-        Outcome::HostOnly => {
-            eprintln!("{}: no device code; copied unchanged", args.input.display())
-        }
-        Outcome::AlreadyOffloaded => eprintln!(
-            "{}: already offloaded by kpack; copied unchanged",
-            args.input.display()
-        ),
-        Outcome::Offloaded {
-            transform,
-            code_objects,
-            targets,
-            excluded,
-            ..
-        } => {
-            print_transform(&args.input, &args.output, transform);
-            println!("  {code_objects} code objects for {}", targets.join(", "));
-            print_excluded(excluded);
-            print_archives(written);
-            args.archive.say_readers(args.archive.archive_group());
-        }
-    }
-}
-
-/// The transform's line: sizes, wrappers, marker, and the ELF layout taken
-/// (a PE image's marker is its `.kpackrf` section).
-fn print_transform(input: &Path, output: &Path, transform: &TransformReport) {
-    let (input, output) = (input.display(), output.display());
-    match transform {
-        TransformReport::Pe(t) => {
-            if t.signature_invalidated {
-                eprintln!(
-                    "warning: {input}: the Authenticode signature is kept but no longer valid; re-sign the output"
-                );
-            }
-            println!(
-                "{input} -> {output}: {} -> {} bytes ({} bytes of device code removed), {} wrapper(s) HIPK, marker .kpackrf at {:#x}",
-                t.input_size, t.output_size, t.bytes_removed, t.wrappers, t.marker_addr
-            );
-        }
-        TransformReport::Elf(t) => {
-            println!(
-                "{input} -> {output}: {} -> {} bytes ({} bytes of device code removed), {} wrapper(s) HIPK, marker at {:#x}, layout {}",
-                t.input_size,
-                t.output_size,
-                t.bytes_removed,
-                t.wrappers,
-                t.marker_addr,
-                t.layout.name()
-            );
-            for note in &t.layout_notes {
-                println!("  {note}");
-            }
-        }
-    }
-}
-
-/// One line per archive written, paths relative to the current directory.
-fn print_archives(written: &[(String, kpack_format::Written)]) {
-    for (_, w) in written {
-        let shown = relative_path(&std::env::current_dir().unwrap_or_default(), &w.path);
-        println!(
-            "  {}\t{} entries\t{} bytes",
-            shown.display(),
-            w.entries,
-            w.file_size
-        );
-    }
-}
-
-/// What the target filter left out: `  excluded T: N` per target, the
-/// format `kpack split` uses.
-fn print_excluded(excluded: &[String]) {
-    let mut counts = std::collections::BTreeMap::new();
-    for t in excluded {
-        *counts.entry(t.as_str()).or_insert(0u64) += 1;
-    }
-    for (t, n) in counts {
-        println!("  excluded {t}: {n}");
-    }
 }
 
 /// `KPACK_BENCH_EXHAUSTIVE_DELTA` set (to anything): a `zstd-delta`
