@@ -66,10 +66,8 @@ pub fn parse_manifest(path: &Path, text: &str) -> Result<Vec<String>> {
 /// symlink in its place is an error, never written through.
 pub fn write_manifest(artifact: &Path, prefixes: &[String]) -> Result<()> {
     let path = artifact.join(MANIFEST);
-    std::fs::create_dir_all(artifact)
+    let tree = kpack_fsafe::Tree::create(artifact)
         .map_err(|e| Error::io(artifact, "cannot create the artifact directory", e))?;
-    let tree = kpack_fsafe::Tree::open(artifact)
-        .map_err(|e| Error::io(artifact, "cannot open the artifact directory", e))?;
     match tree.entry(Path::new(MANIFEST)) {
         None => {}
         Some(kpack_fsafe::Entry::File) => std::fs::remove_file(&path)

@@ -33,11 +33,13 @@ impl Stored {
 /// the archive writer through handles of their own.
 pub struct Store {
     file: tempfile::NamedTempFile,
+    /// The output tree: stored files are placed inside it only, their
+    /// directories made never through a symlink.
+    tree: kpack_fsafe::Tree,
     /// Stored files are written out where they are placed (directory
-    /// output) rather than recorded: inside this tree, never through a
-    /// symlink, with the first path each was written to, by offset (a
-    /// second link to it becomes a hard link).
-    materialize: Option<(kpack_fsafe::Tree, Mutex<HashMap<u64, PathBuf>>)>,
+    /// output) rather than recorded: the first path each was written to,
+    /// by offset (a second link to it becomes a hard link).
+    materialize: Option<Mutex<HashMap<u64, PathBuf>>>,
     placed: Mutex<Vec<(PathBuf, Stored)>>,
 }
 
@@ -48,17 +50,15 @@ pub struct StoreWriter {
 }
 
 impl Store {
-    /// A new, empty store in `dir`; with `materialize` (directory
-    /// output), stored files are written out where they are placed,
-    /// inside that directory only.
-    pub fn create(dir: &Path, materialize: Option<&Path>) -> std::io::Result<Store> {
-        let materialize = match materialize {
-            Some(root) => Some((kpack_fsafe::Tree::open(root)?, Mutex::default())),
-            None => None,
-        };
+    /// A new, empty store in `dir` for the files of the output tree `out`
+    /// (an existing directory: every file is placed inside it); with
+    /// `materialize` (directory output), stored files are written out
+    /// where they are placed.
+    pub fn create(dir: &Path, out: &Path, materialize: bool) -> std::io::Result<Store> {
         Ok(Store {
+            tree: kpack_fsafe::Tree::open(out)?,
+            materialize: materialize.then(Mutex::default),
             file: kpack_fsafe::temp_file_in(dir, "store")?,
-            materialize,
             placed: Mutex::new(Vec::new()),
         })
     }
@@ -85,9 +85,16 @@ impl Store {
     /// is hard-linked to it), or recorded for the archive writer, its
     /// directory created either way. Returns its size.
     pub fn place(&self, s: &Stored, dst: &Path) -> std::io::Result<u64> {
-        let Some((tree, written)) = &self.materialize else {
-            if let Some(d) = dst.parent() {
-                std::fs::create_dir_all(d)?;
+        let tree = &self.tree;
+        let rel = dst.strip_prefix(tree.path()).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{} is outside the output", dst.display()),
+            )
+        })?;
+        let Some(written) = &self.materialize else {
+            if let Some(d) = rel.parent() {
+                tree.create_dir_all(d)?;
             }
             self.placed
                 .lock()
@@ -95,12 +102,6 @@ impl Store {
                 .push((dst.to_path_buf(), *s));
             return Ok(s.len);
         };
-        let rel = dst.strip_prefix(tree.path()).map_err(|_| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("{} is outside the output", dst.display()),
-            )
-        })?;
         let mut written = written.lock().unwrap_or_else(|e| e.into_inner());
         match written.get(&s.offset) {
             Some(first) => tree.hard_link(first, rel)?,
@@ -119,9 +120,9 @@ impl Store {
     pub fn is_placed(&self, s: &Stored, path: &Path) -> bool {
         match &self.materialize {
             // Written out: a hard link to the file there is as good.
-            Some((tree, _)) => path
-                .strip_prefix(tree.path())
-                .is_ok_and(|rel| tree.entry(rel) == Some(kpack_fsafe::Entry::File)),
+            Some(_) => path
+                .strip_prefix(self.tree.path())
+                .is_ok_and(|rel| self.tree.entry(rel) == Some(kpack_fsafe::Entry::File)),
             None => self
                 .placed
                 .lock()
@@ -192,37 +193,24 @@ impl StoreReader {
     }
 }
 
-/// Write a new file of its own at `path` (an existing name, a symlink
-/// included, is an error: nothing is written through one): `head`, then
-/// the rest of `rest`, with the permission bits of `mode`; returns its
-/// size. Large writes (and, through `io::copy`'s use of the buffer, large
-/// reads): a spooled binary is often a gigabyte.
+/// Write a new file of its own at `rel` in `tree` (its missing
+/// directories made; an existing name, a symlink included, is an error,
+/// and no symlink on the way is followed: nothing is written through
+/// one): `head`, then the rest of `rest`, with the permission bits of
+/// `mode`; returns its size. Large writes (and, through `io::copy`'s use
+/// of the buffer, large reads): a spooled binary is often a gigabyte.
 pub fn write_file(
     head: &[u8],
     rest: &mut impl Read,
-    path: &Path,
+    tree: &kpack_fsafe::Tree,
+    rel: &Path,
     mode: u32,
 ) -> std::io::Result<u64> {
-    if let Some(d) = path.parent() {
-        std::fs::create_dir_all(d)?;
-    }
-    let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::create_new(path)?);
+    let mut out = BufWriter::with_capacity(1 << 20, tree.create_file(rel, mode)?);
     out.write_all(head)?;
     let n = head.len() as u64 + std::io::copy(rest, &mut out)?;
-    let f = out.into_inner().map_err(|e| e.into_error())?;
-    set_mode(&f, mode)?;
+    out.flush()?;
     Ok(n)
-}
-
-#[cfg(unix)]
-fn set_mode(f: &std::fs::File, mode: u32) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    f.set_permissions(std::fs::Permissions::from_mode(mode & 0o777))
-}
-
-#[cfg(not(unix))]
-fn set_mode(_: &std::fs::File, _: u32) -> std::io::Result<()> {
-    Ok(())
 }
 
 #[cfg(test)]
@@ -232,7 +220,7 @@ mod tests {
     #[test]
     fn appended_files_read_back_whole_and_by_prefix() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), None).unwrap();
+        let store = Store::create(dir.path(), dir.path(), false).unwrap();
         let mut w = store.writer().unwrap();
         let a = w.append(b"he", &mut &b"llo"[..], 0o644).unwrap();
         let b = w.append(b"", &mut &b"#!/bin/sh\n"[..], 0o100750).unwrap();
@@ -249,11 +237,12 @@ mod tests {
     #[test]
     fn placing_records_or_writes_out() {
         let dir = tempfile::tempdir().unwrap();
-        let recorded = Store::create(dir.path(), None).unwrap();
+        let root = dir.path().join("out");
+        std::fs::create_dir(&root).unwrap();
+        let recorded = Store::create(dir.path(), &root, false).unwrap();
         let mut w = recorded.writer().unwrap();
         let s = w.append(b"abc", &mut std::io::empty(), 0o644).unwrap();
         w.flush().unwrap();
-        let root = dir.path().join("out");
         recorded.place(&s, &root.join("x/y.dat")).unwrap();
         assert!(!root.join("x/y.dat").exists());
         assert!(root.join("x").is_dir());
@@ -262,8 +251,18 @@ mod tests {
             vec![("x/y.dat".to_string(), s)]
         );
 
-        std::fs::create_dir_all(&root).unwrap();
-        let written = Store::create(dir.path(), Some(&root)).unwrap();
+        assert!(recorded.place(&s, &dir.path().join("x.dat")).is_err());
+        #[cfg(unix)]
+        {
+            // A directory of the output that is a symlink is never made
+            // through, even for a file only recorded.
+            let elsewhere = dir.path().join("elsewhere");
+            std::fs::create_dir(&elsewhere).unwrap();
+            std::os::unix::fs::symlink(&elsewhere, root.join("l")).unwrap();
+            assert!(recorded.place(&s, &root.join("l/sub/y.dat")).is_err());
+            assert!(!elsewhere.join("sub").exists());
+        }
+        let written = Store::create(dir.path(), &root, true).unwrap();
         let mut w = written.writer().unwrap();
         let s = w.append(b"abc", &mut std::io::empty(), 0o600).unwrap();
         w.flush().unwrap();
@@ -280,5 +279,28 @@ mod tests {
             assert_eq!(mode & 0o777, 0o600);
         }
         assert!(written.placed_under(&root).is_empty());
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn spooled_files_keep_their_mode_and_never_follow_a_symlink() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        let spool = dir.path().join("spool");
+        let tree = kpack_fsafe::Tree::create(&spool).unwrap();
+        let n = write_file(b"ab", &mut &b"cd"[..], &tree, Path::new("1/p/f"), 0o750).unwrap();
+        assert_eq!(n, 4);
+        assert_eq!(std::fs::read(spool.join("1/p/f")).unwrap(), b"abcd");
+        let mode = std::fs::metadata(spool.join("1/p/f"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o750);
+        assert!(write_file(b"", &mut std::io::empty(), &tree, Path::new("1/p/f"), 0o644).is_err());
+        std::os::unix::fs::symlink(&elsewhere, spool.join("2")).unwrap();
+        assert!(write_file(b"x", &mut std::io::empty(), &tree, Path::new("2/f"), 0o644).is_err());
+        assert!(!elsewhere.join("f").exists());
     }
 }

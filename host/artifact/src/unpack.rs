@@ -28,8 +28,7 @@ pub fn unpack_artifact(
     dst: &Path,
     limits: &Limits,
 ) -> Result<(Vec<String>, Vec<String>)> {
-    std::fs::create_dir_all(dst).map_err(|e| Error::io(dst, "cannot create", e))?;
-    let tree = Tree::open(dst).map_err(|e| Error::io(dst, "cannot open", e))?;
+    let tree = Tree::create(dst).map_err(|e| Error::io(dst, "cannot create", e))?;
     let mut symlinks: Vec<(PathBuf, PathBuf)> = Vec::new();
     let walked = walk(archive, limits, |event| {
         let Event::Member(mut m) = event else {

@@ -140,7 +140,7 @@ pub fn split_artifacts(
             ));
         }
     }
-    std::fs::create_dir_all(out).map_err(|e| Error::io(out, "cannot create", e))?;
+    kpack_fsafe::Tree::create(out).map_err(|e| Error::io(out, "cannot create", e))?;
     let mut reports = Vec::new();
     for input in inputs {
         reports.push(split_one(input, out, opts)?);
@@ -190,8 +190,8 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     let processed = match prefixes {
         Source::Archive => {
             let scratch = staged.scratch()?;
-            let materialize = (opts.output_format == OutputFormat::Dir).then_some(stage.as_path());
-            let s = Store::create(&scratch, materialize)
+            let materialize = opts.output_format == OutputFormat::Dir;
+            let s = Store::create(&scratch, &stage, materialize)
                 .map_err(|e| Error::io(&scratch, "cannot create a store", e))?;
             let r = remover.insert(Remover::start());
             split_archive(input, &stage, &opts, store.insert(s), r, &mut rep)

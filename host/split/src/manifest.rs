@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use kpack_fsafe::Tree;
+
 use crate::error::{Error, Result};
 use crate::link::symlink;
 
@@ -29,18 +31,22 @@ pub fn prefix_link(artifact: &Path, prefix: &str) -> Option<String> {
     None
 }
 
-/// Recreate the symlink `link` (relative to `from`) under `to`, once.
+/// Recreate the symlink `link` (relative to `from`) under `to` (created
+/// when missing; nothing in it followed), once.
 pub(crate) fn keep_link(from: &Path, to: &Path, link: &str) -> Result<()> {
     let src = from.join(link);
     let dst = to.join(link);
-    if dst.symlink_metadata().is_ok() {
+    let tree = Tree::create(to).map_err(|e| Error::io(to, "cannot create", e))?;
+    let rel = Path::new(link);
+    if tree.entry(rel).is_some() {
         return Ok(());
     }
     let target = std::fs::read_link(&src).map_err(|e| Error::io(&src, "cannot read symlink", e))?;
-    if let Some(parent) = dst.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, "cannot create", e))?;
+    if let Some(parent) = rel.parent() {
+        tree.create_dir_all(parent)
+            .map_err(|e| Error::io(to.join(parent), "cannot create", e))?;
     }
-    symlink(&target, &dst).map_err(|e| Error::io(&dst, "cannot create symlink", e))
+    symlink(&tree, &target, rel).map_err(|e| Error::io(&dst, "cannot create symlink", e))
 }
 
 #[cfg(all(test, unix))]

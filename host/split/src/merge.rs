@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use kpack_format::{Archive, ArchiveWriter, Compression, WriterOptions};
+use kpack_fsafe::Tree;
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
@@ -43,7 +44,9 @@ fn merge_processor(
         return Ok(());
     };
     let stage = scratch.join(processor);
-    std::fs::create_dir_all(&stage).map_err(|e| Error::io(&stage, "cannot create", e))?;
+    Tree::create(scratch)
+        .and_then(|t| t.create_dir_all(Path::new(processor)))
+        .map_err(|e| Error::io(&stage, "cannot create", e))?;
     let mut writers: BTreeMap<String, ArchiveWriter> = BTreeMap::new();
     for f in files {
         let a = Archive::open(f)
@@ -83,10 +86,12 @@ fn merge_processor(
     for f in files {
         std::fs::remove_file(f).map_err(|e| Error::io(*f, "cannot remove", e))?;
     }
+    let into = Tree::open(dir).map_err(|e| Error::io(dir, "cannot open", e))?;
     for p in done {
         let Some(name) = p.file_name() else { continue };
         let dest = dir.join(name);
-        std::fs::rename(&p, &dest).map_err(|e| Error::io(&dest, "cannot move into place", e))?;
+        into.adopt(&p, Path::new(name))
+            .map_err(|e| Error::io(&dest, "cannot move into place", e))?;
     }
     Ok(())
 }

@@ -18,6 +18,7 @@ use crate::databases::{Claim, Classification, Databases, FileInfo};
 use crate::error::{Error, ErrorKind, Result, error_chain};
 use crate::link::symlink;
 use kpack_artifact::{Store, Stored};
+use kpack_fsafe::Tree;
 
 /// A progress event, for a progress bar.
 #[derive(Debug, Clone, Copy)]
@@ -415,18 +416,20 @@ fn write_skeleton<'n>(
     nodes: &'n [Node],
     report: &mut PrefixReport,
 ) -> Result<Vec<SourceFile<'n>>> {
-    std::fs::create_dir_all(layout.generic)
-        .map_err(|e| Error::io(layout.generic, "cannot create", e))?;
+    let tree =
+        Tree::create(layout.generic).map_err(|e| Error::io(layout.generic, "cannot create", e))?;
     let mut files = Vec::new();
     for node in nodes {
         match node {
             Node::Dir(rel) => {
                 let d = layout.generic.join(rel);
-                std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, "cannot create", e))?;
+                tree.create_dir_all(Path::new(rel))
+                    .map_err(|e| Error::io(&d, "cannot create", e))?;
             }
             Node::Link(rel, target) => {
                 let l = layout.generic.join(rel);
-                symlink(target, &l).map_err(|e| Error::io(&l, "cannot create symlink", e))?;
+                symlink(&tree, target, Path::new(rel))
+                    .map_err(|e| Error::io(&l, "cannot create symlink", e))?;
                 report.symlinks += 1;
             }
             Node::File(rel, size) => files.push(SourceFile {
@@ -715,22 +718,28 @@ fn classify(
     })
 }
 
-/// Put the file `src` at `dst`: copied (std::fs::copy keeps the
-/// permission bits), or moved when the split owns `src` (a spooled archive
-/// entry, on the same file system as the output). Returns its size.
-fn place(src: &Path, dst: &Path, owned: bool) -> std::result::Result<u64, FileError> {
-    if let Some(d) = dst.parent() {
-        std::fs::create_dir_all(d)
-            .map_err(FileError::io(format!("cannot create {}", d.display())))?;
+/// Put the file `src` at `rel` in the output tree `root` (created when
+/// missing; its directories made never through a symlink): copied
+/// (std::fs::copy keeps the permission bits), or moved when the split owns
+/// `src` (a spooled archive entry, on the same file system as the output;
+/// never replacing). Returns its size.
+fn place(src: &Path, root: &Path, rel: &str, owned: bool) -> std::result::Result<u64, FileError> {
+    let (dst, rel) = (root.join(rel), Path::new(rel));
+    let tree =
+        Tree::create(root).map_err(FileError::io(format!("cannot create {}", root.display())))?;
+    if let Some(d) = rel.parent() {
+        let shown = root.join(d);
+        tree.create_dir_all(d)
+            .map_err(FileError::io(format!("cannot create {}", shown.display())))?;
     }
     if !owned {
-        return std::fs::copy(src, dst)
+        return std::fs::copy(src, &dst)
             .map_err(FileError::io(format!("cannot copy to {}", dst.display())));
     }
     let len = std::fs::symlink_metadata(src)
         .map_err(FileError::io("cannot read"))?
         .len();
-    std::fs::rename(src, dst)
+    tree.adopt(src, rel)
         .map_err(FileError::io(format!("cannot move to {}", dst.display())))?;
     Ok(len)
 }
@@ -746,11 +755,14 @@ fn process_file(
     let src = layout.source.join(rel);
     // A file kept as it is: moved or copied from the prefix, or placed
     // from the store.
-    let keep = |dst: &Path| match (file.stored, input.store) {
-        (Some(s), Some(store)) => store
-            .place(s, dst)
-            .map_err(FileError::io(format!("cannot write {}", dst.display()))),
-        _ => place(&src, dst, owned),
+    let keep = |root: &Path| match (file.stored, input.store) {
+        (Some(s), Some(store)) => {
+            let dst = root.join(rel);
+            store
+                .place(s, &dst)
+                .map_err(FileError::io(format!("cannot write {}", dst.display())))
+        }
+        _ => place(&src, root, rel, owned),
     };
     let mut r = FileResult {
         bytes_in: file.size,
@@ -765,11 +777,11 @@ fn process_file(
             }
             Classification::Arch(key) => {
                 let arch = arch_dir_name(key);
-                let n = keep(&(layout.arch)(&arch).join(rel))?;
+                let n = keep(&(layout.arch)(&arch))?;
                 r.arch_bytes.push((arch, n));
             }
             Classification::Generic => {
-                r.generic_bytes = keep(&layout.generic.join(rel))?;
+                r.generic_bytes = keep(layout.generic)?;
             }
         }
         r.database = Some((c.handler.clone(), c.classification.to_string()));
@@ -794,7 +806,7 @@ fn process_file(
         let name = rel.rsplit('/').next().unwrap_or(rel);
         r.unclaimed_target = kpack_amdgpu::find_target(name).map(|t| t.to_string());
     }
-    r.generic_bytes = keep(&layout.generic.join(rel))?;
+    r.generic_bytes = keep(layout.generic)?;
     Ok(r)
 }
 
@@ -855,7 +867,7 @@ fn host_binary(
         // A file kpack cannot rewrite (32-bit, big-endian, another
         // machine) has no HIP device code it could move: shipped as is.
         Err(e) if e.is_unsupported() => {
-            r.generic_bytes = place(src, &layout.generic.join(rel), owned)?;
+            r.generic_bytes = place(src, layout.generic, rel, owned)?;
             return Ok(r);
         }
         Err(e) => return Err(e.into()),
@@ -872,7 +884,7 @@ fn host_binary(
     }
     if r.already.is_some() || r.host_only || r.warning.is_some() {
         drop(bin);
-        r.generic_bytes = place(src, &layout.generic.join(rel), owned)?;
+        r.generic_bytes = place(src, layout.generic, rel, owned)?;
         return Ok(r);
     }
     let Planned {
@@ -1034,7 +1046,7 @@ fn bundle_file(
     match processors.as_slice() {
         [] if !targets.is_empty() => r.excluded.extend(targets),
         [p] => {
-            let n = place(src, &(layout.arch)(p).join(rel), owned)?;
+            let n = place(src, &(layout.arch)(p), rel, owned)?;
             r.arch_bytes.push((p.clone(), n));
             r.device_file = Some(p.clone());
             r.excluded
@@ -1047,7 +1059,7 @@ fn bundle_file(
                     targets.join(", ")
                 ));
             }
-            r.generic_bytes = place(src, &layout.generic.join(rel), owned)?;
+            r.generic_bytes = place(src, layout.generic, rel, owned)?;
         }
     }
     Ok(r)

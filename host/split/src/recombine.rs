@@ -4,9 +4,10 @@
 //! validation flag enforced.
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use kpack_fsafe::{Existing, Order, Outputs};
+use kpack_fsafe::{Existing, Order, Outputs, Tree};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -607,7 +608,8 @@ impl Found {
             }
             for p in read_manifest(dir)? {
                 if prefix_link(dir, &p).is_none() && dir.join(&p).is_dir() {
-                    merge_tree(&dir.join(&p), &dst.join(&p))?;
+                    let tree = Tree::create(dst).map_err(|e| Error::io(dst, "cannot create", e))?;
+                    merge_tree(&dir.join(&p), &tree, Path::new(&p))?;
                     prefixes.push(p);
                 }
             }
@@ -636,7 +638,8 @@ fn stage_generic(src: &Path, dst: &Path) -> Result<()> {
             keep_link(src, dst, &link)?;
             kept.push(p.clone());
         } else if src.join(p).is_dir() {
-            merge_tree(&src.join(p), &dst.join(p))?;
+            let tree = Tree::create(dst).map_err(|e| Error::io(dst, "cannot create", e))?;
+            merge_tree(&src.join(p), &tree, Path::new(p))?;
             kept.push(p.clone());
         }
     }
@@ -702,10 +705,13 @@ pub(crate) fn read_record(
     Ok(out)
 }
 
-/// Copy `src` into `dst` (symlinks as symlinks, modes kept). A file that
-/// already exists in `dst` must be identical, else it is an error.
-pub(crate) fn merge_tree(src: &Path, dst: &Path) -> Result<()> {
-    std::fs::create_dir_all(dst).map_err(|e| Error::io(dst, "cannot create", e))?;
+/// Copy `src` into `at` of the tree `dst` (symlinks as symlinks, modes
+/// kept; nothing in `dst` followed, so a symlink one shard left there never
+/// leads the next one's files out of it). A file that already exists in
+/// `dst` must be identical, else it is an error.
+pub(crate) fn merge_tree(src: &Path, dst: &Tree, at: &Path) -> Result<()> {
+    dst.create_dir_all(at)
+        .map_err(|e| Error::io(dst.path().join(at), "cannot create", e))?;
     for e in walkdir::WalkDir::new(src)
         .sort_by_file_name()
         .follow_links(false)
@@ -714,15 +720,16 @@ pub(crate) fn merge_tree(src: &Path, dst: &Path) -> Result<()> {
         let e = e.map_err(|e| {
             Error::new(ErrorKind::Io, Some(src.to_path_buf()), "cannot walk").with_source(e)
         })?;
-        let rel = e.path().strip_prefix(src).unwrap_or(e.path());
-        let to = dst.join(rel);
+        let rel = at.join(e.path().strip_prefix(src).unwrap_or(e.path()));
+        let to = dst.path().join(&rel);
         let ft = e.file_type();
         if ft.is_dir() {
-            std::fs::create_dir_all(&to).map_err(|err| Error::io(&to, "cannot create", err))?;
+            dst.create_dir_all(&rel)
+                .map_err(|err| Error::io(&to, "cannot create", err))?;
         } else if ft.is_symlink() {
             let target = std::fs::read_link(e.path())
                 .map_err(|err| Error::io(e.path(), "cannot read symlink", err))?;
-            if let Ok(existing) = std::fs::read_link(&to) {
+            if let Ok(existing) = dst.read_link(&rel) {
                 if existing != target {
                     return Err(Error::invalid(
                         &to,
@@ -736,10 +743,10 @@ pub(crate) fn merge_tree(src: &Path, dst: &Path) -> Result<()> {
                 continue;
             }
             #[cfg(unix)]
-            std::os::unix::fs::symlink(&target, &to)
+            dst.symlink(&target, &rel)
                 .map_err(|err| Error::io(&to, "cannot create symlink", err))?;
-        } else if to.exists() {
-            let same = std::fs::read(e.path()).ok() == std::fs::read(&to).ok();
+        } else if dst.entry(&rel).is_some() {
+            let same = std::fs::read(e.path()).ok() == read_in(dst, &rel);
             if !same {
                 return Err(Error::invalid(
                     &to,
@@ -750,10 +757,30 @@ pub(crate) fn merge_tree(src: &Path, dst: &Path) -> Result<()> {
                 ));
             }
         } else {
-            std::fs::copy(e.path(), &to).map_err(|err| Error::io(&to, "cannot copy", err))?;
+            copy_into(e.path(), dst, &rel).map_err(|err| Error::io(&to, "cannot copy", err))?;
         }
     }
     Ok(())
+}
+
+/// The bytes of the regular file `rel` of `tree` (`None` when it is not
+/// one, or a symlink is on the way).
+fn read_in(tree: &Tree, rel: &Path) -> Option<Vec<u8>> {
+    let mut v = Vec::new();
+    tree.open_file(rel).ok()?.read_to_end(&mut v).ok()?;
+    Some(v)
+}
+
+/// Copy the file `from` to the new file `rel` of `tree`, with its
+/// permission bits.
+fn copy_into(from: &Path, tree: &Tree, rel: &Path) -> std::io::Result<u64> {
+    let mut src = std::fs::File::open(from)?;
+    #[cfg(unix)]
+    let mode = std::os::unix::fs::PermissionsExt::mode(&src.metadata()?.permissions());
+    #[cfg(not(unix))]
+    let mode = 0o644;
+    let mut out = tree.create_file(rel, mode)?;
+    std::io::copy(&mut src, &mut out)
 }
 
 /// (kind, content or link target, mode) of one tree entry.

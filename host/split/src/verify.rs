@@ -17,6 +17,7 @@ use crate::link::link_into_view;
 use crate::manifest::{MANIFEST, prefix_link, read_manifest};
 use crate::prefix::arch_dir_name;
 use crate::recombine::{RECORD, parse_artifact_name, read_record};
+use kpack_fsafe::Tree;
 
 mod found;
 mod text;
@@ -859,16 +860,19 @@ impl FlatInstall {
     /// placed first at its path), in walk order.
     pub(crate) fn add(&mut self, prefix: &Path) -> Result<Vec<(PathBuf, PathBuf)>> {
         let mut collisions = Vec::new();
+        let root = self.dir.path();
+        let view = Tree::open(root).map_err(|e| Error::io(root, "cannot open", e))?;
         for (path, rel) in files_of(prefix) {
             if let Some(first) = self.placed.get(&rel) {
                 collisions.push((path, first.clone()));
                 continue;
             }
-            let to = self.dir.path().join(&rel);
+            let to = Path::new(&rel);
             if let Some(d) = to.parent() {
-                std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create", e))?;
+                view.create_dir_all(d)
+                    .map_err(|e| Error::io(root.join(d), "cannot create", e))?;
             }
-            link_into_view(&path, &to)?;
+            link_into_view(&path, &view, to)?;
             self.placed.insert(rel, path);
         }
         Ok(collisions)

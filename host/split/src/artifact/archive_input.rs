@@ -27,6 +27,7 @@ use kpack_artifact::{
     Event, Limits, Member, MemberKind, Remover, Store, StoreWriter, Stored, walk, write_file,
 };
 use kpack_binary::{FileKind, HEAD_LEN};
+use kpack_fsafe::{Entry, Tree};
 
 use crate::artifact::{ArtifactInput, ArtifactReport};
 use crate::error::{Error, Result, error_chain};
@@ -44,6 +45,8 @@ struct Batch {
     /// This batch's own spool directory: the next batch is read into
     /// another while this one is split.
     dir: PathBuf,
+    /// `dir` relative to the spool.
+    rel: PathBuf,
     nodes: Vec<Node>,
     bytes: u64,
 }
@@ -71,6 +74,8 @@ struct LateLink {
 struct Spooler<'a> {
     archive: &'a Path,
     spool: &'a Path,
+    /// The spool, written never through a symlink.
+    spool_tree: Tree,
     generic_root: &'a Path,
     batch: Option<Batch>,
     batches: usize,
@@ -199,9 +204,11 @@ fn spool_archive(
     let store = store
         .writer()
         .map_err(|e| Error::io(spool, "cannot write the store", e))?;
+    let spool_tree = Tree::open(spool).map_err(|e| Error::io(spool, "cannot open", e))?;
     let mut spooler = Spooler {
         archive,
         spool,
+        spool_tree,
         generic_root,
         batch: None,
         batches: 0,
@@ -249,13 +256,16 @@ impl Spooler<'_> {
         let rel = m.rel.to_string();
         let batch = self.batch.get_or_insert_with(|| {
             self.batches += 1;
+            let rel = PathBuf::from(self.batches.to_string());
             Batch {
                 prefix: prefix.clone(),
-                dir: self.spool.join(self.batches.to_string()),
+                dir: self.spool.join(&rel),
+                rel,
                 nodes: Vec::new(),
                 bytes: 0,
             }
         });
+        let in_spool = batch.rel.join(&prefix).join(&rel);
         let spooled = batch.dir.join(&prefix).join(&rel);
         match m.kind.clone() {
             MemberKind::Dir => batch.nodes.push(Node::Dir(rel)),
@@ -274,7 +284,7 @@ impl Spooler<'_> {
                     self.stored.insert(m.path.as_str().to_string(), s);
                     batch.nodes.push(Node::Stored(rel, s));
                 } else {
-                    let size = write_file(&head, &mut m.data(), &spooled, mode)
+                    let size = write_file(&head, &mut m.data(), &self.spool_tree, &in_spool, mode)
                         .map_err(|e| Error::io(&shown, "cannot spool", e))?;
                     batch.bytes += size;
                     batch.nodes.push(Node::File(rel, size));
@@ -283,16 +293,14 @@ impl Spooler<'_> {
             MemberKind::HardLink(target) => {
                 let target = target.as_str();
                 // Only a file of this batch is still in its spool.
-                let from = batch.dir.join(target);
+                let from = batch.rel.join(target);
                 if let Some(s) = self.stored.get(target) {
                     batch.nodes.push(Node::Stored(rel, *s));
-                } else if from.is_file() {
-                    if let Some(d) = spooled.parent() {
-                        std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create", e))?;
-                    }
-                    std::fs::hard_link(&from, &spooled)
+                } else if self.spool_tree.entry(&from) == Some(Entry::File) {
+                    self.spool_tree
+                        .hard_link(&from, &in_spool)
                         .map_err(|e| Error::io(&spooled, "cannot create a hard link", e))?;
-                    let size = from.metadata().map(|m| m.len()).unwrap_or(0);
+                    let size = std::fs::symlink_metadata(&spooled).map_or(0, |m| m.len());
                     batch.nodes.push(Node::File(rel, size));
                 } else {
                     self.late_links.push(LateLink {
@@ -313,9 +321,11 @@ impl Spooler<'_> {
     /// The member that is a prefix itself: a directory (a symlink is made
     /// last, with the others).
     fn prefix_root(&mut self, prefix: &str, m: &Member<'_>) -> Result<()> {
-        let out = self.generic_root.join(prefix);
         if m.kind == MemberKind::Dir {
-            return std::fs::create_dir_all(&out).map_err(|e| Error::io(&out, "cannot create", e));
+            let out = self.generic_root.join(prefix);
+            return Tree::create(self.generic_root)
+                .and_then(|t| t.create_dir_all(Path::new(prefix)))
+                .map_err(|e| Error::io(&out, "cannot create", e));
         }
         Err(bad(
             self.archive,
@@ -345,7 +355,9 @@ impl Splitter<'_> {
     /// Split one spooled batch, then have its spool removed.
     fn split(&mut self, batch: Batch, opts: &SplitOptions<'_>, remover: &Remover) -> Result<()> {
         let source = batch.dir.join(&batch.prefix);
-        std::fs::create_dir_all(&source).map_err(|e| Error::io(&source, "cannot create", e))?;
+        Tree::create(&batch.dir)
+            .and_then(|t| t.create_dir_all(Path::new(&batch.prefix)))
+            .map_err(|e| Error::io(&source, "cannot create", e))?;
         let shown = self.archive.join(&batch.prefix);
         crate::prefix::refuse_archives(&source, &shown, &batch.nodes)?;
         let (stage, c, p) = (self.stage, self.component, batch.prefix.as_str());
@@ -374,6 +386,11 @@ impl Splitter<'_> {
     /// Hard links to files of earlier batches: linked to the target's
     /// output where it was copied unchanged (one output tree holds it).
     fn make_late_links(&mut self, read: &Spooled) -> Result<()> {
+        if read.late_links.is_empty() {
+            return Ok(());
+        }
+        let tree = Tree::create(self.generic_root)
+            .map_err(|e| Error::io(self.generic_root, "cannot create", e))?;
         for l in &read.late_links {
             let offloaded = self
                 .reports
@@ -388,7 +405,7 @@ impl Splitter<'_> {
                 self.store
                     .place(s, &to)
                     .map_err(|e| Error::io(&to, "cannot create a hard link", e))?;
-            } else if offloaded || !from.is_file() {
+            } else if offloaded || tree.entry(Path::new(&l.target)) != Some(Entry::File) {
                 return Err(Error::invalid(
                     self.archive,
                     format!(
@@ -397,10 +414,7 @@ impl Splitter<'_> {
                     ),
                 ));
             } else {
-                if let Some(d) = to.parent() {
-                    std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create", e))?;
-                }
-                std::fs::hard_link(&from, &to)
+                tree.hard_link(Path::new(&l.target), Path::new(&l.path))
                     .map_err(|e| Error::io(&to, "cannot create a hard link", e))?;
             }
             if let Some(r) = self.reports.get_mut(&l.prefix) {
@@ -416,10 +430,8 @@ impl Splitter<'_> {
         if read.symlinks.is_empty() {
             return Ok(());
         }
-        std::fs::create_dir_all(self.generic_root)
+        let tree = Tree::create(self.generic_root)
             .map_err(|e| Error::io(self.generic_root, "cannot create", e))?;
-        let tree = kpack_fsafe::Tree::open(self.generic_root)
-            .map_err(|e| Error::io(self.generic_root, "cannot open", e))?;
         for l in &read.symlinks {
             tree.symlink(&l.target, Path::new(&l.path)).map_err(|e| {
                 Error::io(self.generic_root.join(&l.path), "cannot create symlink", e)
