@@ -7,6 +7,8 @@
 
 use std::path::Path;
 
+use kpack_fsafe::Tree;
+
 use crate::error::{Error, Result};
 use crate::reader::{Limits, SPLIT_SCHEMES, list_files, unpack};
 
@@ -29,37 +31,33 @@ pub struct InstalledWheel {
 }
 
 /// Install `wheel` into `site` (created if missing): a later wheel's file
-/// replaces an earlier one's at the same path, as pip does.
+/// replaces an earlier one's at the same path, as pip does. Every file is
+/// moved into `site` from its root down, never through a symlink there.
 pub fn install_wheel(wheel: &Path, site: &Path, limits: &Limits) -> Result<InstalledWheel> {
-    std::fs::create_dir_all(site).map_err(|e| Error::io(site, "cannot create", e))?;
+    let created = kpack_fsafe::CreatedDir::create(site)?;
     let stage = kpack_fsafe::temp_dir_in(site, "install")
         .map_err(|e| Error::io(site, "cannot create a temporary directory in", e))?;
     let un = unpack(wheel, stage.path(), limits, None)?;
+    let tree = Tree::open(site).map_err(|e| Error::io(site, "cannot open", e))?;
     let mut files = Vec::new();
     for scheme in SPLIT_SCHEMES {
         for (rel, path) in list_files(&stage.path().join(scheme))? {
-            let to = site.join(&rel);
-            if let Some(parent) = to.parent() {
-                std::fs::create_dir_all(parent)
-                    .map_err(|e| Error::io(parent, "cannot create", e))?;
-            }
-            std::fs::rename(&path, &to).map_err(|e| Error::io(&to, "cannot write", e))?;
+            tree.adopt_replacing(&path, Path::new(&rel))
+                .map_err(|e| Error::io(site.join(&rel), "cannot write", e))?;
             files.push(rel);
         }
     }
     files.sort();
     files.dedup();
-    let di = site.join(&un.dist_info);
-    std::fs::create_dir_all(&di).map_err(|e| Error::io(&di, "cannot create", e))?;
-    let meta = di.join("METADATA");
-    std::fs::write(&meta, &un.metadata_text).map_err(|e| Error::io(&meta, "cannot write", e))?;
+    let di = Path::new(&un.dist_info);
+    put(&tree, stage.path(), &di.join("METADATA"), &un.metadata_text)?;
     let record: String = files
         .iter()
         .map(|f| format!("{f},,\n"))
         .chain([format!("{}/RECORD,,\n", un.dist_info)])
         .collect();
-    let rec = di.join("RECORD");
-    std::fs::write(&rec, record).map_err(|e| Error::io(&rec, "cannot write", e))?;
+    put(&tree, stage.path(), &di.join("RECORD"), &record)?;
+    created.keep();
     Ok(InstalledWheel {
         file: wheel
             .file_name()
@@ -71,4 +69,48 @@ pub fn install_wheel(wheel: &Path, site: &Path, limits: &Limits) -> Result<Insta
         files,
         warnings: un.warnings,
     })
+}
+
+/// Write `text` as `rel` in `tree`, replacing a file there: written in the
+/// private `stage` first, then moved in.
+fn put(tree: &Tree, stage: &Path, rel: &Path, text: &str) -> Result<()> {
+    let to = tree.path().join(rel);
+    let tmp = stage.join(rel.file_name().unwrap_or(rel.as_os_str()));
+    std::fs::write(&tmp, text).map_err(|e| Error::io(&tmp, "cannot write", e))?;
+    tree.adopt_replacing(&tmp, rel)
+        .map_err(|e| Error::io(&to, "cannot write", e))
+}
+
+#[cfg(test)]
+#[cfg(unix)]
+mod tests {
+    use super::*;
+    use crate::reader::tests::wheel;
+
+    #[test]
+    fn never_installs_through_a_symlink_in_the_site() {
+        let d = tempfile::tempdir().unwrap();
+        let w = wheel(d.path(), &[("p/__init__.py", b"x", 0o644)], 0);
+        let (site, victim) = (d.path().join("site"), d.path().join("victim"));
+        std::fs::create_dir(&site).unwrap();
+        std::fs::create_dir(&victim).unwrap();
+        std::os::unix::fs::symlink(&victim, site.join("p")).unwrap();
+        let e = install_wheel(&w, &site, &Limits::default()).expect_err("refused");
+        assert!(e.to_string().contains("p/__init__.py"), "{e}");
+        assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_later_wheels_files_replace_an_earlier_ones() {
+        let d = tempfile::tempdir().unwrap();
+        let site = d.path().join("new/site");
+        let w = wheel(d.path(), &[("p/__init__.py", b"one", 0o644)], 0);
+        install_wheel(&w, &site, &Limits::default()).unwrap();
+        let w = wheel(d.path(), &[("p/__init__.py", b"two", 0o644)], 0);
+        let i = install_wheel(&w, &site, &Limits::default()).unwrap();
+        assert_eq!(i.files, ["p/__init__.py"]);
+        assert_eq!(std::fs::read(site.join("p/__init__.py")).unwrap(), b"two");
+        let record = std::fs::read_to_string(site.join("p-1.dist-info/RECORD")).unwrap();
+        assert_eq!(record, "p/__init__.py,,\np-1.dist-info/RECORD,,\n");
+    }
 }

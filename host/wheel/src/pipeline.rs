@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use zip::DateTime;
 
-use kpack_fsafe::{Order, Outputs};
+use kpack_fsafe::{Order, Outputs, Tree};
 use kpack_job::Job;
 
 use crate::amd::AMD_GENERATOR;
@@ -50,10 +50,19 @@ pub(crate) fn read(
 ) -> Result<Staged> {
     let dir = kpack_fsafe::temp_dir_in(staging_in, "wheel")
         .map_err(|e| Error::io(staging_in, "cannot create a staging directory", e))?;
-    let src = dir.path().join("src");
-    std::fs::create_dir_all(&src).map_err(|e| Error::io(&src, "cannot create", e))?;
+    let src = create_dir_in(dir.path(), "src")?;
     let un = unpack(input, &src, limits, progress)?;
     Ok(Staged { dir, un })
+}
+
+/// Create the directory `rel` (and its missing parents) under `root`,
+/// never through a symlink; returns its path.
+pub(crate) fn create_dir_in(root: &Path, rel: &str) -> Result<PathBuf> {
+    let path = root.join(rel);
+    Tree::open(root)
+        .and_then(|t| t.create_dir_all(Path::new(rel)))
+        .map_err(|e| Error::io(&path, "cannot create", e))?;
+    Ok(path)
 }
 
 /// The report of the input wheel.
@@ -159,8 +168,11 @@ pub(crate) fn commit(
             identical.push(f.to_string());
             continue;
         }
-        let staged = outputs.plan(f, *order)?;
-        std::fs::rename(out_stage.join(f), &staged)
+        outputs.plan(f, *order)?;
+        // Moved into the staging tree from its root down, never through a
+        // symlink and never onto a file there.
+        Tree::open(&outputs.tree())
+            .and_then(|t| t.adopt(&out_stage.join(f), Path::new(f)))
             .map_err(|e| Error::io(out_stage.join(f), "cannot stage", e))?;
     }
     outputs.commit()?;

@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{Error, ErrorKind, Result};
-use kpack_fsafe::Order;
+use kpack_fsafe::{Order, Tree};
 use kpack_job::Job;
 
 use crate::job::{Entry, Source, WheelFile, WheelJob, entry_order};
@@ -183,8 +183,8 @@ fn prune_on(
     };
     outputs.plan(&input_report.file, Order::Last)?;
     outputs.check_existing()?;
-    let pruned_root = st.path().join("pruned");
-    let mut binaries = prune_files(job, input, &plans, &pruned_root, opts)?;
+    let pruned_root = st.path().join(PRUNED);
+    let mut binaries = prune_files(job, input, &plans, st.path(), opts)?;
     for b in binaries.iter().filter(|b| b.kept.is_empty()) {
         warnings.push(format!(
             "{}: none of its targets ({}) is kept; its bundles now hold host code only",
@@ -347,12 +347,16 @@ fn decide_targets(
     }))
 }
 
-/// Transform phase: every fat file pruned into `pruned_root/<wheel path>`.
+/// Where the pruned files go, in the staging directory.
+const PRUNED: &str = "pruned";
+
+/// Transform phase: every fat file pruned into
+/// `staging/pruned/<wheel path>`.
 fn prune_files(
     job: &Job,
     input: &Path,
     plans: &[Planned],
-    pruned_root: &Path,
+    staging: &Path,
     opts: &PruneOptions<'_>,
 ) -> Result<Vec<PrunedFile>> {
     let keep = opts.keep.filter();
@@ -364,6 +368,9 @@ fn prune_files(
         .sum();
     let progress = Some(job.progress());
     progress::phase(progress, "pruning device code", total);
+    // The pruned tree's directories are made from the staging directory
+    // down, never through a symlink.
+    let tree = Tree::open(staging).map_err(|e| Error::io(staging, "cannot open", e))?;
     plans
         .par_iter()
         .filter_map(|(path, _, plan)| match plan {
@@ -371,10 +378,12 @@ fn prune_files(
             _ => None,
         })
         .map(|(path, p)| {
-            let out = pruned_root.join(path);
-            if let Some(dir) = out.parent() {
-                std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create", e))?;
+            let rel = Path::new(PRUNED).join(path);
+            if let Some(dir) = rel.parent() {
+                tree.create_dir_all(dir)
+                    .map_err(|e| Error::io(staging.join(dir), "cannot create", e))?;
             }
+            let out = staging.join(&rel);
             let report = p.write(&out, keep, job.budget()).map_err(|e| {
                 Error::new(
                     ErrorKind::Split,

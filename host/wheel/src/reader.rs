@@ -226,9 +226,10 @@ pub(crate) fn unpack(
         warnings: Vec::new(),
         bytes,
     };
+    let tree = kpack_fsafe::Tree::open(dir).map_err(|e| Error::io(dir, "cannot open", e))?;
     let mut inflater = Inflater {
         input,
-        dir,
+        tree: &tree,
         limits,
         buf: vec![0u8; 1 << 20],
         total: 0,
@@ -467,21 +468,21 @@ const PIPELINE_MIN: u64 = 4 << 20;
 const PIPELINE_MIN: u64 = 64 << 10;
 
 /// Where an entry's inflated bytes go: its hashes, and the file (if any).
-struct Sink<'p> {
-    out: Option<(File, &'p Path)>,
+struct Sink {
+    out: Option<(File, PathBuf)>,
     hasher: sha2::Sha256,
     crc: crc32fast::Hasher,
     size: u64,
 }
 
-impl Sink<'_> {
+impl Sink {
     fn take(&mut self, chunk: &[u8]) -> Result<()> {
         self.hasher.update(chunk);
         self.crc.update(chunk);
         self.size += chunk.len() as u64;
         if let Some((out, d)) = &mut self.out {
             out.write_all(chunk)
-                .map_err(|e| Error::io(*d, "cannot write", e))?;
+                .map_err(|e| Error::io(&*d, "cannot write", e))?;
         }
         Ok(())
     }
@@ -505,7 +506,9 @@ struct EntryRead<'p> {
 /// Inflates entries one by one, counting every byte against the limits.
 struct Inflater<'a> {
     input: &'a Path,
-    dir: &'a Path,
+    /// The unpack directory: entries are written below it, never through
+    /// a symlink.
+    tree: &'a kpack_fsafe::Tree,
     limits: &'a Limits,
     buf: Vec<u8>,
     /// Bytes inflated so far, all entries.
@@ -538,10 +541,10 @@ impl Inflater<'_> {
         // Kept entries are only hashed: the host wheel copies their
         // compressed bytes straight from the input.
         let dest = match un.route(&path) {
-            Route::Split(scheme, rel) => Some(self.dir.join(scheme).join(&rel)),
+            Route::Split(scheme, rel) => Some((Path::new(scheme).join(&rel), mode | 0o600)),
             Route::Keep => None,
         };
-        let got = self.inflate(&mut entry, &path, dest.as_deref())?;
+        let got = self.inflate(&mut entry, &path, dest)?;
         // Kept entries are copied as raw compressed bytes with the input's
         // size and CRC fields: they must describe what the bytes inflate to,
         // or the host wheel is one that `zipfile` refuses ("Bad CRC-32").
@@ -554,9 +557,6 @@ impl Inflater<'_> {
                     got.size, got.crc
                 ),
             ));
-        }
-        if let Some(d) = &dest {
-            set_mode(d, mode | 0o600)?;
         }
         if !unhashed(record_name, &path)
             && let Some(w) = check_record(input, &path, expected.get(&path), &got)?
@@ -575,25 +575,29 @@ impl Inflater<'_> {
         Ok(())
     }
 
-    /// Inflate `entry` into `dest` (if any), hashing it, within the limits.
-    /// On a pool of more than one thread, a helper thread hashes and writes
+    /// Inflate `entry` into `dest` (if any: a path in the unpack tree and
+    /// the file's mode), hashing it, within the limits. On a pool of more than one thread, a helper thread hashes and writes
     /// each buffer while this one inflates the next (the bytes and their
     /// order are the same either way).
     fn inflate(
         &mut self,
         entry: &mut zip::read::ZipFile<'_, File>,
         path: &str,
-        dest: Option<&Path>,
+        dest: Option<(PathBuf, u32)>,
     ) -> Result<Inflated> {
-        if let Some(parent) = dest.and_then(|d| d.parent()) {
-            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, "cannot create", e))?;
-        }
         let out = match dest {
-            Some(d) => Some(File::create(d).map_err(|e| Error::io(d, "cannot create", e))?),
+            Some((rel, mode)) => {
+                let full = self.tree.path().join(&rel);
+                let file = self
+                    .tree
+                    .create_file(&rel, mode)
+                    .map_err(|e| Error::io(&full, "cannot create", e))?;
+                Some((file, full))
+            }
             None => None,
         };
         let mut sink = Sink {
-            out: out.zip(dest),
+            out,
             hasher: sha2::Sha256::new(),
             crc: crc32fast::Hasher::new(),
             size: 0,
@@ -624,7 +628,7 @@ impl Inflater<'_> {
         entry: &mut zip::read::ZipFile<'_, File>,
         read: &mut EntryRead<'_>,
         buf: &mut [u8],
-        sink: &mut Sink<'_>,
+        sink: &mut Sink,
     ) -> Result<()> {
         loop {
             let n = self.read_some(entry, read, buf)?;
@@ -641,13 +645,13 @@ impl Inflater<'_> {
         &mut self,
         entry: &mut zip::read::ZipFile<'_, File>,
         read: &mut EntryRead<'_>,
-        mut sink: Sink<'_>,
+        mut sink: Sink,
     ) -> Result<Inflated> {
         let len = self.buf.len();
         let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<(Vec<u8>, usize)>(1);
         let (empty_tx, empty_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(3);
         std::thread::scope(|s| {
-            let helper = s.spawn(move || -> Result<Sink<'_>> {
+            let helper = s.spawn(move || -> Result<Sink> {
                 for (buf, n) in full_rx {
                     sink.take(&buf[..n])?;
                     // Gone only when the inflating side stopped.
@@ -876,18 +880,6 @@ fn rehash(input: &Path, name: &str, algo: &str) -> Option<Vec<u8>> {
     }
 }
 
-#[cfg(unix)]
-pub(crate) fn set_mode(path: &Path, mode: u32) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| Error::io(path, "cannot set permissions", e))
-}
-
-#[cfg(not(unix))]
-pub(crate) fn set_mode(_path: &Path, _mode: u32) -> Result<()> {
-    Ok(())
-}
-
 /// Every regular file under `root`, as sorted `/`-separated relative paths.
 pub(crate) fn list_files(root: &Path) -> Result<Vec<(String, PathBuf)>> {
     let mut out = Vec::new();
@@ -925,7 +917,7 @@ pub(crate) fn list_files(root: &Path) -> Result<Vec<(String, PathBuf)>> {
     clippy::panic,
     reason = "tests"
 )]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -947,7 +939,9 @@ mod tests {
     /// A wheel `p-1-py3-none-any.whl` in `dir` holding `files` (name,
     /// content, unix mode) plus a correct dist-info; `big` adds an entry of
     /// `big` zero bytes at `p/zeros`, written streaming.
-    fn wheel(dir: &Path, files: &[(&str, &[u8], u32)], big: u64) -> PathBuf {
+    /// A wheel `p-1` holding `files` (name, bytes, mode; mode `0o120777`
+    /// makes a symlink entry) and, when `big` > 0, `p/zeros` of that size.
+    pub(crate) fn wheel(dir: &Path, files: &[(&str, &[u8], u32)], big: u64) -> PathBuf {
         let path = dir.join("p-1-py3-none-any.whl");
         let mut z = zip::ZipWriter::new(File::create(&path).unwrap());
         let mut record = String::new();

@@ -236,8 +236,7 @@ fn split_on(
     let tags: Vec<String> = st.un.wheel.get_all("Tag").map(str::to_string).collect();
     progress::phase(progress, "offloading device code", 0);
     let split = split_schemes(job, input, &st, &names, opts, &mut warnings)?;
-    let out_stage = st.path().join("out");
-    std::fs::create_dir_all(&out_stage).map_err(|e| Error::io(&out_stage, "cannot create", e))?;
+    let out_stage = pipeline::create_dir_in(st.path(), "out")?;
     let input_report = pipeline::input_report(input, &st.un, &names.host);
     let mut report = WheelReport {
         host: WheelFile {
