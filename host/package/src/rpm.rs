@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use kpack_fsafe::Order;
+use kpack_fsafe::{Order, Tree};
 use kpack_job::Job;
 use rpm::{
     CompressionType, CompressionWithLevel, Dependency, FileFlags, FileOptions, FileOptionsBuilder,
@@ -38,7 +38,7 @@ fn bad(input: &Path, why: impl Into<String>) -> Error {
 
 /// Read `input` (its payload into `dst`).
 fn read_rpm(input: &Path, dst: &Path) -> Result<Rpm> {
-    std::fs::create_dir_all(dst).map_err(|e| Error::io(dst, "cannot create", e))?;
+    let tree = tree::create_tree(dst)?;
     let mut reader = rpm::PackageReader::open(input).map_err(|e| bad(input, e.to_string()))?;
     if reader.metadata.is_source_package() {
         return Err(bad(input, "a source package has no binaries to split"));
@@ -65,13 +65,13 @@ fn read_rpm(input: &Path, dst: &Path) -> Result<Rpm> {
         check_new(&payload, &path).map_err(|w| bad(input, w.to_string()))?;
         let mode = u32::from(f.metadata.permissions()) & 0o7777;
         flags.insert(path.clone(), f.metadata.flags());
-        let Some(kind) = unpack_one(input, dst, &mut f, &path, mode, &mut total)? else {
+        let Some(kind) = unpack_one(input, &tree, &mut f, &path, mode, &mut total)? else {
             ghosts.push(path);
             continue;
         };
         payload.members.insert(path, Member { kind, mode });
     }
-    make_symlinks(dst, &payload)?;
+    tree::symlinks(&tree, &payload)?;
     Ok(Rpm {
         meta: reader.metadata,
         payload,
@@ -80,10 +80,10 @@ fn read_rpm(input: &Path, dst: &Path) -> Result<Rpm> {
     })
 }
 
-/// Unpack one payload file to `dst`: its kind, `None` for a ghost.
+/// Unpack one payload file into `tree`: its kind, `None` for a ghost.
 fn unpack_one(
     input: &Path,
-    dst: &Path,
+    dst: &Tree,
     f: &mut rpm::StreamingRpmFile<'_>,
     path: &str,
     mode: u32,
@@ -92,8 +92,7 @@ fn unpack_one(
     Ok(Some(match f.metadata.file_type() {
         FileType::Regular if f.metadata.flags().contains(FileFlags::GHOST) => return Ok(None),
         FileType::Dir => {
-            let at = dst.join(path);
-            std::fs::create_dir_all(&at).map_err(|e| Error::io(&at, "cannot create", e))?;
+            tree::make_dir(dst, path)?;
             Kind::Dir
         }
         FileType::Regular => {
@@ -112,7 +111,7 @@ fn unpack_one(
                     format!("payload inflates past {PAYLOAD_LIMIT} bytes"),
                 ));
             }
-            crate::tree::write_file(f, &dst.join(path), mode)?;
+            tree::write_file(f, dst, path, mode)?;
             Kind::File
         }
         FileType::SymbolicLink => Kind::Symlink(
@@ -149,20 +148,6 @@ fn check_new(payload: &Payload, path: &str) -> std::result::Result<(), tree::Cla
         }),
         None => Ok(()),
     }
-}
-
-/// Symlinks last: nothing is ever written through one.
-fn make_symlinks(dst: &Path, payload: &Payload) -> Result<()> {
-    for (path, m) in &payload.members {
-        if let Kind::Symlink(target) = &m.kind {
-            let at = dst.join(path);
-            if let Some(p) = at.parent() {
-                std::fs::create_dir_all(p).map_err(|e| Error::io(p, "cannot create", e))?;
-            }
-            crate::tree::symlink(target.as_ref(), &at)?;
-        }
-    }
-    Ok(())
 }
 
 /// Name, `[epoch:]version-release` and architecture of the header.

@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+use kpack_fsafe::Tree;
+
 use crate::error::{Error, Result};
 
 /// What a payload member is.
@@ -54,8 +56,10 @@ pub fn plain_name(raw: &str) -> std::result::Result<Option<String>, String> {
     Ok(Some(trimmed.to_string()))
 }
 
-/// Unpack the tar stream `tar` into `dst` (created), naming `input` and
-/// `format` in errors; at most `limit` bytes of file data.
+/// Unpack the tar stream `tar` into `dst` (created in its existing
+/// parent), naming `input` and `format` in errors; at most `limit` bytes of
+/// file data. Every member is written from `dst` down, never through a
+/// symlink.
 pub fn unpack(
     tar: impl Read,
     dst: &Path,
@@ -63,7 +67,7 @@ pub fn unpack(
     format: &'static str,
     limit: u64,
 ) -> Result<Payload> {
-    std::fs::create_dir_all(dst).map_err(|e| Error::io(dst, "cannot create", e))?;
+    let tree = create_tree(dst)?;
     let bad = |why: String| Error::invalid(input, format, why);
     let mut archive = tar::Archive::new(tar);
     let mut payload = Payload::default();
@@ -80,10 +84,9 @@ pub fn unpack(
         };
         check_new(&payload, &path).map_err(|e| bad(e.to_string()))?;
         let mode = entry.header().mode().unwrap_or(0o644) & 0o7777;
-        let at = dst.join(&path);
         let kind = match entry.header().entry_type() {
             tar::EntryType::Directory => {
-                std::fs::create_dir_all(&at).map_err(|e| Error::io(&at, "cannot create", e))?;
+                make_dir(&tree, &path)?;
                 Kind::Dir
             }
             tar::EntryType::Regular | tar::EntryType::Continuous => {
@@ -91,7 +94,7 @@ pub fn unpack(
                 if total > limit {
                     return Err(bad(format!("payload inflates past {limit} bytes")));
                 }
-                write_file(&mut entry, &at, mode)?;
+                write_file(&mut entry, &tree, &path, mode)?;
                 Kind::File
             }
             tar::EntryType::Symlink => {
@@ -127,7 +130,7 @@ pub fn unpack(
         };
         payload.members.insert(path, Member { kind, mode });
     }
-    make_links(dst, &payload, links)?;
+    make_links(&tree, &payload, links)?;
     Ok(payload)
 }
 
@@ -179,22 +182,53 @@ fn check_new(payload: &Payload, path: &str) -> std::result::Result<(), Clash> {
     }
 }
 
-/// Hard links as copies of their file, symlinks last: nothing is ever
-/// written through a link.
-fn make_links(dst: &Path, payload: &Payload, links: Vec<(String, String)>) -> Result<()> {
+/// Hard links as copies of their file (with its mode), symlinks last:
+/// nothing is ever written through a link.
+fn make_links(tree: &Tree, payload: &Payload, links: Vec<(String, String)>) -> Result<()> {
     for (path, target) in links {
-        let (from, to) = (dst.join(&target), dst.join(&path));
-        make_parent(&to)?;
-        std::fs::copy(&from, &to).map_err(|e| Error::io(&to, "cannot copy", e))?;
+        let from = tree.path().join(&target);
+        let mut src = tree
+            .open_file(Path::new(&target))
+            .map_err(|e| Error::io(&from, "cannot open", e))?;
+        let mode = payload.members.get(&target).map_or(0o644, |m| m.mode);
+        write_file(&mut src, tree, &path, mode)?;
     }
+    symlinks(tree, payload)
+}
+
+/// The payload's symlinks, made (never followed) after every file.
+pub(crate) fn symlinks(tree: &Tree, payload: &Payload) -> Result<()> {
     for (path, m) in &payload.members {
         if let Kind::Symlink(target) = &m.kind {
-            let at = dst.join(path);
-            make_parent(&at)?;
-            symlink(target.as_ref(), &at)?;
+            tree.symlink(Path::new(target), Path::new(path))
+                .map_err(|e| Error::io(tree.path().join(path), "cannot create a symlink", e))?;
         }
     }
     Ok(())
+}
+
+/// Create the directory `dst` in its existing parent and open it as the
+/// [`Tree`] a payload is written through.
+pub(crate) fn create_tree(dst: &Path) -> Result<Tree> {
+    let made = match (dst.parent(), dst.file_name()) {
+        (Some(parent), Some(name)) => {
+            let parent = if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            };
+            Tree::open(parent).and_then(|t| t.create_dir_all(Path::new(name)))
+        }
+        _ => Ok(()),
+    };
+    made.and_then(|()| Tree::open(dst))
+        .map_err(|e| Error::io(dst, "cannot create", e))
+}
+
+/// Create the directory `rel` of `tree` and its missing parents.
+pub(crate) fn make_dir(tree: &Tree, rel: &str) -> Result<()> {
+    tree.create_dir_all(Path::new(rel))
+        .map_err(|e| Error::io(tree.path().join(rel), "cannot create", e))
 }
 
 /// `a/b/c` → `a/b`, `a`.
@@ -202,48 +236,17 @@ pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
     path.rmatch_indices('/').map(move |(i, _)| &path[..i])
 }
 
-fn make_parent(at: &Path) -> Result<()> {
-    if let Some(p) = at.parent() {
-        std::fs::create_dir_all(p).map_err(|e| Error::io(p, "cannot create", e))?;
-    }
+/// Write the new file `rel` of `tree` (never through an existing name or
+/// a symlink) from `data`, with the permission bits `mode` where there are
+/// any, owner-writable while kpack works on it (the tar writer takes the
+/// package's own mode from the member list).
+pub(crate) fn write_file(data: &mut impl Read, tree: &Tree, rel: &str, mode: u32) -> Result<()> {
+    let at = tree.path().join(rel);
+    let mut f = tree
+        .create_file(Path::new(rel), (mode | 0o600) & 0o777)
+        .map_err(|e| Error::io(&at, "cannot create", e))?;
+    std::io::copy(data, &mut f).map_err(|e| Error::io(&at, "cannot write", e))?;
     Ok(())
-}
-
-/// Write a new file `at` (never through an existing name) from `data`,
-/// with the permission bits `mode` where there are any.
-pub(crate) fn write_file(data: &mut impl Read, at: &Path, mode: u32) -> Result<()> {
-    make_parent(at)?;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut f = options
-        .open(at)
-        .map_err(|e| Error::io(at, "cannot create", e))?;
-    std::io::copy(data, &mut f).map_err(|e| Error::io(at, "cannot write", e))?;
-    set_mode(&f, mode).map_err(|e| Error::io(at, "cannot set the mode of", e))
-}
-
-/// Owner-writable while kpack works on it; the tar writer takes the
-/// package's own mode from the member list.
-#[cfg(unix)]
-fn set_mode(f: &std::fs::File, mode: u32) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    f.set_permissions(std::fs::Permissions::from_mode((mode | 0o600) & 0o777))
-}
-
-#[cfg(not(unix))]
-fn set_mode(_: &std::fs::File, _: u32) -> std::io::Result<()> {
-    Ok(())
-}
-
-/// Create the symlink `at` pointing at `target`.
-pub(crate) fn symlink(target: &Path, at: &Path) -> Result<()> {
-    #[cfg(unix)]
-    let made = std::os::unix::fs::symlink(target, at);
-    #[cfg(windows)]
-    let made = std::os::windows::fs::symlink_file(target, at);
-    made.map_err(|e| Error::io(at, "cannot create a symlink", e))
 }
 
 /// One member to write: its path in the tree and its mode.
