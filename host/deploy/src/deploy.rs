@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use kpack_binary::HostBinary;
 use kpack_format::Marker;
-use kpack_fsafe::Order;
+use kpack_fsafe::{Order, Tree};
 use kpack_job::Job;
 use kpack_runtime::{Cache, Config, compatible_targets, gpu_arch_list};
 use serde::Serialize;
@@ -547,14 +547,21 @@ fn write(job: &Job, plan: Plan, options: &Options, out: &Path) -> Result<Deploye
     let mut outputs = job.outputs(parent, "deploy")?;
     let staged_root = outputs.plan(&dir_name, Order::Last)?;
     outputs.check_existing()?;
+    // Every item is written from the staged directory down, never through
+    // a symlink in it.
+    let tree = Tree::open(&outputs.tree())
+        .and_then(|t| t.create_dir_all(Path::new(&dir_name)))
+        .and_then(|()| Tree::open(&staged_root))
+        .map_err(|e| Error::io(&staged_root, "cannot create", e))?;
     let mut files = Vec::new();
     for item in plan.items.values() {
-        files.extend(stage(item, &staged_root, job.budget())?);
+        files.extend(stage(item, &tree, job.budget())?);
     }
     let manifest = Manifest::new(&options.gpus, files, plan.left_out, plan.fat_bytes);
     let json = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
     let mpath = staged_root.join(crate::manifest::MANIFEST);
-    std::fs::write(&mpath, [json, b"\n".to_vec()].concat())
+    tree.create_file(Path::new(crate::manifest::MANIFEST), 0o644)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, &[json, b"\n".to_vec()].concat()))
         .map_err(|e| Error::io(&mpath, "cannot write", e))?;
     outputs.commit()?;
     Ok(Deployed {
@@ -563,19 +570,22 @@ fn write(job: &Job, plan: Plan, options: &Options, out: &Path) -> Result<Deploye
     })
 }
 
-/// Stage one item under `root` and say what was written (an offloaded
-/// copy: with its archives).
-fn stage(item: &Item, root: &Path, budget: &kpack_bundle::MemoryBudget) -> Result<Vec<FileRecord>> {
-    let dest = root.join(&item.rel);
-    if let Some(parent) = dest.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, "cannot create", e))?;
+/// Stage one item in `tree` and say what was written (an offloaded copy:
+/// with its archives).
+fn stage(item: &Item, tree: &Tree, budget: &kpack_bundle::MemoryBudget) -> Result<Vec<FileRecord>> {
+    let rel = Path::new(&item.rel);
+    let dest = tree.path().join(rel);
+    if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+        tree.create_dir_all(parent)
+            .map_err(|e| Error::io(&tree.path().join(parent), "cannot create", e))?;
     }
     let mut pruned = None;
     let mut archives = Vec::new();
     if let Some(pairs) = &item.offload {
         archives = offload_copy(item, pairs, &dest, budget)?;
     } else if let Some(target) = &item.link {
-        symlink(target.as_ref(), &dest).map_err(|e| Error::io(&dest, "cannot link", e))?;
+        tree.symlink(Path::new(target), rel)
+            .map_err(|e| Error::io(&dest, "cannot link", e))?;
     } else if let Some(keep) = &item.keep {
         let prunable = kpack_prune::open(&item.source, Default::default())?;
         match prunable {
@@ -584,10 +594,10 @@ fn stage(item: &Item, root: &Path, budget: &kpack_bundle::MemoryBudget) -> Resul
                 p.write(&dest, list.filter(), budget)?;
                 pruned = Some(keep.clone());
             }
-            None => copy(&item.source, &dest)?,
+            None => copy(&item.source, tree, rel)?,
         }
     } else {
-        copy(&item.source, &dest)?;
+        copy(&item.source, tree, rel)?;
     }
     if let Some(rp) = item.runpath {
         crate::elf::set_runpath(&dest, rp)?;
@@ -671,33 +681,29 @@ fn offload_copy(
     Ok(out)
 }
 
-fn copy(from: &Path, to: &Path) -> Result<()> {
-    std::fs::copy(from, to).map_err(|e| Error::io(from, "cannot copy", e))?;
-    owner_writable(to)
-}
-
-/// A copy is owner-writable, whatever its source's bits (patchelf edits it).
-#[cfg(unix)]
-fn owner_writable(to: &Path) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let mut perm = std::fs::metadata(to)
-        .map_err(|e| Error::io(to, "cannot stat", e))?
-        .permissions();
-    perm.set_mode(perm.mode() | 0o200);
-    std::fs::set_permissions(to, perm).map_err(|e| Error::io(to, "cannot chmod", e))
-}
-
-#[cfg(not(unix))]
-fn owner_writable(_: &Path) -> Result<()> {
+/// Copy `from` as the new file `rel` of `tree` with its permission bits,
+/// owner-writable whatever the source's (patchelf edits the copy).
+fn copy(from: &Path, tree: &Tree, rel: &Path) -> Result<()> {
+    let mut src = std::fs::File::open(from).map_err(|e| Error::io(from, "cannot copy", e))?;
+    let mode = source_mode(&src).map_err(|e| Error::io(from, "cannot stat", e))?;
+    let to = tree.path().join(rel);
+    let mut dst = tree
+        .create_file(rel, mode | 0o200)
+        .map_err(|e| Error::io(&to, "cannot create", e))?;
+    std::io::copy(&mut src, &mut dst).map_err(|e| Error::io(from, "cannot copy", e))?;
     Ok(())
 }
 
-/// Create the symlink `at` pointing at `target`.
-fn symlink(target: &Path, at: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    return std::os::unix::fs::symlink(target, at);
-    #[cfg(windows)]
-    return std::os::windows::fs::symlink_file(target, at);
+/// The permission bits of the open file `f`.
+#[cfg(unix)]
+fn source_mode(f: &std::fs::File) -> std::io::Result<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    Ok(f.metadata()?.permissions().mode() & 0o777)
+}
+
+#[cfg(not(unix))]
+fn source_mode(_: &std::fs::File) -> std::io::Result<u32> {
+    Ok(0o644)
 }
 
 #[cfg(test)]
