@@ -1087,6 +1087,28 @@ mod tests {
     }
 
     #[test]
+    #[cfg(unix)]
+    fn placed_files_never_go_through_a_symlink_nor_replace() {
+        let d = tempfile::tempdir().unwrap();
+        let victim = d.path().join("victim");
+        std::fs::create_dir(&victim).unwrap();
+        let root = d.path().join("out");
+        std::fs::create_dir(&root).unwrap();
+        std::os::unix::fs::symlink(&victim, root.join("lib")).unwrap();
+        let src = d.path().join("spooled");
+        std::fs::write(&src, "bytes").unwrap();
+        for owned in [true, false] {
+            assert!(place(&src, &root, "lib/x.so", owned).is_err());
+        }
+        assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0);
+        assert_eq!(place(&src, &root, "real/x.so", true).unwrap(), 5);
+        assert!(!src.exists(), "moved, not copied");
+        std::fs::write(&src, "other").unwrap();
+        assert!(place(&src, &root, "real/x.so", true).is_err());
+        assert_eq!(std::fs::read(root.join("real/x.so")).unwrap(), b"bytes");
+    }
+
+    #[test]
     fn arch_dir_names_never_contain_colons() {
         assert_eq!(arch_dir_name("gfx90a:xnack+"), "gfx90a");
         assert_eq!(arch_dir_name("gfx1100"), "gfx1100");

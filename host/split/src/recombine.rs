@@ -888,4 +888,35 @@ mod tests {
         );
         assert_eq!(parse_artifact_name("blas_lib_dev"), None);
     }
+
+    #[test]
+    #[cfg(unix)]
+    fn merged_shards_never_write_through_a_symlink_one_left() {
+        let d = tempfile::tempdir().unwrap();
+        let victim = d.path().join("victim");
+        std::fs::create_dir(&victim).unwrap();
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        std::fs::create_dir_all(b.join("lib")).unwrap();
+        std::fs::create_dir(&a).unwrap();
+        std::os::unix::fs::symlink(&victim, a.join("lib")).unwrap();
+        std::os::unix::fs::symlink(victim.join("gone"), a.join("dangling")).unwrap();
+        std::fs::write(b.join("lib/passwd"), "owned").unwrap();
+        let out = d.path().join("out");
+        let tree = Tree::create(&out).unwrap();
+        merge_tree(&a, &tree, Path::new("stage")).unwrap();
+        assert!(merge_tree(&b, &tree, Path::new("stage")).is_err());
+        let c = d.path().join("c");
+        std::fs::create_dir(&c).unwrap();
+        std::fs::write(c.join("dangling"), "owned").unwrap();
+        assert!(merge_tree(&c, &tree, Path::new("stage")).is_err());
+        assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0);
+        // Identical files merge; different ones are an error.
+        std::fs::write(c.join("dangling"), "x").unwrap();
+        std::fs::write(b.join("lib/passwd"), "x").unwrap();
+        merge_tree(&b, &tree, Path::new("other")).unwrap();
+        merge_tree(&b, &tree, Path::new("other")).unwrap();
+        std::fs::write(b.join("lib/passwd"), "y").unwrap();
+        assert!(merge_tree(&b, &tree, Path::new("other")).is_err());
+        assert_eq!(std::fs::read(out.join("other/lib/passwd")).unwrap(), b"x");
+    }
 }
