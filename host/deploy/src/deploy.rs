@@ -711,6 +711,27 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(unix)]
+    fn copies_and_links_are_never_written_through_a_symlink_in_the_staged_tree() {
+        let d = tempfile::tempdir().unwrap();
+        let (root, victim) = (d.path().join("root"), d.path().join("victim"));
+        std::fs::create_dir(&root).unwrap();
+        std::fs::create_dir(&victim).unwrap();
+        std::os::unix::fs::symlink(&victim, root.join("lib")).unwrap();
+        let src = d.path().join("libx.so");
+        std::fs::write(&src, "x").unwrap();
+        let tree = Tree::open(&root).unwrap();
+        let budget = kpack_bundle::MemoryBudget::default();
+        let copy = Item::new("lib/libx.so".into(), src.clone(), "library");
+        let e = stage(&copy, &tree, &budget).unwrap_err();
+        assert!(e.to_string().contains("root/lib"), "{e}");
+        let mut link = Item::new("lib/libx.so.1".into(), src, "library");
+        link.link = Some("libx.so".into());
+        assert!(stage(&link, &tree, &budget).is_err());
+        assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0);
+    }
+
+    #[test]
     fn archive_paths_keep_their_place_relative_to_the_copy() {
         let src = Path::new("/opt/rocm/lib");
         assert_eq!(

@@ -426,6 +426,25 @@ mod tests {
     }
 
     #[test]
+    #[cfg(unix)]
+    fn never_writes_a_member_through_a_symlink_planted_in_the_tree() {
+        let mut t = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_gnu();
+        h.set_size(1);
+        h.set_mode(0o644);
+        t.append_data(&mut h, "./usr/lib/x", &b"x"[..]).unwrap();
+        let bytes = t.into_inner().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (dst, victim) = (dir.path().join("t"), dir.path().join("victim"));
+        std::fs::create_dir(&dst).unwrap();
+        std::fs::create_dir(&victim).unwrap();
+        std::os::unix::fs::symlink(&victim, dst.join("usr")).unwrap();
+        let e = unpack(bytes.as_slice(), &dst, Path::new("p.deb"), "deb", 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("t/usr/lib"), "{e}");
+        assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0);
+    }
+
+    #[test]
     fn refuses_member_under_a_symlink() {
         let mut t = tar::Builder::new(Vec::new());
         let mut h = tar::Header::new_gnu();
