@@ -995,6 +995,20 @@ pub(crate) mod tests {
         path
     }
 
+    #[test]
+    #[cfg(unix)]
+    fn never_unpacks_through_a_symlink_in_the_unpack_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let w = wheel(d.path(), &[("p/x.so", b"x", 0o755)], 0);
+        let (out, victim) = (d.path().join("out"), d.path().join("victim"));
+        std::fs::create_dir(&out).unwrap();
+        std::fs::create_dir(&victim).unwrap();
+        std::os::unix::fs::symlink(&victim, out.join("root")).unwrap();
+        let e = unpack(&w, &out, &Limits::default(), None).unwrap_err();
+        assert!(e.to_string().contains("root/p/x.so"), "{e}");
+        assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0);
+    }
+
     fn unpack_err(input: &Path, limits: &Limits) -> String {
         let out = tempfile::tempdir().unwrap();
         let e = unpack(input, out.path(), limits, None).expect_err("must be refused");
