@@ -560,9 +560,8 @@ fn write(job: &Job, plan: Plan, options: &Options, out: &Path) -> Result<Deploye
     let manifest = Manifest::new(&options.gpus, files, plan.left_out, plan.fat_bytes);
     let json = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
     let mpath = staged_root.join(crate::manifest::MANIFEST);
-    tree.create_file(Path::new(crate::manifest::MANIFEST), 0o644)
-        .and_then(|mut f| std::io::Write::write_all(&mut f, &[json, b"\n".to_vec()].concat()))
-        .map_err(|e| Error::io(&mpath, "cannot write", e))?;
+    let bytes = [json, b"\n".to_vec()].concat();
+    kpack_fsafe::write_atomically(&mpath, "deploy", &bytes, None)?;
     outputs.commit()?;
     Ok(Deployed {
         dir: out.to_path_buf(),

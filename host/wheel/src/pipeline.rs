@@ -55,6 +55,19 @@ pub(crate) fn read(
     Ok(Staged { dir, un })
 }
 
+/// Write the new private file `rel` under `root` (a staging directory)
+/// from `bytes`, never through a symlink and never onto an existing file;
+/// returns its path.
+pub(crate) fn write_new(root: &Path, rel: &str, bytes: &[u8]) -> Result<PathBuf> {
+    use std::io::Write;
+    let path = root.join(rel);
+    Tree::open(root)
+        .and_then(|t| t.create_file(Path::new(rel), 0o600))
+        .and_then(|mut f| f.write_all(bytes))
+        .map_err(|e| Error::io(&path, "cannot write", e))?;
+    Ok(path)
+}
+
 /// Create the directory `rel` (and its missing parents) under `root`,
 /// never through a symlink; returns its path.
 pub(crate) fn create_dir_in(root: &Path, rel: &str) -> Result<PathBuf> {
@@ -196,7 +209,8 @@ pub(crate) fn copy_unchanged(input: &Path, outputs: Option<Outputs>, file: &str)
         return Ok(true);
     }
     let staged = outputs.plan(file, Order::Last)?;
-    std::fs::copy(input, &staged).map_err(|e| Error::io(&staged, "cannot copy the input", e))?;
+    kpack_fsafe::copy_atomically(input, &staged, "wheel")
+        .map_err(|e| Error::io(e.path, e.what, e.source))?;
     outputs.commit()?;
     Ok(false)
 }

@@ -337,7 +337,8 @@ fn write_variants(
         .collect();
     if let Some((name, text)) = index {
         let p = out_stage.join(&name);
-        std::fs::write(&p, text).map_err(|e| Error::io(&p, "cannot write", e))?;
+        kpack_fsafe::write_atomically(&p, "wheel", text.as_bytes(), None)
+            .map_err(|e| Error::io(e.path, e.what, e.source))?;
         report.variants_json = Some(name);
     }
     Ok(())
@@ -754,8 +755,7 @@ fn extras_metadata(
         )
         .to_string(),
     };
-    let file = st.path().join("host-METADATA");
-    std::fs::write(&file, text).map_err(|e| Error::io(&file, "cannot write", e))?;
+    let file = pipeline::write_new(st.path(), "host-METADATA", text.as_bytes())?;
     if let Some(e) = host.entries.iter_mut().find(|e| e.path == path) {
         e.src = Source::Disk(file);
     }
