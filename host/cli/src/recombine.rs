@@ -29,9 +29,10 @@ pub struct Args {
     /// naming the first differing file.
     #[arg(short, long, alias = "output-dir")]
     output: PathBuf,
-    /// Replace output artifacts that exist with other contents.
-    #[arg(long)]
-    replace: bool,
+    /// Replace output artifacts that exist with other contents
+    /// (`--replace` is the same flag).
+    #[arg(long, alias = "replace")]
+    force: bool,
     /// Write each output artifact as a directory, or as a `.tar.zst`
     /// artifact archive (TheRock's name, members sorted, mtime
     /// `SOURCE_DATE_EPOCH` or 0) with its sha256 equivalence manifest
@@ -58,7 +59,7 @@ pub fn run(args: Args) -> CliResult {
     let config = RecombineConfig::load(&args.config)?;
     let opts = RecombineOptions {
         component: args.component.clone(),
-        replace: args.replace,
+        force: args.force,
         output_format: args.output_format.format(),
         mtime: crate::split::source_date_epoch(0)?,
     };

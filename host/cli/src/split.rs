@@ -30,9 +30,10 @@ pub struct Args {
     /// other contents is an error naming the first differing file.
     #[arg(short, long, alias = "output-dir")]
     output: PathBuf,
-    /// Replace output artifacts that exist with other contents.
-    #[arg(long)]
-    replace: bool,
+    /// Replace output artifacts that exist with other contents
+    /// (`--replace` is the same flag).
+    #[arg(long, alias = "replace")]
+    force: bool,
     /// Inputs are shard directories: split every `<component>_<family>` artifact in them.
     #[arg(long)]
     batch: bool,
@@ -141,9 +142,9 @@ pub fn run(mut args: Args) -> CliResult {
     };
     check_paths(&args, &inputs)?;
     let handlers = args.handlers.databases()?;
-    // Split's own bar shows its events; the job's `--replace` rule is the
+    // Split's own bar shows its events; the job's `--force` rule is the
     // options' (an identical output is always left alone).
-    let job = args.archive.job(args.replace, false)?;
+    let job = args.archive.job(args.force, false)?;
     let mut opts = split_options(&args, &job.job, targets)?;
     opts.databases = handlers.as_deref();
 
@@ -211,7 +212,7 @@ fn split_options<'a>(
     opts.verify_hash = args.archive.verify_hash();
     opts.compression = args.archive.compression();
     opts.archive_group = args.archive.archive_group();
-    opts.replace = args.replace;
+    opts.force = args.force;
     if let Some(max) = args.max_unpacked_size {
         opts.archive_limits = opts.archive_limits.with_max_unpacked_size(max);
     }

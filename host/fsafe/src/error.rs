@@ -52,7 +52,8 @@ pub enum Error {
         path: PathBuf,
     },
     /// An existing output with other contents than the staged one, where
-    /// identical outputs are kept ([`crate::Existing::KeepIdentical`]).
+    /// identical outputs are kept ([`crate::Existing::KeepIdentical`]), or
+    /// where the rule is applied early ([`crate::Outputs::compare_staged`]).
     #[error("{}: already exists with other contents (first difference: {}); pass --force to overwrite", path.display(), first.display())]
     ExistsDiffering {
         /// The output.

@@ -67,6 +67,17 @@ impl Existing {
             Existing::Refuse
         }
     }
+
+    /// The rule of commands whose outputs parallel runs write alike
+    /// (`split` and `recombine` shards): `--force` replaces, else an
+    /// identical output is kept and a differing one refused.
+    pub fn keeping_identical(force: bool) -> Existing {
+        if force {
+            Existing::Replace
+        } else {
+            Existing::KeepIdentical
+        }
+    }
 }
 
 /// When a planned output moves into place relative to the others.
@@ -244,6 +255,26 @@ impl Outputs {
         })?;
         self.planned.push(Planned { rel, order, update });
         Ok(staged)
+    }
+
+    /// The run's rule applied early to an output staged at `rel` before it
+    /// is planned (an artifact written whole first): `Ok(true)` when the
+    /// destination holds the same contents (left alone whatever the rule:
+    /// a parallel shard wrote it), `Ok(false)` when the output is to be
+    /// planned and moved, [`Error::ExistsDiffering`] naming the first
+    /// difference when it differs and the rule does not replace. The
+    /// commit applies the rule again, so an output that appears meanwhile
+    /// is not lost.
+    pub fn compare_staged(&self, rel: &str) -> Result<bool> {
+        let dest = self.root.join(rel);
+        if std::fs::symlink_metadata(&dest).is_err() {
+            return Ok(false);
+        }
+        match crate::first_difference(&self.tree().join(rel), &dest) {
+            None => Ok(true),
+            Some(_) if self.existing == Existing::Replace => Ok(false),
+            Some(first) => Err(Error::ExistsDiffering { path: dest, first }),
+        }
     }
 
     /// Where `rel` lands once committed.

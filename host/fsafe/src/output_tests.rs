@@ -3,6 +3,9 @@ use std::path::Path;
 use super::*;
 
 fn write(p: &Path, text: &str) {
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
     std::fs::write(p, text).unwrap();
 }
 
@@ -269,4 +272,35 @@ fn identical_outputs_a_parallel_run_committed_first_are_kept() {
         vec!["art", "b.txt"],
         "no staging directory left"
     );
+}
+
+#[test]
+fn a_staged_output_is_compared_early_under_the_runs_rule() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("out");
+    write(&root.join("art/a.txt"), "old");
+    let staged = |rule: Existing, text: &str| {
+        let o = Outputs::create(&root, "test", rule).unwrap();
+        write(&o.tree().join("art/a.txt"), text);
+        write(&o.tree().join("new/a.txt"), text);
+        o
+    };
+    for rule in [Existing::Refuse, Existing::KeepIdentical, Existing::Replace] {
+        let same = staged(rule, "old");
+        assert!(same.compare_staged("art").unwrap(), "{rule:?}: identical");
+        assert!(!same.compare_staged("new").unwrap(), "{rule:?}: absent");
+    }
+    assert!(
+        !staged(Existing::Replace, "new")
+            .compare_staged("art")
+            .unwrap()
+    );
+    for rule in [Existing::Refuse, Existing::KeepIdentical] {
+        match staged(rule, "new").compare_staged("art") {
+            Err(Error::ExistsDiffering { path, first }) => {
+                assert_eq!((path, first), (root.join("art"), PathBuf::from("a.txt")));
+            }
+            other => panic!("{rule:?}: {other:?}"),
+        }
+    }
 }

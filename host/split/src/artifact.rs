@@ -173,11 +173,7 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     // Shards writing one location: an output another shard committed
     // with the same contents is kept, even when it appears between the
     // check below and the commit.
-    let rule = match opts.replace {
-        true => Existing::Replace,
-        false => Existing::KeepIdentical,
-    };
-    let mut staged = Outputs::create(out, "split", rule)?;
+    let mut staged = Outputs::create(out, "split", Existing::keeping_identical(opts.force))?;
     let stage = staged.tree();
     let mut opts = opts.clone();
     opts.component = c.clone();
@@ -211,7 +207,7 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
         pack_outputs(&stage, &outputs, opts.mtime, store.as_ref(), Some(r))?;
     }
     for o in &names {
-        match existing_output(&stage.join(o), &out.join(o), opts.replace) {
+        match existing_output(&staged, o) {
             Ok(true) => rep.identical.push(o.clone()),
             Ok(false) => {
                 staged.plan(o, Order::First)?;
@@ -237,29 +233,21 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     Ok(rep)
 }
 
-/// What an output artifact `dest` that may exist already means for the
-/// staged one: `true` when it exists with the same contents (left alone:
-/// another shard wrote it), `false` when it is to be written; an error
-/// naming the first differing file when it differs and `replace` is off.
-pub(crate) fn existing_output(staged: &Path, dest: &Path, replace: bool) -> Result<bool> {
-    if std::fs::symlink_metadata(dest).is_err() {
-        return Ok(false);
-    }
-    match kpack_fsafe::first_difference(staged, dest) {
-        None => Ok(true),
-        Some(_) if replace => Ok(false),
-        Some(first) => Err(Error::new(
-            ErrorKind::Exists,
-            Some(dest.to_path_buf()),
-            format!(
-                "already exists with other contents (first difference: {}); not overwritten, pass --replace to replace it",
-                if first.as_os_str().is_empty() {
-                    archive_difference(staged, dest).unwrap_or_else(|| ".".into())
-                } else {
-                    first.display().to_string()
-                }
-            ),
-        )),
+/// What an output artifact `rel` that may exist already means for the
+/// staged one ([`Outputs::compare_staged`]: `true` when identical, left
+/// alone), the first difference of an archive output read from the
+/// equivalence manifests.
+pub(crate) fn existing_output(staged: &Outputs, rel: &str) -> Result<bool> {
+    match staged.compare_staged(rel) {
+        Err(kpack_fsafe::Error::ExistsDiffering { path, first })
+            if first.as_os_str().is_empty() =>
+        {
+            let first = archive_difference(&staged.tree().join(rel), &path)
+                .unwrap_or_else(|| ".".into())
+                .into();
+            Err(kpack_fsafe::Error::ExistsDiffering { path, first }.into())
+        }
+        other => Ok(other?),
     }
 }
 
@@ -510,19 +498,23 @@ mod tests {
     #[test]
     fn an_existing_output_that_differs_is_a_typed_exists_error_naming_it() {
         let tmp = tempfile::tempdir().unwrap();
-        let (staged, dest) = (tmp.path().join("staged"), tmp.path().join("dest"));
-        for (dir, text) in [(&staged, "new"), (&dest, "old")] {
-            std::fs::create_dir(dir).unwrap();
-            std::fs::write(dir.join("f"), text).unwrap();
-        }
-        assert!(!existing_output(&staged, &dest, true).unwrap());
-        let e = existing_output(&staged, &dest, false).unwrap_err();
+        let out = tmp.path().join("out");
+        std::fs::create_dir_all(out.join("art")).unwrap();
+        std::fs::write(out.join("art/f"), "old").unwrap();
+        let staged = |force: bool| {
+            let o = Outputs::create(&out, "test", Existing::keeping_identical(force)).unwrap();
+            std::fs::create_dir_all(o.tree().join("art")).unwrap();
+            std::fs::write(o.tree().join("art/f"), "new").unwrap();
+            o
+        };
+        assert!(!existing_output(&staged(true), "art").unwrap());
+        let e = existing_output(&staged(false), "art").unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Exists);
         assert_eq!(
             error_chain(&e),
             format!(
-                "{}: already exists with other contents (first difference: f); not overwritten, pass --replace to replace it",
-                dest.display()
+                "{}: already exists with other contents (first difference: f); pass --force to overwrite",
+                out.join("art").display()
             )
         );
     }

@@ -75,9 +75,9 @@ pub struct SplitOptions<'a> {
     /// markers name the binary's own archives.
     pub shared_archive: Option<String>,
     /// An output artifact that exists with other contents is replaced
-    /// (`--replace`); without it, an error naming the first differing file.
+    /// (`--force`); without it, an error naming the first differing file.
     /// One with the same contents is always left alone.
-    pub replace: bool,
+    pub force: bool,
     /// Output artifacts as directories (the default) or as `.tar.zst`
     /// artifact archives with equivalence manifests.
     pub output_format: crate::OutputFormat,
@@ -124,7 +124,7 @@ impl<'a> SplitOptions<'a> {
             progress: None,
             archive_group: Level::Target,
             shared_archive: None,
-            replace: false,
+            force: false,
             output_format: crate::OutputFormat::Dir,
             archive_per_artifact: false,
             mtime: 0,

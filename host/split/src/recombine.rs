@@ -276,8 +276,8 @@ pub struct RecombineOptions {
     /// the shards are neither validated nor written.
     pub component: Option<String>,
     /// An output artifact that exists with other contents is replaced
-    /// (`--replace`); one with the same contents is always left alone.
-    pub replace: bool,
+    /// (`--force`); one with the same contents is always left alone.
+    pub force: bool,
     /// Output artifacts as directories (the default) or as `.tar.zst`
     /// artifact archives with equivalence manifests, as `split` writes them.
     pub output_format: crate::OutputFormat,
@@ -312,14 +312,14 @@ pub fn recombine_with(
     if !rep.errors.is_empty() {
         return Ok(rep);
     }
-    let mut staged = Outputs::create(out, "recombine", Existing::from_force(opts.replace))?;
+    let mut staged = Outputs::create(out, "recombine", Existing::keeping_identical(opts.force))?;
     let (outputs, made) = found.stage(config, &staged.tree())?;
     let names = crate::artifact::output_names(&outputs, opts.output_format);
     if opts.output_format == crate::OutputFormat::TarZst {
         crate::artifact::pack_outputs(&staged.tree(), &outputs, opts.mtime, None, None)?;
     }
     for o in &names {
-        match crate::artifact::existing_output(&staged.tree().join(o), &out.join(o), opts.replace) {
+        match crate::artifact::existing_output(&staged, o) {
             Ok(true) => rep.identical.push(o.clone()),
             Ok(false) => {
                 staged.plan(o, Order::First)?;

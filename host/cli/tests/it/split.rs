@@ -370,7 +370,7 @@ fn splits_three_shards_recombines_and_every_kernel_loads() {
         stderr(&r)
     );
     assert_eq!(std::fs::read(&db).unwrap(), b"another shard's");
-    let r = resplit(&["--replace"]);
+    let r = resplit(&["--force"]);
     assert!(r.status.success(), "{}", stderr(&r));
     assert_eq!(
         tree_digest(&shards.join("gfx908_build")),
