@@ -116,7 +116,7 @@ pub fn code_only(text: &str) -> String {
         if in_attribute {
             attr += count(line, '[') as isize - count(line, ']') as isize;
         }
-        if t.starts_with("#[cfg(test)]") {
+        if is_test_cfg(t) {
             pending_cfg_test = true;
         } else if pending_cfg_test && is_mod_line(t) {
             pending_cfg_test = false;
@@ -134,8 +134,16 @@ pub fn code_only(text: &str) -> String {
     out
 }
 
+/// `#[cfg(test)]`, or a `cfg(all(test, …))` that also needs `test`.
+fn is_test_cfg(t: &str) -> bool {
+    t.starts_with("#[cfg(test)]") || t.starts_with("#[cfg(all(test,")
+}
+
 fn is_mod_line(t: &str) -> bool {
-    let t = t.strip_prefix("pub ").unwrap_or(t);
+    let t = t
+        .strip_prefix("pub(crate) ")
+        .or_else(|| t.strip_prefix("pub "))
+        .unwrap_or(t);
     t.starts_with("mod ") && t.contains('{')
 }
 
@@ -174,6 +182,14 @@ mod tests {
         assert!(!code.contains("KPAK"), "{code}");
         assert!(code.contains("fn a()") && code.contains("fn c()"), "{code}");
         assert_eq!(code.lines().count(), text.lines().count());
+    }
+
+    #[test]
+    fn code_only_drops_platform_test_modules_and_crate_visible_ones() {
+        let text = "fn a() {}\n#[cfg(all(test, unix))]\nmod tests {\n    fn t() { x(b\"KPAK\") }\n}\n#[cfg(test)]\npub(crate) mod tests2 {\n    fn u() { x(b\"KPAK\") }\n}\nfn c() {}\n";
+        let code = code_only(text);
+        assert!(!code.contains("KPAK"), "{code}");
+        assert!(code.contains("fn a()") && code.contains("fn c()"), "{code}");
     }
 
     #[test]
