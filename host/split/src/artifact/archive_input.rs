@@ -254,54 +254,24 @@ impl Spooler<'_> {
             return self.prefix_root(&prefix, &m);
         }
         let rel = m.rel.to_string();
-        let batch = self.batch.get_or_insert_with(|| {
-            self.batches += 1;
-            let rel = PathBuf::from(self.batches.to_string());
-            Batch {
-                prefix: prefix.clone(),
-                dir: self.spool.join(&rel),
-                rel,
-                nodes: Vec::new(),
-                bytes: 0,
-            }
-        });
-        let in_spool = batch.rel.join(&prefix).join(&rel);
-        let spooled = batch.dir.join(&prefix).join(&rel);
+        let (batch_rel, batch_dir) = self.open_batch(&prefix);
+        let in_spool = batch_rel.join(&prefix).join(&rel);
+        let spooled = batch_dir.join(&prefix).join(&rel);
         match m.kind.clone() {
-            MemberKind::Dir => batch.nodes.push(Node::Dir(rel)),
-            MemberKind::File { mode, .. } => {
-                let shown = self.archive.join(m.path.as_path());
-                let mut head = Vec::with_capacity(HEAD_LEN);
-                m.data()
-                    .take(HEAD_LEN as u64)
-                    .read_to_end(&mut head)
-                    .map_err(|e| Error::io(&shown, "cannot read", e))?;
-                if is_plain(&head) {
-                    let s = self
-                        .store
-                        .append(&head, &mut m.data(), mode)
-                        .map_err(|e| Error::io(&shown, "cannot store", e))?;
-                    self.stored.insert(m.path.as_str().to_string(), s);
-                    batch.nodes.push(Node::Stored(rel, s));
-                } else {
-                    let size = write_file(&head, &mut m.data(), &self.spool_tree, &in_spool, mode)
-                        .map_err(|e| Error::io(&shown, "cannot spool", e))?;
-                    batch.bytes += size;
-                    batch.nodes.push(Node::File(rel, size));
-                }
-            }
+            MemberKind::Dir => self.push(Node::Dir(rel), 0),
+            MemberKind::File { mode, .. } => self.file(&mut m, rel, &in_spool, mode)?,
             MemberKind::HardLink(target) => {
                 let target = target.as_str();
                 // Only a file of this batch is still in its spool.
-                let from = batch.rel.join(target);
+                let from = batch_rel.join(target);
                 if let Some(s) = self.stored.get(target) {
-                    batch.nodes.push(Node::Stored(rel, *s));
+                    self.push(Node::Stored(rel, *s), 0);
                 } else if self.spool_tree.entry(&from) == Some(Entry::File) {
                     self.spool_tree
                         .hard_link(&from, &in_spool)
                         .map_err(|e| Error::io(&spooled, "cannot create a hard link", e))?;
                     let size = std::fs::symlink_metadata(&spooled).map_or(0, |m| m.len());
-                    batch.nodes.push(Node::File(rel, size));
+                    self.push(Node::File(rel, size), 0);
                 } else {
                     self.late_links.push(LateLink {
                         prefix: prefix.clone(),
@@ -312,8 +282,61 @@ impl Spooler<'_> {
             }
             MemberKind::Symlink(_) => {}
         }
-        if batch.bytes >= BATCH_BYTES || batch.nodes.len() >= BATCH_FILES {
+        if self
+            .batch
+            .as_ref()
+            .is_some_and(|b| b.bytes >= BATCH_BYTES || b.nodes.len() >= BATCH_FILES)
+        {
             self.hand_over()?;
+        }
+        Ok(())
+    }
+
+    /// The batch members of `prefix` go into (opened when none is): its
+    /// path inside the spool and on disk.
+    fn open_batch(&mut self, prefix: &str) -> (PathBuf, PathBuf) {
+        let batch = self.batch.get_or_insert_with(|| {
+            self.batches += 1;
+            let rel = PathBuf::from(self.batches.to_string());
+            Batch {
+                prefix: prefix.to_string(),
+                dir: self.spool.join(&rel),
+                rel,
+                nodes: Vec::new(),
+                bytes: 0,
+            }
+        });
+        (batch.rel.clone(), batch.dir.clone())
+    }
+
+    /// Add `node` (of `bytes` spooled bytes) to the open batch.
+    fn push(&mut self, node: Node, bytes: u64) {
+        if let Some(b) = self.batch.as_mut() {
+            b.bytes += bytes;
+            b.nodes.push(node);
+        }
+    }
+
+    /// A file member: into the store when plain, else spooled at
+    /// `in_spool`.
+    fn file(&mut self, m: &mut Member<'_>, rel: String, in_spool: &Path, mode: u32) -> Result<()> {
+        let shown = self.archive.join(m.path.as_path());
+        let mut head = Vec::with_capacity(HEAD_LEN);
+        m.data()
+            .take(HEAD_LEN as u64)
+            .read_to_end(&mut head)
+            .map_err(|e| Error::io(&shown, "cannot read", e))?;
+        if is_plain(&head) {
+            let s = self
+                .store
+                .append(&head, &mut m.data(), mode)
+                .map_err(|e| Error::io(&shown, "cannot store", e))?;
+            self.stored.insert(m.path.as_str().to_string(), s);
+            self.push(Node::Stored(rel, s), 0);
+        } else {
+            let size = write_file(&head, &mut m.data(), &self.spool_tree, in_spool, mode)
+                .map_err(|e| Error::io(&shown, "cannot spool", e))?;
+            self.push(Node::File(rel, size), size);
         }
         Ok(())
     }
