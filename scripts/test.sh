@@ -122,7 +122,7 @@ cargo clippy --locked -p kpack-cli --no-default-features -- -D warnings
 # Functions stay short enough to read: none over 150 lines, at most 1
 # over 80 (non-test code; scripts/fnlen.py --show 80 lists them). The limit
 # follows the count down: lower it when a long function is split.
-python3 scripts/fnlen.py --show 150 --max-long 1
+python3 scripts/fnlen.py --show 150 --max-long 0
 # Modules of a crate depend on each other one way (no cycle), so each can
 # be read, tested and moved on its own; the script lists any cycle.
 # A `pub use a::X` in lib.rs named as `crate::X` from module b counts as

@@ -130,8 +130,8 @@ fn group(args: &PackArgs, items: &[Item]) -> anyhow::Result<Planned> {
     )?)
 }
 
-/// Stage every archive and the manifest, check them, commit.
-fn write(args: &PackArgs, archives: &Planned) -> CliResult {
+/// The output root and the manifest's path in it (`None`: no manifest).
+fn destinations(args: &PackArgs) -> anyhow::Result<(PathBuf, Option<String>)> {
     let (root, manifest_rel) = match args.layout {
         Layout::Single => {
             let root = parent_of(&args.output);
@@ -151,6 +151,12 @@ fn write(args: &PackArgs, archives: &Planned) -> CliResult {
         Some(m) => Some(m.to_owned()),
         None => Some(manifest_rel),
     };
+    Ok((root, manifest_rel))
+}
+
+/// Stage every archive and the manifest, check them, commit.
+fn write(args: &PackArgs, archives: &Planned) -> CliResult {
+    let (root, manifest_rel) = destinations(args)?;
     for it in archives.values().flat_map(|(_, l)| l) {
         for rel in archives.keys() {
             crate::safety::not_same_file(&it.path, &root.join(rel))?;
