@@ -80,6 +80,7 @@ mod mmap;
 mod mode;
 pub mod pack;
 mod read;
+mod sha256x2;
 #[cfg(any(test, feature = "test-support"))]
 #[doc(hidden)]
 pub mod testing;
@@ -98,7 +99,7 @@ pub use read::{Archive, DecodeTarget, Entry, Scheme};
 pub use verify::{ArchiveProblem, verify};
 pub use verify_report::{Verification, VerifiedArchive};
 pub use write::{
-    ArchiveWriter, Compression, DEFAULT_LEVEL, DeltaCompressor, DeltaKey, EntryOrder,
+    ArchiveWriter, Compression, DEFAULT_LEVEL, DeltaCompressor, DeltaKey, EntryOrder, FileRange,
     KernelCompressor, LEVELS, WriterOptions, Written, check_level, sha256,
 };
 /// zstd's output-buffer trait, the supertrait of [`DecodeTarget`].

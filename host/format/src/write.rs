@@ -13,11 +13,13 @@ use crate::delta;
 use crate::mmap::Map;
 
 mod delta_key;
+mod ranges;
 mod toc;
 use crate::error::{Error, ErrorKind, Result};
 use crate::{BLOB_START, MAGIC, Scheme, VERSION};
 use delta_key::DeltaKeys;
 pub use delta_key::{DeltaCompressor, DeltaKey};
+pub use ranges::FileRange;
 
 /// AMD's loader refuses zstd blobs of 4 GiB or more.
 const MAX_ZSTD_BLOB: u64 = 1 << 32;

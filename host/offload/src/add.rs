@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use kpack_binary::HostBinary;
 use kpack_bundle::MemoryBudget;
-use kpack_format::{ArchiveWriter, DeltaCompressor, EntryOrder, KernelCompressor};
+use kpack_format::{ArchiveWriter, DeltaCompressor, EntryOrder, FileRange, KernelCompressor};
 use rayon::prelude::*;
 
 use crate::{ArchiveSet, Error};
@@ -512,6 +512,9 @@ fn add_plain(
             // (a `try_clone` would share one position between threads).
             let mut file = std::fs::File::open(input)
                 .map_err(|source| Error::io(input, "cannot open", source))?;
+            // Consecutive file ranges go to the writer together, which
+            // copies and hashes them on every thread of the pool.
+            let mut ranges = Vec::new();
             for &(key, name, b, i) in jobs
                 .get(group.as_str())
                 .map(Vec::as_slice)
@@ -526,15 +529,23 @@ fn add_plain(
                 match bundles[b].stored_range(source, i).map_err(bundle)? {
                     Some((offset, len)) => {
                         check_spirv(input, b, entry, source, offset, len)?;
-                        writer.add_file_range(key, name, &mut file, offset, len)?;
+                        ranges.push(FileRange {
+                            key,
+                            arch: name,
+                            offset,
+                            len,
+                        });
                     }
                     None => {
+                        writer.add_file_ranges(&mut file, &ranges)?;
+                        ranges.clear();
                         let data = bundles[b].read_entry(source, i).map_err(bundle)?;
                         check_spirv(input, b, entry, &data, 0, data.len() as u64)?;
                         writer.add(key, name, &data)?;
                     }
                 }
             }
+            writer.add_file_ranges(&mut file, &ranges)?;
             Ok(())
         })
 }
