@@ -207,22 +207,10 @@ pub(crate) fn symlinks(tree: &Tree, payload: &Payload) -> Result<()> {
     Ok(())
 }
 
-/// Create the directory `dst` in its existing parent and open it as the
-/// [`Tree`] a payload is written through.
+/// Create the directory `dst` (and its missing parents) and open it as
+/// the [`Tree`] a payload is written through.
 pub(crate) fn create_tree(dst: &Path) -> Result<Tree> {
-    let made = match (dst.parent(), dst.file_name()) {
-        (Some(parent), Some(name)) => {
-            let parent = if parent.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                parent
-            };
-            Tree::open(parent).and_then(|t| t.create_dir_all(Path::new(name)))
-        }
-        _ => Ok(()),
-    };
-    made.and_then(|()| Tree::open(dst))
-        .map_err(|e| Error::io(dst, "cannot create", e))
+    Tree::create(dst).map_err(|e| Error::io(dst, "cannot create", e))
 }
 
 /// Create the directory `rel` of `tree` and its missing parents.
