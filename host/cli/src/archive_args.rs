@@ -190,9 +190,13 @@ impl ArchiveArgs {
         self.memory.budget(kpack_bundle::DEFAULT_MEMORY_LIMIT)
     }
 
-    /// The command's job: `--max-memory`, `--jobs`, existing outputs
-    /// replaced when `force`, a progress bar on a terminal with `bar`.
-    pub fn job(&self, force: bool, bar: bool) -> anyhow::Result<crate::job::CommandJob> {
-        crate::job::build(self.budget(), self.jobs, force, bar)
+    /// The command's job: `--max-memory`, `--jobs`, the `existing` rule
+    /// for outputs, a progress bar on a terminal with `bar`.
+    pub fn job(
+        &self,
+        existing: kpack_fsafe::Existing,
+        bar: bool,
+    ) -> anyhow::Result<crate::job::CommandJob> {
+        crate::job::build(self.budget(), self.jobs, existing, bar)
     }
 }

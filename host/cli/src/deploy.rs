@@ -109,7 +109,12 @@ pub fn run(args: Args) -> CliResult {
         no_system_dirs: false,
     };
     let budget = args.memory.budget(kpack_bundle::DEFAULT_MEMORY_LIMIT);
-    let run = crate::job::build(budget, None, args.force, false)?;
+    let run = crate::job::build(
+        budget,
+        None,
+        kpack_fsafe::Existing::from_force(args.force),
+        false,
+    )?;
     let mut handlers = args.handlers.clone();
     if handlers.is_empty() {
         handlers.split_databases = DEFAULT_HANDLERS.iter().map(|s| s.to_string()).collect();

@@ -37,16 +37,17 @@ impl Drop for CommandJob {
 }
 
 /// The job of a command: `budget`, `threads` workers (every core when
-/// `None`), existing outputs replaced when `force`; with `bar`, a progress
+/// `None`), the `existing` rule for outputs (`Existing::from_force`, or
+/// `keeping_identical` where shards write alike); with `bar`, a progress
 /// bar when stderr is a terminal (commands whose libraries report phases).
 pub fn build(
     budget: MemoryBudget,
     threads: Option<usize>,
-    force: bool,
+    existing: Existing,
     bar: bool,
 ) -> anyhow::Result<CommandJob> {
     let bar = if bar { crate::ui::phases() } else { None };
-    let mut b = Job::builder(budget).existing(Existing::from_force(force));
+    let mut b = Job::builder(budget).existing(existing);
     if let Some(n) = threads {
         b = b.threads(n);
     }

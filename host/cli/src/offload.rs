@@ -64,7 +64,9 @@ pub fn run(args: Args) -> CliResult {
         safety::clean_stale_temps(dir);
     }
     // Offload shows its own spinner: the job draws no bar.
-    let run = args.archive.job(args.force, false)?;
+    let run = args
+        .archive
+        .job(kpack_fsafe::Existing::from_force(args.force), false)?;
     let (mut archives, opts) = plan(&args, &run.job);
     // Archives and host binary are staged, then committed as one: archives
     // first (inert without their binary), the host binary last; a failure

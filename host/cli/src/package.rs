@@ -131,7 +131,12 @@ fn split(args: SplitArgs, format: Format) -> CliResult {
     };
     opts.targets = args.targets.filter()?;
     opts.mtime = crate::split::source_date_epoch(0)?;
-    let run = crate::job::build(budget, None, args.force, false)?;
+    let run = crate::job::build(
+        budget,
+        None,
+        kpack_fsafe::Existing::from_force(args.force),
+        false,
+    )?;
     let mut reports = Vec::new();
     for input in &args.inputs {
         let report = match format {

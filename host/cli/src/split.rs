@@ -142,9 +142,12 @@ pub fn run(mut args: Args) -> CliResult {
     };
     check_paths(&args, &inputs)?;
     let handlers = args.handlers.databases()?;
-    // Split's own bar shows its events; the job's `--force` rule is the
-    // options' (an identical output is always left alone).
-    let job = args.archive.job(args.force, false)?;
+    // Split's own bar shows its events. Shards write one location alike:
+    // an identical output is left alone, a differing one replaced only
+    // with --force.
+    let job = args
+        .archive
+        .job(kpack_fsafe::Existing::keeping_identical(args.force), false)?;
     let mut opts = split_options(&args, &job.job, targets)?;
     opts.databases = handlers.as_deref();
 
@@ -212,7 +215,6 @@ fn split_options<'a>(
     opts.verify_hash = args.archive.verify_hash();
     opts.compression = args.archive.compression();
     opts.archive_group = args.archive.archive_group();
-    opts.force = args.force;
     if let Some(max) = args.max_unpacked_size {
         opts.archive_limits = opts.archive_limits.with_max_unpacked_size(max);
     }

@@ -173,7 +173,12 @@ fn prune(args: PruneArgs) -> CliResult {
     crate::safety::clean_stale_temps(&args.output);
     let start = std::time::Instant::now();
     let budget = args.memory.budget(kpack_bundle::DEFAULT_MEMORY_LIMIT);
-    let run = crate::job::build(budget, None, args.force, true)?;
+    let run = crate::job::build(
+        budget,
+        None,
+        kpack_fsafe::Existing::from_force(args.force),
+        true,
+    )?;
     let report = prune_wheel(&run.job, &args.input, &args.output, &opts);
     drop(run);
     let report = report?;
@@ -243,7 +248,9 @@ fn split(mut args: SplitArgs) -> CliResult {
     let input = packed.as_ref().map_or(input, |(_, w)| w.clone());
 
     let start = std::time::Instant::now();
-    let run = args.archive.job(args.force, true)?;
+    let run = args
+        .archive
+        .job(kpack_fsafe::Existing::from_force(args.force), true)?;
     crate::ui::info(format_args!(
         "splitting {} into {} ({} threads)",
         input.display(),

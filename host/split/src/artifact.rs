@@ -7,7 +7,7 @@ pub(crate) mod archive_input;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use kpack_fsafe::{Existing, Order, Outputs};
+use kpack_fsafe::{Order, Outputs};
 use serde::Serialize;
 
 use crate::error::{Error, ErrorKind, Result, error_chain};
@@ -173,7 +173,7 @@ fn split_one(input: &ArtifactInput, out: &Path, opts: &SplitOptions<'_>) -> Resu
     // Shards writing one location: an output another shard committed
     // with the same contents is kept, even when it appears between the
     // check below and the commit.
-    let mut staged = Outputs::create(out, "split", Existing::keeping_identical(opts.force))?;
+    let mut staged = opts.job.outputs(out, "split")?;
     let stage = staged.tree();
     let mut opts = opts.clone();
     opts.component = c.clone();
@@ -494,6 +494,7 @@ fn write_manifests(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kpack_fsafe::Existing;
 
     #[test]
     fn an_existing_output_that_differs_is_a_typed_exists_error_naming_it() {

@@ -74,10 +74,6 @@ pub struct SplitOptions<'a> {
     /// archives (still written as usual, into each arch tree). `None`:
     /// markers name the binary's own archives.
     pub shared_archive: Option<String>,
-    /// An output artifact that exists with other contents is replaced
-    /// (`--force`); without it, an error naming the first differing file.
-    /// One with the same contents is always left alone.
-    pub force: bool,
     /// Output artifacts as directories (the default) or as `.tar.zst`
     /// artifact archives with equivalence manifests.
     pub output_format: crate::OutputFormat,
@@ -89,7 +85,9 @@ pub struct SplitOptions<'a> {
     /// (`SOURCE_DATE_EPOCH`, else 0).
     pub mtime: u64,
     /// The run's job: every binary of the run read in parallel inflates
-    /// under its memory budget (`--max-memory`).
+    /// under its memory budget (`--max-memory`); its rule for existing
+    /// outputs is the rule for the artifacts `split_artifact` writes
+    /// (`Existing::keeping_identical` for shards that write alike).
     pub job: &'a Job,
     /// What an artifact archive may inflate to and the zstd window it may
     /// ask for (`--max-unpacked-size`, `--max-memory`).
@@ -124,7 +122,6 @@ impl<'a> SplitOptions<'a> {
             progress: None,
             archive_group: Level::Target,
             shared_archive: None,
-            force: false,
             output_format: crate::OutputFormat::Dir,
             archive_per_artifact: false,
             mtime: 0,
