@@ -131,13 +131,12 @@ struct Pending {
 /// earlier leaves nothing behind.
 pub struct ArchiveWriter {
     dest: PathBuf,
-    dir: PathBuf,
     options: WriterOptions,
     /// Named temp file beside the destination: header placeholder, then
     /// each stored kernel (with its size word for zstd) in insertion order.
     /// When insertion order is the final order it becomes the archive
     /// itself (no second copy of the blobs).
-    spool: tempfile::NamedTempFile,
+    spool: kpack_fsafe::Staged,
     spool_len: u64,
     pending: Vec<Pending>,
     seen: HashSet<(String, String)>,
@@ -265,28 +264,18 @@ impl ArchiveWriter {
     /// The spool file is created (unlinked) in `path`'s directory.
     pub fn create(path: impl AsRef<Path>, options: WriterOptions) -> Result<ArchiveWriter> {
         let dest = path.as_ref().to_path_buf();
-        let dir = match dest.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let mut spool = kpack_fsafe::temp_file_in(&dir, "spool").map_err(|e| {
-            Error::io(
-                format!("cannot create a spool file in {}", dir.display()),
-                e,
-            )
-        })?;
+        let mut spool = kpack_fsafe::Staged::new(&dest, "spool").map_err(staged_error)?;
         // Only v1 zstd spools its frames in final form; zstd-delta spools raw
         // kernels and compresses at finish, when all targets of a key are known.
         let zstd = matches!(options.compression, Compression::Zstd { .. });
         let head = BLOB_START + if zstd { 4 } else { 0 };
         spool
-            .as_file_mut()
+            .file_mut()
             .write_all(&vec![0u8; head as usize])
             .map_err(|e| Error::io("cannot write spool file", e))?;
         let compressor = KernelCompressor::new(options.compression)?;
         Ok(ArchiveWriter {
             dest,
-            dir,
             options,
             spool,
             spool_len: head,
@@ -472,7 +461,7 @@ impl ArchiveWriter {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect();
-            let f = self.spool.as_file_mut();
+            let f = self.spool.file_mut();
             f.seek(SeekFrom::Start(p.spool_offset))
                 .map_err(|e| Error::io("cannot seek spool file", e))?;
             p.sha256 = write(f)?;
@@ -488,18 +477,18 @@ impl ArchiveWriter {
         if self.reserved.is_some() {
             // Filling reserved places moved the position; append after them.
             self.spool
-                .as_file_mut()
+                .file_mut()
                 .seek(SeekFrom::Start(self.spool_len))
                 .map_err(|e| Error::io("cannot seek spool file", e))?;
         }
         if self.compressor.is_some() {
             self.spool
-                .as_file_mut()
+                .file_mut()
                 .write_all(&(stored_len as u32).to_le_bytes())
                 .map_err(werr)?;
             self.spool_len += 4;
         }
-        let sha256 = write(self.spool.as_file_mut())?;
+        let sha256 = write(self.spool.file_mut())?;
         self.pending.push(Pending {
             key,
             arch: arch.to_owned(),
@@ -729,7 +718,7 @@ impl ArchiveWriter {
             ));
         }
         self.spool
-            .as_file_mut()
+            .file_mut()
             .seek(SeekFrom::Start(self.spool_len))
             .map_err(|e| Error::io("cannot seek spool file", e))?;
         Ok(())
@@ -755,7 +744,7 @@ impl ArchiveWriter {
     fn persist_spool(&mut self, toc: &[u8], header: &[u8]) -> Result<()> {
         let werr = |e| Error::io("cannot write archive", e);
         let count = self.frame_count_word();
-        let f = self.spool.as_file_mut();
+        let f = self.spool.file_mut();
         f.write_all(toc).map_err(werr)?;
         f.seek(SeekFrom::Start(0)).map_err(werr)?;
         f.write_all(header).map_err(werr)?;
@@ -763,14 +752,12 @@ impl ArchiveWriter {
             f.write_all(&count).map_err(werr)?;
         }
         f.flush().map_err(werr)?;
-        set_readable(self.spool.as_file())?;
+        set_readable(self.spool.file())?;
         let spool = std::mem::replace(
             &mut self.spool,
-            kpack_fsafe::temp_file_in(&self.dir, "spool").map_err(|e| Error::io("temp file", e))?,
+            kpack_fsafe::Staged::new(&self.dest, "spool").map_err(staged_error)?,
         );
-        spool
-            .persist(&self.dest)
-            .map_err(|e| Error::io("cannot rename archive into place", e.error))?;
+        spool.commit(None).map_err(staged_error)?;
         Ok(())
     }
 
@@ -787,14 +774,14 @@ impl ArchiveWriter {
         let werr = |e| Error::io("cannot write archive", e);
         let zstd = self.compressor.is_some();
         let count = self.frame_count_word();
-        let mut w = BufWriter::with_capacity(1 << 20, out.as_file_mut());
+        let mut w = BufWriter::with_capacity(1 << 20, out.file_mut());
         w.write_all(header).map_err(werr)?;
         if let Some(count) = count {
             w.write_all(&count).map_err(werr)?;
         }
         let mut buf = Vec::new();
         for p in &self.pending {
-            read_spooled_into(self.spool.as_file_mut(), p, &mut buf)?;
+            read_spooled_into(self.spool.file_mut(), p, &mut buf)?;
             if zstd {
                 w.write_all(&(buf.len() as u32).to_le_bytes())
                     .map_err(werr)?;
@@ -804,8 +791,7 @@ impl ArchiveWriter {
         w.write_all(toc).map_err(werr)?;
         w.flush().map_err(werr)?;
         drop(w);
-        out.persist(&self.dest)
-            .map_err(|e| Error::io("cannot rename archive into place", e.error))?;
+        out.commit(None).map_err(staged_error)?;
         Ok(())
     }
 
@@ -902,14 +888,9 @@ impl ArchiveWriter {
 
     /// The temp file the archive is written to, beside its destination and
     /// readable like a file `cp` would make, until it is renamed into place.
-    fn archive_temp(&self) -> Result<tempfile::NamedTempFile> {
-        let out = kpack_fsafe::temp_file_in(&self.dir, "archive").map_err(|e| {
-            Error::io(
-                format!("cannot create a temp file in {}", self.dir.display()),
-                e,
-            )
-        })?;
-        set_readable(out.as_file())?;
+    fn archive_temp(&self) -> Result<kpack_fsafe::Staged> {
+        let out = kpack_fsafe::Staged::new(&self.dest, "archive").map_err(staged_error)?;
+        set_readable(out.file())?;
         Ok(out)
     }
 
@@ -962,7 +943,7 @@ impl ArchiveWriter {
         let werr = |e| Error::io("cannot write archive", e);
         let mut pos = BLOB_START;
         {
-            let mut w = BufWriter::with_capacity(1 << 20, out.as_file_mut());
+            let mut w = BufWriter::with_capacity(1 << 20, out.file_mut());
             w.write_all(&[0u8; BLOB_START as usize]).map_err(werr)?;
             let mut placed = Vec::with_capacity(n);
             for (frame, base) in frames.iter().zip(&base) {
@@ -978,7 +959,7 @@ impl ArchiveWriter {
             w.write_all(&toc).map_err(werr)?;
             w.flush().map_err(werr)?;
         }
-        let f = out.as_file_mut();
+        let f = out.file_mut();
         f.seek(SeekFrom::Start(0)).map_err(werr)?;
         f.write_all(&header(crate::VERSION_DELTA, pos))
             .map_err(werr)?;
@@ -987,8 +968,7 @@ impl ArchiveWriter {
             .metadata()
             .map_err(|e| Error::io("cannot stat archive", e))?
             .len();
-        out.persist(&self.dest)
-            .map_err(|e| Error::io("cannot rename archive into place", e.error))?;
+        out.commit(None).map_err(staged_error)?;
         Ok(Written {
             path: self.dest.clone(),
             entries: self.pending.len(),
@@ -1004,7 +984,7 @@ impl ArchiveWriter {
         let key = self.pending[ordinals[0]].key.clone();
         let mut spooled = Vec::with_capacity(ordinals.len());
         for &o in ordinals {
-            spooled.push(read_spooled(self.spool.as_file_mut(), &self.pending[o])?);
+            spooled.push(read_spooled(self.spool.file_mut(), &self.pending[o])?);
         }
         if self.pending[ordinals[0]].framed.is_none() {
             let members: Vec<&[u8]> = spooled.iter().map(Vec::as_slice).collect();
@@ -1207,6 +1187,12 @@ fn sha256_of_range(mut file: &File, offset: u64, len: u64) -> std::io::Result<[u
         done += n as u64;
     }
     Ok(h.finalize().into())
+}
+
+/// An error of the staged archive file (creating, committing) as this
+/// crate's, its cause kept.
+fn staged_error(e: kpack_fsafe::IoError) -> Error {
+    Error::io(format!("{}: {}", e.path.display(), e.what), e.source)
 }
 
 #[cfg(test)]

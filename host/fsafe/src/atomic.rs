@@ -53,6 +53,11 @@ impl Staged {
         self.tmp.as_file_mut()
     }
 
+    /// The temp file, to read back or set permissions on.
+    pub fn file(&self) -> &std::fs::File {
+        self.tmp.as_file()
+    }
+
     /// Give the file the permissions of `mode_from` (when it exists; the
     /// temp file's own are owner-only) and rename it onto the output.
     pub fn commit(self, mode_from: Option<&Path>) -> Result<()> {

@@ -227,7 +227,7 @@ impl ArchiveWriter {
     fn unseal(&mut self, indices: &[usize]) -> Result<()> {
         let mut frames = Vec::with_capacity(indices.len());
         for &i in indices {
-            frames.push(read_spooled(self.spool.as_file_mut(), &self.pending[i])?);
+            frames.push(read_spooled(self.spool.file_mut(), &self.pending[i])?);
         }
         let arch_at = |arch: &str| indices.iter().position(|&i| self.pending[i].arch == arch);
         let mut bases = Vec::with_capacity(indices.len());
@@ -247,12 +247,12 @@ impl ArchiveWriter {
             .collect();
         let raw = decode_frames(&frames, &bases, &sizes)?;
         self.spool
-            .as_file_mut()
+            .file_mut()
             .seek(SeekFrom::Start(self.spool_len))
             .map_err(|e| Error::io("cannot seek spool file", e))?;
         for (&i, data) in indices.iter().zip(&raw) {
             let werr = |e| Error::io("cannot write spool file", e);
-            std::io::Write::write_all(self.spool.as_file_mut(), data).map_err(werr)?;
+            std::io::Write::write_all(self.spool.file_mut(), data).map_err(werr)?;
             let p = &mut self.pending[i];
             p.spool_offset = self.spool_len;
             p.stored_len = data.len() as u64;

@@ -110,7 +110,7 @@ impl ArchiveWriter {
         self.spool_len = at;
         // The writes did not move the spool's position; the next append
         // goes after them.
-        (self.spool.as_file_mut())
+        (self.spool.file_mut())
             .seek(SeekFrom::Start(self.spool_len))
             .map_err(|e| Error::io("cannot seek spool file", e))?;
         Ok(())
@@ -129,7 +129,7 @@ impl ArchiveWriter {
     /// Write each job's bytes at its place in the spool and return their
     /// sha256s, in order. See [`add_file_ranges`](Self::add_file_ranges).
     fn write_hashing(&self, src: &File, jobs: &[Job<'_>], piece: u64) -> Result<Vec<[u8; 32]>> {
-        let spool = self.spool.as_file();
+        let spool = self.spool.file();
         let pieces = pieces(jobs, piece);
         let done = pieces
             .par_iter()
