@@ -392,6 +392,32 @@ mod tests {
     }
 
     #[test]
+    fn random_lengths_in_random_pieces_match_sha2() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |m: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % m as u64) as usize
+        };
+        for round in 0..300 {
+            let (na, nb) = (next(3000), next(3000));
+            let (da, db) = (bytes(round * 2 + 1, na), bytes(round * 2 + 2, nb));
+            let (mut a, mut b) = (Sha256::new(), Sha256::new());
+            let (mut ra, mut rb) = (&da[..], &db[..]);
+            while !ra.is_empty() || !rb.is_empty() {
+                let ta = next(300).min(ra.len());
+                let tb = next(300).min(rb.len());
+                update2(&mut a, &ra[..ta], &mut b, &rb[..tb]);
+                ra = &ra[ta..];
+                rb = &rb[tb..];
+            }
+            assert_eq!(a.finalize(), oracle(&da), "round {round}: {na} bytes");
+            assert_eq!(b.finalize(), oracle(&db), "round {round}: {nb} bytes");
+        }
+    }
+
+    #[test]
     fn the_portable_engine_and_a_mix_of_engines_match_sha2() {
         let (da, db) = (bytes(5, 3000), bytes(9, 5000));
         let (mut a, mut b) = (Sha256(Engine::Portable(sha2::Sha256::new())), Sha256::new());

@@ -63,16 +63,19 @@ impl ArchiveWriter {
         ranges: &[FileRange<'_>],
         piece: u64,
     ) -> Result<()> {
+        if ranges.is_empty() {
+            return Ok(());
+        }
         let size = src.metadata().map(|m| m.len()).ok();
         let fits = |r: &FileRange<'_>| {
             size.is_some_and(|n| r.offset.checked_add(r.len).is_some_and(|end| end <= n))
         };
-        if !self.batchable(ranges) || !ranges.iter().all(fits) {
+        if !self.batchable() || !ranges.iter().all(fits) {
             for r in ranges {
                 self.add_file_range(r.key, r.arch, src, r.offset, r.len)?;
             }
             return Ok(());
-        };
+        }
         let mut keys = Vec::with_capacity(ranges.len());
         let mut at = self.spool_len;
         let mut jobs = Vec::with_capacity(ranges.len());
@@ -118,12 +121,11 @@ impl ArchiveWriter {
 
     /// Whether [`add_file_ranges`](Self::add_file_ranges) can take its
     /// fast way, the source aside.
-    fn batchable(&self, ranges: &[FileRange<'_>]) -> bool {
+    fn batchable(&self) -> bool {
         cfg!(unix)
             && self.options.compression == Compression::None
             && self.digests()
             && self.reserved.is_none()
-            && ranges.len() > 1
     }
 
     /// Write each job's bytes at its place in the spool and return their
