@@ -1196,11 +1196,11 @@ fn staged_error(e: kpack_fsafe::IoError) -> Error {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::Archive;
 
-    fn opts(compression: Compression) -> WriterOptions {
+    pub(crate) fn opts(compression: Compression) -> WriterOptions {
         WriterOptions {
             group_name: "g".into(),
             gfx_arch_family: "f".into(),

@@ -112,20 +112,9 @@ impl Tree {
     /// parents created, never through a symlink); an existing `rel` is an
     /// error.
     pub fn adopt(&self, outside: &Path, rel: &Path) -> io::Result<()> {
-        let (Some(parent), Some(name)) = (outside.parent(), outside.file_name()) else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{} names no file", outside.display()),
-            ));
-        };
-        let parent = if parent.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            parent
-        };
-        let src = Dir::open(parent)?;
+        let (src, name) = outside_parent(outside)?;
         let (dst, new) = self.root.walk_to_parent(rel, &mut Vec::new())?;
-        Dir::rename_noreplace(&src, name, &dst, &new)
+        Dir::rename_noreplace(&src, &name, &dst, &new)
     }
 
     /// [`Tree::adopt`], replacing a file at `rel` in one rename, as an

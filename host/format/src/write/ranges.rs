@@ -305,17 +305,9 @@ fn write_at(_: &File, _: &[u8], _: u64) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Archive, WriterOptions};
+    use crate::Archive;
+    use crate::write::tests::opts;
     use sha2::Digest;
-
-    fn opts(compression: Compression) -> WriterOptions {
-        WriterOptions {
-            group_name: "g".into(),
-            gfx_arch_family: "f".into(),
-            compression,
-            ..Default::default()
-        }
-    }
 
     /// An input file of pseudo-random bytes, and ranges of it at the sizes
     /// sha256's padding and the hash chunks turn on, keyed in `order`.
