@@ -10,14 +10,16 @@
 //!   so a later run can remove the stale ones of dead processes
 //!   ([`remove_stale_temps`]);
 //! - inputs are only read: an output that is the same file as an input is
-//!   refused ([`not_same_file`]), and so are output directories inside an
+//!   refused ([`not_same_file`]; at plan by [`Outputs`] given the
+//!   command's inputs, [`OutputsBuilder::inputs`]), and so are output directories inside an
 //!   input tree and inputs inside an output ([`not_nested`]);
 //! - inputs must be regular files ([`regular_file`]: a FIFO would block, a
 //!   device never ends);
 //! - existing outputs are refused unless forced ([`not_existing`]);
 //! - output directories a failed run created are removed again
 //!   ([`CreatedDir`]);
-//! - writers into one directory take turns ([`lock_dir`]);
+//! - writers into one directory take turns ([`lock_dir`], held by
+//!   [`Outputs`] with [`OutputsBuilder::lock`]);
 //! - paths read from files, archives, indexes or flags stay inside their
 //!   root ([`is_plain_relative`], [`is_plain_name`], [`inside_root`],
 //!   [`plain_name`]), and names taken from an input are checked once
@@ -44,8 +46,8 @@ pub use dir::Entry;
 pub use error::{Error, IoError, Result};
 pub use interrupt::{Registered, remove_on_interrupt, remove_registered};
 pub use output::{
-    Committed, Existing, LeftBehind, Order, Outputs, commit_all, remove_stale_temps,
-    take_left_behind,
+    Committed, Existing, LeftBehind, Order, Outputs, OutputsBuilder, commit_all,
+    remove_stale_temps, take_left_behind,
 };
 pub use path::{is_plain_name, is_plain_relative, normalize, relative_path, resolved};
 pub use temp::{

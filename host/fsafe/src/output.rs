@@ -1,11 +1,16 @@
 //! One way to write: every output of a kpack command is planned, staged,
 //! checked and committed through [`Outputs`].
 //!
+//! - **Create** ([`Outputs::create`], [`Outputs::builder`]): the lock on the
+//!   root is taken when asked ([`OutputsBuilder::lock`]), stale temps of
+//!   dead runs are removed and listed for the command to name
+//!   ([`Outputs::removed_stale`]).
 //! - **Plan.** Each output path is named before its first byte is written
 //!   ([`Outputs::plan`]), relative to the output root and checked by one
 //!   rule ([`crate::is_plain_relative`]); names that come from an input go
 //!   through [`crate::input_name`] first, whose error names the field and
-//!   the file it came from.
+//!   the file it came from. An output that is one of the command's inputs
+//!   ([`OutputsBuilder::inputs`]) is refused here.
 //! - **Stage.** Outputs are written into a staging tree on the output's own
 //!   file system (`.kpack-tmp-<pid>-<what>-<random>/out`), laid out as
 //!   under the root.
@@ -139,37 +144,113 @@ pub struct Outputs {
     holder: tempfile::TempDir,
     planned: Vec<Planned>,
     existing: Existing,
-    /// The root's parents this run created (fresh roots only).
+    /// The root's parents this run created (fresh roots), or the root
+    /// and its parents (a locked root, made to be locked).
     created: Option<CreatedDir>,
+    /// The command's inputs: no planned output may be one of them.
+    inputs: Vec<PathBuf>,
+    /// Stale temps of dead runs removed before staging.
+    removed_stale: Vec<PathBuf>,
     /// The staging directory goes on SIGINT/SIGTERM too (the CLI's handler).
     _interrupt: crate::Registered,
+    /// The advisory lock on the root ([`OutputsBuilder::lock`]); declared
+    /// last, so it is released after the staging directory is gone.
+    _lock: Option<std::fs::File>,
+}
+
+/// [`Outputs`] with what a command asks beyond the rule for existing
+/// outputs: the inputs no output may be, and a lock on the root.
+#[must_use = "nothing is staged until `create`"]
+pub struct OutputsBuilder<'a> {
+    root: &'a Path,
+    what: &'a str,
+    existing: Existing,
+    inputs: Vec<PathBuf>,
+    on_wait: Option<Box<dyn FnOnce() + 'a>>,
+}
+
+impl<'a> OutputsBuilder<'a> {
+    /// The command's inputs: [`Outputs::plan`] refuses an output that is
+    /// one of them, through any path or hard link ([`crate::not_same_file`]).
+    pub fn inputs<P: AsRef<Path>>(mut self, inputs: &[P]) -> Self {
+        self.inputs
+            .extend(inputs.iter().map(|p| p.as_ref().to_path_buf()));
+        self
+    }
+
+    /// Hold the advisory lock on the root ([`crate::lock_dir`]) for the
+    /// life of the [`Outputs`], so runs writing into one root take turns;
+    /// `on_wait` is called first when another process holds it. A missing
+    /// root is created to be locked, and removed again when the run
+    /// commits nothing into it or fails.
+    pub fn lock(mut self, on_wait: impl FnOnce() + 'a) -> Self {
+        self.on_wait = Some(Box::new(on_wait));
+        self
+    }
+
+    /// Lock the root when asked, remove stale temps, and make the staging
+    /// directory ([`Outputs::create`]).
+    pub fn create(self) -> Result<Outputs> {
+        let root = if self.root.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            self.root
+        };
+        let (lock, made) = match self.on_wait {
+            Some(on_wait) => {
+                let made = CreatedDir::create(root)?;
+                (Some(crate::lock_dir(root, on_wait)?), Some(made))
+            }
+            None => (None, None),
+        };
+        let mut o = Outputs::stage(root, self.what, self.existing)?;
+        o.inputs = self.inputs;
+        o._lock = lock;
+        if made.is_some() {
+            o.created = made;
+        }
+        Ok(o)
+    }
 }
 
 impl Outputs {
     /// Outputs under `root` (a directory, created at commit when missing),
     /// staged in `.kpack-tmp-<pid>-<what>-<random>` (in the root, or beside
     /// a root that does not exist yet). Stale temps of dead runs there are
-    /// removed first (finishing any commit they had begun).
+    /// removed first (finishing any commit they had begun) and listed
+    /// ([`Outputs::removed_stale`]).
     pub fn create(root: &Path, what: &str, existing: Existing) -> Result<Outputs> {
-        let root = if root.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            root
-        };
+        Outputs::builder(root, what, existing).create()
+    }
+
+    /// [`Outputs::create`] with the command's inputs and a lock on the
+    /// root ([`OutputsBuilder`]).
+    pub fn builder<'a>(root: &'a Path, what: &'a str, existing: Existing) -> OutputsBuilder<'a> {
+        OutputsBuilder {
+            root,
+            what,
+            existing,
+            inputs: Vec::new(),
+            on_wait: None,
+        }
+    }
+
+    /// The staging directory under or beside `root` (not empty).
+    fn stage(root: &Path, what: &str, existing: Existing) -> Result<Outputs> {
         let fresh = std::fs::symlink_metadata(root).is_err();
-        let (holder_in, created) = if fresh {
+        let (holder_in, created, removed_stale) = if fresh {
             let parent = parent_of(root);
             let created = CreatedDir::create(parent)?;
-            crate::remove_stale_temps(parent);
-            (parent.to_path_buf(), Some(created))
+            let removed = crate::remove_stale_temps(parent);
+            (parent.to_path_buf(), Some(created), removed)
         } else {
             if !std::fs::metadata(root).is_ok_and(|m| m.is_dir()) {
                 return Err(Error::NotDir {
                     path: root.to_path_buf(),
                 });
             }
-            crate::remove_stale_temps(root);
-            (root.to_path_buf(), None)
+            let removed = crate::remove_stale_temps(root);
+            (root.to_path_buf(), None, removed)
         };
         let holder = crate::temp_dir_in(&holder_in, what).map_err(|source| Error::CreateDir {
             path: holder_in.clone(),
@@ -189,7 +270,16 @@ impl Outputs {
             planned: Vec::new(),
             existing,
             created,
+            inputs: Vec::new(),
+            removed_stale,
+            _lock: None,
         })
+    }
+
+    /// The stale temps of dead runs removed when these outputs were
+    /// created, for the command to name.
+    pub fn removed_stale(&self) -> &[PathBuf] {
+        &self.removed_stale
     }
 
     /// The output root.
@@ -237,6 +327,9 @@ impl Outputs {
             });
         }
         let rel = PathBuf::from(rel);
+        for input in &self.inputs {
+            crate::not_same_file(input, &self.root.join(&rel))?;
+        }
         if let Some(other) = self
             .planned
             .iter()
@@ -392,15 +485,17 @@ fn commit_reports(outputs: Vec<Outputs>) -> Result<Vec<Committed>> {
     }
     for (o, u) in outputs.into_iter().zip(done) {
         u.forget();
+        // A root made only to be locked stays when an output went in.
+        let keep = o.fresh || !o.planned.is_empty();
         let Outputs {
             holder, created, ..
         } = o;
-        if let Some(c) = created {
-            c.keep();
-        }
         let path = holder.path().to_path_buf();
         if let Err(error) = holder.close() {
             left_behind().push(LeftBehind { path, error });
+        }
+        if let Some(c) = created.filter(|_| keep) {
+            c.keep();
         }
     }
     Ok(reports)

@@ -304,3 +304,82 @@ fn a_staged_output_is_compared_early_under_the_runs_rule() {
         }
     }
 }
+
+#[test]
+fn a_planned_output_that_is_an_input_is_refused_at_plan() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("in.bin");
+    write(&input, "input");
+    let linked = tempfile::tempdir().unwrap();
+    std::fs::hard_link(&input, linked.path().join("link.bin")).unwrap();
+    for root in [d.path(), linked.path()] {
+        let mut o = Outputs::builder(root, "test", Existing::Replace)
+            .inputs(&[&input])
+            .create()
+            .unwrap();
+        let e = o.plan("link.bin", Order::Last).err();
+        let e = e.or_else(|| o.plan("in.bin", Order::Last).err());
+        assert!(matches!(e, Some(Error::SameFile { .. })), "{e:?}");
+        assert!(o.plan("other.bin", Order::Last).is_ok());
+    }
+    assert_eq!(read(&input), "input");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn stale_temps_removed_are_listed() {
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join(".kpack-tmp-99999999-x-abc");
+    let dir = d.path().join(".kpack-tmp-99999998-y-def");
+    write(&file, "stale");
+    std::fs::create_dir(&dir).unwrap();
+    // A fresh root: the stale temps beside it, where it is staged.
+    let o = Outputs::create(&d.path().join("new"), "test", Existing::Refuse).unwrap();
+    let mut listed = o.removed_stale().to_vec();
+    listed.sort();
+    assert_eq!(listed, vec![dir.clone(), file.clone()]);
+    assert!(!file.exists() && !dir.exists());
+    drop(o);
+    write(&file, "stale");
+    let o = Outputs::create(d.path(), "test", Existing::Refuse).unwrap();
+    assert_eq!(o.removed_stale(), [file]);
+    let o = Outputs::create(d.path(), "test", Existing::Refuse).unwrap();
+    assert!(o.removed_stale().is_empty());
+}
+
+#[test]
+fn the_lock_is_held_until_drop() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let d = tempfile::tempdir().unwrap();
+    let o = Outputs::builder(d.path(), "test", Existing::Refuse)
+        .lock(|| panic!("the lock is free"))
+        .create()
+        .unwrap();
+    let waited = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let t = s.spawn(|| crate::lock_dir(d.path(), || waited.store(true, Ordering::SeqCst)));
+        while !waited.load(Ordering::SeqCst) && !t.is_finished() {
+            std::thread::yield_now();
+        }
+        assert!(waited.load(Ordering::SeqCst), "the lock was not held");
+        drop(o);
+        assert!(t.join().unwrap().is_ok());
+    });
+}
+
+#[test]
+fn a_root_made_to_be_locked_stays_only_with_an_output_in_it() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("a/archives");
+    let lock = || Outputs::builder(&root, "test", Existing::Refuse).lock(|| {});
+    let o = lock().create().unwrap();
+    assert!(root.is_dir(), "the root is made to be locked");
+    assert!(o.commit().unwrap().is_empty());
+    assert!(names(d.path()).is_empty(), "{:?}", names(d.path()));
+    drop(lock().create().unwrap());
+    assert!(names(d.path()).is_empty(), "{:?}", names(d.path()));
+    let mut o = lock().create().unwrap();
+    write(&o.plan("x.kpack", Order::First).unwrap(), "x");
+    o.commit().unwrap();
+    assert_eq!(names(&root), vec!["x.kpack"]);
+}
