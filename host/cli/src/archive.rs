@@ -325,19 +325,21 @@ fn extract(
         crate::safety::write_stdout(&a.read(e)?)?;
         return Ok(());
     }
-    write_entries(&a, &chosen, out, force)
+    write_entries(&a, &chosen, (file, out), force)
 }
 
-/// Decode `chosen` into the staged outputs of `out`, then commit them
-/// whole: a corrupt entry leaves nothing behind, not the entries before it.
+/// Decode `chosen` from the archive `file` into the staged outputs of
+/// `out` (never onto `file` itself), then commit them whole: a corrupt
+/// entry leaves nothing behind, not the entries before it.
 fn write_entries(
     a: &Archive,
     chosen: &[(&kpack_format::Entry, PathBuf)],
-    out: &Path,
+    (file, out): (&Path, &Path),
     force: bool,
 ) -> CliResult {
-    crate::safety::clean_stale_temps(out);
-    let mut outputs = Outputs::create(out, "extract", Existing::from_force(force))?;
+    let mut outputs = crate::safety::create_outputs(
+        Outputs::builder(out, "extract", Existing::from_force(force)).inputs(&[file]),
+    )?;
     let mut sizes = Vec::new();
     for (e, rel) in chosen {
         let rel = rel

@@ -108,12 +108,10 @@ fn write_outputs(
     names: &[&str],
     write: impl FnOnce(&Path) -> anyhow::Result<usize>,
 ) -> anyhow::Result<usize> {
-    for name in names {
-        crate::safety::not_same_file(&args.file, &args.output.join(name))?;
-    }
-    crate::safety::clean_stale_temps(&args.output);
     let force = Existing::from_force(args.force);
-    let mut outputs = Outputs::create(&args.output, "extract", force)?;
+    let mut outputs = crate::safety::create_outputs(
+        Outputs::builder(&args.output, "extract", force).inputs(&[&args.file]),
+    )?;
     for name in names {
         outputs.plan(name, Order::First)?;
     }

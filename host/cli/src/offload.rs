@@ -53,32 +53,30 @@ pub fn run(args: Args) -> CliResult {
         safety::plain_name("--name", n)?;
     }
     safety::not_stdout(&args.output, "offload")?;
-    safety::not_same_file(&args.input, &args.output)?;
+    // Archives and host binary are staged, then committed as one: archives
+    // first (inert without their binary), the host binary last; a failure
+    // anywhere undoes every move. Two offloads into one archive directory
+    // take turns (its lock), so a host binary never ends up beside the
+    // other run's archives; a host-only input leaves no archive directory.
+    let existing = Existing::from_force(args.force);
+    let mut archive_out = safety::create_outputs(
+        Outputs::builder(&args.archives, "offload", existing)
+            .lock(safety::lock_message(&args.archives)),
+    )?;
+    let (out_dir, out_name) = split_output(&args.output)?;
+    let mut host_out = safety::create_outputs(
+        Outputs::builder(&out_dir, "offload", existing).inputs(&[&args.input]),
+    )?;
+    let staged_host = host_out.plan(&out_name, Order::Last)?;
     safety::not_existing(&args.output, args.force)?;
-    let created = safety::CreatedDir::create(&args.archives)?;
-    // Two offloads into one archive directory take turns, so a host binary
-    // never ends up beside the other run's archives.
-    let _lock = safety::lock_dir(&args.archives)?;
-    safety::clean_stale_temps(&args.archives);
-    if let Some(dir) = args.output.parent().filter(|d| !d.as_os_str().is_empty()) {
-        safety::clean_stale_temps(dir);
-    }
     // Offload shows its own spinner: the job draws no bar.
     let run = args
         .archive
         .job(kpack_fsafe::Existing::from_force(args.force), false)?;
     let (mut archives, opts) = plan(&args, &run.job);
-    // Archives and host binary are staged, then committed as one: archives
-    // first (inert without their binary), the host binary last; a failure
-    // anywhere undoes every move.
-    let existing = Existing::from_force(args.force);
-    let mut archive_out = Outputs::create(&args.archives, "offload", existing)?;
     archives.set_stage(archive_out.tree());
     // Checked against the final paths: no archive may land on the output.
     archives.protect(&args.output);
-    let (out_dir, out_name) = split_output(&args.output)?;
-    let mut host_out = Outputs::create(&out_dir, "offload", existing)?;
-    let staged_host = host_out.plan(&out_name, Order::Last)?;
     let spinner = crate::ui::spinner(format!("offloading {}", args.input.display()));
     let done = run
         .job
@@ -105,10 +103,6 @@ pub fn run(args: Args) -> CliResult {
         for why in kpack_amdgpu::generic_only_warnings(targets.iter().map(String::as_str)) {
             eprintln!("warning: {}: {why}", args.input.display());
         }
-    }
-    // A host-only input writes no archive: leave no empty directory either.
-    if !written.is_empty() {
-        created.keep();
     }
     let report = OffloadReport::new(&args.input, &args.output, &opts, outcome, &written);
     if args.json {

@@ -86,8 +86,9 @@ pub fn extract(
         }
     }
     let chosen: Vec<&ListedImage> = images.iter().filter(|i| matches(&i.arch)).collect();
-    crate::safety::clean_stale_temps(output);
-    let mut outputs = Outputs::create(output, "extract", Existing::from_force(force))?;
+    let mut outputs = crate::safety::create_outputs(
+        Outputs::builder(output, "extract", Existing::from_force(force)).inputs(&[path]),
+    )?;
     for img in &chosen {
         let p = outputs.plan(&img.file_name, Order::First)?;
         outputs.check_existing()?;

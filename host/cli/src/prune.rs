@@ -62,11 +62,14 @@ pub struct Args {
 pub fn run(args: Args) -> CliResult {
     let keep = args.keep.list()?;
     safety::regular_file(&args.input)?;
-    safety::not_same_file(&args.input, &args.output)?;
+    // Staged, then committed (a new parent directory appears with it).
+    let (out_dir, out_name) = crate::offload::split_output(&args.output)?;
+    let mut outputs = safety::create_outputs(
+        Outputs::builder(&out_dir, "prune", Existing::from_force(args.force))
+            .inputs(&[&args.input]),
+    )?;
+    let staged = outputs.plan(&out_name, Order::Last)?;
     safety::not_existing(&args.output, args.force)?;
-    if let Some(dir) = args.output.parent().filter(|d| !d.as_os_str().is_empty()) {
-        safety::clean_stale_temps(dir);
-    }
 
     let prunable = kpack_prune::open(&args.input, WalkOptions::default())?.ok_or_else(|| {
         anyhow!(
@@ -102,15 +105,8 @@ pub fn run(args: Args) -> CliResult {
     for t in &missing {
         eprintln!("warning: {input}: has no code object for {t}");
     }
-    // Staged, then committed (a new parent directory appears with it).
-    let (out_dir, out_name) = crate::offload::split_output(&args.output)?;
-    let mut outputs = Outputs::create(&out_dir, "prune", Existing::from_force(args.force))?;
     let budget = args.memory.budget(kpack_bundle::DEFAULT_MEMORY_LIMIT);
-    let report = prunable.write(
-        &outputs.plan(&out_name, Order::Last)?,
-        keep.filter(),
-        &budget,
-    )?;
+    let report = prunable.write(&staged, keep.filter(), &budget)?;
     outputs.commit()?;
     let targets = Targets {
         kept: &kept,

@@ -4,17 +4,33 @@
 //! which stale temp files it removed, saying when it waits for a lock, and
 //! stdout as an output (`-o -`, a reader that goes away).
 
-use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 pub use kpack_fsafe::{
-    CreatedDir, inside_root, not_existing, not_nested, not_same_file, plain_name, regular_file,
+    CreatedDir, Outputs, OutputsBuilder, inside_root, not_existing, not_nested, plain_name,
+    regular_file,
 };
 
-/// Remove stale temp files of dead kpack processes in `dir`, saying so.
+/// Remove stale temp files of dead kpack processes in `dir`, saying so
+/// (for a directory a library writes into; [`create_outputs`] says so for
+/// the outputs a command creates).
 pub fn clean_stale_temps(dir: &Path) {
-    for p in kpack_fsafe::remove_stale_temps(dir) {
+    say_removed(&kpack_fsafe::remove_stale_temps(dir));
+}
+
+/// The command's outputs, as `builder` describes them (its inputs, a lock
+/// on the root: see [`lock_message`]), saying which stale temps of dead
+/// runs were removed: the one way a command creates its [`Outputs`].
+pub fn create_outputs(builder: OutputsBuilder<'_>) -> kpack_fsafe::Result<Outputs> {
+    let outputs = builder.create()?;
+    say_removed(outputs.removed_stale());
+    Ok(outputs)
+}
+
+/// A note for each stale temp removed.
+fn say_removed(removed: &[PathBuf]) {
+    for p in removed {
         crate::ui::note(format_args!(
             "removed {}, left by a kpack run that died",
             p.display()
@@ -22,15 +38,15 @@ pub fn clean_stale_temps(dir: &Path) {
     }
 }
 
-/// Take the advisory lock on the directory `dir` (waiting, and saying so,
-/// while another kpack holds it). Held until the returned file is dropped.
-pub fn lock_dir(dir: &Path) -> anyhow::Result<File> {
-    Ok(kpack_fsafe::lock_dir(dir, || {
+/// What a command says while it waits for the lock on `dir`
+/// ([`OutputsBuilder::lock`]): another kpack is writing there.
+pub fn lock_message(dir: &Path) -> impl FnOnce() + '_ {
+    move || {
         crate::ui::status(format_args!(
             "waiting for the lock on {} (another kpack is writing there)",
             dir.display()
         ));
-    })?)
+    }
 }
 
 /// On SIGINT or SIGTERM, remove the temp files writers registered

@@ -157,13 +157,20 @@ fn destinations(args: &PackArgs) -> anyhow::Result<(PathBuf, Option<String>)> {
 /// Stage every archive and the manifest, check them, commit.
 fn write(args: &PackArgs, archives: &Planned) -> CliResult {
     let (root, manifest_rel) = destinations(args)?;
-    for it in archives.values().flat_map(|(_, l)| l) {
-        for rel in archives.keys() {
-            crate::safety::not_same_file(&it.path, &root.join(rel))?;
-        }
-    }
-    let created = crate::safety::CreatedDir::create(&root)?;
-    let mut outputs = Outputs::create(&root, "pack", Existing::from_force(args.force))?;
+    let inputs: Vec<&Path> = archives
+        .values()
+        .flat_map(|(_, l)| l)
+        .map(|it| it.path.as_path())
+        .collect();
+    let mut outputs = crate::safety::create_outputs(
+        Outputs::builder(&root, "pack", Existing::from_force(args.force)).inputs(&inputs),
+    )?;
+    // Every archive planned (and checked against the inputs) before the
+    // first is written.
+    let staged = archives
+        .keys()
+        .map(|rel| outputs.plan(rel, Order::First))
+        .collect::<Result<Vec<_>, _>>()?;
     let compression: Compression = args.compression.compression(args.level.level);
     let bar = crate::ui::progress(
         archives.values().map(|(_, l)| l.len() as u64).sum(),
@@ -180,8 +187,7 @@ fn write(args: &PackArgs, archives: &Planned) -> CliResult {
         .unwrap_or(Path::new(""))
         .to_path_buf();
     let mut written = Vec::new();
-    for (rel, (family, list)) in archives {
-        let staged = outputs.plan(rel, Order::First)?;
+    for ((rel, (family, list)), staged) in archives.iter().zip(&staged) {
         let options = WriterOptions {
             group_name: args
                 .group_name
@@ -192,7 +198,7 @@ fn write(args: &PackArgs, archives: &Planned) -> CliResult {
             compression,
             ..Default::default()
         };
-        let (done, mut listed) = pack::write_archive(&staged, rel, options, list, &mut |_| {
+        let (done, mut listed) = pack::write_archive(staged, rel, options, list, &mut |_| {
             if let Some(b) = &bar {
                 b.inc(1);
             }
@@ -223,7 +229,6 @@ fn write(args: &PackArgs, archives: &Planned) -> CliResult {
     if let Some(m) = dests.get(written.len()) {
         println!("{}\tmanifest", m.display());
     }
-    created.keep();
     Ok(())
 }
 
