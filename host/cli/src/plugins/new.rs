@@ -29,7 +29,8 @@ pub struct Args {
 pub fn run(args: Args) -> CliResult {
     let s = kpack_plugin_host::scaffold(&args.name, args.path.as_deref(), args.sdk.as_deref())?;
     // Staged and committed whole: a failure leaves no half-made crate.
-    let mut outputs = Outputs::create(&s.dir, "new", Existing::Refuse)?;
+    let mut outputs =
+        crate::safety::create_outputs(Outputs::builder(&s.dir, "new", Existing::Refuse))?;
     for (rel, text) in &s.files {
         let p = outputs.plan(rel, Order::First)?;
         std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
