@@ -88,15 +88,25 @@ mod imp {
         /// was created.
         pub(crate) fn child(&self, name: &OsStr, create: bool) -> io::Result<(Dir, bool)> {
             let path = self.path.join(name);
-            let mut made = false;
-            if create {
-                match rustix::fs::mkdirat(&self.fd, name, Mode::from_bits_truncate(0o777)) {
-                    Ok(()) => made = true,
-                    Err(rustix::io::Errno::EXIST) => {}
-                    Err(e) => return Err(e.into()),
+            let open = || rustix::fs::openat(&self.fd, name, DIR_FLAGS, Mode::empty());
+            // Opened first: on the way to a file the directories mostly
+            // exist already, and one `openat` is all they cost.
+            let (fd, made) = match open() {
+                Err(rustix::io::Errno::NOENT) if create => {
+                    let made = match rustix::fs::mkdirat(
+                        &self.fd,
+                        name,
+                        Mode::from_bits_truncate(0o777),
+                    ) {
+                        Ok(()) => true,
+                        Err(rustix::io::Errno::EXIST) => false,
+                        Err(e) => return Err(e.into()),
+                    };
+                    (open(), made)
                 }
-            }
-            match rustix::fs::openat(&self.fd, name, DIR_FLAGS, Mode::empty()) {
+                other => (other, false),
+            };
+            match fd {
                 Ok(fd) => Ok((Dir { fd, path }, made)),
                 Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
                     Err(symlink_in_the_way(&path))
@@ -344,6 +354,19 @@ impl Dir {
             dir = next;
         }
         Ok((dir, last))
+    }
+
+    /// Whether the directory is still linked into the file system (not
+    /// removed since it was opened).
+    pub(crate) fn is_linked(&self) -> bool {
+        #[cfg(unix)]
+        {
+            rustix::fs::fstat(&self.fd).is_ok_and(|st| st.st_nlink > 0)
+        }
+        #[cfg(not(unix))]
+        {
+            self.path.is_dir()
+        }
     }
 
     /// A second handle on this directory.

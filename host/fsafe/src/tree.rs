@@ -5,15 +5,22 @@
 //! a link or a permission change outside the tree, or onto a file that a
 //! symlink planted earlier points at.
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use crate::dir::{Dir, Entry};
 
 /// A directory tree written through no-follow directory handles.
 pub struct Tree {
     root: Dir,
+    /// The directory the last file was created in (or the last one
+    /// created), and its components: files come mostly one directory at a
+    /// time, so the walk from the root is skipped while they do. Moves
+    /// forget it.
+    last: Mutex<Option<(Vec<OsString>, Dir)>>,
 }
 
 impl Tree {
@@ -21,6 +28,7 @@ impl Tree {
     /// itself is followed: the root is the caller's choice).
     pub fn open(root: &Path) -> io::Result<Tree> {
         Ok(Tree {
+            last: Mutex::new(None),
             root: Dir::open(root)?,
         })
     }
@@ -41,10 +49,19 @@ impl Tree {
     /// Create the directory `rel` and its missing parents; a symlink on
     /// the way (or at `rel`) is an error.
     pub fn create_dir_all(&self, rel: &Path) -> io::Result<()> {
-        let mut dir = self.root.reopen()?;
-        for part in crate::dir::components(rel)? {
-            dir = dir.child(&part, true)?.0;
+        let parts = crate::dir::components(rel)?;
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, dir)) = last.as_ref()
+            && *at == parts
+            && dir.is_linked()
+        {
+            return Ok(());
         }
+        let mut dir = self.root.reopen()?;
+        for part in &parts {
+            dir = dir.child(part, true)?.0;
+        }
+        *last = Some((parts, dir));
         Ok(())
     }
 
@@ -52,8 +69,29 @@ impl Tree {
     /// bits `mode` (`0o777` at most; ignored where there are none); an
     /// existing file, a symlink at `rel` or on the way is an error.
     pub fn create_file(&self, rel: &Path, mode: u32) -> io::Result<File> {
+        let mut parent = crate::dir::components(rel)?;
+        let Some(name) = parent.pop() else {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "an empty path"));
+        };
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, dir)) = last.as_ref()
+            && *at == parent
+        {
+            match dir.create_file(&name, mode & 0o777) {
+                // Removed behind the tree's back: walk to it again.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                done => return done,
+            }
+        }
         let (dir, name) = self.root.walk_to_parent(rel, &mut Vec::new())?;
-        dir.create_file(&name, mode & 0o777)
+        let file = dir.create_file(&name, mode & 0o777)?;
+        *last = Some((parent, dir));
+        Ok(file)
+    }
+
+    /// Forget the directory of the last file (a move may take it away).
+    fn forget_last(&self) {
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// Open the existing regular file `rel` for reading, never through a
@@ -102,6 +140,7 @@ impl Tree {
     /// created; neither reached through a symlink); an existing `to` is an
     /// error, never replaced.
     pub fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.forget_last();
         let (src, old) = self.parent(from)?;
         let (dst, new) = self.root.walk_to_parent(to, &mut Vec::new())?;
         Dir::rename_noreplace(&src, &old, &dst, &new)
@@ -112,6 +151,7 @@ impl Tree {
     /// parents created, never through a symlink); an existing `rel` is an
     /// error.
     pub fn adopt(&self, outside: &Path, rel: &Path) -> io::Result<()> {
+        self.forget_last();
         let (src, name) = outside_parent(outside)?;
         let (dst, new) = self.root.walk_to_parent(rel, &mut Vec::new())?;
         Dir::rename_noreplace(&src, &name, &dst, &new)
@@ -121,6 +161,7 @@ impl Tree {
     /// installer lets a later file win (a symlink at `rel` is replaced,
     /// never followed; a directory there is an error).
     pub fn adopt_replacing(&self, outside: &Path, rel: &Path) -> io::Result<()> {
+        self.forget_last();
         let (src, name) = outside_parent(outside)?;
         let (dst, new) = self.root.walk_to_parent(rel, &mut Vec::new())?;
         Dir::rename(&src, &name, &dst, &new)
@@ -282,5 +323,32 @@ mod tests {
             t.adopt_replacing(&d.path().join("new3"), Path::new("dir"))
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a_directory_moved_or_removed_after_a_file_is_walked_to_again() {
+        let (d, t, _victim) = tree();
+        t.create_file(Path::new("a/x"), 0o644).unwrap();
+        t.rename(Path::new("a"), Path::new("b")).unwrap();
+        t.create_file(Path::new("a/y"), 0o644).unwrap();
+        let names = |p: &str| {
+            let mut v: Vec<String> = std::fs::read_dir(d.path().join("root").join(p))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            (names("a"), names("b")),
+            (vec!["y".into()], vec!["x".into()])
+        );
+        std::fs::remove_dir_all(d.path().join("root/a")).unwrap();
+        t.create_file(Path::new("a/z"), 0o644).unwrap();
+        assert_eq!(names("a"), ["z"]);
+        t.create_dir_all(Path::new("c/d")).unwrap();
+        std::fs::remove_dir_all(d.path().join("root/c")).unwrap();
+        t.create_dir_all(Path::new("c/d")).unwrap();
+        assert!(d.path().join("root/c/d").is_dir(), "made again");
     }
 }

@@ -304,6 +304,7 @@ pub fn split_prefix(layout: &PrefixLayout<'_>, opts: &SplitOptions<'_>) -> Resul
         owned: false,
         shown: layout.source,
         store: None,
+        trees: Trees::default(),
     };
     split_nodes(layout, opts, &nodes, &input, &mut report)?;
     Ok(report.finish())
@@ -319,6 +320,26 @@ pub(crate) struct Input<'a> {
     pub shown: &'a Path,
     /// The store holding the [`Node::Stored`] files, if any.
     pub store: Option<&'a Store>,
+    /// The output roots files are placed into, each opened once.
+    pub trees: Trees,
+}
+
+/// Output roots opened once each: placing a file walks from its root's
+/// handle, and from the last directory used when it is the same.
+#[derive(Default)]
+pub(crate) struct Trees(std::sync::Mutex<BTreeMap<PathBuf, std::sync::Arc<Tree>>>);
+
+impl Trees {
+    /// The tree rooted at `root`, created (with its parents) on first use.
+    fn get(&self, root: &Path) -> std::io::Result<std::sync::Arc<Tree>> {
+        let mut trees = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = trees.get(root) {
+            return Ok(t.clone());
+        }
+        let t = std::sync::Arc::new(Tree::create(root)?);
+        trees.insert(root.to_path_buf(), t.clone());
+        Ok(t)
+    }
 }
 
 /// Split `nodes` (entries of the prefix at `layout.source`, in path order)
@@ -720,16 +741,21 @@ fn classify(
 /// (std::fs::copy keeps the permission bits), or moved when the split owns
 /// `src` (a spooled archive entry, on the same file system as the output;
 /// never replacing). Returns its size.
-fn place(src: &Path, root: &Path, rel: &str, owned: bool) -> std::result::Result<u64, FileError> {
+fn place(
+    src: &Path,
+    root: &Path,
+    rel: &str,
+    input: &Input<'_>,
+) -> std::result::Result<u64, FileError> {
     let (dst, rel) = (root.join(rel), Path::new(rel));
-    let tree =
-        Tree::create(root).map_err(FileError::io(format!("cannot create {}", root.display())))?;
+    let tree = (input.trees.get(root))
+        .map_err(FileError::io(format!("cannot create {}", root.display())))?;
     if let Some(d) = rel.parent() {
         let shown = root.join(d);
         tree.create_dir_all(d)
             .map_err(FileError::io(format!("cannot create {}", shown.display())))?;
     }
-    if !owned {
+    if !input.owned {
         return std::fs::copy(src, &dst)
             .map_err(FileError::io(format!("cannot copy to {}", dst.display())));
     }
@@ -748,7 +774,7 @@ fn process_file(
     claim: Option<&Claim>,
     input: &Input<'_>,
 ) -> std::result::Result<FileResult, FileError> {
-    let (rel, owned) = (file.rel, input.owned);
+    let rel = file.rel;
     let src = layout.source.join(rel);
     // A file kept as it is: moved or copied from the prefix, or placed
     // from the store.
@@ -759,7 +785,7 @@ fn process_file(
                 .place(s, &dst)
                 .map_err(FileError::io(format!("cannot write {}", dst.display())))
         }
-        _ => place(&src, root, rel, owned),
+        _ => place(&src, root, rel, input),
     };
     let mut r = FileResult {
         bytes_in: file.size,
@@ -790,10 +816,10 @@ fn process_file(
         None => FileKind::of_path(&src).map_err(FileError::io("cannot read"))?,
     };
     if kind.is_host_binary() {
-        return host_binary(layout, opts, rel, &src, owned, r);
+        return host_binary(layout, opts, rel, &src, input, r);
     }
     if kind.is_device_file() {
-        return bundle_file(layout, opts, rel, &src, owned, r);
+        return bundle_file(layout, opts, rel, &src, input, r);
     }
     if kind == FileKind::StaticArchive && static_archive_has_device_code(&src)? {
         r.warning = Some(
@@ -853,7 +879,7 @@ fn host_binary(
     opts: &SplitOptions<'_>,
     rel: &str,
     src: &Path,
-    owned: bool,
+    input: &Input<'_>,
     mut r: FileResult,
 ) -> std::result::Result<FileResult, FileError> {
     let walk = WalkOptions {
@@ -864,7 +890,7 @@ fn host_binary(
         // A file kpack cannot rewrite (32-bit, big-endian, another
         // machine) has no HIP device code it could move: shipped as is.
         Err(e) if e.is_unsupported() => {
-            r.generic_bytes = place(src, layout.generic, rel, owned)?;
+            r.generic_bytes = place(src, layout.generic, rel, input)?;
             return Ok(r);
         }
         Err(e) => return Err(e.into()),
@@ -881,7 +907,7 @@ fn host_binary(
     }
     if r.already.is_some() || r.host_only || r.warning.is_some() {
         drop(bin);
-        r.generic_bytes = place(src, layout.generic, rel, owned)?;
+        r.generic_bytes = place(src, layout.generic, rel, input)?;
         return Ok(r);
     }
     let Planned {
@@ -1027,7 +1053,7 @@ fn bundle_file(
     opts: &SplitOptions<'_>,
     rel: &str,
     src: &Path,
-    owned: bool,
+    input: &Input<'_>,
     mut r: FileResult,
 ) -> std::result::Result<FileResult, FileError> {
     let fat = read_fat_binary(
@@ -1043,7 +1069,7 @@ fn bundle_file(
     match processors.as_slice() {
         [] if !targets.is_empty() => r.excluded.extend(targets),
         [p] => {
-            let n = place(src, &(layout.arch)(p), rel, owned)?;
+            let n = place(src, &(layout.arch)(p), rel, input)?;
             r.arch_bytes.push((p.clone(), n));
             r.device_file = Some(p.clone());
             r.excluded
@@ -1056,7 +1082,7 @@ fn bundle_file(
                     targets.join(", ")
                 ));
             }
-            r.generic_bytes = place(src, layout.generic, rel, owned)?;
+            r.generic_bytes = place(src, layout.generic, rel, input)?;
         }
     }
     Ok(r)
@@ -1094,14 +1120,21 @@ mod tests {
         std::os::unix::fs::symlink(&victim, root.join("lib")).unwrap();
         let src = d.path().join("spooled");
         std::fs::write(&src, "bytes").unwrap();
+        let input = |owned| Input {
+            owned,
+            shown: &root,
+            store: None,
+            trees: Trees::default(),
+        };
         for owned in [true, false] {
-            assert!(place(&src, &root, "lib/x.so", owned).is_err());
+            assert!(place(&src, &root, "lib/x.so", &input(owned)).is_err());
         }
         assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0);
-        assert_eq!(place(&src, &root, "real/x.so", true).unwrap(), 5);
+        let owned = input(true);
+        assert_eq!(place(&src, &root, "real/x.so", &owned).unwrap(), 5);
         assert!(!src.exists(), "moved, not copied");
         std::fs::write(&src, "other").unwrap();
-        assert!(place(&src, &root, "real/x.so", true).is_err());
+        assert!(place(&src, &root, "real/x.so", &owned).is_err());
         assert_eq!(std::fs::read(root.join("real/x.so")).unwrap(), b"bytes");
     }
 

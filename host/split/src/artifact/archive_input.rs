@@ -396,6 +396,7 @@ impl Splitter<'_> {
             owned: true,
             shown: &shown,
             store: Some(self.store),
+            trees: crate::prefix::Trees::default(),
         };
         let report = self
             .reports
