@@ -70,9 +70,7 @@ pub fn run(args: Args) -> CliResult {
     let staged_host = host_out.plan(&out_name, Order::Last)?;
     safety::not_existing(&args.output, args.force)?;
     // Offload shows its own spinner: the job draws no bar.
-    let run = args
-        .archive
-        .job(kpack_fsafe::Existing::from_force(args.force), false)?;
+    let run = args.archive.job(existing, false)?;
     let (mut archives, opts) = plan(&args, &run.job);
     archives.set_stage(archive_out.tree());
     // Checked against the final paths: no archive may land on the output.

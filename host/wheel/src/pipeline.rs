@@ -176,16 +176,17 @@ pub(crate) fn commit(
 ) -> Result<Vec<String>> {
     let mut outputs = outputs;
     let mut identical = Vec::new();
+    // Wheels move into the staging tree from its root down, never through
+    // a symlink and never onto a file there.
+    let staging = outputs.tree();
+    let tree = Tree::open(&staging).map_err(|e| Error::io(&staging, "cannot open", e))?;
     for (f, order) in files {
         if is_identical(&out_stage.join(f), &outputs.dest(f)) {
             identical.push(f.to_string());
             continue;
         }
         outputs.plan(f, *order)?;
-        // Moved into the staging tree from its root down, never through a
-        // symlink and never onto a file there.
-        Tree::open(&outputs.tree())
-            .and_then(|t| t.adopt(&out_stage.join(f), Path::new(f)))
+        tree.adopt(&out_stage.join(f), Path::new(f))
             .map_err(|e| Error::io(out_stage.join(f), "cannot stage", e))?;
     }
     outputs.commit()?;
